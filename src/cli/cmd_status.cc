@@ -1,0 +1,124 @@
+// gpulane status: every GPU and who uses it; --json, --watch, -p.
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fmt/format.h>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/exit_codes.h"
+#include "render/status_view.h"
+#include "util/units.h"
+
+namespace gpulane::cli {
+namespace {
+
+struct StatusOptions {
+  bool json = false;
+  bool full_processes = false;
+  std::string watch;  // "" unless --watch; seconds as text
+  bool watch_given = false;
+  std::string color = "auto";
+};
+
+volatile sig_atomic_t g_stop = 0;
+void OnStopSignal(int) { g_stop = 1; }
+
+StatusContext MakeContext(const GpuSnapshot& snapshot, bool warn) {
+  StatusContext context;
+  context.hostname = HostName();
+  context.now = std::time(nullptr);
+  context.cuda_visible_devices = InheritedVisibleDevices();
+  context.visible = warn ? AllowedGpus(snapshot) : ParseCudaVisibleDevices(context.cuda_visible_devices, snapshot);
+  return context;
+}
+
+std::string Render(const GpuSnapshot& snapshot, const StatusContext& context, const StatusOptions& o, bool color) {
+  if (o.json) return StatusToJson(snapshot, context).dump(o.watch_given ? -1 : 2) + "\n";
+  std::string text = RenderStatusText(snapshot, context, {color, o.full_processes});
+  if (snapshot.nvml_order_differs())
+    text += "note: NVML (and nvidia-smi) number these GPUs differently from PCI bus order; gpulane shows PCI "
+            "order, which CUDA uses with CUDA_DEVICE_ORDER=PCI_BUS_ID (nvml:N is nvidia-smi's number)\n";
+  return text;
+}
+
+// Sleeps up to `seconds`, returning early when a stop signal arrives.
+void SleepUnlessStopped(double seconds) {
+  timespec ts{static_cast<time_t>(seconds), static_cast<long>(std::fmod(seconds, 1.0) * 1e9)};
+  while (!g_stop && nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+  }
+}
+
+int Watch(GpuBackend& backend, const StatusOptions& o, double interval_s) {
+  struct sigaction sa {};
+  sa.sa_handler = OnStopSignal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  const bool tty = isatty(STDOUT_FILENO) == 1;
+  const bool color = UseColor(o.color);
+  bool first = true;
+  while (!g_stop) {
+    auto snapshot = ReadAnnotated(backend);
+    if (!snapshot) return Fail(snapshot.error());
+    std::string frame = Render(*snapshot, MakeContext(*snapshot, first), o, color);
+    if (tty && !o.json) {
+      // Redraw in place: home, each line cleared to its end, then clear below.
+      std::string out = first ? "\x1b[2J\x1b[H" : "\x1b[H";
+      std::size_t start = 0;
+      while (start < frame.size()) {
+        std::size_t end = frame.find('\n', start);
+        out += frame.substr(start, end - start) + "\x1b[K\n";
+        start = end + 1;
+      }
+      frame = out + "\x1b[J";
+    }
+    std::fwrite(frame.data(), 1, frame.size(), stdout);
+    std::fflush(stdout);
+    first = false;
+    SleepUnlessStopped(interval_s);
+  }
+  return kExitOk;
+}
+
+int RunStatus(const StatusOptions& o) {
+  double interval_s = 1.0;
+  if (o.watch_given && !o.watch.empty()) {
+    auto parsed = ParseDurationS(o.watch);
+    if (!parsed || *parsed < 0.1)
+      return Fail(MakeError(ErrorKind::kInvalidArgument,
+                            fmt::format("--watch '{}': give the refresh interval in seconds, at least 0.1", o.watch)));
+    interval_s = *parsed;
+  }
+  auto backend = OpenBackend();
+  if (!backend) return Fail(backend.error());
+  if (o.watch_given) return Watch(**backend, o, interval_s);
+  auto snapshot = ReadAnnotated(**backend);
+  if (!snapshot) return Fail(snapshot.error());
+  std::string out = Render(*snapshot, MakeContext(*snapshot, true), o, UseColor(o.color));
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return kExitOk;
+}
+
+}  // namespace
+
+void RegisterStatus(CLI::App& app, Runner* run) {
+  auto o = std::make_shared<StatusOptions>();
+  CLI::App* sub = app.add_subcommand("status", "Show every GPU, its load and who uses it");
+  sub->add_flag("--json", o->json, "Print a JSON document (schema: docs/status-json.md)");
+  sub->add_flag("-p,--processes", o->full_processes, "List every process with its whole command line");
+  sub->add_option("--watch", o->watch, "Refresh every SECONDS (default 1) until Ctrl-C; with --json, one document a line")
+      ->expected(0, 1)
+      ->type_name("SECONDS");
+  sub->add_option("--color", o->color, "Colour: auto (a terminal without NO_COLOR), always, never")
+      ->check(CLI::IsMember({"auto", "always", "never"}));
+  sub->callback([o, sub, run] {
+    o->watch_given = sub->count("--watch") > 0;
+    *run = [o] { return RunStatus(*o); };
+  });
+}
+
+}  // namespace gpulane::cli

@@ -1,0 +1,70 @@
+#include "cli/common.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fmt/format.h>
+
+#include "cli/exit_codes.h"
+#include "gpu/nvml_backend.h"
+#include "os/process_table.h"
+
+namespace gpulane::cli {
+
+int Fail(const Error& error) {
+  fmt::print(stderr, "gpulane: error: {}\n", error.message);
+  return ExitCodeFor(error.kind);
+}
+
+void Warn(const std::string& message) { fmt::print(stderr, "gpulane: warning: {}\n", message); }
+
+Result<std::unique_ptr<GpuBackend>> OpenBackend() {
+  auto backend = NvmlBackend::Open();
+  if (!backend) return backend.error();
+  return std::unique_ptr<GpuBackend>(std::move(backend).value());
+}
+
+Result<GpuSnapshot> ReadAnnotated(GpuBackend& backend) {
+  auto snapshot = backend.Read();
+  if (!snapshot) return snapshot;
+  ProcfsProcessTable table;
+  AnnotateProcesses(*snapshot, table);
+  return snapshot;
+}
+
+std::optional<std::string> InheritedVisibleDevices() {
+  const char* value = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (!value) return std::nullopt;
+  return std::string(value);
+}
+
+VisibleDevices AllowedGpus(const GpuSnapshot& snapshot) {
+  auto inherited = InheritedVisibleDevices();
+  VisibleDevices visible = ParseCudaVisibleDevices(inherited, snapshot);
+  if (visible.ended_by) Warn(fmt::format("CUDA_VISIBLE_DEVICES='{}': {}", *inherited, *visible.ended_by));
+  if (inherited && !visible.pci_indices.empty()) {
+    const char* order = std::getenv("CUDA_DEVICE_ORDER");
+    bool mixed = false;
+    for (const auto& d : snapshot.devices) mixed = mixed || d.name != snapshot.devices.front().name;
+    if (mixed && (!order || std::string(order) != "PCI_BUS_ID"))
+      Warn("CUDA_VISIBLE_DEVICES holds indices but CUDA_DEVICE_ORDER is not PCI_BUS_ID and the GPUs differ: "
+           "gpulane reads the indices in PCI bus order; set CUDA_DEVICE_ORDER=PCI_BUS_ID or use UUIDs");
+  }
+  return visible;
+}
+
+bool UseColor(const std::string& mode) {
+  if (mode == "always") return true;
+  if (mode == "never") return false;
+  const char* no_color = std::getenv("NO_COLOR");
+  if (no_color && *no_color) return false;
+  return isatty(STDOUT_FILENO) == 1;
+}
+
+std::string HostName() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  return buf;
+}
+
+}  // namespace gpulane::cli

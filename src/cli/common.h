@@ -1,0 +1,37 @@
+#pragma once
+// What every subcommand shares: opening the GPUs, reporting errors, the terminal.
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "gpu/backend.h"
+#include "gpu/visible_devices.h"
+#include "util/result.h"
+
+namespace gpulane::cli {
+
+/// Prints "gpulane: error: <message>" on stderr and returns the exit code for the error's kind.
+int Fail(const Error& error);
+/// Prints "gpulane: warning: <message>" on stderr.
+void Warn(const std::string& message);
+
+/// Opens the real NVML backend (library from $GPULANE_NVML_LIBRARY or libnvidia-ml.so.1).
+Result<std::unique_ptr<GpuBackend>> OpenBackend();
+
+/// Reads a snapshot and fills in process owners and command lines from /proc.
+Result<GpuSnapshot> ReadAnnotated(GpuBackend& backend);
+
+/// The inherited CUDA_VISIBLE_DEVICES, if set.
+std::optional<std::string> InheritedVisibleDevices();
+
+/// Parses the inherited CUDA_VISIBLE_DEVICES against `snapshot`, warning on stderr when an
+/// entry ends the list early or the CUDA order may differ from PCI order.
+VisibleDevices AllowedGpus(const GpuSnapshot& snapshot);
+
+/// Whether stdout should get colour: `mode` "always"/"never"/"auto" (auto: a terminal and no NO_COLOR).
+bool UseColor(const std::string& mode);
+
+/// This machine's host name.
+std::string HostName();
+
+}  // namespace gpulane::cli

@@ -1,0 +1,36 @@
+#pragma once
+// gpulane's exit codes (documented in README.md, "Exit codes"). `run` exits with its job's status
+// instead, except when gpulane itself fails before or around the job.
+#include "util/result.h"
+
+namespace gpulane {
+
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitFailure = 1,         ///< an operating-system or internal failure
+  kExitUsage = 2,           ///< bad command line or input value
+  kExitNoDriver = 3,        ///< libnvidia-ml.so.1 could not be loaded
+  kExitNvml = 4,            ///< NVML failed (driver not loaded, version mismatch, no permission)
+  kExitNotEnoughGpus = 5,   ///< too few GPUs qualify (pick; run --no-wait)
+  kExitTimeout = 6,         ///< run --timeout expired before GPUs were free
+  kExitUnsafe = 7,          ///< a lease directory or file failed an ownership/permission check
+  kExitCannotExecute = 126, ///< run: the command exists but could not be executed
+  kExitNotFound = 127,      ///< run: the command was not found
+};
+
+/// The exit code for an error kind.
+inline int ExitCodeFor(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::kInvalidArgument: return kExitUsage;
+    case ErrorKind::kNoDriver: return kExitNoDriver;
+    case ErrorKind::kNvml: return kExitNvml;
+    case ErrorKind::kNotEnoughGpus: return kExitNotEnoughGpus;
+    case ErrorKind::kTimeout: return kExitTimeout;
+    case ErrorKind::kUnsafe: return kExitUnsafe;
+    case ErrorKind::kIo:
+    case ErrorKind::kInternal: return kExitFailure;
+  }
+  return kExitFailure;
+}
+
+}  // namespace gpulane

@@ -1,0 +1,274 @@
+#include "gpu/nvml_backend.h"
+
+#include <cstring>
+#include <fmt/format.h>
+
+#include "gpu/ordering.h"
+
+namespace gpulane {
+namespace {
+
+using nvml::Api;
+
+// True for codes that mean the GPU itself is unusable, as opposed to one field being unavailable.
+bool IsDeviceFailure(nvmlReturn_t rc) {
+  switch (rc) {
+    case NVML_ERROR_GPU_IS_LOST:
+    case NVML_ERROR_RESET_REQUIRED:
+    case NVML_ERROR_GPU_NOT_FOUND:
+    case NVML_ERROR_UNINITIALIZED:
+    case NVML_ERROR_TIMEOUT:
+    case NVML_ERROR_IRQ_ISSUE:
+    case NVML_ERROR_UNKNOWN:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Reads one GPU, recording the first device failure; every Get* returns whether it succeeded.
+class DeviceReader {
+ public:
+  DeviceReader(const Api& api, nvmlDevice_t handle, GpuDevice& device)
+      : api_(api), h_(handle), d_(device) {}
+
+  // Interprets a return code: true on success; marks the device failed on a failure code.
+  bool Check(nvmlReturn_t rc) {
+    if (rc == NVML_SUCCESS) return true;
+    if (IsDeviceFailure(rc) && !d_.error) d_.error = nvml::ErrorName(rc);
+    return false;
+  }
+  bool failed() const { return d_.error.has_value(); }
+
+  void ReadIdentity() {
+    char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+    if (api_.DeviceGetUUID && Check(api_.DeviceGetUUID(h_, buf, sizeof buf))) d_.uuid = buf;
+    char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {};
+    if (!failed() && api_.DeviceGetName && Check(api_.DeviceGetName(h_, name, sizeof name))) d_.name = name;
+    unsigned minor = 0;
+    if (!failed() && api_.DeviceGetMinorNumber && Check(api_.DeviceGetMinorNumber(h_, &minor)))
+      d_.minor_number = minor;
+    if (failed()) return;
+    if (api_.DeviceGetPciInfoV3) {
+      nvmlPciInfo_t pci{};
+      if (Check(api_.DeviceGetPciInfoV3(h_, &pci))) d_.pci_bus_id = NormalizePciBusId(pci.busId);
+    } else if (api_.DeviceGetPciInfoLegacy) {
+      nvmlPciInfoLegacy_t pci{};
+      if (Check(api_.DeviceGetPciInfoLegacy(h_, &pci))) d_.pci_bus_id = NormalizePciBusId(pci.busId);
+    }
+  }
+
+  void ReadMemory() {
+    if (api_.DeviceGetMemoryInfoV2) {
+      nvmlMemory_v2_t mem{};
+      mem.version = nvmlMemory_v2;
+      nvmlReturn_t rc = api_.DeviceGetMemoryInfoV2(h_, &mem);
+      if (Check(rc)) {
+        d_.memory_total_bytes = mem.total;
+        d_.memory_reserved_bytes = mem.reserved;
+        d_.memory_free_bytes = mem.free;
+        d_.memory_used_bytes = mem.used;
+        return;
+      }
+      if (failed()) return;
+    }
+    if (api_.DeviceGetMemoryInfo) {
+      nvmlMemory_t mem{};
+      if (Check(api_.DeviceGetMemoryInfo(h_, &mem))) {
+        d_.memory_total_bytes = mem.total;
+        d_.memory_free_bytes = mem.free;
+        d_.memory_used_bytes = mem.used;
+      }
+    }
+  }
+
+  void ReadSensors() {
+    nvmlUtilization_t util{};
+    if (api_.DeviceGetUtilizationRates && Check(api_.DeviceGetUtilizationRates(h_, &util))) {
+      d_.utilization_gpu_pct = util.gpu;
+      d_.utilization_memory_pct = util.memory;
+    }
+    unsigned value = 0;
+    if (!failed() && api_.DeviceGetTemperature && Check(api_.DeviceGetTemperature(h_, NVML_TEMPERATURE_GPU, &value)))
+      d_.temperature_c = value;
+    if (!failed() && api_.DeviceGetPowerUsage && Check(api_.DeviceGetPowerUsage(h_, &value))) d_.power_draw_mw = value;
+    if (!failed() && api_.DeviceGetEnforcedPowerLimit && Check(api_.DeviceGetEnforcedPowerLimit(h_, &value)))
+      d_.power_limit_mw = value;
+    int state = 0;
+    if (!failed() && api_.DeviceGetPerformanceState && Check(api_.DeviceGetPerformanceState(h_, &state)) &&
+        state >= 0 && state <= 15)
+      d_.performance_state = static_cast<unsigned>(state);
+    if (!failed() && api_.DeviceGetComputeMode && Check(api_.DeviceGetComputeMode(h_, &state)) && state >= 0 &&
+        state <= 3)
+      d_.compute_mode = static_cast<ComputeMode>(state);
+    if (!failed() && api_.DeviceGetPersistenceMode && Check(api_.DeviceGetPersistenceMode(h_, &state)))
+      d_.persistence_mode = state == NVML_FEATURE_ENABLED;
+    unsigned current = 0, pending = 0;
+    if (!failed() && api_.DeviceGetMigMode && Check(api_.DeviceGetMigMode(h_, &current, &pending)))
+      d_.mig_enabled = current == 1;
+  }
+
+  // Appends the compute processes of `handle` (the GPU or one of its MIG devices).
+  // Returns false if the list could not be read.
+  bool ReadProcessesOf(nvmlDevice_t handle, const std::optional<std::string>& mig_uuid,
+                       std::vector<GpuProcess>& out) {
+    if (api_.DeviceGetComputeRunningProcesses) return ReadList<nvmlProcessInfo_t>(api_.DeviceGetComputeRunningProcesses, handle, mig_uuid, out);
+    if (api_.DeviceGetComputeRunningProcessesV1)
+      return ReadList<nvmlProcessInfo_v1_t>(api_.DeviceGetComputeRunningProcessesV1, handle, mig_uuid, out);
+    return false;
+  }
+
+  void ReadMig() {
+    if (!d_.mig_enabled.value_or(false) || !api_.DeviceGetMaxMigDeviceCount || !api_.DeviceGetMigDeviceHandleByIndex)
+      return;
+    unsigned max_count = 0;
+    if (!Check(api_.DeviceGetMaxMigDeviceCount(h_, &max_count))) return;
+    for (unsigned i = 0; i < max_count && !failed(); ++i) {
+      nvmlDevice_t mig = nullptr;
+      if (!Check(api_.DeviceGetMigDeviceHandleByIndex(h_, i, &mig))) continue;  // empty slot: NOT_FOUND
+      MigDevice m;
+      char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+      if (api_.DeviceGetUUID && Check(api_.DeviceGetUUID(mig, buf, sizeof buf))) m.uuid = buf;
+      unsigned id = 0;
+      if (api_.DeviceGetGpuInstanceId && Check(api_.DeviceGetGpuInstanceId(mig, &id))) m.gpu_instance_id = id;
+      if (api_.DeviceGetComputeInstanceId && Check(api_.DeviceGetComputeInstanceId(mig, &id)))
+        m.compute_instance_id = id;
+      nvmlMemory_t mem{};
+      if (api_.DeviceGetMemoryInfo && Check(api_.DeviceGetMemoryInfo(mig, &mem))) {
+        m.memory_total_bytes = mem.total;
+        m.memory_used_bytes = mem.used;
+      }
+      mig_handles_.push_back(mig);
+      d_.mig_devices.push_back(std::move(m));
+    }
+  }
+
+  void ReadProcesses() {
+    std::vector<GpuProcess> list;
+    bool ok = ReadProcessesOf(h_, std::nullopt, list);
+    for (std::size_t i = 0; i < mig_handles_.size() && !failed(); ++i) {
+      std::vector<GpuProcess> on_mig;
+      if (ReadProcessesOf(mig_handles_[i], d_.mig_devices[i].uuid, on_mig)) {
+        ok = true;
+        for (auto& p : on_mig) MergeProcess(list, std::move(p));
+      }
+    }
+    if (ok && !failed()) d_.processes = std::move(list);
+  }
+
+  void ReadNvLinks() {
+    if (!api_.DeviceGetNvLinkState || !api_.DeviceGetNvLinkRemotePciInfo) return;
+    for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS; ++link) {
+      int active = 0;
+      nvmlReturn_t rc = api_.DeviceGetNvLinkState(h_, link, &active);
+      if (rc != NVML_SUCCESS) {
+        Check(rc);
+        if (rc == NVML_ERROR_NOT_SUPPORTED || rc == NVML_ERROR_INVALID_ARGUMENT || failed()) return;
+        continue;
+      }
+      if (active != NVML_FEATURE_ENABLED) continue;
+      nvmlPciInfo_t pci{};
+      if (!Check(api_.DeviceGetNvLinkRemotePciInfo(h_, link, &pci))) continue;
+      std::string remote = NormalizePciBusId(pci.busId);
+      bool found = false;
+      for (auto& peer : d_.nvlink_peers) {
+        if (peer.pci_bus_id == remote) {
+          ++peer.links;
+          found = true;
+        }
+      }
+      if (!found) d_.nvlink_peers.push_back({remote, 1});
+    }
+  }
+
+ private:
+  template <typename Record, typename Fn>
+  bool ReadList(Fn* fn, nvmlDevice_t handle, const std::optional<std::string>& mig_uuid,
+                std::vector<GpuProcess>& out) {
+    // Ask for the count first; processes can appear between the calls, so allocate with headroom
+    // and retry on NVML_ERROR_INSUFFICIENT_SIZE (shared/notes/nvml-facts.md).
+    unsigned count = 0;
+    nvmlReturn_t rc = fn(handle, &count, nullptr);
+    if (rc == NVML_SUCCESS) return true;  // no processes
+    std::vector<Record> records;
+    for (int attempt = 0; attempt < 4 && rc == NVML_ERROR_INSUFFICIENT_SIZE; ++attempt) {
+      count += 16;
+      records.assign(count, Record{});
+      rc = fn(handle, &count, records.data());
+    }
+    if (!Check(rc)) return false;
+    for (unsigned i = 0; i < count; ++i) {
+      GpuProcess p;
+      p.pid = records[i].pid;
+      if (records[i].usedGpuMemory != NVML_VALUE_NOT_AVAILABLE_ULL) p.used_memory_bytes = records[i].usedGpuMemory;
+      p.mig_uuid = mig_uuid;
+      MergeProcess(out, std::move(p));
+    }
+    return true;
+  }
+
+  static void MergeProcess(std::vector<GpuProcess>& list, GpuProcess p) {
+    for (auto& q : list) {
+      if (q.pid == p.pid) {
+        if (p.mig_uuid) q.mig_uuid = p.mig_uuid;
+        if (!q.used_memory_bytes) q.used_memory_bytes = p.used_memory_bytes;
+        return;
+      }
+    }
+    list.push_back(std::move(p));
+  }
+
+  const Api& api_;
+  nvmlDevice_t h_;
+  GpuDevice& d_;
+  std::vector<nvmlDevice_t> mig_handles_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<NvmlBackend>> NvmlBackend::Open(const std::string& path) {
+  auto library = nvml::Library::Open(path);
+  if (!library) return library.error();
+  return std::make_unique<NvmlBackend>(std::move(library).value());
+}
+
+Result<GpuSnapshot> NvmlBackend::Read() {
+  const Api& api = library_->api();
+  GpuSnapshot snap;
+  char buf[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE] = {};
+  if (api.SystemGetDriverVersion && api.SystemGetDriverVersion(buf, sizeof buf) == NVML_SUCCESS)
+    snap.driver_version = buf;
+  if (api.SystemGetNVMLVersion && api.SystemGetNVMLVersion(buf, sizeof buf) == NVML_SUCCESS) snap.nvml_version = buf;
+  int cuda = 0;
+  if (api.SystemGetCudaDriverVersion && api.SystemGetCudaDriverVersion(&cuda) == NVML_SUCCESS)
+    snap.cuda_driver_version = cuda;
+
+  unsigned count = 0;
+  nvmlReturn_t rc = api.DeviceGetCount(&count);
+  if (rc != NVML_SUCCESS)
+    return MakeError(ErrorKind::kNvml, fmt::format("NVML could not count the GPUs (nvmlDeviceGetCount: {}): check "
+                                                   "the driver with nvidia-smi",
+                                                   nvml::ErrorName(rc)));
+  snap.devices.resize(count);
+  for (unsigned i = 0; i < count; ++i) {
+    GpuDevice& d = snap.devices[i];
+    d.nvml_index = i;
+    nvmlDevice_t handle = nullptr;
+    rc = api.DeviceGetHandleByIndex(i, &handle);
+    if (rc != NVML_SUCCESS) {
+      d.error = nvml::ErrorName(rc);
+      continue;
+    }
+    DeviceReader reader(api, handle, d);
+    reader.ReadIdentity();
+    if (!reader.failed()) reader.ReadMemory();
+    if (!reader.failed()) reader.ReadSensors();
+    if (!reader.failed()) reader.ReadMig();
+    if (!reader.failed()) reader.ReadProcesses();
+    if (!reader.failed()) reader.ReadNvLinks();
+  }
+  SortByPciBusId(snap.devices);
+  return snap;
+}
+
+}  // namespace gpulane

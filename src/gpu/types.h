@@ -1,0 +1,93 @@
+#pragma once
+// What gpulane knows of the GPUs at one moment. Every optional field is absent when the GPU or the
+// driver does not report it: gpulane never makes a number up.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpulane {
+
+/// NVML compute mode (nvmlComputeMode_t, "Device Enums" in the NVML reference).
+enum class ComputeMode { kDefault, kExclusiveThread, kProhibited, kExclusiveProcess };
+
+/// A compute process on a GPU (nvmlDeviceGetComputeRunningProcesses), with what /proc tells of it.
+struct GpuProcess {
+  std::uint32_t pid = 0;
+  std::optional<std::uint64_t> used_memory_bytes;  ///< absent when NVML reports "not available"
+  std::optional<std::string> mig_uuid;             ///< the MIG device it runs on, if any
+  // Filled from /proc/<pid> where readable (ProcessTable); absent when the pid is not visible here,
+  // e.g. from inside a container without the host's PID namespace.
+  std::optional<std::uint32_t> uid;
+  std::optional<std::string> user;
+  std::optional<std::string> command;  ///< basename of argv[0], e.g. "python"
+  std::optional<std::string> cmdline;  ///< the whole command line, arguments joined by spaces
+};
+
+/// A MIG device (a GPU instance + compute instance) of a MIG-enabled GPU.
+struct MigDevice {
+  std::string uuid;  ///< "MIG-..."
+  std::optional<unsigned> gpu_instance_id;
+  std::optional<unsigned> compute_instance_id;
+  std::optional<std::uint64_t> memory_total_bytes;
+  std::optional<std::uint64_t> memory_used_bytes;
+};
+
+/// NVLink connections from one GPU to another (nvmlDeviceGetNvLinkState/RemotePciInfo_v2).
+struct NvLinkPeer {
+  std::string pci_bus_id;  ///< the remote end: a GPU or an NVSwitch
+  unsigned links = 0;      ///< active links to it
+};
+
+/// One physical GPU.
+struct GpuDevice {
+  unsigned nvml_index = 0;  ///< NVML's own numbering (not CUDA's, not the minor number)
+  unsigned pci_index = 0;   ///< position in PCI bus order = CUDA index with CUDA_DEVICE_ORDER=PCI_BUS_ID
+  std::optional<unsigned> minor_number;  ///< N of /dev/nvidiaN
+  std::string uuid;                      ///< "GPU-..."; empty only if NVML refused it
+  std::string pci_bus_id;                ///< "00000000:00:06.0": 8-digit domain, upper-case hex
+  std::optional<std::string> name;
+  std::optional<std::string> error;      ///< set when the GPU failed (e.g. "NVML_ERROR_GPU_IS_LOST")
+
+  std::optional<std::uint64_t> memory_total_bytes;
+  std::optional<std::uint64_t> memory_used_bytes;      ///< excludes driver-reserved memory (as nvidia-smi)
+  std::optional<std::uint64_t> memory_free_bytes;
+  std::optional<std::uint64_t> memory_reserved_bytes;  ///< only from nvmlDeviceGetMemoryInfo_v2
+  std::optional<unsigned> utilization_gpu_pct;
+  std::optional<unsigned> utilization_memory_pct;
+  std::optional<unsigned> temperature_c;
+  std::optional<unsigned> power_draw_mw;
+  std::optional<unsigned> power_limit_mw;
+  std::optional<unsigned> performance_state;  ///< N of PN; 0 is the fastest
+  std::optional<ComputeMode> compute_mode;
+  std::optional<bool> persistence_mode;
+  std::optional<bool> mig_enabled;
+  std::vector<MigDevice> mig_devices;
+  std::optional<std::vector<GpuProcess>> processes;  ///< absent when the list could not be read
+  std::vector<NvLinkPeer> nvlink_peers;
+
+  bool failed() const { return error.has_value(); }
+};
+
+/// Every GPU of the machine at one moment, in PCI bus order.
+struct GpuSnapshot {
+  std::optional<std::string> driver_version;
+  std::optional<std::string> nvml_version;
+  std::optional<int> cuda_driver_version;  ///< e.g. 13000 for CUDA 13.0
+  std::vector<GpuDevice> devices;           ///< sorted by PCI bus ID; devices[i].pci_index == i
+
+  /// True when NVML's numbering differs from PCI bus order (CUDA with PCI_BUS_ID, and gpulane).
+  bool nvml_order_differs() const {
+    for (const auto& d : devices)
+      if (d.nvml_index != d.pci_index) return true;
+    return false;
+  }
+  /// The device with this UUID, or nullptr.
+  const GpuDevice* FindByUuid(const std::string& uuid) const {
+    for (const auto& d : devices)
+      if (d.uuid == uuid) return &d;
+    return nullptr;
+  }
+};
+
+}  // namespace gpulane

@@ -1,0 +1,43 @@
+#pragma once
+// Who runs a process: the owner and command line of a pid, read from /proc.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "gpu/types.h"
+
+namespace gpulane {
+
+/// What /proc tells of one process.
+struct ProcessInfo {
+  std::uint32_t uid = 0;  ///< real uid
+  std::string user;       ///< login name, or the uid as text when it has no name
+  std::string command;    ///< basename of argv[0] ("python"), or the kernel's comm for kernel threads
+  std::string cmdline;    ///< argv joined by spaces
+};
+
+/// Looks processes up by pid. The real implementation reads /proc; tests may give their own.
+class ProcessTable {
+ public:
+  virtual ~ProcessTable() = default;
+  /// nullopt when the pid does not exist here or cannot be read (another PID namespace).
+  virtual std::optional<ProcessInfo> Lookup(std::uint32_t pid) = 0;
+};
+
+/// ProcessTable over a procfs mount (default /proc). Caches user names per uid.
+class ProcfsProcessTable : public ProcessTable {
+ public:
+  explicit ProcfsProcessTable(std::string root = "/proc") : root_(std::move(root)) {}
+  std::optional<ProcessInfo> Lookup(std::uint32_t pid) override;
+
+ private:
+  std::string UserName(std::uint32_t uid);
+  std::string root_;
+  std::map<std::uint32_t, std::string> users_;
+};
+
+/// Fills uid, user, command and cmdline of every GPU process in `snapshot` that `table` can see.
+void AnnotateProcesses(GpuSnapshot& snapshot, ProcessTable& table);
+
+}  // namespace gpulane

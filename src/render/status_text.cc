@@ -1,0 +1,109 @@
+#include <fmt/format.h>
+
+#include "render/status_view.h"
+#include "util/units.h"
+
+namespace gpulane {
+namespace {
+
+// ANSI SGR codes, used only when colour is on.
+struct Palette {
+  bool on;
+  std::string Paint(std::string_view text, const char* code) const {
+    return on ? fmt::format("\x1b[{}m{}\x1b[0m", code, text) : std::string(text);
+  }
+};
+
+constexpr const char* kCyan = "36";
+constexpr const char* kBlue = "34";
+constexpr const char* kRed = "1;31";
+constexpr const char* kYellow = "33";
+constexpr const char* kGreen = "32";
+constexpr const char* kBold = "1";
+constexpr const char* kDim = "2";
+constexpr const char* kMagenta = "35";
+
+template <typename T>
+std::string Or(const std::optional<T>& value, const char* fmt_spec, std::string_view missing) {
+  if (!value) return std::string(missing);
+  return fmt::format(fmt::runtime(fmt_spec), *value);
+}
+
+std::string Header(const GpuSnapshot& s, const StatusContext& c, const Palette& p) {
+  char when[64];
+  std::tm tm{};
+  localtime_r(&c.now, &tm);
+  std::strftime(when, sizeof when, "%a %b %e %H:%M:%S %Y", &tm);
+  std::string line = fmt::format("{}  {}", p.Paint(c.hostname, kBold), when);
+  if (s.driver_version) line += fmt::format("  driver {}", *s.driver_version);
+  if (s.cuda_driver_version) line += fmt::format("  CUDA {}", FormatCudaVersion(*s.cuda_driver_version));
+  return line + "\n";
+}
+
+std::string ProcessShort(const GpuProcess& proc, const Palette& p) {
+  std::string who = proc.user ? p.Paint(*proc.user, kBold) : std::string("?");
+  std::string what = proc.command ? fmt::format("{}/{}", *proc.command, proc.pid) : std::to_string(proc.pid);
+  std::string mem = proc.used_memory_bytes ? fmt::format("({}M)", BytesToMib(*proc.used_memory_bytes)) : "";
+  return fmt::format("{}:{}{}", who, what, mem);
+}
+
+std::string GpuLine(const GpuDevice& d, const GpuSnapshot& s, const StatusContext& c, const Palette& p) {
+  std::string index = p.Paint(fmt::format("[{}]", d.pci_index), kCyan);
+  std::string nvml = s.nvml_order_differs() ? p.Paint(fmt::format(" nvml:{}", d.nvml_index), kDim) : "";
+  std::string name = p.Paint(fmt::format("{:<12}", d.name.value_or("?")), kBlue);
+  if (d.failed())
+    return fmt::format("{}{} {} | {} {}\n", index, nvml, name, p.Paint(fmt::format("failed: {}", *d.error), kRed),
+                       d.uuid);
+  const char* temp_color = d.temperature_c.value_or(0) >= 80 ? kRed : kYellow;
+  std::string temp = p.Paint(Or(d.temperature_c, "{:>3}°C", "  -°C"), temp_color);
+  std::string util = p.Paint(Or(d.utilization_gpu_pct, "{:>3} %", "  - %"), kGreen);
+  std::string used = p.Paint(Or(d.memory_used_bytes ? std::optional(BytesToMib(*d.memory_used_bytes)) : std::nullopt,
+                                "{:>6}", "     -"),
+                             kYellow);
+  std::string total = p.Paint(
+      Or(d.memory_total_bytes ? std::optional(BytesToMib(*d.memory_total_bytes)) : std::nullopt, "{:>6}", "     -"),
+      kYellow);
+  std::string power = fmt::format(
+      "{} / {} W", p.Paint(Or(d.power_draw_mw ? std::optional(*d.power_draw_mw / 1000) : std::nullopt, "{:>3}", "  -"), kMagenta),
+      Or(d.power_limit_mw ? std::optional(*d.power_limit_mw / 1000) : std::nullopt, "{:>3}", "  -"));
+  std::string procs;
+  if (d.mig_enabled.value_or(false)) procs += p.Paint(fmt::format("MIG({}) ", d.mig_devices.size()), kDim);
+  if (!d.processes) procs += "?";
+  else
+    for (const auto& proc : *d.processes) procs += ProcessShort(proc, p) + " ";
+  auto holder = c.holders.find(d.uuid);
+  if (holder != c.holders.end()) procs += p.Paint(fmt::format("[{}] ", holder->second), kCyan);
+  if (!c.visible.Allows(d.pci_index)) procs += p.Paint("(not in CUDA_VISIBLE_DEVICES)", kDim);
+  while (!procs.empty() && procs.back() == ' ') procs.pop_back();
+  return fmt::format("{}{} {} | {} {} | {} / {} MiB | {} | {}\n", index, nvml, name, temp, util, used, total, power,
+                     procs);
+}
+
+std::string ProcessLines(const GpuDevice& d, const Palette& p) {
+  std::string out;
+  if (!d.processes) return out;
+  for (const auto& proc : *d.processes) {
+    std::string mem = proc.used_memory_bytes ? fmt::format("{} MiB", BytesToMib(*proc.used_memory_bytes)) : "- MiB";
+    out += fmt::format("    {:>7}  {:<10} {:>10}  {}{}\n", proc.pid, proc.user.value_or("?"), mem,
+                       proc.cmdline.value_or(p.Paint("(not visible in this PID namespace)", kDim)),
+                       proc.mig_uuid ? "  on " + *proc.mig_uuid : "");
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string FormatCudaVersion(int version) { return fmt::format("{}.{}", version / 1000, (version % 1000) / 10); }
+
+std::string RenderStatusText(const GpuSnapshot& snapshot, const StatusContext& context, const TextOptions& options) {
+  Palette p{options.color};
+  std::string out = Header(snapshot, context, p);
+  for (const auto& d : snapshot.devices) {
+    out += GpuLine(d, snapshot, context, p);
+    if (options.full_processes) out += ProcessLines(d, p);
+  }
+  if (snapshot.devices.empty()) out += "no NVIDIA GPU found\n";
+  return out;
+}
+
+}  // namespace gpulane

@@ -1,0 +1,39 @@
+#pragma once
+// Rendering a snapshot for `gpulane status`: the text view for terminals and the JSON document
+// (schema in docs/status-json.md). Pure: the caller supplies host name, time and what is allowed.
+#include <ctime>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "gpu/types.h"
+#include "gpu/visible_devices.h"
+
+namespace gpulane {
+
+/// Facts about the moment and the caller that the snapshot does not hold.
+struct StatusContext {
+  std::string hostname;
+  std::time_t now = 0;                              ///< seconds since the epoch
+  std::optional<std::string> cuda_visible_devices;  ///< the inherited value, if set
+  VisibleDevices visible;                           ///< what that value allows
+  std::map<std::string, std::string> holders;       ///< GPU UUID -> "job 12 (alice)": current lease holder
+};
+
+/// Options of the text view.
+struct TextOptions {
+  bool color = false;            ///< ANSI colours (only on a terminal without NO_COLOR)
+  bool full_processes = false;   ///< -p: one line per process with its whole command line
+};
+
+/// The text view: a header line, one line per GPU, and with full_processes a line per process.
+std::string RenderStatusText(const GpuSnapshot& snapshot, const StatusContext& context, const TextOptions& options);
+
+/// The JSON document of `gpulane status --json` (docs/status-json.md, schema_version 1).
+nlohmann::ordered_json StatusToJson(const GpuSnapshot& snapshot, const StatusContext& context);
+
+/// "CUDA 13.0" style version text from NVML's integer (13000 -> "13.0").
+std::string FormatCudaVersion(int version);
+
+}  // namespace gpulane

@@ -1,0 +1,106 @@
+#include "util/units.h"
+
+#include <cctype>
+#include <cmath>
+#include <fmt/format.h>
+
+#include "util/strings.h"
+
+namespace gpulane {
+namespace {
+
+// Splits "1.5GiB" into 1.5 and "gib"; false if there is no leading number.
+bool SplitNumber(std::string_view text, double* number, std::string* unit) {
+  std::size_t i = 0;
+  bool digits = false;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) {
+    digits = digits || text[i] != '.';
+    ++i;
+  }
+  if (!digits) return false;
+  try {
+    std::size_t used = 0;
+    *number = std::stod(std::string(text.substr(0, i)), &used);
+    if (used != i) return false;
+  } catch (...) {
+    return false;
+  }
+  *unit = ToLower(Trim(text.substr(i)));
+  return true;
+}
+
+}  // namespace
+
+Result<std::uint64_t> ParseSizeBytes(std::string_view text) {
+  auto bad = [&] {
+    return MakeError(ErrorKind::kInvalidArgument,
+                     fmt::format("cannot read '{}' as a memory size: use bytes or a unit, e.g. 20GiB, 20G, "
+                                 "512MiB, 1048576",
+                                 text));
+  };
+  double number = 0;
+  std::string unit;
+  if (!SplitNumber(Trim(text), &number, &unit)) return bad();
+  double scale = 0;
+  if (unit.empty() || unit == "b") scale = 1;
+  else if (unit == "k" || unit == "kib") scale = 1024.0;
+  else if (unit == "m" || unit == "mib") scale = 1024.0 * 1024;
+  else if (unit == "g" || unit == "gib") scale = 1024.0 * 1024 * 1024;
+  else if (unit == "t" || unit == "tib") scale = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "kb") scale = 1e3;
+  else if (unit == "mb") scale = 1e6;
+  else if (unit == "gb") scale = 1e9;
+  else if (unit == "tb") scale = 1e12;
+  else return bad();
+  double bytes = number * scale;
+  if (!std::isfinite(bytes) || bytes >= 1.8e19) return bad();
+  return static_cast<std::uint64_t>(std::llround(bytes));
+}
+
+Result<double> ParseDurationS(std::string_view input) {
+  std::string_view text = Trim(input);
+  auto bad = [&] {
+    return MakeError(ErrorKind::kInvalidArgument,
+                     fmt::format("cannot read '{}' as a duration: use seconds or units, e.g. 90, 500ms, 30s, "
+                                 "10m, 2h, 1h30m",
+                                 input));
+  };
+  if (text.empty()) return bad();
+  double total = 0;
+  while (!text.empty()) {
+    std::size_t i = 0;
+    while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+    if (i == 0) return bad();
+    double number = 0;
+    try {
+      std::size_t used = 0;
+      number = std::stod(std::string(text.substr(0, i)), &used);
+      if (used != i) return bad();
+    } catch (...) {
+      return bad();
+    }
+    std::size_t j = i;
+    while (j < text.size() && std::isalpha(static_cast<unsigned char>(text[j]))) ++j;
+    std::string unit = ToLower(text.substr(i, j - i));
+    double scale = 0;
+    if (unit.empty() || unit == "s" || unit == "sec") scale = 1;
+    else if (unit == "ms") scale = 1e-3;
+    else if (unit == "m" || unit == "min") scale = 60;
+    else if (unit == "h") scale = 3600;
+    else if (unit == "d") scale = 86400;
+    else return bad();
+    if (unit.empty() && j != text.size()) return bad();
+    total += number * scale;
+    text = text.substr(j);
+  }
+  return total;
+}
+
+std::string FormatBytes(std::uint64_t bytes) {
+  const double gib = static_cast<double>(bytes) / (1024.0 * 1024 * 1024);
+  if (gib >= 100) return fmt::format("{:.0f} GiB", gib);
+  if (gib >= 1) return fmt::format("{:.1f} GiB", gib);
+  return fmt::format("{} MiB", BytesToMib(bytes));
+}
+
+}  // namespace gpulane

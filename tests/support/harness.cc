@@ -1,0 +1,203 @@
+#include "support/harness.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+extern char** environ;
+
+namespace gpulane::test {
+namespace fs = std::filesystem;
+
+std::string GpulaneBinary() { return GPULANE_TEST_BINARY; }
+
+std::string FakeNvmlLibrary(const std::string& variant) {
+  return std::string(GPULANE_TEST_FAKE_NVML_DIR) + "/" + variant + "/libnvidia-ml.so.1";
+}
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+
+std::uint32_t UnusedPid() {
+  // pid_max is at most 4194304; walk down from the top for a pid nobody has.
+  for (std::uint32_t pid = 4194000; pid > 1000; --pid)
+    if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return pid;
+  throw std::runtime_error("no unused pid");
+}
+
+nlohmann::json RecordedH200x2(std::uint32_t pid_for_process) {
+  const fs::path path = fs::path(GPULANE_TEST_SHARED_DIR) / "fixtures/h200x2-2026-11-30/nvml_snapshot.json";
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("missing recorded fixture " + path.string() + " (the shared/ folder)");
+  nlohmann::json doc = nlohmann::json::parse(in);
+  for (auto& dev : doc["devices"])
+    for (auto& p : dev["processes"]) p["pid"] = pid_for_process;
+  return doc;
+}
+
+FakeMachine::FakeMachine(nlohmann::json state, std::string variant)
+    : state_(std::move(state)), variant_(std::move(variant)) {
+  std::string tmpl = (fs::temp_directory_path() / "gpulane-test-XXXXXX").string();
+  if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+  dir_ = tmpl;
+  fs::create_directory(dir_ / "leases");
+  fs::permissions(dir_ / "leases", fs::perms::all | fs::perms::sticky_bit);
+  Save();
+}
+
+FakeMachine::~FakeMachine() {
+  std::error_code ec;
+  fs::remove_all(dir_, ec);
+}
+
+void FakeMachine::Save() {
+  const fs::path tmp = dir_ / "nvml.json.tmp";
+  {
+    std::ofstream out(tmp);
+    out << state_.dump(1);
+  }
+  fs::rename(tmp, dir_ / "nvml.json");
+}
+
+Env FakeMachine::env() const {
+  return {{"GPULANE_NVML_LIBRARY", FakeNvmlLibrary(variant_)},
+          {"FAKE_NVML_STATE", (dir_ / "nvml.json").string()},
+          {"GPULANE_LEASE_DIR", (dir_ / "leases").string()},
+          {"CUDA_VISIBLE_DEVICES", "\x01unset"},
+          {"NO_COLOR", "1"}};
+}
+
+namespace {
+
+std::vector<std::string> BuildEnv(const Env& extra) {
+  std::map<std::string, std::string> merged;
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    auto eq = kv.find('=');
+    if (eq != std::string::npos) merged[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  for (const auto& [k, v] : extra) {
+    if (v == "\x01unset") merged.erase(k);
+    else merged[k] = v;
+  }
+  std::vector<std::string> out;
+  for (const auto& [k, v] : merged) out.push_back(k + "=" + v);
+  return out;
+}
+
+pid_t Spawn(const std::vector<std::string>& argv, const Env& env, const fs::path& out, const fs::path& err) {
+  std::vector<std::string> envs = BuildEnv(env);
+  std::vector<char*> cargv, cenv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  for (const auto& e : envs) cenv.push_back(const_cast<char*>(e.c_str()));
+  cenv.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int in = open("/dev/null", O_RDONLY);
+    int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(in, 0);
+    dup2(o, 1);
+    dup2(e, 2);
+    execve(cargv[0], cargv.data(), cenv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+int DecodeStatus(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+fs::path TempFile(const char* stem) {
+  static std::mt19937_64 rng{std::random_device{}()};
+  return fs::temp_directory_path() / (std::string("gpulane-") + stem + "-" + std::to_string(rng()));
+}
+
+}  // namespace
+
+Child::Child(const std::vector<std::string>& argv, const Env& env)
+    : out_path_(TempFile("out")), err_path_(TempFile("err")) {
+  pid_ = Spawn(argv, env, out_path_, err_path_);
+}
+
+Child::Child(Child&& other) noexcept
+    : pid_(other.pid_), out_path_(std::move(other.out_path_)), err_path_(std::move(other.err_path_)),
+      result_(std::move(other.result_)) {
+  other.pid_ = -1;
+}
+
+Child::~Child() {
+  if (pid_ > 0 && !result_) {
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+  }
+  std::error_code ec;
+  if (!out_path_.empty()) fs::remove(out_path_, ec);
+  if (!err_path_.empty()) fs::remove(err_path_, ec);
+}
+
+std::optional<RunResult> Child::Wait(double timeout_s) {
+  if (result_) return result_;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (true) {
+    int status = 0;
+    pid_t r = waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      result_ = RunResult{DecodeStatus(status), ReadFile(out_path_), ReadFile(err_path_)};
+      return result_;
+    }
+    if (std::chrono::steady_clock::now() > deadline) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+void Child::Kill(int sig) {
+  if (pid_ > 0 && !result_) ::kill(pid_, sig);
+}
+
+std::string Child::ErrSoFar() const { return ReadFile(err_path_); }
+std::string Child::OutSoFar() const { return ReadFile(out_path_); }
+
+RunResult RunGpulane(const std::vector<std::string>& args, const Env& env, double timeout_s) {
+  std::vector<std::string> argv{GpulaneBinary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Child child(argv, env);
+  auto result = child.Wait(timeout_s);
+  if (!result) {
+    child.Kill(SIGKILL);
+    result = child.Wait(5);
+    if (result) result->err += "\n[test harness: killed after time-out]";
+  }
+  return result.value_or(RunResult{});
+}
+
+Child StartProcess(const std::vector<std::string>& argv) { return Child(argv, {}); }
+
+bool Eventually(const std::function<bool()>& predicate, double timeout_s) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (predicate()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return predicate();
+}
+
+}  // namespace gpulane::test
