@@ -1,0 +1,16 @@
+#pragma once
+// Running gpulane with its stdout on a pseudo-terminal, as a user at a terminal sees it: for what
+// gpulane does only on a terminal (colour).
+#include <string>
+#include <vector>
+
+#include "support/harness.h"
+
+namespace gpulane::test {
+
+/// Runs gpulane with `args` and the caller's environment plus `env` (as RunGpulane), stdout on a
+/// new pseudo-terminal and stderr captured apart. `out` holds what reached the terminal (the
+/// terminal turns "\n" into "\r\n"). Kills it after `timeout_s`.
+RunResult RunGpulaneOnTerminal(const std::vector<std::string>& args, const Env& env, double timeout_s = 30);
+
+}  // namespace gpulane::test
