@@ -1,12 +1,27 @@
 // `gpulane status` through the real binary, the real dlopen path and the fake NVML.
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fmt/format.h>
+
 #include "support/harness.h"
+#include "support/scenarios.h"
+#include "support/text.h"
 
 namespace gpulane::test {
 namespace {
 
 using nlohmann::json;
+
+std::string Host() {
+  char buf[256] = {};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+std::uint64_t U64(const json& v) { return v.get<std::uint64_t>(); }
 
 TEST(Status, JsonMatchesTheRecordedH200s) {
   FakeMachine machine(RecordedH200x2(UnusedPid()));
@@ -40,6 +55,375 @@ TEST(Status, NoDriverIsAOneLineErrorWithItsOwnExitCode) {
   EXPECT_TRUE(r.out.empty());
   EXPECT_NE(r.err.find("NVIDIA driver not found"), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+TEST(Status, TextIsAHeaderAndOneLinePerGpuWithUserCommandAndMemory) {
+  Child own = StartProcess({"/bin/sleep", "60"});
+  ForeignProcess foreign;
+  json state = RecordedH200x2(own.pid());  // the recorded process on GPU 1 is now ours
+  AddProcess(state["devices"][0], foreign.pid(), 1ULL << 30);
+  FakeMachine machine(state);
+  RunResult r = RunGpulane({"status"}, machine.env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+  auto lines = Lines(r.out);
+  ASSERT_EQ(lines.size(), 3u) << r.out;
+  EXPECT_TRUE(Contains(lines[0], Host())) << lines[0];
+  EXPECT_TRUE(Contains(lines[0], "driver " + state["driver"].get<std::string>())) << lines[0];
+  for (unsigned i = 0; i < 2; ++i) {
+    const json& dev = state["devices"][i];
+    const std::string& line = lines[1 + i];
+    EXPECT_EQ(line.rfind(fmt::format("[{}]", i), 0), 0u) << line;
+    EXPECT_TRUE(Contains(line, dev["name"].get<std::string>())) << line;
+    EXPECT_TRUE(Contains(line, fmt::format("{} / {} MiB", U64(dev["memory"]["used"]) >> 20,
+                                           U64(dev["memory"]["total"]) >> 20)))
+        << line;
+    EXPECT_TRUE(Contains(line, fmt::format("{}°C", dev["temp_c"].get<int>()))) << line;
+  }
+  EXPECT_TRUE(Contains(lines[1], fmt::format("{}:{}/{}(1024M)", foreign.user(), foreign.command(), foreign.pid())))
+      << lines[1];
+  const std::uint64_t own_mib = U64(state["devices"][1]["processes"][0]["used_memory"]) >> 20;
+  EXPECT_TRUE(Contains(lines[2], fmt::format("{}:sleep/{}({}M)", UserName(getuid()), own.pid(), own_mib))) << lines[2];
+  EXPECT_FALSE(Contains(lines[1], std::to_string(own.pid()))) << lines[1];
+  EXPECT_FALSE(Contains(r.out, "\x1b[")) << "NO_COLOR is set";
+}
+
+TEST(Status, JsonHasEveryFieldWithItsUnitInItsName) {
+  Child own = StartProcess({"/bin/sleep", "60"});
+  ForeignProcess foreign;
+  json state = RecordedH200x2(own.pid());
+  AddProcess(state["devices"][0], foreign.pid(), 1ULL << 30);
+  FakeMachine machine(state);
+  const std::time_t before = std::time(nullptr);
+  RunResult r = RunGpulane({"status", "--json"}, machine.env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json doc = json::parse(r.out);
+  EXPECT_EQ(doc["schema_version"], 1);
+  EXPECT_EQ(doc["hostname"], Host());
+  std::tm tm{};
+  ASSERT_TRUE(strptime(doc["timestamp"].get<std::string>().c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm)) << doc["timestamp"];
+  const std::time_t stamped = timegm(&tm);
+  EXPECT_GE(stamped, before);
+  EXPECT_LE(stamped, std::time(nullptr));
+  EXPECT_EQ(doc["nvml_order_matches_pci_order"], true);
+  EXPECT_EQ(doc["driver_version"], state["driver"]);
+  EXPECT_EQ(doc["nvml_version"], state["nvml"]);
+  EXPECT_FALSE(doc.contains("cuda_visible_devices")) << "unset in the environment";
+  ASSERT_EQ(doc["gpus"].size(), 2u);
+  for (unsigned i = 0; i < 2; ++i) {
+    const json& g = doc["gpus"][i];
+    const json& dev = state["devices"][i];
+    SCOPED_TRACE(i);
+    EXPECT_EQ(g["index"], i);
+    EXPECT_EQ(g["nvml_index"], i);
+    EXPECT_EQ(g["minor_number"], dev["minor"]);
+    EXPECT_EQ(g["uuid"], dev["uuid"]);
+    EXPECT_EQ(g["pci_bus_id"], dev["pci_bus_id"]);
+    EXPECT_EQ(g["name"], dev["name"]);
+    EXPECT_EQ(g["state"], "ok");
+    EXPECT_FALSE(g.contains("error"));
+    EXPECT_EQ(g["allowed"], true);
+    EXPECT_EQ(g["memory_total_bytes"], dev["memory"]["total"]);
+    EXPECT_EQ(g["memory_used_bytes"], dev["memory"]["used"]);
+    EXPECT_EQ(g["memory_free_bytes"], dev["memory"]["free"]);
+    EXPECT_EQ(g["utilization_gpu_pct"], dev["util"]["gpu"]);
+    EXPECT_EQ(g["utilization_memory_pct"], dev["util"]["memory"]);
+    EXPECT_EQ(g["temperature_c"], dev["temp_c"]);
+    EXPECT_EQ(g["power_draw_mw"], dev["power_mw"]);
+    EXPECT_EQ(g["power_limit_mw"], dev["power_limit_mw"]);
+    EXPECT_EQ(g["performance_state"], fmt::format("P{}", dev["pstate"].get<int>()));
+    EXPECT_EQ(g["compute_mode"], "default");
+    EXPECT_EQ(g["persistence_mode"], true);
+    EXPECT_EQ(g["mig_enabled"], false);
+    EXPECT_FALSE(g.contains("mig_devices"));
+    EXPECT_TRUE(g["nvlink_peers"].is_array());
+    ASSERT_EQ(g["processes"].size(), dev["processes"].size());
+    for (const auto& key : {"fan", "fan_pct", "clock_sm"}) EXPECT_FALSE(g.contains(key)) << key;
+  }
+  const json& theirs = doc["gpus"][0]["processes"][0];
+  EXPECT_EQ(theirs["pid"], foreign.pid());
+  EXPECT_EQ(theirs["used_memory_bytes"], 1ULL << 30);
+  EXPECT_EQ(theirs["uid"], foreign.uid());
+  EXPECT_EQ(theirs["user"], foreign.user());
+  EXPECT_EQ(theirs["command"], foreign.command());
+  const json& mine = doc["gpus"][1]["processes"][0];
+  EXPECT_EQ(mine["pid"], own.pid());
+  EXPECT_EQ(mine["used_memory_bytes"], state["devices"][1]["processes"][0]["used_memory"]);
+  EXPECT_EQ(mine["uid"], getuid());
+  EXPECT_EQ(mine["user"], UserName(getuid()));
+  EXPECT_EQ(mine["command"], "sleep");
+  EXPECT_EQ(mine["cmdline"], "/bin/sleep 60");
+  EXPECT_FALSE(mine.contains("mig_uuid"));
+}
+
+TEST(Status, GpusOutsideCudaVisibleDevicesAreShownAsNotAllowed) {
+  FakeMachine machine(RecordedH200x2(UnusedPid()));
+  Env env = machine.env();
+  env["CUDA_VISIBLE_DEVICES"] = "1";
+  RunResult r = RunGpulane({"status", "--json"}, env);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json doc = json::parse(r.out);
+  EXPECT_EQ(doc["cuda_visible_devices"], "1");
+  EXPECT_EQ(doc["gpus"][0]["allowed"], false);
+  EXPECT_EQ(doc["gpus"][1]["allowed"], true);
+  r = RunGpulane({"status"}, env);
+  auto lines = Lines(r.out);
+  ASSERT_EQ(lines.size(), 3u) << r.out;
+  EXPECT_TRUE(Contains(lines[1], "not in CUDA_VISIBLE_DEVICES")) << lines[1];
+  EXPECT_FALSE(Contains(lines[2], "not in CUDA_VISIBLE_DEVICES")) << lines[2];
+}
+
+TEST(Status, NvmlOrderThatDiffersFromPciOrderIsSaidAndGpusAreInPciOrder) {
+  json state = MixedModels();
+  FakeMachine machine(state);
+  RunResult r = RunGpulane({"status", "--json"}, machine.env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json doc = json::parse(r.out);
+  EXPECT_EQ(doc["nvml_order_matches_pci_order"], false);
+  const json& gpus = doc["gpus"];
+  ASSERT_EQ(gpus.size(), state["devices"].size());
+  std::vector<bool> seen(gpus.size());
+  for (unsigned i = 0; i < gpus.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(gpus[i]["index"], i);
+    if (i > 0) EXPECT_LT(gpus[i - 1]["pci_bus_id"].get<std::string>(), gpus[i]["pci_bus_id"].get<std::string>());
+    const unsigned nvml = gpus[i]["nvml_index"].get<unsigned>();
+    ASSERT_LT(nvml, seen.size());
+    seen[nvml] = true;
+    const json& dev = state["devices"][nvml];  // NVML index = position in the state's array
+    EXPECT_EQ(gpus[i]["uuid"], dev["uuid"]);
+    EXPECT_EQ(gpus[i]["pci_bus_id"], dev["pci_bus_id"]);
+    EXPECT_EQ(gpus[i]["minor_number"], dev["minor"]);
+    EXPECT_EQ(gpus[i]["name"], dev["name"]);
+    EXPECT_EQ(gpus[i]["memory_total_bytes"], dev["memory"]["total"]);
+  }
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), true), static_cast<long>(seen.size()));
+
+  r = RunGpulane({"status"}, machine.env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto lines = Lines(r.out);
+  ASSERT_EQ(lines.size(), 1 + gpus.size() + 1) << r.out;
+  for (unsigned i = 0; i < gpus.size(); ++i)
+    EXPECT_EQ(lines[1 + i].rfind(fmt::format("[{}] nvml:{}", i, gpus[i]["nvml_index"].get<unsigned>()), 0), 0u)
+        << lines[1 + i];
+  EXPECT_EQ(lines.back().rfind("note: NVML", 0), 0u) << lines.back();
+}
+
+TEST(Status, MatchingOrderNeedsNoNote) {
+  FakeMachine machine(EightGpus());
+  RunResult r = RunGpulane({"status"}, machine.env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(Contains(r.out, "note:")) << r.out;
+  EXPECT_FALSE(Contains(r.out, "nvml:")) << r.out;
+  EXPECT_EQ(Lines(r.out).size(), 9u) << r.out;
+}
+
+TEST(Status, LostGpuIsMarkedFailedAndTheOthersAreStillShown) {
+  json state = WithLostGpu();
+  FakeMachine machine(state);
+  RunResult r = RunGpulane({"status", "--json"}, machine.env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+  json doc = json::parse(r.out);
+  ASSERT_EQ(doc["gpus"].size(), 3u);
+  int failed = 0;
+  for (const json& g : doc["gpus"]) {
+    if (g["state"] == "failed") {
+      ++failed;
+      EXPECT_EQ(g["error"], "NVML_ERROR_GPU_IS_LOST");
+      EXPECT_EQ(g["nvml_index"], 2);
+      for (const auto& key : {"memory_free_bytes", "memory_used_bytes", "utilization_gpu_pct", "processes", "name"})
+        EXPECT_FALSE(g.contains(key)) << key << " of a lost GPU cannot be known";
+      continue;
+    }
+    const json& dev = DeviceByUuid(state, g["uuid"].get<std::string>());
+    EXPECT_EQ(g["state"], "ok");
+    EXPECT_EQ(g["memory_free_bytes"], dev["memory"]["free"]);
+    EXPECT_EQ(g["temperature_c"], dev["temp_c"]);
+  }
+  EXPECT_EQ(failed, 1);
+
+  r = RunGpulane({"status"}, machine.env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto lines = Lines(r.out);
+  ASSERT_EQ(lines.size(), 4u) << r.out;
+  EXPECT_EQ(std::count_if(lines.begin(), lines.end(),
+                          [](const std::string& l) { return Contains(l, "failed: NVML_ERROR_GPU_IS_LOST"); }),
+            1)
+      << r.out;
+  EXPECT_EQ(std::count_if(lines.begin(), lines.end(), [](const std::string& l) { return Contains(l, " MiB |"); }), 2)
+      << r.out;
+}
+
+TEST(Status, AnyOtherPerGpuErrorAlsoFailsOnlyThatGpu) {
+  for (const char* how : {"error", "handle_error"}) {
+    SCOPED_TRACE(how);
+    json state = RecordedH200x2(UnusedPid());
+    state["devices"][0][how] = 999;  // NVML_ERROR_UNKNOWN
+    FakeMachine machine(state);
+    RunResult r = RunGpulane({"status", "--json"}, machine.env());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    json doc = json::parse(r.out);
+    ASSERT_EQ(doc["gpus"].size(), 2u);
+    const json& ok = doc["gpus"][0];
+    const json& bad = doc["gpus"][1];  // no bus ID could be read: it sorts last
+    EXPECT_EQ(bad["state"], "failed");
+    EXPECT_EQ(bad["error"], "NVML_ERROR_UNKNOWN");
+    EXPECT_EQ(ok["state"], "ok");
+    EXPECT_EQ(ok["uuid"], state["devices"][1]["uuid"]);
+    EXPECT_EQ(ok["memory_used_bytes"], state["devices"][1]["memory"]["used"]);
+  }
+}
+
+TEST(Status, RefusedFieldsAreAbsentNotZero) {
+  json state = RecordedH200x2(UnusedPid());
+  RefuseCall(state["devices"][0], "nvmlDeviceGetPowerUsage", 3);  // NVML_ERROR_NOT_SUPPORTED
+  state["devices"][1]["temp_c"] = "ERR:NVMLError_NotSupported:Not Supported";
+  RefuseCall(state["devices"][1], "nvmlDeviceGetComputeRunningProcesses_v3", 4);  // NO_PERMISSION
+  FakeMachine machine(state);
+  RunResult r = RunGpulane({"status", "--json"}, machine.env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json doc = json::parse(r.out);
+  const json& g0 = doc["gpus"][0];
+  const json& g1 = doc["gpus"][1];
+  EXPECT_EQ(g0["state"], "ok");
+  EXPECT_EQ(g1["state"], "ok");
+  EXPECT_FALSE(g0.contains("power_draw_mw")) << g0.dump();
+  EXPECT_EQ(g0["power_limit_mw"], state["devices"][0]["power_limit_mw"]);
+  EXPECT_EQ(g1["power_draw_mw"], state["devices"][1]["power_mw"]);
+  EXPECT_FALSE(g1.contains("temperature_c")) << g1.dump();
+  EXPECT_EQ(g0["temperature_c"], state["devices"][0]["temp_c"]);
+  EXPECT_FALSE(g1.contains("processes")) << "an unreadable list is not an empty one";
+  EXPECT_EQ(g0["processes"], json::array());
+
+  r = RunGpulane({"status"}, machine.env());
+  auto lines = Lines(r.out);
+  ASSERT_EQ(lines.size(), 3u) << r.out;
+  EXPECT_TRUE(Contains(lines[1], fmt::format("  - / {} W", U64(state["devices"][0]["power_limit_mw"]) / 1000)))
+      << lines[1];
+  EXPECT_TRUE(Contains(lines[2], "  -°C")) << lines[2];
+  EXPECT_EQ(lines[2].back(), '?') << lines[2];
+}
+
+TEST(Status, ProcessesFlagShowsWholeCommandLines) {
+  Child own = StartProcess({"/bin/sleep", "59.5"});
+  const std::uint32_t hidden = UnusedPid();
+  json state = RecordedH200x2(own.pid());
+  AddProcess(state["devices"][0], hidden, 256ULL << 20);
+  FakeMachine machine(state);
+  RunResult plain = RunGpulane({"status"}, machine.env());
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_FALSE(Contains(plain.out, "/bin/sleep 59.5")) << plain.out;
+  for (const char* flag : {"-p", "--processes"}) {
+    RunResult r = RunGpulane({"status", flag}, machine.env());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto lines = Lines(r.out);
+    ASSERT_EQ(lines.size(), 5u) << r.out;  // header, GPU 0, its process, GPU 1, its process
+    EXPECT_TRUE(Contains(lines[2], std::to_string(hidden))) << lines[2];
+    EXPECT_TRUE(Contains(lines[2], "256 MiB")) << lines[2];
+    EXPECT_TRUE(Contains(lines[2], "not visible")) << lines[2];
+    EXPECT_TRUE(Contains(lines[4], std::to_string(own.pid()))) << lines[4];
+    EXPECT_TRUE(Contains(lines[4], UserName(getuid()))) << lines[4];
+    EXPECT_TRUE(Contains(lines[4], "/bin/sleep 59.5")) << lines[4];
+    EXPECT_TRUE(Contains(lines[4],
+                         fmt::format("{} MiB", U64(state["devices"][1]["processes"][0]["used_memory"]) >> 20)))
+        << lines[4];
+  }
+}
+
+TEST(Status, MigGpuShowsItsMigDevicesAndWhereItsProcessesRun) {
+  Child own = StartProcess({"/bin/sleep", "60"});
+  json state = WithMigGpu(own.pid());
+  FakeMachine machine(state);
+  RunResult r = RunGpulane({"status", "--json"}, machine.env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json doc = json::parse(r.out);
+  const json* mig = nullptr;
+  for (const json& g : doc["gpus"])
+    if (g["uuid"] == MigParentUuid()) mig = &g;
+  ASSERT_NE(mig, nullptr) << doc.dump();
+  EXPECT_EQ((*mig)["mig_enabled"], true);
+  EXPECT_FALSE(mig->contains("utilization_gpu_pct"));
+  const json& migs = DeviceByUuid(state, MigParentUuid())["mig_devices"];
+  ASSERT_EQ((*mig)["mig_devices"].size(), migs.size());
+  for (unsigned i = 0; i < migs.size(); ++i) {
+    const json& m = (*mig)["mig_devices"][i];
+    EXPECT_EQ(m["uuid"], migs[i]["uuid"]);
+    EXPECT_EQ(m["gpu_instance_id"], migs[i]["gi"]);
+    EXPECT_EQ(m["compute_instance_id"], migs[i]["ci"]);
+    EXPECT_EQ(m["memory_total_bytes"], migs[i]["memory"]["total"]);
+    EXPECT_EQ(m["memory_used_bytes"], migs[i]["memory"]["used"]);
+  }
+  ASSERT_EQ((*mig)["processes"].size(), 1u);
+  EXPECT_EQ((*mig)["processes"][0]["pid"], own.pid());
+  EXPECT_EQ((*mig)["processes"][0]["mig_uuid"], MigDeviceUuids()[0]);
+  EXPECT_EQ(doc["gpus"][0]["mig_enabled"], false);
+
+  r = RunGpulane({"status"}, machine.env());
+  EXPECT_TRUE(Contains(r.out, fmt::format("MIG({})", migs.size()))) << r.out;
+}
+
+TEST(Status, NvLinkPeersAreListed) {
+  json state = EightGpus();
+  FakeMachine machine(state);
+  RunResult r = RunGpulane({"status", "--json"}, machine.env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json doc = json::parse(r.out);
+  for (unsigned i = 0; i < 8; ++i) {
+    std::vector<std::string> expected, got;
+    for (auto [a, b] : EightGpuLinks()) {
+      if (a == i) expected.push_back(doc["gpus"][b]["pci_bus_id"]);
+      if (b == i) expected.push_back(doc["gpus"][a]["pci_bus_id"]);
+    }
+    for (const json& peer : doc["gpus"][i]["nvlink_peers"]) {
+      got.push_back(peer["pci_bus_id"]);
+      EXPECT_EQ(peer["links"], 4);
+    }
+    std::sort(expected.begin(), expected.end());
+    std::sort(got.begin(), got.end());
+    EXPECT_EQ(got, expected) << "GPU " << i;
+  }
+}
+
+TEST(Status, StdoutHoldsOnlyResultsAndWarningsGoToStderr) {
+  FakeMachine machine(RecordedH200x2(UnusedPid()));
+  Env env = machine.env();
+  env["CUDA_VISIBLE_DEVICES"] = "1,bogus,0";
+  RunResult r = RunGpulane({"status", "--json"}, env);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json doc = json::parse(r.out);  // throws if anything else is on stdout
+  EXPECT_EQ(doc["gpus"][0]["allowed"], false) << "entries after 'bogus' do not count";
+  EXPECT_EQ(doc["gpus"][1]["allowed"], true);
+  EXPECT_TRUE(Contains(r.err, "warning")) << r.err;
+  EXPECT_TRUE(Contains(r.err, "bogus")) << r.err;
+  r = RunGpulane({"status"}, env);
+  EXPECT_FALSE(Contains(r.out, "bogus")) << r.out;
+  EXPECT_TRUE(Contains(r.err, "bogus")) << r.err;
+}
+
+TEST(Status, DriverLibraryVersionMismatchSaysReboot) {
+  json state = RecordedH200x2(UnusedPid());
+  state["init_error"] = 18;  // NVML_ERROR_LIB_RM_VERSION_MISMATCH
+  FakeMachine machine(state);
+  for (const char* args : {"", "--json"}) {
+    RunResult r = RunGpulane(*args ? std::vector<std::string>{"status", args} : std::vector<std::string>{"status"},
+                             machine.env());
+    EXPECT_EQ(r.exit_code, 4);
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_TRUE(Contains(r.err, "reboot")) << r.err;
+  }
+}
+
+TEST(Status, DriverNotLoadedIsAnNvmlError) {
+  json state = RecordedH200x2(UnusedPid());
+  state["init_error"] = 9;  // NVML_ERROR_DRIVER_NOT_LOADED
+  FakeMachine machine(state);
+  RunResult r = RunGpulane({"status"}, machine.env());
+  EXPECT_EQ(r.exit_code, 4);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_TRUE(Contains(r.err, "not loaded")) << r.err;
 }
 
 }  // namespace

@@ -1,0 +1,43 @@
+#pragma once
+// Small helpers for reading what gpulane printed.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace gpulane::test {
+
+/// The lines of `text`, without their '\n'; a last line without '\n' counts too.
+inline std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    out.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+inline bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+/// Number of lines (of '\n') in `text`.
+inline long LineCount(const std::string& text) {
+  long n = 0;
+  for (char c : text) n += c == '\n';
+  return n;
+}
+
+/// Every complete line (ended by '\n') of `text` parsed as JSON; throws on a line that is not.
+inline std::vector<nlohmann::json> JsonLines(const std::string& text) {
+  std::vector<nlohmann::json> out;
+  std::size_t start = 0, end;
+  while ((end = text.find('\n', start)) != std::string::npos) {
+    out.push_back(nlohmann::json::parse(text.substr(start, end - start)));
+    start = end + 1;
+  }
+  return out;
+}
+
+}  // namespace gpulane::test
