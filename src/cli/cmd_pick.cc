@@ -17,6 +17,7 @@ namespace {
 struct PickOptions {
   int count = 1;
   std::string min_free;
+  bool min_free_given = false;  // an empty --min-free "" is an error, not "no limit"
   int max_util = -1;
   bool share_foreign = false;
   std::string order = "memory";
@@ -28,7 +29,7 @@ Result<GpuRequest> ToRequest(const PickOptions& o) {
   if (o.count < 1)
     return MakeError(ErrorKind::kInvalidArgument, fmt::format("-n {}: ask for at least 1 GPU", o.count));
   r.count = static_cast<unsigned>(o.count);
-  if (!o.min_free.empty()) {
+  if (o.min_free_given) {
     auto bytes = ParseSizeBytes(o.min_free);
     if (!bytes) return MakeError(ErrorKind::kInvalidArgument, "--min-free: " + bytes.error().message);
     r.min_free_bytes = *bytes;
@@ -81,7 +82,10 @@ void RegisterPick(CLI::App& app, Runner* run) {
   sub->add_option("--order", o->order, "memory (most free first, default), util (least busy first), pci")
       ->check(CLI::IsMember({"memory", "util", "pci"}));
   sub->add_flag("--uuid", o->uuid, "Print GPU UUIDs instead of indices");
-  sub->callback([o, run] { *run = [o] { return RunPick(*o); }; });
+  sub->callback([o, sub, run] {
+    o->min_free_given = sub->count("--min-free") > 0;
+    *run = [o] { return RunPick(*o); };
+  });
 }
 
 }  // namespace gpulane::cli
