@@ -126,6 +126,7 @@ TEST(Pick, MaxUtilLeavesOutBusyGpus) {
 
 TEST(Pick, OtherUsersProcessesTakeAGpuUnlessShareForeign) {
   ForeignProcess foreign;
+  if (!foreign.foreign()) GTEST_SKIP() << "pid 1 is this user's own: no other user's process to show";
   json state = RecordedH200x2(foreign.pid());  // the recorded process on GPU 1 is someone else's
   SetUsedMemory(state["devices"][0], 50 * kGiB);
   FakeMachine machine(state);
@@ -300,6 +301,15 @@ TEST(Pick, EightGpusPreferAnNvLinkedSet) {
   FakeMachine unlinked(state);
   EXPECT_TRUE(Picked(Pick(unlinked, {"-n", "2"}), "0,2"));
   EXPECT_TRUE(Picked(Pick(unlinked, {"-n", "4"}), "0,1,2,3"));
+}
+
+TEST(Pick, AMachineWithoutGpusHasNoneToGive) {
+  json state = RecordedH200x2(UnusedPid());
+  state["devices"] = json::array();
+  FakeMachine machine(state);
+  RunResult r = Pick(machine, {});
+  EXPECT_TRUE(TooFew(r));
+  EXPECT_TRUE(Contains(r.err, "0 GPUs")) << r.err;
 }
 
 TEST(Pick, NoDriverAndNvmlErrorsKeepTheirExitCodes) {

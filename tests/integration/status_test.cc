@@ -60,6 +60,7 @@ TEST(Status, NoDriverIsAOneLineErrorWithItsOwnExitCode) {
 TEST(Status, TextIsAHeaderAndOneLinePerGpuWithUserCommandAndMemory) {
   Child own = StartProcess({"/bin/sleep", "60"});
   ForeignProcess foreign;
+  if (!foreign.foreign()) GTEST_SKIP() << "pid 1 is this user's own: no other user's process to show";
   json state = RecordedH200x2(own.pid());  // the recorded process on GPU 1 is now ours
   AddProcess(state["devices"][0], foreign.pid(), 1ULL << 30);
   FakeMachine machine(state);
@@ -91,6 +92,7 @@ TEST(Status, TextIsAHeaderAndOneLinePerGpuWithUserCommandAndMemory) {
 TEST(Status, JsonHasEveryFieldWithItsUnitInItsName) {
   Child own = StartProcess({"/bin/sleep", "60"});
   ForeignProcess foreign;
+  if (!foreign.foreign()) GTEST_SKIP() << "pid 1 is this user's own: no other user's process to show";
   json state = RecordedH200x2(own.pid());
   AddProcess(state["devices"][0], foreign.pid(), 1ULL << 30);
   FakeMachine machine(state);
@@ -399,6 +401,19 @@ TEST(Status, StdoutHoldsOnlyResultsAndWarningsGoToStderr) {
   r = RunGpulane({"status"}, env);
   EXPECT_FALSE(Contains(r.out, "bogus")) << r.out;
   EXPECT_TRUE(Contains(r.err, "bogus")) << r.err;
+}
+
+TEST(Status, AMachineWithoutGpusSaysSo) {
+  json state = RecordedH200x2(UnusedPid());
+  state["devices"] = json::array();
+  FakeMachine machine(state);
+  RunResult r = RunGpulane({"status"}, machine.env());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Lines(r.out).size(), 2u) << r.out;
+  EXPECT_TRUE(Contains(r.out, "no NVIDIA GPU found")) << r.out;
+  r = RunGpulane({"status", "--json"}, machine.env());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["gpus"], json::array());
 }
 
 TEST(Status, DriverLibraryVersionMismatchSaysReboot) {

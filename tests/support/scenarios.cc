@@ -162,7 +162,10 @@ std::string UserName(std::uint32_t uid) {
 ForeignProcess::ForeignProcess() {
   if (geteuid() != 0) {
     pid_ = 1;
-    uid_ = 0;
+    // Usually root's; in a user namespace or a container it may be this user's own (see foreign()).
+    std::string status = ReadFile("/proc/1/status");
+    auto at = status.find("Uid:");
+    uid_ = at == std::string::npos ? 0 : static_cast<std::uint32_t>(std::stoul(status.substr(at + 4)));
     return;
   }
   constexpr uid_t kNobody = 65534;
@@ -191,6 +194,8 @@ ForeignProcess::~ForeignProcess() {
   int status = 0;
   waitpid(pid_, &status, 0);
 }
+
+bool ForeignProcess::foreign() const { return uid_ != getuid(); }
 
 std::string ForeignProcess::user() const { return UserName(uid_); }
 

@@ -68,7 +68,7 @@ std::string LostGpuUuid();
 
 // ---- Processes --------------------------------------------------------------------------------
 
-/// A process of another user: as root, `sleep` run as nobody (uid 65534); otherwise pid 1 (root's).
+/// A process of another user: as root, `sleep` run as nobody (uid 65534); otherwise pid 1 (normally root's).
 /// Ends the process it started when destroyed.
 class ForeignProcess {
  public:
@@ -79,6 +79,8 @@ class ForeignProcess {
 
   std::uint32_t pid() const { return static_cast<std::uint32_t>(pid_); }
   std::uint32_t uid() const { return uid_; }
+  /// False only where pid 1 belongs to the user running the tests (tests then skip).
+  bool foreign() const;
   /// The owner's login name as this machine's user database gives it.
   std::string user() const;
   /// The basename of its argv[0] as /proc shows it ("sleep", or pid 1's program).
