@@ -188,7 +188,9 @@ TEST(Status, NvmlOrderThatDiffersFromPciOrderIsSaidAndGpusAreInPciOrder) {
   for (unsigned i = 0; i < gpus.size(); ++i) {
     SCOPED_TRACE(i);
     EXPECT_EQ(gpus[i]["index"], i);
-    if (i > 0) EXPECT_LT(gpus[i - 1]["pci_bus_id"].get<std::string>(), gpus[i]["pci_bus_id"].get<std::string>());
+    if (i > 0) {
+      EXPECT_LT(gpus[i - 1]["pci_bus_id"].get<std::string>(), gpus[i]["pci_bus_id"].get<std::string>());
+    }
     const unsigned nvml = gpus[i]["nvml_index"].get<unsigned>();
     ASSERT_LT(nvml, seen.size());
     seen[nvml] = true;
