@@ -2,6 +2,8 @@
 // One registration function per subcommand; each adds its CLI11 subcommand and sets `*run` to the
 // function that carries it out (returning the exit code) when the subcommand is chosen.
 #include <functional>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -9,7 +11,13 @@ namespace gpulane::cli {
 
 using Runner = std::function<int()>;
 
+/// The words after the first "--" on the command line (the command `run` and `submit` start).
+std::vector<std::string>& TrailingCommand();
+/// Whether the command line had a "--" at all.
+bool& TrailingCommandGiven();
+
 void RegisterStatus(CLI::App& app, Runner* run);
 void RegisterPick(CLI::App& app, Runner* run);
+void RegisterRun(CLI::App& app, Runner* run);
 
 }  // namespace gpulane::cli

@@ -1,4 +1,5 @@
 #include "cli/common.h"
+#include "cli/commands.h"
 
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include "cli/exit_codes.h"
 #include "gpu/nvml_backend.h"
 #include "os/process_table.h"
+#include "util/strings.h"
 
 namespace gpulane::cli {
 
@@ -38,14 +40,32 @@ std::optional<std::string> InheritedVisibleDevices() {
   return std::string(value);
 }
 
+namespace {
+
+// True if a CUDA_VISIBLE_DEVICES value names a GPU by index (whose meaning depends on CUDA's order).
+bool HasIndexEntry(const std::string& value) {
+  for (const auto& entry : Split(value, ',')) {
+    unsigned long long n = 0;
+    if (ParseUint(Trim(entry), &n)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 VisibleDevices AllowedGpus(const GpuSnapshot& snapshot) {
   auto inherited = InheritedVisibleDevices();
   VisibleDevices visible = ParseCudaVisibleDevices(inherited, snapshot);
   if (visible.ended_by) Warn(fmt::format("CUDA_VISIBLE_DEVICES='{}': {}", *inherited, *visible.ended_by));
-  if (inherited && !visible.pci_indices.empty()) {
+  if (inherited && HasIndexEntry(*inherited)) {
     const char* order = std::getenv("CUDA_DEVICE_ORDER");
+    std::optional<std::string> model;
     bool mixed = false;
-    for (const auto& d : snapshot.devices) mixed = mixed || d.name != snapshot.devices.front().name;
+    for (const auto& d : snapshot.devices) {
+      if (d.failed() || !d.name) continue;
+      if (model && *model != *d.name) mixed = true;
+      model = d.name;
+    }
     if (mixed && (!order || std::string(order) != "PCI_BUS_ID"))
       Warn("CUDA_VISIBLE_DEVICES holds indices but CUDA_DEVICE_ORDER is not PCI_BUS_ID and the GPUs differ: "
            "gpulane reads the indices in PCI bus order; set CUDA_DEVICE_ORDER=PCI_BUS_ID or use UUIDs");
@@ -59,6 +79,16 @@ bool UseColor(const std::string& mode) {
   const char* no_color = std::getenv("NO_COLOR");
   if (no_color && *no_color) return false;
   return isatty(STDOUT_FILENO) == 1;
+}
+
+std::vector<std::string>& TrailingCommand() {
+  static std::vector<std::string> words;
+  return words;
+}
+
+bool& TrailingCommandGiven() {
+  static bool given = false;
+  return given;
 }
 
 std::string HostName() {

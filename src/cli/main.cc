@@ -14,8 +14,20 @@ int main(int argc, char** argv) {
   cli::Runner run;
   cli::RegisterStatus(app, &run);
   cli::RegisterPick(app, &run);
+  cli::RegisterRun(app, &run);
+  // Everything after the first "--" is a command to run, passed on untouched (CLI11 would parse it).
+  std::vector<std::string> args;
+  for (int i = argc - 1; i > 0; --i) args.emplace_back(argv[i]);  // CLI11 wants them reversed
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--") {
+      cli::TrailingCommand().assign(argv + i + 1, argv + argc);
+      cli::TrailingCommandGiven() = true;
+      args.assign(std::make_reverse_iterator(argv + i), std::make_reverse_iterator(argv + 1));
+      break;
+    }
+  }
   try {
-    app.parse(argc, argv);
+    app.parse(args);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

@@ -3,6 +3,7 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -68,6 +69,31 @@ std::optional<ProcessInfo> ProcfsProcessTable::Lookup(std::uint32_t pid) {
     if (c == '\0') c = ' ';
   info.cmdline = raw;
   return info;
+}
+
+std::optional<ProcessLinks> ProcfsProcessTable::Links(std::uint32_t pid) {
+  std::string stat;
+  if (!ReadFile(root_ + "/" + std::to_string(pid) + "/stat", &stat)) return std::nullopt;
+  // "pid (comm) S ppid pgrp session ...": comm may hold spaces and parentheses; parse after the last ')'.
+  auto close = stat.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  char state = 0;
+  ProcessLinks links;
+  if (std::sscanf(stat.c_str() + close + 1, " %c %u %u %u", &state, &links.ppid, &links.pgid, &links.sid) != 4)
+    return std::nullopt;
+  if (state == 'Z' || state == 'X') return std::nullopt;
+  return links;
+}
+
+bool BelongsTo(ProcessTable& table, std::uint32_t pid, std::uint32_t ancestor, std::uint32_t pgid) {
+  for (int depth = 0; depth < 64 && pid > 1; ++depth) {
+    if (pid == ancestor) return true;
+    auto links = table.Links(pid);
+    if (!links) return false;
+    if (pgid != 0 && links->pgid == pgid) return true;
+    pid = links->ppid;
+  }
+  return false;
 }
 
 void AnnotateProcesses(GpuSnapshot& snapshot, ProcessTable& table) {

@@ -17,12 +17,22 @@ struct ProcessInfo {
   std::string cmdline;    ///< argv joined by spaces
 };
 
+/// Where a process sits in the process tree (/proc/<pid>/stat fields 4, 5, 6).
+struct ProcessLinks {
+  std::uint32_t ppid = 0;
+  std::uint32_t pgid = 0;
+  std::uint32_t sid = 0;
+};
+
 /// Looks processes up by pid. The real implementation reads /proc; tests may give their own.
 class ProcessTable {
  public:
   virtual ~ProcessTable() = default;
   /// nullopt when the pid does not exist here or cannot be read (another PID namespace).
   virtual std::optional<ProcessInfo> Lookup(std::uint32_t pid) = 0;
+  /// Parent, process group and session of a live process; nullopt when it does not exist (or is a
+  /// zombie, whose resources are already gone).
+  virtual std::optional<ProcessLinks> Links(std::uint32_t pid) = 0;
 };
 
 /// ProcessTable over a procfs mount (default /proc). Caches user names per uid.
@@ -30,12 +40,16 @@ class ProcfsProcessTable : public ProcessTable {
  public:
   explicit ProcfsProcessTable(std::string root = "/proc") : root_(std::move(root)) {}
   std::optional<ProcessInfo> Lookup(std::uint32_t pid) override;
+  std::optional<ProcessLinks> Links(std::uint32_t pid) override;
 
  private:
   std::string UserName(std::uint32_t uid);
   std::string root_;
   std::map<std::uint32_t, std::string> users_;
 };
+
+/// True if `pid` or one of its ancestors is `ancestor`, or it is in process group `pgid` (when not 0).
+bool BelongsTo(ProcessTable& table, std::uint32_t pid, std::uint32_t ancestor, std::uint32_t pgid);
 
 /// Fills uid, user, command and cmdline of every GPU process in `snapshot` that `table` can see.
 void AnnotateProcesses(GpuSnapshot& snapshot, ProcessTable& table);

@@ -103,4 +103,12 @@ std::string FormatBytes(std::uint64_t bytes) {
   return fmt::format("{} MiB", BytesToMib(bytes));
 }
 
+std::string FormatSeconds(double seconds) {
+  if (seconds < 10) return fmt::format("{:.1f} s", seconds);
+  auto s = static_cast<long long>(seconds);
+  if (s < 60) return fmt::format("{} s", s);
+  if (s < 3600) return fmt::format("{}m {:02}s", s / 60, s % 60);
+  return fmt::format("{}h {:02}m", s / 3600, (s % 3600) / 60);
+}
+
 }  // namespace gpulane

@@ -21,6 +21,9 @@ Result<double> ParseDurationS(std::string_view text);
 /// Formats bytes for people: "512 MiB", "20.0 GiB", "143 GiB" (binary units).
 std::string FormatBytes(std::uint64_t bytes);
 
+/// Formats seconds for people: "0.8 s", "12 s", "5m 03s", "2h 05m".
+std::string FormatSeconds(double seconds);
+
 /// Bytes to MiB, rounded down (nvidia-smi's unit).
 inline std::uint64_t BytesToMib(std::uint64_t bytes) { return bytes >> 20; }
 

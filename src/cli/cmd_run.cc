@@ -1,0 +1,158 @@
+// gpulane run: wait for suitable GPUs, lease them, run the command on them, clean up, give them back.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <fmt/format.h>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/exit_codes.h"
+#include "cli/job_env.h"
+#include "exec/job_runner.h"
+#include "gpu/select.h"
+#include "lease/waiter.h"
+#include "util/config.h"
+#include "util/strings.h"
+#include "util/units.h"
+
+namespace gpulane::cli {
+namespace {
+
+struct RunOptions {
+  int count = 1;
+  std::string mem, min_free, gpus, timeout, kill_grace, order = "memory";
+  int max_util = -1;
+  bool share_foreign = false, no_wait = false, uuid = false, quiet = false;
+  std::vector<std::string> command;
+};
+
+// Parses everything that does not need the GPUs; errors are usage errors (exit 2).
+Result<lease::WaitRequest> ParseRequest(const RunOptions& o, const Config& config) {
+  lease::WaitRequest w;
+  auto usage = [](std::string m) { return MakeError(ErrorKind::kInvalidArgument, std::move(m)); };
+  if (o.command.empty()) return usage("no command given: put it after the options, e.g. gpulane run -g 1 -- python train.py");
+  if (o.count < 1) return usage(fmt::format("-g {}: ask for at least 1 GPU", o.count));
+  w.ticket.count = static_cast<unsigned>(o.count);
+  if (!o.mem.empty()) {
+    auto bytes = ParseSizeBytes(o.mem);
+    if (!bytes) return usage("--mem: " + bytes.error().message);
+    if (*bytes == 0) return usage("--mem 0: declare the GPU memory the job needs, e.g. --mem 30GiB");
+    w.ticket.mem_bytes = *bytes;
+  }
+  if (!o.min_free.empty()) {
+    auto bytes = ParseSizeBytes(o.min_free);
+    if (!bytes) return usage("--min-free: " + bytes.error().message);
+    w.ticket.min_free_bytes = *bytes;
+  }
+  if (o.max_util >= 0) w.ticket.max_util_pct = static_cast<unsigned>(o.max_util);
+  w.ticket.share_foreign = o.share_foreign;
+  w.ticket.order = o.order;
+  if (!o.timeout.empty()) {
+    auto s = ParseDurationS(o.timeout);
+    if (!s) return usage("--timeout: " + s.error().message);
+    w.timeout_s = *s;
+  }
+  w.kill_grace_s = config.kill_grace_s;
+  if (!o.kill_grace.empty()) {
+    auto s = ParseDurationS(o.kill_grace);
+    if (!s) return usage("--kill-grace: " + s.error().message);
+    w.kill_grace_s = *s;
+  }
+  w.no_wait = o.no_wait;
+  w.quiet = o.quiet;
+  w.gpu_list = o.gpus;
+  w.nvml_poll_s = config.nvml_poll_s;
+  w.margin_bytes = config.memory_margin_bytes;
+  return w;
+}
+
+int RunRun(const RunOptions& o) {
+  auto config = LoadConfig();
+  if (!config) return Fail(config.error());
+  auto request = ParseRequest(o, *config);
+  if (!request) return Fail(request.error());
+  auto backend = OpenBackend();
+  if (!backend) return Fail(backend.error());
+  auto dir = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config->lease_dir));
+  if (!dir) return Fail(dir.error());
+
+  const std::string job_id = fmt::format("r{}", getpid());
+  const bool tty = isatty(STDERR_FILENO) == 1;
+  auto show = [tty](const std::string& line) {
+    if (tty) fmt::print(stderr, "\r\x1b[K{}", line.empty() ? "" : "gpulane: " + line);
+    else if (!line.empty()) fmt::print(stderr, "gpulane: {}\n", line);
+  };
+  lease::LeaseWaiter waiter(**backend, *dir, *request, job_id, Join(o.command, " "), show);
+  auto grant = waiter.Acquire();
+  if (!grant) return Fail(grant.error());
+  if (grant->interrupted_by_signal) return 128 + grant->interrupted_by_signal;
+  if (grant->waited_s >= 1 && !o.quiet)
+    fmt::print(stderr, "gpulane: got GPU{} {} after waiting {}\n", grant->gpus.size() > 1 ? "s" : "",
+               FormatVisibleDevices(grant->snapshot, grant->gpus, false), FormatSeconds(grant->waited_s));
+
+  exec::JobSpec spec;
+  spec.argv = o.command;
+  spec.kill_grace_s = request->kill_grace_s;
+  spec.keep_fds = {grant->lease.fd()};
+  spec.env = JobEnvironment(grant->snapshot, grant->gpus, o.uuid, job_id, request->ticket.mem_bytes, grant->lease.fd());
+  auto outcome = exec::RunJob(spec, [&](pid_t pgid) { waiter.RecordProcessGroup(grant->lease, pgid); });
+  if (!outcome) return Fail(outcome.error());
+  if (outcome->exec_failed) {
+    fmt::print(stderr, "gpulane: error: {}\n", outcome->exec_error);
+  }
+  if (outcome->leftovers_terminated > 0 && !o.quiet)
+    fmt::print(stderr, "gpulane: ended {} process{} the job left behind{}\n", outcome->leftovers_terminated,
+               outcome->leftovers_terminated > 1 ? "es" : "",
+               outcome->leftovers_killed ? fmt::format(" ({} needed SIGKILL)", outcome->leftovers_killed) : "");
+  waiter.CheckGpusReleased(grant->gpus, outcome->pids);
+  grant->lease.Release();
+  return outcome->exit_code;
+}
+
+}  // namespace
+
+void RegisterRun(CLI::App& app, Runner* run) {
+  auto o = std::make_shared<RunOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "run", "Wait for free GPUs, lease them, and run a command on them: gpulane run -g 2 -- python train.py");
+  sub->add_option("-g,--gpu-count", o->count, "How many GPUs (default 1)");
+  sub->add_option("--mem", o->mem, "Share GPUs: declare this much GPU memory per GPU (e.g. 30GiB) instead of whole GPUs")
+      ->type_name("SIZE");
+  sub->add_option("--min-free", o->min_free, "Each GPU needs at least this much free memory")->type_name("SIZE");
+  sub->add_option("--max-util", o->max_util, "Each GPU at most this busy, in percent")
+      ->check(CLI::Range(0, 100))
+      ->type_name("PCT");
+  sub->add_option("--gpus", o->gpus, "Only these GPUs: indices or UUIDs, comma-separated")->type_name("LIST");
+  sub->add_flag("--share-foreign", o->share_foreign, "Allow GPUs that run compute processes outside gpulane");
+  sub->add_option("--order", o->order, "memory (most free first, default), util, pci")
+      ->check(CLI::IsMember({"memory", "util", "pci"}));
+  sub->add_flag("--uuid", o->uuid, "Put GPU UUIDs in CUDA_VISIBLE_DEVICES instead of indices");
+  sub->add_option("--timeout", o->timeout, "Give up waiting after this long (exit 6), e.g. 30m")->type_name("DURATION");
+  sub->add_flag("--no-wait", o->no_wait, "Fail at once (exit 5) when the GPUs are not free now");
+  sub->add_option("--kill-grace", o->kill_grace, "Time between SIGTERM and SIGKILL for leftovers (default 10s)")
+      ->type_name("DURATION");
+  sub->add_flag("-q,--quiet", o->quiet, "No waiting status or clean-up notes on stderr");
+  sub->prefix_command();
+  sub->allow_extras();
+  sub->footer("Everything after the first argument that is not an option (or after --) is the command, run as given.");
+  sub->callback([o, sub, run] {
+    o->command = sub->remaining();
+    if (TrailingCommandGiven()) {
+      if (!o->command.empty()) {
+        *run = [o] {
+          return Fail(MakeError(ErrorKind::kInvalidArgument,
+                                fmt::format("'{}' before -- is not an option of gpulane run; put the whole command "
+                                            "after --",
+                                            o->command.front())));
+        };
+        return;
+      }
+      o->command = TrailingCommand();
+    }
+    *run = [o] { return RunRun(*o); };
+  });
+}
+
+}  // namespace gpulane::cli

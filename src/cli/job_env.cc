@@ -1,0 +1,41 @@
+#include "cli/job_env.h"
+
+#include <algorithm>
+
+#include "gpu/select.h"
+
+extern char** environ;
+
+namespace gpulane::cli {
+
+std::vector<std::string> JobEnvironment(const GpuSnapshot& snapshot, const std::vector<unsigned>& gpus, bool uuids,
+                                        const std::string& job_id, std::optional<std::uint64_t> mem_bytes,
+                                        int lease_fd) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    bool ours = false;
+    for (const char* key : {"CUDA_VISIBLE_DEVICES=", "CUDA_DEVICE_ORDER=", "GPULANE_JOB_ID=", "GPULANE_GPU_UUIDS=",
+                            "GPULANE_GPU_INDICES=", "GPULANE_MEM_BYTES=", "GPULANE_LEASE_FD="})
+      ours = ours || kv.rfind(key, 0) == 0;
+    if (ours) continue;
+    env.push_back(std::move(kv));
+  }
+  std::vector<unsigned> sorted = gpus;
+  std::sort(sorted.begin(), sorted.end());
+  std::string uuid_list, index_list;
+  for (unsigned i : sorted) {
+    uuid_list += (uuid_list.empty() ? "" : ",") + snapshot.devices[i].uuid;
+    index_list += (index_list.empty() ? "" : ",") + std::to_string(i);
+  }
+  env.push_back("CUDA_VISIBLE_DEVICES=" + FormatVisibleDevices(snapshot, sorted, uuids));
+  env.push_back("CUDA_DEVICE_ORDER=PCI_BUS_ID");
+  env.push_back("GPULANE_JOB_ID=" + job_id);
+  env.push_back("GPULANE_GPU_UUIDS=" + uuid_list);
+  env.push_back("GPULANE_GPU_INDICES=" + index_list);
+  if (mem_bytes) env.push_back("GPULANE_MEM_BYTES=" + std::to_string(*mem_bytes));
+  env.push_back("GPULANE_LEASE_FD=" + std::to_string(lease_fd));
+  return env;
+}
+
+}  // namespace gpulane::cli

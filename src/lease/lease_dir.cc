@@ -1,0 +1,280 @@
+#include "lease/lease_dir.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fmt/format.h>
+#include <random>
+
+namespace gpulane::lease {
+namespace {
+
+constexpr const char* kDefaultDir = "/run/gpulane/leases";
+constexpr std::size_t kMaxRecordBytes = 64 * 1024;
+
+bool EndsWith(const std::string& s, const char* suffix) {
+  std::size_t n = std::strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+std::string RandomHex() {
+  static std::mt19937_64 rng{std::random_device{}() ^ static_cast<std::uint64_t>(getpid())};
+  return fmt::format("{:016x}", rng());
+}
+
+std::uint64_t NowNs() {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+}
+
+// Reads a small regular file through an open descriptor.
+bool ReadAll(int fd, std::string* out) {
+  char buf[8192];
+  out->clear();
+  while (true) {
+    ssize_t n = pread(fd, buf, sizeof buf, static_cast<off_t>(out->size()));
+    if (n < 0) return false;
+    if (n == 0) return true;
+    out->append(buf, static_cast<std::size_t>(n));
+    if (out->size() > kMaxRecordBytes) return false;
+  }
+}
+
+Status CheckDirectory(const std::string& path, const struct stat& st) {
+  const uid_t me = geteuid();
+  if (S_ISLNK(st.st_mode))
+    return MakeError(ErrorKind::kUnsafe, fmt::format("lease directory {} is a symbolic link: another user could "
+                                                     "redirect it; use a real directory or set GPULANE_LEASE_DIR",
+                                                     path));
+  if (!S_ISDIR(st.st_mode))
+    return MakeError(ErrorKind::kUnsafe,
+                     fmt::format("lease directory {} is not a directory: remove it or set GPULANE_LEASE_DIR", path));
+  if (st.st_uid != 0 && st.st_uid != me)
+    return MakeError(ErrorKind::kUnsafe,
+                     fmt::format("lease directory {} is owned by {}, not root or you: its owner could remove your "
+                                 "leases; use a root-owned directory (sudo install -d -m 1777 {}) or set "
+                                 "GPULANE_LEASE_DIR",
+                                 path, UserNameOf(st.st_uid), path));
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+    return MakeError(ErrorKind::kUnsafe,
+                     fmt::format("lease directory {} is writable by others but not sticky (mode {:o}): anyone could "
+                                 "remove leases; fix with chmod 1777 {}",
+                                 path, st.st_mode & 07777, path));
+  return Status::Ok();
+}
+
+Status CreateDirectory(const std::string& path) {
+  auto slash = path.find_last_of('/');
+  if (slash != std::string::npos && slash > 0) {
+    std::string parent = path.substr(0, slash);
+    struct stat pst {};
+    if (lstat(parent.c_str(), &pst) != 0 && mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST)
+      return MakeError(ErrorKind::kIo, fmt::format("cannot create {}: {}", parent, std::strerror(errno)));
+  }
+  if (mkdir(path.c_str(), 0700) != 0 && errno != EEXIST)
+    return MakeError(ErrorKind::kIo,
+                     fmt::format("lease directory {} does not exist and cannot be created ({}): ask an admin to run "
+                                 "'sudo install -d -m 1777 {}' (gpulane's tmpfiles.d entry does it at boot), or set "
+                                 "GPULANE_LEASE_DIR",
+                                 path, std::strerror(errno), path));
+  // Set the sticky world-writable mode explicitly: mkdir's mode is filtered by the umask.
+  chmod(path.c_str(), 01777);
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string UserNameOf(std::uint32_t uid) {
+  struct passwd pw;
+  struct passwd* result = nullptr;
+  char buf[4096];
+  if (getpwuid_r(uid, &pw, buf, sizeof buf, &result) == 0 && result) return result->pw_name;
+  return fmt::format("uid {}", uid);
+}
+
+HeldFile& HeldFile::operator=(HeldFile&& other) noexcept {
+  if (this != &other) {
+    Release();
+    dir_fd_ = other.dir_fd_;
+    name_ = std::move(other.name_);
+    fd_ = other.fd_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+void HeldFile::Release() {
+  if (fd_ < 0) return;
+  unlinkat(dir_fd_, name_.c_str(), 0);
+  close(fd_);
+  fd_ = -1;
+}
+
+Status HeldFile::Rewrite(const std::string& content) {
+  if (ftruncate(fd_, 0) != 0 || pwrite(fd_, content.data(), content.size(), 0) != static_cast<ssize_t>(content.size()))
+    return MakeError(ErrorKind::kIo, fmt::format("cannot update {}: {}", name_, std::strerror(errno)));
+  return Status::Ok();
+}
+
+DirLock::~DirLock() {
+  if (fd_ >= 0) flock(fd_, LOCK_UN);
+}
+
+std::string LeaseDir::DefaultPath(const std::string& configured) {
+  const char* env = std::getenv("GPULANE_LEASE_DIR");
+  if (env && *env) return env;
+  return configured.empty() ? kDefaultDir : configured;
+}
+
+Result<LeaseDir> LeaseDir::Open(const std::string& path) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT)
+      return MakeError(ErrorKind::kIo, fmt::format("cannot read lease directory {}: {}", path, std::strerror(errno)));
+    Status created = CreateDirectory(path);
+    if (!created.ok()) return created.error();
+    if (lstat(path.c_str(), &st) != 0)
+      return MakeError(ErrorKind::kIo, fmt::format("cannot read lease directory {}: {}", path, std::strerror(errno)));
+  }
+  Status safe = CheckDirectory(path, st);
+  if (!safe.ok()) return safe.error();
+  int dir_fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir_fd < 0)
+    return MakeError(ErrorKind::kIo, fmt::format("cannot open lease directory {}: {}", path, std::strerror(errno)));
+  struct stat fst {};
+  if (fstat(dir_fd, &fst) != 0 || fst.st_ino != st.st_ino || fst.st_dev != st.st_dev) {
+    close(dir_fd);
+    return MakeError(ErrorKind::kUnsafe, fmt::format("lease directory {} changed while being opened; try again", path));
+  }
+  int watch_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (watch_fd >= 0 &&
+      inotify_add_watch(watch_fd, path.c_str(), IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM) < 0) {
+    close(watch_fd);
+    watch_fd = -1;
+  }
+  return LeaseDir(path, dir_fd, watch_fd);
+}
+
+LeaseDir::LeaseDir(LeaseDir&& other) noexcept
+    : path_(std::move(other.path_)), dir_fd_(other.dir_fd_), watch_fd_(other.watch_fd_) {
+  other.dir_fd_ = -1;
+  other.watch_fd_ = -1;
+}
+
+LeaseDir::~LeaseDir() {
+  if (dir_fd_ >= 0) close(dir_fd_);
+  if (watch_fd_ >= 0) close(watch_fd_);
+}
+
+DirLock LeaseDir::Lock() const {
+  while (flock(dir_fd_, LOCK_EX) != 0 && errno == EINTR) {
+  }
+  return DirLock(dir_fd_);
+}
+
+void LeaseDir::DrainEvents() const {
+  if (watch_fd_ < 0) return;
+  alignas(struct inotify_event) char buf[4096];
+  while (read(watch_fd_, buf, sizeof buf) > 0) {
+  }
+}
+
+DirContents LeaseDir::Read() const {
+  DirContents out;
+  int fd = dup(dir_fd_);
+  if (fd < 0) return out;
+  DIR* dir = fdopendir(fd);
+  if (!dir) {
+    close(fd);
+    return out;
+  }
+  rewinddir(dir);
+  const uid_t me = geteuid();
+  while (struct dirent* e = readdir(dir)) {
+    std::string name = e->d_name;
+    bool is_lease = EndsWith(name, ".lease"), is_ticket = EndsWith(name, ".wait");
+    if (!is_lease && !is_ticket) continue;
+    int f = openat(dir_fd_, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (f < 0) continue;  // a symlink (ELOOP) or unreadable file is no lease
+    struct stat st {};
+    if (fstat(f, &st) != 0 || !S_ISREG(st.st_mode)) {
+      close(f);
+      continue;
+    }
+    if (flock(f, LOCK_SH | LOCK_NB) == 0) {  // nobody holds it: stale
+      if (st.st_uid == me || me == 0) unlinkat(dir_fd_, name.c_str(), 0);
+      close(f);
+      continue;
+    }
+    std::string content;
+    bool read_ok = ReadAll(f, &content);
+    close(f);
+    if (!read_ok) continue;
+    auto j = nlohmann::json::parse(content, nullptr, false);
+    if (j.is_discarded()) continue;
+    if (is_lease) {
+      LeaseRecord r;
+      if (!FromJson(j, &r)) continue;
+      r.uid = st.st_uid;
+      r.user = UserNameOf(st.st_uid);
+      out.leases.push_back(std::move(r));
+    } else {
+      TicketRecord t;
+      if (!FromJson(j, &t)) continue;
+      t.uid = st.st_uid;
+      t.user = UserNameOf(st.st_uid);
+      out.tickets.push_back(std::move(t));
+    }
+  }
+  closedir(dir);
+  std::sort(out.tickets.begin(), out.tickets.end(),
+            [](const TicketRecord& a, const TicketRecord& b) { return a.seq < b.seq; });
+  return out;
+}
+
+Result<HeldFile> LeaseDir::CreateFile(const std::string& final_name, const std::string& content,
+                                      bool inheritable) const {
+  const std::string tmp = ".tmp-" + RandomHex();
+  int flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | (inheritable ? 0 : O_CLOEXEC);
+  int fd = openat(dir_fd_, tmp.c_str(), flags, 0644);
+  if (fd < 0)
+    return MakeError(ErrorKind::kIo, fmt::format("cannot create a file in lease directory {}: {}", path_,
+                                                 std::strerror(errno)));
+  fchmod(fd, 0644);  // readable by every user whatever the umask
+  auto fail = [&](const char* what) {
+    int err = errno;
+    unlinkat(dir_fd_, tmp.c_str(), 0);
+    close(fd);
+    return MakeError(ErrorKind::kIo, fmt::format("cannot {} in lease directory {}: {}", what, path_, std::strerror(err)));
+  };
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) return fail("lock a new file");
+  if (write(fd, content.data(), content.size()) != static_cast<ssize_t>(content.size())) return fail("write");
+  if (renameat2(dir_fd_, tmp.c_str(), dir_fd_, final_name.c_str(), RENAME_NOREPLACE) != 0) return fail("rename");
+  return HeldFile(dir_fd_, final_name, fd);
+}
+
+Result<HeldFile> LeaseDir::CreateLease(const LeaseRecord& record) const {
+  return CreateFile(fmt::format("{}.{}.lease", record.job_id, RandomHex().substr(0, 8)), ToJson(record).dump(),
+                    /*inheritable=*/true);
+}
+
+Result<HeldFile> LeaseDir::CreateTicket(TicketRecord& record) const {
+  std::uint64_t seq = NowNs();
+  for (const auto& t : Read().tickets) seq = std::max(seq, t.seq + 1);
+  record.seq = seq;
+  record.id = fmt::format("w{:020}.{}", seq, RandomHex().substr(0, 8));
+  return CreateFile(record.id + ".wait", ToJson(record).dump(), /*inheritable=*/false);
+}
+
+}  // namespace gpulane::lease

@@ -1,0 +1,58 @@
+#pragma once
+// What lease and ticket files hold. A lease says "this job holds these GPUs"; a ticket says "this
+// request waits in line". Both are JSON files in the lease directory (lease/lease_dir.h).
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace gpulane::lease {
+
+/// One GPU of a lease: exclusive (no mem_bytes) or shared with `mem_bytes` declared.
+struct LeasedGpu {
+  std::string uuid;
+  std::optional<std::uint64_t> mem_bytes;
+};
+
+/// A live lease. `uid` comes from the file's owner, never from its content.
+struct LeaseRecord {
+  std::string job_id;      ///< "r4121" for `gpulane run` (its pid), "12" for daemon jobs
+  std::uint32_t uid = 0;   ///< owner of the lease file
+  std::string user;        ///< login name of `uid`
+  pid_t pid = 0;           ///< the supervisor (`gpulane run` or the job's supervisor process)
+  pid_t pgid = 0;          ///< the job's process group, 0 until the job starts
+  std::string command;     ///< the job's command line, for people
+  std::vector<LeasedGpu> gpus;
+  double started_s = 0;    ///< seconds since the epoch
+};
+
+/// A request waiting in line. The line is ordered by `seq`.
+struct TicketRecord {
+  std::string id;          ///< file name stem, unique
+  std::uint64_t seq = 0;   ///< position key: nanoseconds since the epoch, strictly increasing
+  std::uint32_t uid = 0;   ///< owner of the ticket file
+  std::string user;
+  pid_t pid = 0;
+  unsigned count = 1;
+  std::optional<std::uint64_t> mem_bytes;
+  std::optional<std::uint64_t> min_free_bytes;
+  std::optional<unsigned> max_util_pct;
+  bool share_foreign = false;
+  std::vector<std::string> allowed_uuids;  ///< the GPUs it may use
+  std::string order = "memory";            ///< "memory", "util" or "pci"
+};
+
+nlohmann::json ToJson(const LeaseRecord& r);
+nlohmann::json ToJson(const TicketRecord& r);
+/// Parse; false when fields are missing or of the wrong type (a damaged or foreign file).
+bool FromJson(const nlohmann::json& j, LeaseRecord* r);
+bool FromJson(const nlohmann::json& j, TicketRecord* r);
+
+/// "alice (job r4121)" for reasons and status.
+std::string Describe(const LeaseRecord& r);
+
+}  // namespace gpulane::lease

@@ -1,0 +1,69 @@
+#pragma once
+// Waiting in line for GPUs and taking the lease: the client side of the lease policy, used by
+// `gpulane run` (and by the daemon's per-job supervisor). Wakes within milliseconds of any lease or
+// ticket change (inotify), re-reads NVML at most every `nvml_poll_s` for processes outside gpulane.
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gpu/backend.h"
+#include "lease/lease_dir.h"
+#include "util/result.h"
+
+namespace gpulane::lease {
+
+/// What a job asks for and how long it may wait.
+struct WaitRequest {
+  TicketRecord ticket;          ///< count, mem_bytes, min_free_bytes, max_util_pct, share_foreign, order
+  std::string gpu_list;         ///< --gpus: "" for all that CUDA_VISIBLE_DEVICES allows
+  std::optional<double> timeout_s;
+  bool no_wait = false;
+  bool quiet = false;
+  double kill_grace_s = 10;
+  double nvml_poll_s = 1;
+  std::uint64_t margin_bytes = 1ULL << 30;
+};
+
+/// GPUs taken: the lease (held; inherit its fd to the job) and the snapshot they were chosen from.
+struct Grant {
+  std::vector<unsigned> gpus;  ///< PCI-order indices
+  HeldFile lease;
+  GpuSnapshot snapshot;
+  double waited_s = 0;
+  int interrupted_by_signal = 0;  ///< set instead of a lease when SIGINT/SIGTERM/SIGHUP came while waiting
+};
+
+class LeaseWaiter {
+ public:
+  /// `on_status` receives the one-line waiting status each time it changes ("" when done).
+  LeaseWaiter(GpuBackend& backend, const LeaseDir& dir, WaitRequest request, std::string job_id,
+              std::string command, std::function<void(const std::string&)> on_status = {});
+
+  /// Joins the line and waits until the policy grants GPUs. Errors: kInvalidArgument (a --gpus
+  /// entry names no GPU; more GPUs or memory than these GPUs can ever give), kNotEnoughGpus
+  /// (--no-wait and not free now; or the GPUs it could use failed), kTimeout, kNvml, kIo.
+  Result<Grant> Acquire();
+
+  /// Records the job's process group in the lease (under the directory lock).
+  void RecordProcessGroup(HeldFile& lease, pid_t pgid);
+
+  /// After the job: warns on stderr if NVML still lists a process of the job on its GPUs (waiting
+  /// up to a second for the driver to catch up). Returns true when none remains.
+  bool CheckGpusReleased(const std::vector<unsigned>& gpus, const std::set<pid_t>& job_pids);
+
+ private:
+  Result<GpuSnapshot> ReadSnapshot();
+  Result<std::vector<std::string>> AllowedUuids(const GpuSnapshot& snapshot);
+  std::string StatusLine(const std::vector<std::string>& reasons, unsigned position) const;
+
+  GpuBackend& backend_;
+  const LeaseDir& dir_;
+  WaitRequest request_;
+  LeaseRecord record_;
+  std::function<void(const std::string&)> on_status_;
+};
+
+}  // namespace gpulane::lease

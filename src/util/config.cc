@@ -1,0 +1,85 @@
+#include "util/config.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include "util/units.h"
+
+namespace gpulane {
+namespace {
+
+Error Bad(const std::string& path, const toml::source_region& where, const std::string& what) {
+  return MakeError(ErrorKind::kInvalidArgument,
+                   fmt::format("{}:{}: {} (see docs/config.md)", path, where.begin.line, what));
+}
+
+}  // namespace
+
+Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
+  if (access(path.c_str(), F_OK) != 0) return Status::Ok();
+  toml::table table;
+  try {
+    table = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    return Bad(path, e.source(), std::string(e.description()));
+  }
+  if (auto lease = table["lease"].as_table()) {
+    for (auto&& [key, node] : *lease) {
+      if (key == "dir" || key == "memory_margin") {
+        if (!trusted) return Bad(path, node.source(), fmt::format("lease.{} may only be set in /etc/gpulane/config.toml", key.str()));
+        auto text = node.value<std::string>();
+        if (!text) return Bad(path, node.source(), fmt::format("lease.{} must be a string", key.str()));
+        if (key == "dir") {
+          config.lease_dir = *text;
+        } else {
+          auto bytes = ParseSizeBytes(*text);
+          if (!bytes) return Bad(path, node.source(), "lease.memory_margin: " + bytes.error().message);
+          config.memory_margin_bytes = *bytes;
+        }
+      } else {
+        return Bad(path, node.source(), fmt::format("unknown key lease.{}", key.str()));
+      }
+    }
+  }
+  if (auto run = table["run"].as_table()) {
+    for (auto&& [key, node] : *run) {
+      double* target = key == "kill_grace" ? &config.kill_grace_s : key == "nvml_poll" ? &config.nvml_poll_s : nullptr;
+      if (!target) return Bad(path, node.source(), fmt::format("unknown key run.{}", key.str()));
+      auto text = node.value<std::string>();
+      auto number = node.value<double>();
+      if (number) {
+        *target = *number;
+      } else if (text) {
+        auto seconds = ParseDurationS(*text);
+        if (!seconds) return Bad(path, node.source(), fmt::format("run.{}: {}", key.str(), seconds.error().message));
+        *target = *seconds;
+      } else {
+        return Bad(path, node.source(), fmt::format("run.{} must be a duration like \"10s\"", key.str()));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Result<Config> LoadConfig() {
+  Config config;
+  Status s = LoadConfigFile("/etc/gpulane/config.toml", true, config);
+  if (!s.ok()) return s.error();
+  std::string user_file;
+  if (const char* explicit_file = std::getenv("GPULANE_CONFIG"); explicit_file && *explicit_file) {
+    user_file = explicit_file;
+  } else if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg) {
+    user_file = std::string(xdg) + "/gpulane/config.toml";
+  } else if (const char* home = std::getenv("HOME"); home && *home) {
+    user_file = std::string(home) + "/.config/gpulane/config.toml";
+  }
+  // A user's file may set machine-wide keys only when it is root's own.
+  if (!user_file.empty()) s = LoadConfigFile(user_file, geteuid() == 0, config);
+  if (!s.ok()) return s.error();
+  return config;
+}
+
+}  // namespace gpulane

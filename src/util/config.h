@@ -1,0 +1,29 @@
+#pragma once
+// gpulane's settings, from TOML files (docs/config.md lists every key):
+//   /etc/gpulane/config.toml                    the machine's settings (admins)
+//   $XDG_CONFIG_HOME/gpulane/config.toml        a user's own preferences (~/.config/...)
+//   $GPULANE_CONFIG                             a file named explicitly (replaces the user file)
+// Later files override earlier ones, except keys that protect other users (lease_dir,
+// memory_margin): those only the machine's file may set.
+#include <cstdint>
+#include <string>
+
+#include "util/result.h"
+
+namespace gpulane {
+
+struct Config {
+  std::string lease_dir;                          ///< [lease] dir; "" = /run/gpulane/leases
+  std::uint64_t memory_margin_bytes = 1ULL << 30; ///< [lease] memory_margin: kept free on shared GPUs
+  double kill_grace_s = 10;                       ///< [run] kill_grace: SIGTERM..SIGKILL for leftovers
+  double nvml_poll_s = 1;                         ///< [run] nvml_poll: how often waiters re-read NVML
+};
+
+/// Loads the files above. Errors: kInvalidArgument naming the file, line and key when a file
+/// cannot be parsed or a value is of the wrong kind; a missing file is not an error.
+Result<Config> LoadConfig();
+
+/// Loads one file on top of `config` (`trusted`: may set machine-only keys).
+Status LoadConfigFile(const std::string& path, bool trusted, Config& config);
+
+}  // namespace gpulane
