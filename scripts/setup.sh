@@ -17,6 +17,12 @@ fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build
 
+# The shared lease directory (and at every boot, through systemd-tmpfiles).
+if [ "$(id -u)" -eq 0 ]; then
+  install -D -m 0644 packaging/tmpfiles.d/gpulane.conf /usr/lib/tmpfiles.d/gpulane.conf
+  install -d -m 0755 /run/gpulane && install -d -m 1777 /run/gpulane/leases
+fi
+
 echo "== gpulane status" >&2
 if ./build/gpulane status; then exit 0; fi
 rc=$?
