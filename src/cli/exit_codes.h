@@ -14,6 +14,10 @@ enum ExitCode : int {
   kExitNotEnoughGpus = 5,   ///< too few GPUs qualify (pick; run --no-wait)
   kExitTimeout = 6,         ///< run --timeout expired before GPUs were free
   kExitUnsafe = 7,          ///< a lease directory or file failed an ownership/permission check
+  kExitNoSuchJob = 8,       ///< no such job
+  kExitPermission = 9,      ///< not allowed to act on another user's job
+  kExitUnavailable = 10,    ///< the daemon cannot be reached or started
+  kExitJobDidNotRun = 11,   ///< wait: the job was cancelled or its dependency failed before it ran
   kExitCannotExecute = 126, ///< run: the command exists but could not be executed
   kExitNotFound = 127,      ///< run: the command was not found
 };
@@ -27,6 +31,9 @@ inline int ExitCodeFor(ErrorKind kind) {
     case ErrorKind::kNotEnoughGpus: return kExitNotEnoughGpus;
     case ErrorKind::kTimeout: return kExitTimeout;
     case ErrorKind::kUnsafe: return kExitUnsafe;
+    case ErrorKind::kNotFound: return kExitNoSuchJob;
+    case ErrorKind::kPermission: return kExitPermission;
+    case ErrorKind::kUnavailable: return kExitUnavailable;
     case ErrorKind::kIo:
     case ErrorKind::kInternal: return kExitFailure;
   }

@@ -10,7 +10,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <grp.h>
+#include <pwd.h>
+
+#include <algorithm>
 #include <cerrno>
+#include <optional>
 #include <chrono>
 #include <cstring>
 #include <fmt/format.h>
@@ -21,6 +26,12 @@ namespace gpulane::exec {
 namespace {
 
 constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+
+// What a child that could not start reports through the pipe.
+struct ChildFailure {
+  int err;
+  char what[48];
+};
 
 int DecodeStatus(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
@@ -163,6 +174,48 @@ void EndLeftovers(pid_t pgid, double grace_s, const sigset_t& set, JobOutcome& o
   }
 }
 
+// In the forked child: become the job's user, enter its directory, open its logs. Returns 0 or
+// an errno, with `what` naming the step that failed.
+int PrepareChild(const JobSpec& spec, const char** what) {
+  if (spec.uid && spec.gid && (*spec.uid != geteuid() || *spec.gid != getegid())) {
+    struct passwd pw;
+    struct passwd* found = nullptr;
+    char buf[4096];
+    std::vector<gid_t> groups(256);
+    int n = static_cast<int>(groups.size());
+    *what = "look up the user's groups";
+    if (getpwuid_r(*spec.uid, &pw, buf, sizeof buf, &found) != 0 || !found) return ENOENT;
+    if (getgrouplist(found->pw_name, *spec.gid, groups.data(), &n) < 0) return E2BIG;
+    *what = "setgroups";
+    if (setgroups(static_cast<size_t>(n), groups.data()) != 0) return errno;
+    *what = "setgid";
+    if (setgid(*spec.gid) != 0) return errno;
+    *what = "setuid";
+    if (setuid(*spec.uid) != 0) return errno;
+    *what = "drop root for good";
+    if (setuid(0) == 0 && *spec.uid != 0) return EPERM;  // must be impossible now
+  }
+  *what = "enter the working directory";
+  if (!spec.cwd.empty() && chdir(spec.cwd.c_str()) != 0) return errno;
+  auto open_log = [](const std::string& path) { return open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644); };
+  if (!spec.stdout_path.empty()) {
+    *what = "open the output log";
+    int fd = open_log(spec.stdout_path);
+    if (fd < 0 || dup2(fd, STDOUT_FILENO) < 0) return errno;
+    if (spec.stderr_path.empty() || spec.stderr_path == spec.stdout_path) {
+      if (dup2(fd, STDERR_FILENO) < 0) return errno;
+    }
+    close(fd);
+  }
+  if (!spec.stderr_path.empty() && spec.stderr_path != spec.stdout_path) {
+    *what = "open the error log";
+    int fd = open_log(spec.stderr_path);
+    if (fd < 0 || dup2(fd, STDERR_FILENO) < 0) return errno;
+    close(fd);
+  }
+  return 0;
+}
+
 }  // namespace
 
 Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>& on_started) {
@@ -202,24 +255,45 @@ Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>&
   }
   setpgid(child, child);
   close(pipe_fds[1]);
-  int exec_errno = 0;
-  bool exec_failed = read(pipe_fds[0], &exec_errno, sizeof exec_errno) == sizeof exec_errno;
+  ChildFailure failure{};
+  bool exec_failed = read(pipe_fds[0], &failure, sizeof failure) == sizeof failure;
+  int exec_errno = failure.err;
   close(pipe_fds[0]);
   outcome.pids.insert(child);
   TerminalHandoff terminal;
   terminal.Give(child);
   if (exec_failed) {
     outcome.exec_failed = true;
-    outcome.exec_error = fmt::format("cannot run '{}': {}", spec.argv.front(), std::strerror(exec_errno));
+    outcome.exec_error = std::strcmp(failure.what, "run") == 0
+                             ? fmt::format("cannot run '{}': {}", spec.argv.front(), std::strerror(exec_errno))
+                             : fmt::format("cannot {} for the job: {}", failure.what, std::strerror(exec_errno));
   } else if (on_started) {
     on_started(child);
   }
 
   bool main_done = false;
   int main_status = 0;
+  const auto started = std::chrono::steady_clock::now();
+  std::optional<std::chrono::steady_clock::time_point> kill_at;
   while (!main_done) {
     siginfo_t info{};
-    int sig = WaitSignal(set, 1.0, &info);
+    double wait_s = 1.0;
+    if (spec.time_limit_s && !exec_failed) {
+      auto limit_at = started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(*spec.time_limit_s));
+      auto now = std::chrono::steady_clock::now();
+      if (!outcome.timed_out && now >= limit_at) {
+        outcome.timed_out = true;
+        killpg(child, SIGTERM);
+        kill_at = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(spec.kill_grace_s));
+      }
+      if (kill_at && now >= *kill_at) {
+        killpg(child, SIGKILL);
+        kill_at.reset();
+      }
+      auto next = outcome.timed_out ? (kill_at ? *kill_at : now + std::chrono::seconds(1)) : limit_at;
+      wait_s = std::clamp(std::chrono::duration<double>(next - now).count(), 0.001, 1.0);
+    }
+    int sig = WaitSignal(set, wait_s, &info);
     if (sig == SIGCHLD || sig == 0) {
       // Catch a stop (Ctrl-Z) of the job: hand the terminal back and stop ourselves like it.
       int status = 0;
@@ -240,7 +314,8 @@ Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>&
     for (pid_t p : Descendants()) outcome.pids.insert(p);
     killpg(child, sig);
   }
-  outcome.exit_code = exec_failed ? (exec_errno == ENOENT ? 127 : 126) : DecodeStatus(main_status);
+  outcome.exit_code = exec_failed ? (exec_errno == ENOENT && std::strcmp(failure.what, "run") == 0 ? 127 : 126)
+                                  : DecodeStatus(main_status);
   EndLeftovers(child, spec.kill_grace_s, set, outcome);
   terminal.Restore();
   sigprocmask(SIG_SETMASK, &old, nullptr);

@@ -5,7 +5,9 @@
 // grace period, then SIGKILL. Same role as Slurm's slurmstepd for one job.
 #include <sys/types.h>
 
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -20,6 +22,11 @@ struct JobSpec {
   std::vector<std::string> env;   ///< the whole environment, "KEY=VALUE"
   double kill_grace_s = 10;       ///< between SIGTERM and SIGKILL for what the job leaves behind
   std::vector<int> keep_fds;      ///< descriptors the job inherits besides 0, 1, 2 (the lease)
+  std::string cwd;                ///< working directory ("" = unchanged), entered with the job's rights
+  std::string stdout_path;        ///< "" = inherit; else opened (append, O_NOFOLLOW) with the job's rights
+  std::string stderr_path;        ///< "" = inherit, or the same path as stdout to share one file
+  std::optional<std::uint32_t> uid, gid;  ///< run as this user (needs root): setgroups, setgid, setuid, checked
+  std::optional<double> time_limit_s;     ///< SIGTERM at the limit, SIGKILL kill_grace_s later
 };
 
 /// How a job ended.
@@ -30,6 +37,7 @@ struct JobOutcome {
   std::set<pid_t> pids;         ///< every process of the job seen (for the GPU check afterwards)
   int leftovers_terminated = 0; ///< processes still running after the main one ended
   int leftovers_killed = 0;     ///< of those, how many needed SIGKILL
+  bool timed_out = false;       ///< ended by its time limit
 };
 
 /// Runs `spec` to the end: forks, puts the job in its own process group (and in the terminal's

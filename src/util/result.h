@@ -15,6 +15,9 @@ enum class ErrorKind {
   kTimeout,          ///< waited as long as allowed
   kUnsafe,           ///< a file or folder fails an ownership or permission check
   kIo,               ///< the operating system refused (open, read, fork ...)
+  kNotFound,         ///< no such job
+  kPermission,       ///< not allowed: another user's job
+  kUnavailable,      ///< the daemon cannot be reached or started
   kInternal,         ///< anything else
 };
 
