@@ -3,13 +3,14 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <fmt/format.h>
 #include <memory>
 
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/exit_codes.h"
-#include "cli/job_env.h"
+#include "exec/job_env.h"
 #include "exec/job_runner.h"
 #include "gpu/select.h"
 #include "lease/waiter.h"
@@ -64,6 +65,7 @@ Result<lease::WaitRequest> ParseRequest(const RunOptions& o, const Config& confi
   w.quiet = o.quiet;
   w.gpu_list = o.gpus;
   w.nvml_poll_s = config.nvml_poll_s;
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) w.visible_devices = visible;
   w.margin_bytes = config.memory_margin_bytes;
   return w;
 }
@@ -96,7 +98,7 @@ int RunRun(const RunOptions& o) {
   spec.argv = o.command;
   spec.kill_grace_s = request->kill_grace_s;
   spec.keep_fds = {grant->lease.fd()};
-  spec.env = JobEnvironment(grant->snapshot, grant->gpus, o.uuid, job_id, request->ticket.mem_bytes, grant->lease.fd());
+  spec.env = exec::JobEnvironment(exec::CurrentEnvironment(), grant->snapshot, grant->gpus, o.uuid, job_id, request->ticket.mem_bytes, grant->lease.fd());
   auto outcome = exec::RunJob(spec, [&](pid_t pgid) { waiter.RecordProcessGroup(grant->lease, pgid); });
   if (!outcome) return Fail(outcome.error());
   if (outcome->exec_failed) {

@@ -238,13 +238,17 @@ DirContents LeaseDir::Read() const {
     }
   }
   closedir(dir);
-  std::sort(out.tickets.begin(), out.tickets.end(),
-            [](const TicketRecord& a, const TicketRecord& b) { return a.seq < b.seq; });
+  std::sort(out.tickets.begin(), out.tickets.end(), [](const TicketRecord& a, const TicketRecord& b) {
+    if (a.priority != b.priority) return a.priority > b.priority;
+    if (a.seq != b.seq) return a.seq < b.seq;
+    return a.id < b.id;
+  });
   return out;
 }
 
-Result<HeldFile> LeaseDir::CreateFile(const std::string& final_name, const std::string& content,
-                                      bool inheritable) const {
+Result<HeldFile> LeaseDir::CreateFile(const std::string& final_name, const std::string& content, bool inheritable,
+                                      std::optional<std::uint32_t> owner_uid,
+                                      std::optional<std::uint32_t> owner_gid) const {
   const std::string tmp = ".tmp-" + RandomHex();
   int flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | (inheritable ? 0 : O_CLOEXEC);
   int fd = openat(dir_fd_, tmp.c_str(), flags, 0644);
@@ -260,18 +264,23 @@ Result<HeldFile> LeaseDir::CreateFile(const std::string& final_name, const std::
   };
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) return fail("lock a new file");
   if (write(fd, content.data(), content.size()) != static_cast<ssize_t>(content.size())) return fail("write");
+  if (owner_uid && fchown(fd, *owner_uid, owner_gid.value_or(static_cast<std::uint32_t>(-1))) != 0) return fail("hand a file over");
   if (renameat2(dir_fd_, tmp.c_str(), dir_fd_, final_name.c_str(), RENAME_NOREPLACE) != 0) return fail("rename");
   return HeldFile(dir_fd_, final_name, fd);
 }
 
-Result<HeldFile> LeaseDir::CreateLease(const LeaseRecord& record) const {
+Result<HeldFile> LeaseDir::CreateLease(const LeaseRecord& record, std::optional<std::uint32_t> owner_uid,
+                                       std::optional<std::uint32_t> owner_gid) const {
   return CreateFile(fmt::format("{}.{}.lease", record.job_id, RandomHex().substr(0, 8)), ToJson(record).dump(),
-                    /*inheritable=*/true);
+                    /*inheritable=*/true, owner_uid, owner_gid);
 }
 
 Result<HeldFile> LeaseDir::CreateTicket(TicketRecord& record) const {
-  std::uint64_t seq = NowNs();
-  for (const auto& t : Read().tickets) seq = std::max(seq, t.seq + 1);
+  std::uint64_t seq = record.seq;
+  if (seq == 0) {
+    seq = NowNs();
+    for (const auto& t : Read().tickets) seq = std::max(seq, t.seq + 1);
+  }
   record.seq = seq;
   record.id = fmt::format("w{:020}.{}", seq, RandomHex().substr(0, 8));
   return CreateFile(record.id + ".wait", ToJson(record).dump(), /*inheritable=*/false);

@@ -18,6 +18,7 @@
 //    last time (IN_CLOSE_WRITE, also when its holder is killed) or removed.
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,9 +86,12 @@ class LeaseDir {
   DirLock Lock() const;
   /// Reads live leases and tickets; removes stale files the caller owns (or all, as root).
   DirContents Read() const;
-  /// Creates a lease file for `record` (left open and locked, inheritable: not O_CLOEXEC).
-  Result<HeldFile> CreateLease(const LeaseRecord& record) const;
-  /// Creates a ticket; its seq is made larger than every live ticket's. Call under Lock().
+  /// Creates a lease file for `record` (left open and locked, inheritable: not O_CLOEXEC), owned
+  /// by `owner_uid`/`owner_gid` when given (root creating a lease on a user's behalf).
+  Result<HeldFile> CreateLease(const LeaseRecord& record, std::optional<std::uint32_t> owner_uid = std::nullopt,
+                               std::optional<std::uint32_t> owner_gid = std::nullopt) const;
+  /// Creates a ticket. Its seq is record.seq when set (the job's submission time, so a queued job
+  /// keeps its place), else larger than every live ticket's. Call under Lock().
   Result<HeldFile> CreateTicket(TicketRecord& record) const;
   /// An inotify descriptor (non-blocking) that becomes readable when a lease or ticket ends or
   /// appears. Drain it with DrainEvents().
@@ -97,7 +101,9 @@ class LeaseDir {
 
  private:
   LeaseDir(std::string path, int dir_fd, int watch_fd) : path_(std::move(path)), dir_fd_(dir_fd), watch_fd_(watch_fd) {}
-  Result<HeldFile> CreateFile(const std::string& final_name, const std::string& content, bool inheritable) const;
+  Result<HeldFile> CreateFile(const std::string& final_name, const std::string& content, bool inheritable,
+                              std::optional<std::uint32_t> owner_uid = std::nullopt,
+                              std::optional<std::uint32_t> owner_gid = std::nullopt) const;
   std::string path_;
   int dir_fd_ = -1;
   int watch_fd_ = -1;

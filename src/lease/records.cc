@@ -18,7 +18,7 @@ json ToJson(const LeaseRecord& r) {
 }
 
 json ToJson(const TicketRecord& r) {
-  json j = {{"id", r.id}, {"seq", r.seq}, {"user", r.user}, {"pid", r.pid}, {"count", r.count},
+  json j = {{"id", r.id}, {"seq", r.seq}, {"priority", r.priority}, {"user", r.user}, {"pid", r.pid}, {"count", r.count},
             {"share_foreign", r.share_foreign}, {"allowed_uuids", r.allowed_uuids}, {"order", r.order}};
   if (r.mem_bytes) j["mem_bytes"] = *r.mem_bytes;
   if (r.min_free_bytes) j["min_free_bytes"] = *r.min_free_bytes;
@@ -50,6 +50,7 @@ bool FromJson(const json& j, TicketRecord* r) {
   try {
     r->id = j.at("id").get<std::string>();
     r->seq = j.at("seq").get<std::uint64_t>();
+    r->priority = j.value("priority", 0);
     r->user = j.value("user", "");
     r->pid = j.at("pid").get<pid_t>();
     r->count = j.at("count").get<unsigned>();

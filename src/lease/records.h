@@ -30,10 +30,11 @@ struct LeaseRecord {
   double started_s = 0;    ///< seconds since the epoch
 };
 
-/// A request waiting in line. The line is ordered by `seq`.
+/// A request waiting in line. The line is ordered by priority (higher first), then `seq`.
 struct TicketRecord {
   std::string id;          ///< file name stem, unique
-  std::uint64_t seq = 0;   ///< position key: nanoseconds since the epoch, strictly increasing
+  std::uint64_t seq = 0;   ///< position key: nanoseconds since the epoch (submission time)
+  int priority = 0;        ///< higher goes first (daemon jobs' --priority; `gpulane run` is 0)
   std::uint32_t uid = 0;   ///< owner of the ticket file
   std::string user;
   pid_t pid = 0;

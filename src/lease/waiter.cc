@@ -61,7 +61,7 @@ LeaseWaiter::LeaseWaiter(GpuBackend& backend, const LeaseDir& dir, WaitRequest r
   record_.job_id = std::move(job_id);
   record_.pid = getpid();
   record_.command = std::move(command);
-  record_.uid = geteuid();
+  record_.uid = request_.owner_uid.value_or(geteuid());
   record_.user = UserNameOf(record_.uid);
 }
 
@@ -74,8 +74,8 @@ Result<GpuSnapshot> LeaseWaiter::ReadSnapshot() {
 }
 
 Result<std::vector<std::string>> LeaseWaiter::AllowedUuids(const GpuSnapshot& snapshot) {
-  const char* inherited = std::getenv("CUDA_VISIBLE_DEVICES");
-  VisibleDevices visible = ParseCudaVisibleDevices(inherited ? std::optional<std::string_view>(inherited) : std::nullopt, snapshot);
+  const auto& inherited = request_.visible_devices;
+  VisibleDevices visible = ParseCudaVisibleDevices(inherited ? std::optional<std::string_view>(*inherited) : std::nullopt, snapshot);
   std::vector<unsigned> allowed;
   for (const auto& d : snapshot.devices)
     if (visible.Allows(d.pci_index)) allowed.push_back(d.pci_index);
@@ -138,7 +138,7 @@ Result<Grant> LeaseWaiter::Acquire() {
         record_.started_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
         record_.gpus.clear();
         for (unsigned i : mine->gpus) record_.gpus.push_back({snapshot->devices[i].uuid, ticket.mem_bytes});
-        auto lease = dir_.CreateLease(record_);
+        auto lease = dir_.CreateLease(record_, request_.owner_uid, request_.owner_gid);
         if (!lease) return lease.error();
         held_ticket.Release();
         if (on_status_ && !last_status.empty()) on_status_("");

@@ -19,6 +19,8 @@ namespace gpulane::lease {
 struct WaitRequest {
   TicketRecord ticket;          ///< count, mem_bytes, min_free_bytes, max_util_pct, share_foreign, order
   std::string gpu_list;         ///< --gpus: "" for all that CUDA_VISIBLE_DEVICES allows
+  std::optional<std::string> visible_devices;  ///< the CUDA_VISIBLE_DEVICES the job was given (nullopt: unset)
+  std::optional<std::uint32_t> owner_uid, owner_gid;  ///< owner of the lease file (root supervisors: the job's user)
   std::optional<double> timeout_s;
   bool no_wait = false;
   bool quiet = false;

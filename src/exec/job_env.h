@@ -7,14 +7,18 @@
 
 #include "gpu/types.h"
 
-namespace gpulane::cli {
+namespace gpulane::exec {
 
-/// This process's environment without the variables below, then these set by gpulane:
+/// This process's environment ("KEY=VALUE" strings), for `gpulane run`.
+std::vector<std::string> CurrentEnvironment();
+
+/// `base` without the variables below, then these set by gpulane:
 /// CUDA_VISIBLE_DEVICES (PCI-order indices, or UUIDs with `uuids`), CUDA_DEVICE_ORDER=PCI_BUS_ID,
 /// GPULANE_JOB_ID, GPULANE_GPU_UUIDS, GPULANE_GPU_INDICES, GPULANE_MEM_BYTES (declared memory per GPU,
 /// when shared) and GPULANE_LEASE_FD (the inherited lease descriptor). "KEY=VALUE" strings.
-std::vector<std::string> JobEnvironment(const GpuSnapshot& snapshot, const std::vector<unsigned>& gpus, bool uuids,
+/// Also removes GPULANE_ARRAY_INDEX, which the daemon's supervisor sets for array tasks.
+std::vector<std::string> JobEnvironment(const std::vector<std::string>& base, const GpuSnapshot& snapshot, const std::vector<unsigned>& gpus, bool uuids,
                                         const std::string& job_id, std::optional<std::uint64_t> mem_bytes,
                                         int lease_fd);
 
-}  // namespace gpulane::cli
+}  // namespace gpulane::exec

@@ -1,4 +1,4 @@
-#include "cli/job_env.h"
+#include "exec/job_env.h"
 
 #include <algorithm>
 
@@ -6,20 +6,26 @@
 
 extern char** environ;
 
-namespace gpulane::cli {
+namespace gpulane::exec {
 
-std::vector<std::string> JobEnvironment(const GpuSnapshot& snapshot, const std::vector<unsigned>& gpus, bool uuids,
+std::vector<std::string> CurrentEnvironment() {
+  std::vector<std::string> out;
+  for (char** e = environ; *e; ++e) out.emplace_back(*e);
+  return out;
+}
+
+std::vector<std::string> JobEnvironment(const std::vector<std::string>& base, const GpuSnapshot& snapshot, const std::vector<unsigned>& gpus, bool uuids,
                                         const std::string& job_id, std::optional<std::uint64_t> mem_bytes,
                                         int lease_fd) {
   std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) {
-    std::string kv = *e;
+  for (const std::string& kv : base) {
     bool ours = false;
     for (const char* key : {"CUDA_VISIBLE_DEVICES=", "CUDA_DEVICE_ORDER=", "GPULANE_JOB_ID=", "GPULANE_GPU_UUIDS=",
-                            "GPULANE_GPU_INDICES=", "GPULANE_MEM_BYTES=", "GPULANE_LEASE_FD="})
+                            "GPULANE_GPU_INDICES=", "GPULANE_MEM_BYTES=", "GPULANE_LEASE_FD=",
+                            "GPULANE_ARRAY_INDEX="})
       ours = ours || kv.rfind(key, 0) == 0;
     if (ours) continue;
-    env.push_back(std::move(kv));
+    env.push_back(kv);
   }
   std::vector<unsigned> sorted = gpus;
   std::sort(sorted.begin(), sorted.end());
@@ -38,4 +44,4 @@ std::vector<std::string> JobEnvironment(const GpuSnapshot& snapshot, const std::
   return env;
 }
 
-}  // namespace gpulane::cli
+}  // namespace gpulane::exec
