@@ -1,0 +1,450 @@
+// The lease policy (sched::Schedule): who gets which GPUs, who waits, and why.
+#include "sched/policy.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+namespace gpulane::sched {
+namespace {
+
+using Indices = std::vector<unsigned>;
+constexpr std::uint64_t kGiB = 1ULL << 30;
+
+std::vector<GpuState> Idle(unsigned n, std::uint64_t total = 80 * kGiB) {
+  std::vector<GpuState> gpus;
+  for (unsigned i = 0; i < n; ++i) {
+    GpuState g;
+    g.index = i;
+    g.uuid = "GPU-" + std::to_string(i) + "0000000-92ce-068a-58c5-7c2f58de6be6";
+    g.total_bytes = total;
+    g.free_bytes = total;
+    g.util_pct = 0;
+    gpus.push_back(g);
+  }
+  return gpus;
+}
+
+Request Whole(std::string id, unsigned count, unsigned gpus_on_machine) {
+  Request r;
+  r.id = std::move(id);
+  r.count = count;
+  for (unsigned i = 0; i < gpus_on_machine; ++i) r.allowed.push_back(i);
+  return r;
+}
+
+Request Shared(std::string id, std::uint64_t mem, unsigned gpus_on_machine) {
+  Request r = Whole(std::move(id), 1, gpus_on_machine);
+  r.mem_bytes = mem;
+  return r;
+}
+
+bool HasReason(const Decision& d, const std::string& text) {
+  return std::any_of(d.reasons.begin(), d.reasons.end(), [&](const std::string& r) { return r == text; });
+}
+
+bool AnyReasonStartsWith(const Decision& d, const std::string& prefix) {
+  return std::any_of(d.reasons.begin(), d.reasons.end(), [&](const std::string& r) { return r.rfind(prefix, 0) == 0; });
+}
+
+std::string ReasonsOf(const Decision& d) {
+  std::string all;
+  for (const auto& r : d.reasons) all += "[" + r + "] ";
+  return all;
+}
+
+const Limits kNoMargin{0};
+
+// ---- First come, first served -----------------------------------------------------------------
+
+TEST(Schedule, OneDecisionPerRequestInLineOrder) {
+  auto gpus = Idle(2);
+  std::vector<Request> line = {Whole("a", 1, 2), Whole("b", 1, 2), Whole("c", 1, 2)};
+  auto d = Schedule(gpus, line, kNoMargin);
+  ASSERT_EQ(d.size(), 3u);
+  EXPECT_EQ(d[0].id, "a");
+  EXPECT_EQ(d[1].id, "b");
+  EXPECT_EQ(d[2].id, "c");
+}
+
+TEST(Schedule, FirstInLineGetsTheFreeGpuAndTheRestWaitInOrder) {
+  auto gpus = Idle(1);
+  std::vector<Request> line = {Whole("a", 1, 1), Whole("b", 1, 1), Whole("c", 1, 1)};
+  auto d = Schedule(gpus, line, kNoMargin);
+  EXPECT_TRUE(d[0].granted);
+  EXPECT_EQ(d[0].gpus, Indices{0});
+  EXPECT_FALSE(d[1].granted);
+  EXPECT_FALSE(d[2].granted);
+  EXPECT_EQ(d[1].position, 1u) << "positions count only the requests that wait";
+  EXPECT_EQ(d[2].position, 2u);
+  EXPECT_TRUE(AnyReasonStartsWith(d[1], "GPU0: leased by an earlier request")) << ReasonsOf(d[1]);
+  EXPECT_FALSE(d[1].impossible);
+
+  // Once "a" is gone the next in line is served, never the last one.
+  line.erase(line.begin());
+  d = Schedule(gpus, line, kNoMargin);
+  EXPECT_TRUE(d[0].granted) << "b";
+  EXPECT_FALSE(d[1].granted) << "c";
+}
+
+TEST(Schedule, RequestsGrantedTogetherGetDifferentGpus) {
+  auto gpus = Idle(4);
+  std::vector<Request> line = {Whole("a", 1, 4), Whole("b", 2, 4), Whole("c", 1, 4)};
+  auto d = Schedule(gpus, line, kNoMargin);
+  std::set<unsigned> seen;
+  std::size_t total = 0;
+  for (const auto& x : d) {
+    ASSERT_TRUE(x.granted) << x.id;
+    total += x.gpus.size();
+    seen.insert(x.gpus.begin(), x.gpus.end());
+  }
+  EXPECT_EQ(total, 4u);
+  EXPECT_EQ(seen.size(), 4u) << "no GPU handed out twice";
+}
+
+TEST(Schedule, EveryoneWaitsBehindALeaseAndTheFirstWaiterHoldsTheGpu) {
+  auto gpus = Idle(1);
+  gpus[0].exclusive_holder = "alice (job r4121)";
+  std::vector<Request> line = {Whole("a", 1, 1), Whole("b", 1, 1)};
+  auto d = Schedule(gpus, line, kNoMargin);
+  EXPECT_FALSE(d[0].granted);
+  EXPECT_FALSE(d[1].granted);
+  EXPECT_EQ(d[0].position, 1u);
+  EXPECT_EQ(d[1].position, 2u);
+  EXPECT_TRUE(HasReason(d[0], "GPU0: leased by alice (job r4121)")) << ReasonsOf(d[0]);
+  EXPECT_EQ(d[0].gpus, Indices{0}) << "the GPU it waits for is reserved for it";
+}
+
+// A later request that fits now may start, but only on GPUs that no earlier waiter reserved.
+TEST(Schedule, LaterRequestThatFitsTakesOnlyUnreservedGpus) {
+  auto gpus = Idle(4);
+  gpus[0].exclusive_holder = "alice (job r1)";
+  Request big = Whole("big", 2, 4);
+  big.allowed = {0, 1};  // waits for GPU0; GPU1 is free now and reserved for it
+  std::vector<Request> line = {big, Whole("small", 1, 4)};
+  auto d = Schedule(gpus, line, kNoMargin);
+  EXPECT_FALSE(d[0].granted);
+  EXPECT_EQ(std::set<unsigned>(d[0].gpus.begin(), d[0].gpus.end()), (std::set<unsigned>{0, 1}));
+  ASSERT_TRUE(d[1].granted) << ReasonsOf(d[1]);
+  ASSERT_EQ(d[1].gpus.size(), 1u);
+  EXPECT_NE(d[1].gpus[0], 1u) << "GPU1 is reserved for the earlier request";
+  EXPECT_NE(d[1].gpus[0], 0u);
+
+  // Only reserved GPUs are left for it: it waits, and says why.
+  Request pinned = Whole("pinned", 1, 4);
+  pinned.allowed = {1};
+  d = Schedule(gpus, {big, pinned}, kNoMargin);
+  EXPECT_FALSE(d[1].granted);
+  EXPECT_TRUE(HasReason(d[1], "GPU1: held for an earlier request (#1)")) << ReasonsOf(d[1]);
+  EXPECT_EQ(d[1].position, 2u);
+
+  // Without the earlier waiter, the same request gets GPU1 at once (the reservation is the cause).
+  d = Schedule(gpus, {pinned}, kNoMargin);
+  EXPECT_TRUE(d[0].granted);
+  EXPECT_EQ(d[0].gpus, Indices{1});
+}
+
+// A two-GPU request behind one busy GPU is not overtaken by a stream of one-GPU requests: the
+// free GPU stays reserved until the busy one is released, and then it gets both.
+TEST(Schedule, LargeWaitingRequestIsNotStarvedByAStreamOfSmallOnes) {
+  auto gpus = Idle(2);
+  std::vector<Request> line = {Whole("big", 2, 2)};
+  for (int round = 0; round < 5; ++round) {
+    gpus[0].exclusive_holder = "small job " + std::to_string(round);
+    line.push_back(Whole("small" + std::to_string(round), 1, 2));
+    auto d = Schedule(gpus, line, kNoMargin);
+    EXPECT_FALSE(d[0].granted) << "GPU0 is still leased";
+    for (std::size_t i = 1; i < d.size(); ++i) {
+      EXPECT_FALSE(d[i].granted) << d[i].id << " would overtake the large request on GPU1";
+      EXPECT_TRUE(HasReason(d[i], "GPU1: held for an earlier request (#1)")) << ReasonsOf(d[i]);
+    }
+  }
+  gpus[0].exclusive_holder.reset();
+  auto d = Schedule(gpus, line, kNoMargin);
+  ASSERT_TRUE(d[0].granted);
+  EXPECT_EQ(std::set<unsigned>(d[0].gpus.begin(), d[0].gpus.end()), (std::set<unsigned>{0, 1}));
+  for (std::size_t i = 1; i < d.size(); ++i) EXPECT_FALSE(d[i].granted);
+
+  // The same small request alone would have started on the free GPU.
+  gpus[0].exclusive_holder = "small job";
+  d = Schedule(gpus, {Whole("small", 1, 2)}, kNoMargin);
+  EXPECT_TRUE(d[0].granted);
+  EXPECT_EQ(d[0].gpus, Indices{1});
+}
+
+TEST(Schedule, AWaiterReservesTheGpusItCouldUseSoonestFirst) {
+  auto gpus = Idle(3);
+  gpus[0].foreign = {"bob's python (pid 12)"};
+  gpus[1].exclusive_holder = "alice (job r1)";
+  gpus[2].exclusive_holder = "carol (job r2)";
+  auto d = Schedule(gpus, {Whole("a", 1, 3)}, kNoMargin);
+  ASSERT_FALSE(d[0].granted);
+  ASSERT_EQ(d[0].gpus.size(), 1u);
+  EXPECT_NE(d[0].gpus[0], 0u) << "a lease ends with its job; a process outside gpulane may never end";
+}
+
+// ---- Sharing by declared memory (--mem) -------------------------------------------------------
+
+TEST(Schedule, MemoryRequestsPackWhileDeclaredPlusMarginFitsTheTotal) {
+  auto gpus = Idle(1, 10 * kGiB);
+  const Limits limits{1 * kGiB};
+  std::vector<Request> line;
+  for (int i = 0; i < 5; ++i) line.push_back(Shared("m" + std::to_string(i), 3 * kGiB, 1));
+  auto d = Schedule(gpus, line, limits);
+  // 3 x 3 GiB + 1 GiB margin = 10 GiB: exactly full. A fourth would not fit.
+  EXPECT_TRUE(d[0].granted);
+  EXPECT_TRUE(d[1].granted);
+  EXPECT_TRUE(d[2].granted) << ReasonsOf(d[2]);
+  EXPECT_FALSE(d[3].granted);
+  EXPECT_FALSE(d[4].granted);
+  EXPECT_FALSE(d[3].impossible);
+  EXPECT_TRUE(HasReason(d[3], "GPU0: 0 MiB free < 3.0 GiB declared")) << ReasonsOf(d[3]);
+
+  // A larger margin leaves room for one job fewer.
+  d = Schedule(gpus, line, Limits{2 * kGiB});
+  EXPECT_TRUE(d[1].granted);
+  EXPECT_FALSE(d[2].granted);
+  EXPECT_TRUE(HasReason(d[2], "GPU0: 2.0 GiB free < 3.0 GiB declared")) << ReasonsOf(d[2]);
+}
+
+TEST(Schedule, DeclaredMemoryNotYetAllocatedIsCounted) {
+  auto gpus = Idle(1, 80 * kGiB);
+  // One shared lease declared 40 GiB and allocated 10 GiB of it so far: NVML shows 70 GiB free,
+  // but 30 GiB of that is promised.
+  gpus[0].shared_leases = 1;
+  gpus[0].free_bytes = 70 * kGiB;
+  gpus[0].unallocated_reservation_bytes = 30 * kGiB;
+  const Limits limits{1 * kGiB};
+  auto d = Schedule(gpus, {Shared("big", 40 * kGiB, 1)}, limits);
+  EXPECT_FALSE(d[0].granted);
+  EXPECT_TRUE(HasReason(d[0], "GPU0: 39.0 GiB free < 40.0 GiB declared")) << ReasonsOf(d[0]);
+  d = Schedule(gpus, {Shared("fits", 39 * kGiB, 1)}, limits);
+  EXPECT_TRUE(d[0].granted) << ReasonsOf(d[0]);
+}
+
+TEST(Schedule, MemoryUsedOutsideGpulaneLeavesLessRoom) {
+  auto gpus = Idle(1, 80 * kGiB);
+  gpus[0].foreign = {"bob's python (pid 12)"};
+  gpus[0].free_bytes = 30 * kGiB;
+  Request r = Shared("m", 30 * kGiB, 1);
+  r.share_foreign = true;
+  auto d = Schedule(gpus, {r}, Limits{1 * kGiB});
+  EXPECT_FALSE(d[0].granted);
+  EXPECT_TRUE(HasReason(d[0], "GPU0: 29.0 GiB free < 30.0 GiB declared")) << ReasonsOf(d[0]);
+  r.mem_bytes = 29 * kGiB;
+  EXPECT_TRUE(Schedule(gpus, {r}, Limits{1 * kGiB})[0].granted);
+}
+
+TEST(Schedule, MemoryRequestsSpreadToTheGpuWithMostRoom) {
+  auto gpus = Idle(2, 80 * kGiB);
+  std::vector<Request> line = {Shared("a", 30 * kGiB, 2), Shared("b", 30 * kGiB, 2), Shared("c", 30 * kGiB, 2)};
+  auto d = Schedule(gpus, line, Limits{1 * kGiB});
+  for (const auto& x : d) ASSERT_TRUE(x.granted) << x.id << ": " << ReasonsOf(x);
+  EXPECT_NE(d[0].gpus, d[1].gpus) << "the second goes where the first's reservation is not";
+}
+
+// ---- Exclusive and shared leases do not mix ---------------------------------------------------
+
+TEST(Schedule, ExclusiveRequestsNeverShareAGpu) {
+  auto gpus = Idle(1);
+  gpus[0].shared_leases = 1;
+  gpus[0].unallocated_reservation_bytes = 1 * kGiB;
+  auto d = Schedule(gpus, {Whole("x", 1, 1)}, kNoMargin);
+  EXPECT_FALSE(d[0].granted);
+  EXPECT_TRUE(HasReason(d[0], "GPU0: shared by 1 gpulane job")) << ReasonsOf(d[0]);
+
+  gpus = Idle(1);
+  gpus[0].exclusive_holder = "alice (job r1)";
+  d = Schedule(gpus, {Shared("m", 1 * kGiB, 1)}, kNoMargin);
+  EXPECT_FALSE(d[0].granted);
+  EXPECT_TRUE(HasReason(d[0], "GPU0: leased by alice (job r1)")) << ReasonsOf(d[0]);
+
+  // Within one decision too, in both orders.
+  gpus = Idle(1);
+  d = Schedule(gpus, {Shared("m", 1 * kGiB, 1), Whole("x", 1, 1)}, kNoMargin);
+  EXPECT_TRUE(d[0].granted);
+  EXPECT_FALSE(d[1].granted);
+  d = Schedule(gpus, {Whole("x", 1, 1), Shared("m", 1 * kGiB, 1)}, kNoMargin);
+  EXPECT_TRUE(d[0].granted);
+  EXPECT_FALSE(d[1].granted);
+  EXPECT_TRUE(AnyReasonStartsWith(d[1], "GPU0: leased by")) << ReasonsOf(d[1]);
+}
+
+TEST(Schedule, ExclusiveProcessComputeModeTakesOneJob) {
+  auto gpus = Idle(1);
+  gpus[0].exclusive_process_mode = true;
+  auto d = Schedule(gpus, {Shared("a", 1 * kGiB, 1), Shared("b", 1 * kGiB, 1)}, kNoMargin);
+  EXPECT_TRUE(d[0].granted);
+  EXPECT_FALSE(d[1].granted);
+  EXPECT_TRUE(AnyReasonStartsWith(d[1], "GPU0: EXCLUSIVE_PROCESS")) << ReasonsOf(d[1]);
+
+  // The same two on a GPU in the default mode share it.
+  gpus[0].exclusive_process_mode = false;
+  d = Schedule(gpus, {Shared("a", 1 * kGiB, 1), Shared("b", 1 * kGiB, 1)}, kNoMargin);
+  EXPECT_TRUE(d[0].granted);
+  EXPECT_TRUE(d[1].granted);
+}
+
+// ---- Processes outside gpulane ----------------------------------------------------------------
+
+TEST(Schedule, ForeignProcessesBlockAGpuUnlessShareForeign) {
+  auto gpus = Idle(2);
+  gpus[0].foreign = {"bob's python (pid 12)"};
+  auto d = Schedule(gpus, {Whole("one", 1, 2)}, kNoMargin);
+  ASSERT_TRUE(d[0].granted);
+  EXPECT_EQ(d[0].gpus, Indices{1});
+
+  d = Schedule(gpus, {Whole("two", 2, 2)}, kNoMargin);
+  EXPECT_FALSE(d[0].granted);
+  EXPECT_FALSE(d[0].impossible) << "the process may end";
+  EXPECT_EQ(d[0].possible, 2u);
+  EXPECT_TRUE(HasReason(d[0], "GPU0: in use by bob's python (pid 12)")) << ReasonsOf(d[0]);
+
+  Request sharing = Whole("two", 2, 2);
+  sharing.share_foreign = true;
+  d = Schedule(gpus, {sharing}, kNoMargin);
+  ASSERT_TRUE(d[0].granted) << ReasonsOf(d[0]);
+  EXPECT_EQ(std::set<unsigned>(d[0].gpus.begin(), d[0].gpus.end()), (std::set<unsigned>{0, 1}));
+
+  Request mem = Shared("m", 1 * kGiB, 2);
+  mem.allowed = {0};
+  d = Schedule(gpus, {mem}, kNoMargin);
+  EXPECT_FALSE(d[0].granted) << "shared leases also keep off foreign processes";
+}
+
+// ---- Requests that can never be met -----------------------------------------------------------
+
+TEST(Schedule, ImpossibleRequestsAreFlaggedWithHowManyGpusCouldQualify) {
+  auto gpus = Idle(2);
+  auto d = Schedule(gpus, {Whole("many", 3, 2)}, kNoMargin);
+  EXPECT_FALSE(d[0].granted);
+  EXPECT_TRUE(d[0].impossible);
+  EXPECT_EQ(d[0].possible, 2u);
+  EXPECT_TRUE(d[0].gpus.empty()) << "an impossible request reserves nothing";
+
+  Request only_one = Whole("only", 2, 2);
+  only_one.allowed = {1};
+  d = Schedule(gpus, {only_one}, kNoMargin);
+  EXPECT_TRUE(d[0].impossible);
+  EXPECT_EQ(d[0].possible, 1u);
+  EXPECT_TRUE(HasReason(d[0], "GPU0: not among the GPUs this job may use")) << ReasonsOf(d[0]);
+
+  d = Schedule(gpus, {Shared("huge", 80 * kGiB, 2)}, Limits{1 * kGiB});
+  EXPECT_TRUE(d[0].impossible);
+  EXPECT_EQ(d[0].possible, 0u);
+  EXPECT_TRUE(HasReason(d[0], "GPU0: 80.0 GiB + 1.0 GiB margin > 80.0 GiB total")) << ReasonsOf(d[0]);
+  EXPECT_FALSE(Schedule(gpus, {Shared("fits", 79 * kGiB, 2)}, Limits{1 * kGiB})[0].impossible);
+
+  Request min_free = Whole("min", 1, 2);
+  min_free.min_free_bytes = 81 * kGiB;
+  d = Schedule(gpus, {min_free}, kNoMargin);
+  EXPECT_TRUE(d[0].impossible);
+  EXPECT_TRUE(HasReason(d[0], "GPU1: 80.0 GiB total < 81.0 GiB")) << ReasonsOf(d[0]);
+
+  gpus[1].usable = false;
+  gpus[1].unusable_reason = "failed (NVML_ERROR_GPU_IS_LOST)";
+  d = Schedule(gpus, {Whole("two", 2, 2)}, kNoMargin);
+  EXPECT_TRUE(d[0].impossible);
+  EXPECT_EQ(d[0].possible, 1u);
+  EXPECT_TRUE(HasReason(d[0], "GPU1: failed (NVML_ERROR_GPU_IS_LOST)")) << ReasonsOf(d[0]);
+}
+
+// An impossible request does not hold anything up for the ones behind it.
+TEST(Schedule, AnImpossibleRequestDoesNotBlockTheLine) {
+  auto gpus = Idle(2);
+  auto d = Schedule(gpus, {Whole("many", 3, 2), Whole("one", 1, 2)}, kNoMargin);
+  EXPECT_TRUE(d[0].impossible);
+  EXPECT_TRUE(d[1].granted);
+}
+
+// ---- Reasons ----------------------------------------------------------------------------------
+
+TEST(Schedule, AWaiterGetsOneReasonPerGpuThatDoesNotQualifyNow) {
+  auto gpus = Idle(5);
+  gpus[0].exclusive_holder = "alice (job r4121)";
+  gpus[1].foreign = {"bob's python (pid 12)"};
+  gpus[2].free_bytes = 3 * kGiB;
+  gpus[3].util_pct = 95;
+  // GPU4 qualifies.
+  Request r = Whole("r", 2, 5);
+  r.min_free_bytes = 20 * kGiB;
+  r.max_util_pct = 50;
+  Request next = Whole("next", 1, 5);
+  next.allowed = {4};
+  auto d = Schedule(gpus, {r, next}, kNoMargin);
+  ASSERT_FALSE(d[0].granted);
+  EXPECT_EQ(d[0].position, 1u);
+  EXPECT_EQ(d[0].reasons,
+            (std::vector<std::string>{"GPU0: leased by alice (job r4121)", "GPU1: in use by bob's python (pid 12)",
+                                      "GPU2: 3.0 GiB free < 20.0 GiB", "GPU3: 95% busy > 50%"}));
+  // The request behind it cannot take GPU4, which the first one reserved.
+  EXPECT_FALSE(d[1].granted);
+  EXPECT_TRUE(HasReason(d[1], "GPU4: held for an earlier request (#1)")) << ReasonsOf(d[1]);
+}
+
+TEST(Schedule, UnreportedUtilisationFailsAUtilisationLimit) {
+  auto gpus = Idle(1);
+  gpus[0].util_pct.reset();
+  Request r = Whole("r", 1, 1);
+  r.max_util_pct = 50;
+  auto d = Schedule(gpus, {r}, kNoMargin);
+  EXPECT_FALSE(d[0].granted);
+  EXPECT_TRUE(HasReason(d[0], "GPU0: utilisation not reported")) << ReasonsOf(d[0]);
+  EXPECT_TRUE(Schedule(gpus, {Whole("r", 1, 1)}, kNoMargin)[0].granted);
+}
+
+// ---- Which GPUs ---------------------------------------------------------------------------------
+
+TEST(Schedule, OrderPicksMostFreeLeastBusyOrFirstInPciOrder) {
+  auto gpus = Idle(3);
+  gpus[0].free_bytes = 10 * kGiB;
+  gpus[0].util_pct = 0;
+  gpus[1].free_bytes = 70 * kGiB;
+  gpus[1].util_pct = 90;
+  gpus[2].free_bytes = 40 * kGiB;
+  gpus[2].util_pct = 30;
+  Request r = Whole("r", 1, 3);
+  EXPECT_EQ(Schedule(gpus, {r}, kNoMargin)[0].gpus, Indices{1});
+  r.order = Order::kLeastUtil;
+  EXPECT_EQ(Schedule(gpus, {r}, kNoMargin)[0].gpus, Indices{0});
+  r.order = Order::kPci;
+  gpus[0].exclusive_holder = "alice (job r1)";
+  EXPECT_EQ(Schedule(gpus, {r}, kNoMargin)[0].gpus, Indices{1});
+}
+
+TEST(Schedule, PrefersGpusJoinedByNvlink) {
+  auto gpus = Idle(4);
+  // Pairs (0,2) and (1,3) are linked; by ranking alone it would take 0 and 1.
+  gpus[0].nvlink_peers = {2};
+  gpus[2].nvlink_peers = {0};
+  gpus[1].nvlink_peers = {3};
+  gpus[3].nvlink_peers = {1};
+  auto d = Schedule(gpus, {Whole("pair", 2, 4)}, kNoMargin);
+  ASSERT_TRUE(d[0].granted);
+  EXPECT_EQ(std::set<unsigned>(d[0].gpus.begin(), d[0].gpus.end()), (std::set<unsigned>{0, 2}));
+}
+
+bool LinkedIn(const std::vector<std::pair<unsigned, unsigned>>& links, unsigned a, unsigned b) {
+  for (auto [x, y] : links)
+    if ((x == a && y == b) || (x == b && y == a)) return true;
+  return false;
+}
+
+TEST(ChooseLinkedSet, TakesTheBestRankedFullyLinkedSet) {
+  const std::vector<std::pair<unsigned, unsigned>> links = {{0, 1}, {2, 3}, {4, 5}, {4, 6}, {5, 6}};
+  auto linked = [&](unsigned a, unsigned b) { return LinkedIn(links, a, b); };
+  EXPECT_EQ(ChooseLinkedSet({0, 2, 1, 3}, 2, linked), (Indices{0, 1}));
+  EXPECT_EQ(ChooseLinkedSet({2, 0, 3, 1}, 2, linked), (Indices{2, 3}));
+  EXPECT_EQ(ChooseLinkedSet({0, 4, 2, 5, 6}, 3, linked), (Indices{4, 5, 6}));
+}
+
+TEST(ChooseLinkedSet, FallsBackToTheTopOfTheRanking) {
+  auto none = [](unsigned, unsigned) { return false; };
+  EXPECT_EQ(ChooseLinkedSet({3, 1, 2}, 2, none), (Indices{3, 1}));
+  EXPECT_EQ(ChooseLinkedSet({3, 1, 2}, 1, none), (Indices{3}));
+  EXPECT_EQ(ChooseLinkedSet({3, 1}, 2, none), (Indices{3, 1}));
+}
+
+}  // namespace
+}  // namespace gpulane::sched
