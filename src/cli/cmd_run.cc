@@ -141,17 +141,22 @@ void RegisterRun(CLI::App& app, Runner* run) {
   sub->footer("Everything after the first argument that is not an option (or after --) is the command, run as given.");
   sub->callback([o, sub, run] {
     o->command = sub->remaining();
+    // With prefix_command(), CLI11 stops at the first word it does not know, also at an unknown
+    // option: that is a usage error, not a command named "--bogus" (a command that starts with '-'
+    // goes after --).
+    if (!o->command.empty() && o->command.front().size() > 1 && o->command.front()[0] == '-') {
+      *run = [o] {
+        return Fail(MakeError(ErrorKind::kInvalidArgument,
+                              fmt::format("unknown option '{}' for gpulane run; see 'gpulane run --help' (put the "
+                                          "command after -- if it starts with '-')",
+                                          o->command.front())));
+      };
+      return;
+    }
     if (TrailingCommandGiven()) {
-      if (!o->command.empty()) {
-        *run = [o] {
-          return Fail(MakeError(ErrorKind::kInvalidArgument,
-                                fmt::format("'{}' before -- is not an option of gpulane run; put the whole command "
-                                            "after --",
-                                            o->command.front())));
-        };
-        return;
-      }
-      o->command = TrailingCommand();
+      // "gpulane run python x.py -- --lr 3": the "--" belongs to the command, which started before it.
+      if (!o->command.empty()) o->command.push_back("--");
+      o->command.insert(o->command.end(), TrailingCommand().begin(), TrailingCommand().end());
     }
     *run = [o] { return RunRun(*o); };
   });
