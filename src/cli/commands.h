@@ -19,5 +19,9 @@ bool& TrailingCommandGiven();
 void RegisterStatus(CLI::App& app, Runner* run);
 void RegisterPick(CLI::App& app, Runner* run);
 void RegisterRun(CLI::App& app, Runner* run);
+void RegisterDaemon(CLI::App& app, Runner* run);
+void RegisterSubmit(CLI::App& app, Runner* run);
+void RegisterQueue(CLI::App& app, Runner* run);
+void RegisterJobCommands(CLI::App& app, Runner* run);
 
 }  // namespace gpulane::cli

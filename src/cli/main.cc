@@ -15,6 +15,10 @@ int main(int argc, char** argv) {
   cli::RegisterStatus(app, &run);
   cli::RegisterPick(app, &run);
   cli::RegisterRun(app, &run);
+  cli::RegisterSubmit(app, &run);
+  cli::RegisterQueue(app, &run);
+  cli::RegisterJobCommands(app, &run);
+  cli::RegisterDaemon(app, &run);
   // Everything after the first "--" is a command to run, passed on untouched (CLI11 would parse it).
   std::vector<std::string> args;
   for (int i = argc - 1; i > 0; --i) args.emplace_back(argv[i]);  // CLI11 wants them reversed

@@ -248,10 +248,17 @@ Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>&
       for (int fd = 3; fd < 4096; ++fd) fcntl(fd, F_SETFD, FD_CLOEXEC);
     for (int fd : spec.keep_fds) fcntl(fd, F_SETFD, 0);
     sigprocmask(SIG_SETMASK, &old, nullptr);
-    execve(program.c_str(), argv.data(), envp.data());
-    int err = errno;
-    (void)!write(pipe_fds[1], &err, sizeof err);
-    _exit(err == ENOENT ? 127 : 126);
+    const char* what = "start";
+    int err = PrepareChild(spec, &what);
+    if (err == 0) {
+      execve(program.c_str(), argv.data(), envp.data());
+      err = errno;
+      what = "run";
+    }
+    ChildFailure failure{err, {}};
+    std::snprintf(failure.what, sizeof failure.what, "%s", what);
+    (void)!write(pipe_fds[1], &failure, sizeof failure);
+    _exit(err == ENOENT && std::strcmp(what, "run") == 0 ? 127 : 126);
   }
   setpgid(child, child);
   close(pipe_fds[1]);

@@ -44,6 +44,22 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
       }
     }
   }
+  if (auto daemon = table["daemon"].as_table()) {
+    for (auto&& [key, node] : *daemon) {
+      if (!trusted) return Bad(path, node.source(), fmt::format("daemon.{} may only be set in /etc/gpulane/config.toml", key.str()));
+      if (key == "admin_group") {
+        auto text = node.value<std::string>();
+        if (!text) return Bad(path, node.source(), "daemon.admin_group must be a group name");
+        config.admin_group = *text;
+      } else if (key == "max_waiting") {
+        auto n = node.value<std::int64_t>();
+        if (!n || *n < 1) return Bad(path, node.source(), "daemon.max_waiting must be a positive integer");
+        config.max_waiting_supervisors = static_cast<unsigned>(*n);
+      } else {
+        return Bad(path, node.source(), fmt::format("unknown key daemon.{}", key.str()));
+      }
+    }
+  }
   if (auto run = table["run"].as_table()) {
     for (auto&& [key, node] : *run) {
       double* target = key == "kill_grace" ? &config.kill_grace_s : key == "nvml_poll" ? &config.nvml_poll_s : nullptr;

@@ -1,0 +1,104 @@
+// gpulane queue and gpulane show.
+#include <chrono>
+#include <ctime>
+#include <fmt/format.h>
+#include <memory>
+
+#include "cli/client.h"
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/exit_codes.h"
+#include "util/units.h"
+
+namespace gpulane::cli {
+namespace {
+
+using nlohmann::json;
+
+std::string GpusColumn(const json& spec) {
+  const json& g = spec["gpus"];
+  std::string out = std::to_string(g.value("count", 1));
+  if (g.contains("mem_bytes")) out += "x" + FormatBytes(g["mem_bytes"].get<std::uint64_t>());
+  return out;
+}
+
+std::string WhereOrWhy(const json& job) {
+  if (job["state"] == "running" && job.contains("gpu_indices")) {
+    std::string out;
+    for (const auto& i : job["gpu_indices"]) out += (out.empty() ? "GPU" : ",GPU") + std::to_string(i.get<int>());
+    return out;
+  }
+  if (job.contains("exit_code") && job["state"] != "running")
+    return fmt::format("exit {}{}", job["exit_code"].get<int>(),
+                       job.value("reason", "").empty() ? "" : "; " + job.value("reason", ""));
+  return job.value("reason", "");
+}
+
+int RunQueue(bool as_json, bool all, const std::string& user) {
+  json request = {{"op", "queue"}, {"all", all}};
+  if (!user.empty()) request["user"] = user;
+  auto reply = Call(request);
+  if (!reply) return Fail(reply.error());
+  const json& jobs = (*reply)["jobs"];
+  if (as_json) {
+    fmt::print("{}\n", jobs.dump(2));
+    return kExitOk;
+  }
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  std::string out = fmt::format("{:>7}  {:<10} {:<16} {:<10} {:<9} {:>8}  {}\n", "ID", "USER", "NAME", "GPUS", "STATE", "AGE",
+                                "WHERE / WHY");
+  for (const auto& job : jobs) {
+    std::string name = job["spec"].value("name", "");
+    if (job.contains("array_index")) name += fmt::format("[{}]", job["array_index"].get<int>());
+    if (name.size() > 16) name = name.substr(0, 15) + "~";
+    out += fmt::format("{:>7}  {:<10} {:<16} {:<10} {:<9} {:>8}  {}\n", job["id"].get<std::int64_t>(),
+                       job["user"].get<std::string>(), name, GpusColumn(job["spec"]), job["state"].get<std::string>(),
+                       FormatSeconds(now - job["submit_time"].get<double>()), WhereOrWhy(job));
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return kExitOk;
+}
+
+int RunShow(std::int64_t id, bool as_json) {
+  auto reply = Call({{"op", "show"}, {"id", id}});
+  if (!reply) return Fail(reply.error());
+  const json& job = (*reply)["job"];
+  if (as_json) {
+    fmt::print("{}\n", job.dump(2));
+    return kExitOk;
+  }
+  const json& spec = job["spec"];
+  std::string argv;
+  for (const auto& a : spec["argv"]) argv += (argv.empty() ? "" : " ") + a.get<std::string>();
+  fmt::print("job {}  {}  {}\n", job["id"].get<std::int64_t>(), job["user"].get<std::string>(), job["state"].get<std::string>());
+  fmt::print("  name      {}\n  command   {}\n  directory {}\n  gpus      {}\n", spec.value("name", ""), argv,
+             spec.value("cwd", ""), GpusColumn(spec));
+  if (job.contains("array_index")) fmt::print("  array     job {} task {}\n", job["array_job_id"].get<std::int64_t>(), job["array_index"].get<int>());
+  if (!job.value("reason", "").empty()) fmt::print("  reason    {}\n", job["reason"].get<std::string>());
+  if (!job["gpu_uuids"].empty()) fmt::print("  gpu uuids {}\n", job["gpu_uuids"].dump());
+  if (job.contains("exit_code")) fmt::print("  exit code {}\n", job["exit_code"].get<int>());
+  return kExitOk;
+}
+
+}  // namespace
+
+void RegisterQueue(CLI::App& app, Runner* run) {
+  struct Options {
+    bool json = false, all = false;
+    std::string user;
+    std::int64_t id = 0;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* queue = app.add_subcommand("queue", "List queued and running jobs");
+  queue->add_flag("--json", o->json, "Print the jobs as JSON");
+  queue->add_flag("-a,--all", o->all, "Include finished jobs (the last 1000)");
+  queue->add_option("-u,--user", o->user, "Only this user's jobs");
+  queue->callback([o, run] { *run = [o] { return RunQueue(o->json, o->all, o->user); }; });
+
+  CLI::App* show = app.add_subcommand("show", "Show one job");
+  show->add_option("job", o->id, "Job id")->required();
+  show->add_flag("--json", o->json, "Print the job as JSON");
+  show->callback([o, run] { *run = [o] { return RunShow(o->id, o->json); }; });
+}
+
+}  // namespace gpulane::cli

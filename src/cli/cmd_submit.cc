@@ -1,0 +1,154 @@
+// gpulane submit: queue a job (or an array of tasks) with the daemon; prints its id.
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <memory>
+
+#include "cli/client.h"
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/exit_codes.h"
+#include "cli/gpu_options.h"
+#include "exec/job_env.h"
+#include "util/strings.h"
+#include "util/units.h"
+
+namespace gpulane::cli {
+namespace {
+
+struct SubmitOptions {
+  GpuOptions gpu;
+  std::string name, after, after_any, array, time_limit, output, error, kill_grace;
+  int priority = 0;
+  bool hold = false;
+  std::vector<std::string> command;
+};
+
+Result<std::vector<std::int64_t>> ParseIds(const std::string& text, const char* option) {
+  std::vector<std::int64_t> ids;
+  if (text.empty()) return ids;
+  for (const auto& part : Split(text, ',')) {
+    unsigned long long id = 0;
+    if (!ParseUint(Trim(part), &id) || id == 0)
+      return MakeError(ErrorKind::kInvalidArgument, fmt::format("{} '{}': give job ids separated by commas, e.g. 12,15", option, text));
+    ids.push_back(static_cast<std::int64_t>(id));
+  }
+  return ids;
+}
+
+/// "0-99", "1,3,5", "0-99:2" (every second), combinations with commas.
+Result<std::vector<int>> ParseArray(const std::string& text) {
+  std::vector<int> out;
+  auto bad = [&] {
+    return MakeError(ErrorKind::kInvalidArgument,
+                     fmt::format("--array '{}': give task indices like 0-99, 1,3,5 or 0-99:2", text));
+  };
+  for (const auto& raw : Split(text, ',')) {
+    std::string part(Trim(raw));
+    unsigned long long step = 1, first = 0, last = 0;
+    if (auto colon = part.find(':'); colon != std::string::npos) {
+      if (!ParseUint(part.substr(colon + 1), &step) || step == 0) return bad();
+      part = part.substr(0, colon);
+    }
+    auto dash = part.find('-');
+    if (dash == std::string::npos) {
+      if (!ParseUint(part, &first)) return bad();
+      last = first;
+    } else if (!ParseUint(part.substr(0, dash), &first) || !ParseUint(part.substr(dash + 1), &last) || last < first) {
+      return bad();
+    }
+    if (last > 10000000 || (last - first) / step > 100000) return bad();
+    for (unsigned long long i = first; i <= last; i += step) out.push_back(static_cast<int>(i));
+  }
+  if (out.empty() || out.size() > 100000) return bad();
+  return out;
+}
+
+int RunSubmit(const SubmitOptions& o) {
+  auto usage = [](std::string m) { return Fail(MakeError(ErrorKind::kInvalidArgument, std::move(m))); };
+  if (o.command.empty()) return usage("no command given: put it after the options, e.g. gpulane submit -g 1 -- python train.py");
+  auto gpus = o.gpu.ToSpec();
+  if (!gpus) return Fail(gpus.error());
+  store::JobSpec spec;
+  spec.argv = o.command;
+  spec.gpus = *gpus;
+  spec.name = o.name.empty() ? o.command.front().substr(o.command.front().rfind('/') + 1) : o.name;
+  spec.priority = o.priority;
+  auto after = ParseIds(o.after, "--after");
+  if (!after) return Fail(after.error());
+  auto after_any = ParseIds(o.after_any, "--after-any");
+  if (!after_any) return Fail(after_any.error());
+  spec.after_ok = *after;
+  spec.after_any = *after_any;
+  if (!o.time_limit.empty()) {
+    auto s = ParseDurationS(o.time_limit);
+    if (!s || *s <= 0) return usage("--time-limit: " + (s ? std::string("must be positive") : s.error().message));
+    spec.time_limit_s = *s;
+  }
+  if (!o.kill_grace.empty()) {
+    auto s = ParseDurationS(o.kill_grace);
+    if (!s) return usage("--kill-grace: " + s.error().message);
+    spec.kill_grace_s = *s;
+  }
+  spec.output_path = o.output;
+  spec.error_path = o.error;
+  char cwd[4096];
+  if (!getcwd(cwd, sizeof cwd)) return Fail(MakeError(ErrorKind::kIo, "cannot read the current directory"));
+  spec.cwd = cwd;
+  spec.env = exec::CurrentEnvironment();
+  nlohmann::json request = {{"op", "submit"}, {"spec", store::SpecToJson(spec)}, {"hold", o.hold}};
+  if (!o.array.empty()) {
+    auto indices = ParseArray(o.array);
+    if (!indices) return Fail(indices.error());
+    request["array"] = *indices;
+  }
+  auto reply = Call(request);
+  if (!reply) return Fail(reply.error());
+  auto ids = (*reply)["ids"].get<std::vector<std::int64_t>>();
+  if (request.contains("array")) {
+    fmt::print("{}\n", ids.front());
+    fmt::print(stderr, "gpulane: array job {}: {} tasks, job ids {}-{}\n", ids.front(), ids.size(), ids.front(), ids.back());
+  } else {
+    fmt::print("{}\n", ids.front());
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void RegisterSubmit(CLI::App& app, Runner* run) {
+  auto o = std::make_shared<SubmitOptions>();
+  CLI::App* sub = app.add_subcommand("submit", "Queue a job with the daemon; prints its id: gpulane submit -g 1 -- python train.py");
+  o->gpu.Register(sub);
+  sub->add_option("--name", o->name, "A name for the job (default: the command's name)");
+  sub->add_option("--priority", o->priority, "Higher runs first (default 0)");
+  sub->add_option("--after", o->after, "Start only after these jobs completed successfully (ids, comma-separated)")->type_name("JOBS");
+  sub->add_option("--after-any", o->after_any, "Start only after these jobs ended, however")->type_name("JOBS");
+  sub->add_option("--array", o->array, "Many tasks, each its own job on its own lease: 0-99, 1,3,5, 0-99:2; the task gets GPULANE_ARRAY_INDEX")
+      ->type_name("INDICES");
+  sub->add_option("--time-limit", o->time_limit, "Stop the job after this long (SIGTERM, then SIGKILL), e.g. 4h")->type_name("DURATION");
+  sub->add_option("-o,--output", o->output, "stdout log; %j job id, %a array index, %A array id, %u user (default gpulane-%j.out)")
+      ->type_name("PATH");
+  sub->add_option("-e,--error", o->error, "stderr log (default: with stdout)")->type_name("PATH");
+  sub->add_option("--kill-grace", o->kill_grace, "Time between SIGTERM and SIGKILL (default 10s)")->type_name("DURATION");
+  sub->add_flag("--hold", o->hold, "Queue it held: it starts only after 'gpulane release'");
+  sub->prefix_command();
+  sub->allow_extras();
+  sub->callback([o, sub, run] {
+    o->command = sub->remaining();
+    if (TrailingCommandGiven()) {
+      if (!o->command.empty()) {
+        std::string stray = o->command.front();
+        *run = [stray] {
+          return Fail(MakeError(ErrorKind::kInvalidArgument,
+                                fmt::format("'{}' before -- is not an option of gpulane submit; put the whole command after --", stray)));
+        };
+        return;
+      }
+      o->command = TrailingCommand();
+    }
+    *run = [o] { return RunSubmit(*o); };
+  });
+}
+
+}  // namespace gpulane::cli

@@ -1,0 +1,167 @@
+// Daemon start-up and recovery.
+#include "daemon/daemon.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <fmt/format.h>
+
+#include "cli/exit_codes.h"
+#include "gpu/nvml_backend.h"
+
+namespace gpulane::daemon {
+namespace {
+
+Status MakeDirs(const std::string& path, mode_t mode) {
+  std::string partial;
+  for (std::size_t i = 1; i <= path.size(); ++i) {
+    if (i == path.size() || path[i] == '/') {
+      partial = path.substr(0, i);
+      if (mkdir(partial.c_str(), i == path.size() ? mode : 0755) != 0 && errno != EEXIST)
+        return MakeError(ErrorKind::kIo, fmt::format("cannot create {}: {}", partial, std::strerror(errno)));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Daemon::Daemon(DaemonPaths paths, Config config) : paths_(std::move(paths)), config_(std::move(config)) {
+  jobs_dir_ = paths_.state_dir + "/jobs";
+}
+
+Daemon::~Daemon() {
+  for (auto& [fd, c] : connections_) close(fd);
+  for (int fd : {listen_fd_, signal_fd_, watch_fd_, lock_fd_})
+    if (fd >= 0) close(fd);
+}
+
+void Daemon::Log(const std::string& message) const {
+  char when[32];
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+  fmt::print(stderr, "{} gpulane-daemon[{}]: {}\n", when, getpid(), message);
+}
+
+Status Daemon::Setup() {
+  Status s = MakeDirs(paths_.state_dir, 0700);
+  if (s.ok()) s = MakeDirs(jobs_dir_, 0700);
+  if (!s.ok()) return s;
+  // One daemon per state folder.
+  lock_fd_ = open((paths_.state_dir + "/daemon.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (lock_fd_ < 0 || flock(lock_fd_, LOCK_EX | LOCK_NB) != 0)
+    return MakeError(ErrorKind::kUnavailable,
+                     fmt::format("another gpulane daemon already uses {}", paths_.state_dir));
+  auto store = store::JobStore::Open(paths_.state_dir + "/jobs.db");
+  if (!store) return store.error();
+  store_ = std::move(store).value();
+  auto backend = NvmlBackend::Open();
+  if (!backend) return backend.error();
+  backend_ = std::move(backend).value();
+  auto snapshot = backend_->Read();
+  if (!snapshot) return snapshot.error();
+  gpu_count_ = static_cast<unsigned>(snapshot->devices.size());
+  for (const auto& d : snapshot->devices)
+    max_gpu_memory_bytes_ = std::max(max_gpu_memory_bytes_, d.memory_total_bytes.value_or(0));
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return MakeError(ErrorKind::kIo, "cannot find the gpulane binary (/proc/self/exe)");
+  self_exe_.assign(exe, static_cast<std::size_t>(n));
+
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGTERM, SIGINT, SIGCHLD, SIGHUP}) sigaddset(&set, sig);
+  sigprocmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  signal_fd_ = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+  watch_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (watch_fd_ < 0 || inotify_add_watch(watch_fd_, jobs_dir_.c_str(), IN_CLOSE_WRITE | IN_MOVED_TO) < 0)
+    return MakeError(ErrorKind::kIo, fmt::format("cannot watch {}: {}", jobs_dir_, std::strerror(errno)));
+  Recover();
+  return OpenSocket();
+}
+
+Status Daemon::OpenSocket() {
+  std::string dir = paths_.socket.substr(0, paths_.socket.rfind('/'));
+  Status s = MakeDirs(dir, paths_.system ? 0755 : 0700);
+  if (!s.ok()) return s;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (paths_.socket.size() >= sizeof addr.sun_path)
+    return MakeError(ErrorKind::kInvalidArgument, fmt::format("socket path {} is too long", paths_.socket));
+  std::strcpy(addr.sun_path, paths_.socket.c_str());
+  // A socket file nobody answers on is left over from a crash: replace it.
+  int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (connect(probe, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    close(probe);
+    return MakeError(ErrorKind::kUnavailable, fmt::format("another gpulane daemon listens on {}", paths_.socket));
+  }
+  close(probe);
+  unlink(paths_.socket.c_str());
+  listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  mode_t old = umask(paths_.system ? 0111 : 0177);
+  int rc = bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  umask(old);
+  if (rc != 0 || listen(listen_fd_, 512) != 0)
+    return MakeError(ErrorKind::kIo, fmt::format("cannot listen on {}: {}", paths_.socket, std::strerror(errno)));
+  return Status::Ok();
+}
+
+void Daemon::Recover() {
+  auto jobs = store_->LoadUnfinished();
+  if (!jobs) {
+    Log("cannot load jobs: " + jobs.error().message);
+    return;
+  }
+  for (auto& job : *jobs) active_.emplace(job.id, std::move(job));
+  unsigned adopted = 0;
+  for (auto& [id, job] : active_)
+    if (job.state == store::JobState::kLaunching || job.state == store::JobState::kRunning) {
+      ImportStatus(id);
+      ++adopted;
+    }
+  FlushDirty();
+  Log(fmt::format("started ({} mode): {} unfinished jobs, {} handed to supervisors before", paths_.system ? "system" : "user",
+                  active_.size(), adopted));
+}
+
+int Daemon::Run() {
+  Status s = Setup();
+  if (!s.ok()) {
+    fmt::print(stderr, "gpulane daemon: error: {}\n", s.error().message);
+    return ExitCodeFor(s.error().kind);
+  }
+  LaunchEligible();
+  FlushDirty();
+  Loop();
+  unlink(paths_.socket.c_str());
+  Log("stopped; running jobs go on under their supervisors");
+  return 0;
+}
+
+int RunDaemon(bool user_mode) {
+  auto config = LoadConfig();
+  if (!config) {
+    fmt::print(stderr, "gpulane daemon: error: {}\n", config.error().message);
+    return kExitUsage;
+  }
+  Daemon daemon(user_mode ? UserPaths() : SystemPaths(), *config);
+  return daemon.Run();
+}
+
+}  // namespace gpulane::daemon

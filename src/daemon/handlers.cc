@@ -1,0 +1,346 @@
+// The daemon's request handlers. Identity is the connection's peer (SO_PEERCRED), never a field of
+// the request; users act on their own jobs, root and daemon.admin_group on all.
+#include <fcntl.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fmt/format.h>
+
+#include "daemon/daemon.h"
+
+namespace gpulane::daemon {
+namespace {
+
+using nlohmann::json;
+using store::Job;
+using store::JobState;
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+json Ok(json body = json::object()) {
+  body["v"] = proto::kVersion;
+  body["ok"] = true;
+  return body;
+}
+
+json Err(ErrorKind kind, const std::string& message) { return proto::ErrorResponse(kind, message); }
+
+std::vector<std::int64_t> IdsOf(const json& req) {
+  std::vector<std::int64_t> ids;
+  if (req.contains("ids") && req["ids"].is_array())
+    for (const auto& v : req["ids"])
+      if (v.is_number_integer()) ids.push_back(v.get<std::int64_t>());
+  return ids;
+}
+
+}  // namespace
+
+void Daemon::HandleRequest(Connection& c, const std::string& payload) {
+  json req = json::parse(payload, nullptr, false);
+  if (req.is_discarded() || !req.is_object()) {
+    Reply(c, Err(ErrorKind::kInvalidArgument, "malformed request: not a JSON object"));
+    return;
+  }
+  if (!req.contains("v") || req["v"] != proto::kVersion) {
+    Reply(c, Err(ErrorKind::kInvalidArgument,
+                 fmt::format("protocol version {} is not supported (this daemon speaks {}): use a matching gpulane",
+                             req.contains("v") ? req["v"].dump() : "missing", proto::kVersion)));
+    return;
+  }
+  const std::string op = req.value("op", "");
+  try {
+    if (op == "ping") {
+      Reply(c, Ok({{"pid", getpid()}, {"mode", paths_.system ? "system" : "user"}, {"gpus", gpu_count_}}));
+    } else if (op == "submit") {
+      std::vector<Job> jobs;
+      json error = HandleSubmit(c.peer, req, &jobs);
+      if (!error.is_null()) Reply(c, error);
+      else submits_.push_back({c.fd, std::move(jobs), req.contains("array")});
+    } else if (op == "queue") {
+      Reply(c, HandleQueue(c.peer, req));
+    } else if (op == "show") {
+      Reply(c, HandleShow(c.peer, req));
+    } else if (op == "cancel") {
+      Reply(c, HandleCancel(c.peer, req));
+    } else if (op == "hold" || op == "release") {
+      Reply(c, HandleHold(c.peer, req, op == "hold"));
+    } else if (op == "logs") {
+      Reply(c, HandleLogs(c.peer, req));
+    } else if (op == "wait") {
+      if (!HandleWait(c, req)) Reply(c, Err(ErrorKind::kInvalidArgument, "wait: give job ids"));
+    } else {
+      Reply(c, Err(ErrorKind::kInvalidArgument, fmt::format("unknown operation '{}'", op)));
+    }
+  } catch (const json::exception& e) {
+    Reply(c, Err(ErrorKind::kInvalidArgument, fmt::format("malformed {} request: {}", op, e.what())));
+  }
+}
+
+json Daemon::HandleSubmit(const Peer& peer, const json& req, std::vector<Job>* jobs) {
+  Job job;
+  if (!req.contains("spec") || !store::SpecFromJson(req["spec"], &job.spec))
+    return Err(ErrorKind::kInvalidArgument, "submit: the spec is missing or malformed (argv, cwd, gpus)");
+  const store::GpuSpec& g = job.spec.gpus;
+  if (g.count < 1) return Err(ErrorKind::kInvalidArgument, "-g 0: ask for at least 1 GPU");
+  if (g.count > gpu_count_)
+    return Err(ErrorKind::kInvalidArgument,
+               fmt::format("-g {}: this machine has {} GPU{}", g.count, gpu_count_, gpu_count_ == 1 ? "" : "s"));
+  if (g.mem_bytes && max_gpu_memory_bytes_ && *g.mem_bytes + config_.memory_margin_bytes > max_gpu_memory_bytes_)
+    return Err(ErrorKind::kInvalidArgument, fmt::format("--mem: no GPU here has that much memory ({} bytes at most, "
+                                                        "minus the {} byte margin)",
+                                                        max_gpu_memory_bytes_, config_.memory_margin_bytes));
+  if (job.spec.cwd.empty() || job.spec.cwd.front() != '/')
+    return Err(ErrorKind::kInvalidArgument, "submit: the working directory must be an absolute path");
+  for (auto dep : job.spec.after_ok) {
+    auto other = FindJob(dep);
+    if (!other) return Err(ErrorKind::kNotFound, fmt::format("--after {}: no such job", dep));
+  }
+  for (auto dep : job.spec.after_any)
+    if (!FindJob(dep)) return Err(ErrorKind::kNotFound, fmt::format("--after-any {}: no such job", dep));
+  job.uid = peer.uid;
+  job.gid = peer.gid;
+  job.user = peer.user;
+  job.submit_time = Now();
+  job.state = req.value("hold", false) ? JobState::kHeld : JobState::kPending;
+  if (req.contains("array")) {
+    auto indices = req["array"].get<std::vector<int>>();
+    if (indices.empty() || indices.size() > 100000)
+      return Err(ErrorKind::kInvalidArgument, "--array: give 1 to 100000 task indices");
+    for (int i : indices) {
+      Job task = job;
+      task.array_index = i;
+      jobs->push_back(std::move(task));
+    }
+  } else {
+    jobs->push_back(std::move(job));
+  }
+  return json();
+}
+
+void Daemon::CommitSubmissions() {
+  if (submits_.empty()) return;
+  // Group commit: every submission read in this round goes into one transaction (one fsync);
+  // arrays each need their own to number their tasks, so they commit separately.
+  std::vector<Job> batch;
+  std::vector<std::pair<int, std::size_t>> owners;  // fd, count
+  auto flush_batch = [&]() {
+    if (batch.empty()) return;
+    auto ids = store_->Insert(batch, false);
+    std::size_t k = 0;
+    for (auto& [fd, count] : owners) {
+      auto it = connections_.find(fd);
+      json reply = ids ? Ok({{"ids", std::vector<std::int64_t>(ids->begin() + k, ids->begin() + k + count)}})
+                       : Err(ErrorKind::kIo, "the job could not be stored: " + ids.error().message);
+      if (it != connections_.end()) Reply(it->second, reply);
+      k += count;
+    }
+    if (ids)
+      for (auto& job : batch) active_.emplace(job.id, std::move(job));
+    batch.clear();
+    owners.clear();
+  };
+  for (auto& s : submits_) {
+    if (s.array) {
+      auto ids = store_->Insert(s.jobs, true);
+      auto it = connections_.find(s.fd);
+      if (it != connections_.end())
+        Reply(it->second, ids ? Ok({{"ids", *ids}, {"array_job_id", ids->front()}})
+                              : Err(ErrorKind::kIo, "the array could not be stored: " + ids.error().message));
+      if (ids)
+        for (auto& job : s.jobs) active_.emplace(job.id, std::move(job));
+      continue;
+    }
+    owners.emplace_back(s.fd, s.jobs.size());
+    for (auto& job : s.jobs) batch.push_back(std::move(job));
+  }
+  flush_batch();
+  submits_.clear();
+}
+
+json Daemon::HandleQueue(const Peer& peer, const json& req) {
+  std::optional<std::uint32_t> uid;
+  if (req.contains("user") && req["user"].is_string()) {
+    struct passwd* pw = getpwnam(req["user"].get<std::string>().c_str());
+    if (!pw) return Err(ErrorKind::kNotFound, fmt::format("--user {}: no such user", req["user"].get<std::string>()));
+    uid = pw->pw_uid;
+  }
+  json jobs = json::array();
+  if (req.value("all", false)) {
+    store::JobFilter filter;
+    filter.include_finished = true;
+    filter.uid = uid;
+    filter.limit = req.value("limit", 1000u);
+    auto list = store_->List(filter);
+    if (!list) return Err(ErrorKind::kIo, list.error().message);
+    for (auto& job : *list) {
+      auto live = active_.find(job.id);
+      jobs.push_back(store::JobToJson(live != active_.end() ? live->second : job, false));
+    }
+  } else {
+    for (auto& [id, job] : active_)
+      if (!uid || job.uid == *uid) jobs.push_back(store::JobToJson(job, false));
+  }
+  (void)peer;
+  return Ok({{"jobs", std::move(jobs)}});
+}
+
+json Daemon::HandleShow(const Peer& peer, const json& req) {
+  auto id = req.at("id").get<std::int64_t>();
+  auto job = FindJob(id);
+  if (!job) return Err(ErrorKind::kNotFound, fmt::format("no job {}", id));
+  json j = store::JobToJson(*job, CanAct(peer, *job));
+  if (!CanAct(peer, *job)) j["spec"]["env"] = "(hidden: another user's job)";
+  return Ok({{"job", j}});
+}
+
+std::vector<std::int64_t> Daemon::ExpandIds(const std::vector<std::int64_t>& ids) const {
+  std::vector<std::int64_t> out;
+  for (auto id : ids) {
+    bool array = false;
+    for (auto& [jid, job] : active_)
+      if (job.array_job_id && *job.array_job_id == id) out.push_back(jid), array = true;
+    if (!array) out.push_back(id);
+  }
+  return out;
+}
+
+json Daemon::HandleCancel(const Peer& peer, const json& req) {
+  std::vector<std::int64_t> ids = ExpandIds(IdsOf(req));
+  const std::string user = req.value("user", ""), name = req.value("name", "");
+  if (!user.empty() || !name.empty())
+    for (auto& [id, job] : active_)
+      if ((user.empty() || job.user == user) && (name.empty() || job.spec.name == name)) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  json cancelled = json::array(), errors = json::array();
+  for (auto id : ids) {
+    auto it = active_.find(id);
+    if (it == active_.end()) {
+      errors.push_back(FindJob(id) ? fmt::format("job {} has already ended", id) : fmt::format("no job {}", id));
+      continue;
+    }
+    Job& job = it->second;
+    if (!CanAct(peer, job)) {
+      Log(fmt::format("refused: {} (uid {}) may not cancel job {} of {}", peer.user, peer.uid, id, job.user));
+      errors.push_back(fmt::format("job {} belongs to {}: only they or an admin may cancel it", id, job.user));
+      continue;
+    }
+    if (job.state == JobState::kPending || job.state == JobState::kHeld) {
+      Finish(job, JobState::kCancelled, std::nullopt, fmt::format("cancelled by {}", peer.user), Now());
+    } else {
+      cancel_requested_.insert(id);
+      job.reason = fmt::format("cancelling (by {})", peer.user);
+      if (job.supervisor_pid) kill(*job.supervisor_pid, SIGTERM);
+    }
+    cancelled.push_back(id);
+  }
+  json body = {{"cancelled", cancelled}, {"errors", errors}};
+  if (cancelled.empty() && !errors.empty()) {
+    bool denied = false;
+    for (auto& e : errors) denied = denied || e.get<std::string>().find("belongs to") != std::string::npos;
+    json err = Err(denied ? ErrorKind::kPermission : ErrorKind::kNotFound, errors.front().get<std::string>());
+    err["errors"] = errors;
+    return err;
+  }
+  return Ok(body);
+}
+
+json Daemon::HandleHold(const Peer& peer, const json& req, bool hold) {
+  json changed = json::array(), errors = json::array();
+  for (auto id : ExpandIds(IdsOf(req))) {
+    auto it = active_.find(id);
+    if (it == active_.end()) {
+      errors.push_back(fmt::format("job {} is not queued", id));
+      continue;
+    }
+    Job& job = it->second;
+    if (!CanAct(peer, job)) {
+      Log(fmt::format("refused: {} (uid {}) may not {} job {} of {}", peer.user, peer.uid, hold ? "hold" : "release", id, job.user));
+      errors.push_back(fmt::format("job {} belongs to {}: only they or an admin may {} it", id, job.user, hold ? "hold" : "release"));
+      continue;
+    }
+    JobState from = hold ? JobState::kPending : JobState::kHeld;
+    if (job.state != from) {
+      errors.push_back(fmt::format("job {} is {}, not {}", id, store::StateName(job.state), store::StateName(from)));
+      continue;
+    }
+    job.state = hold ? JobState::kHeld : JobState::kPending;
+    job.reason = hold ? fmt::format("held by {}", peer.user) : "";
+    MarkDirty(job);
+    changed.push_back(id);
+  }
+  if (changed.empty() && !errors.empty()) {
+    bool denied = errors.front().get<std::string>().find("belongs to") != std::string::npos;
+    return Err(denied ? ErrorKind::kPermission : ErrorKind::kInvalidArgument, errors.front().get<std::string>());
+  }
+  return Ok({{"changed", changed}, {"errors", errors}});
+}
+
+json Daemon::HandleLogs(const Peer& peer, const json& req) {
+  auto id = req.at("id").get<std::int64_t>();
+  auto job = FindJob(id);
+  if (!job) return Err(ErrorKind::kNotFound, fmt::format("no job {}", id));
+  if (!CanAct(peer, *job)) {
+    Log(fmt::format("refused: {} (uid {}) may not read the logs of job {} of {}", peer.user, peer.uid, id, job->user));
+    return Err(ErrorKind::kPermission, fmt::format("job {} belongs to {}: only they or an admin may read its logs", id, job->user));
+  }
+  const std::string expanded = req.value("stream", "out") == "err" ? store::ErrorPath(*job) : store::OutputPath(*job);
+  const bool finished = store::IsFinished(job->state);
+  auto offset = req.value("offset", std::uint64_t{0});
+  // Read as the daemon, but only a regular file the job's owner owns, never through a symlink.
+  int fd = open(expanded.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return Ok({{"data", ""}, {"offset", offset}, {"finished", finished}, {"path", expanded}});
+    return Err(ErrorKind::kIo, fmt::format("cannot read {}: {}", expanded, std::strerror(errno)));
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (st.st_uid != job->uid && job->uid != 0)) {
+    close(fd);
+    return Err(ErrorKind::kUnsafe, fmt::format("{} is not a regular file owned by {}", expanded, job->user));
+  }
+  std::string data(std::min<std::uint64_t>(4u << 20, st.st_size > static_cast<off_t>(offset) ? st.st_size - offset : 0), '\0');
+  ssize_t n = data.empty() ? 0 : pread(fd, data.data(), data.size(), static_cast<off_t>(offset));
+  close(fd);
+  data.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+  return Ok({{"data", data}, {"offset", offset + data.size()}, {"finished", finished}, {"path", expanded}});
+}
+
+bool Daemon::HandleWait(Connection& c, const json& req) {
+  auto ids = ExpandIds(IdsOf(req));
+  if (ids.empty()) return false;
+  for (auto id : ids) {
+    if (!FindJob(id)) {
+      Reply(c, Err(ErrorKind::kNotFound, fmt::format("no job {}", id)));
+      return true;
+    }
+  }
+  waiters_.push_back({c.fd, ids});
+  return true;
+}
+
+void Daemon::AnswerWaiters() {
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    bool done = std::all_of(it->ids.begin(), it->ids.end(), [&](std::int64_t id) { return !active_.count(id); });
+    if (!done) {
+      ++it;
+      continue;
+    }
+    json jobs = json::array();
+    for (auto id : it->ids) {
+      auto job = FindJob(id);
+      if (job) jobs.push_back(store::JobToJson(*job, false));
+    }
+    auto conn = connections_.find(it->fd);
+    if (conn != connections_.end()) Reply(conn->second, Ok({{"jobs", jobs}}));
+    it = waiters_.erase(it);
+  }
+}
+
+}  // namespace gpulane::daemon

@@ -1,0 +1,132 @@
+#include "daemon/job_files.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fmt/format.h>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace gpulane::daemon {
+namespace {
+
+using nlohmann::json;
+
+Status WriteDurably(const std::string& dir, const std::string& path, const std::string& content, mode_t mode) {
+  const std::string tmp = path + ".tmp";
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (fd < 0) return MakeError(ErrorKind::kIo, fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
+  bool ok = write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size()) && fsync(fd) == 0;
+  close(fd);
+  if (!ok || rename(tmp.c_str(), path.c_str()) != 0)
+    return MakeError(ErrorKind::kIo, fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+  int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    fsync(dfd);
+    close(dfd);
+  }
+  return Status::Ok();
+}
+
+std::optional<std::string> Slurp(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string out;
+  char buf[65536];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0) out.append(buf, static_cast<std::size_t>(n));
+  close(fd);
+  return out;
+}
+
+}  // namespace
+
+std::string JobFiles::spec_path() const { return fmt::format("{}/{}.spec.json", dir_, id_); }
+std::string JobFiles::status_path() const { return fmt::format("{}/{}.status.json", dir_, id_); }
+std::string JobFiles::lock_path() const { return fmt::format("{}/{}.lock", dir_, id_); }
+
+Status JobFiles::WriteSpec(const store::Job& job) const {
+  json j = store::JobToJson(job, /*with_env=*/true);
+  j["gid"] = job.gid;
+  return WriteDurably(dir_, spec_path(), j.dump(), 0600);
+}
+
+Result<store::Job> JobFiles::ReadSpec() const {
+  auto text = Slurp(spec_path());
+  if (!text) return MakeError(ErrorKind::kNotFound, fmt::format("no spec for job {} in {}", id_, dir_));
+  json j = json::parse(*text, nullptr, false);
+  store::Job job;
+  try {
+    job.id = j.at("id").get<std::int64_t>();
+    job.uid = j.at("uid").get<std::uint32_t>();
+    job.gid = j.at("gid").get<std::uint32_t>();
+    job.user = j.at("user").get<std::string>();
+    job.submit_time = j.at("submit_time").get<double>();
+    if (j.contains("array_index")) job.array_index = j["array_index"].get<int>();
+    if (j.contains("array_job_id")) job.array_job_id = j["array_job_id"].get<std::int64_t>();
+    if (!store::SpecFromJson(j.at("spec"), &job.spec)) throw std::runtime_error("spec");
+  } catch (const std::exception&) {
+    return MakeError(ErrorKind::kInternal, fmt::format("the spec of job {} is damaged", id_));
+  }
+  return job;
+}
+
+Status JobFiles::WriteStatus(const SupervisorStatus& s) const {
+  json j = {{"phase", s.phase}, {"pid", s.pid}, {"reason", s.reason}, {"gpu_uuids", s.gpu_uuids},
+            {"timed_out", s.timed_out}, {"interrupted", s.interrupted}, {"start_failed", s.start_failed}};
+  if (s.start_time) j["start_time"] = *s.start_time;
+  if (s.end_time) j["end_time"] = *s.end_time;
+  if (s.exit_code) j["exit_code"] = *s.exit_code;
+  return WriteDurably(dir_, status_path(), j.dump(), 0644);
+}
+
+std::optional<SupervisorStatus> JobFiles::ReadStatus() const {
+  auto text = Slurp(status_path());
+  if (!text) return std::nullopt;
+  json j = json::parse(*text, nullptr, false);
+  if (j.is_discarded()) return std::nullopt;
+  SupervisorStatus s;
+  s.phase = j.value("phase", "waiting");
+  s.pid = j.value("pid", 0);
+  s.reason = j.value("reason", "");
+  s.gpu_uuids = j.value("gpu_uuids", std::vector<std::string>{});
+  s.timed_out = j.value("timed_out", false);
+  s.interrupted = j.value("interrupted", false);
+  s.start_failed = j.value("start_failed", false);
+  if (j.contains("start_time")) s.start_time = j["start_time"].get<double>();
+  if (j.contains("end_time")) s.end_time = j["end_time"].get<double>();
+  if (j.contains("exit_code")) s.exit_code = j["exit_code"].get<int>();
+  return s;
+}
+
+bool JobFiles::SupervisorAlive() const {
+  int fd = open(lock_path().c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return false;
+  bool alive = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  close(fd);
+  return alive;
+}
+
+void JobFiles::Remove() const {
+  unlink(spec_path().c_str());
+  unlink(status_path().c_str());
+  unlink(lock_path().c_str());
+}
+
+std::optional<std::int64_t> JobIdOfFile(const std::string& name) {
+  std::size_t dot = name.find('.');
+  if (dot == 0 || dot == std::string::npos) return std::nullopt;
+  std::int64_t id = 0;
+  for (std::size_t i = 0; i < dot; ++i) {
+    if (name[i] < '0' || name[i] > '9') return std::nullopt;
+    id = id * 10 + (name[i] - '0');
+  }
+  return id;
+}
+
+}  // namespace gpulane::daemon

@@ -1,0 +1,179 @@
+// The daemon's event loop: the listening socket, client connections, supervisor status files
+// (inotify), signals, and a one-second tick for liveness checks and read time-outs.
+#include <grp.h>
+#include <poll.h>
+#include <pwd.h>
+#include <sys/inotify.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <fmt/format.h>
+
+#include "daemon/daemon.h"
+
+namespace gpulane::daemon {
+namespace {
+
+double MonotonicS() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string NameOf(std::uint32_t uid) {
+  struct passwd pw;
+  struct passwd* found = nullptr;
+  char buf[4096];
+  if (getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found) return found->pw_name;
+  return std::to_string(uid);
+}
+
+bool InGroup(const std::string& user, std::uint32_t gid, const std::string& group) {
+  if (group.empty()) return false;
+  struct group* g = getgrnam(group.c_str());
+  if (!g) return false;
+  gid_t groups[256];
+  int n = 256;
+  if (getgrouplist(user.c_str(), gid, groups, &n) < 0) return false;
+  for (int i = 0; i < n; ++i)
+    if (groups[i] == g->gr_gid) return true;
+  return false;
+}
+
+}  // namespace
+
+void Daemon::Accept() {
+  while (true) {
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+      close(fd);
+      continue;
+    }
+    Connection c;
+    c.fd = fd;
+    c.peer.uid = cred.uid;
+    c.peer.gid = cred.gid;
+    c.peer.pid = cred.pid;
+    c.peer.user = NameOf(cred.uid);
+    c.peer.admin = cred.uid == 0 || InGroup(c.peer.user, cred.gid, config_.admin_group);
+    c.last_read_s = MonotonicS();
+    connections_.emplace(fd, std::move(c));
+  }
+}
+
+void Daemon::ReadFrom(Connection& c) {
+  char buf[65536];
+  while (true) {
+    ssize_t n = read(c.fd, buf, sizeof buf);
+    if (n > 0) {
+      c.reader.Feed(buf, static_cast<std::size_t>(n));
+      c.last_read_s = MonotonicS();
+      continue;
+    }
+    if (n == 0) {  // client went away (a truncated request is simply dropped)
+      c.close_after_write = true;
+      c.out.clear();
+    }
+    break;
+  }
+  while (!c.close_after_write) {
+    bool too_big = false;
+    auto frame = c.reader.Next(&too_big);
+    if (too_big) {
+      Log(fmt::format("refused an oversized request from {} (pid {})", c.peer.user, c.peer.pid));
+      Reply(c, proto::ErrorResponse(ErrorKind::kInvalidArgument,
+                                    fmt::format("request larger than {} bytes", proto::kMaxRequestBytes)));
+      c.close_after_write = true;
+      break;
+    }
+    if (!frame) break;
+    HandleRequest(c, *frame);
+  }
+}
+
+void Daemon::Reply(Connection& c, const nlohmann::json& response) { proto::AppendFrame(response, c.out); }
+
+void Daemon::WriteTo(Connection& c) {
+  while (!c.out.empty()) {
+    ssize_t n = write(c.fd, c.out.data(), c.out.size());
+    if (n <= 0) {
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+      c.out.clear();
+      c.close_after_write = true;
+      return;
+    }
+    c.out.erase(0, static_cast<std::size_t>(n));
+  }
+}
+
+void Daemon::CloseConnection(int fd) {
+  close(fd);
+  connections_.erase(fd);
+  for (auto it = waiters_.begin(); it != waiters_.end();) it = it->fd == fd ? waiters_.erase(it) : it + 1;
+}
+
+void Daemon::Loop() {
+  double last_tick = MonotonicS();
+  while (!stop_) {
+    std::vector<pollfd> fds = {{listen_fd_, POLLIN, 0}, {signal_fd_, POLLIN, 0}, {watch_fd_, POLLIN, 0}};
+    for (auto& [fd, c] : connections_) fds.push_back({fd, static_cast<short>(POLLIN | (c.out.empty() ? 0 : POLLOUT)), 0});
+    poll(fds.data(), fds.size(), 250);
+    if (fds[1].revents & POLLIN) {
+      signalfd_siginfo info{};
+      while (read(signal_fd_, &info, sizeof info) == sizeof info) {
+        if (info.ssi_signo == SIGTERM || info.ssi_signo == SIGINT) stop_ = true;
+        if (info.ssi_signo == SIGCHLD)
+          while (waitpid(-1, nullptr, WNOHANG) > 0) {
+          }
+      }
+    }
+    if (fds[2].revents & POLLIN) {
+      alignas(inotify_event) char buf[65536];
+      std::set<std::int64_t> changed;
+      ssize_t n;
+      while ((n = read(watch_fd_, buf, sizeof buf)) > 0) {
+        for (char* p = buf; p < buf + n;) {
+          auto* e = reinterpret_cast<inotify_event*>(p);
+          if (e->len)
+            if (auto id = JobIdOfFile(e->name)) changed.insert(*id);
+          p += sizeof(inotify_event) + e->len;
+        }
+      }
+      for (std::int64_t id : changed) ImportStatus(id);
+    }
+    if (fds[0].revents & POLLIN) Accept();
+    for (std::size_t i = 3; i < fds.size(); ++i) {
+      auto it = connections_.find(fds[i].fd);
+      if (it == connections_.end()) continue;
+      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) ReadFrom(it->second);
+    }
+    CommitSubmissions();
+    double now = MonotonicS();
+    if (now - last_tick >= 1.0) {
+      last_tick = now;
+      CheckSupervisors();
+      for (auto& [fd, c] : connections_) {
+        if (c.reader.partial() && now - c.last_read_s > proto::kReadTimeoutS && !c.close_after_write) {
+          Reply(c, proto::ErrorResponse(ErrorKind::kTimeout, "request not complete within the read time-out"));
+          c.close_after_write = true;
+        }
+      }
+    }
+    LaunchEligible();
+    FlushDirty();
+    AnswerWaiters();
+    std::vector<int> to_close;
+    for (auto& [fd, c] : connections_) {
+      WriteTo(c);
+      if (c.close_after_write && c.out.empty()) to_close.push_back(fd);
+    }
+    for (int fd : to_close) CloseConnection(fd);
+  }
+}
+
+}  // namespace gpulane::daemon

@@ -1,0 +1,140 @@
+#include "daemon/supervisor.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <fmt/format.h>
+
+#include "daemon/job_files.h"
+#include "exec/job_env.h"
+#include "exec/job_runner.h"
+#include "gpu/nvml_backend.h"
+#include "lease/waiter.h"
+#include "util/config.h"
+
+namespace gpulane::daemon {
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::optional<std::string> EnvValue(const std::vector<std::string>& env, const std::string& key) {
+  for (const auto& kv : env)
+    if (kv.size() > key.size() && kv.compare(0, key.size(), key) == 0 && kv[key.size()] == '=')
+      return kv.substr(key.size() + 1);
+  return std::nullopt;
+}
+
+lease::WaitRequest MakeRequest(const store::Job& job, const Config& config) {
+  lease::WaitRequest w;
+  const store::GpuSpec& g = job.spec.gpus;
+  w.ticket.count = g.count;
+  w.ticket.mem_bytes = g.mem_bytes;
+  w.ticket.min_free_bytes = g.min_free_bytes;
+  w.ticket.max_util_pct = g.max_util_pct;
+  w.ticket.share_foreign = g.share_foreign;
+  w.ticket.priority = job.spec.priority;
+  w.ticket.seq = static_cast<std::uint64_t>(std::llround(job.submit_time * 1e9)) + static_cast<std::uint64_t>(job.id % 1000);
+  w.gpu_list = g.gpu_list;
+  w.visible_devices = EnvValue(job.spec.env, "CUDA_VISIBLE_DEVICES");
+  w.kill_grace_s = job.spec.kill_grace_s;
+  w.nvml_poll_s = config.nvml_poll_s;
+  w.margin_bytes = config.memory_margin_bytes;
+  if (geteuid() == 0) {
+    w.owner_uid = job.uid;
+    w.owner_gid = job.gid;
+  }
+  return w;
+}
+
+int Finish(const JobFiles& files, SupervisorStatus status) {
+  status.phase = "done";
+  status.end_time = Now();
+  return files.WriteStatus(status).ok() ? 0 : 1;
+}
+
+}  // namespace
+
+int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
+  JobFiles files(jobs_dir, id);
+  int lock_fd = open(files.lock_path().c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) != 0) return 0;  // someone else supervises it
+  SupervisorStatus status;
+  status.pid = getpid();
+  if (auto previous = files.ReadStatus(); previous && previous->phase != "waiting") return 0;  // never run twice
+  auto job = files.ReadSpec();
+  if (!job) {
+    status.reason = job.error().message;
+    return Finish(files, status);
+  }
+  files.WriteStatus(status);
+  auto config = LoadConfig();
+  auto backend = NvmlBackend::Open();
+  if (!config || !backend) {
+    status.reason = !config ? config.error().message : backend.error().message;
+    status.start_failed = true;
+    return Finish(files, status);
+  }
+  auto dir = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config->lease_dir));
+  if (!dir) {
+    status.reason = dir.error().message;
+    status.start_failed = true;
+    return Finish(files, status);
+  }
+  auto on_waiting = [&](const std::string& line) {
+    if (line.empty() || line == status.reason) return;
+    status.reason = line;
+    files.WriteStatus(status);
+  };
+  lease::LeaseWaiter waiter(**backend, *dir, MakeRequest(*job, *config), std::to_string(id),
+                            fmt::format("{}", fmt::join(job->spec.argv, " ")), on_waiting);
+  auto grant = waiter.Acquire();
+  if (!grant || grant->interrupted_by_signal) {
+    status.reason = grant ? "cancelled while waiting for GPUs" : grant.error().message;
+    status.interrupted = grant.ok();
+    status.start_failed = !grant.ok();
+    return Finish(files, status);
+  }
+  status.phase = "running";
+  status.reason.clear();
+  status.start_time = Now();
+  for (unsigned i : grant->gpus) status.gpu_uuids.push_back(grant->snapshot.devices[i].uuid);
+  if (!files.WriteStatus(status).ok()) return 1;  // not durable: do not start what we could not record
+
+  exec::JobSpec spec;
+  spec.argv = job->spec.argv;
+  spec.cwd = job->spec.cwd;
+  spec.kill_grace_s = job->spec.kill_grace_s;
+  spec.time_limit_s = job->spec.time_limit_s;
+  spec.keep_fds = {grant->lease.fd()};
+  spec.stdout_path = store::OutputPath(*job);
+  spec.stderr_path = store::ErrorPath(*job);
+  if (geteuid() == 0) {
+    spec.uid = job->uid;
+    spec.gid = job->gid;
+  }
+  spec.env = exec::JobEnvironment(job->spec.env, grant->snapshot, grant->gpus, false, std::to_string(id),
+                                  job->spec.gpus.mem_bytes, grant->lease.fd());
+  if (job->array_index) spec.env.push_back(fmt::format("GPULANE_ARRAY_INDEX={}", *job->array_index));
+  auto outcome = exec::RunJob(spec, [&](pid_t pgid) { waiter.RecordProcessGroup(grant->lease, pgid); });
+  if (!outcome) {
+    status.reason = outcome.error().message;
+    status.start_failed = true;
+    return Finish(files, status);
+  }
+  status.exit_code = outcome->exit_code;
+  status.timed_out = outcome->timed_out;
+  status.start_failed = outcome->exec_failed;
+  if (outcome->exec_failed) status.reason = outcome->exec_error;
+  else if (outcome->leftovers_terminated)
+    status.reason = fmt::format("ended {} leftover process(es)", outcome->leftovers_terminated);
+  waiter.CheckGpusReleased(grant->gpus, outcome->pids);
+  grant->lease.Release();
+  return Finish(files, status);
+}
+
+}  // namespace gpulane::daemon

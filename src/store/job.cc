@@ -1,0 +1,103 @@
+#include "store/job.h"
+
+namespace gpulane::store {
+
+using nlohmann::json;
+
+namespace {
+constexpr const char* kNames[] = {"pending", "held", "launching", "running", "completed", "failed", "cancelled", "timeout"};
+}
+
+const char* StateName(JobState s) { return kNames[static_cast<int>(s)]; }
+
+std::optional<JobState> ParseState(const std::string& name) {
+  for (int i = 0; i < 8; ++i)
+    if (name == kNames[i]) return static_cast<JobState>(i);
+  return std::nullopt;
+}
+
+bool IsFinished(JobState s) {
+  return s == JobState::kCompleted || s == JobState::kFailed || s == JobState::kCancelled || s == JobState::kTimeout;
+}
+
+std::string ExpandLogPath(const std::string& pattern, const Job& job) {
+  std::string out;
+  for (std::size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] != '%' || i + 1 == pattern.size()) {
+      out += pattern[i];
+      continue;
+    }
+    char c = pattern[++i];
+    if (c == 'j') out += std::to_string(job.id);
+    else if (c == 'a') out += job.array_index ? std::to_string(*job.array_index) : "";
+    else if (c == 'A') out += std::to_string(job.array_job_id.value_or(job.id));
+    else if (c == 'u') out += job.user;
+    else if (c == '%') out += '%';
+    else out += std::string("%") + c;
+  }
+  if (out.empty() || out.front() != '/') out = job.spec.cwd + "/" + out;
+  return out;
+}
+
+std::string OutputPath(const Job& job) {
+  return ExpandLogPath(job.spec.output_path.empty() ? (job.array_index ? "gpulane-%A_%a.out" : "gpulane-%j.out")
+                                                    : job.spec.output_path,
+                       job);
+}
+
+std::string ErrorPath(const Job& job) {
+  return job.spec.error_path.empty() ? OutputPath(job) : ExpandLogPath(job.spec.error_path, job);
+}
+
+json SpecToJson(const JobSpec& s) {
+  json gpus = {{"count", s.gpus.count}, {"gpu_list", s.gpus.gpu_list}, {"share_foreign", s.gpus.share_foreign}};
+  if (s.gpus.mem_bytes) gpus["mem_bytes"] = *s.gpus.mem_bytes;
+  if (s.gpus.min_free_bytes) gpus["min_free_bytes"] = *s.gpus.min_free_bytes;
+  if (s.gpus.max_util_pct) gpus["max_util_pct"] = *s.gpus.max_util_pct;
+  json j = {{"argv", s.argv}, {"cwd", s.cwd}, {"env", s.env}, {"gpus", gpus}, {"name", s.name},
+            {"priority", s.priority}, {"after_ok", s.after_ok}, {"after_any", s.after_any},
+            {"output_path", s.output_path}, {"error_path", s.error_path}, {"kill_grace_s", s.kill_grace_s}};
+  if (s.time_limit_s) j["time_limit_s"] = *s.time_limit_s;
+  return j;
+}
+
+bool SpecFromJson(const json& j, JobSpec* s) {
+  try {
+    s->argv = j.at("argv").get<std::vector<std::string>>();
+    s->cwd = j.at("cwd").get<std::string>();
+    s->env = j.value("env", std::vector<std::string>{});
+    const json& g = j.at("gpus");
+    s->gpus.count = g.value("count", 1u);
+    s->gpus.gpu_list = g.value("gpu_list", "");
+    s->gpus.share_foreign = g.value("share_foreign", false);
+    if (g.contains("mem_bytes")) s->gpus.mem_bytes = g["mem_bytes"].get<std::uint64_t>();
+    if (g.contains("min_free_bytes")) s->gpus.min_free_bytes = g["min_free_bytes"].get<std::uint64_t>();
+    if (g.contains("max_util_pct")) s->gpus.max_util_pct = g["max_util_pct"].get<unsigned>();
+    s->name = j.value("name", "");
+    s->priority = j.value("priority", 0);
+    s->after_ok = j.value("after_ok", std::vector<std::int64_t>{});
+    s->after_any = j.value("after_any", std::vector<std::int64_t>{});
+    s->output_path = j.value("output_path", "");
+    s->error_path = j.value("error_path", "");
+    s->kill_grace_s = j.value("kill_grace_s", 10.0);
+    if (j.contains("time_limit_s")) s->time_limit_s = j["time_limit_s"].get<double>();
+    return !s->argv.empty();
+  } catch (const json::exception&) {
+    return false;
+  }
+}
+
+json JobToJson(const Job& job, bool with_env) {
+  json spec = SpecToJson(job.spec);
+  if (!with_env) spec.erase("env");
+  json j = {{"id", job.id}, {"user", job.user}, {"uid", job.uid}, {"state", StateName(job.state)},
+            {"reason", job.reason}, {"submit_time", job.submit_time}, {"spec", spec}, {"gpu_uuids", job.gpu_uuids}};
+  if (job.array_job_id) j["array_job_id"] = *job.array_job_id;
+  if (job.array_index) j["array_index"] = *job.array_index;
+  if (job.start_time) j["start_time"] = *job.start_time;
+  if (job.end_time) j["end_time"] = *job.end_time;
+  if (job.exit_code) j["exit_code"] = *job.exit_code;
+  return j;
+}
+
+}  // namespace gpulane::store

@@ -1,0 +1,79 @@
+#pragma once
+// A queued job as the daemon, its store and its supervisor see it.
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace gpulane::store {
+
+/// Life of a job: pending -> (held) -> launching -> running -> completed | failed | timeout;
+/// cancelled from any state before the end.
+enum class JobState { kPending, kHeld, kLaunching, kRunning, kCompleted, kFailed, kCancelled, kTimeout };
+
+const char* StateName(JobState s);              ///< "pending", "held", ...
+std::optional<JobState> ParseState(const std::string& name);
+bool IsFinished(JobState s);                    ///< completed, failed, cancelled, timeout
+
+/// What a job asks of its GPUs (same meanings as `gpulane run`'s options).
+struct GpuSpec {
+  unsigned count = 1;
+  std::optional<std::uint64_t> mem_bytes;
+  std::optional<std::uint64_t> min_free_bytes;
+  std::optional<unsigned> max_util_pct;
+  std::string gpu_list;  ///< --gpus: indices or UUIDs, "" for any
+  bool share_foreign = false;
+};
+
+/// Everything captured at submission.
+struct JobSpec {
+  std::vector<std::string> argv;
+  std::string cwd;
+  std::vector<std::string> env;  ///< "KEY=VALUE", as the submitting shell had it
+  GpuSpec gpus;
+  std::string name;
+  int priority = 0;              ///< higher first
+  std::vector<std::int64_t> after_ok;   ///< start only after these completed with exit code 0
+  std::vector<std::int64_t> after_any;  ///< start only after these ended, however
+  std::optional<double> time_limit_s;
+  std::string output_path;       ///< stdout log, placeholders expanded; "" = <cwd>/gpulane-<id>.out
+  std::string error_path;        ///< stderr log; "" = the same file as stdout
+  double kill_grace_s = 10;
+};
+
+/// A job: its spec, who owns it, and where it stands.
+struct Job {
+  std::int64_t id = 0;
+  std::optional<std::int64_t> array_job_id;  ///< id of the array's first task
+  std::optional<int> array_index;
+  std::uint32_t uid = 0;
+  std::uint32_t gid = 0;
+  std::string user;
+  JobSpec spec;
+  JobState state = JobState::kPending;
+  std::string reason;              ///< why pending/held/failed, for people
+  double submit_time = 0;          ///< seconds since the epoch
+  std::optional<double> start_time, end_time;
+  std::optional<int> exit_code;    ///< exit status, or 128 + signal
+  std::vector<std::string> gpu_uuids;
+  std::optional<pid_t> supervisor_pid;
+};
+
+/// Expands %j (job id), %a (array index), %A (array job id), %u (user) and %% in a log path
+/// pattern; a relative result is taken from the job's working directory.
+std::string ExpandLogPath(const std::string& pattern, const Job& job);
+/// Where the job's stdout goes (default <cwd>/gpulane-<id>.out) and its stderr (default: the same).
+std::string OutputPath(const Job& job);
+std::string ErrorPath(const Job& job);
+
+nlohmann::json SpecToJson(const JobSpec& spec);
+/// Parse a spec; false on missing or mistyped fields.
+bool SpecFromJson(const nlohmann::json& j, JobSpec* spec);
+/// The job for clients (without env unless `with_env`).
+nlohmann::json JobToJson(const Job& job, bool with_env);
+
+}  // namespace gpulane::store

@@ -1,0 +1,269 @@
+#include "store/job_store.h"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace gpulane::store {
+namespace {
+
+// A prepared statement, finalised on scope exit.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) { rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr); }
+  ~Stmt() { sqlite3_finalize(stmt_); }
+  bool ok() const { return rc_ == SQLITE_OK; }
+  sqlite3_stmt* get() { return stmt_; }
+  void Bind(int i, std::int64_t v) { sqlite3_bind_int64(stmt_, i, v); }
+  void Bind(int i, double v) { sqlite3_bind_double(stmt_, i, v); }
+  void Bind(int i, const std::string& v) { sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT); }
+  void BindNull(int i) { sqlite3_bind_null(stmt_, i); }
+  template <typename T>
+  void BindOpt(int i, const std::optional<T>& v) {
+    if (v) Bind(i, static_cast<std::conditional_t<std::is_floating_point_v<T>, double, std::int64_t>>(*v));
+    else BindNull(i);
+  }
+  int Step() { return sqlite3_step(stmt_); }
+  void Reset() {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+  }
+
+ private:
+  sqlite3_stmt* stmt_ = nullptr;
+  int rc_;
+};
+
+constexpr const char* kColumns =
+    "id, array_job_id, array_index, uid, gid, user, spec, state, reason, submit_time, start_time, end_time, "
+    "exit_code, gpus, supervisor_pid";
+
+std::optional<double> OptDouble(sqlite3_stmt* s, int i) {
+  if (sqlite3_column_type(s, i) == SQLITE_NULL) return std::nullopt;
+  return sqlite3_column_double(s, i);
+}
+std::optional<std::int64_t> OptInt(sqlite3_stmt* s, int i) {
+  if (sqlite3_column_type(s, i) == SQLITE_NULL) return std::nullopt;
+  return sqlite3_column_int64(s, i);
+}
+std::string Text(sqlite3_stmt* s, int i) {
+  const unsigned char* t = sqlite3_column_text(s, i);
+  return t ? reinterpret_cast<const char*>(t) : "";
+}
+
+bool ReadRow(sqlite3_stmt* s, Job* job) {
+  job->id = sqlite3_column_int64(s, 0);
+  job->array_job_id = OptInt(s, 1);
+  if (auto v = OptInt(s, 2)) job->array_index = static_cast<int>(*v);
+  job->uid = static_cast<std::uint32_t>(sqlite3_column_int64(s, 3));
+  job->gid = static_cast<std::uint32_t>(sqlite3_column_int64(s, 4));
+  job->user = Text(s, 5);
+  auto spec = nlohmann::json::parse(Text(s, 6), nullptr, false);
+  if (spec.is_discarded() || !SpecFromJson(spec, &job->spec)) return false;
+  auto state = ParseState(Text(s, 7));
+  if (!state) return false;
+  job->state = *state;
+  job->reason = Text(s, 8);
+  job->submit_time = sqlite3_column_double(s, 9);
+  job->start_time = OptDouble(s, 10);
+  job->end_time = OptDouble(s, 11);
+  if (auto v = OptInt(s, 12)) job->exit_code = static_cast<int>(*v);
+  auto gpus = nlohmann::json::parse(Text(s, 13), nullptr, false);
+  if (gpus.is_array()) job->gpu_uuids = gpus.get<std::vector<std::string>>();
+  if (auto v = OptInt(s, 14)) job->supervisor_pid = static_cast<pid_t>(*v);
+  return true;
+}
+
+Error DbError(sqlite3* db, const std::string& what) {
+  return MakeError(ErrorKind::kIo, fmt::format("{}: {}", what, sqlite3_errmsg(db)));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string why = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    return MakeError(ErrorKind::kIo, fmt::format("cannot open the job database {}: {}", path, why));
+  }
+  std::unique_ptr<JobStore> store(new JobStore(db));
+  sqlite3_busy_timeout(db, 5000);
+  // quick_check first: on a damaged file it (or the pragmas) fail, and we stop instead of starting empty.
+  {
+    Stmt check(db, "PRAGMA quick_check");
+    std::string result = check.ok() && check.Step() == SQLITE_ROW ? Text(check.get(), 0) : sqlite3_errmsg(db);
+    if (result != "ok")
+      return MakeError(ErrorKind::kInternal,
+                       fmt::format("the job database {} is damaged ({}): move it aside and restore a backup, or "
+                                   "start afresh by removing it (queued jobs would be lost)",
+                                   path, result));
+  }
+  for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON"}) {
+    Status s = store->Exec(pragma);
+    if (!s.ok()) return s.error();
+  }
+  Status migrated = store->Migrate();
+  if (!migrated.ok()) return migrated.error();
+  return store;
+}
+
+JobStore::~JobStore() { sqlite3_close(db_); }
+
+Status JobStore::Exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string message = fmt::format("database: {} ({})", err ? err : "error", sql);
+    sqlite3_free(err);
+    return MakeError(ErrorKind::kIo, message);
+  }
+  return Status::Ok();
+}
+
+Status JobStore::Migrate() {
+  Stmt version(db_, "PRAGMA user_version");
+  int current = version.Step() == SQLITE_ROW ? sqlite3_column_int(version.get(), 0) : 0;
+  if (current > kSchemaVersion)
+    return MakeError(ErrorKind::kInternal, fmt::format("the job database has schema version {}, newer than this "
+                                                       "gpulane's {}: run the newer gpulane",
+                                                       current, kSchemaVersion));
+  // Each step moves the schema from version i to i + 1 inside one transaction.
+  static const char* const kSteps[] = {
+      "CREATE TABLE jobs ("
+      " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+      " array_job_id INTEGER, array_index INTEGER,"
+      " uid INTEGER NOT NULL, gid INTEGER NOT NULL, user TEXT NOT NULL,"
+      " spec TEXT NOT NULL, state TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '',"
+      " submit_time REAL NOT NULL, start_time REAL, end_time REAL, exit_code INTEGER,"
+      " gpus TEXT NOT NULL DEFAULT '[]', supervisor_pid INTEGER);"
+      "CREATE INDEX jobs_unfinished ON jobs(state) WHERE state IN ('pending','held','launching','running');"
+      "CREATE INDEX jobs_uid ON jobs(uid);",
+  };
+  for (int v = current; v < kSchemaVersion; ++v) {
+    Status s = Exec("BEGIN IMMEDIATE");
+    if (!s.ok()) return s;
+    s = Exec(kSteps[v]);
+    if (s.ok()) s = Exec(fmt::format("PRAGMA user_version={}", v + 1).c_str());
+    if (!s.ok()) {
+      Exec("ROLLBACK");
+      return s;
+    }
+    s = Exec("COMMIT");
+    if (!s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<std::int64_t>> JobStore::Insert(std::vector<Job>& jobs, bool array) {
+  Status s = Exec("BEGIN IMMEDIATE");
+  if (!s.ok()) return s.error();
+  Stmt insert(db_,
+              "INSERT INTO jobs (array_job_id, array_index, uid, gid, user, spec, state, reason, submit_time) "
+              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
+  Stmt set_array(db_, "UPDATE jobs SET array_job_id = ?1 WHERE id >= ?1 AND id <= ?2");
+  if (!insert.ok() || !set_array.ok()) {
+    Exec("ROLLBACK");
+    return DbError(db_, "database: prepare insert");
+  }
+  std::vector<std::int64_t> ids;
+  for (Job& job : jobs) {
+    insert.BindNull(1);
+    if (job.array_index) insert.Bind(2, static_cast<std::int64_t>(*job.array_index));
+    insert.Bind(3, static_cast<std::int64_t>(job.uid));
+    insert.Bind(4, static_cast<std::int64_t>(job.gid));
+    insert.Bind(5, job.user);
+    insert.Bind(6, SpecToJson(job.spec).dump());
+    insert.Bind(7, std::string(StateName(job.state)));
+    insert.Bind(8, job.reason);
+    insert.Bind(9, job.submit_time);
+    if (insert.Step() != SQLITE_DONE) {
+      Error e = DbError(db_, "database: insert job");
+      Exec("ROLLBACK");
+      return e;
+    }
+    insert.Reset();
+    job.id = sqlite3_last_insert_rowid(db_);
+    ids.push_back(job.id);
+  }
+  if (array && !ids.empty()) {
+    set_array.Bind(1, ids.front());
+    set_array.Bind(2, ids.back());
+    set_array.Step();
+    for (Job& job : jobs) job.array_job_id = ids.front();
+  }
+  s = Exec("COMMIT");
+  if (!s.ok()) {
+    Exec("ROLLBACK");
+    return s.error();
+  }
+  return ids;
+}
+
+Status JobStore::Update(const std::vector<const Job*>& jobs) {
+  if (jobs.empty()) return Status::Ok();
+  Status s = Exec("BEGIN IMMEDIATE");
+  if (!s.ok()) return s;
+  Stmt update(db_,
+              "UPDATE jobs SET state=?2, reason=?3, start_time=?4, end_time=?5, exit_code=?6, gpus=?7, "
+              "supervisor_pid=?8 WHERE id=?1");
+  for (const Job* job : jobs) {
+    update.Bind(1, job->id);
+    update.Bind(2, std::string(StateName(job->state)));
+    update.Bind(3, job->reason);
+    update.BindOpt(4, job->start_time);
+    update.BindOpt(5, job->end_time);
+    update.BindOpt(6, job->exit_code);
+    update.Bind(7, nlohmann::json(job->gpu_uuids).dump());
+    update.BindOpt(8, job->supervisor_pid);
+    if (update.Step() != SQLITE_DONE) {
+      Error e = DbError(db_, "database: update job");
+      Exec("ROLLBACK");
+      return e;
+    }
+    update.Reset();
+  }
+  return Exec("COMMIT");
+}
+
+Result<std::vector<Job>> JobStore::List(const JobFilter& filter) {
+  std::string sql = fmt::format("SELECT {} FROM jobs WHERE 1", kColumns);
+  if (!filter.include_finished) sql += " AND state IN ('pending','held','launching','running')";
+  if (filter.uid) sql += fmt::format(" AND uid = {}", *filter.uid);
+  if (filter.min_id) sql += fmt::format(" AND id >= {}", *filter.min_id);
+  sql += filter.limit ? fmt::format(" ORDER BY id DESC LIMIT {}", filter.limit) : " ORDER BY id";
+  Stmt select(db_, sql.c_str());
+  if (!select.ok()) return DbError(db_, "database: list jobs");
+  std::vector<Job> out;
+  int rc;
+  while ((rc = select.Step()) == SQLITE_ROW) {
+    Job job;
+    if (ReadRow(select.get(), &job)) out.push_back(std::move(job));
+  }
+  if (rc != SQLITE_DONE) return DbError(db_, "database: list jobs");
+  if (filter.limit) std::reverse(out.begin(), out.end());
+  return out;
+}
+
+Result<std::vector<Job>> JobStore::LoadUnfinished() { return List(JobFilter{}); }
+
+Result<std::optional<Job>> JobStore::Get(std::int64_t id) {
+  Stmt select(db_, fmt::format("SELECT {} FROM jobs WHERE id = ?1", kColumns).c_str());
+  select.Bind(1, id);
+  int rc = select.Step();
+  if (rc == SQLITE_DONE) return std::optional<Job>();
+  if (rc != SQLITE_ROW) return DbError(db_, "database: get job");
+  Job job;
+  if (!ReadRow(select.get(), &job)) return MakeError(ErrorKind::kInternal, fmt::format("job {} is damaged in the database", id));
+  return std::optional<Job>(std::move(job));
+}
+
+Result<std::int64_t> JobStore::MaxId() {
+  Stmt select(db_, "SELECT COALESCE(MAX(id), 0) FROM jobs");
+  if (select.Step() != SQLITE_ROW) return DbError(db_, "database: max id");
+  return static_cast<std::int64_t>(sqlite3_column_int64(select.get(), 0));
+}
+
+}  // namespace gpulane::store

@@ -1,0 +1,59 @@
+#pragma once
+// Durable job state in SQLite: WAL journal, synchronous=FULL (a submission is acknowledged only
+// once it is on disk), schema versioned with PRAGMA user_version and migrated forward, quick_check
+// at open (a damaged database is an error, never silently replaced), busy_timeout so a reader
+// (an admin's sqlite3 shell) does not break the daemon.
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "store/job.h"
+#include "util/result.h"
+
+struct sqlite3;
+
+namespace gpulane::store {
+
+/// Which jobs List() returns.
+struct JobFilter {
+  bool include_finished = false;
+  std::optional<std::uint32_t> uid;
+  std::optional<std::int64_t> min_id;  ///< only ids >= this
+  std::size_t limit = 0;               ///< 0: no limit (newest finished first when include_finished)
+};
+
+class JobStore {
+ public:
+  /// Opens (creating) the database at `path` (":memory:" for tests). Errors: kIo when it cannot be
+  /// opened, kInternal with "database ... is damaged" when quick_check fails or the schema is newer
+  /// than this gpulane knows.
+  static Result<std::unique_ptr<JobStore>> Open(const std::string& path);
+  ~JobStore();
+
+  /// The schema version this code writes.
+  static constexpr int kSchemaVersion = 1;
+
+  /// Inserts jobs in one transaction (one fsync), assigning ids in order; array tasks get their
+  /// array_job_id set to the first task's id when `array` is true. Returns the ids.
+  Result<std::vector<std::int64_t>> Insert(std::vector<Job>& jobs, bool array);
+  /// Writes the mutable fields (state, reason, times, exit code, GPUs, supervisor) of each job in
+  /// one transaction.
+  Status Update(const std::vector<const Job*>& jobs);
+  /// Every job not finished, oldest first.
+  Result<std::vector<Job>> LoadUnfinished();
+  /// One job, or nullopt.
+  Result<std::optional<Job>> Get(std::int64_t id);
+  /// Jobs matching `filter`, by id.
+  Result<std::vector<Job>> List(const JobFilter& filter);
+  /// The largest id ever used (0 when none).
+  Result<std::int64_t> MaxId();
+
+ private:
+  explicit JobStore(sqlite3* db) : db_(db) {}
+  Status Exec(const char* sql);
+  Status Migrate();
+  sqlite3* db_;
+};
+
+}  // namespace gpulane::store
