@@ -71,6 +71,7 @@ class Daemon {
   nlohmann::json HandleLogs(const Peer& peer, const nlohmann::json& req);
   bool HandleWait(Connection& c, const nlohmann::json& req);
   void CommitSubmissions();
+  nlohmann::json JobForClient(const store::Job& job, bool with_env) const;
   // Jobs (jobs.cc).
   void LaunchEligible();
   void Launch(store::Job& job);
@@ -94,6 +95,7 @@ class Daemon {
   std::unique_ptr<GpuBackend> backend_;
   unsigned gpu_count_ = 0;
   std::uint64_t max_gpu_memory_bytes_ = 0;
+  std::map<std::string, unsigned> gpu_index_;           ///< UUID -> PCI-order index, for people
   int lock_fd_ = -1, listen_fd_ = -1, signal_fd_ = -1, watch_fd_ = -1;
   std::map<int, Connection> connections_;
   std::map<std::int64_t, store::Job> active_;           ///< every unfinished job

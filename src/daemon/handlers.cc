@@ -164,6 +164,17 @@ void Daemon::CommitSubmissions() {
   submits_.clear();
 }
 
+json Daemon::JobForClient(const Job& job, bool with_env) const {
+  json j = store::JobToJson(job, with_env);
+  json indices = json::array();
+  for (const auto& uuid : job.gpu_uuids) {
+    auto it = gpu_index_.find(uuid);
+    if (it != gpu_index_.end()) indices.push_back(it->second);
+  }
+  j["gpu_indices"] = std::move(indices);
+  return j;
+}
+
 json Daemon::HandleQueue(const Peer& peer, const json& req) {
   std::optional<std::uint32_t> uid;
   if (req.contains("user") && req["user"].is_string()) {
@@ -181,11 +192,11 @@ json Daemon::HandleQueue(const Peer& peer, const json& req) {
     if (!list) return Err(ErrorKind::kIo, list.error().message);
     for (auto& job : *list) {
       auto live = active_.find(job.id);
-      jobs.push_back(store::JobToJson(live != active_.end() ? live->second : job, false));
+      jobs.push_back(JobForClient(live != active_.end() ? live->second : job, false));
     }
   } else {
     for (auto& [id, job] : active_)
-      if (!uid || job.uid == *uid) jobs.push_back(store::JobToJson(job, false));
+      if (!uid || job.uid == *uid) jobs.push_back(JobForClient(job, false));
   }
   (void)peer;
   return Ok({{"jobs", std::move(jobs)}});
@@ -195,7 +206,7 @@ json Daemon::HandleShow(const Peer& peer, const json& req) {
   auto id = req.at("id").get<std::int64_t>();
   auto job = FindJob(id);
   if (!job) return Err(ErrorKind::kNotFound, fmt::format("no job {}", id));
-  json j = store::JobToJson(*job, CanAct(peer, *job));
+  json j = JobForClient(*job, CanAct(peer, *job));
   if (!CanAct(peer, *job)) j["spec"]["env"] = "(hidden: another user's job)";
   return Ok({{"job", j}});
 }
