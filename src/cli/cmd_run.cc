@@ -26,6 +26,8 @@ struct RunOptions {
   std::string mem, min_free, gpus, timeout, kill_grace, order = "memory";
   int max_util = -1;
   bool share_foreign = false, no_wait = false, uuid = false, quiet = false;
+  // Given on the command line: an empty value ("--timeout ''") is an error, not "not given".
+  bool mem_given = false, min_free_given = false, gpus_given = false, timeout_given = false, kill_grace_given = false;
   std::vector<std::string> command;
 };
 
@@ -36,13 +38,13 @@ Result<lease::WaitRequest> ParseRequest(const RunOptions& o, const Config& confi
   if (o.command.empty()) return usage("no command given: put it after the options, e.g. gpulane run -g 1 -- python train.py");
   if (o.count < 1) return usage(fmt::format("-g {}: ask for at least 1 GPU", o.count));
   w.ticket.count = static_cast<unsigned>(o.count);
-  if (!o.mem.empty()) {
+  if (o.mem_given) {
     auto bytes = ParseSizeBytes(o.mem);
     if (!bytes) return usage("--mem: " + bytes.error().message);
     if (*bytes == 0) return usage("--mem 0: declare the GPU memory the job needs, e.g. --mem 30GiB");
     w.ticket.mem_bytes = *bytes;
   }
-  if (!o.min_free.empty()) {
+  if (o.min_free_given) {
     auto bytes = ParseSizeBytes(o.min_free);
     if (!bytes) return usage("--min-free: " + bytes.error().message);
     w.ticket.min_free_bytes = *bytes;
@@ -50,19 +52,20 @@ Result<lease::WaitRequest> ParseRequest(const RunOptions& o, const Config& confi
   if (o.max_util >= 0) w.ticket.max_util_pct = static_cast<unsigned>(o.max_util);
   w.ticket.share_foreign = o.share_foreign;
   w.ticket.order = o.order;
-  if (!o.timeout.empty()) {
+  if (o.timeout_given) {
     auto s = ParseDurationS(o.timeout);
     if (!s) return usage("--timeout: " + s.error().message);
     w.timeout_s = *s;
   }
   w.kill_grace_s = config.kill_grace_s;
-  if (!o.kill_grace.empty()) {
+  if (o.kill_grace_given) {
     auto s = ParseDurationS(o.kill_grace);
     if (!s) return usage("--kill-grace: " + s.error().message);
     w.kill_grace_s = *s;
   }
   w.no_wait = o.no_wait;
   w.quiet = o.quiet;
+  if (o.gpus_given && o.gpus.empty()) return usage("--gpus '': name at least one GPU, e.g. --gpus 0,1");
   w.gpu_list = o.gpus;
   w.nvml_poll_s = config.nvml_poll_s;
   if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) w.visible_devices = visible;
@@ -140,6 +143,11 @@ void RegisterRun(CLI::App& app, Runner* run) {
   sub->allow_extras();
   sub->footer("Everything after the first argument that is not an option (or after --) is the command, run as given.");
   sub->callback([o, sub, run] {
+    o->mem_given = sub->count("--mem") > 0;
+    o->min_free_given = sub->count("--min-free") > 0;
+    o->gpus_given = sub->count("--gpus") > 0;
+    o->timeout_given = sub->count("--timeout") > 0;
+    o->kill_grace_given = sub->count("--kill-grace") > 0;
     o->command = sub->remaining();
     // With prefix_command(), CLI11 stops at the first word it does not know, also at an unknown
     // option: that is a usage error, not a command named "--bogus" (a command that starts with '-'
