@@ -41,7 +41,7 @@ void Daemon::Finish(Job& job, JobState state, std::optional<int> exit_code, cons
   job.end_time = end_time;
   store_->Update({&job});
   dirty_.erase(job.id);
-  finished_[job.id] = state;
+  if (!job.array_job_id) finished_[job.id] = state;  // arrays: answered from the store once all tasks ended
   cancel_requested_.erase(job.id);
   launched_at_.erase(job.id);
   JobFiles(jobs_dir_, job.id).Remove();
@@ -141,14 +141,23 @@ void Daemon::LaunchEligible() {
     if (waiting + to_launch.size() >= limit) break;
     bool ready = true;
     std::string blocked, failed;
+    // A dependency on an array's id means every task of the array: it has ended when no task is
+    // still queued or running, and succeeded when every task completed.
     auto state_of = [&](std::int64_t dep) -> std::optional<JobState> {
-      auto live = active_.find(dep);
-      if (live != active_.end()) return live->second.state;
+      for (auto& [other_id, other] : active_)
+        if (other_id == dep || (other.array_job_id && *other.array_job_id == dep)) return other.state;
       auto cached = finished_.find(dep);
       if (cached != finished_.end()) return cached->second;
       auto stored = store_->Get(dep);
-      if (stored && *stored) return finished_[dep] = (*stored)->state;
-      return std::nullopt;
+      if (!stored || !*stored) return std::nullopt;
+      JobState state = (*stored)->state;
+      if ((*stored)->array_job_id && *(*stored)->array_job_id == dep) {
+        auto tasks = store_->FinishedArrayStates(dep);
+        if (tasks)
+          for (JobState t : *tasks)
+            if (t != JobState::kCompleted) state = t;
+      }
+      return finished_[dep] = state;
     };
     for (auto dep : job->spec.after_ok) {
       auto s = state_of(dep);

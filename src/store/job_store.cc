@@ -260,6 +260,17 @@ Result<std::optional<Job>> JobStore::Get(std::int64_t id) {
   return std::optional<Job>(std::move(job));
 }
 
+Result<std::vector<JobState>> JobStore::FinishedArrayStates(std::int64_t array_job_id) {
+  Stmt select(db_, "SELECT state FROM jobs WHERE array_job_id = ?1 AND state NOT IN ('pending','held','launching','running')");
+  select.Bind(1, array_job_id);
+  std::vector<JobState> out;
+  int rc;
+  while ((rc = select.Step()) == SQLITE_ROW)
+    if (auto s = ParseState(Text(select.get(), 0))) out.push_back(*s);
+  if (rc != SQLITE_DONE) return DbError(db_, "database: array states");
+  return out;
+}
+
 Result<std::int64_t> JobStore::MaxId() {
   Stmt select(db_, "SELECT COALESCE(MAX(id), 0) FROM jobs");
   if (select.Step() != SQLITE_ROW) return DbError(db_, "database: max id");

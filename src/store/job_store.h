@@ -46,6 +46,8 @@ class JobStore {
   Result<std::optional<Job>> Get(std::int64_t id);
   /// Jobs matching `filter`, by id.
   Result<std::vector<Job>> List(const JobFilter& filter);
+  /// The end states of the tasks of array `array_job_id` that have finished.
+  Result<std::vector<JobState>> FinishedArrayStates(std::int64_t array_job_id);
   /// The largest id ever used (0 when none).
   Result<std::int64_t> MaxId();
 
