@@ -23,6 +23,11 @@ using Clock = std::chrono::steady_clock;
 
 double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// Requests granted in the same decision start in line order: a later one lets the earlier ones take
+// their leases first (they do within milliseconds of the change that freed the GPUs), but waits no
+// longer than this for one that does not act (a stopped gpulane, one whose NVML view lags).
+constexpr double kMaxDeferS = 2.0;
+
 std::string Ordinal(unsigned n) {
   const char* suffix = (n % 100 >= 11 && n % 100 <= 13) ? "th" : n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" : n % 10 == 3 ? "rd" : "th";
   return fmt::format("{}{}", n, suffix);
@@ -122,8 +127,10 @@ Result<Grant> LeaseWaiter::Acquire() {
   ProcfsProcessTable table;
   std::string last_status;
   bool first = true;
+  std::optional<Clock::time_point> deferred_since;
   while (true) {
     std::optional<sched::Decision> mine;
+    bool defer = false;
     {
       DirLock lock = dir_.Lock();
       DirContents contents = dir_.Read();
@@ -131,10 +138,22 @@ Result<Grant> LeaseWaiter::Acquire() {
       std::vector<sched::Request> line;
       for (const auto& t : contents.tickets) line.push_back(ToRequest(t, *snapshot));
       auto decisions = sched::Schedule(states, line, sched::Limits{request_.margin_bytes});
-      for (auto& d : decisions)
-        if (d.id == ticket.id) mine = std::move(d);
+      bool earlier_granted = false;
+      for (auto& d : decisions) {
+        if (d.id == ticket.id) {
+          mine = std::move(d);
+          break;
+        }
+        earlier_granted = earlier_granted || d.granted;
+      }
       if (!mine) return MakeError(ErrorKind::kIo, "this request's ticket vanished from the lease directory; try again");
-      if (mine->granted) {
+      if (mine->granted && earlier_granted) {
+        if (!deferred_since) deferred_since = Clock::now();
+        defer = SecondsSince(*deferred_since) < kMaxDeferS;
+      } else {
+        deferred_since.reset();
+      }
+      if (mine->granted && !defer) {
         record_.started_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
         record_.gpus.clear();
         for (unsigned i : mine->gpus) record_.gpus.push_back({snapshot->devices[i].uuid, ticket.mem_bytes});
@@ -144,6 +163,19 @@ Result<Grant> LeaseWaiter::Acquire() {
         if (on_status_ && !last_status.empty()) on_status_("");
         return Grant{mine->gpus, std::move(lease).value(), std::move(*snapshot), SecondsSince(start), 0};
       }
+    }
+    if (defer) {
+      // Until an earlier request's lease or ticket changes the directory.
+      pollfd fds[2] = {{dir_.watch_fd(), POLLIN, 0}, {signals.fd(), POLLIN, 0}};
+      poll(fds, 2, 20);
+      if (fds[1].revents & POLLIN) {
+        Grant interrupted;
+        interrupted.interrupted_by_signal = signals.Take();
+        if (on_status_ && !last_status.empty()) on_status_("");
+        return interrupted;
+      }
+      dir_.DrainEvents();
+      continue;
     }
     if (mine->impossible) {
       const ErrorKind kind = first ? ErrorKind::kInvalidArgument : ErrorKind::kNotEnoughGpus;
