@@ -91,6 +91,8 @@ TEST(RunEnvironment, JobInheritsOnlyStdioAndTheLease) {
                                  pid_file.string()});
   ASSERT_TRUE(Eventually([&] { return fs::exists(pid_file); }, 30)) << run.ErrSoFar();
   const pid_t job = std::stoi(ReadFile(pid_file));
+  // Look once the shell has become `sleep` (before, it may hold descriptors of its own).
+  ASSERT_TRUE(Eventually([&] { return ReadFile(fmt::format("/proc/{}/cmdline", job)).rfind("sleep", 0) == 0; }, 30));
   const auto env = [&] {
     std::string raw = ReadFile(fmt::format("/proc/{}/environ", job));
     std::replace(raw.begin(), raw.end(), '\0', '\n');
