@@ -18,14 +18,21 @@ sec_queue() {
   rm -rf "$q"; mkdir -m 0755 "$q" "$q/a" && mkdir -m 0777 "$q/b" && mkdir -m 1777 "$q/leases"
   export GPULANE_LEASE_DIR=$q/leases GPULANE_SOCKET=$q/run/gpulane.sock GPULANE_STATE_DIR=$q/state
   export TORCH_JOB_LOG=$q/jobs.log
+  # Dry run: the stand-in torch of scripts/acceptance-selftest (its jobs say "simulated").
+  # (The stand-in also updates the fake state, so user B must be able to write it there.)
+  [ "$DRY" -eq 1 ] && chmod 777 "$WORK" && chmod 666 "${FAKE_NVML_STATE:-/dev/null}" && touch "$WORK/fake_state.json.lock" && chmod 666 "$WORK/fake_state.json.lock" && export PYTHONPATH=$ROOT/scripts/acceptance-selftest${PYTHONPATH:+:$PYTHONPATH}
   touch "$TORCH_JOB_LOG" && chmod 666 "$TORCH_JOB_LOG"
   local user_b=gpulane-acc
   id "$user_b" >/dev/null 2>&1 || useradd -M -N -s /bin/sh "$user_b" >/dev/null 2>&1 || user_b=nobody
   local uid_b
   uid_b=$(id -u "$user_b")
   echo "second user: $user_b (uid $uid_b); daemon state $GPULANE_STATE_DIR"
-  local job=(python3 "$ROOT/scripts/acceptance/torch_job.py")
   as_b() { (cd "$q/b" && setpriv --reuid="$uid_b" --regid="$(id -g "$user_b")" --init-groups env HOME="$q/b" "$@"); }
+  # A python3 both users may run (root's own may live under /root).
+  local py
+  py=$(command -v python3)
+  as_b test -x "$py" || py=/usr/bin/python3
+  local job=("$py" "$ROOT/scripts/acceptance/torch_job.py")
 
   "$GL" daemon >"$q/daemon1.log" 2>&1 &
   local daemon_pid=$!
@@ -46,7 +53,7 @@ sec_queue() {
   # Let jobs start, then kill the daemon while they run.
   for _ in $(seq 200); do grep -q '"event": "start"' "$TORCH_JOB_LOG" && break; sleep 0.2; done
   sleep 2
-  run_cmd gl queue
+  run_cmd "$GL" queue
   kill -9 "$daemon_pid"; wait "$daemon_pid" 2>/dev/null
   local running
   running=$(pgrep -fc "_supervise $q/state/jobs" || true)
@@ -60,13 +67,14 @@ sec_queue() {
   run_cmd -t 300 "$GL" wait "${ids[@]}"
   [ "$RC" -eq 0 ] && pass "gpulane wait: every job ended with exit code 0" || fail "gpulane wait exited $RC"
   gl queue --all --json >"$q/queue.json"
-  run_cmd gl queue --all
+  run_cmd "$GL" queue --all
   kill "$daemon_pid"; wait "$daemon_pid" 2>/dev/null
   cat "$q/daemon1.log" "$q/daemon2.log" >"$ART/queue_daemon.log" 2>/dev/null
   cp "$TORCH_JOB_LOG" "$ART/queue_jobs.log" 2>/dev/null
   python3 "$ROOT/scripts/acceptance/check_queue.py" --queue "$q/queue.json" --log "$TORCH_JOB_LOG" \
     --ids "${ids[*]}" --after "$after_id" --array "$array_id" --uid-b "$uid_b" --dir-a "$q/a" --dir-b "$q/b" | report_lines
   unset GPULANE_SOCKET GPULANE_STATE_DIR TORCH_JOB_LOG
+  [ "$DRY" -eq 1 ] && unset PYTHONPATH
 }
 
 SECTIONS+=(queue)
