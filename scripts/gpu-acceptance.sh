@@ -5,8 +5,13 @@
 #   bash scripts/gpu-acceptance.sh [--dry-run] [--only SECTION[,SECTION...]] [--list] [-n BENCH_RUNS]
 #
 # Prints a readable log; with $OUT set it also writes $OUT/acceptance.log and the artifacts
-# (status.txt, status.json, smi.csv, status_latency.md, status_latency.json). Every check prints
-# PASS, FAIL or SKIP; the exit status is 1 if any check failed, 0 otherwise.
+# (status.txt, status.json, smi.csv, status_latency.md, status_latency.json, run_exclusive.log,
+# run_shared.log, run_overhead.md, run_overhead.json). Every check prints PASS, FAIL or SKIP; the
+# exit status is 1 if any check failed, 0 otherwise.
+#
+# Sections: env status pick smi process bench (below), then those of scripts/acceptance.d/*.sh,
+# e.g. run.sh: the `gpulane run` checks with PyTorch jobs (run_exclusive run_shared run_leftovers)
+# and its benchmark (run_bench: bench/run_overhead.sh). `--list` prints them all.
 #
 # --dry-run (implied when nvidia-smi is missing): runs against the fake NVML of build/fake_nvml
 # and the recorded 2 x H200 fixture; steps that need nvidia-smi or PyTorch say "skipped: no
@@ -17,12 +22,16 @@
 # the function in scripts/acceptance.d/NAME.sh ending with `SECTIONS+=(NAME)`: those files are
 # sourced in name order. Sections run in order; one failing does not stop the next.
 #
-# Time: about a minute on 2 x H200; no section starts after ACCEPTANCE_BUDGET_S (default 420) s,
-# and every command has its own limit, so it ends well inside a 600 s device call.
+# Time: about a minute for the sections here on 2 x H200, plus those of scripts/acceptance.d (the
+# `gpulane run` ones about 1.5 min); no section starts after ACCEPTANCE_BUDGET_S (default 420) s,
+# the run sections' jobs never run past ACCEPTANCE_HARD_S (default 510) s, and every command has
+# its own limit, so it ends inside a 600 s device call.
 # ACCEPTANCE_SELFTEST_KEEP_NVML=1 keeps GPULANE_NVML_LIBRARY/FAKE_NVML_STATE in a non-dry run: for
 # testing this script's real-GPU path with a stand-in nvidia-smi (see bench/README.md).
 #
-# Never changes GPU settings and never resets a GPU: it only reads, and starts one PyTorch process.
+# Never changes GPU settings and never resets a GPU: it only reads, and starts PyTorch processes
+# (one in `process`, short jobs of a few seconds through `gpulane run` in the run sections), each
+# with its own temporary lease directory, never /run/gpulane/leases.
 set -uo pipefail
 shopt -s lastpipe  # `checker | report_lines` must count in this shell
 

@@ -1,47 +1,211 @@
-# Stand-in for PyTorch, for scripts/acceptance-selftest.sh only (never on a GPU machine): "allocating"
-# a CUDA tensor lists this process in the fake NVML's state file ($FAKE_NVML_STATE, rewritten with
-# rename) under the GPU whose UUID is in CUDA_VISIBLE_DEVICES; SIGTERM removes it again.
+# Stand-in for PyTorch, for scripts/acceptance-selftest.sh and the dry run of scripts/gpu-acceptance.sh
+# only (never on a GPU machine): just enough of torch for the acceptance jobs (torch.ones in the
+# process check; scripts/acceptance/torch_job.py and leaver.py in the `gpulane run` checks), over
+# the fake NVML's state file ($FAKE_NVML_STATE, rewritten with rename under an flock on
+# $FAKE_NVML_STATE.lock, so concurrent stand-ins do not lose each other's edits).
+#
+# - The visible devices come from CUDA_VISIBLE_DEVICES (indices in PCI bus order, as with
+#   CUDA_DEVICE_ORDER=PCI_BUS_ID, or GPU-UUIDs; parsing stops at the first invalid entry, as CUDA's
+#   does); unset means all.
+# - The first CUDA allocation lists this process under its device 0 with a 512 MiB context; every
+#   allocation adds its bytes (nothing is given back before exit, like PyTorch's caching allocator).
+#   A normal exit or SIGTERM removes the entry again; after SIGKILL it stays until
+#   scripts/acceptance-selftest/fake_gpu_driver.py (the stand-in for the driver) removes it.
+# - torch.cuda.synchronize() sleeps 20 ms, standing in for GPU work.
 # FAKE_TORCH_PID_OFFSET=N lists pid+N instead, as NVML does from another PID namespace.
+# FAKE_TORCH_REVERSE_ORDER=1 numbers the devices in reverse PCI order (a wrong CUDA numbering).
+import atexit
+import fcntl
 import json
 import os
 import signal
 import sys
+import time
 
-_PID = os.getpid() + int(os.environ.get("FAKE_TORCH_PID_OFFSET", "0"))
-_BYTES = 1536 << 20  # the 1 GiB tensor plus a CUDA context
+__version__ = "0.0-stand-in"
+
+_REAL_PID = os.getpid()
+_PID = _REAL_PID + int(os.environ.get("FAKE_TORCH_PID_OFFSET", "0"))
+_CONTEXT = 512 << 20
+_held = 0  # bytes listed for this process (context + allocations); 0: not listed
 
 
-def _edit(add):
-    path = os.environ["FAKE_NVML_STATE"]
-    with open(path) as f:
-        d = json.load(f)
-    for dev in d["devices"]:
-        procs = [p for p in dev.get("processes", []) if p["pid"] != _PID]
-        if dev["uuid"] == os.environ.get("CUDA_VISIBLE_DEVICES"):
-            delta = _BYTES if add else -_BYTES
-            dev["memory"]["used"] += delta
-            dev["memory"]["free"] -= delta
-            if add:
-                procs.append({"pid": _PID, "used_memory": _BYTES})
-        dev["processes"] = procs
-    with open(path + ".tmp", "w") as f:
-        json.dump(d, f)
-    os.rename(path + ".tmp", path)
+def _state_path():
+    return os.environ["FAKE_NVML_STATE"]
+
+
+def _load():
+    with open(_state_path()) as f:
+        return json.load(f)
+
+
+def _visible_devices(d=None):
+    """The state's devices that CUDA would show, in CUDA order."""
+    d = d or _load()
+    devs = sorted(d["devices"], key=lambda g: g.get("pci_bus_id", ""))
+    if os.environ.get("FAKE_TORCH_REVERSE_ORDER"):
+        devs.reverse()  # a CUDA numbering that is not PCI order (what CUDA_DEVICE_ORDER=PCI_BUS_ID prevents)
+    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if cvd is None:
+        return devs
+    out = []
+    for item in cvd.split(","):
+        item = item.strip()
+        if item.isdigit() and int(item) < len(devs):
+            g = devs[int(item)]
+        else:
+            g = next((g for g in devs if item.startswith("GPU-") and g["uuid"].startswith(item)), None)
+        if g is None or g in out:
+            break
+        out.append(g)
+    return out
+
+
+def _set_listed(total):
+    """Lists this process with `total` bytes under visible device 0 (0: removes it everywhere)."""
+    global _held
+    path = _state_path()
+    with open(path + ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        d = _load()
+        target = None
+        if total:
+            vis = _visible_devices(d)
+            if not vis:
+                raise RuntimeError("stand-in torch: no CUDA device visible (CUDA_VISIBLE_DEVICES=%r)"
+                                   % os.environ.get("CUDA_VISIBLE_DEVICES"))
+            target = vis[0]["uuid"]
+        for dev in d["devices"]:
+            keep = []
+            for p in dev.get("processes", []):
+                if p["pid"] == _PID:
+                    dev["memory"]["used"] -= p.get("used_memory", 0)
+                    dev["memory"]["free"] += p.get("used_memory", 0)
+                else:
+                    keep.append(p)
+            if dev["uuid"] == target:
+                keep.append({"pid": _PID, "used_memory": total, "stand_in": True, "real_pid": _REAL_PID})
+                dev["memory"]["used"] += total
+                dev["memory"]["free"] -= total
+            dev["processes"] = keep
+        with open(path + ".tmp%d" % _REAL_PID, "w") as f:
+            json.dump(d, f)
+        os.rename(path + ".tmp%d" % _REAL_PID, path)
+    _held = total
+
+
+def _allocate(nbytes, device):
+    if device is None or "cuda" not in str(device):
+        return
+    _set_listed((_held or _CONTEXT) + int(nbytes))
+
+
+def _cleanup():
+    if _held:
+        _set_listed(0)
 
 
 def _term(*_):
-    _edit(False)
+    _cleanup()
     sys.exit(0)
 
 
+atexit.register(_cleanup)
 signal.signal(signal.SIGTERM, _term)
 
 
-def ones(n, device=None):
-    _edit(True)
+class dtype:
+    def __init__(self, name, itemsize):
+        self.name, self.itemsize = name, itemsize
+
+    def __repr__(self):
+        return "torch." + self.name
+
+
+uint8 = dtype("uint8", 1)
+float16 = dtype("float16", 2)
+bfloat16 = dtype("bfloat16", 2)
+float32 = dtype("float32", 4)
+
+
+class device:
+    def __init__(self, kind, index=None):
+        self.type, self.index = str(kind).split(":")[0], index
+
+    def __str__(self):
+        return self.type if self.index is None else "%s:%d" % (self.type, self.index)
+
+
+class Tensor:
+    def __init__(self, shape, dt, dev):
+        self.shape, self.dtype, self.device = shape, dt, dev
+
+    def fill_(self, _value):
+        return self
+
+    def __matmul__(self, other):
+        return Tensor((self.shape[0], other.shape[-1]), self.dtype, self.device)
+
+
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= int(s)
+    return n
+
+
+def _make(shape, dt=None, device=None):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    dt = dt or float32
+    _allocate(_numel(shape) * dt.itemsize, device)
+    return Tensor(tuple(shape), dt, device)
+
+
+def empty(*shape, dtype=None, device=None):
+    return _make(shape, dtype, device)
+
+
+def ones(*shape, dtype=None, device=None):
+    return _make(shape, dtype, device)
+
+
+def randn(*shape, dtype=None, device=None):
+    return _make(shape, dtype, device)
+
+
+class _Uuid:
+    def __init__(self, text):
+        self._text = text[4:] if text.startswith("GPU-") else text
+        self.bytes = list(bytes.fromhex(self._text.replace("-", "")))
+
+    def __str__(self):
+        return self._text
+
+
+class _Props:
+    def __init__(self, g):
+        self.name = g.get("name", "stand-in GPU")
+        self.total_memory = g["memory"]["total"]
+        self.uuid = _Uuid(g["uuid"])
 
 
 class cuda:
     @staticmethod
+    def is_available():
+        return bool(_visible_devices())
+
+    @staticmethod
+    def device_count():
+        return len(_visible_devices())
+
+    @staticmethod
+    def get_device_properties(i):
+        vis = _visible_devices()
+        if not 0 <= i < len(vis):
+            raise RuntimeError("stand-in torch: invalid device ordinal %d" % i)
+        return _Props(vis[i])
+
+    @staticmethod
     def synchronize():
-        pass
+        time.sleep(0.02)
