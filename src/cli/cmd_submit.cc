@@ -135,6 +135,18 @@ void RegisterSubmit(CLI::App& app, Runner* run) {
   sub->prefix_command();
   sub->allow_extras();
   sub->callback([o, sub, run] {
+    // An empty value ("--mem ''") is an error, not "not given" (as for gpulane run).
+    for (const char* name : {"--mem", "--min-free", "--gpus", "--name", "--after", "--after-any", "--array",
+                             "--time-limit", "--output", "--error", "--kill-grace"}) {
+      const CLI::Option* opt = sub->get_option(name);
+      if (opt->count() > 0 && (opt->results().empty() || opt->results().back().empty())) {
+        std::string option = name;
+        *run = [option] {
+          return Fail(MakeError(ErrorKind::kInvalidArgument, fmt::format("{} '': give a value", option)));
+        };
+        return;
+      }
+    }
     o->command = sub->remaining();
     if (TrailingCommandGiven()) {
       if (!o->command.empty()) {

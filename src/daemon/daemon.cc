@@ -131,12 +131,13 @@ void Daemon::Recover() {
     return;
   }
   for (auto& job : *jobs) active_.emplace(job.id, std::move(job));
-  unsigned adopted = 0;
+  // ImportStatus may finish a job (one that ended while no daemon ran), which erases it from active_:
+  // collect the ids first.
+  std::vector<std::int64_t> handed_over;
   for (auto& [id, job] : active_)
-    if (job.state == store::JobState::kLaunching || job.state == store::JobState::kRunning) {
-      ImportStatus(id);
-      ++adopted;
-    }
+    if (job.state == store::JobState::kLaunching || job.state == store::JobState::kRunning) handed_over.push_back(id);
+  for (auto id : handed_over) ImportStatus(id);
+  const std::size_t adopted = handed_over.size();
   FlushDirty();
   Log(fmt::format("started ({} mode): {} unfinished jobs, {} handed to supervisors before", paths_.system ? "system" : "user",
                   active_.size(), adopted));

@@ -77,14 +77,18 @@ class Daemon {
   void Launch(store::Job& job);
   void ImportStatus(std::int64_t id);
   void CheckSupervisors();
+  /// Ends a job: records it (unless the caller has stored it already, `stored`), answers for it
+  /// from now on, and forgets it.
   void Finish(store::Job& job, store::JobState state, std::optional<int> exit_code, const std::string& reason,
-              std::optional<double> end_time);
+              std::optional<double> end_time, bool stored = false);
   void MarkDirty(const store::Job& job) { dirty_.insert(job.id); }
   void FlushDirty();
   void AnswerWaiters();
   std::optional<store::Job> FindJob(std::int64_t id);
   bool CanAct(const Peer& peer, const store::Job& job) const { return peer.admin || peer.uid == job.uid; }
-  std::vector<std::int64_t> ExpandIds(const std::vector<std::int64_t>& ids) const;
+  /// Job ids with each array's id replaced by its tasks' ids: the unfinished ones, or all of them
+  /// with `with_finished`.
+  std::vector<std::int64_t> ExpandIds(const std::vector<std::int64_t>& ids, bool with_finished = false) const;
   void Log(const std::string& message) const;
 
   DaemonPaths paths_;

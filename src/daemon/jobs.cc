@@ -34,12 +34,12 @@ std::optional<Job> Daemon::FindJob(std::int64_t id) {
 }
 
 void Daemon::Finish(Job& job, JobState state, std::optional<int> exit_code, const std::string& reason,
-                    std::optional<double> end_time) {
+                    std::optional<double> end_time, bool stored) {
   job.state = state;
   job.exit_code = exit_code;
   job.reason = reason;
   job.end_time = end_time;
-  store_->Update({&job});
+  if (!stored) store_->Update({&job});
   dirty_.erase(job.id);
   if (!job.array_job_id) finished_[job.id] = state;  // arrays: answered from the store once all tasks ended
   cancel_requested_.erase(job.id);
@@ -209,6 +209,10 @@ void Daemon::Launch(Job& job) {
   const std::string log = paths_.state_dir + "/supervisor.log";
   pid_t child = fork();
   if (child == 0) {
+    // Let go of the daemon's lock and socket first: they are close-on-exec, but a copy held until
+    // the exec would keep a daemon restarted after a kill -9 from taking its lock.
+    close(lock_fd_);
+    close(listen_fd_);
     // Detach twice so the supervisor outlives this daemon and is nobody's child but init's.
     setsid();
     if (fork() != 0) _exit(0);

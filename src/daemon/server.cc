@@ -68,6 +68,7 @@ void Daemon::Accept() {
 
 void Daemon::ReadFrom(Connection& c) {
   char buf[65536];
+  bool eof = false;
   while (true) {
     ssize_t n = read(c.fd, buf, sizeof buf);
     if (n > 0) {
@@ -75,13 +76,14 @@ void Daemon::ReadFrom(Connection& c) {
       c.last_read_s = MonotonicS();
       continue;
     }
-    if (n == 0) {  // client went away (a truncated request is simply dropped)
-      c.close_after_write = true;
-      c.out.clear();
-    }
+    eof = n == 0;
     break;
   }
-  while (!c.close_after_write) {
+  // The client has sent all it will send: complete requests read before the end are still answered
+  // (a half-closed socket can take the reply), a truncated one is simply dropped.
+  const bool refused_before = c.close_after_write;  // oversized or timed out: read no more requests
+  if (eof) c.close_after_write = true;
+  while (!refused_before) {
     bool too_big = false;
     auto frame = c.reader.Next(&too_big);
     if (too_big) {
