@@ -1,0 +1,301 @@
+// gpulane queue, show, cancel, logs, wait, hold, release and status against a user-mode daemon: what
+// each prints and how it exits, as a user would check.
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fmt/format.h>
+#include <thread>
+
+#include "support/daemon_fixture.h"
+#include "support/scenarios.h"
+#include "support/text.h"
+
+namespace gpulane::test {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string Me() { return UserName(getuid()); }
+
+std::string Id(std::int64_t id) { return std::to_string(id); }
+
+// The queue table's line for job `id` ("" when none).
+std::string QueueLine(const std::string& table, std::int64_t id) {
+  for (const auto& line : Lines(table)) {
+    std::size_t start = line.find_first_not_of(' ');
+    if (start != std::string::npos && line.compare(start, Id(id).size() + 1, Id(id) + " ") == 0) return line;
+  }
+  return "";
+}
+
+// ---- queue ------------------------------------------------------------------------------------
+
+TEST(DaemonQueue, TableShowsPendingAndRunningJobsButNotFinishedOnes) {
+  TestDaemon d;
+  const fs::path log = d.work() / "marks.log", gate = d.work() / "gate";
+  const std::int64_t done = d.Submit({"--name", "quick", "--", "true"});
+  ASSERT_EQ(d.Gpulane({"wait", Id(done)}).exit_code, 0);
+  const std::int64_t job = d.Submit([&] {
+    std::vector<std::string> args = {"--name", "gated"};
+    args.push_back("--");
+    for (const auto& a : MarkedJob(log.string(), gate.string())) args.push_back(a);
+    return args;
+  }());
+  ASSERT_TRUE(Eventually([&] { return CountMarks(ReadMarks(log), "start", job) == 1; }, 30));
+  ASSERT_TRUE(d.WaitForState(job, "running"));
+  const std::int64_t held = d.Submit({"--hold", "-g", "2", "--name", "later", "--", "true"});
+  RunResult r = d.Gpulane({"queue"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto lines = Lines(r.out);
+  ASSERT_EQ(lines.size(), 3u) << r.out;
+  for (const char* column : {"ID", "USER", "NAME", "GPUS", "STATE", "AGE"})
+    EXPECT_TRUE(Contains(lines[0], column)) << lines[0];
+  const std::string run_line = QueueLine(r.out, job), held_line = QueueLine(r.out, held);
+  EXPECT_TRUE(Contains(run_line, Me()) && Contains(run_line, "gated") && Contains(run_line, " running "))
+      << run_line;
+  EXPECT_TRUE(Contains(held_line, "later") && Contains(held_line, " held ") && Contains(held_line, " 2 ")) << held_line;
+  EXPECT_EQ(QueueLine(r.out, done), "") << "finished jobs are listed only with --all";
+  Touch(gate);
+  ASSERT_EQ(d.Gpulane({"wait", Id(job)}).exit_code, 0);
+  RunResult all = d.Gpulane({"queue", "--all"});
+  EXPECT_TRUE(Contains(QueueLine(all.out, done), "completed")) << all.out;
+  EXPECT_TRUE(Contains(QueueLine(all.out, job), "completed")) << all.out;
+  EXPECT_TRUE(Contains(QueueLine(all.out, held), "held")) << all.out;
+}
+
+TEST(DaemonQueue, RunningJobShowsItsGpu) {
+  TestDaemon d;
+  const fs::path log = d.work() / "marks.log", gate = d.work() / "gate";
+  std::vector<std::string> args = {"--gpus", "1", "--"};
+  for (const auto& a : MarkedJob(log.string(), gate.string())) args.push_back(a);
+  const std::int64_t job = d.Submit(args);
+  ASSERT_TRUE(d.WaitForState(job, "running"));
+  RunResult r = d.Gpulane({"queue"});
+  EXPECT_TRUE(Contains(QueueLine(r.out, job), "GPU1")) << r.out;
+  Touch(gate);
+}
+
+TEST(DaemonQueue, JsonUserAndAll) {
+  TestDaemon d;
+  const std::int64_t done = d.Submit({"--", "sh", "-c", "exit 2"});
+  d.Gpulane({"wait", Id(done)});
+  const std::int64_t held = d.Submit({"--hold", "--name", "held-one", "--", "true"});
+  json q = d.Queue();
+  ASSERT_EQ(q.size(), 1u) << q.dump();
+  EXPECT_EQ(q[0]["id"], held);
+  EXPECT_EQ(q[0]["state"], "held");
+  EXPECT_EQ(q[0]["user"], Me());
+  EXPECT_EQ(q[0]["uid"], getuid());
+  EXPECT_EQ(q[0]["spec"]["name"], "held-one");
+  EXPECT_EQ(q[0]["spec"]["argv"], json::array({"true"}));
+  EXPECT_FALSE(q[0]["spec"].contains("env")) << "the queue never shows environments";
+  json all = d.Queue({"--all"});
+  ASSERT_EQ(all.size(), 2u) << all.dump();
+  EXPECT_EQ(all[0]["id"], done);
+  EXPECT_EQ(all[0]["state"], "failed");
+  EXPECT_EQ(all[0]["exit_code"], 2);
+  EXPECT_EQ(d.Queue({"--user", Me()}).size(), 1u);
+  EXPECT_EQ(d.Queue({"--all", "--user", Me()}).size(), 2u);
+  const std::string other = getuid() == 0 ? "nobody" : "root";
+  EXPECT_EQ(d.Queue({"--user", other}).size(), 0u);
+  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"queue", "--user", "no-such-user-gl"}), 8, "no-such-user-gl"));
+}
+
+// ---- show -------------------------------------------------------------------------------------
+
+TEST(DaemonShow, TextAndJson) {
+  TestDaemon d;
+  const std::int64_t id = d.Submit({"--name", "shown", "--", "sh", "-c", "exit 3"});
+  d.Gpulane({"wait", Id(id)});
+  RunResult r = d.Gpulane({"show", Id(id)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Lines(r.out).at(0), fmt::format("job {}  {}  failed", id, Me()));
+  EXPECT_TRUE(Contains(r.out, "name      shown\n")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "command   sh -c exit 3\n")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "directory " + d.work().string() + "\n")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "exit code 3\n")) << r.out;
+  json j = d.Show(id);
+  EXPECT_EQ(j["id"], id);
+  EXPECT_EQ(j["exit_code"], 3);
+  EXPECT_EQ(j["spec"]["cwd"], d.work().string());
+  ASSERT_TRUE(j["spec"]["env"].is_array()) << "the owner sees the job's environment";
+  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"show", "4242"}), 8, "4242"));
+}
+
+// ---- cancel -----------------------------------------------------------------------------------
+
+TEST(DaemonCancel, PendingJobNeverRuns) {
+  TestDaemon d;
+  const fs::path mark = d.work() / "ran";
+  const std::int64_t id = d.Submit({"--hold", "--", "touch", mark.string()});
+  RunResult r = d.Gpulane({"cancel", Id(id)});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, Id(id) + "\n");
+  RunResult wait = d.Gpulane({"wait", Id(id)});
+  EXPECT_EQ(wait.exit_code, 11) << "cancelled before it ran";
+  EXPECT_EQ(wait.out, Id(id) + " cancelled\n");
+  EXPECT_EQ(d.State(id), "cancelled");
+  // Released or not, a cancelled job stays cancelled.
+  EXPECT_NE(d.Gpulane({"release", Id(id)}).exit_code, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_FALSE(fs::exists(mark));
+  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"cancel", Id(id)}), 8, "already ended"));
+  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"cancel", "777"}), 8, "777"));
+  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"cancel"}), 2, "cancel"));
+}
+
+TEST(DaemonCancel, RunningJobGetsSigterm) {
+  TestDaemon d;
+  const fs::path f = d.work() / "signals";
+  const std::int64_t id = d.Submit({"--", "sh", "-c",
+                                    "trap 'echo got TERM >> \"$0\"; exit 5' TERM; echo started >> \"$0\"; "
+                                    "while :; do sleep 0.1; done",
+                                    f.string()});
+  ASSERT_TRUE(Eventually([&] { return Contains(ReadFile(f), "started"); }, 30));
+  ASSERT_TRUE(d.WaitForState(id, "running"));
+  RunResult r = d.Gpulane({"cancel", Id(id)});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, Id(id) + "\n");
+  RunResult wait = d.Gpulane({"wait", Id(id)}, {}, 60);
+  EXPECT_EQ(wait.out, Id(id) + " cancelled 5\n");
+  EXPECT_EQ(wait.exit_code, 5);
+  EXPECT_EQ(ReadFile(f), "started\ngot TERM\n");
+}
+
+TEST(DaemonCancel, ArrayByItsIdCancelsEveryTask) {
+  TestDaemon d;
+  RunResult submit = d.Gpulane({"submit", "--hold", "--array", "0-4", "--", "true"});
+  ASSERT_EQ(submit.exit_code, 0) << submit.err;
+  const std::int64_t array = std::stoll(submit.out);
+  const std::int64_t other = d.Submit({"--hold", "--", "true"});
+  RunResult r = d.Gpulane({"cancel", Id(array)});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(LineCount(r.out), 5) << r.out;
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(d.State(array + i), "cancelled");
+  EXPECT_EQ(d.State(other), "held");
+  EXPECT_EQ(d.Gpulane({"wait", Id(array)}).exit_code, 11);
+}
+
+TEST(DaemonCancel, ByNameAndByUser) {
+  TestDaemon d;
+  const std::int64_t a1 = d.Submit({"--hold", "--name", "alpha", "--", "true"});
+  const std::int64_t b = d.Submit({"--hold", "--name", "beta", "--", "true"});
+  const std::int64_t a2 = d.Submit({"--hold", "--name", "alpha", "--", "true"});
+  RunResult r = d.Gpulane({"cancel", "--name", "alpha"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, fmt::format("{}\n{}\n", a1, a2));
+  EXPECT_EQ(d.State(b), "held");
+  const std::int64_t c = d.Submit({"--hold", "--name", "gamma", "--", "true"});
+  RunResult mine = d.Gpulane({"cancel", "--user", Me()});
+  EXPECT_EQ(mine.exit_code, 0) << mine.err;
+  EXPECT_EQ(mine.out, fmt::format("{}\n{}\n", b, c));
+  EXPECT_EQ(d.Queue().size(), 0u);
+}
+
+// ---- logs -------------------------------------------------------------------------------------
+
+TEST(DaemonLogs, PrintsTheOutputAndFollowsUntilTheJobEnds) {
+  TestDaemon d;
+  const std::int64_t done = d.Submit({"--", "sh", "-c", "printf 'one\\ntwo\\n'; echo three"});
+  d.Gpulane({"wait", Id(done)});
+  RunResult logs = d.Gpulane({"logs", Id(done)});
+  EXPECT_EQ(logs.exit_code, 0) << logs.err;
+  EXPECT_EQ(logs.out, "one\ntwo\nthree\n");
+
+  const fs::path gate = d.work() / "gate";
+  const std::int64_t id = d.Submit({"--", "sh", "-c", "echo first; while [ ! -e \"$0\" ]; do sleep 0.05; done; echo second",
+                                    gate.string()});
+  Child follow = d.StartGpulane({"logs", "-f", Id(id)});
+  ASSERT_TRUE(Eventually([&] { return follow.OutSoFar() == "first\n"; }, 30)) << follow.OutSoFar() << follow.ErrSoFar();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_FALSE(follow.Wait(0)) << "logs -f returned while the job still runs";
+  Touch(gate);
+  auto r = follow.Wait(30);
+  ASSERT_TRUE(r) << "logs -f did not end with the job";
+  EXPECT_EQ(r->exit_code, 0) << r->err;
+  EXPECT_EQ(r->out, "first\nsecond\n");
+  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"logs", "999"}), 8, "999"));
+}
+
+// ---- wait -------------------------------------------------------------------------------------
+
+TEST(DaemonWait, ExitsWithTheJobsStatus) {
+  TestDaemon d;
+  const fs::path gate = d.work() / "gate";
+  const std::int64_t id = d.Submit({"--", "sh", "-c", "while [ ! -e \"$0\" ]; do sleep 0.05; done; exit 3", gate.string()});
+  Child wait = d.StartGpulane({"wait", Id(id)});
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  EXPECT_FALSE(wait.Wait(0)) << "wait returned while the job still runs";
+  Touch(gate);
+  auto r = wait.Wait(30);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->exit_code, 3);
+  EXPECT_EQ(r->out, Id(id) + " failed 3\n");
+  const std::int64_t ok = d.Submit({"--", "true"});
+  RunResult both = d.Gpulane({"wait", Id(ok), Id(id)});
+  EXPECT_EQ(both.exit_code, 3);
+  EXPECT_EQ(both.out, fmt::format("{} completed 0\n{} failed 3\n", ok, id));
+  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"wait", "555"}), 8, "555"));
+}
+
+// ---- hold / release ---------------------------------------------------------------------------
+
+TEST(DaemonHold, HeldJobWaitsPastItsDependencyUntilReleased) {
+  TestDaemon d;
+  const fs::path gate = d.work() / "gate", mark = d.work() / "ran";
+  const std::int64_t first = d.Submit({"--", "sh", "-c", "while [ ! -e \"$0\" ]; do sleep 0.05; done", gate.string()});
+  const std::int64_t next = d.Submit({"--after", Id(first), "--", "touch", mark.string()});
+  ASSERT_TRUE(d.WaitForState(next, "pending"));
+  RunResult hold = d.Gpulane({"hold", Id(next)});
+  EXPECT_EQ(hold.exit_code, 0) << hold.err;
+  EXPECT_EQ(d.State(next), "held");
+  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"hold", Id(next)}), 2, "held"));
+  Touch(gate);
+  ASSERT_EQ(d.Gpulane({"wait", Id(first)}).exit_code, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  EXPECT_FALSE(fs::exists(mark));
+  EXPECT_EQ(d.State(next), "held");
+  RunResult release = d.Gpulane({"release", Id(next)});
+  EXPECT_EQ(release.exit_code, 0) << release.err;
+  EXPECT_EQ(d.Gpulane({"wait", Id(next)}).exit_code, 0);
+  EXPECT_TRUE(fs::exists(mark));
+  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"release", Id(next)}), 2, Id(next)));
+  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"hold", "888"}), 2, "888"));
+}
+
+// ---- status -----------------------------------------------------------------------------------
+
+TEST(DaemonStatus, ShowsWhichJobHoldsEachGpu) {
+  TestDaemon d;
+  const fs::path log = d.work() / "marks.log", gate = d.work() / "gate";
+  std::vector<std::string> args = {"--gpus", "1", "--"};
+  for (const auto& a : MarkedJob(log.string(), gate.string())) args.push_back(a);
+  const std::int64_t id = d.Submit(args);
+  ASSERT_TRUE(d.WaitForState(id, "running"));
+  RunResult j = d.Gpulane({"status", "--json"});
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  json status = json::parse(j.out);
+  if (!status["gpus"][1].contains("held_by")) GTEST_SKIP() << "gpulane status does not show lease holders yet";
+  const std::string holder = fmt::format("job {} ({})", id, Me());
+  EXPECT_EQ(status["gpus"][1]["held_by"], holder);
+  EXPECT_FALSE(status["gpus"][0].contains("held_by")) << status["gpus"][0].dump();
+  RunResult text = d.Gpulane({"status"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  std::string gpu0, gpu1;
+  for (const auto& line : Lines(text.out)) {
+    if (line.rfind("[0]", 0) == 0) gpu0 = line;
+    if (line.rfind("[1]", 0) == 0) gpu1 = line;
+  }
+  EXPECT_TRUE(Contains(gpu1, "[" + holder + "]")) << text.out;
+  EXPECT_FALSE(gpu0.empty() || Contains(gpu0, "[job")) << text.out;
+  Touch(gate);
+  ASSERT_EQ(d.Gpulane({"wait", Id(id)}).exit_code, 0);
+  json after = json::parse(d.Gpulane({"status", "--json"}).out);
+  EXPECT_FALSE(after["gpus"][1].contains("held_by")) << "the lease ends with the job";
+}
+
+}  // namespace
+}  // namespace gpulane::test

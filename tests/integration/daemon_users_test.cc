@@ -1,0 +1,158 @@
+// Two users and root against one system-mode daemon (root's `gpulane daemon`): jobs run as the user
+// who submitted them; a user cannot cancel, hold, release, read the logs of or see the environment of
+// another user's job (exit 9, one error line; the refusal is logged); root can. Needs root (it
+// creates two test users and runs gpulane as them through setpriv); skipped otherwise.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fmt/format.h>
+#include <memory>
+#include <thread>
+
+#include "support/daemon_fixture.h"
+#include "support/text.h"
+
+namespace gpulane::test {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string Id(std::int64_t id) { return std::to_string(id); }
+
+class DaemonUsers : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!CanSwitchUsers()) GTEST_SKIP() << "needs root and setpriv (util-linux) to act as two users";
+    std::string why;
+    auto a = EnsureTestUser("gpulane-test-a", &why);
+    if (!a) GTEST_SKIP() << why;
+    auto b = EnsureTestUser("gpulane-test-b", &why);
+    if (!b) GTEST_SKIP() << why;
+    a_ = *a;
+    b_ = *b;
+    d_ = std::make_unique<TestDaemon>(DaemonOptions{.system_mode = true});
+  }
+
+  // `gpulane submit ARGS...` as `user`; the job id, or -1 and a failure.
+  std::int64_t SubmitAs(const TestUser& user, const std::vector<std::string>& args, const Env& env = {}) {
+    std::vector<std::string> argv = {"submit"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    RunResult r = d_->GpulaneAs(user, argv, env);
+    if (r.exit_code != 0 || r.out.empty()) {
+      ADD_FAILURE() << user.name << ": gpulane submit failed: exit " << r.exit_code << ": " << r.err;
+      return -1;
+    }
+    return std::stoll(r.out);
+  }
+
+  TestUser a_, b_;
+  std::unique_ptr<TestDaemon> d_;
+};
+
+TEST_F(DaemonUsers, JobsRunAsTheUserWhoSubmittedThem) {
+  TestDaemon& d = *d_;
+  const std::int64_t ja = SubmitAs(a_, {"--", "sh", "-c", "id -u; id -g; id -G; echo \"$SECRET\""}, {{"SECRET", "a-1"}});
+  const std::int64_t jb = SubmitAs(b_, {"--", "sh", "-c", "id -u; echo \"$SECRET\""}, {{"SECRET", "b-2"}});
+  RunResult wait = d.Gpulane({"wait", Id(ja), Id(jb)});
+  ASSERT_EQ(wait.exit_code, 0) << wait.out << wait.err;
+  RunResult logs_a = d.GpulaneAs(a_, {"logs", Id(ja)});
+  EXPECT_EQ(logs_a.exit_code, 0) << logs_a.err;
+  EXPECT_EQ(logs_a.out, fmt::format("{}\n{}\n{}\na-1\n", a_.uid, a_.gid, a_.gid))
+      << "the job has the user's uid, gid and groups, not root's";
+  RunResult logs_b = d.GpulaneAs(b_, {"logs", Id(jb)});
+  EXPECT_EQ(logs_b.out, fmt::format("{}\nb-2\n", b_.uid));
+  // The log is the user's file, in the folder the user submitted from.
+  struct stat st {};
+  ASSERT_EQ(stat((d.UserDir(a_) / fmt::format("gpulane-{}.out", ja)).c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, a_.uid);
+  json shown = d.Show(ja);
+  EXPECT_EQ(shown["user"], a_.name);
+  EXPECT_EQ(shown["uid"], a_.uid);
+  // Each user's jobs, by --user.
+  json of_b = json::parse(d.GpulaneAs(a_, {"queue", "--json", "--all", "--user", b_.name}).out);
+  ASSERT_EQ(of_b.size(), 1u);
+  EXPECT_EQ(of_b[0]["id"], jb);
+}
+
+TEST_F(DaemonUsers, OtherUsersCannotTouchAJobButRootCan) {
+  TestDaemon& d = *d_;
+  const std::int64_t held = SubmitAs(a_, {"--hold", "--name", "a-held", "--", "sh", "-c", "id -u"}, {{"SECRET", "s3cr3t"}});
+  const std::int64_t done = SubmitAs(a_, {"--", "sh", "-c", "echo private output"}, {{"SECRET", "s3cr3t"}});
+  ASSERT_EQ(d.Gpulane({"wait", Id(done)}).exit_code, 0);
+
+  // User B: refused, exit 9, one line.
+  EXPECT_TRUE(IsGpulaneError(d.GpulaneAs(b_, {"cancel", Id(held)}), 9, a_.name));
+  EXPECT_TRUE(IsGpulaneError(d.GpulaneAs(b_, {"hold", Id(held)}), 9, a_.name));
+  EXPECT_TRUE(IsGpulaneError(d.GpulaneAs(b_, {"release", Id(held)}), 9, a_.name));
+  EXPECT_TRUE(IsGpulaneError(d.GpulaneAs(b_, {"logs", Id(done)}), 9, a_.name));
+  EXPECT_TRUE(IsGpulaneError(d.GpulaneAs(b_, {"cancel", "--user", a_.name}), 9, a_.name));
+  RunResult show_b = d.GpulaneAs(b_, {"show", "--json", Id(held)});
+  EXPECT_EQ(show_b.exit_code, 0) << show_b.err;
+  EXPECT_FALSE(Contains(show_b.out, "s3cr3t")) << "B sees A's environment: " << show_b.out;
+  EXPECT_FALSE(json::parse(show_b.out)["spec"]["env"].is_array());
+  // Nothing B tried changed the job; every refusal is in the daemon's log.
+  EXPECT_EQ(d.State(held), "held");
+  EXPECT_EQ(d.State(done), "completed");
+  EXPECT_TRUE(Contains(d.Log(), fmt::format("refused: {} (uid {}) may not cancel job {}", b_.name, b_.uid, held)))
+      << d.Log();
+  EXPECT_TRUE(Contains(d.Log(), fmt::format("refused: {} (uid {}) may not read the logs of job {}", b_.name, b_.uid, done)));
+
+  // User A: its own job.
+  RunResult show_a = d.GpulaneAs(a_, {"show", "--json", Id(held)});
+  EXPECT_TRUE(Contains(show_a.out, "SECRET=s3cr3t")) << show_a.out;
+  EXPECT_EQ(d.GpulaneAs(a_, {"logs", Id(done)}).out, "private output\n");
+
+  // Root: an admin acts on every job.
+  EXPECT_EQ(d.Gpulane({"logs", Id(done)}).out, "private output\n");
+  EXPECT_TRUE(Contains(d.Gpulane({"show", "--json", Id(held)}).out, "SECRET=s3cr3t"));
+  RunResult release = d.Gpulane({"release", Id(held)});
+  EXPECT_EQ(release.exit_code, 0) << release.err;
+  ASSERT_EQ(d.Gpulane({"wait", Id(held)}).exit_code, 0);
+  EXPECT_EQ(d.Gpulane({"logs", Id(held)}).out, fmt::format("{}\n", a_.uid)) << "released by root, run as A";
+  const std::int64_t second = SubmitAs(a_, {"--hold", "--", "true"});
+  EXPECT_EQ(d.Gpulane({"hold", Id(second)}).exit_code, 2) << "already held";
+  RunResult cancel = d.Gpulane({"cancel", Id(second)});
+  EXPECT_EQ(cancel.exit_code, 0) << cancel.err;
+  EXPECT_EQ(d.State(second), "cancelled");
+}
+
+TEST_F(DaemonUsers, CancelByNameTakesOnlyTheCallersOwnJobs) {
+  TestDaemon& d = *d_;
+  const std::int64_t of_a = SubmitAs(a_, {"--hold", "--name", "shared-name", "--", "true"});
+  const std::int64_t of_b = SubmitAs(b_, {"--hold", "--name", "shared-name", "--", "true"});
+  const std::int64_t other_b = SubmitAs(b_, {"--hold", "--name", "other", "--", "true"});
+  RunResult r = d.GpulaneAs(b_, {"cancel", "--name", "shared-name"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, Id(of_b) + "\n");
+  EXPECT_EQ(r.err, "") << "A's job of that name is not B's business";
+  EXPECT_EQ(d.State(of_a), "held");
+  EXPECT_EQ(d.State(other_b), "held");
+  EXPECT_FALSE(Contains(d.Log(), "refused")) << d.Log();
+  // Root's --name takes every user's jobs of that name.
+  const std::int64_t again_b = SubmitAs(b_, {"--hold", "--name", "shared-name", "--", "true"});
+  RunResult root = d.Gpulane({"cancel", "--name", "shared-name"});
+  EXPECT_EQ(root.out, fmt::format("{}\n{}\n", of_a, again_b));
+}
+
+TEST_F(DaemonUsers, UserCannotCancelAnotherUsersRunningJob) {
+  TestDaemon& d = *d_;
+  const fs::path gate = d.UserDir(a_) / "gate";
+  const std::int64_t job =
+      SubmitAs(a_, {"--", "sh", "-c", "while [ ! -e \"$0\" ]; do sleep 0.05; done; echo done", gate.string()});
+  ASSERT_TRUE(d.WaitForState(job, "running"));
+  EXPECT_TRUE(IsGpulaneError(d.GpulaneAs(b_, {"cancel", Id(job)}), 9, a_.name));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(d.State(job), "running");
+  // A's own cancel works.
+  RunResult cancel = d.GpulaneAs(a_, {"cancel", Id(job)});
+  EXPECT_EQ(cancel.exit_code, 0) << cancel.err;
+  RunResult wait = d.GpulaneAs(b_, {"wait", Id(job)});
+  EXPECT_TRUE(Contains(wait.out, Id(job) + " cancelled")) << wait.out << wait.err;
+}
+
+}  // namespace
+}  // namespace gpulane::test
