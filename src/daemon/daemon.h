@@ -119,6 +119,7 @@ class Daemon {
   };
   std::vector<Waiter> waiters_;
   bool stop_ = false;
+  bool schedule_needed_ = true;  ///< something changed that may let a queued job start
 };
 
 /// Entry point of `gpulane daemon`: `user_mode` picks the per-user paths. Returns the exit code.

@@ -166,6 +166,7 @@ void Daemon::CommitSubmissions() {
   }
   flush_batch();
   submits_.clear();
+  schedule_needed_ = true;
 }
 
 json Daemon::JobForClient(const Job& job, bool with_env) const {
@@ -309,6 +310,7 @@ json Daemon::HandleHold(const Peer& peer, const json& req, bool hold) {
     job.state = hold ? JobState::kHeld : JobState::kPending;
     job.reason = hold ? fmt::format("held by {}", peer.user) : "";
     MarkDirty(job);
+    schedule_needed_ = true;
     changed.push_back(id);
   }
   if (changed.empty() && !errors.empty()) {

@@ -39,6 +39,7 @@ void Daemon::Finish(Job& job, JobState state, std::optional<int> exit_code, cons
   job.exit_code = exit_code;
   job.reason = reason;
   job.end_time = end_time;
+  schedule_needed_ = true;
   if (!stored) store_->Update({&job});
   dirty_.erase(job.id);
   if (!job.array_job_id) finished_[job.id] = state;  // arrays: answered from the store once all tasks ended
@@ -131,10 +132,14 @@ void Daemon::LaunchEligible() {
   }
   const unsigned limit = config_.max_waiting_supervisors ? config_.max_waiting_supervisors : std::max(4u, 2 * gpu_count_);
   if (waiting >= limit || candidates.empty()) return;
-  std::stable_sort(candidates.begin(), candidates.end(), [](const Job* a, const Job* b) {
+  // Only the first few in line matter; ordering all of a long queue on every event would not scale.
+  auto before = [](const Job* a, const Job* b) {
     if (a->spec.priority != b->spec.priority) return a->spec.priority > b->spec.priority;
     return a->id < b->id;
-  });
+  };
+  const std::size_t look = std::min<std::size_t>(candidates.size(), 4 * limit + 64);
+  std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(look), candidates.end(), before);
+  candidates.resize(look);
   std::vector<Job*> to_launch;
   std::vector<Job*> doomed;
   for (Job* job : candidates) {

@@ -147,6 +147,7 @@ void Daemon::Loop() {
         }
       }
       for (std::int64_t id : changed) ImportStatus(id);
+      schedule_needed_ = true;
     }
     if (fds[0].revents & POLLIN) Accept();
     for (std::size_t i = 3; i < fds.size(); ++i) {
@@ -159,6 +160,7 @@ void Daemon::Loop() {
     if (now - last_tick >= 1.0) {
       last_tick = now;
       CheckSupervisors();
+      schedule_needed_ = true;
       for (auto& [fd, c] : connections_) {
         if (c.reader.partial() && now - c.last_read_s > proto::kReadTimeoutS && !c.close_after_write) {
           Reply(c, proto::ErrorResponse(ErrorKind::kTimeout, "request not complete within the read time-out"));
@@ -166,7 +168,10 @@ void Daemon::Loop() {
         }
       }
     }
-    LaunchEligible();
+    if (schedule_needed_) {
+      schedule_needed_ = false;
+      LaunchEligible();
+    }
     FlushDirty();
     AnswerWaiters();
     std::vector<int> to_close;
