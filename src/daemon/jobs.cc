@@ -72,7 +72,11 @@ void Daemon::ImportStatus(std::int64_t id) {
   JobFiles files(jobs_dir_, id);
   auto status = files.ReadStatus();
   const bool alive = files.SupervisorAlive();
-  if (status && status->pid) job.supervisor_pid = status->pid;
+  if (status && status->pid && job.supervisor_pid != status->pid) {
+    job.supervisor_pid = status->pid;
+    // A cancel that came before the supervisor had reported itself: pass it on now.
+    if (cancel_requested_.count(id)) kill(status->pid, SIGTERM);
+  }
   if (status && status->phase == "done") {
     if (status->start_time) job.start_time = status->start_time;
     if (!status->gpu_uuids.empty()) job.gpu_uuids = status->gpu_uuids;
@@ -103,9 +107,15 @@ void Daemon::ImportStatus(std::int64_t id) {
     return;
   }
   // Either the supervisor has not taken its lock yet (just launched, or launched just before a
-  // daemon restart) or it is gone. Give a launch some seconds before treating it as lost.
+  // daemon restart) or it is gone. Give a launch some seconds before treating it as lost; one that
+  // has reported (a status) without holding its lock now is gone for sure.
   auto launched = launched_at_.find(id);
   if (launched == launched_at_.end()) launched = launched_at_.emplace(id, Now()).first;
+  const bool gone = status.has_value() || Now() - launched->second >= 10;
+  if (gone && cancel_requested_.count(id)) {  // cancelled before it started: never back in line
+    Finish(job, JobState::kCancelled, std::nullopt, "cancelled before it started", Now());
+    return;
+  }
   if (Now() - launched->second < 10) return;
   // The supervisor is gone and the job never ran: back in line. Its lock file stays, so if that
   // supervisor was only slow, it and a new one cannot both hold the job.

@@ -1,6 +1,7 @@
 #include "daemon/supervisor.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -51,6 +52,12 @@ lease::WaitRequest MakeRequest(const store::Job& job, const Config& config) {
   return w;
 }
 
+// A stop signal (the daemon's SIGTERM for a cancel) that came while neither the lease waiter nor the
+// job runner was watching for it: noted here, acted on at the next step, instead of the default
+// action ending the supervisor with its job half-started.
+volatile sig_atomic_t g_stop_signal = 0;
+void NoteStopSignal(int sig) { g_stop_signal = sig; }
+
 int Finish(const JobFiles& files, SupervisorStatus status) {
   status.phase = "done";
   status.end_time = Now();
@@ -60,6 +67,10 @@ int Finish(const JobFiles& files, SupervisorStatus status) {
 }  // namespace
 
 int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
+  struct sigaction note {};
+  note.sa_handler = NoteStopSignal;
+  sigemptyset(&note.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &note, nullptr);
   JobFiles files(jobs_dir, id);
   int lock_fd = open(files.lock_path().c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) != 0) return 0;  // someone else supervises it
@@ -92,7 +103,11 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
   };
   lease::LeaseWaiter waiter(**backend, *dir, MakeRequest(*job, *config), std::to_string(id),
                             fmt::format("{}", fmt::join(job->spec.argv, " ")), on_waiting);
-  auto grant = waiter.Acquire();
+  auto grant = g_stop_signal ? Result<lease::Grant>(lease::Grant{}) : waiter.Acquire();
+  if (grant && !grant->interrupted_by_signal && g_stop_signal) {  // cancelled before or just as the GPUs came
+    grant->interrupted_by_signal = g_stop_signal;
+    grant->lease.Release();
+  }
   if (!grant || grant->interrupted_by_signal) {
     status.reason = grant ? "cancelled while waiting for GPUs" : grant.error().message;
     status.interrupted = grant.ok();
@@ -120,7 +135,10 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
   spec.env = exec::JobEnvironment(job->spec.env, grant->snapshot, grant->gpus, false, std::to_string(id),
                                   job->spec.gpus.mem_bytes, grant->lease.fd());
   if (job->array_index) spec.env.push_back(fmt::format("GPULANE_ARRAY_INDEX={}", *job->array_index));
-  auto outcome = exec::RunJob(spec, [&](pid_t pgid) { waiter.RecordProcessGroup(grant->lease, pgid); });
+  auto outcome = exec::RunJob(spec, [&](pid_t pgid) {
+    waiter.RecordProcessGroup(grant->lease, pgid);
+    if (g_stop_signal) killpg(pgid, g_stop_signal);  // came before the job runner watched for it
+  });
   if (!outcome) {
     status.reason = outcome.error().message;
     status.start_failed = true;

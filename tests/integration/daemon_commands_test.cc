@@ -165,6 +165,50 @@ TEST(DaemonCancel, RunningJobGetsSigterm) {
   EXPECT_EQ(ReadFile(f), "started\ngot TERM\n");
 }
 
+TEST(DaemonCancel, JobWaitingForGpusNeverRuns) {
+  TestDaemon d({.state = IdleGpus(1)});
+  const fs::path log = d.work() / "marks.log", gate = d.work() / "gate", mark = d.work() / "ran";
+  const std::int64_t blocker = d.Submit(MarkedJob(log.string(), gate.string()));
+  ASSERT_TRUE(d.WaitForState(blocker, "running"));
+  const std::int64_t waiting = d.Submit({"--", "touch", mark.string()});
+  ASSERT_TRUE(d.WaitForState(waiting, "launching"));
+  RunResult r = d.Gpulane({"cancel", Id(waiting)});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  RunResult wait = d.Gpulane({"wait", Id(waiting)});
+  EXPECT_EQ(wait.exit_code, 11) << wait.out << wait.err;
+  EXPECT_EQ(wait.out, Id(waiting) + " cancelled\n");
+  Touch(gate);
+  ASSERT_EQ(d.Gpulane({"wait", Id(blocker)}).exit_code, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_FALSE(fs::exists(mark));
+}
+
+TEST(DaemonCancel, CancelRightAfterSubmissionStopsTheJob) {
+  TestDaemon d;
+  const fs::path mark = d.work() / "ran";
+  // Cancelled within microseconds of the acknowledgement, before the daemon has heard from the
+  // job's supervisor: the job must not run to its end.
+  RawConnection c(d.socket());
+  json submit = d.SubmitRequest({"sh", "-c", "sleep 2; touch \"$0\"", mark.string()});
+  submit["v"] = 1;
+  ASSERT_TRUE(c.SendFrame(submit.dump()));
+  auto reply = c.Read(30);
+  ASSERT_TRUE(reply && reply->value("ok", false)) << (reply ? reply->dump() : "no reply");
+  const std::int64_t id = (*reply)["ids"][0].get<std::int64_t>();
+  ASSERT_TRUE(c.SendFrame(json({{"v", 1}, {"op", "cancel"}, {"ids", {id}}}).dump()));
+  auto cancelled = c.Read(30);
+  ASSERT_TRUE(cancelled && cancelled->value("ok", false)) << (cancelled ? cancelled->dump() : "no reply");
+  RunResult wait = d.Gpulane({"wait", Id(id)}, {}, 60);
+  EXPECT_TRUE(Contains(wait.out, Id(id) + " cancelled")) << wait.out << wait.err;
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_FALSE(fs::exists(mark)) << "the cancelled job ran to its end";
+  json shown = d.Show(id);
+  ASSERT_TRUE(shown.contains("end_time")) << shown.dump();
+  if (shown.contains("start_time")) {
+    EXPECT_LT(shown["end_time"].get<double>() - shown["start_time"].get<double>(), 1.5) << shown.dump();
+  }
+}
+
 TEST(DaemonCancel, ArrayByItsIdCancelsEveryTask) {
   TestDaemon d;
   RunResult submit = d.Gpulane({"submit", "--hold", "--array", "0-4", "--", "true"});
