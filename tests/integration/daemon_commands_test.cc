@@ -171,7 +171,9 @@ TEST(DaemonCancel, JobWaitingForGpusNeverRuns) {
   const std::int64_t blocker = d.Submit(MarkedJob(log.string(), gate.string()));
   ASSERT_TRUE(d.WaitForState(blocker, "running"));
   const std::int64_t waiting = d.Submit({"--", "touch", mark.string()});
-  ASSERT_TRUE(d.WaitForState(waiting, "launching"));
+  // Its supervisor is in line for the GPU, and says so.
+  ASSERT_TRUE(Eventually([&] { return Contains(d.Show(waiting).value("reason", ""), "in line"); }, 30))
+      << d.Show(waiting).dump();
   RunResult r = d.Gpulane({"cancel", Id(waiting)});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   RunResult wait = d.Gpulane({"wait", Id(waiting)});
