@@ -1,5 +1,7 @@
 #include "gpu/nvml_backend.h"
 
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
 
@@ -229,10 +231,22 @@ class DeviceReader {
 Result<std::unique_ptr<NvmlBackend>> NvmlBackend::Open(const std::string& path) {
   auto library = nvml::Library::Open(path);
   if (!library) return library.error();
+  if (std::getenv("GPULANE_TIMING"))
+    fmt::print(stderr, "gpulane: timing: dlopen {:.2f} ms, resolve {:.2f} ms, nvmlInit {:.2f} ms\n", (*library)->dlopen_ms(),
+               (*library)->resolve_ms(), (*library)->init_ms());
   return std::make_unique<NvmlBackend>(std::move(library).value());
 }
 
 Result<GpuSnapshot> NvmlBackend::Read() {
+  const auto started = std::chrono::steady_clock::now();
+  struct Report {
+    std::chrono::steady_clock::time_point start;
+    ~Report() {
+      if (std::getenv("GPULANE_TIMING"))
+        fmt::print(stderr, "gpulane: timing: read all GPUs {:.2f} ms\n",
+                   std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    }
+  } report{started};
   const Api& api = library_->api();
   GpuSnapshot snap;
   char buf[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE] = {};

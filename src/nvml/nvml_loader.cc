@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <fmt/format.h>
 
@@ -81,7 +82,9 @@ Result<std::unique_ptr<Library>> Library::Open(const std::string& requested) {
     const char* env = std::getenv(kLibraryEnv);
     path = (env && *env) ? env : kDefaultLibrary;
   }
+  const auto t0 = std::chrono::steady_clock::now();
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  const auto t1 = std::chrono::steady_clock::now();
   if (!handle) {
     const char* why = dlerror();
     return MakeError(ErrorKind::kNoDriver,
@@ -104,8 +107,14 @@ Result<std::unique_ptr<Library>> Library::Open(const std::string& requested) {
   }
   GPULANE_NVML_ENTRIES(GPULANE_NVML_BIND)
 #undef GPULANE_NVML_BIND
+  const auto t2 = std::chrono::steady_clock::now();
   nvmlReturn_t rc = lib->api_.Init();
+  const auto t3 = std::chrono::steady_clock::now();
   if (rc != NVML_SUCCESS) return MakeError(ErrorKind::kNvml, DescribeInitError(rc));
+  using Ms = std::chrono::duration<double, std::milli>;
+  lib->dlopen_ms_ = Ms(t1 - t0).count();
+  lib->resolve_ms_ = Ms(t2 - t1).count();
+  lib->init_ms_ = Ms(t3 - t2).count();
   return lib;
 }
 

@@ -30,6 +30,10 @@ class Library {
   const std::vector<std::pair<std::string, std::string>>& bindings() const { return bindings_; }
   /// The file that was loaded.
   const std::string& path() const { return path_; }
+  /// Milliseconds spent in dlopen, in resolving the entry table, and in nvmlInit (for GPULANE_TIMING).
+  double dlopen_ms() const { return dlopen_ms_; }
+  double resolve_ms() const { return resolve_ms_; }
+  double init_ms() const { return init_ms_; }
 
   Library(const Library&) = delete;
   Library& operator=(const Library&) = delete;
@@ -40,6 +44,7 @@ class Library {
   std::vector<std::pair<std::string, std::string>> bindings_;
   std::string path_;
   void* handle_ = nullptr;
+  double dlopen_ms_ = 0, resolve_ms_ = 0, init_ms_ = 0;
 };
 
 /// Message for an nvmlInit failure, naming the cause and the fix.
