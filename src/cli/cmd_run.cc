@@ -90,7 +90,9 @@ int RunRun(const RunOptions& o) {
     else if (!line.empty()) fmt::print(stderr, "gpulane: {}\n", line);
   };
   lease::LeaseWaiter waiter(**backend, *dir, *request, job_id, Join(o.command, " "), show);
+  const auto t_start = std::chrono::steady_clock::now();
   auto grant = waiter.Acquire();
+  const auto t_granted = std::chrono::steady_clock::now();
   if (!grant) return Fail(grant.error());
   if (grant->interrupted_by_signal) return 128 + grant->interrupted_by_signal;
   if (grant->waited_s >= 1 && !o.quiet)
@@ -111,8 +113,15 @@ int RunRun(const RunOptions& o) {
     fmt::print(stderr, "gpulane: ended {} process{} the job left behind{}\n", outcome->leftovers_terminated,
                outcome->leftovers_terminated > 1 ? "es" : "",
                outcome->leftovers_killed ? fmt::format(" ({} needed SIGKILL)", outcome->leftovers_killed) : "");
+  const auto t_ended = std::chrono::steady_clock::now();
   waiter.CheckGpusReleased(grant->gpus, outcome->pids);
   grant->lease.Release();
+  if (std::getenv("GPULANE_TIMING")) {
+    using Ms = std::chrono::duration<double, std::milli>;
+    const auto t_done = std::chrono::steady_clock::now();
+    fmt::print(stderr, "gpulane: timing: lease {:.2f} ms, job {:.2f} ms, GPU check and release {:.2f} ms\n",
+               Ms(t_granted - t_start).count(), Ms(t_ended - t_granted).count(), Ms(t_done - t_ended).count());
+  }
   return outcome->exit_code;
 }
 
