@@ -45,7 +45,9 @@ int RunPick(const PickOptions& o) {
   if (!request) return Fail(request.error());
   auto backend = OpenBackend();
   if (!backend) return Fail(backend.error());
-  auto snapshot = ReadAnnotated(**backend);
+  // pick ranks by load, so utilisation is read; temperature and power are not shown: skipped
+  // (each NVML query costs milliseconds the first time a process makes it).
+  auto snapshot = ReadAnnotated(**backend, ReadOptions{false, true, request->count > 1});
   if (!snapshot) return Fail(snapshot.error());
   VisibleDevices allowed = AllowedGpus(*snapshot);
   auto verdicts = JudgeGpus(*snapshot, allowed, *request, static_cast<std::uint32_t>(getuid()));

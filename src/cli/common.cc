@@ -26,8 +26,8 @@ Result<std::unique_ptr<GpuBackend>> OpenBackend() {
   return std::unique_ptr<GpuBackend>(std::move(backend).value());
 }
 
-Result<GpuSnapshot> ReadAnnotated(GpuBackend& backend) {
-  auto snapshot = backend.Read();
+Result<GpuSnapshot> ReadAnnotated(GpuBackend& backend, const ReadOptions& options) {
+  auto snapshot = backend.Read(options);
   if (!snapshot) return snapshot;
   ProcfsProcessTable table;
   AnnotateProcesses(*snapshot, table);

@@ -19,7 +19,7 @@ void Warn(const std::string& message);
 Result<std::unique_ptr<GpuBackend>> OpenBackend();
 
 /// Reads a snapshot and fills in process owners and command lines from /proc.
-Result<GpuSnapshot> ReadAnnotated(GpuBackend& backend);
+Result<GpuSnapshot> ReadAnnotated(GpuBackend& backend, const ReadOptions& options = {});
 
 /// The inherited CUDA_VISIBLE_DEVICES, if set.
 std::optional<std::string> InheritedVisibleDevices();

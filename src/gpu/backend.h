@@ -6,14 +6,24 @@
 
 namespace gpulane {
 
+/// Which fields a read needs. Each NVML query pays a one-time cost of milliseconds the first time
+/// a process makes it (bench/nvml_first_call.py), so commands skip what they do not show or use.
+struct ReadOptions {
+  bool sensors = true;      ///< temperature, power draw and limit, performance state
+  bool utilization = true;  ///< GPU and memory utilisation
+  bool topology = true;     ///< NVLink peers
+};
+
 /// Reads the state of every GPU. Implementations must be cheap to call repeatedly (watch mode,
 /// waiting jobs): one-time costs like library loading belong in their construction.
 class GpuBackend {
  public:
   virtual ~GpuBackend() = default;
   /// Reads all GPUs now. A GPU that fails is returned with `error` set rather than failing the call;
-  /// the call fails only when nothing can be read (errors: kNvml).
-  virtual Result<GpuSnapshot> Read() = 0;
+  /// the call fails only when nothing can be read (errors: kNvml). Fields not asked for are absent.
+  virtual Result<GpuSnapshot> Read(const ReadOptions& options) = 0;
+  /// Reads every field.
+  Result<GpuSnapshot> Read() { return Read(ReadOptions{}); }
 };
 
 }  // namespace gpulane

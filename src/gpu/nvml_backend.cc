@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <fmt/format.h>
 
 #include "gpu/ordering.h"
@@ -84,22 +85,14 @@ class DeviceReader {
     }
   }
 
-  void ReadSensors() {
+  void ReadState(const ReadOptions& options) {
     nvmlUtilization_t util{};
-    if (api_.DeviceGetUtilizationRates && Check(api_.DeviceGetUtilizationRates(h_, &util))) {
+    if (options.utilization && api_.DeviceGetUtilizationRates && Check(api_.DeviceGetUtilizationRates(h_, &util))) {
       d_.utilization_gpu_pct = util.gpu;
       d_.utilization_memory_pct = util.memory;
     }
-    unsigned value = 0;
-    if (!failed() && api_.DeviceGetTemperature && Check(api_.DeviceGetTemperature(h_, NVML_TEMPERATURE_GPU, &value)))
-      d_.temperature_c = value;
-    if (!failed() && api_.DeviceGetPowerUsage && Check(api_.DeviceGetPowerUsage(h_, &value))) d_.power_draw_mw = value;
-    if (!failed() && api_.DeviceGetEnforcedPowerLimit && Check(api_.DeviceGetEnforcedPowerLimit(h_, &value)))
-      d_.power_limit_mw = value;
+    if (options.sensors && !failed()) ReadSensors();
     int state = 0;
-    if (!failed() && api_.DeviceGetPerformanceState && Check(api_.DeviceGetPerformanceState(h_, &state)) &&
-        state >= 0 && state <= 15)
-      d_.performance_state = static_cast<unsigned>(state);
     if (!failed() && api_.DeviceGetComputeMode && Check(api_.DeviceGetComputeMode(h_, &state)) && state >= 0 &&
         state <= 3)
       d_.compute_mode = static_cast<ComputeMode>(state);
@@ -108,6 +101,19 @@ class DeviceReader {
     unsigned current = 0, pending = 0;
     if (!failed() && api_.DeviceGetMigMode && Check(api_.DeviceGetMigMode(h_, &current, &pending)))
       d_.mig_enabled = current == 1;
+  }
+
+  void ReadSensors() {
+    unsigned value = 0;
+    if (api_.DeviceGetTemperature && Check(api_.DeviceGetTemperature(h_, NVML_TEMPERATURE_GPU, &value)))
+      d_.temperature_c = value;
+    if (!failed() && api_.DeviceGetPowerUsage && Check(api_.DeviceGetPowerUsage(h_, &value))) d_.power_draw_mw = value;
+    if (!failed() && api_.DeviceGetEnforcedPowerLimit && Check(api_.DeviceGetEnforcedPowerLimit(h_, &value)))
+      d_.power_limit_mw = value;
+    int state = 0;
+    if (!failed() && api_.DeviceGetPerformanceState && Check(api_.DeviceGetPerformanceState(h_, &state)) &&
+        state >= 0 && state <= 15)
+      d_.performance_state = static_cast<unsigned>(state);
   }
 
   // Appends the compute processes of `handle` (the GPU or one of its MIG devices).
@@ -237,7 +243,7 @@ Result<std::unique_ptr<NvmlBackend>> NvmlBackend::Open(const std::string& path) 
   return std::make_unique<NvmlBackend>(std::move(library).value());
 }
 
-Result<GpuSnapshot> NvmlBackend::Read() {
+Result<GpuSnapshot> NvmlBackend::Read(const ReadOptions& options) {
   const auto started = std::chrono::steady_clock::now();
   struct Report {
     std::chrono::steady_clock::time_point start;
@@ -264,22 +270,30 @@ Result<GpuSnapshot> NvmlBackend::Read() {
                                                    "the driver with nvidia-smi",
                                                    nvml::ErrorName(rc)));
   snap.devices.resize(count);
-  for (unsigned i = 0; i < count; ++i) {
-    GpuDevice& d = snap.devices[i];
+  // One thread per GPU: NVML is thread-safe, and each GPU's first queries in a process wait on the
+  // driver for milliseconds, so reading 8 GPUs one after another would cost 8 times that.
+  auto read_one = [&api, &options](unsigned i, GpuDevice& d) {
     d.nvml_index = i;
     nvmlDevice_t handle = nullptr;
-    rc = api.DeviceGetHandleByIndex(i, &handle);
+    nvmlReturn_t rc = api.DeviceGetHandleByIndex(i, &handle);
     if (rc != NVML_SUCCESS) {
       d.error = nvml::ErrorName(rc);
-      continue;
+      return;
     }
     DeviceReader reader(api, handle, d);
     reader.ReadIdentity();
     if (!reader.failed()) reader.ReadMemory();
-    if (!reader.failed()) reader.ReadSensors();
+    if (!reader.failed()) reader.ReadState(options);
     if (!reader.failed()) reader.ReadMig();
     if (!reader.failed()) reader.ReadProcesses();
-    if (!reader.failed()) reader.ReadNvLinks();
+    if (!reader.failed() && options.topology) reader.ReadNvLinks();
+  };
+  if (count == 1) {
+    read_one(0, snap.devices[0]);
+  } else {
+    std::vector<std::thread> threads;
+    for (unsigned i = 0; i < count; ++i) threads.emplace_back(read_one, i, std::ref(snap.devices[i]));
+    for (auto& t : threads) t.join();
   }
   SortByPciBusId(snap.devices);
   return snap;

@@ -18,7 +18,8 @@ class NvmlBackend : public GpuBackend {
   /// Loads NVML (see nvml::Library::Open for errors: kNoDriver, kNvml) and wraps it.
   static Result<std::unique_ptr<NvmlBackend>> Open(const std::string& path = "");
 
-  Result<GpuSnapshot> Read() override;
+  Result<GpuSnapshot> Read(const ReadOptions& options) override;
+  using GpuBackend::Read;
 
  private:
   std::unique_ptr<nvml::Library> library_;

@@ -71,7 +71,14 @@ LeaseWaiter::LeaseWaiter(GpuBackend& backend, const LeaseDir& dir, WaitRequest r
 }
 
 Result<GpuSnapshot> LeaseWaiter::ReadSnapshot() {
-  auto snapshot = backend_.Read();
+  // Only what the decision needs: memory and processes always; utilisation for --max-util and
+  // --order util (a GPU that qualifies runs nobody else's work, so its load would not tell GPUs
+  // apart); NVLink for multi-GPU requests. Each NVML query costs milliseconds the first time.
+  ReadOptions options;
+  options.sensors = false;
+  options.utilization = request_.ticket.max_util_pct.has_value() || request_.ticket.order == "util";
+  options.topology = request_.ticket.count > 1;
+  auto snapshot = backend_.Read(options);
   if (!snapshot) return snapshot;
   ProcfsProcessTable table;
   AnnotateProcesses(*snapshot, table);
@@ -237,7 +244,7 @@ bool LeaseWaiter::CheckGpusReleased(const std::vector<unsigned>& gpus, const std
   const auto start = Clock::now();
   do {
     left.clear();
-    auto snapshot = backend_.Read();
+    auto snapshot = backend_.Read(ReadOptions{false, false, false});
     if (!snapshot) return false;
     for (unsigned i : gpus) {
       const GpuDevice& d = snapshot->devices[i];
