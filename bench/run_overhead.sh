@@ -159,8 +159,10 @@ fi
 
 if [ "$gl" -ef .carry/bin/gpulane ]; then
   build_commit=$(sed -n 's/^commit: //p' .carry/BUILD_INFO 2>/dev/null || true)
-else
+elif [[ "$(realpath "$gl")" == "$PWD"/* ]]; then
   build_commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- src 2>/dev/null || echo ' + uncommitted changes in src/') (working tree now; the binary may be older)"
+else
+  build_commit="unknown: not this checkout's binary"
 fi
 
 echo "## gpulane run: per-job overhead and hand-over latency"
