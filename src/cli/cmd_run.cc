@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <memory>
 
+#include "util/timing.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/exit_codes.h"
@@ -76,12 +77,14 @@ Result<lease::WaitRequest> ParseRequest(const RunOptions& o, const Config& confi
 int RunRun(const RunOptions& o) {
   auto config = LoadConfig();
   if (!config) return Fail(config.error());
+  TimingMark("config loaded");
   auto request = ParseRequest(o, *config);
   if (!request) return Fail(request.error());
   auto backend = OpenBackend();
   if (!backend) return Fail(backend.error());
   auto dir = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config->lease_dir));
   if (!dir) return Fail(dir.error());
+  TimingMark("NVML and lease directory opened");
 
   const std::string job_id = fmt::format("r{}", getpid());
   const bool tty = isatty(STDERR_FILENO) == 1;
@@ -90,6 +93,7 @@ int RunRun(const RunOptions& o) {
     else if (!line.empty()) fmt::print(stderr, "gpulane: {}\n", line);
   };
   lease::LeaseWaiter waiter(**backend, *dir, *request, job_id, Join(o.command, " "), show);
+  TimingMark("waiter ready");
   const auto t_start = std::chrono::steady_clock::now();
   auto grant = waiter.Acquire();
   const auto t_granted = std::chrono::steady_clock::now();

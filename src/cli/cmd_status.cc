@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <memory>
 
+#include "util/timing.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/exit_codes.h"
@@ -56,7 +57,9 @@ StatusContext MakeContext(const GpuSnapshot& snapshot, bool warn) {
   context.now = std::time(nullptr);
   context.cuda_visible_devices = InheritedVisibleDevices();
   context.visible = warn ? AllowedGpus(snapshot) : ParseCudaVisibleDevices(context.cuda_visible_devices, snapshot);
+  TimingMark("context");
   context.holders = LeaseHolders();
+  TimingMark("lease holders");
   return context;
 }
 
@@ -121,7 +124,9 @@ int RunStatus(const StatusOptions& o) {
   if (o.watch_given) return Watch(**backend, o, interval_s);
   auto snapshot = ReadAnnotated(**backend);
   if (!snapshot) return Fail(snapshot.error());
+  TimingMark("snapshot");
   std::string out = Render(*snapshot, MakeContext(*snapshot, true), o, UseColor(o.color));
+  TimingMark("rendered");
   std::fwrite(out.data(), 1, out.size(), stdout);
   return kExitOk;
 }

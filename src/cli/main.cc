@@ -7,11 +7,13 @@
 #include <cstdlib>
 #include <fmt/format.h>
 
+#include "util/timing.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 
 int main(int argc, char** argv) {
   const auto started = std::chrono::steady_clock::now();
+  gpulane::TimingMark("main");
   using namespace gpulane;
   CLI::App app{"gpulane: see, choose and lease the GPUs of a shared server", "gpulane"};
   app.require_subcommand(1);
@@ -48,6 +50,7 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   if (!run) return kExitUsage;
+  gpulane::TimingMark("command line parsed");
   const int code = run();
   // Leave without running library destructors and atexit handlers: NVML's teardown costs more
   // than all of a status command's own work, and everything gpulane holds (leases, sockets, the
