@@ -122,7 +122,10 @@ void HeldFile::Release() {
 }
 
 Status HeldFile::Rewrite(const std::string& content) {
-  if (ftruncate(fd_, 0) != 0 || pwrite(fd_, content.data(), content.size(), 0) != static_cast<ssize_t>(content.size()))
+  // Write first, then cut to size: a reader without the directory lock (gpulane status) never sees
+  // an empty file, as it could between a truncate and the write.
+  if (pwrite(fd_, content.data(), content.size(), 0) != static_cast<ssize_t>(content.size()) ||
+      ftruncate(fd_, static_cast<off_t>(content.size())) != 0)
     return MakeError(ErrorKind::kIo, fmt::format("cannot update {}: {}", name_, std::strerror(errno)));
   return Status::Ok();
 }
@@ -157,17 +160,23 @@ Result<LeaseDir> LeaseDir::Open(const std::string& path) {
     close(dir_fd);
     return MakeError(ErrorKind::kUnsafe, fmt::format("lease directory {} changed while being opened; try again", path));
   }
-  int watch_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  if (watch_fd >= 0 &&
-      inotify_add_watch(watch_fd, path.c_str(), IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM) < 0) {
-    close(watch_fd);
-    watch_fd = -1;
+  return LeaseDir(path, dir_fd);
+}
+
+bool LeaseDir::StartWatching() const {
+  if (watch_tried_) return false;
+  watch_tried_ = true;
+  watch_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (watch_fd_ >= 0 &&
+      inotify_add_watch(watch_fd_, path_.c_str(), IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM) < 0) {
+    close(watch_fd_);
+    watch_fd_ = -1;
   }
-  return LeaseDir(path, dir_fd, watch_fd);
+  return true;
 }
 
 LeaseDir::LeaseDir(LeaseDir&& other) noexcept
-    : path_(std::move(other.path_)), dir_fd_(other.dir_fd_), watch_fd_(other.watch_fd_) {
+    : path_(std::move(other.path_)), dir_fd_(other.dir_fd_), watch_fd_(other.watch_fd_), watch_tried_(other.watch_tried_) {
   other.dir_fd_ = -1;
   other.watch_fd_ = -1;
 }

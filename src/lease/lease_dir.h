@@ -93,20 +93,26 @@ class LeaseDir {
   /// Creates a ticket. Its seq is record.seq when set (the job's submission time, so a queued job
   /// keeps its place), else larger than every live ticket's. Call under Lock().
   Result<HeldFile> CreateTicket(TicketRecord& record) const;
-  /// An inotify descriptor (non-blocking) that becomes readable when a lease or ticket ends or
-  /// appears. Drain it with DrainEvents().
+  /// Starts watching the directory with inotify, if not yet: returns true when it just started, so
+  /// the caller re-reads the directory before sleeping on watch_fd() (nothing in between is missed).
+  /// Lazily, because closing an inotify descriptor waits for a kernel grace period (measured: up to
+  /// 23 ms at exit), a cost only commands that actually wait should pay.
+  bool StartWatching() const;
+  /// The inotify descriptor (non-blocking; -1 before StartWatching or when inotify is unavailable):
+  /// readable when a lease or ticket ends or appears. Drain it with DrainEvents().
   int watch_fd() const { return watch_fd_; }
   void DrainEvents() const;
   const std::string& path() const { return path_; }
 
  private:
-  LeaseDir(std::string path, int dir_fd, int watch_fd) : path_(std::move(path)), dir_fd_(dir_fd), watch_fd_(watch_fd) {}
+  LeaseDir(std::string path, int dir_fd) : path_(std::move(path)), dir_fd_(dir_fd) {}
   Result<HeldFile> CreateFile(const std::string& final_name, const std::string& content, bool inheritable,
                               std::optional<std::uint32_t> owner_uid = std::nullopt,
                               std::optional<std::uint32_t> owner_gid = std::nullopt) const;
   std::string path_;
   int dir_fd_ = -1;
-  int watch_fd_ = -1;
+  mutable int watch_fd_ = -1;
+  mutable bool watch_tried_ = false;
 };
 
 /// Login name of a uid ("uid 1001" when it has none).

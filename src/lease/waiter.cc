@@ -172,6 +172,7 @@ Result<Grant> LeaseWaiter::Acquire() {
       }
     }
     if (defer) {
+      if (dir_.StartWatching()) continue;  // look again now that changes will wake us
       // Until an earlier request's lease or ticket changes the directory.
       pollfd fds[2] = {{dir_.watch_fd(), POLLIN, 0}, {signals.fd(), POLLIN, 0}};
       poll(fds, 2, 20);
@@ -205,6 +206,7 @@ Result<Grant> LeaseWaiter::Acquire() {
     if (status != last_status && on_status_ && !request_.quiet) on_status_(status);
     last_status = status;
 
+    if (dir_.StartWatching()) continue;  // look again now that changes will wake us
     // Sleep until a lease or ticket changes, a signal comes, NVML is due, or time runs out.
     double wait_s = std::max(0.0, request_.nvml_poll_s - SecondsSince(snapshot_time));
     if (request_.timeout_s) {
