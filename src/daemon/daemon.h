@@ -105,6 +105,7 @@ class Daemon {
   std::map<std::int64_t, store::Job> active_;           ///< every unfinished job
   std::map<std::int64_t, store::JobState> finished_;    ///< end states seen (for --after), cached
   std::set<std::int64_t> cancel_requested_;
+  std::set<std::int64_t> hold_requested_;   ///< held while their supervisor waits for GPUs
   std::map<std::int64_t, double> launched_at_;          ///< when each launching job's supervisor was started
   std::set<std::int64_t> dirty_;                        ///< jobs whose changes are not yet in the store
   struct PendingSubmit {

@@ -302,6 +302,15 @@ json Daemon::HandleHold(const Peer& peer, const json& req, bool hold) {
       errors.push_back(fmt::format("job {} belongs to {}: only they or an admin may {} it", id, job.user, hold ? "hold" : "release"));
       continue;
     }
+    if (hold && job.state == JobState::kLaunching) {
+      // Waiting for GPUs under its supervisor: it leaves the line and becomes held (not if it
+      // starts first: a running job is never stopped by hold).
+      hold_requested_.insert(id);
+      job.reason = fmt::format("holding (by {})", peer.user);
+      if (job.supervisor_pid) kill(*job.supervisor_pid, HoldSignal());
+      changed.push_back(id);
+      continue;
+    }
     JobState from = hold ? JobState::kPending : JobState::kHeld;
     if (job.state != from) {
       errors.push_back(fmt::format("job {} is {}, not {}", id, store::StateName(job.state), store::StateName(from)));

@@ -78,7 +78,8 @@ Result<store::Job> JobFiles::ReadSpec() const {
 
 Status JobFiles::WriteStatus(const SupervisorStatus& s) const {
   json j = {{"phase", s.phase}, {"pid", s.pid}, {"reason", s.reason}, {"gpu_uuids", s.gpu_uuids},
-            {"timed_out", s.timed_out}, {"interrupted", s.interrupted}, {"start_failed", s.start_failed}};
+            {"timed_out", s.timed_out}, {"interrupted", s.interrupted}, {"start_failed", s.start_failed},
+            {"held", s.held}};
   if (s.start_time) j["start_time"] = *s.start_time;
   if (s.end_time) j["end_time"] = *s.end_time;
   if (s.exit_code) j["exit_code"] = *s.exit_code;
@@ -98,6 +99,7 @@ std::optional<SupervisorStatus> JobFiles::ReadStatus() const {
   s.timed_out = j.value("timed_out", false);
   s.interrupted = j.value("interrupted", false);
   s.start_failed = j.value("start_failed", false);
+  s.held = j.value("held", false);
   if (j.contains("start_time")) s.start_time = j["start_time"].get<double>();
   if (j.contains("end_time")) s.end_time = j["end_time"].get<double>();
   if (j.contains("exit_code")) s.exit_code = j["exit_code"].get<int>();

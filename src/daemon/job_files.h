@@ -5,6 +5,7 @@
 //   <id>.status.json  what the supervisor last reported: waiting, running, done (written atomically)
 // They let a job outlive a daemon restart: the supervisor records the exit status even while no
 // daemon runs, and a restarted daemon reads it back.
+#include <signal.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -28,7 +29,12 @@ struct SupervisorStatus {
   bool timed_out = false;
   bool interrupted = false;       ///< ended by a signal before the job started (cancel)
   bool start_failed = false;      ///< the command could not be started
+  bool held = false;              ///< gave up its place in line on `gpulane hold`, never started
 };
+
+/// The signal the daemon sends a supervisor that waits for GPUs when its job is held: leave the
+/// line without starting the job. Ignored once the job runs (never forwarded to it).
+inline int HoldSignal() { return SIGRTMIN + 1; }
 
 class JobFiles {
  public:

@@ -44,6 +44,7 @@ void Daemon::Finish(Job& job, JobState state, std::optional<int> exit_code, cons
   dirty_.erase(job.id);
   if (!job.array_job_id) finished_[job.id] = state;  // arrays: answered from the store once all tasks ended
   cancel_requested_.erase(job.id);
+  hold_requested_.erase(job.id);
   launched_at_.erase(job.id);
   JobFiles(jobs_dir_, job.id).Remove();
   Log(fmt::format("job {} ({}) {}{}{}", job.id, job.user, store::StateName(state),
@@ -76,8 +77,22 @@ void Daemon::ImportStatus(std::int64_t id) {
     job.supervisor_pid = status->pid;
     // A cancel that came before the supervisor had reported itself: pass it on now.
     if (cancel_requested_.count(id)) kill(status->pid, SIGTERM);
+    else if (hold_requested_.count(id) && status->phase == "waiting") kill(status->pid, HoldSignal());
+  }
+  if (status && status->phase == "done" && status->held && !cancel_requested_.count(id)) {
+    // Left the line on `gpulane hold` without starting: held until released.
+    hold_requested_.erase(id);
+    launched_at_.erase(id);
+    files.Remove();
+    job.state = JobState::kHeld;
+    job.reason = "held: left the line for GPUs, starts again after gpulane release";
+    job.supervisor_pid.reset();
+    MarkDirty(job);
+    schedule_needed_ = true;
+    return;
   }
   if (status && status->phase == "done") {
+    hold_requested_.erase(id);
     if (status->start_time) job.start_time = status->start_time;
     if (!status->gpu_uuids.empty()) job.gpu_uuids = status->gpu_uuids;
     JobState end = cancel_requested_.count(id) || status->interrupted ? JobState::kCancelled

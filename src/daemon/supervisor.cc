@@ -57,6 +57,9 @@ lease::WaitRequest MakeRequest(const store::Job& job, const Config& config) {
 // action ending the supervisor with its job half-started.
 volatile sig_atomic_t g_stop_signal = 0;
 void NoteStopSignal(int sig) { g_stop_signal = sig; }
+// The hold signal (HoldSignal()), noted the same way; it matters only before the job starts.
+volatile sig_atomic_t g_hold = 0;
+void NoteHold(int) { g_hold = 1; }
 
 int Finish(const JobFiles& files, SupervisorStatus status) {
   status.phase = "done";
@@ -71,6 +74,10 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
   note.sa_handler = NoteStopSignal;
   sigemptyset(&note.sa_mask);
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &note, nullptr);
+  struct sigaction hold {};
+  hold.sa_handler = NoteHold;
+  sigemptyset(&hold.sa_mask);
+  sigaction(HoldSignal(), &hold, nullptr);
   JobFiles files(jobs_dir, id);
   int lock_fd = open(files.lock_path().c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) != 0) return 0;  // someone else supervises it
@@ -101,12 +108,20 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
     status.reason = line;
     files.WriteStatus(status);
   };
-  lease::LeaseWaiter waiter(**backend, *dir, MakeRequest(*job, *config), std::to_string(id),
+  lease::WaitRequest request = MakeRequest(*job, *config);
+  request.extra_signals = {HoldSignal()};
+  lease::LeaseWaiter waiter(**backend, *dir, request, std::to_string(id),
                             fmt::format("{}", fmt::join(job->spec.argv, " ")), on_waiting);
-  auto grant = g_stop_signal ? Result<lease::Grant>(lease::Grant{}) : waiter.Acquire();
-  if (grant && !grant->interrupted_by_signal && g_stop_signal) {  // cancelled before or just as the GPUs came
-    grant->interrupted_by_signal = g_stop_signal;
+  auto grant = g_stop_signal || g_hold ? Result<lease::Grant>(lease::Grant{}) : waiter.Acquire();
+  if (grant && !grant->interrupted_by_signal && (g_stop_signal || g_hold)) {  // cancelled or held just as the GPUs came
+    grant->interrupted_by_signal = g_stop_signal ? g_stop_signal : HoldSignal();
     grant->lease.Release();
+  }
+  if (grant && (grant->interrupted_by_signal == HoldSignal() || (g_hold && !g_stop_signal))) {
+    status.reason = "held while waiting for GPUs";
+    status.interrupted = true;
+    status.held = true;
+    return Finish(files, status);
   }
   if (!grant || grant->interrupted_by_signal) {
     status.reason = grant ? "cancelled while waiting for GPUs" : grant.error().message;

@@ -36,9 +36,10 @@ std::string Ordinal(unsigned n) {
 // SIGINT, SIGTERM and SIGHUP as a pollable descriptor while waiting.
 class SignalWatch {
  public:
-  SignalWatch() {
+  explicit SignalWatch(const std::vector<int>& extra) {
     sigemptyset(&set_);
     for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set_, s);
+    for (int s : extra) sigaddset(&set_, s);
     sigprocmask(SIG_BLOCK, &set_, &old_);
     fd_ = signalfd(-1, &set_, SFD_NONBLOCK | SFD_CLOEXEC);
   }
@@ -123,7 +124,7 @@ Result<Grant> LeaseWaiter::Acquire() {
   ticket.uid = record_.uid;
   ticket.user = record_.user;
 
-  SignalWatch signals;
+  SignalWatch signals(request_.extra_signals);
   HeldFile held_ticket;
   {
     DirLock lock = dir_.Lock();

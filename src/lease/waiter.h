@@ -26,6 +26,7 @@ struct WaitRequest {
   bool quiet = false;
   double kill_grace_s = 10;
   double nvml_poll_s = 1;
+  std::vector<int> extra_signals;  ///< also end the wait (interrupted_by_signal) on these
   std::uint64_t margin_bytes = 1ULL << 30;
 };
 
