@@ -1,6 +1,7 @@
 // gpulane cancel, hold, release, wait, logs: acting on queued jobs.
 #include <unistd.h>
 
+#include <chrono>
 #include <fmt/format.h>
 #include <memory>
 #include <thread>
@@ -35,8 +36,20 @@ int RunHold(const std::vector<std::int64_t>& ids, bool hold) {
   return kExitOk;
 }
 
+// Calls the daemon; when it goes away mid-call (a restart), tries again for up to 10 minutes, so
+// `wait` and `logs -f` outlive a daemon restart as the jobs themselves do.
+Result<json> CallSurvivingRestarts(const json& request, double timeout_s) {
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+  while (true) {
+    auto reply = Call(request, timeout_s);
+    const bool lost = !reply && (reply.error().kind == ErrorKind::kIo || reply.error().kind == ErrorKind::kUnavailable);
+    if (!lost || std::chrono::steady_clock::now() > give_up) return reply;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
 int RunWait(const std::vector<std::int64_t>& ids) {
-  auto reply = Call({{"op", "wait"}, {"ids", ids}}, -1);
+  auto reply = CallSurvivingRestarts({{"op", "wait"}, {"ids", ids}}, -1);
   if (!reply) return Fail(reply.error());
   int code = kExitOk;
   for (const auto& job : (*reply)["jobs"]) {
@@ -52,7 +65,8 @@ int RunWait(const std::vector<std::int64_t>& ids) {
 int RunLogs(std::int64_t id, bool follow, bool err) {
   std::uint64_t offset = 0;
   while (true) {
-    auto reply = Call({{"op", "logs"}, {"id", id}, {"offset", offset}, {"stream", err ? "err" : "out"}});
+    json request = {{"op", "logs"}, {"id", id}, {"offset", offset}, {"stream", err ? "err" : "out"}};
+    auto reply = follow ? CallSurvivingRestarts(request, 30) : Call(request);
     if (!reply) return Fail(reply.error());
     const std::string data = (*reply)["data"];
     std::fwrite(data.data(), 1, data.size(), stdout);
