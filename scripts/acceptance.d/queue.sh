@@ -36,7 +36,7 @@ sec_queue() {
 
   "$GL" daemon >"$q/daemon1.log" 2>&1 &
   local daemon_pid=$!
-  for _ in $(seq 100); do gl queue >/dev/null 2>&1 && break; sleep 0.1; done
+  for _ in $(seq 100); do [ -S "$GPULANE_SOCKET" ] && break; sleep 0.1; done  # (a client call would start a daemon of its own)
   local ids=() id
   cd "$q/a" || return
   id=$(gl submit --array 0-3 --name arr -- "${job[@]}" 2 --seconds "$QUEUE_SECONDS") && ids+=("$id" $((id + 1)) $((id + 2)) $((id + 3)))
@@ -60,9 +60,10 @@ sec_queue() {
   echo "daemon killed with SIGKILL; supervisors still alive: $running"
   [ "${running:-0}" -gt 0 ] && pass "jobs go on while the daemon is down ($running supervisors)" || fail "no supervisor survived the daemon"
   sleep 3
+  rm -f "$GPULANE_SOCKET"  # the killed daemon's socket file, so the wait below sees the new one
   "$GL" daemon >"$q/daemon2.log" 2>&1 &
   daemon_pid=$!
-  for _ in $(seq 100); do gl queue >/dev/null 2>&1 && break; sleep 0.1; done
+  for _ in $(seq 100); do [ -S "$GPULANE_SOCKET" ] && break; sleep 0.1; done  # (a client call would start a daemon of its own)
   sed 's/^/    daemon2: /' "$q/daemon2.log" | head -3
   run_cmd -t 300 "$GL" wait "${ids[@]}"
   [ "$RC" -eq 0 ] && pass "gpulane wait: every job ended with exit code 0" || fail "gpulane wait exited $RC"
