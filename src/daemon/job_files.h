@@ -46,7 +46,9 @@ class JobFiles {
   /// Writes the spec (the whole job, with its environment), mode 0600, durably.
   Status WriteSpec(const store::Job& job) const;
   Result<store::Job> ReadSpec() const;
-  /// Replaces the status atomically (temp file, fsync, rename, fsync of the folder).
+  /// Replaces the status atomically (temp file, rename); the final "done" status is also flushed to
+  /// disk (fsync of file and folder). After a power loss a job whose "running" record was lost is
+  /// queued again, as one that was interrupted.
   Status WriteStatus(const SupervisorStatus& status) const;
   /// nullopt when there is none yet.
   std::optional<SupervisorStatus> ReadStatus() const;
