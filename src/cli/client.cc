@@ -81,21 +81,42 @@ Result<int> Connect() {
 
 }  // namespace
 
+namespace {
+
+Result<nlohmann::json> Exchange(int fd, nlohmann::json request, double timeout_s);
+
+}  // namespace
+
+Result<nlohmann::json> CallExisting(const std::string& socket_path, nlohmann::json request, double timeout_s) {
+  int fd = ConnectTo(socket_path);
+  if (fd < 0) return MakeError(ErrorKind::kUnavailable, "no gpulane daemon listens on " + socket_path);
+  return Exchange(fd, std::move(request), timeout_s);
+}
+
 Result<nlohmann::json> Call(nlohmann::json request, double timeout_s) {
   auto fd = Connect();
   if (!fd) return fd.error();
+  return Exchange(*fd, std::move(request), timeout_s);
+}
+
+namespace {
+
+// Sends one request on a connected socket, reads the reply, closes the socket.
+Result<nlohmann::json> Exchange(int fd, nlohmann::json request, double timeout_s) {
   request["v"] = proto::kVersion;
-  Status sent = proto::WriteFrame(*fd, request, 10);
+  Status sent = proto::WriteFrame(fd, request, 10);
   if (!sent.ok()) {
-    close(*fd);
+    close(fd);
     return sent.error();
   }
-  auto reply = proto::ReadFrame(*fd, proto::kMaxResponseBytes, timeout_s);
-  close(*fd);
+  auto reply = proto::ReadFrame(fd, proto::kMaxResponseBytes, timeout_s);
+  close(fd);
   if (!reply) return reply.error();
   if (!reply->value("ok", false))
     return MakeError(proto::KindFromName(reply->value("code", "internal")), reply->value("error", "the daemon refused"));
   return reply;
 }
+
+}  // namespace
 
 }  // namespace gpulane::cli

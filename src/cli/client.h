@@ -12,4 +12,8 @@ namespace gpulane::cli {
 /// (for `wait`). Errors: kUnavailable when no daemon can be reached or started.
 Result<nlohmann::json> Call(nlohmann::json request, double timeout_s = 30);
 
+/// Like Call, but only to a daemon already listening on `socket_path`; never starts one.
+/// Errors: kUnavailable when nothing answers there.
+Result<nlohmann::json> CallExisting(const std::string& socket_path, nlohmann::json request, double timeout_s);
+
 }  // namespace gpulane::cli

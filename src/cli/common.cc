@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "cli/exit_codes.h"
+#include "cli/snapshot_source.h"
 #include "gpu/nvml_backend.h"
 #include "os/process_table.h"
 #include "util/strings.h"
@@ -20,11 +21,7 @@ int Fail(const Error& error) {
 
 void Warn(const std::string& message) { fmt::print(stderr, "gpulane: warning: {}\n", message); }
 
-Result<std::unique_ptr<GpuBackend>> OpenBackend() {
-  auto backend = NvmlBackend::Open();
-  if (!backend) return backend.error();
-  return std::unique_ptr<GpuBackend>(std::move(backend).value());
-}
+Result<std::unique_ptr<GpuBackend>> OpenBackend() { return std::unique_ptr<GpuBackend>(new SnapshotSource()); }
 
 Result<GpuSnapshot> ReadAnnotated(GpuBackend& backend, const ReadOptions& options) {
   auto snapshot = backend.Read(options);

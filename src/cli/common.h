@@ -15,7 +15,8 @@ int Fail(const Error& error);
 /// Prints "gpulane: warning: <message>" on stderr.
 void Warn(const std::string& message);
 
-/// Opens the real NVML backend (library from $GPULANE_NVML_LIBRARY or libnvidia-ml.so.1).
+/// The GPU source for commands: the running daemon's snapshots, else NVML itself (library from
+/// $GPULANE_NVML_LIBRARY or libnvidia-ml.so.1; see SnapshotSource). Errors surface at the first Read.
 Result<std::unique_ptr<GpuBackend>> OpenBackend();
 
 /// Reads a snapshot and fills in process owners and command lines from /proc.

@@ -73,7 +73,7 @@ Status Daemon::Setup() {
   auto backend = NvmlBackend::Open();
   if (!backend) return backend.error();
   backend_ = std::move(backend).value();
-  auto snapshot = backend_->Read(ReadOptions{false, false, false});
+  auto snapshot = backend_->Read();  // every field once: NVML's first-query costs are paid here, not by clients
   if (!snapshot) return snapshot.error();
   gpu_count_ = static_cast<unsigned>(snapshot->devices.size());
   for (const auto& d : snapshot->devices) {

@@ -65,6 +65,7 @@ class Daemon {
   void HandleRequest(Connection& c, const std::string& payload);
   nlohmann::json HandleSubmit(const Peer& peer, const nlohmann::json& req, std::vector<store::Job>* jobs);
   nlohmann::json HandleQueue(const Peer& peer, const nlohmann::json& req);
+  nlohmann::json HandleSnapshot(const nlohmann::json& req);
   nlohmann::json HandleShow(const Peer& peer, const nlohmann::json& req);
   nlohmann::json HandleCancel(const Peer& peer, const nlohmann::json& req);
   nlohmann::json HandleHold(const Peer& peer, const nlohmann::json& req, bool hold);

@@ -12,6 +12,8 @@
 #include <fmt/format.h>
 
 #include "daemon/daemon.h"
+#include "gpu/snapshot_json.h"
+#include "os/process_table.h"
 
 namespace gpulane::daemon {
 namespace {
@@ -67,6 +69,8 @@ void Daemon::HandleRequest(Connection& c, const std::string& payload) {
       json error = HandleSubmit(c.peer, req, &jobs);
       if (!error.is_null()) Reply(c, error);
       else submits_.push_back({c.fd, std::move(jobs), req.contains("array")});
+    } else if (op == "snapshot") {
+      Reply(c, HandleSnapshot(req));
     } else if (op == "queue") {
       Reply(c, HandleQueue(c.peer, req));
     } else if (op == "show") {
@@ -178,6 +182,15 @@ json Daemon::JobForClient(const Job& job, bool with_env) const {
   }
   j["gpu_indices"] = std::move(indices);
   return j;
+}
+
+json Daemon::HandleSnapshot(const json& req) {
+  ReadOptions options{req.value("sensors", true), req.value("utilization", true), req.value("topology", true)};
+  auto snapshot = backend_->Read(options);
+  if (!snapshot) return Err(snapshot.error().kind, snapshot.error().message);
+  ProcfsProcessTable processes;
+  AnnotateProcesses(*snapshot, processes);
+  return Ok({{"snapshot", SnapshotToJson(*snapshot)}});
 }
 
 json Daemon::HandleQueue(const Peer& peer, const json& req) {

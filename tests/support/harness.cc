@@ -77,7 +77,11 @@ Env FakeMachine::env() const {
           {"FAKE_NVML_STATE", (dir_ / "nvml.json").string()},
           {"GPULANE_LEASE_DIR", (dir_ / "leases").string()},
           {"CUDA_VISIBLE_DEVICES", "\x01unset"},
-          {"NO_COLOR", "1"}};
+          {"NO_COLOR", "1"},
+          // Commands take GPU snapshots from a daemon on this socket when one listens there, else
+          // read the fake NVML themselves; never from a daemon outside the test.
+          {"GPULANE_SOCKET", (dir_ / "gpulane.sock").string()},
+          {"GPULANE_STATE_DIR", (dir_ / "state").string()}};
 }
 
 namespace {

@@ -1,0 +1,144 @@
+#include "gpu/snapshot_json.h"
+
+namespace gpulane {
+namespace {
+
+using nlohmann::json;
+
+template <typename T>
+void Put(json& j, const char* key, const std::optional<T>& v) {
+  if (v) j[key] = *v;
+}
+
+template <typename T>
+void Get(const json& j, const char* key, std::optional<T>& v) {
+  if (j.contains(key) && !j[key].is_null()) v = j[key].get<T>();
+}
+
+json ProcessToJson(const GpuProcess& p) {
+  json j = {{"pid", p.pid}};
+  Put(j, "used_memory_bytes", p.used_memory_bytes);
+  Put(j, "mig_uuid", p.mig_uuid);
+  Put(j, "uid", p.uid);
+  Put(j, "user", p.user);
+  Put(j, "command", p.command);
+  Put(j, "cmdline", p.cmdline);
+  return j;
+}
+
+GpuProcess ProcessFromJson(const json& j) {
+  GpuProcess p;
+  p.pid = j.at("pid").get<std::uint32_t>();
+  Get(j, "used_memory_bytes", p.used_memory_bytes);
+  Get(j, "mig_uuid", p.mig_uuid);
+  Get(j, "uid", p.uid);
+  Get(j, "user", p.user);
+  Get(j, "command", p.command);
+  Get(j, "cmdline", p.cmdline);
+  return p;
+}
+
+json DeviceToJson(const GpuDevice& d) {
+  json j = {{"nvml_index", d.nvml_index}, {"pci_index", d.pci_index}, {"uuid", d.uuid}, {"pci_bus_id", d.pci_bus_id}};
+  Put(j, "minor_number", d.minor_number);
+  Put(j, "name", d.name);
+  Put(j, "error", d.error);
+  Put(j, "memory_total_bytes", d.memory_total_bytes);
+  Put(j, "memory_used_bytes", d.memory_used_bytes);
+  Put(j, "memory_free_bytes", d.memory_free_bytes);
+  Put(j, "memory_reserved_bytes", d.memory_reserved_bytes);
+  Put(j, "utilization_gpu_pct", d.utilization_gpu_pct);
+  Put(j, "utilization_memory_pct", d.utilization_memory_pct);
+  Put(j, "temperature_c", d.temperature_c);
+  Put(j, "power_draw_mw", d.power_draw_mw);
+  Put(j, "power_limit_mw", d.power_limit_mw);
+  Put(j, "performance_state", d.performance_state);
+  if (d.compute_mode) j["compute_mode"] = static_cast<int>(*d.compute_mode);
+  Put(j, "persistence_mode", d.persistence_mode);
+  Put(j, "mig_enabled", d.mig_enabled);
+  json migs = json::array();
+  for (const auto& m : d.mig_devices) {
+    json mj = {{"uuid", m.uuid}};
+    Put(mj, "gpu_instance_id", m.gpu_instance_id);
+    Put(mj, "compute_instance_id", m.compute_instance_id);
+    Put(mj, "memory_total_bytes", m.memory_total_bytes);
+    Put(mj, "memory_used_bytes", m.memory_used_bytes);
+    migs.push_back(std::move(mj));
+  }
+  j["mig_devices"] = std::move(migs);
+  if (d.processes) {
+    json procs = json::array();
+    for (const auto& p : *d.processes) procs.push_back(ProcessToJson(p));
+    j["processes"] = std::move(procs);
+  }
+  json peers = json::array();
+  for (const auto& peer : d.nvlink_peers) peers.push_back({{"pci_bus_id", peer.pci_bus_id}, {"links", peer.links}});
+  j["nvlink_peers"] = std::move(peers);
+  return j;
+}
+
+GpuDevice DeviceFromJson(const json& j) {
+  GpuDevice d;
+  d.nvml_index = j.at("nvml_index").get<unsigned>();
+  d.pci_index = j.at("pci_index").get<unsigned>();
+  d.uuid = j.at("uuid").get<std::string>();
+  d.pci_bus_id = j.at("pci_bus_id").get<std::string>();
+  Get(j, "minor_number", d.minor_number);
+  Get(j, "name", d.name);
+  Get(j, "error", d.error);
+  Get(j, "memory_total_bytes", d.memory_total_bytes);
+  Get(j, "memory_used_bytes", d.memory_used_bytes);
+  Get(j, "memory_free_bytes", d.memory_free_bytes);
+  Get(j, "memory_reserved_bytes", d.memory_reserved_bytes);
+  Get(j, "utilization_gpu_pct", d.utilization_gpu_pct);
+  Get(j, "utilization_memory_pct", d.utilization_memory_pct);
+  Get(j, "temperature_c", d.temperature_c);
+  Get(j, "power_draw_mw", d.power_draw_mw);
+  Get(j, "power_limit_mw", d.power_limit_mw);
+  Get(j, "performance_state", d.performance_state);
+  if (j.contains("compute_mode")) d.compute_mode = static_cast<ComputeMode>(j["compute_mode"].get<int>());
+  Get(j, "persistence_mode", d.persistence_mode);
+  Get(j, "mig_enabled", d.mig_enabled);
+  for (const auto& mj : j.value("mig_devices", json::array())) {
+    MigDevice m;
+    m.uuid = mj.at("uuid").get<std::string>();
+    Get(mj, "gpu_instance_id", m.gpu_instance_id);
+    Get(mj, "compute_instance_id", m.compute_instance_id);
+    Get(mj, "memory_total_bytes", m.memory_total_bytes);
+    Get(mj, "memory_used_bytes", m.memory_used_bytes);
+    d.mig_devices.push_back(std::move(m));
+  }
+  if (j.contains("processes")) {
+    d.processes.emplace();
+    for (const auto& pj : j["processes"]) d.processes->push_back(ProcessFromJson(pj));
+  }
+  for (const auto& pj : j.value("nvlink_peers", json::array()))
+    d.nvlink_peers.push_back({pj.at("pci_bus_id").get<std::string>(), pj.at("links").get<unsigned>()});
+  return d;
+}
+
+}  // namespace
+
+json SnapshotToJson(const GpuSnapshot& s) {
+  json j = {{"devices", json::array()}};
+  Put(j, "driver_version", s.driver_version);
+  Put(j, "nvml_version", s.nvml_version);
+  Put(j, "cuda_driver_version", s.cuda_driver_version);
+  for (const auto& d : s.devices) j["devices"].push_back(DeviceToJson(d));
+  return j;
+}
+
+Result<GpuSnapshot> SnapshotFromJson(const json& j) {
+  try {
+    GpuSnapshot s;
+    Get(j, "driver_version", s.driver_version);
+    Get(j, "nvml_version", s.nvml_version);
+    Get(j, "cuda_driver_version", s.cuda_driver_version);
+    for (const auto& dj : j.at("devices")) s.devices.push_back(DeviceFromJson(dj));
+    return s;
+  } catch (const json::exception& e) {
+    return MakeError(ErrorKind::kIo, std::string("malformed GPU snapshot from the daemon: ") + e.what());
+  }
+}
+
+}  // namespace gpulane
