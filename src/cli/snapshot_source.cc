@@ -1,6 +1,8 @@
 #include "cli/snapshot_source.h"
 
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "cli/client.h"
 #include "daemon/paths.h"
@@ -16,8 +18,12 @@ Result<GpuSnapshot> SnapshotSource::Read(const ReadOptions& options) {
                               {"sensors", options.sensors},
                               {"utilization", options.utilization},
                               {"topology", options.topology}};
-    auto reply = CallExisting(daemon::SystemPaths().socket, request, 5);
-    if (reply) {
+    // $GPULANE_SOCKET names the one to ask; otherwise the system daemon, then the user's own.
+    std::vector<std::string> sockets = {daemon::SystemPaths().socket};
+    if (!std::getenv("GPULANE_SOCKET")) sockets.push_back(daemon::UserPaths().socket);
+    for (const auto& socket : sockets) {
+      auto reply = CallExisting(socket, request, 5);
+      if (!reply) continue;
       auto snapshot = SnapshotFromJson((*reply)["snapshot"]);
       if (snapshot) return snapshot;
     }

@@ -8,7 +8,8 @@
 
 namespace gpulane::cli {
 
-/// A GpuBackend that asks the daemon on $GPULANE_SOCKET, else the system daemon's socket, for each
+/// A GpuBackend that asks the daemon on $GPULANE_SOCKET, else the system daemon, else the user's own
+/// per-user daemon, for each
 /// snapshot, and reads NVML itself when no daemon answers (or GPULANE_DIRECT_NVML=1). Never starts
 /// a daemon. Errors are those of NvmlBackend::Open (kNoDriver, kNvml) when it falls back.
 class SnapshotSource : public GpuBackend {
