@@ -73,6 +73,7 @@ class Daemon {
   bool HandleWait(Connection& c, const nlohmann::json& req);
   void CommitSubmissions();
   nlohmann::json JobForClient(const store::Job& job, bool with_env) const;
+  std::vector<unsigned> GpuIndices(const store::Job& job) const;
   // Jobs (jobs.cc).
   void LaunchEligible();
   void Launch(store::Job& job);

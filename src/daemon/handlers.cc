@@ -13,6 +13,7 @@
 
 #include "daemon/daemon.h"
 #include "gpu/snapshot_json.h"
+#include "render/queue_table.h"
 #include "os/process_table.h"
 
 namespace gpulane::daemon {
@@ -173,14 +174,18 @@ void Daemon::CommitSubmissions() {
   schedule_needed_ = true;
 }
 
-json Daemon::JobForClient(const Job& job, bool with_env) const {
-  json j = store::JobToJson(job, with_env);
-  json indices = json::array();
+std::vector<unsigned> Daemon::GpuIndices(const Job& job) const {
+  std::vector<unsigned> indices;
   for (const auto& uuid : job.gpu_uuids) {
     auto it = gpu_index_.find(uuid);
     if (it != gpu_index_.end()) indices.push_back(it->second);
   }
-  j["gpu_indices"] = std::move(indices);
+  return indices;
+}
+
+json Daemon::JobForClient(const Job& job, bool with_env) const {
+  json j = store::JobToJson(job, with_env);
+  j["gpu_indices"] = GpuIndices(job);
   return j;
 }
 
@@ -200,7 +205,9 @@ json Daemon::HandleQueue(const Peer& peer, const json& req) {
     if (!pw) return Err(ErrorKind::kNotFound, fmt::format("--user {}: no such user", req["user"].get<std::string>()));
     uid = pw->pw_uid;
   }
-  json jobs = json::array();
+  // The jobs to list: every unfinished one, or with "all" the newest `limit` of every state.
+  std::vector<const Job*> selected;
+  std::vector<Job> stored;
   if (req.value("all", false)) {
     store::JobFilter filter;
     filter.include_finished = true;
@@ -208,15 +215,25 @@ json Daemon::HandleQueue(const Peer& peer, const json& req) {
     filter.limit = req.value("limit", 1000u);
     auto list = store_->List(filter);
     if (!list) return Err(ErrorKind::kIo, list.error().message);
-    for (auto& job : *list) {
+    stored = std::move(list).value();
+    for (auto& job : stored) {
       auto live = active_.find(job.id);
-      jobs.push_back(JobForClient(live != active_.end() ? live->second : job, false));
+      selected.push_back(live != active_.end() ? &live->second : &job);
     }
   } else {
     for (auto& [id, job] : active_)
-      if (!uid || job.uid == *uid) jobs.push_back(JobForClient(job, false));
+      if (!uid || job.uid == *uid) selected.push_back(&job);
   }
   (void)peer;
+  if (req.value("format", "") == "table") {
+    const double now = Now();
+    std::string table = QueueTableHeader();
+    table.reserve(table.size() + selected.size() * 96);
+    for (const Job* job : selected) AppendQueueRow(*job, GpuIndices(*job), now, table);
+    return Ok({{"table", std::move(table)}, {"count", selected.size()}});
+  }
+  json jobs = json::array();
+  for (const Job* job : selected) jobs.push_back(JobForClient(*job, false));
   return Ok({{"jobs", std::move(jobs)}});
 }
 

@@ -49,15 +49,16 @@ std::string ErrorPath(const Job& job) {
   return job.spec.error_path.empty() ? OutputPath(job) : ExpandLogPath(job.spec.error_path, job);
 }
 
-json SpecToJson(const JobSpec& s) {
+json SpecToJson(const JobSpec& s, bool with_env) {
   json gpus = {{"count", s.gpus.count}, {"gpu_list", s.gpus.gpu_list}, {"share_foreign", s.gpus.share_foreign}};
   if (s.gpus.mem_bytes) gpus["mem_bytes"] = *s.gpus.mem_bytes;
   if (s.gpus.min_free_bytes) gpus["min_free_bytes"] = *s.gpus.min_free_bytes;
   if (s.gpus.max_util_pct) gpus["max_util_pct"] = *s.gpus.max_util_pct;
-  json j = {{"argv", s.argv}, {"cwd", s.cwd}, {"env", s.env}, {"gpus", gpus}, {"name", s.name},
+  json j = {{"argv", s.argv}, {"cwd", s.cwd}, {"gpus", std::move(gpus)}, {"name", s.name},
             {"priority", s.priority}, {"after_ok", s.after_ok}, {"after_any", s.after_any},
             {"output_path", s.output_path}, {"error_path", s.error_path}, {"kill_grace_s", s.kill_grace_s}};
   if (s.time_limit_s) j["time_limit_s"] = *s.time_limit_s;
+  if (with_env) j["env"] = s.env;
   return j;
 }
 
@@ -88,8 +89,7 @@ bool SpecFromJson(const json& j, JobSpec* s) {
 }
 
 json JobToJson(const Job& job, bool with_env) {
-  json spec = SpecToJson(job.spec);
-  if (!with_env) spec.erase("env");
+  json spec = SpecToJson(job.spec, with_env);
   json j = {{"id", job.id}, {"user", job.user}, {"uid", job.uid}, {"state", StateName(job.state)},
             {"reason", job.reason}, {"submit_time", job.submit_time}, {"spec", spec}, {"gpu_uuids", job.gpu_uuids}};
   if (job.array_job_id) j["array_job_id"] = *job.array_job_id;

@@ -70,7 +70,8 @@ std::string ExpandLogPath(const std::string& pattern, const Job& job);
 std::string OutputPath(const Job& job);
 std::string ErrorPath(const Job& job);
 
-nlohmann::json SpecToJson(const JobSpec& spec);
+/// The spec as JSON; without the environment unless `with_env`.
+nlohmann::json SpecToJson(const JobSpec& spec, bool with_env = true);
 /// Parse a spec; false on missing or mistyped fields.
 bool SpecFromJson(const nlohmann::json& j, JobSpec* spec);
 /// The job for clients (without env unless `with_env`).

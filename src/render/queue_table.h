@@ -1,0 +1,18 @@
+#pragma once
+// The `gpulane queue` table: one line per job (id, user, name, GPUs, state, age, where it runs or
+// why it waits). Rendered by the daemon, which has the jobs at hand, so listing 100,000 jobs does
+// not mean building and parsing 100,000 JSON objects.
+#include <string>
+#include <vector>
+
+#include "store/job.h"
+
+namespace gpulane {
+
+/// The header line (with its newline).
+std::string QueueTableHeader();
+/// Appends the job's line to `out`. `gpu_indices`: PCI-order indices of the GPUs it runs on; `now`:
+/// seconds since the epoch, for the age.
+void AppendQueueRow(const store::Job& job, const std::vector<unsigned>& gpu_indices, double now, std::string& out);
+
+}  // namespace gpulane
