@@ -180,6 +180,18 @@ fi
 echo "- method: bench/run_overhead.py; per job: $w warm-ups, then $n interleaved runs, each a fresh process from fork to exit; hand-over: 2 warm-up rounds, then $rounds interleaved rounds of A (\`sleep 0.2\`, then \`date +%s.%N\`) and B (\`date +%s.%N\`, waiting behind A), both on GPU $gpu (\`--gpus $gpu\`); p90 is nearest-rank"
 echo
 
-args=(--gpulane "$gl" --gpu "$gpu" --lease-dir "$lease_dir" --work "$tmp" -n "$n" -w "$w" --rounds "$rounds" "${tsp_args[@]}")
+# A per-user daemon in the temporary folder, for the "daemon running" row (commands then take its
+# GPU snapshot instead of starting NVML themselves). The other gpulane rows run with GPULANE_DIRECT_NVML=1.
+GPULANE_SOCKET=$tmp/gpulane.sock GPULANE_STATE_DIR=$tmp/state GPULANE_LEASE_DIR=$lease_dir "$gl" daemon --user >"$tmp/daemon.log" 2>&1 &
+bench_daemon=$!
+for _ in $(seq 100); do [ -S "$tmp/gpulane.sock" ] && break; sleep 0.1; done
+echo "- daemon row: \`gpulane daemon --user\` running (pid $bench_daemon); other gpulane rows: GPULANE_DIRECT_NVML=1"
+echo
+args=(--gpulane "$gl" --gpu "$gpu" --lease-dir "$lease_dir" --work "$tmp" -n "$n" -w "$w" --rounds "$rounds" "${tsp_args[@]}"
+      --daemon-socket "$tmp/gpulane.sock")
 [ -z "$json_out" ] || args+=(--json "$json_out")
-python3 bench/run_overhead.py "${args[@]}"
+rc=0
+GPULANE_DIRECT_NVML=1 python3 bench/run_overhead.py "${args[@]}" || rc=$?
+kill "$bench_daemon" 2>/dev/null || true
+wait "$bench_daemon" 2>/dev/null || true
+exit $rc

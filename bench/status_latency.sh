@@ -58,8 +58,21 @@ fi
 echo "- method: bench/timeit.py, each command a fresh process (fork+exec to exit, output discarded), $w warm-ups, then $n interleaved rounds; p90 is nearest-rank"
 echo
 
-cases=(--case "gpulane status --json" "$gl status --json"
-       --case "gpulane pick" "$gl pick")
+# Without a daemon each command initialises NVML itself (GPULANE_DIRECT_NVML=1, through env(1));
+# with one it asks the daemon for the snapshot. A per-user daemon in a temporary folder serves the
+# second pair of rows.
+bench_state=$(mktemp -d "${TMPDIR:-/tmp}/gpulane-bench-daemon.XXXXXX")
+export GPULANE_SOCKET=$bench_state/gpulane.sock GPULANE_STATE_DIR=$bench_state/state
+"$gl" daemon --user >"$bench_state/daemon.log" 2>&1 &
+bench_daemon=$!
+trap 'kill "$bench_daemon" 2>/dev/null; rm -rf "$bench_state"' EXIT
+for _ in $(seq 100); do [ -S "$GPULANE_SOCKET" ] && break; sleep 0.1; done
+echo "- daemon rows: \`gpulane daemon --user\` running (pid $bench_daemon), commands take its snapshot; other gpulane rows: GPULANE_DIRECT_NVML=1 (NVML in the command; \`env\` adds its own start, see the reference rows)"
+echo
+cases=(--case "gpulane status --json" "env GPULANE_DIRECT_NVML=1 $gl status --json"
+       --case "gpulane pick" "env GPULANE_DIRECT_NVML=1 $gl pick"
+       --case "gpulane status --json (daemon running)" "$gl status --json"
+       --case "gpulane pick (daemon running)" "$gl pick")
 if command -v nvidia-smi >/dev/null 2>&1; then
   cases+=(--case "nvidia-smi --query-gpu=index,uuid,memory.used,memory.total,utilization.gpu --format=csv"
                  "nvidia-smi --query-gpu=index,uuid,memory.used,memory.total,utilization.gpu --format=csv"
@@ -75,6 +88,7 @@ else
 fi
 # Floors, for reading the rows above: starting any process, and starting Python.
 cases+=(--case "true (process start, reference)" "$(command -v true)"
+        --case "env true (env's start, reference)" "env true"
         --case "python3 -c pass (Python start, reference)" "python3 -c pass")
 
 args=(-n "$n" -w "$w")

@@ -20,9 +20,9 @@ import sys
 import time
 
 
-def run_once(argv):
+def run_once(argv, env=None):
     t0 = time.perf_counter_ns()
-    proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     ms = (time.perf_counter_ns() - t0) / 1e6
     return ms, proc.returncode, proc.stderr.decode(errors="replace")
 
