@@ -50,7 +50,10 @@ def measure_overhead(gl, n, w, daemon_socket):
     # Without a daemon `gpulane run` initialises NVML itself; with one (daemon_socket) it takes the
     # daemon's GPU snapshot instead.
     direct = dict(os.environ, GPULANE_DIRECT_NVML="1")
-    via_daemon = dict(os.environ, GPULANE_SOCKET=daemon_socket) if daemon_socket else None
+    via_daemon = None
+    if daemon_socket:
+        via_daemon = {k: v for k, v in os.environ.items() if k != "GPULANE_DIRECT_NVML"}
+        via_daemon["GPULANE_SOCKET"] = daemon_socket
     cases = [{"label": "true", "argv": ["true"], "samples": [], "error": None, "env": None},
              {"label": "gpulane run -g 1 -- true", "argv": [gl, "run", "-g", "1", "--", "true"], "samples": [],
               "error": None, "env": direct}]
