@@ -56,7 +56,7 @@ int RunPick(const PickOptions& o) {
     std::vector<std::string> reasons;
     for (const auto& v : verdicts)
       if (!v.qualifies) reasons.push_back(fmt::format("GPU{}: {}", v.pci_index, v.reason));
-    std::string why = reasons.empty() ? fmt::format("there are {} GPUs", snapshot->devices.size()) : Join(reasons, "; ");
+    std::string why = reasons.empty() ? fmt::format("this machine has {} GPU{}", snapshot->devices.size(), snapshot->devices.size() == 1 ? "" : "s") : Join(reasons, "; ");
     return Fail(MakeError(ErrorKind::kNotEnoughGpus,
                           fmt::format("{} of {} requested GPUs qualify ({}); relax --min-free/--max-util, pass "
                                       "--share-foreign, or wait with 'gpulane run'",
