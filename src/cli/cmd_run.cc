@@ -93,6 +93,9 @@ int RunRun(const RunOptions& o) {
     else if (!line.empty()) fmt::print(stderr, "gpulane: {}\n", line);
   };
   lease::LeaseWaiter waiter(**backend, *dir, *request, job_id, Join(o.command, " "), show);
+  // In line before reading the GPUs (NVML's start-up takes tens of ms without a daemon), so runs
+  // keep the order in which they were started.
+  if (Status joined = waiter.JoinLine(); !joined.ok()) return Fail(joined.error());
   TimingMark("waiter ready");
   const auto t_start = std::chrono::steady_clock::now();
   auto grant = waiter.Acquire();

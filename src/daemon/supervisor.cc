@@ -61,6 +61,24 @@ void NoteStopSignal(int sig) { g_stop_signal = sig; }
 volatile sig_atomic_t g_hold = 0;
 void NoteHold(int) { g_hold = 1; }
 
+// NVML opened on the first read, so the supervisor can take its place in line before paying
+// NVML's start-up (tens of milliseconds).
+class LazyNvml : public GpuBackend {
+ public:
+  Result<GpuSnapshot> Read(const ReadOptions& options) override {
+    if (!nvml_) {
+      auto opened = NvmlBackend::Open();
+      if (!opened) return opened.error();
+      nvml_ = std::move(opened).value();
+    }
+    return nvml_->Read(options);
+  }
+  using GpuBackend::Read;
+
+ private:
+  std::unique_ptr<GpuBackend> nvml_;
+};
+
 int Finish(const JobFiles& files, SupervisorStatus status) {
   status.phase = "done";
   status.end_time = Now();
@@ -91,12 +109,12 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
   }
   files.WriteStatus(status);
   auto config = LoadConfig();
-  auto backend = NvmlBackend::Open();
-  if (!config || !backend) {
-    status.reason = !config ? config.error().message : backend.error().message;
+  if (!config) {
+    status.reason = config.error().message;
     status.start_failed = true;
     return Finish(files, status);
   }
+  LazyNvml backend;
   auto dir = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config->lease_dir));
   if (!dir) {
     status.reason = dir.error().message;
@@ -110,8 +128,14 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
   };
   lease::WaitRequest request = MakeRequest(*job, *config);
   request.extra_signals = {HoldSignal()};
-  lease::LeaseWaiter waiter(**backend, *dir, request, std::to_string(id),
+  lease::LeaseWaiter waiter(backend, *dir, request, std::to_string(id),
                             fmt::format("{}", fmt::join(job->spec.argv, " ")), on_waiting);
+  // In line first (ordered by submission time), then NVML: jobs launched in order stay in order.
+  if (Status joined = waiter.JoinLine(); !joined.ok()) {
+    status.reason = joined.error().message;
+    status.start_failed = true;
+    return Finish(files, status);
+  }
   auto grant = g_stop_signal || g_hold ? Result<lease::Grant>(lease::Grant{}) : waiter.Acquire();
   if (grant && !grant->interrupted_by_signal && (g_stop_signal || g_hold)) {  // cancelled or held just as the GPUs came
     grant->interrupted_by_signal = g_stop_signal ? g_stop_signal : HoldSignal();

@@ -79,8 +79,13 @@ sched::Request ToRequest(const TicketRecord& t, const GpuSnapshot& snapshot) {
   r.min_free_bytes = t.min_free_bytes;
   r.max_util_pct = t.max_util_pct;
   r.share_foreign = t.share_foreign;
-  for (const auto& uuid : t.allowed_uuids)
+  for (const auto& uuid : t.allowed_uuids) {
+    if (uuid == "*") {  // a ticket taken before its GPUs were read: any GPU
+      for (const auto& d : snapshot.devices) r.allowed.push_back(d.pci_index);
+      break;
+    }
     if (const GpuDevice* d = snapshot.FindByUuid(uuid)) r.allowed.push_back(d->pci_index);
+  }
   r.order = t.order == "util" ? sched::Order::kLeastUtil : t.order == "pci" ? sched::Order::kPci : sched::Order::kMostFree;
   return r;
 }

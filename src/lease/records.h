@@ -43,7 +43,7 @@ struct TicketRecord {
   std::optional<std::uint64_t> min_free_bytes;
   std::optional<unsigned> max_util_pct;
   bool share_foreign = false;
-  std::vector<std::string> allowed_uuids;  ///< the GPUs it may use
+  std::vector<std::string> allowed_uuids;  ///< the GPUs it may use; {"*"}: any (not yet narrowed)
   std::string order = "memory";            ///< "memory", "util" or "pci"
 };
 

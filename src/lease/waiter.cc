@@ -111,6 +111,20 @@ std::string LeaseWaiter::StatusLine(const std::vector<std::string>& reasons, uns
   return fmt::format("waiting, {} in line: {}", Ordinal(position), Join(reasons, "; "));
 }
 
+Status LeaseWaiter::JoinLine(std::vector<std::string> allowed_uuids) {
+  if (held_ticket_.held()) return Status::Ok();
+  TicketRecord& ticket = request_.ticket;
+  ticket.allowed_uuids = std::move(allowed_uuids);
+  ticket.pid = getpid();
+  ticket.uid = record_.uid;
+  ticket.user = record_.user;
+  DirLock lock = dir_.Lock();
+  auto created = dir_.CreateTicket(ticket);
+  if (!created) return created.error();
+  held_ticket_ = std::move(created).value();
+  return Status::Ok();
+}
+
 Result<Grant> LeaseWaiter::Acquire() {
   const auto start = Clock::now();
   auto snapshot = ReadSnapshot();
@@ -119,18 +133,17 @@ Result<Grant> LeaseWaiter::Acquire() {
   auto allowed = AllowedUuids(*snapshot);
   if (!allowed) return allowed.error();
   TicketRecord& ticket = request_.ticket;
-  ticket.allowed_uuids = *allowed;
-  ticket.pid = getpid();
-  ticket.uid = record_.uid;
-  ticket.user = record_.user;
-
   SignalWatch signals(request_.extra_signals);
-  HeldFile held_ticket;
-  {
+  HeldFile& held_ticket = held_ticket_;
+  if (!held_ticket.held()) {
+    Status joined = JoinLine(*allowed);
+    if (!joined.ok()) return joined.error();
+  } else if (ticket.allowed_uuids != *allowed) {
+    // Joined early with any GPU allowed; now that the GPUs are known, narrow it down.
+    ticket.allowed_uuids = *allowed;
     DirLock lock = dir_.Lock();
-    auto created = dir_.CreateTicket(ticket);
-    if (!created) return created.error();
-    held_ticket = std::move(created).value();
+    Status s = held_ticket.Rewrite(ToJson(ticket).dump());
+    if (!s.ok()) return s.error();
   }
   ProcfsProcessTable table;
   std::string last_status;

@@ -50,6 +50,11 @@ class LeaseWaiter {
   /// (--no-wait and not free now; or the GPUs it could use failed), kTimeout, kNvml, kIo.
   Result<Grant> Acquire();
 
+  /// Takes a place in line now, before the GPUs are read (NVML's start-up takes tens of ms), so a
+  /// request started earlier is in line before a later one decides. `allowed_uuids` {"*"} means any
+  /// GPU; Acquire() narrows it to the allowed ones. Errors: kIo.
+  Status JoinLine(std::vector<std::string> allowed_uuids = {"*"});
+
   /// Records the job's process group in the lease (under the directory lock).
   void RecordProcessGroup(HeldFile& lease, pid_t pgid);
 
@@ -67,6 +72,7 @@ class LeaseWaiter {
   WaitRequest request_;
   LeaseRecord record_;
   std::function<void(const std::string&)> on_status_;
+  HeldFile held_ticket_;  ///< this request's place in line, until it gets its lease
 };
 
 }  // namespace gpulane::lease
