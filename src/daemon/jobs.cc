@@ -71,8 +71,10 @@ void Daemon::ImportStatus(std::int64_t id) {
   Job& job = it->second;
   if (job.state != JobState::kLaunching && job.state != JobState::kRunning) return;
   JobFiles files(jobs_dir_, id);
-  auto status = files.ReadStatus();
+  // Liveness first, then the status: a supervisor found dead has written its last status already,
+  // while one read the other way round may write "done" and exit between the two reads.
   const bool alive = files.SupervisorAlive();
+  auto status = files.ReadStatus();
   if (status && status->pid && job.supervisor_pid != status->pid) {
     job.supervisor_pid = status->pid;
     // A cancel that came before the supervisor had reported itself: pass it on now.
