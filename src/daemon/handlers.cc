@@ -135,6 +135,10 @@ json Daemon::HandleSubmit(const Peer& peer, const json& req, std::vector<Job>* j
 
 void Daemon::CommitSubmissions() {
   if (submits_.empty()) return;
+  // Held submissions cannot start anything: no need to walk the queue for them afterwards.
+  bool any_runnable = false;
+  for (const auto& sub : submits_)
+    for (const auto& job : sub.jobs) any_runnable = any_runnable || job.state != JobState::kHeld;
   // Group commit: every submission read in this round goes into one transaction (one fsync);
   // arrays each need their own to number their tasks, so they commit separately.
   std::vector<Job> batch;
@@ -170,8 +174,8 @@ void Daemon::CommitSubmissions() {
     for (auto& job : s.jobs) batch.push_back(std::move(job));
   }
   flush_batch();
+  if (any_runnable) schedule_needed_ = true;
   submits_.clear();
-  schedule_needed_ = true;
 }
 
 std::vector<unsigned> Daemon::GpuIndices(const Job& job) const {
