@@ -232,6 +232,40 @@ class DeviceReader {
   std::vector<nvmlDevice_t> mig_handles_;
 };
 
+// NVLink peers as NVML's P2P status sees them (nvmlDeviceGetP2PStatus, NVML_P2P_CAPS_INDEX_NVLINK).
+// The remote end of a link is often not the other GPU: an NVSwitch on HGX boards, or, in some VMs,
+// a placeholder bus ID (FFFFFFFF:FF:FF.0 was seen on a 2 x H200 VM whose GPUs nvidia-smi shows
+// as NV18). So a pair the P2P status calls NVLink-capable is linked, with the links counted to that
+// GPU directly where the remote bus IDs show them, else all of the GPU's active links.
+void LinkPeersByP2P(const Api& api, const std::vector<nvmlDevice_t>& handles, std::vector<GpuDevice>& devices) {
+  if (!api.DeviceGetP2PStatus) return;
+  const std::size_t n = devices.size();
+  std::vector<std::vector<bool>> linked(n, std::vector<bool>(n, false));
+  bool any = false;
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = i + 1; j < n; ++j) {
+      if (!handles[i] || !handles[j] || devices[i].failed() || devices[j].failed()) continue;
+      int status = -1;
+      if (api.DeviceGetP2PStatus(handles[i], handles[j], NVML_P2P_CAPS_INDEX_NVLINK, &status) == NVML_SUCCESS &&
+          status == NVML_P2P_STATUS_OK)
+        linked[i][j] = linked[j][i] = any = true;
+    }
+  if (!any) return;  // keep what the per-link remote bus IDs said
+  for (std::size_t i = 0; i < n; ++i) {
+    unsigned total = 0;
+    for (const auto& peer : devices[i].nvlink_peers) total += peer.links;
+    std::vector<NvLinkPeer> peers;
+    for (std::size_t j = 0; j < n; ++j) {
+      if (!linked[i][j]) continue;
+      unsigned direct = 0;
+      for (const auto& peer : devices[i].nvlink_peers)
+        if (peer.pci_bus_id == devices[j].pci_bus_id) direct = peer.links;
+      peers.push_back({devices[j].pci_bus_id, direct ? direct : total});
+    }
+    devices[i].nvlink_peers = std::move(peers);
+  }
+}
+
 }  // namespace
 
 Result<std::unique_ptr<NvmlBackend>> NvmlBackend::Open(const std::string& path) {
@@ -272,9 +306,10 @@ Result<GpuSnapshot> NvmlBackend::Read(const ReadOptions& options) {
   snap.devices.resize(count);
   // One thread per GPU: NVML is thread-safe, and each GPU's first queries in a process wait on the
   // driver for milliseconds, so reading 8 GPUs one after another would cost 8 times that.
-  auto read_one = [&api, &options](unsigned i, GpuDevice& d) {
+  std::vector<nvmlDevice_t> handles(count, nullptr);
+  auto read_one = [&api, &options, &handles](unsigned i, GpuDevice& d) {
     d.nvml_index = i;
-    nvmlDevice_t handle = nullptr;
+    nvmlDevice_t& handle = handles[i];
     nvmlReturn_t rc = api.DeviceGetHandleByIndex(i, &handle);
     if (rc != NVML_SUCCESS) {
       d.error = nvml::ErrorName(rc);
@@ -295,6 +330,7 @@ Result<GpuSnapshot> NvmlBackend::Read(const ReadOptions& options) {
     for (unsigned i = 0; i < count; ++i) threads.emplace_back(read_one, i, std::ref(snap.devices[i]));
     for (auto& t : threads) t.join();
   }
+  if (options.topology) LinkPeersByP2P(api, handles, snap.devices);
   SortByPciBusId(snap.devices);
   return snap;
 }

@@ -71,6 +71,12 @@ enum : int {
   NVML_COMPUTEMODE_EXCLUSIVE_PROCESS = 3,
 };
 
+// nvmlGpuP2PCapsIndex_t / nvmlGpuP2PStatus_t ("Topology queries"): can two GPUs talk over NVLink.
+enum : int {
+  NVML_P2P_CAPS_INDEX_NVLINK = 2,
+  NVML_P2P_STATUS_OK = 0,
+};
+
 // nvmlGpuTopologyLevel_t ("Topology queries"): how two GPUs are connected through PCIe.
 enum : int {
   NVML_TOPOLOGY_INTERNAL = 0,
@@ -206,7 +212,9 @@ enum class Need { kRequired, kOptional };
   X(DeviceGetNvLinkRemotePciInfo, nvmlReturn_t(nvmlDevice_t, unsigned int, nvmlPciInfo_t*), Need::kOptional,   \
     "nvmlDeviceGetNvLinkRemotePciInfo_v2")                                                                     \
   X(DeviceGetTopologyCommonAncestor, nvmlReturn_t(nvmlDevice_t, nvmlDevice_t, int*), Need::kOptional,          \
-    "nvmlDeviceGetTopologyCommonAncestor")
+    "nvmlDeviceGetTopologyCommonAncestor")                                                                     \
+  X(DeviceGetP2PStatus, nvmlReturn_t(nvmlDevice_t, nvmlDevice_t, int, int*), Need::kOptional,                  \
+    "nvmlDeviceGetP2PStatus")
 
 /// One pointer per entry of GPULANE_NVML_ENTRIES; nullptr where no symbol of the entry was found.
 struct Api {

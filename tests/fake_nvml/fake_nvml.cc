@@ -522,3 +522,29 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t d, uns
   return NVML_SUCCESS;
 }
 #endif
+
+// P2P over NVLink: OK when either GPU's "nvlinks" names the other, or both have links to the same
+// remote that is not a GPU of the machine (an NVSwitch, or the placeholder bus ID some VMs report).
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t a, nvmlDevice_t b, int caps_index, int* status) {
+  State& s = S();
+  std::lock_guard lock(s.mu);
+  Refresh(s);
+  Lookup la = Find(s, a, "nvmlDeviceGetP2PStatus"), lb = Find(s, b, "nvmlDeviceGetP2PStatus");
+  if (la.rc != NVML_SUCCESS) return la.rc;
+  if (lb.rc != NVML_SUCCESS) return lb.rc;
+  if (!status) return NVML_ERROR_INVALID_ARGUMENT;
+  if (caps_index != NVML_P2P_CAPS_INDEX_NVLINK) return NVML_ERROR_NOT_SUPPORTED;
+  const json empty = json::object();
+  const json& links_a = la.dev->contains("nvlinks") ? (*la.dev)["nvlinks"] : empty;
+  const json& links_b = lb.dev->contains("nvlinks") ? (*lb.dev)["nvlinks"] : empty;
+  auto is_gpu = [&](const std::string& bus) {
+    for (const auto& d : Devices(s))
+      if (BusIdOf(d) == bus) return true;
+    return false;
+  };
+  bool ok = links_a.contains(BusIdOf(*lb.dev)) || links_b.contains(BusIdOf(*la.dev));
+  for (const auto& [bus, count] : links_a.items())
+    ok = ok || (!is_gpu(bus) && links_b.contains(bus));
+  *status = ok ? NVML_P2P_STATUS_OK : 5;  // 5: NVML_P2P_STATUS_NOT_SUPPORTED
+  return NVML_SUCCESS;
+}
