@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "sched/policy.h"
 #include "util/units.h"
 
 namespace gpulane {
@@ -85,24 +86,9 @@ std::vector<unsigned> RankQualifying(const GpuSnapshot& snapshot, const std::vec
 }
 
 std::vector<unsigned> ChooseSet(const GpuSnapshot& snapshot, const std::vector<unsigned>& ranked, unsigned count) {
-  if (count <= 1 || ranked.size() <= count) {
-    return {ranked.begin(), ranked.begin() + std::min<std::size_t>(count, ranked.size())};
-  }
-  // Greedy over the ranking: start from each GPU in rank order and add the best-ranked GPU linked
-  // to every one chosen so far; the first start that completes a fully linked set wins.
-  for (std::size_t start = 0; start < ranked.size(); ++start) {
-    std::vector<unsigned> set{ranked[start]};
-    for (unsigned candidate : ranked) {
-      if (set.size() == count) break;
-      if (std::find(set.begin(), set.end(), candidate) != set.end()) continue;
-      bool linked = std::all_of(set.begin(), set.end(), [&](unsigned s) {
-        return LinksBetween(snapshot.devices[s], snapshot.devices[candidate]) > 0;
-      });
-      if (linked) set.push_back(candidate);
-    }
-    if (set.size() == count) return set;
-  }
-  return {ranked.begin(), ranked.begin() + count};
+  return sched::ChooseLinkedSet(ranked, count, [&](unsigned a, unsigned b) {
+    return LinksBetween(snapshot.devices[a], snapshot.devices[b]) > 0;
+  });
 }
 
 std::string FormatVisibleDevices(const GpuSnapshot& snapshot, std::vector<unsigned> chosen, bool uuids) {
