@@ -51,6 +51,15 @@ int RunPick(const PickOptions& o) {
   if (!snapshot) return Fail(snapshot.error());
   VisibleDevices allowed = AllowedGpus(*snapshot);
   auto verdicts = JudgeGpus(*snapshot, allowed, *request, static_cast<std::uint32_t>(getuid()));
+  // A GPU that a gpulane job has leased is taken, even before its job shows up in NVML.
+  const auto holders = LeaseHolders();
+  for (auto& v : verdicts) {
+    auto holder = holders.find(snapshot->devices[v.pci_index].uuid);
+    if (v.qualifies && holder != holders.end() && !request->share_foreign) {
+      v.qualifies = false;
+      v.reason = "leased by " + holder->second;
+    }
+  }
   auto ranked = RankQualifying(*snapshot, verdicts, request->order);
   if (ranked.size() < request->count) {
     std::vector<std::string> reasons;

@@ -32,25 +32,6 @@ struct StatusOptions {
 volatile sig_atomic_t g_stop = 0;
 void OnStopSignal(int) { g_stop = 1; }
 
-// Who holds each GPU, from the lease directory when there is one ("job 12 (alice)"; several
-// memory-sharing jobs are joined with ", ").
-std::map<std::string, std::string> LeaseHolders() {
-  std::map<std::string, std::string> holders;
-  auto config = LoadConfig();
-  const std::string path = lease::LeaseDir::DefaultPath(config ? config->lease_dir : "");
-  struct stat st {};
-  if (lstat(path.c_str(), &st) != 0) return holders;  // nothing leased yet; never create it here
-  auto dir = lease::LeaseDir::Open(path);
-  if (!dir) return holders;
-  for (const auto& lease : dir->Read().leases) {
-    for (const auto& gpu : lease.gpus) {
-      std::string& text = holders[gpu.uuid];
-      text += (text.empty() ? "" : ", ") + fmt::format("job {} ({})", lease.job_id, lease.user);
-    }
-  }
-  return holders;
-}
-
 StatusContext MakeContext(const GpuSnapshot& snapshot, bool warn) {
   StatusContext context;
   context.hostname = HostName();

@@ -1,6 +1,7 @@
 #include "cli/common.h"
 #include "cli/commands.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -9,7 +10,9 @@
 #include "cli/exit_codes.h"
 #include "cli/snapshot_source.h"
 #include "gpu/nvml_backend.h"
+#include "lease/lease_dir.h"
 #include "os/process_table.h"
+#include "util/config.h"
 #include "util/strings.h"
 
 namespace gpulane::cli {
@@ -76,6 +79,25 @@ bool UseColor(const std::string& mode) {
   const char* no_color = std::getenv("NO_COLOR");
   if (no_color && *no_color) return false;
   return isatty(STDOUT_FILENO) == 1;
+}
+
+// Who holds each GPU, from the lease directory when there is one ("job 12 (alice)"; several
+// memory-sharing jobs are joined with ", ").
+std::map<std::string, std::string> LeaseHolders() {
+  std::map<std::string, std::string> holders;
+  auto config = LoadConfig();
+  const std::string path = lease::LeaseDir::DefaultPath(config ? config->lease_dir : "");
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) return holders;  // nothing leased yet; never create it here
+  auto dir = lease::LeaseDir::Open(path);
+  if (!dir) return holders;
+  for (const auto& lease : dir->Read().leases) {
+    for (const auto& gpu : lease.gpus) {
+      std::string& text = holders[gpu.uuid];
+      text += (text.empty() ? "" : ", ") + fmt::format("job {} ({})", lease.job_id, lease.user);
+    }
+  }
+  return holders;
 }
 
 std::vector<std::string>& TrailingCommand() {

@@ -1,5 +1,6 @@
 #pragma once
 // What every subcommand shares: opening the GPUs, reporting errors, the terminal.
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,6 +32,10 @@ VisibleDevices AllowedGpus(const GpuSnapshot& snapshot);
 
 /// Whether stdout should get colour: `mode` "always"/"never"/"auto" (auto: a terminal and no NO_COLOR).
 bool UseColor(const std::string& mode);
+
+/// Who holds each GPU now, from the lease directory when there is one: GPU UUID -> "job 12 (alice)"
+/// (several memory-sharing jobs joined with ", "). Never creates the directory.
+std::map<std::string, std::string> LeaseHolders();
 
 /// This machine's host name.
 std::string HostName();

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <fstream>
+
 #include "support/harness.h"
 #include "support/scenarios.h"
 #include "support/text.h"
@@ -325,6 +327,31 @@ TEST(Pick, NoDriverAndNvmlErrorsKeepTheirExitCodes) {
   EXPECT_EQ(r.exit_code, 4);
   EXPECT_TRUE(r.out.empty()) << r.out;
   EXPECT_TRUE(Contains(r.err, "reboot")) << r.err;
+}
+
+}  // namespace
+}  // namespace gpulane::test
+
+namespace gpulane::test {
+namespace {
+
+TEST(Pick, LeasedGpusAreTakenEvenBeforeTheirJobShowsInNvml) {
+  json state = RecordedH200x2(UnusedPid());
+  for (auto& d : state["devices"]) d["processes"] = json::array();
+  FakeMachine machine(state);
+  // A gpulane run job holds GPU0 (the freest) but has not allocated anything yet.
+  const std::string gate = (machine.dir() / "gate").string();
+  Child holder({GpulaneBinary(), "run", "-q", "--gpus", "0", "--", "sh", "-c", "while [ ! -e " + gate + " ]; do sleep 0.02; done"},
+               machine.env());
+  ASSERT_TRUE(Eventually([&] { return RunGpulane({"status", "--json"}, machine.env()).out.find("held_by") != std::string::npos; }));
+  RunResult r = RunGpulane({"pick"}, machine.env());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "1\n") << "GPU0 is leased";
+  RunResult both = RunGpulane({"pick", "-n", "2"}, machine.env());
+  EXPECT_EQ(both.exit_code, 5);
+  EXPECT_NE(both.err.find("GPU0: leased by job r"), std::string::npos) << both.err;
+  std::ofstream(gate).put('x');
+  ASSERT_TRUE(holder.Wait(30).has_value());
 }
 
 }  // namespace
