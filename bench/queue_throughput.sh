@@ -107,13 +107,10 @@ trap cleanup EXIT
 log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 
 # ---------------------------------------------------------------- fake NVML
-fixture=""
-for f in shared/fixtures/h200x2-2026-11-30/nvml_snapshot.json ../shared/fixtures/h200x2-2026-11-30/nvml_snapshot.json; do
-  [ -f "$f" ] && { fixture=$(cd "$(dirname "$f")" && pwd)/$(basename "$f"); break; }
-done
+fixture=$PWD/tests/fixtures/h200x2-2026-11-30/nvml_snapshot.json
 nvml_lib=$PWD/build/fake_nvml/current/libnvidia-ml.so.1
 [ -f "$nvml_lib" ] || { echo "error: no fake NVML at $nvml_lib (cmake --build build)" >&2; exit 1; }
-[ -n "$fixture" ] || { echo "error: no fixture h200x2-2026-11-30/nvml_snapshot.json in shared/ or ../shared/" >&2; exit 1; }
+[ -f "$fixture" ] || { echo "error: no fixture $fixture" >&2; exit 1; }
 # The recorded process (pid 673, on GPU1) gets a pid that no process here has, so it stays
 # "another container's process": GPU1 is not leased without --share-foreign, GPU0 is the one GPU.
 python3 - "$fixture" "$tmp/fake_state.json" <<'PY'

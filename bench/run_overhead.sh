@@ -18,7 +18,7 @@
 # NVML: the real driver's libnvidia-ml.so.1 when one is installed (GPULANE_NVML_LIBRARY and
 # FAKE_NVML_STATE are then unset). Without a driver, or with --fake, it sets up the fake NVML
 # itself: build/fake_nvml/current/libnvidia-ml.so.1 and a copy of the recorded 2 x H200 fixture
-# (shared/fixtures or ../shared/fixtures) whose recorded process gets an unused pid. If the caller
+# (tests/fixtures) whose recorded process gets an unused pid. If the caller
 # already set GPULANE_NVML_LIBRARY (e.g. the dry run of scripts/gpu-acceptance.sh), that is used
 # as given. The report says which NVML it used; fake numbers are not GPU numbers.
 #
@@ -75,12 +75,9 @@ driver_present() {
   [ -e /proc/driver/nvidia/version ] || ldconfig -p 2>/dev/null | grep -q 'libnvidia-ml\.so\.1'
 }
 setup_fake() {
-  local lib=$PWD/build/fake_nvml/current/libnvidia-ml.so.1 fixture=""
-  for f in shared/fixtures/h200x2-2026-11-30/nvml_snapshot.json ../shared/fixtures/h200x2-2026-11-30/nvml_snapshot.json; do
-    [ -f "$f" ] && { fixture=$(cd "$(dirname "$f")" && pwd)/$(basename "$f"); break; }
-  done
+  local lib=$PWD/build/fake_nvml/current/libnvidia-ml.so.1 fixture=$PWD/tests/fixtures/h200x2-2026-11-30/nvml_snapshot.json
   [ -f "$lib" ] || { echo "error: no fake NVML at $lib (cmake --build build)" >&2; exit 1; }
-  [ -n "$fixture" ] || { echo "error: no fixture h200x2-2026-11-30/nvml_snapshot.json in shared/ or ../shared/" >&2; exit 1; }
+  [ -f "$fixture" ] || { echo "error: no fixture $fixture" >&2; exit 1; }
   # The recorded processes (pid 673 in this fixture) get pids that no process here has, so they
   # stay "another container's process" and cannot be mistaken for one of ours.
   python3 - "$fixture" "$tmp/fake_state.json" <<'PY'

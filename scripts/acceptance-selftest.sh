@@ -2,17 +2,13 @@
 # Tests scripts/gpu-acceptance.sh itself, here, without a GPU: its dry run, and its real-GPU path
 # with stand-ins for nvidia-smi and PyTorch (scripts/acceptance-selftest/) over the fake NVML,
 # including cases that must FAIL, and the `gpulane run` checker (scripts/acceptance/check_run.py)
-# on made-up logs. Needs build/fake_nvml (cmake --build build) and the fixture in ../shared/fixtures.
+# on made-up logs. Needs build/fake_nvml (cmake --build build) and the fixture in tests/fixtures.
 # Run after changing gpu-acceptance.sh, scripts/acceptance.d/, scripts/acceptance/ or check_status_vs_smi.py.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 lib=$ROOT/build/fake_nvml/current/libnvidia-ml.so.1
-fixture=""
-for f in "$ROOT/shared/fixtures/h200x2-2026-11-30/nvml_snapshot.json" \
-  "$ROOT/../shared/fixtures/h200x2-2026-11-30/nvml_snapshot.json"; do
-  [ -f "$f" ] && { fixture=$f; break; }
-done
+fixture=$ROOT/tests/fixtures/h200x2-2026-11-30/nvml_snapshot.json
 [ -f "$lib" ] && [ -n "$fixture" ] || { echo "need $lib and the h200x2 fixture" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

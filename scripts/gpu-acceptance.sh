@@ -157,13 +157,10 @@ setup_nvml() {
   local lib=${GPULANE_NVML_LIBRARY:-$ROOT/build/fake_nvml/current/libnvidia-ml.so.1}
   local state=${FAKE_NVML_STATE:-}
   if [ -z "$state" ]; then
-    for f in "$ROOT/shared/fixtures/h200x2-2026-11-30/nvml_snapshot.json" \
-      "$ROOT/../shared/fixtures/h200x2-2026-11-30/nvml_snapshot.json"; do
-      [ -f "$f" ] && { state=$f; break; }
-    done
+    state=$ROOT/tests/fixtures/h200x2-2026-11-30/nvml_snapshot.json
   fi
   if [ ! -f "$lib" ] || [ -z "$state" ]; then
-    echo "note: dry run without the fake NVML (build it with: cmake --build build; fixture in ../shared/fixtures)"
+    echo "note: dry run without the fake NVML (build it with: cmake --build build; fixture in tests/fixtures)"
     return
   fi
   # The fixture recorded a foreign job on GPU 1; the base state of the dry run is an idle machine,

@@ -9,7 +9,7 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "cli/exit_codes.h"
+#include "util/exit_codes.h"
 
 namespace gpulane::cli {
 namespace {

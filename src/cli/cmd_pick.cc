@@ -6,7 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "cli/exit_codes.h"
+#include "util/exit_codes.h"
 #include "gpu/select.h"
 #include "util/strings.h"
 #include "util/units.h"

@@ -10,7 +10,7 @@
 #include "util/timing.h"
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "cli/exit_codes.h"
+#include "util/exit_codes.h"
 #include "exec/job_env.h"
 #include "exec/job_runner.h"
 #include "gpu/select.h"

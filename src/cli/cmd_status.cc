@@ -12,7 +12,7 @@
 #include "util/timing.h"
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "cli/exit_codes.h"
+#include "util/exit_codes.h"
 #include "lease/lease_dir.h"
 #include "render/status_view.h"
 #include "util/config.h"

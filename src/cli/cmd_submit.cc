@@ -7,7 +7,7 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "cli/exit_codes.h"
+#include "util/exit_codes.h"
 #include "cli/gpu_options.h"
 #include "exec/job_env.h"
 #include "util/strings.h"

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <fmt/format.h>
 
-#include "cli/exit_codes.h"
+#include "util/exit_codes.h"
 #include "cli/snapshot_source.h"
 #include "gpu/nvml_backend.h"
 #include "lease/lease_dir.h"

@@ -9,7 +9,7 @@
 
 #include "util/timing.h"
 #include "cli/commands.h"
-#include "cli/exit_codes.h"
+#include "util/exit_codes.h"
 
 int main(int argc, char** argv) {
   const auto started = std::chrono::steady_clock::now();

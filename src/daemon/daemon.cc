@@ -19,7 +19,7 @@
 #include <ctime>
 #include <fmt/format.h>
 
-#include "cli/exit_codes.h"
+#include "util/exit_codes.h"
 #include "gpu/nvml_backend.h"
 
 namespace gpulane::daemon {

@@ -6,7 +6,7 @@
 
 namespace gpulane {
 
-/// Why an operation failed. Each kind maps to one documented exit code (cli/exit_codes.h).
+/// Why an operation failed. Each kind maps to one documented exit code (util/exit_codes.h).
 enum class ErrorKind {
   kInvalidArgument,  ///< bad user input: unparsable size, unknown GPU, bad option value
   kNoDriver,         ///< libnvidia-ml.so.1 could not be loaded

@@ -4,7 +4,7 @@
 // a test can add a process or fill a GPU's memory while gpulane runs.
 //
 // The state file is a superset of the snapshots recorded on real GPUs
-// (../shared/fixtures/*/nvml_snapshot.json); see tests/fake_nvml/README.md for every field.
+// (tests/fixtures/*/nvml_snapshot.json); see tests/fake_nvml/README.md for every field.
 // Build variants leave out newer symbols, as older drivers do:
 //   FAKE_NVML_WITHOUT_V3_PROCESSES  no nvmlDeviceGetComputeRunningProcesses_v3 (drivers 535.43-535.98)
 //   FAKE_NVML_LEGACY                also no _v2 process call, no MemoryInfo_v2, no PciInfo_v3 (drivers < 510)

@@ -39,9 +39,9 @@ std::uint32_t UnusedPid() {
 }
 
 nlohmann::json RecordedH200x2(std::uint32_t pid_for_process) {
-  const fs::path path = fs::path(GPULANE_TEST_SHARED_DIR) / "fixtures/h200x2-2026-11-30/nvml_snapshot.json";
+  const fs::path path = fs::path(GPULANE_TEST_FIXTURES_DIR) / "h200x2-2026-11-30/nvml_snapshot.json";
   std::ifstream in(path);
-  if (!in) throw std::runtime_error("missing recorded fixture " + path.string() + " (the shared/ folder)");
+  if (!in) throw std::runtime_error("missing recorded fixture " + path.string() + " (tests/fixtures)");
   nlohmann::json doc = nlohmann::json::parse(in);
   for (auto& dev : doc["devices"])
     for (auto& p : dev["processes"]) p["pid"] = pid_for_process;

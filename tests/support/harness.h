@@ -1,6 +1,6 @@
 #pragma once
 // Test support: run the real gpulane binary against the fake NVML, with state files that start
-// from the snapshots recorded on real H200s (../shared/fixtures) and that tests change while
+// from the snapshots recorded on real H200s (tests/fixtures) and that tests change while
 // gpulane runs.
 #include <sys/types.h>
 
@@ -28,7 +28,7 @@ struct RunResult {
 std::string GpulaneBinary();
 /// Path of a fake libnvidia-ml.so.1 variant: "current", "no_v3" or "legacy".
 std::string FakeNvmlLibrary(const std::string& variant = "current");
-/// The recorded 2 x H200 snapshot (../shared/fixtures/h200x2-2026-11-30/nvml_snapshot.json), with
+/// The recorded 2 x H200 snapshot (tests/fixtures/h200x2-2026-11-30/nvml_snapshot.json), with
 /// its recorded pid replaced by `pid_for_process` (a pid the test controls, or an unused one).
 nlohmann::json RecordedH200x2(std::uint32_t pid_for_process);
 /// A pid that does not exist on this machine (a process in another PID namespace).

@@ -1,6 +1,7 @@
 #pragma once
-// gpulane's exit codes (documented in README.md, "Exit codes"). `run` exits with its job's status
-// instead, except when gpulane itself fails before or around the job.
+// gpulane's exit codes: the one table (README.md, "Exit codes"), shared by every command and the
+// daemon. `run` exits with its job's status instead, except when gpulane itself fails before or
+// around the job.
 #include "util/result.h"
 
 namespace gpulane {
