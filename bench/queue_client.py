@@ -48,7 +48,7 @@ _spec = importlib.util.spec_from_file_location("bench_timeit", os.path.join(HERE
 bench_timeit = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench_timeit)
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 A_SLEEP = "0.3"
 TARGETS = {"flood_per_s": 2000.0, "cli_per_s": 500.0, "queue_10k_ms": 100.0, "queue_100k_ms": 500.0, "handover_ms": 10.0}
 SLURM_DOCUMENTED_PER_S = 1000.0
@@ -91,7 +91,8 @@ def call(path, message, timeout=600):
 def submit_spec(cwd, argv=("true",)):
     """What `gpulane submit --hold -- true` sends (store::SpecToJson's fields)."""
     return {"argv": list(argv), "cwd": cwd, "env": [f"{k}={v}" for k, v in os.environ.items()],
-            "gpus": {"count": 1, "gpu_list": "", "share_foreign": False}, "name": argv[0], "priority": 0,
+            "request": {"count": 1, "gpu_list": "", "share_foreign": False, "order": "memory", "priority": 0},
+            "name": argv[0],
             "after_ok": [], "after_any": [], "output_path": "", "error_path": "", "kill_grace_s": 10.0}
 
 

@@ -16,7 +16,7 @@ namespace {
 using nlohmann::json;
 
 std::string GpusColumn(const json& spec) {
-  const json& g = spec["gpus"];
+  const json& g = spec["request"];
   std::string out = std::to_string(g.value("count", 1));
   if (g.contains("mem_bytes")) out += "x" + FormatBytes(g["mem_bytes"].get<std::uint64_t>());
   return out;

@@ -13,7 +13,8 @@
 #include "util/exit_codes.h"
 #include "exec/job_env.h"
 #include "exec/job_runner.h"
-#include "gpu/select.h"
+#include "cli/request_options.h"
+#include "gpu/visible_devices.h"
 #include "lease/waiter.h"
 #include "util/config.h"
 #include "util/strings.h"
@@ -23,51 +24,35 @@ namespace gpulane::cli {
 namespace {
 
 struct RunOptions {
-  int count = 1;
-  std::string mem, min_free, gpus, timeout, kill_grace, order = "memory";
-  int max_util = -1;
-  bool share_foreign = false, no_wait = false, uuid = false, quiet = false;
+  RequestOptions request;
+  std::string timeout, kill_grace;
+  bool no_wait = false, uuid = false, quiet = false;
   // Given on the command line: an empty value ("--timeout ''") is an error, not "not given".
-  bool mem_given = false, min_free_given = false, gpus_given = false, timeout_given = false, kill_grace_given = false;
+  bool timeout_given = false, kill_grace_given = false;
   std::vector<std::string> command;
 };
 
 // Parses everything that does not need the GPUs; errors are usage errors (exit 2).
-Result<lease::WaitRequest> ParseRequest(const RunOptions& o, const Config& config) {
+Result<lease::WaitRequest> ParseRequest(const RunOptions& o, const Config& config, double* kill_grace_s) {
   lease::WaitRequest w;
   auto usage = [](std::string m) { return MakeError(ErrorKind::kInvalidArgument, std::move(m)); };
   if (o.command.empty()) return usage("no command given: put it after the options, e.g. gpulane run -g 1 -- python train.py");
-  if (o.count < 1) return usage(fmt::format("-g {}: ask for at least 1 GPU", o.count));
-  w.ticket.count = static_cast<unsigned>(o.count);
-  if (o.mem_given) {
-    auto bytes = ParseSizeBytes(o.mem);
-    if (!bytes) return usage("--mem: " + bytes.error().message);
-    if (*bytes == 0) return usage("--mem 0: declare the GPU memory the job needs, e.g. --mem 30GiB");
-    w.ticket.mem_bytes = *bytes;
-  }
-  if (o.min_free_given) {
-    auto bytes = ParseSizeBytes(o.min_free);
-    if (!bytes) return usage("--min-free: " + bytes.error().message);
-    w.ticket.min_free_bytes = *bytes;
-  }
-  if (o.max_util >= 0) w.ticket.max_util_pct = static_cast<unsigned>(o.max_util);
-  w.ticket.share_foreign = o.share_foreign;
-  w.ticket.order = o.order;
+  auto request = o.request.ToRequest();
+  if (!request) return request.error();
+  w.request = std::move(request).value();
   if (o.timeout_given) {
     auto s = ParseDurationS(o.timeout);
     if (!s) return usage("--timeout: " + s.error().message);
     w.timeout_s = *s;
   }
-  w.kill_grace_s = config.kill_grace_s;
+  *kill_grace_s = config.kill_grace_s;
   if (o.kill_grace_given) {
     auto s = ParseDurationS(o.kill_grace);
     if (!s) return usage("--kill-grace: " + s.error().message);
-    w.kill_grace_s = *s;
+    *kill_grace_s = *s;
   }
   w.no_wait = o.no_wait;
   w.quiet = o.quiet;
-  if (o.gpus_given && o.gpus.empty()) return usage("--gpus '': name at least one GPU, e.g. --gpus 0,1");
-  w.gpu_list = o.gpus;
   w.nvml_poll_s = config.nvml_poll_s;
   if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) w.visible_devices = visible;
   w.margin_bytes = config.memory_margin_bytes;
@@ -78,7 +63,8 @@ int RunRun(const RunOptions& o) {
   auto config = LoadConfig();
   if (!config) return Fail(config.error());
   TimingMark("config loaded");
-  auto request = ParseRequest(o, *config);
+  double kill_grace_s = 10;
+  auto request = ParseRequest(o, *config, &kill_grace_s);
   if (!request) return Fail(request.error());
   auto backend = OpenBackend();
   if (!backend) return Fail(backend.error());
@@ -108,9 +94,10 @@ int RunRun(const RunOptions& o) {
 
   exec::JobSpec spec;
   spec.argv = o.command;
-  spec.kill_grace_s = request->kill_grace_s;
+  spec.kill_grace_s = kill_grace_s;
+  spec.time_limit_s = request->request.time_limit_s;
   spec.keep_fds = {grant->lease.fd()};
-  spec.env = exec::JobEnvironment(exec::CurrentEnvironment(), grant->snapshot, grant->gpus, o.uuid, job_id, request->ticket.mem_bytes, grant->lease.fd());
+  spec.env = exec::JobEnvironment(exec::CurrentEnvironment(), grant->snapshot, grant->gpus, o.uuid, job_id, request->request.mem_bytes, grant->lease.fd());
   auto outcome = exec::RunJob(spec, [&](pid_t pgid) { waiter.RecordProcessGroup(grant->lease, pgid); });
   if (!outcome) return Fail(outcome.error());
   if (outcome->exec_failed) {
@@ -138,17 +125,7 @@ void RegisterRun(CLI::App& app, Runner* run) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* sub = app.add_subcommand(
       "run", "Wait for free GPUs, lease them, and run a command on them: gpulane run -g 2 -- python train.py");
-  sub->add_option("-g,--gpu-count", o->count, "How many GPUs (default 1)");
-  sub->add_option("--mem", o->mem, "Share GPUs: declare this much GPU memory per GPU (e.g. 30GiB) instead of whole GPUs")
-      ->type_name("SIZE");
-  sub->add_option("--min-free", o->min_free, "Each GPU needs at least this much free memory")->type_name("SIZE");
-  sub->add_option("--max-util", o->max_util, "Each GPU at most this busy, in percent")
-      ->check(CLI::Range(0, 100))
-      ->type_name("PCT");
-  sub->add_option("--gpus", o->gpus, "Only these GPUs: indices or UUIDs, comma-separated")->type_name("LIST");
-  sub->add_flag("--share-foreign", o->share_foreign, "Allow GPUs that run compute processes outside gpulane");
-  sub->add_option("--order", o->order, "memory (most free first, default), util, pci")
-      ->check(CLI::IsMember({"memory", "util", "pci"}));
+  o->request.Register(sub, {/*time_limit=*/true, /*priority=*/false});
   sub->add_flag("--uuid", o->uuid, "Put GPU UUIDs in CUDA_VISIBLE_DEVICES instead of indices");
   sub->add_option("--timeout", o->timeout, "Give up waiting after this long (exit 6), e.g. 30m")->type_name("DURATION");
   sub->add_flag("--no-wait", o->no_wait, "Fail at once (exit 5) when the GPUs are not free now");
@@ -159,9 +136,6 @@ void RegisterRun(CLI::App& app, Runner* run) {
   sub->allow_extras();
   sub->footer("Everything after the first argument that is not an option (or after --) is the command, run as given.");
   sub->callback([o, sub, run] {
-    o->mem_given = sub->count("--mem") > 0;
-    o->min_free_given = sub->count("--min-free") > 0;
-    o->gpus_given = sub->count("--gpus") > 0;
     o->timeout_given = sub->count("--timeout") > 0;
     o->kill_grace_given = sub->count("--kill-grace") > 0;
     o->command = sub->remaining();

@@ -8,7 +8,8 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "util/exit_codes.h"
-#include "cli/gpu_options.h"
+#include "cli/request_options.h"
+#include "store/job.h"
 #include "exec/job_env.h"
 #include "util/strings.h"
 #include "util/units.h"
@@ -17,9 +18,8 @@ namespace gpulane::cli {
 namespace {
 
 struct SubmitOptions {
-  GpuOptions gpu;
-  std::string name, after, after_any, array, time_limit, output, error, kill_grace;
-  int priority = 0;
+  RequestOptions request;
+  std::string name, after, after_any, array, output, error, kill_grace;
   bool hold = false;
   std::vector<std::string> command;
 };
@@ -67,24 +67,18 @@ Result<std::vector<int>> ParseArray(const std::string& text) {
 int RunSubmit(const SubmitOptions& o) {
   auto usage = [](std::string m) { return Fail(MakeError(ErrorKind::kInvalidArgument, std::move(m))); };
   if (o.command.empty()) return usage("no command given: put it after the options, e.g. gpulane submit -g 1 -- python train.py");
-  auto gpus = o.gpu.ToSpec();
-  if (!gpus) return Fail(gpus.error());
+  auto gpu_request = o.request.ToRequest();
+  if (!gpu_request) return Fail(gpu_request.error());
   store::JobSpec spec;
   spec.argv = o.command;
-  spec.gpus = *gpus;
+  spec.request = std::move(gpu_request).value();
   spec.name = o.name.empty() ? o.command.front().substr(o.command.front().rfind('/') + 1) : o.name;
-  spec.priority = o.priority;
   auto after = ParseIds(o.after, "--after");
   if (!after) return Fail(after.error());
   auto after_any = ParseIds(o.after_any, "--after-any");
   if (!after_any) return Fail(after_any.error());
   spec.after_ok = *after;
   spec.after_any = *after_any;
-  if (!o.time_limit.empty()) {
-    auto s = ParseDurationS(o.time_limit);
-    if (!s || *s <= 0) return usage("--time-limit: " + (s ? std::string("must be positive") : s.error().message));
-    spec.time_limit_s = *s;
-  }
   if (!o.kill_grace.empty()) {
     auto s = ParseDurationS(o.kill_grace);
     if (!s) return usage("--kill-grace: " + s.error().message);
@@ -119,14 +113,12 @@ int RunSubmit(const SubmitOptions& o) {
 void RegisterSubmit(CLI::App& app, Runner* run) {
   auto o = std::make_shared<SubmitOptions>();
   CLI::App* sub = app.add_subcommand("submit", "Queue a job with the daemon; prints its id: gpulane submit -g 1 -- python train.py");
-  o->gpu.Register(sub);
+  o->request.Register(sub, {/*time_limit=*/true, /*priority=*/true});
   sub->add_option("--name", o->name, "A name for the job (default: the command's name)");
-  sub->add_option("--priority", o->priority, "Higher runs first (default 0)");
   sub->add_option("--after", o->after, "Start only after these jobs completed successfully (ids, comma-separated)")->type_name("JOBS");
   sub->add_option("--after-any", o->after_any, "Start only after these jobs ended, however")->type_name("JOBS");
   sub->add_option("--array", o->array, "Many tasks, each its own job on its own lease: 0-99, 1,3,5, 0-99:2; the task gets GPULANE_ARRAY_INDEX")
       ->type_name("INDICES");
-  sub->add_option("--time-limit", o->time_limit, "Stop the job after this long (SIGTERM, then SIGKILL), e.g. 4h")->type_name("DURATION");
   sub->add_option("-o,--output", o->output, "stdout log; %j job id, %a array index, %A array id, %u user (default gpulane-%j.out)")
       ->type_name("PATH");
   sub->add_option("-e,--error", o->error, "stderr log (default: with stdout)")->type_name("PATH");
@@ -136,8 +128,7 @@ void RegisterSubmit(CLI::App& app, Runner* run) {
   sub->allow_extras();
   sub->callback([o, sub, run] {
     // An empty value ("--mem ''") is an error, not "not given" (as for gpulane run).
-    for (const char* name : {"--mem", "--min-free", "--gpus", "--name", "--after", "--after-any", "--array",
-                             "--time-limit", "--output", "--error", "--kill-grace"}) {
+    for (const char* name : {"--name", "--after", "--after-any", "--array", "--output", "--error", "--kill-grace"}) {
       const CLI::Option* opt = sub->get_option(name);
       if (opt->count() > 0 && (opt->results().empty() || opt->results().back().empty())) {
         std::string option = name;

@@ -51,24 +51,41 @@ bool HasIndexEntry(const std::string& value) {
   return false;
 }
 
+bool MixedModels(const GpuSnapshot& snapshot) {
+  std::optional<std::string> model;
+  for (const auto& d : snapshot.devices) {
+    if (d.failed() || !d.name) continue;
+    if (model && *model != *d.name) return true;
+    model = d.name;
+  }
+  return false;
+}
+
+bool CudaOrderIsPciBus() {
+  const char* order = std::getenv("CUDA_DEVICE_ORDER");
+  return order && std::string(order) == "PCI_BUS_ID";
+}
+
+bool order_warned = false;
+
 }  // namespace
+
+void WarnIfCudaOrderDiffers(const GpuSnapshot& snapshot) {
+  if (order_warned || CudaOrderIsPciBus() || !MixedModels(snapshot)) return;
+  order_warned = true;
+  Warn("the GPUs here are of different models and CUDA_DEVICE_ORDER is not PCI_BUS_ID: CUDA numbers them fastest "
+       "first, so a GPU index gpulane prints (PCI bus order) may name another card; use "
+       "eval \"$(gpulane pick --export)\", set CUDA_DEVICE_ORDER=PCI_BUS_ID, or --uuid");
+}
 
 VisibleDevices AllowedGpus(const GpuSnapshot& snapshot) {
   auto inherited = InheritedVisibleDevices();
   VisibleDevices visible = ParseCudaVisibleDevices(inherited, snapshot);
   if (visible.ended_by) Warn(fmt::format("CUDA_VISIBLE_DEVICES='{}': {}", *inherited, *visible.ended_by));
-  if (inherited && HasIndexEntry(*inherited)) {
-    const char* order = std::getenv("CUDA_DEVICE_ORDER");
-    std::optional<std::string> model;
-    bool mixed = false;
-    for (const auto& d : snapshot.devices) {
-      if (d.failed() || !d.name) continue;
-      if (model && *model != *d.name) mixed = true;
-      model = d.name;
-    }
-    if (mixed && (!order || std::string(order) != "PCI_BUS_ID"))
-      Warn("CUDA_VISIBLE_DEVICES holds indices but CUDA_DEVICE_ORDER is not PCI_BUS_ID and the GPUs differ: "
-           "gpulane reads the indices in PCI bus order; set CUDA_DEVICE_ORDER=PCI_BUS_ID or use UUIDs");
+  if (inherited && HasIndexEntry(*inherited) && !order_warned && !CudaOrderIsPciBus() && MixedModels(snapshot)) {
+    order_warned = true;
+    Warn("CUDA_VISIBLE_DEVICES holds indices but CUDA_DEVICE_ORDER is not PCI_BUS_ID and the GPUs differ: "
+         "gpulane reads the indices in PCI bus order; set CUDA_DEVICE_ORDER=PCI_BUS_ID or use UUIDs");
   }
   return visible;
 }
@@ -81,17 +98,20 @@ bool UseColor(const std::string& mode) {
   return isatty(STDOUT_FILENO) == 1;
 }
 
-// Who holds each GPU, from the lease directory when there is one ("job 12 (alice)"; several
-// memory-sharing jobs are joined with ", ").
-std::map<std::string, std::string> LeaseHolders() {
-  std::map<std::string, std::string> holders;
+lease::DirContents ReadLeaseDirIfPresent() {
   auto config = LoadConfig();
   const std::string path = lease::LeaseDir::DefaultPath(config ? config->lease_dir : "");
   struct stat st {};
-  if (lstat(path.c_str(), &st) != 0) return holders;  // nothing leased yet; never create it here
+  if (lstat(path.c_str(), &st) != 0) return {};  // nothing leased yet; never create it here
   auto dir = lease::LeaseDir::Open(path);
-  if (!dir) return holders;
-  for (const auto& lease : dir->Read().leases) {
+  if (!dir) return {};
+  return dir->Read();
+}
+
+// Who holds each GPU ("job 12 (alice)"; several memory-sharing jobs are joined with ", ").
+std::map<std::string, std::string> LeaseHolders() {
+  std::map<std::string, std::string> holders;
+  for (const auto& lease : ReadLeaseDirIfPresent().leases) {
     for (const auto& gpu : lease.gpus) {
       std::string& text = holders[gpu.uuid];
       text += (text.empty() ? "" : ", ") + fmt::format("job {} ({})", lease.job_id, lease.user);

@@ -7,6 +7,7 @@
 
 #include "gpu/backend.h"
 #include "gpu/visible_devices.h"
+#include "lease/lease_dir.h"
 #include "util/result.h"
 
 namespace gpulane::cli {
@@ -29,6 +30,15 @@ std::optional<std::string> InheritedVisibleDevices();
 /// Parses the inherited CUDA_VISIBLE_DEVICES against `snapshot`, warning on stderr when an
 /// entry ends the list early or the CUDA order may differ from PCI order.
 VisibleDevices AllowedGpus(const GpuSnapshot& snapshot);
+
+/// Warns on stderr (once per process) when the GPUs here are of different models and
+/// CUDA_DEVICE_ORDER is not PCI_BUS_ID: CUDA then numbers GPUs fastest first, so an index gpulane
+/// prints (in PCI bus order) would name another card in the caller's CUDA program.
+void WarnIfCudaOrderDiffers(const GpuSnapshot& snapshot);
+
+/// The live leases and tickets of the lease directory when there is one (empty when none exists
+/// yet or it cannot be opened: nothing is leased then). Never creates the directory.
+lease::DirContents ReadLeaseDirIfPresent();
 
 /// Whether stdout should get colour: `mode` "always"/"never"/"auto" (auto: a terminal and no NO_COLOR).
 bool UseColor(const std::string& mode);

@@ -76,10 +76,8 @@ Status Daemon::Setup() {
   auto snapshot = backend_->Read();  // every field once: NVML's first-query costs are paid here, not by clients
   if (!snapshot) return snapshot.error();
   gpu_count_ = static_cast<unsigned>(snapshot->devices.size());
-  for (const auto& d : snapshot->devices) {
-    max_gpu_memory_bytes_ = std::max(max_gpu_memory_bytes_, d.memory_total_bytes.value_or(0));
-    gpu_index_[d.uuid] = d.pci_index;
-  }
+  for (const auto& d : snapshot->devices) gpu_index_[d.uuid] = d.pci_index;
+  gpu_identity_ = *snapshot;
   char exe[4096];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n <= 0) return MakeError(ErrorKind::kIo, "cannot find the gpulane binary (/proc/self/exe)");

@@ -100,7 +100,7 @@ class Daemon {
   std::unique_ptr<store::JobStore> store_;
   std::unique_ptr<GpuBackend> backend_;
   unsigned gpu_count_ = 0;
-  std::uint64_t max_gpu_memory_bytes_ = 0;
+  GpuSnapshot gpu_identity_;  ///< the GPUs as read at start-up: UUIDs, memory, modes (submissions are checked against them)
   std::map<std::string, unsigned> gpu_index_;           ///< UUID -> PCI-order index, for people
   int lock_fd_ = -1, listen_fd_ = -1, signal_fd_ = -1, watch_fd_ = -1;
   std::map<int, Connection> connections_;

@@ -12,7 +12,10 @@
 #include <fmt/format.h>
 
 #include "daemon/daemon.h"
+#include "exec/job_env.h"
 #include "gpu/snapshot_json.h"
+#include "gpu/visible_devices.h"
+#include "lease/occupancy.h"
 #include "render/queue_table.h"
 #include "os/process_table.h"
 
@@ -94,17 +97,23 @@ void Daemon::HandleRequest(Connection& c, const std::string& payload) {
 
 json Daemon::HandleSubmit(const Peer& peer, const json& req, std::vector<Job>* jobs) {
   Job job;
-  if (!req.contains("spec") || !store::SpecFromJson(req["spec"], &job.spec))
-    return Err(ErrorKind::kInvalidArgument, "submit: the spec is missing or malformed (argv, cwd, gpus)");
-  const store::GpuSpec& g = job.spec.gpus;
-  if (g.count < 1) return Err(ErrorKind::kInvalidArgument, "-g 0: ask for at least 1 GPU");
-  if (g.count > gpu_count_)
-    return Err(ErrorKind::kInvalidArgument,
-               fmt::format("-g {}: this machine has {} GPU{}", g.count, gpu_count_, gpu_count_ == 1 ? "" : "s"));
-  if (g.mem_bytes && max_gpu_memory_bytes_ && *g.mem_bytes + config_.memory_margin_bytes > max_gpu_memory_bytes_)
-    return Err(ErrorKind::kInvalidArgument, fmt::format("--mem: no GPU here has that much memory ({} bytes at most, "
-                                                        "minus the {} byte margin)",
-                                                        max_gpu_memory_bytes_, config_.memory_margin_bytes));
+  if (!req.contains("spec")) return Err(ErrorKind::kInvalidArgument, "submit: the spec is missing");
+  if (Status s = store::SpecFromJson(req["spec"], &job.spec); !s.ok()) return Err(s.error().kind, "submit: " + s.error().message);
+  sched::Request& request = job.spec.request;
+  request.uid = peer.uid;
+  request.user = peer.user;
+  request.submit_time_s = Now();
+  if (request.priority > 0 && !peer.admin)
+    return Err(ErrorKind::kPermission,
+               fmt::format("--priority {}: only root and members of daemon.admin_group may raise a job's priority above "
+                           "0; give 0 or a negative number",
+                           request.priority));
+  auto allowed = ResolveAllowedGpus(request.gpu_list, exec::EnvValue(job.spec.env, "CUDA_VISIBLE_DEVICES"), gpu_identity_);
+  if (!allowed) return Err(allowed.error().kind, allowed.error().message);
+  request.allowed_uuids = std::move(allowed).value();
+  if (Status possible = lease::CanEverQualify(gpu_identity_, request, sched::Limits{config_.memory_margin_bytes});
+      !possible.ok())
+    return Err(possible.error().kind, possible.error().message);
   if (job.spec.cwd.empty() || job.spec.cwd.front() != '/')
     return Err(ErrorKind::kInvalidArgument, "submit: the working directory must be an absolute path");
   for (auto dep : job.spec.after_ok) {
@@ -116,7 +125,7 @@ json Daemon::HandleSubmit(const Peer& peer, const json& req, std::vector<Job>* j
   job.uid = peer.uid;
   job.gid = peer.gid;
   job.user = peer.user;
-  job.submit_time = Now();
+  job.submit_time = request.submit_time_s;
   job.state = req.value("hold", false) ? JobState::kHeld : JobState::kPending;
   if (req.contains("array")) {
     auto indices = req["array"].get<std::vector<int>>();

@@ -73,7 +73,7 @@ Result<store::Job> JobFiles::ReadSpec() const {
     job.submit_time = j.at("submit_time").get<double>();
     if (j.contains("array_index")) job.array_index = j["array_index"].get<int>();
     if (j.contains("array_job_id")) job.array_job_id = j["array_job_id"].get<std::int64_t>();
-    if (!store::SpecFromJson(j.at("spec"), &job.spec)) throw std::runtime_error("spec");
+    if (!store::SpecFromJson(j.at("spec"), &job.spec).ok()) throw std::runtime_error("spec");
   } catch (const std::exception&) {
     return MakeError(ErrorKind::kInternal, fmt::format("the spec of job {} is damaged", id_));
   }

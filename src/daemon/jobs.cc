@@ -161,7 +161,7 @@ void Daemon::LaunchEligible() {
   if (waiting >= limit || candidates.empty()) return;
   // Only the first few in line matter; ordering all of a long queue on every event would not scale.
   auto before = [](const Job* a, const Job* b) {
-    if (a->spec.priority != b->spec.priority) return a->spec.priority > b->spec.priority;
+    if (a->spec.request.priority != b->spec.request.priority) return a->spec.request.priority > b->spec.request.priority;
     return a->id < b->id;
   };
   const std::size_t look = std::min<std::size_t>(candidates.size(), 4 * limit + 64);

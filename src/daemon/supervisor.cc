@@ -23,26 +23,13 @@ double Now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-std::optional<std::string> EnvValue(const std::vector<std::string>& env, const std::string& key) {
-  for (const auto& kv : env)
-    if (kv.size() > key.size() && kv.compare(0, key.size(), key) == 0 && kv[key.size()] == '=')
-      return kv.substr(key.size() + 1);
-  return std::nullopt;
-}
-
 lease::WaitRequest MakeRequest(const store::Job& job, const Config& config) {
   lease::WaitRequest w;
-  const store::GpuSpec& g = job.spec.gpus;
-  w.ticket.count = g.count;
-  w.ticket.mem_bytes = g.mem_bytes;
-  w.ticket.min_free_bytes = g.min_free_bytes;
-  w.ticket.max_util_pct = g.max_util_pct;
-  w.ticket.share_foreign = g.share_foreign;
-  w.ticket.priority = job.spec.priority;
-  w.ticket.seq = static_cast<std::uint64_t>(std::llround(job.submit_time * 1e9)) + static_cast<std::uint64_t>(job.id % 1000);
-  w.gpu_list = g.gpu_list;
-  w.visible_devices = EnvValue(job.spec.env, "CUDA_VISIBLE_DEVICES");
-  w.kill_grace_s = job.spec.kill_grace_s;
+  w.request = job.spec.request;
+  // Its place in line: the submission time, with the id's last digits apart for jobs submitted in
+  // the same nanosecond's rounding.
+  w.seq = static_cast<std::uint64_t>(std::llround(job.submit_time * 1e9)) + static_cast<std::uint64_t>(job.id % 1000);
+  w.visible_devices = exec::EnvValue(job.spec.env, "CUDA_VISIBLE_DEVICES");
   w.nvml_poll_s = config.nvml_poll_s;
   w.margin_bytes = config.memory_margin_bytes;
   if (geteuid() == 0) {
@@ -163,7 +150,7 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
   spec.argv = job->spec.argv;
   spec.cwd = job->spec.cwd;
   spec.kill_grace_s = job->spec.kill_grace_s;
-  spec.time_limit_s = job->spec.time_limit_s;
+  spec.time_limit_s = job->spec.request.time_limit_s;
   spec.keep_fds = {grant->lease.fd()};
   spec.stdout_path = store::OutputPath(*job);
   spec.stderr_path = store::ErrorPath(*job);
@@ -172,7 +159,7 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
     spec.gid = job->gid;
   }
   spec.env = exec::JobEnvironment(job->spec.env, grant->snapshot, grant->gpus, false, std::to_string(id),
-                                  job->spec.gpus.mem_bytes, grant->lease.fd());
+                                  job->spec.request.mem_bytes, grant->lease.fd());
   if (job->array_index) spec.env.push_back(fmt::format("GPULANE_ARRAY_INDEX={}", *job->array_index));
   auto outcome = exec::RunJob(spec, [&](pid_t pgid) {
     waiter.RecordProcessGroup(grant->lease, pgid);

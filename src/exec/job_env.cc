@@ -2,11 +2,18 @@
 
 #include <algorithm>
 
-#include "gpu/select.h"
+#include "gpu/visible_devices.h"
 
 extern char** environ;
 
 namespace gpulane::exec {
+
+std::optional<std::string> EnvValue(const std::vector<std::string>& env, const std::string& key) {
+  for (const auto& kv : env)
+    if (kv.size() > key.size() && kv.compare(0, key.size(), key) == 0 && kv[key.size()] == '=')
+      return kv.substr(key.size() + 1);
+  return std::nullopt;
+}
 
 std::vector<std::string> CurrentEnvironment() {
   std::vector<std::string> out;

@@ -9,6 +9,9 @@
 
 namespace gpulane::exec {
 
+/// The value of `key` in an environment of "KEY=VALUE" strings, or nullopt when it is not set.
+std::optional<std::string> EnvValue(const std::vector<std::string>& env, const std::string& key);
+
 /// This process's environment ("KEY=VALUE" strings), for `gpulane run`.
 std::vector<std::string> CurrentEnvironment();
 

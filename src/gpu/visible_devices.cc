@@ -104,4 +104,36 @@ VisibleDevices ParseGpuList(std::string_view value, const GpuSnapshot& snapshot,
   return Walk(value, snapshot, /*strict=*/true, error);
 }
 
+Result<std::vector<std::string>> ResolveAllowedGpus(const std::string& gpu_list,
+                                                    const std::optional<std::string>& cuda_visible_devices,
+                                                    const GpuSnapshot& snapshot) {
+  const auto inherited = cuda_visible_devices ? std::optional<std::string_view>(*cuda_visible_devices) : std::nullopt;
+  VisibleDevices visible = ParseCudaVisibleDevices(inherited, snapshot);
+  std::vector<unsigned> allowed;
+  if (gpu_list.empty()) {
+    for (const auto& d : snapshot.devices)
+      if (visible.Allows(d.pci_index)) allowed.push_back(d.pci_index);
+  } else {
+    std::string error;
+    VisibleDevices listed = ParseGpuList(gpu_list, snapshot, &error);
+    if (!error.empty()) return MakeError(ErrorKind::kInvalidArgument, fmt::format("--gpus {}: {}", gpu_list, error));
+    for (unsigned i : listed.pci_indices)
+      if (visible.Allows(i)) allowed.push_back(i);
+    std::sort(allowed.begin(), allowed.end());
+  }
+  std::vector<std::string> uuids;
+  for (unsigned i : allowed) uuids.push_back(snapshot.devices[i].uuid);
+  return uuids;
+}
+
+std::string FormatVisibleDevices(const GpuSnapshot& snapshot, std::vector<unsigned> chosen, bool uuids) {
+  std::sort(chosen.begin(), chosen.end());
+  std::string out;
+  for (unsigned i : chosen) {
+    if (!out.empty()) out += ',';
+    out += uuids ? snapshot.devices[i].uuid : std::to_string(i);
+  }
+  return out;
+}
+
 }  // namespace gpulane

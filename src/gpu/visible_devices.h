@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gpu/types.h"
+#include "util/result.h"
 
 namespace gpulane {
 
@@ -31,5 +32,15 @@ VisibleDevices ParseCudaVisibleDevices(std::optional<std::string_view> value, co
 /// The GPUs named by a `--gpus` list (same syntax as CUDA_VISIBLE_DEVICES), but strict: any entry
 /// that does not name a GPU is an error (returned in `error`), not the silent end of the list.
 VisibleDevices ParseGpuList(std::string_view value, const GpuSnapshot& snapshot, std::string* error);
+
+/// The GPUs a request may use, as UUIDs in PCI order: those named by `gpu_list` (--gpus, strict;
+/// "" = every GPU) that `cuda_visible_devices` (the caller's inherited value; nullopt = unset)
+/// allows. Errors: kInvalidArgument naming the --gpus entry that names no GPU.
+Result<std::vector<std::string>> ResolveAllowedGpus(const std::string& gpu_list,
+                                                    const std::optional<std::string>& cuda_visible_devices,
+                                                    const GpuSnapshot& snapshot);
+
+/// Formats chosen GPUs for CUDA_VISIBLE_DEVICES: PCI-order indices ascending ("0,3"), or UUIDs.
+std::string FormatVisibleDevices(const GpuSnapshot& snapshot, std::vector<unsigned> chosen, bool uuids);
 
 }  // namespace gpulane

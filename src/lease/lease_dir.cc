@@ -241,17 +241,13 @@ DirContents LeaseDir::Read() const {
     } else {
       TicketRecord t;
       if (!FromJson(j, &t)) continue;
-      t.uid = st.st_uid;
-      t.user = UserNameOf(st.st_uid);
+      t.request.uid = st.st_uid;
+      t.request.user = UserNameOf(st.st_uid);
       out.tickets.push_back(std::move(t));
     }
   }
   closedir(dir);
-  std::sort(out.tickets.begin(), out.tickets.end(), [](const TicketRecord& a, const TicketRecord& b) {
-    if (a.priority != b.priority) return a.priority > b.priority;
-    if (a.seq != b.seq) return a.seq < b.seq;
-    return a.id < b.id;
-  });
+  std::sort(out.tickets.begin(), out.tickets.end(), LineOrder);
   return out;
 }
 

@@ -5,59 +5,89 @@
 namespace gpulane::lease {
 namespace {
 
-std::string DescribeProcess(const GpuProcess& p) {
-  if (p.user) return fmt::format("{}'s {} (pid {})", *p.user, p.command.value_or("process"), p.pid);
-  return fmt::format("pid {} (not visible here)", p.pid);
+bool Holds(const LeaseRecord& lease, const std::string& uuid) {
+  for (const LeasedGpu& g : lease.gpus)
+    if (g.uuid == uuid) return true;
+  return false;
 }
 
-void Classify(const GpuDevice& d, const std::vector<LeaseRecord>& leases, ProcessTable& table,
-              sched::GpuState& g, std::vector<std::uint64_t>& used_by_lease) {
-  if (!d.processes) return;
+// The lease whose job `pid` belongs to, or -1.
+int OwnerOf(std::uint32_t pid, const std::vector<LeaseRecord>& leases, ProcessTable& table) {
+  for (std::size_t i = 0; i < leases.size(); ++i)
+    if (BelongsTo(table, pid, static_cast<std::uint32_t>(leases[i].pid), static_cast<std::uint32_t>(leases[i].pgid)))
+      return static_cast<int>(i);
+  return -1;
+}
+
+void Classify(const GpuDevice& d, const std::vector<LeaseRecord>& leases, ProcessTable& table, sched::GpuState& g,
+              std::vector<std::uint64_t>& used_by_lease, std::vector<StrayProcess>& strays) {
+  if (!d.processes) {
+    g.processes_known = false;
+    return;
+  }
   for (const GpuProcess& p : *d.processes) {
     const std::uint64_t mem = p.used_memory_bytes.value_or(0);
     if (!table.Links(p.pid)) {
       // Seen in /proc when the snapshot was annotated but gone now: it ended and NVML lags, so its
       // memory is as good as free. Never seen: it lives in another PID namespace (a container).
-      if (p.user) g.free_bytes += mem;
-      else g.foreign.push_back(DescribeProcess(p));
+      if (p.user) {
+        if (g.free_bytes) *g.free_bytes += mem;
+        continue;
+      }
+      g.has_context = true;
+      g.foreign.push_back(DescribeProcess(p));
       continue;
     }
-    bool owned = false;
-    for (std::size_t i = 0; i < leases.size() && !owned; ++i) {
-      if (BelongsTo(table, p.pid, static_cast<std::uint32_t>(leases[i].pid), static_cast<std::uint32_t>(leases[i].pgid))) {
-        used_by_lease[i] += mem;
-        owned = true;
-      }
+    g.has_context = true;
+    const int owner = OwnerOf(p.pid, leases, table);
+    if (owner >= 0 && Holds(leases[owner], d.uuid)) {
+      used_by_lease[owner] += mem;
+      continue;
     }
-    if (!owned) g.foreign.push_back(DescribeProcess(p));
+    if (owner >= 0) {
+      const LeaseRecord& lease = leases[owner];
+      strays.push_back({d.pci_index, p.pid, lease.job_id, lease.user});
+      g.foreign.push_back(fmt::format("{} of job {}, which did not lease this GPU", DescribeProcess(p), lease.job_id));
+      continue;
+    }
+    g.foreign.push_back(DescribeProcess(p));
   }
+}
+
+sched::GpuState BaseState(const GpuDevice& d, const GpuSnapshot& snapshot) {
+  sched::GpuState g;
+  g.index = d.pci_index;
+  g.uuid = d.uuid;
+  if (d.failed()) g.usable = false, g.unusable_reason = fmt::format("failed ({})", *d.error);
+  else if (d.mig_enabled.value_or(false)) g.usable = false, g.unusable_reason = "MIG mode on";
+  else if (d.compute_mode == ComputeMode::kProhibited) g.usable = false, g.unusable_reason = "compute mode PROHIBITED";
+  g.one_context_only = d.compute_mode == ComputeMode::kExclusiveProcess || d.compute_mode == ComputeMode::kExclusiveThread;
+  g.total_bytes = d.memory_total_bytes;
+  g.free_bytes = d.memory_free_bytes;
+  g.util_pct = d.utilization_gpu_pct;
+  for (const auto& peer : d.nvlink_peers)
+    for (const auto& other : snapshot.devices)
+      if (other.pci_bus_id == peer.pci_bus_id && peer.links > 0) g.nvlink_peers.push_back(other.pci_index);
+  return g;
 }
 
 }  // namespace
 
-std::vector<sched::GpuState> BuildGpuStates(const GpuSnapshot& snapshot, const std::vector<LeaseRecord>& leases,
-                                            ProcessTable& processes) {
-  std::vector<sched::GpuState> out;
-  for (const GpuDevice& d : snapshot.devices) {
-    sched::GpuState g;
-    g.index = d.pci_index;
-    g.uuid = d.uuid;
-    if (d.failed()) g.usable = false, g.unusable_reason = fmt::format("failed ({})", *d.error);
-    else if (d.mig_enabled.value_or(false)) g.usable = false, g.unusable_reason = "MIG mode on";
-    else if (d.compute_mode == ComputeMode::kProhibited) g.usable = false, g.unusable_reason = "compute mode PROHIBITED";
-    g.exclusive_process_mode = d.compute_mode == ComputeMode::kExclusiveProcess;
-    g.total_bytes = d.memory_total_bytes.value_or(0);
-    g.free_bytes = d.memory_free_bytes.value_or(0);
-    g.util_pct = d.utilization_gpu_pct;
-    for (const auto& peer : d.nvlink_peers)
-      for (const auto& other : snapshot.devices)
-        if (other.pci_bus_id == peer.pci_bus_id && peer.links > 0) g.nvlink_peers.push_back(other.pci_index);
+std::string DescribeProcess(const GpuProcess& p) {
+  if (p.user) return fmt::format("{}'s {} (pid {})", *p.user, p.command.value_or("process"), p.pid);
+  return fmt::format("pid {} (not visible here)", p.pid);
+}
 
+Occupancy BuildOccupancy(const GpuSnapshot& snapshot, const std::vector<LeaseRecord>& leases, ProcessTable& processes) {
+  Occupancy out;
+  for (const GpuDevice& d : snapshot.devices) {
+    sched::GpuState g = BaseState(d, snapshot);
     std::vector<std::uint64_t> used_by_lease(leases.size(), 0);
-    Classify(d, leases, processes, g, used_by_lease);
+    Classify(d, leases, processes, g, used_by_lease, out.strays);
     for (std::size_t i = 0; i < leases.size(); ++i) {
       for (const LeasedGpu& lg : leases[i].gpus) {
         if (lg.uuid != d.uuid) continue;
+        g.has_context = true;
         if (!lg.mem_bytes) {
           g.exclusive_holder = Describe(leases[i]);
         } else {
@@ -66,28 +96,45 @@ std::vector<sched::GpuState> BuildGpuStates(const GpuSnapshot& snapshot, const s
         }
       }
     }
-    out.push_back(std::move(g));
+    out.gpus.push_back(std::move(g));
   }
   return out;
 }
 
-sched::Request ToRequest(const TicketRecord& t, const GpuSnapshot& snapshot) {
-  sched::Request r;
-  r.id = t.id;
-  r.count = t.count;
-  r.mem_bytes = t.mem_bytes;
-  r.min_free_bytes = t.min_free_bytes;
-  r.max_util_pct = t.max_util_pct;
-  r.share_foreign = t.share_foreign;
-  for (const auto& uuid : t.allowed_uuids) {
-    if (uuid == "*") {  // a ticket taken before its GPUs were read: any GPU
-      for (const auto& d : snapshot.devices) r.allowed.push_back(d.pci_index);
-      break;
-    }
-    if (const GpuDevice* d = snapshot.FindByUuid(uuid)) r.allowed.push_back(d->pci_index);
+std::vector<sched::Request> LineOf(const std::vector<TicketRecord>& tickets) {
+  std::vector<sched::Request> line;
+  line.reserve(tickets.size());
+  for (const auto& t : tickets) line.push_back(t.request);
+  return line;
+}
+
+sched::Decision DecideNewcomer(const Occupancy& occupancy, const std::vector<TicketRecord>& tickets,
+                               const sched::Request& request, const sched::Limits& limits) {
+  std::vector<sched::Request> line;
+  std::size_t mine = 0;
+  for (const auto& t : tickets) {
+    if (t.request.priority >= request.priority) mine = line.size() + 1;
+    line.push_back(t.request);
   }
-  r.order = t.order == "util" ? sched::Order::kLeastUtil : t.order == "pci" ? sched::Order::kPci : sched::Order::kMostFree;
-  return r;
+  line.insert(line.begin() + static_cast<std::ptrdiff_t>(mine), request);
+  return sched::Schedule(occupancy.gpus, line, limits)[mine];
+}
+
+Status CanEverQualify(const GpuSnapshot& snapshot, const sched::Request& request, const sched::Limits& limits) {
+  ProcfsProcessTable table;
+  const Occupancy occupancy = BuildOccupancy(snapshot, {}, table);
+  const sched::Decision d = sched::Schedule(occupancy.gpus, {request}, limits).front();
+  if (!d.impossible) return Status::Ok();
+  return MakeError(ErrorKind::kInvalidArgument,
+                   sched::ImpossibleReason(request, d, static_cast<unsigned>(snapshot.devices.size())));
+}
+
+ReadOptions DecisionReadOptions(const sched::Request& request) {
+  ReadOptions options;
+  options.sensors = false;
+  options.utilization = true;
+  options.topology = request.count > 1;
+  return options;
 }
 
 }  // namespace gpulane::lease

@@ -1,9 +1,14 @@
 #pragma once
 // Joins what NVML shows with the live leases into the policy's view of each GPU (sched::GpuState):
-// which processes belong to gpulane jobs and which are outsiders, how much declared memory is not
-// yet allocated, who holds a GPU exclusively.
+// which processes belong to gpulane jobs on the GPUs those jobs leased and which are foreign, how
+// much declared memory is not yet allocated, who holds a GPU exclusively. Also builds the line of
+// waiting requests from the tickets. `pick`, `run`, queued jobs' supervisors and `status` all use
+// this one join, so they agree on what is free.
+#include <cstdint>
+#include <string>
 #include <vector>
 
+#include "gpu/backend.h"
 #include "gpu/types.h"
 #include "lease/records.h"
 #include "os/process_table.h"
@@ -11,15 +16,52 @@
 
 namespace gpulane::lease {
 
-/// Builds one GpuState per device of `snapshot` (same order). A process NVML lists whose pid no
-/// longer exists is ignored and its memory counted as free (NVML may lag a process's exit). A
-/// process belongs to a lease when the lease's supervisor pid is among its ancestors or it is in
-/// the job's process group; any other process is foreign. A shared lease reserves
-/// max(0, declared - used by its processes) on top of what NVML shows as used.
-std::vector<sched::GpuState> BuildGpuStates(const GpuSnapshot& snapshot, const std::vector<LeaseRecord>& leases,
-                                            ProcessTable& processes);
+/// A process of a gpulane job on a GPU that job did not lease (a library that touches device 0
+/// whatever CUDA_VISIBLE_DEVICES says; a host pid from another container that equals a job's
+/// pid). It counts as foreign on that GPU.
+struct StrayProcess {
+  unsigned gpu = 0;          ///< PCI-order index of the GPU it runs on
+  std::uint32_t pid = 0;
+  std::string job_id;        ///< the job whose process tree it belongs to
+  std::string user;          ///< that job's owner
+};
 
-/// Converts a ticket to a policy request, mapping allowed UUIDs to indices of `snapshot`.
-sched::Request ToRequest(const TicketRecord& ticket, const GpuSnapshot& snapshot);
+/// The policy's view of the machine.
+struct Occupancy {
+  std::vector<sched::GpuState> gpus;  ///< one per device of the snapshot, same order
+  std::vector<StrayProcess> strays;
+};
+
+/// Builds the occupancy of `snapshot` (processes annotated from /proc, AnnotateProcesses) under
+/// `leases`. A process NVML lists whose pid no longer exists is ignored and its memory counted as
+/// free (NVML may lag a process's exit); one /proc never showed is foreign (another PID
+/// namespace). A process belongs to a lease when the lease holds this GPU and the lease's
+/// supervisor pid is among its ancestors or the process is in the job's process group; any other
+/// process is foreign. A shared lease reserves max(0, declared - used by its processes) on top of
+/// what NVML shows as used. Unreported memory or process lists stay unknown (nullopt / false),
+/// never empty or zero.
+Occupancy BuildOccupancy(const GpuSnapshot& snapshot, const std::vector<LeaseRecord>& leases, ProcessTable& processes);
+
+/// The requests of `tickets` (already in line order, LeaseDir::Read) for sched::Schedule.
+std::vector<sched::Request> LineOf(const std::vector<TicketRecord>& tickets);
+
+/// The decision `request` would get if it joined the line now: behind every ticket that LineOrder
+/// puts before a new ticket of its priority (what `gpulane pick` asks; `run` gets the same from
+/// its own ticket at that place).
+sched::Decision DecideNewcomer(const Occupancy& occupancy, const std::vector<TicketRecord>& tickets,
+                               const sched::Request& request, const sched::Limits& limits);
+
+/// Whether `request` could ever be met on the GPUs of `snapshot` (nothing leased, nothing waiting):
+/// the policy's own "never" rules, as `run` applies them on its first look. Errors:
+/// kInvalidArgument with sched::ImpossibleReason.
+Status CanEverQualify(const GpuSnapshot& snapshot, const sched::Request& request, const sched::Limits& limits);
+
+/// What NVML must be read for to decide `request`: the same for pick, run and supervisors, so
+/// they rank GPUs alike (memory and processes always; utilisation, which breaks ties; NVLink for
+/// multi-GPU requests; no sensors).
+ReadOptions DecisionReadOptions(const sched::Request& request);
+
+/// "alice's python (pid 12)", or "pid 12 (not visible here)" for a pid /proc does not show.
+std::string DescribeProcess(const GpuProcess& process);
 
 }  // namespace gpulane::lease

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "proto/request_json.h"
+
 namespace gpulane::lease {
 
 using nlohmann::json;
@@ -18,12 +20,7 @@ json ToJson(const LeaseRecord& r) {
 }
 
 json ToJson(const TicketRecord& r) {
-  json j = {{"id", r.id}, {"seq", r.seq}, {"priority", r.priority}, {"user", r.user}, {"pid", r.pid}, {"count", r.count},
-            {"share_foreign", r.share_foreign}, {"allowed_uuids", r.allowed_uuids}, {"order", r.order}};
-  if (r.mem_bytes) j["mem_bytes"] = *r.mem_bytes;
-  if (r.min_free_bytes) j["min_free_bytes"] = *r.min_free_bytes;
-  if (r.max_util_pct) j["max_util_pct"] = *r.max_util_pct;
-  return j;
+  return {{"id", r.id}, {"seq", r.seq}, {"pid", r.pid}, {"request", proto::RequestToJson(r.request)}};
 }
 
 bool FromJson(const json& j, LeaseRecord* r) {
@@ -50,20 +47,20 @@ bool FromJson(const json& j, TicketRecord* r) {
   try {
     r->id = j.at("id").get<std::string>();
     r->seq = j.at("seq").get<std::uint64_t>();
-    r->priority = j.value("priority", 0);
-    r->user = j.value("user", "");
     r->pid = j.at("pid").get<pid_t>();
-    r->count = j.at("count").get<unsigned>();
-    r->share_foreign = j.value("share_foreign", false);
-    r->allowed_uuids = j.at("allowed_uuids").get<std::vector<std::string>>();
-    r->order = j.value("order", "memory");
-    if (j.contains("mem_bytes")) r->mem_bytes = j["mem_bytes"].get<std::uint64_t>();
-    if (j.contains("min_free_bytes")) r->min_free_bytes = j["min_free_bytes"].get<std::uint64_t>();
-    if (j.contains("max_util_pct")) r->max_util_pct = j["max_util_pct"].get<unsigned>();
+    auto request = proto::RequestFromJson(j.at("request"));
+    if (!request) return false;
+    r->request = std::move(request).value();
     return true;
   } catch (const json::exception&) {
     return false;
   }
+}
+
+bool LineOrder(const TicketRecord& a, const TicketRecord& b) {
+  if (a.request.priority != b.request.priority) return a.request.priority > b.request.priority;
+  if (a.seq != b.seq) return a.seq < b.seq;
+  return a.id < b.id;
 }
 
 std::string Describe(const LeaseRecord& r) { return fmt::format("{} (job {})", r.user, r.job_id); }

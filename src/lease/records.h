@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sched/request.h"
+
 namespace gpulane::lease {
 
 /// One GPU of a lease: exclusive (no mem_bytes) or shared with `mem_bytes` declared.
@@ -30,22 +32,17 @@ struct LeaseRecord {
   double started_s = 0;    ///< seconds since the epoch
 };
 
-/// A request waiting in line. The line is ordered by priority (higher first), then `seq`.
+/// A request waiting in line. The line is ordered by the request's priority (higher first), then
+/// `seq` (LineOrder).
 struct TicketRecord {
   std::string id;          ///< file name stem, unique
-  std::uint64_t seq = 0;   ///< position key: nanoseconds since the epoch (submission time)
-  int priority = 0;        ///< higher goes first (daemon jobs' --priority; `gpulane run` is 0)
-  std::uint32_t uid = 0;   ///< owner of the ticket file
-  std::string user;
-  pid_t pid = 0;
-  unsigned count = 1;
-  std::optional<std::uint64_t> mem_bytes;
-  std::optional<std::uint64_t> min_free_bytes;
-  std::optional<unsigned> max_util_pct;
-  bool share_foreign = false;
-  std::vector<std::string> allowed_uuids;  ///< the GPUs it may use; {"*"}: any (not yet narrowed)
-  std::string order = "memory";            ///< "memory", "util" or "pci"
+  std::uint64_t seq = 0;   ///< position key: nanoseconds since the epoch (the request's submission time)
+  pid_t pid = 0;           ///< the process waiting (`gpulane run` or a queued job's supervisor)
+  sched::Request request;  ///< what it asks; request.uid and .user come from the file's owner, never its content
 };
+
+/// True when `a` stands before `b` in line: higher priority first, then earlier seq, then id.
+bool LineOrder(const TicketRecord& a, const TicketRecord& b);
 
 nlohmann::json ToJson(const LeaseRecord& r);
 nlohmann::json ToJson(const TicketRecord& r);

@@ -72,57 +72,49 @@ LeaseWaiter::LeaseWaiter(GpuBackend& backend, const LeaseDir& dir, WaitRequest r
 }
 
 Result<GpuSnapshot> LeaseWaiter::ReadSnapshot() {
-  // Only what the decision needs: memory and processes always; utilisation for --max-util and
-  // --order util (a GPU that qualifies runs nobody else's work, so its load would not tell GPUs
-  // apart); NVLink for multi-GPU requests. Each NVML query costs milliseconds the first time.
-  ReadOptions options;
-  options.sensors = false;
-  options.utilization = request_.ticket.max_util_pct.has_value() || request_.ticket.order == "util";
-  options.topology = request_.ticket.count > 1;
-  auto snapshot = backend_.Read(options);
+  auto snapshot = backend_.Read(DecisionReadOptions(request_.request));
   if (!snapshot) return snapshot;
   ProcfsProcessTable table;
   AnnotateProcesses(*snapshot, table);
   return snapshot;
 }
 
-Result<std::vector<std::string>> LeaseWaiter::AllowedUuids(const GpuSnapshot& snapshot) {
-  const auto& inherited = request_.visible_devices;
-  VisibleDevices visible = ParseCudaVisibleDevices(inherited ? std::optional<std::string_view>(*inherited) : std::nullopt, snapshot);
-  std::vector<unsigned> allowed;
-  for (const auto& d : snapshot.devices)
-    if (visible.Allows(d.pci_index)) allowed.push_back(d.pci_index);
-  if (!request_.gpu_list.empty()) {
-    std::string error;
-    VisibleDevices listed = ParseGpuList(request_.gpu_list, snapshot, &error);
-    if (!error.empty())
-      return MakeError(ErrorKind::kInvalidArgument, fmt::format("--gpus {}: {}", request_.gpu_list, error));
-    std::vector<unsigned> both;
-    for (unsigned i : listed.pci_indices)
-      if (visible.Allows(i)) both.push_back(i);
-    allowed = both;
-  }
-  std::vector<std::string> uuids;
-  for (unsigned i : allowed) uuids.push_back(snapshot.devices[i].uuid);
-  return uuids;
-}
-
 std::string LeaseWaiter::StatusLine(const std::vector<std::string>& reasons, unsigned position) const {
   return fmt::format("waiting, {} in line: {}", Ordinal(position), Join(reasons, "; "));
 }
 
-Status LeaseWaiter::JoinLine(std::vector<std::string> allowed_uuids) {
+Status LeaseWaiter::JoinLine() {
   if (held_ticket_.held()) return Status::Ok();
-  TicketRecord& ticket = request_.ticket;
-  ticket.allowed_uuids = std::move(allowed_uuids);
-  ticket.pid = getpid();
-  ticket.uid = record_.uid;
-  ticket.user = record_.user;
+  ticket_.request = request_.request;
+  ticket_.request.uid = record_.uid;
+  ticket_.request.user = record_.user;
+  ticket_.seq = request_.seq;
+  ticket_.pid = getpid();
   DirLock lock = dir_.Lock();
-  auto created = dir_.CreateTicket(ticket);
+  auto created = dir_.CreateTicket(ticket_);
   if (!created) return created.error();
   held_ticket_ = std::move(created).value();
   return Status::Ok();
+}
+
+Status LeaseWaiter::NarrowTicket(std::vector<std::string> allowed_uuids) {
+  if (ticket_.request.allowed_uuids == allowed_uuids) return Status::Ok();
+  // Joined early with any GPU allowed; now that the GPUs are known, narrow it down.
+  ticket_.request.allowed_uuids = std::move(allowed_uuids);
+  DirLock lock = dir_.Lock();
+  return held_ticket_.Rewrite(ToJson(ticket_).dump());
+}
+
+std::optional<sched::Decision> LeaseWaiter::Decide(const GpuSnapshot& snapshot, ProcessTable& table, bool* earlier_granted) {
+  DirContents contents = dir_.Read();
+  Occupancy occupancy = BuildOccupancy(snapshot, contents.leases, table);
+  auto decisions = sched::Schedule(std::move(occupancy.gpus), LineOf(contents.tickets), sched::Limits{request_.margin_bytes});
+  *earlier_granted = false;
+  for (std::size_t i = 0; i < contents.tickets.size(); ++i) {
+    if (contents.tickets[i].id == ticket_.id) return std::move(decisions[i]);
+    *earlier_granted = *earlier_granted || decisions[i].granted;
+  }
+  return std::nullopt;
 }
 
 Result<Grant> LeaseWaiter::Acquire() {
@@ -130,45 +122,33 @@ Result<Grant> LeaseWaiter::Acquire() {
   auto snapshot = ReadSnapshot();
   if (!snapshot) return snapshot.error();
   auto snapshot_time = Clock::now();
-  auto allowed = AllowedUuids(*snapshot);
+  auto allowed = ResolveAllowedGpus(request_.request.gpu_list, request_.visible_devices, *snapshot);
   if (!allowed) return allowed.error();
-  TicketRecord& ticket = request_.ticket;
   SignalWatch signals(request_.extra_signals);
-  HeldFile& held_ticket = held_ticket_;
-  if (!held_ticket.held()) {
-    Status joined = JoinLine(*allowed);
-    if (!joined.ok()) return joined.error();
-  } else if (ticket.allowed_uuids != *allowed) {
-    // Joined early with any GPU allowed; now that the GPUs are known, narrow it down.
-    ticket.allowed_uuids = *allowed;
-    DirLock lock = dir_.Lock();
-    Status s = held_ticket.Rewrite(ToJson(ticket).dump());
-    if (!s.ok()) return s.error();
-  }
+  if (Status joined = JoinLine(); !joined.ok()) return joined.error();
+  if (Status narrowed = NarrowTicket(*allowed); !narrowed.ok()) return narrowed.error();
+  const sched::Request& request = ticket_.request;
+  const unsigned gpu_count = static_cast<unsigned>(snapshot->devices.size());
   ProcfsProcessTable table;
   std::string last_status;
   bool first = true;
   std::optional<Clock::time_point> deferred_since;
+  auto interrupted = [&](int sig) {
+    Grant g;
+    g.interrupted_by_signal = sig;
+    if (on_status_ && !last_status.empty()) on_status_("");
+    return g;
+  };
   while (true) {
     std::optional<sched::Decision> mine;
     bool defer = false;
     {
       DirLock lock = dir_.Lock();
-      DirContents contents = dir_.Read();
-      auto states = BuildGpuStates(*snapshot, contents.leases, table);
-      std::vector<sched::Request> line;
-      for (const auto& t : contents.tickets) line.push_back(ToRequest(t, *snapshot));
-      auto decisions = sched::Schedule(states, line, sched::Limits{request_.margin_bytes});
       bool earlier_granted = false;
-      for (auto& d : decisions) {
-        if (d.id == ticket.id) {
-          mine = std::move(d);
-          break;
-        }
-        earlier_granted = earlier_granted || d.granted;
-      }
+      mine = Decide(*snapshot, table, &earlier_granted);
       if (!mine) return MakeError(ErrorKind::kIo, "this request's ticket vanished from the lease directory; try again");
-      if (mine->granted && earlier_granted) {
+      // Requests granted in the same decision start in line order (not for --no-wait: it answers now).
+      if (mine->granted && earlier_granted && !request_.no_wait) {
         if (!deferred_since) deferred_since = Clock::now();
         defer = SecondsSince(*deferred_since) < kMaxDeferS;
       } else {
@@ -177,10 +157,10 @@ Result<Grant> LeaseWaiter::Acquire() {
       if (mine->granted && !defer) {
         record_.started_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
         record_.gpus.clear();
-        for (unsigned i : mine->gpus) record_.gpus.push_back({snapshot->devices[i].uuid, ticket.mem_bytes});
+        for (unsigned i : mine->gpus) record_.gpus.push_back({snapshot->devices[i].uuid, request.mem_bytes});
         auto lease = dir_.CreateLease(record_, request_.owner_uid, request_.owner_gid);
         if (!lease) return lease.error();
-        held_ticket.Release();
+        held_ticket_.Release();
         if (on_status_ && !last_status.empty()) on_status_("");
         return Grant{mine->gpus, std::move(lease).value(), std::move(*snapshot), SecondsSince(start), 0};
       }
@@ -190,31 +170,14 @@ Result<Grant> LeaseWaiter::Acquire() {
       // Until an earlier request's lease or ticket changes the directory.
       pollfd fds[2] = {{dir_.watch_fd(), POLLIN, 0}, {signals.fd(), POLLIN, 0}};
       poll(fds, 2, 20);
-      if (fds[1].revents & POLLIN) {
-        Grant interrupted;
-        interrupted.interrupted_by_signal = signals.Take();
-        if (on_status_ && !last_status.empty()) on_status_("");
-        return interrupted;
-      }
+      if (fds[1].revents & POLLIN) return interrupted(signals.Take());
       dir_.DrainEvents();
       continue;
     }
-    if (mine->impossible) {
-      const ErrorKind kind = first ? ErrorKind::kInvalidArgument : ErrorKind::kNotEnoughGpus;
-      std::vector<std::string> never;
-      for (const auto& reason : mine->reasons)
-        if (reason.find("leased by") == std::string::npos && reason.find("in use by") == std::string::npos) never.push_back(reason);
-      return MakeError(kind, fmt::format("asked for {} GPU{}{} but only {} of the {} GPUs here can ever qualify{}: ask "
-                                         "for fewer{}",
-                                         ticket.count, ticket.count > 1 ? "s" : "",
-                                         ticket.mem_bytes ? fmt::format(" with {} each", FormatBytes(*ticket.mem_bytes)) : "",
-                                         mine->possible, snapshot->devices.size(),
-                                         never.empty() ? "" : " (" + Join(never, "; ") + ")",
-                                         ticket.mem_bytes ? " or less memory" : ""));
-    }
-    if (request_.no_wait)
-      return MakeError(ErrorKind::kNotEnoughGpus,
-                       fmt::format("no suitable GPUs free now (--no-wait): {}", Join(mine->reasons, "; ")));
+    if (mine->impossible)
+      return MakeError(first ? ErrorKind::kInvalidArgument : ErrorKind::kNotEnoughGpus,
+                       sched::ImpossibleReason(request, *mine, gpu_count));
+    if (request_.no_wait) return sched::GrantedNow(request, *mine, gpu_count).error();
     first = false;
     std::string status = StatusLine(mine->reasons, mine->position);
     if (status != last_status && on_status_ && !request_.quiet) on_status_(status);
@@ -233,12 +196,7 @@ Result<Grant> LeaseWaiter::Acquire() {
     pollfd fds[2] = {{dir_.watch_fd(), POLLIN, 0}, {signals.fd(), POLLIN, 0}};
     int timeout_ms = dir_.watch_fd() < 0 ? std::min(50, static_cast<int>(wait_s * 1000)) : static_cast<int>(std::ceil(wait_s * 1000));
     poll(fds, 2, timeout_ms);
-    if (fds[1].revents & POLLIN) {
-      Grant interrupted;
-      interrupted.interrupted_by_signal = signals.Take();
-      if (on_status_ && !last_status.empty()) on_status_("");
-      return interrupted;
-    }
+    if (fds[1].revents & POLLIN) return interrupted(signals.Take());
     dir_.DrainEvents();
     if (SecondsSince(snapshot_time) >= request_.nvml_poll_s) {
       auto fresh = ReadSnapshot();

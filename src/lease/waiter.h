@@ -11,20 +11,22 @@
 
 #include "gpu/backend.h"
 #include "lease/lease_dir.h"
+#include "os/process_table.h"
+#include "sched/policy.h"
+#include "sched/request.h"
 #include "util/result.h"
 
 namespace gpulane::lease {
 
 /// What a job asks for and how long it may wait.
 struct WaitRequest {
-  TicketRecord ticket;          ///< count, mem_bytes, min_free_bytes, max_util_pct, share_foreign, order
-  std::string gpu_list;         ///< --gpus: "" for all that CUDA_VISIBLE_DEVICES allows
+  sched::Request request;       ///< what it asks (allowed_uuids nullopt: resolved here from gpu_list)
+  std::uint64_t seq = 0;        ///< place in line: 0 for now (`gpulane run`); a queued job's submission time in ns
   std::optional<std::string> visible_devices;  ///< the CUDA_VISIBLE_DEVICES the job was given (nullopt: unset)
   std::optional<std::uint32_t> owner_uid, owner_gid;  ///< owner of the lease file (root supervisors: the job's user)
   std::optional<double> timeout_s;
   bool no_wait = false;
   bool quiet = false;
-  double kill_grace_s = 10;
   double nvml_poll_s = 1;
   std::vector<int> extra_signals;  ///< also end the wait (interrupted_by_signal) on these
   std::uint64_t margin_bytes = 1ULL << 30;
@@ -51,9 +53,9 @@ class LeaseWaiter {
   Result<Grant> Acquire();
 
   /// Takes a place in line now, before the GPUs are read (NVML's start-up takes tens of ms), so a
-  /// request started earlier is in line before a later one decides. `allowed_uuids` {"*"} means any
-  /// GPU; Acquire() narrows it to the allowed ones. Errors: kIo.
-  Status JoinLine(std::vector<std::string> allowed_uuids = {"*"});
+  /// request started earlier is in line before a later one decides. The ticket allows any GPU until
+  /// Acquire() narrows it to the allowed ones. Errors: kIo.
+  Status JoinLine();
 
   /// Records the job's process group in the lease (under the directory lock).
   void RecordProcessGroup(HeldFile& lease, pid_t pgid);
@@ -64,7 +66,10 @@ class LeaseWaiter {
 
  private:
   Result<GpuSnapshot> ReadSnapshot();
-  Result<std::vector<std::string>> AllowedUuids(const GpuSnapshot& snapshot);
+  Status NarrowTicket(std::vector<std::string> allowed_uuids);
+  /// This ticket's decision under the directory lock (nullopt when the ticket is gone); sets
+  /// *earlier_granted when a request before it in line is granted in the same decision.
+  std::optional<sched::Decision> Decide(const GpuSnapshot& snapshot, ProcessTable& table, bool* earlier_granted);
   std::string StatusLine(const std::vector<std::string>& reasons, unsigned position) const;
 
   GpuBackend& backend_;
@@ -72,6 +77,7 @@ class LeaseWaiter {
   WaitRequest request_;
   LeaseRecord record_;
   std::function<void(const std::string&)> on_status_;
+  TicketRecord ticket_;   ///< this request's ticket as written
   HeldFile held_ticket_;  ///< this request's place in line, until it gets its lease
 };
 

@@ -18,7 +18,7 @@
 
 namespace gpulane::proto {
 
-inline constexpr int kVersion = 1;
+inline constexpr int kVersion = 2;  ///< 2: a submission's spec carries "request" (proto/request_json.h)
 inline constexpr std::size_t kMaxRequestBytes = 8u << 20;    ///< 8 MiB: a submission with its environment
 inline constexpr std::size_t kMaxResponseBytes = 512u << 20; ///< a queue listing of 100,000 jobs fits
 inline constexpr double kReadTimeoutS = 5;

@@ -9,7 +9,7 @@ namespace {
 
 constexpr const char* kRow = "{:>7}  {:<10} {:<16} {:<10} {:<9} {:>8}  {}\n";
 
-std::string GpusColumn(const store::GpuSpec& g) {
+std::string GpusColumn(const sched::Request& g) {
   std::string out = std::to_string(g.count);
   if (g.mem_bytes) out += "x" + FormatBytes(*g.mem_bytes);
   return out;
@@ -34,7 +34,7 @@ void AppendQueueRow(const store::Job& job, const std::vector<unsigned>& gpu_indi
   std::string name = job.spec.name;
   if (job.array_index) name += fmt::format("[{}]", *job.array_index);
   if (name.size() > 16) name = name.substr(0, 15) + "~";
-  fmt::format_to(std::back_inserter(out), kRow, job.id, job.user, name, GpusColumn(job.spec.gpus),
+  fmt::format_to(std::back_inserter(out), kRow, job.id, job.user, name, GpusColumn(job.spec.request),
                  store::StateName(job.state), FormatSeconds(now - job.submit_time), WhereOrWhy(job, gpu_indices));
 }
 

@@ -1,8 +1,8 @@
 #include "sched/policy.h"
 
 #include <algorithm>
-#include <fmt/format.h>
 
+#include "util/strings.h"
 #include "util/units.h"
 
 namespace gpulane::sched {
@@ -16,45 +16,65 @@ struct Verdict {
   std::string reason;
 };
 
-constexpr const char* kReservedPrefix = "held for an earlier request";
+std::string Plural(unsigned n, const char* word) { return StrCat(n, " ", word, n == 1 ? "" : "s"); }
+
+// Free memory not promised to a shared lease yet; nullopt when NVML does not report it.
+std::optional<std::uint64_t> FreeNow(const GpuState& g) {
+  if (!g.free_bytes) return std::nullopt;
+  return *g.free_bytes > g.unallocated_reservation_bytes ? *g.free_bytes - g.unallocated_reservation_bytes : 0;
+}
+
+// What can never change while the machine stays as it is.
+std::optional<Verdict> JudgeNever(const GpuState& g, const Request& r, const Limits& limits) {
+  auto never = [](std::string why) { return Verdict{Wait::kNever, std::move(why)}; };
+  if (!Allows(r, g.uuid)) return never("not among the GPUs this job may use (CUDA_VISIBLE_DEVICES, --gpus)");
+  if (!g.usable) return never(g.unusable_reason);
+  if ((r.mem_bytes || r.min_free_bytes) && (!g.total_bytes || !g.free_bytes))
+    return never("memory not reported by NVML");
+  if (r.mem_bytes && *r.mem_bytes + limits.margin_bytes > *g.total_bytes)
+    return never(StrCat(FormatBytes(*r.mem_bytes), " + ", FormatBytes(limits.margin_bytes), " margin > ",
+                        FormatBytes(*g.total_bytes), " total"));
+  if (r.min_free_bytes && *r.min_free_bytes > *g.total_bytes)
+    return never(StrCat(FormatBytes(*g.total_bytes), " total < ", FormatBytes(*r.min_free_bytes)));
+  if (!g.processes_known && !r.share_foreign)
+    return never("its processes are not reported by NVML (unknown is not free; --share-foreign to use it anyway)");
+  if (!g.processes_known && g.one_context_only)
+    return never("EXCLUSIVE_PROCESS compute mode and its processes are not reported by NVML");
+  return std::nullopt;
+}
 
 Verdict Judge(const GpuState& g, const Request& r, const Limits& limits, const std::vector<int>& reserved_by) {
-  if (std::find(r.allowed.begin(), r.allowed.end(), g.index) == r.allowed.end())
-    return {Wait::kNever, "not among the GPUs this job may use"};
-  if (!g.usable) return {Wait::kNever, g.unusable_reason};
-  if (r.mem_bytes && g.total_bytes && *r.mem_bytes + limits.margin_bytes > g.total_bytes)
-    return {Wait::kNever, fmt::format("{} + {} margin > {} total", FormatBytes(*r.mem_bytes),
-                                      FormatBytes(limits.margin_bytes), FormatBytes(g.total_bytes))};
-  if (r.min_free_bytes && g.total_bytes && *r.min_free_bytes > g.total_bytes)
-    return {Wait::kNever, fmt::format("{} total < {}", FormatBytes(g.total_bytes), FormatBytes(*r.min_free_bytes))};
-  if (g.exclusive_holder) return {Wait::kLease, fmt::format("leased by {}", *g.exclusive_holder)};
-  if (reserved_by[g.index] >= 0) return {Wait::kLease, fmt::format("{} (#{})", kReservedPrefix, reserved_by[g.index] + 1)};
-  if (!r.mem_bytes && g.shared_leases > 0)
-    return {Wait::kLease, fmt::format("shared by {} gpulane job{}", g.shared_leases, g.shared_leases > 1 ? "s" : "")};
-  if (r.mem_bytes && g.exclusive_process_mode && g.shared_leases > 0)
-    return {Wait::kLease, "EXCLUSIVE_PROCESS compute mode: one job at most"};
-  if (!r.share_foreign && !g.foreign.empty()) return {Wait::kForeign, fmt::format("in use by {}", g.foreign.front())};
-  const std::uint64_t outstanding = g.unallocated_reservation_bytes;
-  const std::uint64_t free_now = g.free_bytes > outstanding ? g.free_bytes - outstanding : 0;
+  if (auto never = JudgeNever(g, r, limits)) return *never;
+  if (g.exclusive_holder) return {Wait::kLease, StrCat("leased by ", *g.exclusive_holder)};
+  if (reserved_by[g.index] >= 0) return {Wait::kLease, StrCat("held for an earlier request (#", reserved_by[g.index] + 1, ")")};
+  if (!r.mem_bytes && g.shared_leases > 0) return {Wait::kLease, StrCat("shared by ", Plural(g.shared_leases, "gpulane job"))};
+  if (g.one_context_only && g.has_context)
+    return {g.shared_leases ? Wait::kLease : Wait::kForeign,
+            StrCat("EXCLUSIVE_PROCESS compute mode and already in use",
+                   g.foreign.empty() ? std::string() : StrCat(" by ", g.foreign.front()))};
+  if (!r.share_foreign && !g.foreign.empty()) return {Wait::kForeign, StrCat("in use by ", g.foreign.front())};
+  const Wait memory_wait = g.shared_leases ? Wait::kLease : Wait::kForeign;
   if (r.mem_bytes) {
+    const std::uint64_t free_now = *FreeNow(g);
     const std::uint64_t room = free_now > limits.margin_bytes ? free_now - limits.margin_bytes : 0;
     if (room < *r.mem_bytes)
-      return {g.shared_leases ? Wait::kLease : Wait::kForeign,
-              fmt::format("{} free < {} declared", FormatBytes(room), FormatBytes(*r.mem_bytes))};
+      return {memory_wait, StrCat(FormatBytes(room), " free < ", FormatBytes(*r.mem_bytes), " declared")};
   }
-  if (r.min_free_bytes && free_now < *r.min_free_bytes)
-    return {g.shared_leases ? Wait::kLease : Wait::kForeign,
-            fmt::format("{} free < {}", FormatBytes(free_now), FormatBytes(*r.min_free_bytes))};
+  if (r.min_free_bytes && *FreeNow(g) < *r.min_free_bytes)
+    return {memory_wait, StrCat(FormatBytes(*FreeNow(g)), " free < ", FormatBytes(*r.min_free_bytes))};
   if (r.max_util_pct) {
     if (!g.util_pct) return {Wait::kForeign, "utilisation not reported"};
-    if (*g.util_pct > *r.max_util_pct)
-      return {Wait::kForeign, fmt::format("{}% busy > {}%", *g.util_pct, *r.max_util_pct)};
+    if (*g.util_pct > *r.max_util_pct) return {Wait::kForeign, StrCat(*g.util_pct, "% busy > ", *r.max_util_pct, "%")};
   }
   return {Wait::kNow, ""};
 }
 
 std::vector<unsigned> Rank(const std::vector<GpuState>& gpus, std::vector<unsigned> indices, Order order) {
-  auto free_of = [&](unsigned i) { return gpus[i].free_bytes - std::min(gpus[i].free_bytes, gpus[i].unallocated_reservation_bytes); };
+  // Unreported values rank after every reported one (never as if they were 0 % busy or all free).
+  auto free_of = [&](unsigned i) -> std::int64_t {
+    auto f = FreeNow(gpus[i]);
+    return f ? static_cast<std::int64_t>(*f) : -1;
+  };
   auto util_of = [&](unsigned i) { return gpus[i].util_pct.value_or(101); };
   std::stable_sort(indices.begin(), indices.end(), [&](unsigned a, unsigned b) {
     if (order == Order::kPci) return a < b;
@@ -69,11 +89,12 @@ std::vector<unsigned> Rank(const std::vector<GpuState>& gpus, std::vector<unsign
 // Applies a grant to the working copy of the GPUs, so later requests see it.
 void Occupy(std::vector<GpuState>& gpus, const Request& r, const std::vector<unsigned>& chosen) {
   for (unsigned i : chosen) {
+    gpus[i].has_context = true;
     if (r.mem_bytes) {
       ++gpus[i].shared_leases;
       gpus[i].unallocated_reservation_bytes += *r.mem_bytes;
     } else {
-      gpus[i].exclusive_holder = fmt::format("an earlier request ({})", r.id);
+      gpus[i].exclusive_holder = StrCat(r.user.empty() ? "an earlier request" : r.user, " (earlier in line)");
     }
   }
 }
@@ -108,7 +129,6 @@ std::vector<Decision> Schedule(std::vector<GpuState> gpus, const std::vector<Req
   unsigned waiting = 0;
   for (const Request& r : line) {
     Decision d;
-    d.id = r.id;
     std::vector<unsigned> now, possible;
     std::vector<Verdict> verdicts(gpus.size());
     for (const GpuState& g : gpus) {
@@ -126,8 +146,11 @@ std::vector<Decision> Schedule(std::vector<GpuState> gpus, const std::vector<Req
     d.position = ++waiting;
     d.possible = static_cast<unsigned>(possible.size());
     d.impossible = possible.size() < r.count;
-    for (unsigned i = 0; i < gpus.size(); ++i)
-      if (verdicts[i].wait != Wait::kNow) d.reasons.push_back(fmt::format("GPU{}: {}", i, verdicts[i].reason));
+    for (unsigned i = 0; i < gpus.size(); ++i) {
+      if (verdicts[i].wait == Wait::kNow) continue;
+      d.reasons.push_back(StrCat("GPU", i, ": ", verdicts[i].reason));
+      if (verdicts[i].wait == Wait::kNever) d.never.push_back(d.reasons.back());
+    }
     if (!d.impossible) {
       // Reserve the GPUs it could use soonest: free now, then leased, then held by outsiders.
       std::stable_sort(possible.begin(), possible.end(),
@@ -140,6 +163,23 @@ std::vector<Decision> Schedule(std::vector<GpuState> gpus, const std::vector<Req
     out.push_back(std::move(d));
   }
   return out;
+}
+
+std::string ImpossibleReason(const Request& r, const Decision& d, unsigned gpu_count) {
+  const bool memory = r.mem_bytes.has_value();
+  return StrCat("asked for ", Plural(r.count, "GPU"), memory ? StrCat(" with ", FormatBytes(*r.mem_bytes), " each") : "",
+                " but only ", d.possible, " of the ", Plural(gpu_count, "GPU"), " here can ever qualify",
+                d.never.empty() ? std::string() : StrCat(" (", Join(d.never, "; "), ")"), ": ask for fewer",
+                memory ? " or less memory" : "");
+}
+
+Result<std::vector<unsigned>> GrantedNow(const Request& r, const Decision& d, unsigned gpu_count) {
+  if (d.granted) return d.gpus;
+  if (d.impossible) return MakeError(ErrorKind::kInvalidArgument, ImpossibleReason(r, d, gpu_count));
+  const unsigned qualify = gpu_count - static_cast<unsigned>(d.reasons.size());
+  return MakeError(ErrorKind::kNotEnoughGpus,
+                   StrCat("too few GPUs free now: ", qualify, " of ", Plural(r.count, "requested GPU"), " qualify (",
+                          Join(d.reasons, "; "), "); 'gpulane run' without --no-wait waits for them"));
 }
 
 }  // namespace gpulane::sched

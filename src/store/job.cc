@@ -1,5 +1,7 @@
 #include "store/job.h"
 
+#include "proto/request_json.h"
+
 namespace gpulane::store {
 
 using nlohmann::json;
@@ -50,42 +52,38 @@ std::string ErrorPath(const Job& job) {
 }
 
 json SpecToJson(const JobSpec& s, bool with_env) {
-  json gpus = {{"count", s.gpus.count}, {"gpu_list", s.gpus.gpu_list}, {"share_foreign", s.gpus.share_foreign}};
-  if (s.gpus.mem_bytes) gpus["mem_bytes"] = *s.gpus.mem_bytes;
-  if (s.gpus.min_free_bytes) gpus["min_free_bytes"] = *s.gpus.min_free_bytes;
-  if (s.gpus.max_util_pct) gpus["max_util_pct"] = *s.gpus.max_util_pct;
-  json j = {{"argv", s.argv}, {"cwd", s.cwd}, {"gpus", std::move(gpus)}, {"name", s.name},
-            {"priority", s.priority}, {"after_ok", s.after_ok}, {"after_any", s.after_any},
-            {"output_path", s.output_path}, {"error_path", s.error_path}, {"kill_grace_s", s.kill_grace_s}};
-  if (s.time_limit_s) j["time_limit_s"] = *s.time_limit_s;
+  json j = {{"argv", s.argv},         {"cwd", s.cwd},
+            {"request", proto::RequestToJson(s.request)},
+            {"name", s.name},         {"after_ok", s.after_ok},
+            {"after_any", s.after_any}, {"output_path", s.output_path},
+            {"error_path", s.error_path}, {"kill_grace_s", s.kill_grace_s}};
   if (with_env) j["env"] = s.env;
   return j;
 }
 
-bool SpecFromJson(const json& j, JobSpec* s) {
+Status SpecFromJson(const json& j, JobSpec* s) {
+  auto bad = [](const std::string& why) { return Status(MakeError(ErrorKind::kInvalidArgument, "spec: " + why)); };
+  if (!j.is_object()) return bad("must be a JSON object");
+  auto request = j.contains("request") ? proto::RequestFromJson(j["request"])
+                                       : Result<sched::Request>(MakeError(ErrorKind::kInvalidArgument, "request: missing"));
+  if (!request) return MakeError(ErrorKind::kInvalidArgument, "spec: " + request.error().message);
+  s->request = std::move(request).value();
   try {
     s->argv = j.at("argv").get<std::vector<std::string>>();
     s->cwd = j.at("cwd").get<std::string>();
     s->env = j.value("env", std::vector<std::string>{});
-    const json& g = j.at("gpus");
-    s->gpus.count = g.value("count", 1u);
-    s->gpus.gpu_list = g.value("gpu_list", "");
-    s->gpus.share_foreign = g.value("share_foreign", false);
-    if (g.contains("mem_bytes")) s->gpus.mem_bytes = g["mem_bytes"].get<std::uint64_t>();
-    if (g.contains("min_free_bytes")) s->gpus.min_free_bytes = g["min_free_bytes"].get<std::uint64_t>();
-    if (g.contains("max_util_pct")) s->gpus.max_util_pct = g["max_util_pct"].get<unsigned>();
     s->name = j.value("name", "");
-    s->priority = j.value("priority", 0);
     s->after_ok = j.value("after_ok", std::vector<std::int64_t>{});
     s->after_any = j.value("after_any", std::vector<std::int64_t>{});
     s->output_path = j.value("output_path", "");
     s->error_path = j.value("error_path", "");
     s->kill_grace_s = j.value("kill_grace_s", 10.0);
-    if (j.contains("time_limit_s")) s->time_limit_s = j["time_limit_s"].get<double>();
-    return !s->argv.empty();
   } catch (const json::exception&) {
-    return false;
+    return bad("argv (list of strings), cwd (string) and the optional fields must have their documented types");
   }
+  if (s->argv.empty()) return bad("argv is empty: give the command to run");
+  if (!(s->kill_grace_s >= 0 && s->kill_grace_s <= 3600)) return bad("kill_grace_s must be between 0 and 3600 seconds");
+  return Status::Ok();
 }
 
 json JobToJson(const Job& job, bool with_env) {

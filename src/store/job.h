@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sched/request.h"
+
 namespace gpulane::store {
 
 /// Life of a job: pending -> (held) -> launching -> running -> completed | failed | timeout;
@@ -19,27 +21,15 @@ const char* StateName(JobState s);              ///< "pending", "held", ...
 std::optional<JobState> ParseState(const std::string& name);
 bool IsFinished(JobState s);                    ///< completed, failed, cancelled, timeout
 
-/// What a job asks of its GPUs (same meanings as `gpulane run`'s options).
-struct GpuSpec {
-  unsigned count = 1;
-  std::optional<std::uint64_t> mem_bytes;
-  std::optional<std::uint64_t> min_free_bytes;
-  std::optional<unsigned> max_util_pct;
-  std::string gpu_list;  ///< --gpus: indices or UUIDs, "" for any
-  bool share_foreign = false;
-};
-
 /// Everything captured at submission.
 struct JobSpec {
   std::vector<std::string> argv;
   std::string cwd;
   std::vector<std::string> env;  ///< "KEY=VALUE", as the submitting shell had it
-  GpuSpec gpus;
+  sched::Request request;        ///< GPUs, priority, time limit: the one request type, stored as given
   std::string name;
-  int priority = 0;              ///< higher first
   std::vector<std::int64_t> after_ok;   ///< start only after these completed with exit code 0
   std::vector<std::int64_t> after_any;  ///< start only after these ended, however
-  std::optional<double> time_limit_s;
   std::string output_path;       ///< stdout log, placeholders expanded; "" = <cwd>/gpulane-<id>.out
   std::string error_path;        ///< stderr log; "" = the same file as stdout
   double kill_grace_s = 10;
@@ -72,8 +62,8 @@ std::string ErrorPath(const Job& job);
 
 /// The spec as JSON; without the environment unless `with_env`.
 nlohmann::json SpecToJson(const JobSpec& spec, bool with_env = true);
-/// Parse a spec; false on missing or mistyped fields.
-bool SpecFromJson(const nlohmann::json& j, JobSpec* spec);
+/// Parse a spec. Errors: kInvalidArgument naming the missing, mistyped or out-of-range field.
+Status SpecFromJson(const nlohmann::json& j, JobSpec* spec);
 /// The job for clients (without env unless `with_env`).
 nlohmann::json JobToJson(const Job& job, bool with_env);
 

@@ -61,7 +61,7 @@ bool ReadRow(sqlite3_stmt* s, Job* job) {
   job->gid = static_cast<std::uint32_t>(sqlite3_column_int64(s, 4));
   job->user = Text(s, 5);
   auto spec = nlohmann::json::parse(Text(s, 6), nullptr, false);
-  if (spec.is_discarded() || !SpecFromJson(spec, &job->spec)) return false;
+  if (spec.is_discarded() || !SpecFromJson(spec, &job->spec).ok()) return false;
   auto state = ParseState(Text(s, 7));
   if (!state) return false;
   job->state = *state;
@@ -141,6 +141,21 @@ Status JobStore::Migrate() {
       " gpus TEXT NOT NULL DEFAULT '[]', supervisor_pid INTEGER);"
       "CREATE INDEX jobs_unfinished ON jobs(state) WHERE state IN ('pending','held','launching','running');"
       "CREATE INDEX jobs_uid ON jobs(uid);",
+      // 2: the spec holds the one request type (sched::Request, proto/request_json.h) instead of
+      // "gpus", "priority" and "time_limit_s" of its own.
+      "UPDATE jobs SET spec = json_remove(json_set(spec, '$.request', json_object("
+      " 'count', coalesce(json_extract(spec, '$.gpus.count'), 1),"
+      " 'mem_bytes', json_extract(spec, '$.gpus.mem_bytes'),"
+      " 'min_free_bytes', json_extract(spec, '$.gpus.min_free_bytes'),"
+      " 'max_util_pct', json_extract(spec, '$.gpus.max_util_pct'),"
+      " 'share_foreign', json(CASE WHEN json_extract(spec, '$.gpus.share_foreign') THEN 'true' ELSE 'false' END),"
+      " 'order', 'memory',"
+      " 'gpu_list', coalesce(json_extract(spec, '$.gpus.gpu_list'), ''),"
+      " 'uid', uid, 'user', user,"
+      " 'priority', coalesce(json_extract(spec, '$.priority'), 0),"
+      " 'submit_time_s', submit_time,"
+      " 'time_limit_s', json_extract(spec, '$.time_limit_s'))),"
+      " '$.gpus', '$.priority', '$.time_limit_s');",
   };
   for (int v = current; v < kSchemaVersion; ++v) {
     Status s = Exec("BEGIN IMMEDIATE");

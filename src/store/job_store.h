@@ -32,7 +32,7 @@ class JobStore {
   ~JobStore();
 
   /// The schema version this code writes.
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
 
   /// Inserts jobs in one transaction (one fsync), assigning ids in order; array tasks get their
   /// array_job_id set to the first task's id when `array` is true. Returns the ids.

@@ -192,12 +192,12 @@ TEST(DaemonCancel, CancelRightAfterSubmissionStopsTheJob) {
   // job's supervisor: the job must not run to its end.
   RawConnection c(d.socket());
   json submit = d.SubmitRequest({"sh", "-c", "sleep 2; touch \"$0\"", mark.string()});
-  submit["v"] = 1;
+  submit["v"] = 2;
   ASSERT_TRUE(c.SendFrame(submit.dump()));
   auto reply = c.Read(30);
   ASSERT_TRUE(reply && reply->value("ok", false)) << (reply ? reply->dump() : "no reply");
   const std::int64_t id = (*reply)["ids"][0].get<std::int64_t>();
-  ASSERT_TRUE(c.SendFrame(json({{"v", 1}, {"op", "cancel"}, {"ids", {id}}}).dump()));
+  ASSERT_TRUE(c.SendFrame(json({{"v", 2}, {"op", "cancel"}, {"ids", {id}}}).dump()));
   auto cancelled = c.Read(30);
   ASSERT_TRUE(cancelled && cancelled->value("ok", false)) << (cancelled ? cancelled->dump() : "no reply");
   RunResult wait = d.Gpulane({"wait", Id(id)}, {}, 60);

@@ -21,12 +21,12 @@ double Seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// An error reply: {"v":1,"ok":false,"error":"<one line containing part>","code":code}.
+// An error reply: {"v":2,"ok":false,"error":"<one line containing part>","code":code}.
 ::testing::AssertionResult IsErrorReply(const std::optional<json>& reply, const std::string& code,
                                         const std::string& part) {
   if (!reply) return ::testing::AssertionFailure() << "no reply";
   const json& r = *reply;
-  if (r.value("v", 0) == 1 && r.value("ok", true) == false && r.value("code", "") == code && r.contains("error") &&
+  if (r.value("v", 0) == 2 && r.value("ok", true) == false && r.value("code", "") == code && r.contains("error") &&
       r["error"].is_string() && !r["error"].get<std::string>().empty() &&
       r["error"].get<std::string>().find('\n') == std::string::npos && Contains(r["error"], part))
     return ::testing::AssertionSuccess();
@@ -46,7 +46,7 @@ void ExpectServing(const TestDaemon& d) {
 TEST(DaemonProtocol, MalformedJsonGetsAnErrorAndTheConnectionStaysUsable) {
   TestDaemon d;
   RawConnection c(d.socket());
-  ASSERT_TRUE(c.SendFrame("{\"v\":1,\"op\":"));
+  ASSERT_TRUE(c.SendFrame("{\"v\":2,\"op\":"));
   EXPECT_TRUE(IsErrorReply(c.Read(10), "invalid_argument", "malformed"));
   ASSERT_TRUE(c.SendFrame("\xff\xfe not even text"));
   EXPECT_TRUE(IsErrorReply(c.Read(10), "invalid_argument", "malformed"));
@@ -54,7 +54,7 @@ TEST(DaemonProtocol, MalformedJsonGetsAnErrorAndTheConnectionStaysUsable) {
   EXPECT_TRUE(IsErrorReply(c.Read(10), "invalid_argument", "JSON object"));
   ASSERT_TRUE(c.SendFrame(""));
   EXPECT_TRUE(IsErrorReply(c.Read(10), "invalid_argument", "malformed"));
-  ASSERT_TRUE(c.SendFrame(R"({"v":1,"op":"ping"})"));
+  ASSERT_TRUE(c.SendFrame(R"({"v":2,"op":"ping"})"));
   auto pong = c.Read(10);
   ASSERT_TRUE(pong);
   EXPECT_EQ(pong->value("ok", false), true) << pong->dump();
@@ -63,7 +63,7 @@ TEST(DaemonProtocol, MalformedJsonGetsAnErrorAndTheConnectionStaysUsable) {
 
 TEST(DaemonProtocol, WrongOrMissingVersionIsRefused) {
   TestDaemon d;
-  for (const char* request : {R"({"v":2,"op":"ping"})", R"({"v":0,"op":"ping"})", R"({"v":"1","op":"ping"})",
+  for (const char* request : {R"({"v":3,"op":"ping"})", R"({"v":1,"op":"ping"})", R"({"v":"2","op":"ping"})",
                               R"({"op":"ping"})"}) {
     RawConnection c(d.socket());
     ASSERT_TRUE(c.SendFrame(request));
@@ -71,7 +71,7 @@ TEST(DaemonProtocol, WrongOrMissingVersionIsRefused) {
   }
   // A job submitted in a future version's request is not queued.
   json submit = d.SubmitRequest({"true"});
-  submit["v"] = 2;
+  submit["v"] = 3;
   EXPECT_TRUE(IsErrorReply(d.Call(submit), "invalid_argument", "version"));
   EXPECT_EQ(d.Queue({"--all"}).size(), 0u);
   ExpectServing(d);
@@ -79,7 +79,7 @@ TEST(DaemonProtocol, WrongOrMissingVersionIsRefused) {
 
 TEST(DaemonProtocol, MissingOrUnknownOpIsRefused) {
   TestDaemon d;
-  EXPECT_TRUE(IsErrorReply(d.Call(json{{"v", 1}}), "invalid_argument", "operation"));
+  EXPECT_TRUE(IsErrorReply(d.Call(json{{"v", 2}}), "invalid_argument", "operation"));
   EXPECT_TRUE(IsErrorReply(d.Call({{"op", "frobnicate"}}), "invalid_argument", "frobnicate"));
   EXPECT_TRUE(IsErrorReply(d.Call({{"op", 42}}), "invalid_argument", "operation"));
   EXPECT_TRUE(IsErrorReply(d.Call({{"op", nullptr}}), "invalid_argument", "operation"));
@@ -130,7 +130,7 @@ TEST(DaemonProtocol, TruncatedFrameThenCloseIsDropped) {
   TestDaemon d;
   {
     RawConnection c(d.socket());
-    std::string frame = Frame(R"({"v":1,"op":"ping"})");
+    std::string frame = Frame(R"({"v":2,"op":"ping"})");
     ASSERT_TRUE(c.Send(frame.substr(0, frame.size() / 2)));
   }  // closed half-way
   {
@@ -145,7 +145,7 @@ TEST(DaemonProtocol, TruncatedFrameThenCloseIsDropped) {
 TEST(DaemonProtocol, RequestsBeforeAHalfCloseAreAnswered) {
   TestDaemon d;
   RawConnection c(d.socket());
-  ASSERT_TRUE(c.Send(Frame(R"({"v":1,"op":"ping"})") + Frame(R"({"v":1,"op":"queue"})")));
+  ASSERT_TRUE(c.Send(Frame(R"({"v":2,"op":"ping"})") + Frame(R"({"v":2,"op":"queue"})")));
   c.ShutdownWrite();  // as `printf ... | socat - UNIX:...` does
   auto pong = c.Read(10);
   ASSERT_TRUE(pong);
@@ -160,7 +160,7 @@ TEST(DaemonProtocol, RequestsBeforeAHalfCloseAreAnswered) {
 TEST(DaemonProtocol, TruncatedFrameTimesOutWithAnErrorReply) {
   TestDaemon d;
   RawConnection c(d.socket());
-  std::string frame = Frame(R"({"v":1,"op":"ping"})");
+  std::string frame = Frame(R"({"v":2,"op":"ping"})");
   const double start = Seconds();
   ASSERT_TRUE(c.Send(frame.substr(0, frame.size() / 2)));
   // Meanwhile others are served.

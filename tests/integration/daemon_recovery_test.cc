@@ -82,7 +82,7 @@ TEST(DaemonRecovery, KilledRightAfterSubmissionsWereAcknowledged) {
   for (int i = 0; i < 20; ++i) {
     connections.push_back(std::make_unique<RawConnection>(d.socket()));
     json request = d.SubmitRequest({"sh", "-c", "echo $GPULANE_JOB_ID >> \"$0\"", runs.string()}, i % 2 == 0);
-    request["v"] = 1;
+    request["v"] = 2;
     ASSERT_TRUE(connections.back()->SendFrame(request.dump()));
   }
   std::vector<std::int64_t> held, runnable;
@@ -175,11 +175,11 @@ TEST(DaemonRecovery, KilledBetweenChoosingGpusAndStartingJobs) {
   const fs::path log = d.work() / "marks.log";
   const auto job = MarkedJob(log.string(), "", 0, 0.3);
   json array = d.SubmitRequest(job);
-  array["v"] = 1;
+  array["v"] = 2;
   array["array"] = {0, 1, 2, 3, 4, 5};
   RawConnection c1(d.socket()), c2(d.socket()), c3(d.socket());
   json single = d.SubmitRequest(job);
-  single["v"] = 1;
+  single["v"] = 2;
   ASSERT_TRUE(c1.SendFrame(array.dump()) && c2.SendFrame(single.dump()) && c3.SendFrame(single.dump()));
   std::vector<std::int64_t> ids;
   for (RawConnection* c : {&c1, &c2, &c3}) {

@@ -38,7 +38,7 @@ TEST(DaemonScale, TenThousandQueuedJobs) {
   constexpr int kSingles = 300;
   std::vector<std::unique_ptr<RawConnection>> connections;
   json request = d.SubmitRequest({"true"}, /*hold=*/true);
-  request["v"] = 1;
+  request["v"] = 2;
   request["spec"]["name"] = "single";
   const std::string payload = request.dump();
   for (int i = 0; i < kSingles; ++i) {

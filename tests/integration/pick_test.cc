@@ -29,12 +29,15 @@ RunResult Pick(const FakeMachine& machine, std::vector<std::string> args, const 
                                        << ", stdout '" << r.out << "', stderr '" << r.err << "'";
 }
 
-// Too few GPUs: exit 5, nothing on stdout, one line on stderr.
-::testing::AssertionResult TooFew(const RunResult& r) {
-  if (r.exit_code == 5 && r.out.empty() && LineCount(r.err) == 1) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "expected exit 5 and one line on stderr, got exit " << r.exit_code
+// Too few GPUs free now: exit 5, nothing on stdout, one line on stderr.
+::testing::AssertionResult TooFew(const RunResult& r, int code = 5) {
+  if (r.exit_code == code && r.out.empty() && LineCount(r.err) == 1) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "expected exit " << code << " and one line on stderr, got exit " << r.exit_code
                                        << ", stdout '" << r.out << "', stderr '" << r.err << "'";
 }
+
+// A request these GPUs can never meet (more GPUs than may qualify): a bad request, exit 2.
+::testing::AssertionResult NeverQualifies(const RunResult& r) { return TooFew(r, 2); }
 
 TEST(Pick, TheDocumentedShellLineSetsCudaVisibleDevices) {
   FakeMachine machine(EightGpus());
@@ -59,12 +62,52 @@ TEST(Pick, PrintsPciOrderIndicesAscendingOrUuids) {
   SetFreeMemory(DeviceByBus(state, "00000000:01:00.0"), 20 * kGiB);
   SetFreeMemory(DeviceByBus(state, "00000000:81:00.0"), 10 * kGiB);
   FakeMachine machine(state);
-  EXPECT_TRUE(Picked(Pick(machine, {"-n", "2"}), "1,3"));
-  EXPECT_TRUE(Picked(Pick(machine, {"-n", "1"}), "3"));
+  const Env pci_order{{"CUDA_DEVICE_ORDER", "PCI_BUS_ID"}};
+  EXPECT_TRUE(Picked(Pick(machine, {"-n", "2"}, pci_order), "1,3"));
+  EXPECT_TRUE(Picked(Pick(machine, {"-n", "1"}, pci_order), "3"));
   const std::string uuid1 = DeviceByBus(state, "00000000:41:00.0")["uuid"];
   const std::string uuid3 = DeviceByBus(state, "00000000:C1:00.0")["uuid"];
-  EXPECT_TRUE(Picked(Pick(machine, {"-n", "2", "--uuid"}), uuid1 + "," + uuid3));
-  EXPECT_TRUE(Picked(Pick(machine, {"--count", "4"}), "0,1,2,3"));
+  EXPECT_TRUE(Picked(Pick(machine, {"-n", "2", "--uuid"}, pci_order), uuid1 + "," + uuid3));
+  EXPECT_TRUE(Picked(Pick(machine, {"--count", "4"}, pci_order), "0,1,2,3"));
+  EXPECT_TRUE(Picked(Pick(machine, {"-g", "4"}, pci_order), "0,1,2,3")) << "-g as for run and submit";
+}
+
+// On mixed models CUDA's default order (fastest first) would give the printed index to another card.
+TEST(Pick, MixedModelsWarnWithoutPciBusOrderAndExportSetsIt) {
+  FakeMachine machine(MixedModels());
+  RunResult r = Pick(machine, {}, {{"CUDA_DEVICE_ORDER", "\x01unset"}});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(LineCount(r.out), 1) << r.out;
+  EXPECT_EQ(LineCount(r.err), 1) << r.err;
+  EXPECT_TRUE(Contains(r.err, "warning: the GPUs here are of different models and CUDA_DEVICE_ORDER is not PCI_BUS_ID"))
+      << r.err;
+  EXPECT_TRUE(Contains(r.err, "--export")) << "the warning names the fix: " << r.err;
+  EXPECT_TRUE(Picked(Pick(machine, {}, {{"CUDA_DEVICE_ORDER", "PCI_BUS_ID"}}), r.out.substr(0, r.out.size() - 1)));
+
+  RunResult exported = Pick(machine, {"--export"}, {{"CUDA_DEVICE_ORDER", "\x01unset"}});
+  EXPECT_TRUE(Picked(exported, "CUDA_VISIBLE_DEVICES=" + r.out.substr(0, r.out.size() - 1) + " CUDA_DEVICE_ORDER=PCI_BUS_ID"))
+      << "--export sets the order itself: no warning";
+}
+
+// The README's form: the program runs only when pick succeeded, with pick's GPUs and PCI bus order.
+TEST(Pick, ExportEvalRunsTheProgramOnlyWhenPickSucceeds) {
+  json state = EightGpus();
+  SetUsedMemory(state["devices"][0], 10 * kGiB);
+  FakeMachine machine(state);
+  Env env = machine.env();
+  env["GPULANE"] = GpulaneBinary();
+  const std::string line = "out=$(\"$GPULANE\" pick --export \"$@\") && eval \"$out\" && export CUDA_VISIBLE_DEVICES "
+                           "CUDA_DEVICE_ORDER && sh -c 'echo \"[$CUDA_VISIBLE_DEVICES $CUDA_DEVICE_ORDER]\"'";
+  Child ok({"/bin/sh", "-c", line, "sh", "-g", "1"}, env);
+  auto r = ok.Wait(30);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->exit_code, 0) << r->err;
+  EXPECT_EQ(r->out, "[1 PCI_BUS_ID]\n");
+  Child refused({"/bin/sh", "-c", line, "sh", "-g", "9"}, env);
+  r = refused.Wait(30);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->exit_code, 2) << "pick's exit status stops the line";
+  EXPECT_EQ(r->out, "") << "the program did not run";
 }
 
 TEST(Pick, MostFreeFirstThenLowerUtilisationThenPciOrder) {
@@ -141,13 +184,17 @@ TEST(Pick, OtherUsersProcessesTakeAGpuUnlessShareForeign) {
   EXPECT_FALSE(Contains(r.err, "GPU0:")) << r.err;
 }
 
-TEST(Pick, OwnProcessesDoNotTakeAGpu) {
+// A user's own notebook holding a GPU outside gpulane keeps that GPU from the user's next job too.
+TEST(Pick, TheCallersOwnProcessOutsideGpulaneTakesTheGpu) {
   Child own = StartProcess({"/bin/sleep", "60"});
-  json state = RecordedH200x2(own.pid());
+  json state = RecordedH200x2(own.pid());  // on GPU1
   SetUsedMemory(state["devices"][0], 50 * kGiB);
   FakeMachine machine(state);
-  EXPECT_TRUE(Picked(Pick(machine, {}), "1"));
-  EXPECT_TRUE(Picked(Pick(machine, {"-n", "2"}), "0,1"));
+  EXPECT_TRUE(Picked(Pick(machine, {}), "0")) << "GPU1 has more free memory but runs the caller's own process";
+  RunResult r = Pick(machine, {"-n", "2"});
+  EXPECT_TRUE(TooFew(r));
+  EXPECT_TRUE(Contains(r.err, fmt::format("GPU1: in use by {}'s sleep (pid {})", UserName(getuid()), own.pid()))) << r.err;
+  EXPECT_TRUE(Picked(Pick(machine, {"-n", "2", "--share-foreign"}), "0,1"));
 }
 
 TEST(Pick, AProcessThisPidNamespaceCannotSeeCountsAsForeign) {
@@ -176,8 +223,8 @@ TEST(Pick, TooFewNamesEveryGpuThatDoesNotQualifyOnOneLine) {
   EXPECT_TRUE(Picked(Pick(machine, {"-n", "6", "--min-free", "20GiB"}), "0,1,3,4,6,7"));
 
   r = Pick(machine, {"-n", "9"});
-  EXPECT_TRUE(TooFew(r));
-  EXPECT_TRUE(Contains(r.err, "8 of 9")) << r.err;
+  EXPECT_TRUE(NeverQualifies(r));
+  EXPECT_TRUE(Contains(r.err, "asked for 9 GPUs but only 8 of the 8 GPUs here can ever qualify")) << r.err;
 }
 
 TEST(Pick, MinFreeAcceptsTheSizesUsersType) {
@@ -237,9 +284,9 @@ TEST(Pick, GarbageInCudaVisibleDevicesWarnsAndHonoursTheEntriesBeforeIt) {
   EXPECT_TRUE(Contains(r.err, "bogus")) << r.err;
 
   r = Pick(machine, {"-n", "2"}, env);
-  EXPECT_EQ(r.exit_code, 5);
+  EXPECT_EQ(r.exit_code, 2) << "only GPU 3 may be used: two can never qualify";
   EXPECT_TRUE(r.out.empty()) << r.out;
-  EXPECT_TRUE(Contains(r.err, "GPU0: not in CUDA_VISIBLE_DEVICES")) << r.err;
+  EXPECT_TRUE(Contains(r.err, "GPU0: not among the GPUs this job may use (CUDA_VISIBLE_DEVICES, --gpus)")) << r.err;
 }
 
 TEST(Pick, InheritedCudaVisibleDevicesRestrictsTheChoice) {
@@ -250,11 +297,13 @@ TEST(Pick, InheritedCudaVisibleDevicesRestrictsTheChoice) {
   EXPECT_TRUE(Picked(Pick(machine, {"-n", "2"}, {{"CUDA_VISIBLE_DEVICES", prefix6 + ",2"}}), "2,6"));
   EXPECT_TRUE(Picked(Pick(machine, {"-n", "1"}, {{"CUDA_VISIBLE_DEVICES", uuid6}}), "6"));
   EXPECT_TRUE(Picked(Pick(machine, {"-n", "2"}, {{"CUDA_VISIBLE_DEVICES", "7,5,4"}}), "4,5"));
-  EXPECT_TRUE(TooFew(Pick(machine, {"-n", "3"}, {{"CUDA_VISIBLE_DEVICES", "7,5"}})));
-  EXPECT_TRUE(TooFew(Pick(machine, {}, {{"CUDA_VISIBLE_DEVICES", ""}})));
+  EXPECT_TRUE(NeverQualifies(Pick(machine, {"-n", "3"}, {{"CUDA_VISIBLE_DEVICES", "7,5"}})));
+  EXPECT_TRUE(NeverQualifies(Pick(machine, {}, {{"CUDA_VISIBLE_DEVICES", ""}})));
+  EXPECT_TRUE(Picked(Pick(machine, {"--gpus", "5,7"}, {{"CUDA_VISIBLE_DEVICES", "7,5,4"}}), "5"))
+      << "--gpus within the inherited CUDA_VISIBLE_DEVICES; 5 has the lower PCI index of the two equal GPUs";
 
   RunResult r = Pick(machine, {}, {{"CUDA_VISIBLE_DEVICES", "GPU-a000000"}});  // ambiguous: ends the list
-  EXPECT_EQ(r.exit_code, 5);
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(Contains(r.err, "warning")) << r.err;
 }
 
@@ -267,10 +316,10 @@ TEST(Pick, MigEnabledGpusAreNeverPicked) {
   EXPECT_TRUE(Picked(Pick(machine, {}), "0"));
   EXPECT_TRUE(Picked(Pick(machine, {"-n", "2", "--share-foreign"}), "0,1"));
   RunResult r = Pick(machine, {"-n", "3", "--share-foreign"});
-  EXPECT_TRUE(TooFew(r));
+  EXPECT_TRUE(NeverQualifies(r));
   EXPECT_TRUE(Contains(r.err, "GPU2: MIG mode on")) << r.err;
   r = Pick(machine, {}, {{"CUDA_VISIBLE_DEVICES", MigDeviceUuids()[1]}});
-  EXPECT_TRUE(TooFew(r));
+  EXPECT_TRUE(NeverQualifies(r));
   EXPECT_TRUE(Contains(r.err, "GPU2: MIG mode on")) << r.err;
 }
 
@@ -280,7 +329,7 @@ TEST(Pick, LostGpusAreNeverPicked) {
   FakeMachine machine(state);
   EXPECT_TRUE(Picked(Pick(machine, {"-n", "2"}), "0,1"));
   RunResult r = Pick(machine, {"-n", "3"});
-  EXPECT_TRUE(TooFew(r));
+  EXPECT_TRUE(NeverQualifies(r));
   EXPECT_TRUE(Contains(r.err, "GPU2: failed (NVML_ERROR_GPU_IS_LOST)")) << r.err;
 }
 
@@ -310,8 +359,8 @@ TEST(Pick, AMachineWithoutGpusHasNoneToGive) {
   state["devices"] = json::array();
   FakeMachine machine(state);
   RunResult r = Pick(machine, {});
-  EXPECT_TRUE(TooFew(r));
-  EXPECT_TRUE(Contains(r.err, "0 GPUs")) << r.err;
+  EXPECT_TRUE(NeverQualifies(r));
+  EXPECT_TRUE(Contains(r.err, "of the 0 GPUs here")) << r.err;
 }
 
 TEST(Pick, NoDriverAndNvmlErrorsKeepTheirExitCodes) {
@@ -349,7 +398,7 @@ TEST(Pick, LeasedGpusAreTakenEvenBeforeTheirJobShowsInNvml) {
   EXPECT_EQ(r.out, "1\n") << "GPU0 is leased";
   RunResult both = RunGpulane({"pick", "-n", "2"}, machine.env());
   EXPECT_EQ(both.exit_code, 5);
-  EXPECT_NE(both.err.find("GPU0: leased by job r"), std::string::npos) << both.err;
+  EXPECT_NE(both.err.find(fmt::format("GPU0: leased by {} (job r", UserName(getuid()))), std::string::npos) << both.err;
   std::ofstream(gate).put('x');
   ASSERT_TRUE(holder.Wait(30).has_value());
 }

@@ -186,8 +186,10 @@ json LeaseOfEveryGpu(const json& state) {
 json TicketForBothGpus(const json& state) {
   json uuids = json::array();
   for (const auto& d : state["devices"]) uuids.push_back(d["uuid"]);
-  return {{"id", "w00000000000000000001.decoy"}, {"seq", 1}, {"user", "mallory"}, {"pid", getpid()},
-          {"count", 2}, {"share_foreign", true}, {"allowed_uuids", uuids}, {"order", "memory"}};
+  return {{"id", "w00000000000000000001.decoy"},
+          {"seq", 1},
+          {"pid", getpid()},
+          {"request", {{"count", 2}, {"share_foreign", true}, {"allowed_uuids", uuids}, {"order", "memory"}, {"user", "mallory"}}}};
 }
 
 // First, that the decoys would block if they were where gpulane looks: then the symlink test below

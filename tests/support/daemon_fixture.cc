@@ -311,7 +311,7 @@ bool TestDaemon::Start() {
       return false;
     }
     RawConnection c(socket());
-    if (c.connected() && c.SendFrame(R"({"v":1,"op":"ping"})")) {
+    if (c.connected() && c.SendFrame(R"({"v":2,"op":"ping"})")) {
       if (auto reply = c.Read(5); reply && reply->value("ok", false)) {
         pid_ = reply->value("pid", -1);
         if (pid_ != daemon.pid()) ADD_FAILURE() << "another daemon answers on " << socket() << ": " << reply->dump();
@@ -447,7 +447,7 @@ bool TestDaemon::WaitForState(std::int64_t id, const std::string& state, double 
 }
 
 json TestDaemon::Call(json request, double timeout_s) const {
-  if (!request.contains("v")) request["v"] = 1;
+  if (!request.contains("v")) request["v"] = 2;
   RawConnection c(socket());
   if (!c.connected()) return {{"transport_error", "cannot connect to " + socket()}};
   if (!c.SendFrame(request.dump())) return {{"transport_error", "cannot send"}};
@@ -471,7 +471,7 @@ json TestDaemon::SubmitRequest(const std::vector<std::string>& argv, bool hold, 
   std::vector<std::string> environment;
   for (const auto& [k, v] : merged) environment.push_back(k + "=" + v);
   for (const auto& kv : env) environment.push_back(kv);
-  json spec = {{"argv", argv}, {"cwd", work().string()}, {"env", environment}, {"gpus", {{"count", 1}}}};
+  json spec = {{"argv", argv}, {"cwd", work().string()}, {"env", environment}, {"request", {{"count", 1}}}};
   return {{"op", "submit"}, {"spec", spec}, {"hold", hold}};
 }
 

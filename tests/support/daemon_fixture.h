@@ -148,7 +148,7 @@ class TestDaemon {
   /// Waits until the job is in `state` (through the socket, every 20 ms).
   bool WaitForState(std::int64_t id, const std::string& state, double timeout_s = 30) const;
 
-  /// One request straight over the socket ("v": 1 added when the request has no "v"). The reply, or
+  /// One request straight over the socket ("v": 2 added when the request has no "v"). The reply, or
   /// {"transport_error": "..."} when none came within `timeout_s`.
   nlohmann::json Call(nlohmann::json request, double timeout_s = 30) const;
   /// A submit request for `argv` run in work() with this process's environment plus `env`.

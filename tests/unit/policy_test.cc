@@ -12,12 +12,14 @@ namespace {
 using Indices = std::vector<unsigned>;
 constexpr std::uint64_t kGiB = 1ULL << 30;
 
+std::string UuidOf(unsigned i);
+
 std::vector<GpuState> Idle(unsigned n, std::uint64_t total = 80 * kGiB) {
   std::vector<GpuState> gpus;
   for (unsigned i = 0; i < n; ++i) {
     GpuState g;
     g.index = i;
-    g.uuid = "GPU-" + std::to_string(i) + "0000000-92ce-068a-58c5-7c2f58de6be6";
+    g.uuid = UuidOf(i);
     g.total_bytes = total;
     g.free_bytes = total;
     g.util_pct = 0;
@@ -26,11 +28,21 @@ std::vector<GpuState> Idle(unsigned n, std::uint64_t total = 80 * kGiB) {
   return gpus;
 }
 
-Request Whole(std::string id, unsigned count, unsigned gpus_on_machine) {
+std::string UuidOf(unsigned i) { return "GPU-" + std::to_string(i) + "0000000-92ce-068a-58c5-7c2f58de6be6"; }
+
+std::vector<std::string> Uuids(std::initializer_list<unsigned> indices) {
+  std::vector<std::string> out;
+  for (unsigned i : indices) out.push_back(UuidOf(i));
+  return out;
+}
+
+// A request for whole GPUs by user `who`, allowed on every GPU of the machine.
+Request Whole(std::string who, unsigned count, unsigned gpus_on_machine) {
   Request r;
-  r.id = std::move(id);
+  r.user = std::move(who);
   r.count = count;
-  for (unsigned i = 0; i < gpus_on_machine; ++i) r.allowed.push_back(i);
+  r.allowed_uuids.emplace();
+  for (unsigned i = 0; i < gpus_on_machine; ++i) r.allowed_uuids->push_back(UuidOf(i));
   return r;
 }
 
@@ -60,12 +72,12 @@ const Limits kNoMargin{0};
 
 TEST(Schedule, OneDecisionPerRequestInLineOrder) {
   auto gpus = Idle(2);
-  std::vector<Request> line = {Whole("a", 1, 2), Whole("b", 1, 2), Whole("c", 1, 2)};
+  std::vector<Request> line = {Whole("a", 1, 2), Whole("b", 2, 2), Whole("c", 1, 2)};
   auto d = Schedule(gpus, line, kNoMargin);
   ASSERT_EQ(d.size(), 3u);
-  EXPECT_EQ(d[0].id, "a");
-  EXPECT_EQ(d[1].id, "b");
-  EXPECT_EQ(d[2].id, "c");
+  EXPECT_TRUE(d[0].granted);
+  EXPECT_FALSE(d[1].granted) << "b wants both GPUs; a has one";
+  EXPECT_FALSE(d[2].granted) << "c may not take the GPU b waits for";
 }
 
 TEST(Schedule, FirstInLineGetsTheFreeGpuAndTheRestWaitInOrder) {
@@ -78,7 +90,7 @@ TEST(Schedule, FirstInLineGetsTheFreeGpuAndTheRestWaitInOrder) {
   EXPECT_FALSE(d[2].granted);
   EXPECT_EQ(d[1].position, 1u) << "positions count only the requests that wait";
   EXPECT_EQ(d[2].position, 2u);
-  EXPECT_TRUE(AnyReasonStartsWith(d[1], "GPU0: leased by an earlier request")) << ReasonsOf(d[1]);
+  EXPECT_TRUE(AnyReasonStartsWith(d[1], "GPU0: leased by a (earlier in line)")) << ReasonsOf(d[1]);
   EXPECT_FALSE(d[1].impossible);
 
   // Once "a" is gone the next in line is served, never the last one.
@@ -95,7 +107,7 @@ TEST(Schedule, RequestsGrantedTogetherGetDifferentGpus) {
   std::set<unsigned> seen;
   std::size_t total = 0;
   for (const auto& x : d) {
-    ASSERT_TRUE(x.granted) << x.id;
+    ASSERT_TRUE(x.granted);
     total += x.gpus.size();
     seen.insert(x.gpus.begin(), x.gpus.end());
   }
@@ -121,7 +133,7 @@ TEST(Schedule, LaterRequestThatFitsTakesOnlyUnreservedGpus) {
   auto gpus = Idle(4);
   gpus[0].exclusive_holder = "alice (job r1)";
   Request big = Whole("big", 2, 4);
-  big.allowed = {0, 1};  // waits for GPU0; GPU1 is free now and reserved for it
+  big.allowed_uuids = Uuids({0, 1});  // waits for GPU0; GPU1 is free now and reserved for it
   std::vector<Request> line = {big, Whole("small", 1, 4)};
   auto d = Schedule(gpus, line, kNoMargin);
   EXPECT_FALSE(d[0].granted);
@@ -133,7 +145,7 @@ TEST(Schedule, LaterRequestThatFitsTakesOnlyUnreservedGpus) {
 
   // Only reserved GPUs are left for it: it waits, and says why.
   Request pinned = Whole("pinned", 1, 4);
-  pinned.allowed = {1};
+  pinned.allowed_uuids = Uuids({1});
   d = Schedule(gpus, {big, pinned}, kNoMargin);
   EXPECT_FALSE(d[1].granted);
   EXPECT_TRUE(HasReason(d[1], "GPU1: held for an earlier request (#1)")) << ReasonsOf(d[1]);
@@ -156,7 +168,7 @@ TEST(Schedule, LargeWaitingRequestIsNotStarvedByAStreamOfSmallOnes) {
     auto d = Schedule(gpus, line, kNoMargin);
     EXPECT_FALSE(d[0].granted) << "GPU0 is still leased";
     for (std::size_t i = 1; i < d.size(); ++i) {
-      EXPECT_FALSE(d[i].granted) << d[i].id << " would overtake the large request on GPU1";
+      EXPECT_FALSE(d[i].granted) << "small request " << i << " would overtake the large request on GPU1";
       EXPECT_TRUE(HasReason(d[i], "GPU1: held for an earlier request (#1)")) << ReasonsOf(d[i]);
     }
   }
@@ -240,7 +252,7 @@ TEST(Schedule, MemoryRequestsSpreadToTheGpuWithMostRoom) {
   auto gpus = Idle(2, 80 * kGiB);
   std::vector<Request> line = {Shared("a", 30 * kGiB, 2), Shared("b", 30 * kGiB, 2), Shared("c", 30 * kGiB, 2)};
   auto d = Schedule(gpus, line, Limits{1 * kGiB});
-  for (const auto& x : d) ASSERT_TRUE(x.granted) << x.id << ": " << ReasonsOf(x);
+  for (const auto& x : d) ASSERT_TRUE(x.granted) << ReasonsOf(x);
   EXPECT_NE(d[0].gpus, d[1].gpus) << "the second goes where the first's reservation is not";
 }
 
@@ -273,14 +285,14 @@ TEST(Schedule, ExclusiveRequestsNeverShareAGpu) {
 
 TEST(Schedule, ExclusiveProcessComputeModeTakesOneJob) {
   auto gpus = Idle(1);
-  gpus[0].exclusive_process_mode = true;
+  gpus[0].one_context_only = true;
   auto d = Schedule(gpus, {Shared("a", 1 * kGiB, 1), Shared("b", 1 * kGiB, 1)}, kNoMargin);
   EXPECT_TRUE(d[0].granted);
   EXPECT_FALSE(d[1].granted);
   EXPECT_TRUE(AnyReasonStartsWith(d[1], "GPU0: EXCLUSIVE_PROCESS")) << ReasonsOf(d[1]);
 
   // The same two on a GPU in the default mode share it.
-  gpus[0].exclusive_process_mode = false;
+  gpus[0].one_context_only = false;
   d = Schedule(gpus, {Shared("a", 1 * kGiB, 1), Shared("b", 1 * kGiB, 1)}, kNoMargin);
   EXPECT_TRUE(d[0].granted);
   EXPECT_TRUE(d[1].granted);
@@ -308,9 +320,97 @@ TEST(Schedule, ForeignProcessesBlockAGpuUnlessShareForeign) {
   EXPECT_EQ(std::set<unsigned>(d[0].gpus.begin(), d[0].gpus.end()), (std::set<unsigned>{0, 1}));
 
   Request mem = Shared("m", 1 * kGiB, 2);
-  mem.allowed = {0};
+  mem.allowed_uuids = Uuids({0});
   d = Schedule(gpus, {mem}, kNoMargin);
   EXPECT_FALSE(d[0].granted) << "shared leases also keep off foreign processes";
+}
+
+// ---- Unknown is not free ----------------------------------------------------------------------
+
+TEST(Schedule, AGpuWhoseProcessesAreUnknownQualifiesOnlyWithShareForeign) {
+  auto gpus = Idle(2);
+  gpus[0].processes_known = false;
+  gpus[1].exclusive_holder = "alice (job 3)";
+  auto d = Schedule(gpus, {Whole("a", 1, 2)}, kNoMargin);
+  EXPECT_FALSE(d[0].granted) << "an unreported process list is not an empty one";
+  EXPECT_TRUE(AnyReasonStartsWith(d[0], "GPU0: its processes are not reported by NVML")) << ReasonsOf(d[0]);
+  Request sharing = Whole("a", 1, 2);
+  sharing.share_foreign = true;
+  d = Schedule(gpus, {sharing}, kNoMargin);
+  ASSERT_TRUE(d[0].granted) << ReasonsOf(d[0]);
+  EXPECT_EQ(d[0].gpus, Indices{0});
+}
+
+TEST(Schedule, AMemoryRequestOnAGpuWhoseMemoryIsUnknownFailsAtOnce) {
+  auto gpus = Idle(1);
+  gpus[0].free_bytes.reset();
+  gpus[0].total_bytes.reset();
+  auto d = Schedule(gpus, {Shared("m", 1 * kGiB, 1)}, kNoMargin);
+  EXPECT_FALSE(d[0].granted);
+  EXPECT_TRUE(d[0].impossible) << "it would otherwise wait on '0 MiB free' forever";
+  EXPECT_TRUE(HasReason(d[0], "GPU0: memory not reported by NVML")) << ReasonsOf(d[0]);
+  Request min_free = Whole("w", 1, 1);
+  min_free.min_free_bytes = 1 * kGiB;
+  EXPECT_TRUE(Schedule(gpus, {min_free}, kNoMargin)[0].impossible);
+  EXPECT_TRUE(Schedule(gpus, {Whole("w", 1, 1)}, kNoMargin)[0].granted) << "a whole GPU needs no memory figure";
+}
+
+TEST(Schedule, UnreportedMemoryRanksAfterEveryReportedFigure) {
+  auto gpus = Idle(2);
+  gpus[0].free_bytes.reset();
+  gpus[1].free_bytes = 1 * kGiB;
+  EXPECT_EQ(Schedule(gpus, {Whole("a", 1, 2)}, kNoMargin)[0].gpus, Indices{1});
+}
+
+// ---- Compute modes ----------------------------------------------------------------------------
+
+TEST(Schedule, ExclusiveProcessGpuWithAForeignContextTakesNoJobEvenWithShareForeignOrMem) {
+  auto gpus = Idle(1);
+  gpus[0].one_context_only = true;
+  gpus[0].has_context = true;
+  gpus[0].foreign = {"bob's python (pid 12)"};
+  Request sharing = Whole("a", 1, 1);
+  sharing.share_foreign = true;
+  Request mem = Shared("m", 1 * kGiB, 1);
+  mem.share_foreign = true;
+  for (const Request& r : {sharing, mem}) {
+    auto d = Schedule(gpus, {r}, kNoMargin);
+    EXPECT_FALSE(d[0].granted) << "CUDA refuses a second context on it";
+    EXPECT_FALSE(d[0].impossible) << "the other context may end";
+    EXPECT_TRUE(HasReason(d[0], "GPU0: EXCLUSIVE_PROCESS compute mode and already in use by bob's python (pid 12)"))
+        << ReasonsOf(d[0]);
+  }
+  gpus[0].has_context = false;
+  gpus[0].foreign.clear();
+  EXPECT_TRUE(Schedule(gpus, {mem}, kNoMargin)[0].granted);
+}
+
+// ---- Must be met now (pick, run --no-wait) ----------------------------------------------------
+
+TEST(GrantedNow, GrantedGpusOrTheOneReasonTextWithItsKind) {
+  auto gpus = Idle(2);
+  gpus[0].exclusive_holder = "alice (job 7)";
+  Request one = Whole("b", 1, 2);
+  auto d = Schedule(gpus, {one}, kNoMargin);
+  auto granted = GrantedNow(one, d[0], 2);
+  ASSERT_TRUE(granted.ok());
+  EXPECT_EQ(*granted, Indices{1});
+
+  Request two = Whole("b", 2, 2);
+  d = Schedule(gpus, {two}, kNoMargin);
+  auto not_now = GrantedNow(two, d[0], 2);
+  ASSERT_FALSE(not_now.ok());
+  EXPECT_EQ(not_now.error().kind, ErrorKind::kNotEnoughGpus);
+  EXPECT_EQ(not_now.error().message,
+            "too few GPUs free now: 1 of 2 requested GPUs qualify (GPU0: leased by alice (job 7)); 'gpulane run' "
+            "without --no-wait waits for them");
+
+  Request three = Whole("b", 3, 2);
+  d = Schedule(gpus, {three}, kNoMargin);
+  auto never = GrantedNow(three, d[0], 2);
+  ASSERT_FALSE(never.ok());
+  EXPECT_EQ(never.error().kind, ErrorKind::kInvalidArgument) << "more GPUs than exist is a bad request";
+  EXPECT_EQ(never.error().message, "asked for 3 GPUs but only 2 of the 2 GPUs here can ever qualify: ask for fewer");
 }
 
 // ---- Requests that can never be met -----------------------------------------------------------
@@ -324,11 +424,11 @@ TEST(Schedule, ImpossibleRequestsAreFlaggedWithHowManyGpusCouldQualify) {
   EXPECT_TRUE(d[0].gpus.empty()) << "an impossible request reserves nothing";
 
   Request only_one = Whole("only", 2, 2);
-  only_one.allowed = {1};
+  only_one.allowed_uuids = Uuids({1});
   d = Schedule(gpus, {only_one}, kNoMargin);
   EXPECT_TRUE(d[0].impossible);
   EXPECT_EQ(d[0].possible, 1u);
-  EXPECT_TRUE(HasReason(d[0], "GPU0: not among the GPUs this job may use")) << ReasonsOf(d[0]);
+  EXPECT_TRUE(AnyReasonStartsWith(d[0], "GPU0: not among the GPUs this job may use")) << ReasonsOf(d[0]);
 
   d = Schedule(gpus, {Shared("huge", 80 * kGiB, 2)}, Limits{1 * kGiB});
   EXPECT_TRUE(d[0].impossible);
@@ -371,7 +471,7 @@ TEST(Schedule, AWaiterGetsOneReasonPerGpuThatDoesNotQualifyNow) {
   r.min_free_bytes = 20 * kGiB;
   r.max_util_pct = 50;
   Request next = Whole("next", 1, 5);
-  next.allowed = {4};
+  next.allowed_uuids = Uuids({4});
   auto d = Schedule(gpus, {r, next}, kNoMargin);
   ASSERT_FALSE(d[0].granted);
   EXPECT_EQ(d[0].position, 1u);

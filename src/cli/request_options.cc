@@ -1,0 +1,68 @@
+#include "cli/request_options.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <fmt/format.h>
+
+#include "lease/lease_dir.h"
+#include "util/units.h"
+
+namespace gpulane::cli {
+
+void RequestOptions::Register(CLI::App* sub, RequestOptionSet set) {
+  sub_ = sub;
+  sub->add_option("-g,-n,--gpu-count,--count", count_, "How many GPUs (default 1)")->type_name("N");
+  sub->add_option("--mem", mem_, "Share GPUs: declare this much GPU memory per GPU (e.g. 30GiB) instead of whole GPUs")
+      ->type_name("SIZE");
+  sub->add_option("--min-free", min_free_, "Each GPU needs at least this much free memory, e.g. 20GiB")->type_name("SIZE");
+  sub->add_option("--max-util", max_util_, "Each GPU at most this busy, in percent")->check(CLI::Range(0, 100))->type_name("PCT");
+  sub->add_option("--gpus", gpus_, "Only these GPUs: indices or UUIDs, comma-separated")->type_name("LIST");
+  sub->add_flag("--share-foreign", share_foreign_,
+                "Allow GPUs that run processes outside gpulane's leases (default: they are taken)");
+  sub->add_option("--order", order_, "memory (most free first, default), util (least busy first), pci")
+      ->check(CLI::IsMember({"memory", "util", "pci"}));
+  if (set.time_limit)
+    sub->add_option("--time-limit", time_limit_, "Stop the job after this long (SIGTERM, then SIGKILL), e.g. 4h")
+        ->type_name("DURATION");
+  if (set.priority) sub->add_option("--priority", priority_, "Higher runs first (default 0; only admins may go above 0)");
+}
+
+Result<sched::Request> RequestOptions::ToRequest() const {
+  auto usage = [](std::string m) { return MakeError(ErrorKind::kInvalidArgument, std::move(m)); };
+  auto given = [&](const char* name) { return sub_->count(name) > 0; };
+  // An empty value ("--mem ''") is an error, not "not given".
+  for (const char* name : {"--mem", "--min-free", "--gpus", "--time-limit"})
+    if (sub_->get_option_no_throw(name) && given(name) && sub_->get_option(name)->as<std::string>().empty())
+      return usage(fmt::format("{} '': give a value", name));
+  sched::Request r;
+  if (count_ < 1) return usage(fmt::format("-g {}: ask for at least 1 GPU", count_));
+  r.count = static_cast<unsigned>(count_);
+  if (given("--mem")) {
+    auto bytes = ParseSizeBytes(mem_);
+    if (!bytes) return usage("--mem: " + bytes.error().message);
+    r.mem_bytes = *bytes;
+  }
+  if (given("--min-free")) {
+    auto bytes = ParseSizeBytes(min_free_);
+    if (!bytes) return usage("--min-free: " + bytes.error().message);
+    r.min_free_bytes = *bytes;
+  }
+  if (max_util_ >= 0) r.max_util_pct = static_cast<unsigned>(max_util_);
+  r.gpu_list = gpus_;
+  r.share_foreign = share_foreign_;
+  r.order = sched::ParseOrder(order_).value_or(sched::Order::kMostFree);
+  if (sub_->get_option_no_throw("--time-limit") && given("--time-limit")) {
+    auto s = ParseDurationS(time_limit_);
+    if (!s) return usage("--time-limit: " + s.error().message);
+    r.time_limit_s = *s;
+  }
+  r.priority = priority_;
+  r.uid = static_cast<std::uint32_t>(getuid());
+  r.user = lease::UserNameOf(r.uid);
+  r.submit_time_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  if (Status s = sched::CheckRequest(r); !s.ok()) return s.error();
+  return r;
+}
+
+}  // namespace gpulane::cli

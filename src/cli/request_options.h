@@ -1,0 +1,40 @@
+#pragma once
+// The request options `pick`, `run` and `submit` share, registered and parsed in this one place
+// into the one request type (sched::Request):
+//   -g/--gpu-count N (also -n/--count), --mem SIZE, --min-free SIZE, --max-util PCT, --gpus LIST,
+//   --share-foreign, --order memory|util|pci, --time-limit DURATION (run, submit),
+//   --priority N (submit).
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "sched/request.h"
+#include "util/result.h"
+
+namespace gpulane::cli {
+
+/// Which of the shared options a command takes.
+struct RequestOptionSet {
+  bool time_limit = false;  ///< --time-limit (run, submit)
+  bool priority = false;    ///< --priority (submit)
+};
+
+class RequestOptions {
+ public:
+  /// Adds the options to `sub`; remembers `sub` to tell "given empty" from "not given".
+  void Register(CLI::App* sub, RequestOptionSet set = {});
+  /// Checks and converts what was given. The request's uid, user and submission time are the
+  /// caller's (getuid, now); allowed_uuids stays unresolved (nullopt) until the GPUs are known.
+  /// Errors: kInvalidArgument naming the option and the fix ("--mem '': give a size, e.g. 30GiB").
+  Result<sched::Request> ToRequest() const;
+
+ private:
+  CLI::App* sub_ = nullptr;
+  int count_ = 1;
+  std::string mem_, min_free_, gpus_, order_ = "memory", time_limit_;
+  int max_util_ = -1;
+  int priority_ = 0;
+  bool share_foreign_ = false;
+};
+
+}  // namespace gpulane::cli

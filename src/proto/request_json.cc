@@ -1,0 +1,93 @@
+#include "proto/request_json.h"
+
+#include <fmt/format.h>
+
+#include <limits>
+
+namespace gpulane::proto {
+
+using nlohmann::json;
+
+json RequestToJson(const sched::Request& r) {
+  json j = {{"count", r.count},          {"share_foreign", r.share_foreign}, {"order", sched::OrderName(r.order)},
+            {"gpu_list", r.gpu_list},    {"uid", r.uid},                     {"user", r.user},
+            {"priority", r.priority},    {"submit_time_s", r.submit_time_s}};
+  if (r.mem_bytes) j["mem_bytes"] = *r.mem_bytes;
+  if (r.min_free_bytes) j["min_free_bytes"] = *r.min_free_bytes;
+  if (r.max_util_pct) j["max_util_pct"] = *r.max_util_pct;
+  if (r.allowed_uuids) j["allowed_uuids"] = *r.allowed_uuids;
+  if (r.time_limit_s) j["time_limit_s"] = *r.time_limit_s;
+  return j;
+}
+
+namespace {
+
+// Reads field `key` of `j` into `out` when present; false (with *why) when it has the wrong type.
+template <typename T>
+bool ReadField(const json& j, const char* key, T* out, std::string* why) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return true;
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!it->is_boolean()) return *why = fmt::format("\"{}\" must be true or false", key), false;
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    if (!it->is_string()) return *why = fmt::format("\"{}\" must be a string", key), false;
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (!it->is_number()) return *why = fmt::format("\"{}\" must be a number", key), false;
+  } else if constexpr (std::is_unsigned_v<T>) {
+    if (!it->is_number_unsigned()) return *why = fmt::format("\"{}\" must be a whole number >= 0", key), false;
+    if (it->template get<std::uint64_t>() > std::numeric_limits<T>::max())
+      return *why = fmt::format("\"{}\" is too large", key), false;
+  } else {
+    if (!it->is_number_integer()) return *why = fmt::format("\"{}\" must be a whole number", key), false;
+    if (it->is_number_unsigned() && it->template get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<T>::max()))
+      return *why = fmt::format("\"{}\" is out of range", key), false;
+    const auto v = it->template get<std::int64_t>();
+    if (v > std::numeric_limits<T>::max() || v < std::numeric_limits<T>::min())
+      return *why = fmt::format("\"{}\" is out of range", key), false;
+  }
+  *out = it->template get<T>();
+  return true;
+}
+
+template <typename T>
+bool ReadOptional(const json& j, const char* key, std::optional<T>* out, std::string* why) {
+  if (!j.contains(key) || j[key].is_null()) return true;
+  T value{};
+  if (!ReadField(j, key, &value, why)) return false;
+  *out = value;
+  return true;
+}
+
+}  // namespace
+
+Result<sched::Request> RequestFromJson(const json& j) {
+  auto bad = [](const std::string& why) { return MakeError(ErrorKind::kInvalidArgument, "request: " + why); };
+  if (!j.is_object()) return bad("must be a JSON object");
+  sched::Request r;
+  std::string why, order = sched::OrderName(r.order);
+  if (!ReadField(j, "count", &r.count, &why) || !ReadOptional(j, "mem_bytes", &r.mem_bytes, &why) ||
+      !ReadOptional(j, "min_free_bytes", &r.min_free_bytes, &why) ||
+      !ReadOptional(j, "max_util_pct", &r.max_util_pct, &why) ||
+      !ReadField(j, "share_foreign", &r.share_foreign, &why) || !ReadField(j, "order", &order, &why) ||
+      !ReadField(j, "gpu_list", &r.gpu_list, &why) || !ReadField(j, "uid", &r.uid, &why) ||
+      !ReadField(j, "user", &r.user, &why) || !ReadField(j, "priority", &r.priority, &why) ||
+      !ReadField(j, "submit_time_s", &r.submit_time_s, &why) || !ReadOptional(j, "time_limit_s", &r.time_limit_s, &why))
+    return bad(why);
+  auto parsed_order = sched::ParseOrder(order);
+  if (!parsed_order) return bad(fmt::format("\"order\" must be memory, util or pci, not '{}'", order));
+  r.order = *parsed_order;
+  if (auto it = j.find("allowed_uuids"); it != j.end() && !it->is_null()) {
+    if (!it->is_array()) return bad("\"allowed_uuids\" must be a list of GPU UUIDs");
+    if (it->size() > sched::kMaxGpuCount) return bad("\"allowed_uuids\" names too many GPUs");
+    std::vector<std::string> uuids;
+    for (const auto& u : *it) {
+      if (!u.is_string()) return bad("\"allowed_uuids\" must be a list of GPU UUIDs");
+      uuids.push_back(u.get<std::string>());
+    }
+    r.allowed_uuids = std::move(uuids);
+  }
+  if (Status s = sched::CheckRequest(r); !s.ok()) return s.error();
+  return r;
+}
+
+}  // namespace gpulane::proto

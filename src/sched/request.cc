@@ -1,0 +1,51 @@
+#include "sched/request.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "util/strings.h"
+#include "util/units.h"
+
+namespace gpulane::sched {
+
+const char* OrderName(Order order) {
+  switch (order) {
+    case Order::kMostFree: return "memory";
+    case Order::kLeastUtil: return "util";
+    case Order::kPci: return "pci";
+  }
+  return "memory";
+}
+
+std::optional<Order> ParseOrder(const std::string& name) {
+  for (Order o : {Order::kMostFree, Order::kLeastUtil, Order::kPci})
+    if (name == OrderName(o)) return o;
+  return std::nullopt;
+}
+
+Status CheckRequest(const Request& r) {
+  auto bad = [](std::string message) { return Status(MakeError(ErrorKind::kInvalidArgument, std::move(message))); };
+  if (r.count < 1) return bad("-g 0: ask for at least 1 GPU");
+  if (r.count > kMaxGpuCount) return bad(StrCat("-g ", r.count, ": at most ", kMaxGpuCount, " GPUs per job"));
+  if (r.mem_bytes && *r.mem_bytes == 0) return bad("--mem 0: declare the GPU memory the job needs, e.g. --mem 30GiB");
+  if (r.mem_bytes && *r.mem_bytes > kMaxMemBytes)
+    return bad(StrCat("--mem ", FormatBytes(*r.mem_bytes), ": more than any GPU has; declare what the job needs"));
+  if (r.min_free_bytes && *r.min_free_bytes > kMaxMemBytes)
+    return bad(StrCat("--min-free ", FormatBytes(*r.min_free_bytes), ": more than any GPU has"));
+  if (r.max_util_pct && *r.max_util_pct > 100) return bad(StrCat("--max-util ", *r.max_util_pct, ": give 0 to 100 (percent)"));
+  if (r.priority > kMaxPriority || r.priority < -kMaxPriority)
+    return bad(StrCat("--priority ", r.priority, ": give a number between -", kMaxPriority, " and ", kMaxPriority));
+  if (r.time_limit_s && !(*r.time_limit_s > 0)) return bad("--time-limit: must be positive, e.g. 4h");
+  if (r.time_limit_s && !(*r.time_limit_s <= kMaxTimeLimitS))
+    return bad(StrCat("--time-limit: at most 366 days (", static_cast<long long>(kMaxTimeLimitS), " s)"));
+  if (!std::isfinite(r.submit_time_s) || r.submit_time_s < 0) return bad("submission time out of range");
+  if (r.allowed_uuids && r.allowed_uuids->size() > kMaxGpuCount) return bad("--gpus: too many GPUs named");
+  return Status::Ok();
+}
+
+bool Allows(const Request& r, const std::string& uuid) {
+  if (!r.allowed_uuids) return true;
+  return std::find(r.allowed_uuids->begin(), r.allowed_uuids->end(), uuid) != r.allowed_uuids->end();
+}
+
+}  // namespace gpulane::sched

@@ -1,0 +1,65 @@
+#pragma once
+// The one request type: what a job asks of the GPUs and who asks, when. `gpulane pick`, `run` and
+// `submit` parse it from the same options (cli/request_options.h); it travels unchanged to the
+// daemon (proto/request_json.h), into the store (store::JobSpec::request), into lease tickets
+// (lease::TicketRecord::request) and to the policy (sched::Schedule).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "util/result.h"
+
+namespace gpulane::sched {
+
+/// How to rank GPUs that qualify.
+enum class Order {
+  kMostFree,   ///< most free memory first; ties: lower utilisation, then PCI order (default)
+  kLeastUtil,  ///< lowest GPU utilisation first; ties: most free memory, then PCI order
+  kPci,        ///< PCI bus order
+};
+
+/// "memory", "util", "pci": the names of --order.
+const char* OrderName(Order order);
+/// The Order named `name`, or nullopt.
+std::optional<Order> ParseOrder(const std::string& name);
+
+/// Bounds every request is checked against (CheckRequest): larger values are refused as input
+/// errors instead of overflowing arithmetic later.
+inline constexpr unsigned kMaxGpuCount = 1024;
+inline constexpr std::uint64_t kMaxMemBytes = 1ULL << 50;      ///< 1 PiB per GPU
+inline constexpr double kMaxTimeLimitS = 366.0 * 24 * 3600;    ///< one year
+inline constexpr int kMaxPriority = 1000000;
+
+/// What a job asks for.
+struct Request {
+  // ---- the GPUs --------------------------------------------------------------------------------
+  unsigned count = 1;                           ///< GPUs wanted, 1..kMaxGpuCount
+  std::optional<std::uint64_t> mem_bytes;       ///< set: share GPUs, declaring this much GPU memory per GPU
+  std::optional<std::uint64_t> min_free_bytes;  ///< each GPU needs at least this much free memory
+  std::optional<unsigned> max_util_pct;         ///< each GPU at most this busy, 0..100
+  bool share_foreign = false;                   ///< GPUs running processes outside gpulane may qualify
+  Order order = Order::kMostFree;
+  std::string gpu_list;                         ///< --gpus as the user gave it ("" = no restriction)
+  /// The GPUs it may use, by UUID: --gpus within the caller's CUDA_VISIBLE_DEVICES, resolved
+  /// against the machine's GPUs (gpu/visible_devices.h ResolveAllowedGpus). nullopt: any GPU (not
+  /// resolved yet; a ticket taken before NVML was read).
+  std::optional<std::vector<std::string>> allowed_uuids;
+
+  // ---- who and when ----------------------------------------------------------------------------
+  std::uint32_t uid = 0;       ///< who asks; from the kernel (SO_PEERCRED, a file's owner), never from input
+  std::string user;            ///< login name of uid, for people
+  int priority = 0;            ///< higher goes first; above 0 only for admins (daemon.admin_group, root)
+  double submit_time_s = 0;    ///< seconds since the epoch: its place in line among equal priorities
+  std::optional<double> time_limit_s;  ///< the job is stopped after this long (SIGTERM, grace, SIGKILL)
+};
+
+/// Checks the bounds above and the combinations that make no sense (count 0, --mem 0, a
+/// utilisation over 100 %, a non-positive time limit). Errors: kInvalidArgument naming the option
+/// and the fix ("-g 0: ask for at least 1 GPU").
+Status CheckRequest(const Request& request);
+
+/// True when `uuid` is among the GPUs `request` may use.
+bool Allows(const Request& request, const std::string& uuid);
+
+}  // namespace gpulane::sched
