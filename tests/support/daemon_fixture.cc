@@ -295,6 +295,8 @@ Env TestDaemon::env(const Env& extra) const {
   env["GPULANE_CONFIG"] = (dir() / "config.toml").string();
   env[kTagVariable] = tag_;
   env["XDG_CONFIG_HOME"] = (dir() / "xdg-config").string();
+  // Clients of a system-mode daemon see it installed (wait for it, never start their own).
+  env["GPULANE_SYSTEM_DAEMON"] = options_.system_mode ? "1" : "0";
   for (const auto& [k, v] : extra) env[k] = v;
   return env;
 }
