@@ -500,6 +500,15 @@ std::vector<pid_t> TestDaemon::TaggedPids() const {
   return out;
 }
 
+std::vector<pid_t> TestDaemon::UserDaemonPids() const {
+  std::vector<pid_t> out;
+  for (pid_t pid : TaggedPids()) {
+    auto argv = ProcStrings(pid, "cmdline");
+    if (argv.size() == 3 && argv[1] == "daemon" && argv[2] == "--user") out.push_back(pid);
+  }
+  return out;
+}
+
 void TestDaemon::KillEverything() {
   for (auto& d : daemons_) d->Kill(SIGKILL);
   for (auto& d : daemons_) d->Wait(10);
