@@ -12,12 +12,17 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <thread>
+#include <vector>
 
 #include "daemon/paths.h"
 #include "proto/wire.h"
+#include "util/config.h"
+#include "util/units.h"
 
 namespace gpulane::cli {
 namespace {
+
+using Clock = std::chrono::steady_clock;
 
 int ConnectTo(const std::string& path) {
   sockaddr_un addr{};
@@ -58,48 +63,68 @@ void StartUserDaemon(const daemon::DaemonPaths& paths) {
   if (child > 0) waitpid(child, nullptr, 0);
 }
 
-Result<int> Connect() {
-  const bool explicit_socket = std::getenv("GPULANE_SOCKET") != nullptr;
-  if (!explicit_socket) {
-    int fd = ConnectTo(daemon::SystemPaths().socket);
-    if (fd >= 0) return fd;
+// Where this client looks for its daemon.
+struct Discovery {
+  bool system_only = false;          ///< a system daemon is installed: ask only it, start none
+  std::vector<std::string> sockets;  ///< where to ask, in order (system_only: one)
+  double wait_s = 0;                 ///< system_only: how long to wait for it to answer
+};
+
+Result<Discovery> Discover() {
+  auto config = LoadConfig();
+  if (!config) return config.error();
+  auto installed = daemon::SystemDaemonInstalled(config->daemon_mode);
+  if (!installed) return installed.error();
+  auto wait_s = SystemDaemonWaitS();
+  if (!wait_s) return wait_s.error();
+  const std::string system = daemon::SystemPaths().socket, user = daemon::UserPaths().socket;
+  Discovery d;
+  // GPULANE_SOCKET naming the system daemon's socket means that daemon, too: never a per-user one there.
+  d.system_only = *installed || user == daemon::kSystemSocket;
+  d.sockets = {system};
+  if (!d.system_only && user != system) d.sockets.push_back(user);
+  d.wait_s = *wait_s;
+  return d;
+}
+
+std::string SystemDaemonDown(const std::string& socket, double waited_s) {
+  return fmt::format("the gpulane system daemon is not running (no answer on {} for {:g} s): {}", socket, waited_s,
+                     geteuid() == 0 ? "start it with 'systemctl start gpulane'"
+                                    : "ask an admin to run 'systemctl start gpulane'");
+}
+
+// A connection to a daemon that answers now or, when the system daemon is installed, within
+// d.wait_s. nullopt: none answers and none is installed.
+Result<std::optional<int>> ConnectRunning(const Discovery& d) {
+  if (!d.system_only) {
+    for (const auto& socket : d.sockets)
+      if (int fd = ConnectTo(socket); fd >= 0) return std::optional<int>(fd);
+    return std::optional<int>();
   }
+  const std::string& socket = d.sockets.front();
+  const double wait_s = std::min(d.wait_s, 1e6);  // a day and more: no overflow in the clock's nanoseconds
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait_s));
+  while (true) {
+    if (int fd = ConnectTo(socket); fd >= 0) return std::optional<int>(fd);
+    const Clock::duration left = deadline - Clock::now();
+    if (left <= Clock::duration::zero()) return MakeError(ErrorKind::kUnavailable, SystemDaemonDown(socket, d.wait_s));
+    std::this_thread::sleep_for(std::min<Clock::duration>(left, std::chrono::milliseconds(20)));
+  }
+}
+
+// Starts the per-user daemon and connects to it once it listens (10 s at most).
+Result<int> StartAndConnect() {
   daemon::DaemonPaths user = daemon::UserPaths();
-  int fd = ConnectTo(user.socket);
-  if (fd >= 0) return fd;
   StartUserDaemon(user);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (std::chrono::steady_clock::now() < deadline) {
-    fd = ConnectTo(user.socket);
-    if (fd >= 0) return fd;
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (Clock::now() < deadline) {
+    if (int fd = ConnectTo(user.socket); fd >= 0) return fd;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return MakeError(ErrorKind::kUnavailable,
                    fmt::format("no gpulane daemon answers on {} and one could not be started (see {}/daemon.log)",
                                user.socket, user.state_dir));
 }
-
-}  // namespace
-
-namespace {
-
-Result<nlohmann::json> Exchange(int fd, nlohmann::json request, double timeout_s);
-
-}  // namespace
-
-Result<nlohmann::json> CallExisting(const std::string& socket_path, nlohmann::json request, double timeout_s) {
-  int fd = ConnectTo(socket_path);
-  if (fd < 0) return MakeError(ErrorKind::kUnavailable, "no gpulane daemon listens on " + socket_path);
-  return Exchange(fd, std::move(request), timeout_s);
-}
-
-Result<nlohmann::json> Call(nlohmann::json request, double timeout_s) {
-  auto fd = Connect();
-  if (!fd) return fd.error();
-  return Exchange(*fd, std::move(request), timeout_s);
-}
-
-namespace {
 
 // Sends one request on a connected socket, reads the reply, closes the socket.
 Result<nlohmann::json> Exchange(int fd, nlohmann::json request, double timeout_s) {
@@ -118,5 +143,46 @@ Result<nlohmann::json> Exchange(int fd, nlohmann::json request, double timeout_s
 }
 
 }  // namespace
+
+Result<double> SystemDaemonWaitS() {
+  const char* text = std::getenv("GPULANE_SYSTEM_DAEMON_WAIT");
+  if (!text || !*text) return kSystemDaemonWaitS;
+  auto seconds = ParseDurationS(text);
+  if (!seconds) return MakeError(ErrorKind::kInvalidArgument, "GPULANE_SYSTEM_DAEMON_WAIT: " + seconds.error().message);
+  return *seconds;
+}
+
+Result<nlohmann::json> CallOrStart(nlohmann::json request, double timeout_s) {
+  auto d = Discover();
+  if (!d) return d.error();
+  auto fd = ConnectRunning(*d);
+  if (!fd) return fd.error();
+  if (*fd) return Exchange(**fd, std::move(request), timeout_s);
+  auto started = StartAndConnect();
+  if (!started) return started.error();
+  return Exchange(*started, std::move(request), timeout_s);
+}
+
+Result<std::optional<nlohmann::json>> CallIfRunning(nlohmann::json request, double timeout_s) {
+  auto d = Discover();
+  if (!d) return d.error();
+  auto fd = ConnectRunning(*d);
+  if (!fd) return fd.error();
+  if (!*fd) return std::optional<nlohmann::json>();
+  auto reply = Exchange(**fd, std::move(request), timeout_s);
+  if (!reply) return reply.error();
+  return std::optional<nlohmann::json>(std::move(reply).value());
+}
+
+Result<nlohmann::json> CallExisting(const std::string& socket_path, nlohmann::json request, double timeout_s) {
+  int fd = ConnectTo(socket_path);
+  if (fd < 0) return MakeError(ErrorKind::kUnavailable, "no gpulane daemon listens on " + socket_path);
+  return Exchange(fd, std::move(request), timeout_s);
+}
+
+Error NoJobWithoutDaemon(std::int64_t id) {
+  return MakeError(ErrorKind::kNotFound,
+                   fmt::format("no job {}: no gpulane daemon is running, so nothing is queued ('gpulane submit' starts one)", id));
+}
 
 }  // namespace gpulane::cli

@@ -1,19 +1,48 @@
 #pragma once
-// The CLI's side of the daemon protocol: find the daemon (system socket, else the user's own,
-// starting a per-user daemon when none answers), send one request, read the reply.
+// The CLI's side of the daemon protocol: find the daemon, send one request, read the reply.
+//
+// Which daemon: when a system daemon is installed (daemon::SystemDaemonInstalled, or
+// GPULANE_SOCKET names /run/gpulane/gpulane.sock), only the system one, waited for up to
+// SystemDaemonWaitS() while it restarts; a per-user daemon is never started. Otherwise the
+// system socket, then the user's own; only CallOrStart (submit) starts the per-user daemon when
+// neither answers.
+#include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
 
 #include "util/result.h"
 
 namespace gpulane::cli {
 
-/// Sends `request` (op and fields; "v" is added) and returns the daemon's successful reply.
-/// An error reply becomes an Error of the kind its "code" names. `timeout_s` < 0 waits forever
-/// (for `wait`). Errors: kUnavailable when no daemon can be reached or started.
-Result<nlohmann::json> Call(nlohmann::json request, double timeout_s = 30);
+/// How long, in seconds, a command waits for an installed system daemon that does not answer
+/// (a restart: the unit's RestartSec=2 plus start-up) before it fails.
+inline constexpr double kSystemDaemonWaitS = 5;
 
-/// Like Call, but only to a daemon already listening on `socket_path`; never starts one.
-/// Errors: kUnavailable when nothing answers there.
+/// kSystemDaemonWaitS, or $GPULANE_SYSTEM_DAEMON_WAIT (a duration: "5", "200ms"; tests).
+/// Errors: kInvalidArgument when the variable is not a duration.
+Result<double> SystemDaemonWaitS();
+
+/// Sends `request` (op and fields; "v" is added) to the daemon and returns its successful reply,
+/// starting the per-user daemon when none answers and no system daemon is installed: for commands
+/// that create work (submit) only. An error reply becomes an Error of the kind its "code" names.
+/// `timeout_s`: how long to wait for the reply, < 0 forever. Errors: kUnavailable when the system
+/// daemon does not answer within SystemDaemonWaitS() or a per-user one cannot be started;
+/// kInvalidArgument for a bad config file or GPULANE_SYSTEM_DAEMON(_WAIT) value; kIo when the
+/// daemon goes away mid-call.
+Result<nlohmann::json> CallOrStart(nlohmann::json request, double timeout_s = 30);
+
+/// Like CallOrStart, but never starts a daemon: for commands that read or wait for existing jobs.
+/// nullopt when no daemon answers and none is installed (so no job exists); an installed system
+/// daemon is waited for as in CallOrStart, then kUnavailable.
+Result<std::optional<nlohmann::json>> CallIfRunning(nlohmann::json request, double timeout_s = 30);
+
+/// Sends `request` only to a daemon already listening on `socket_path`; never starts one and
+/// never waits for one. Errors: kUnavailable when nothing answers there.
 Result<nlohmann::json> CallExisting(const std::string& socket_path, nlohmann::json request, double timeout_s);
+
+/// The error for job `id` when no daemon runs and none is installed: kNotFound, "no job <id>"
+/// with why (no daemon, so nothing is queued).
+Error NoJobWithoutDaemon(std::int64_t id);
 
 }  // namespace gpulane::cli

@@ -22,37 +22,58 @@ int RunCancel(const std::vector<std::int64_t>& ids, const std::string& user, con
   json request = {{"op", "cancel"}, {"ids", ids}};
   if (!user.empty()) request["user"] = user;
   if (!name.empty()) request["name"] = name;
-  auto reply = Call(request);
-  if (!reply) return Fail(reply.error());
-  for (const auto& e : (*reply)["errors"]) Warn(e.get<std::string>());
-  for (const auto& id : (*reply)["cancelled"]) fmt::print("{}\n", id.get<std::int64_t>());
+  auto answer = CallIfRunning(request);
+  if (!answer) return Fail(answer.error());
+  if (!*answer) return ids.empty() ? kExitOk : Fail(NoJobWithoutDaemon(ids.front()));  // no daemon: no jobs
+  const json& reply = **answer;
+  for (const auto& e : reply["errors"]) Warn(e.get<std::string>());
+  for (const auto& id : reply["cancelled"]) fmt::print("{}\n", id.get<std::int64_t>());
   return kExitOk;
 }
 
 int RunHold(const std::vector<std::int64_t>& ids, bool hold) {
-  auto reply = Call({{"op", hold ? "hold" : "release"}, {"ids", ids}});
-  if (!reply) return Fail(reply.error());
-  for (const auto& e : (*reply)["errors"]) Warn(e.get<std::string>());
+  auto answer = CallIfRunning({{"op", hold ? "hold" : "release"}, {"ids", ids}});
+  if (!answer) return Fail(answer.error());
+  if (!*answer) return Fail(NoJobWithoutDaemon(ids.front()));
+  for (const auto& e : (**answer)["errors"]) Warn(e.get<std::string>());
   return kExitOk;
 }
 
-// Calls the daemon; when it goes away mid-call (a restart), tries again for up to 10 minutes, so
-// `wait` and `logs -f` outlive a daemon restart as the jobs themselves do.
-Result<json> CallSurvivingRestarts(const json& request, double timeout_s) {
-  auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+// How long `wait` and `logs -f` wait for a daemon that went away to come back.
+constexpr auto kRestartPatience = std::chrono::minutes(10);
+
+// Calls the daemon (CallIfRunning: never starts one); when it goes away mid-call or, with
+// `answered_before` (it served this command already), does not answer, tries again every 0.5 s
+// for up to kRestartPatience, so that `wait` and `logs -f` outlive a daemon restart as the jobs
+// themselves do. The system daemon comes back by systemd, a per-user one with the next submit.
+// Says once on stderr that it waits. Errors: CallIfRunning's; kUnavailable when it gave up.
+Result<std::optional<json>> CallSurvivingRestarts(const json& request, double timeout_s, bool answered_before) {
+  const auto give_up = std::chrono::steady_clock::now() + kRestartPatience;
+  bool lost = answered_before, warned = false;
   while (true) {
-    auto reply = Call(request, timeout_s);
-    const bool lost = !reply && (reply.error().kind == ErrorKind::kIo || reply.error().kind == ErrorKind::kUnavailable);
-    if (!lost || std::chrono::steady_clock::now() > give_up) return reply;
+    auto reply = CallIfRunning(request, timeout_s);
+    if (reply && *reply) return reply;
+    const bool none_answers = reply.ok() || reply.error().kind == ErrorKind::kUnavailable;
+    if (!reply && reply.error().kind == ErrorKind::kIo) lost = true;  // it went away mid-call
+    else if (!none_answers || !lost) return reply;
+    if (std::chrono::steady_clock::now() > give_up)
+      return MakeError(ErrorKind::kUnavailable, "the gpulane daemon went away and did not come back within 10 minutes");
+    if (none_answers && !warned) {
+      Warn(reply ? "the gpulane daemon went away; waiting up to 10 minutes for it to come back (your next 'gpulane submit' starts it again)"
+                 : "the gpulane system daemon went away; waiting up to 10 minutes for it to come back");
+      warned = true;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
 }
 
 int RunWait(const std::vector<std::int64_t>& ids) {
-  auto reply = CallSurvivingRestarts({{"op", "wait"}, {"ids", ids}}, -1);
-  if (!reply) return Fail(reply.error());
+  auto answer = CallSurvivingRestarts({{"op", "wait"}, {"ids", ids}}, -1, false);
+  if (!answer) return Fail(answer.error());
+  if (!*answer) return Fail(NoJobWithoutDaemon(ids.front()));
+  const json& reply = **answer;
   int code = kExitOk;
-  for (const auto& job : (*reply)["jobs"]) {
+  for (const auto& job : reply["jobs"]) {
     const std::string state = job["state"];
     const bool ran = job.contains("exit_code");
     fmt::print("{} {}{}\n", job["id"].get<std::int64_t>(), state, ran ? fmt::format(" {}", job["exit_code"].get<int>()) : "");
@@ -64,15 +85,17 @@ int RunWait(const std::vector<std::int64_t>& ids) {
 
 int RunLogs(std::int64_t id, bool follow, bool err) {
   std::uint64_t offset = 0;
-  while (true) {
+  for (bool answered = false;; answered = true) {
     json request = {{"op", "logs"}, {"id", id}, {"offset", offset}, {"stream", err ? "err" : "out"}};
-    auto reply = follow ? CallSurvivingRestarts(request, 30) : Call(request);
-    if (!reply) return Fail(reply.error());
-    const std::string data = (*reply)["data"];
+    auto answer = follow ? CallSurvivingRestarts(request, 30, answered) : CallIfRunning(request);
+    if (!answer) return Fail(answer.error());
+    if (!*answer) return Fail(NoJobWithoutDaemon(id));
+    const json& reply = **answer;
+    const std::string data = reply["data"];
     std::fwrite(data.data(), 1, data.size(), stdout);
     std::fflush(stdout);
-    offset = (*reply)["offset"].get<std::uint64_t>();
-    if (!follow || ((*reply)["finished"].get<bool>() && data.empty())) return kExitOk;
+    offset = reply["offset"].get<std::uint64_t>();
+    if (!follow || (reply["finished"].get<bool>() && data.empty())) return kExitOk;
     if (data.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
 }

@@ -7,6 +7,7 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "render/queue_table.h"
 #include "util/exit_codes.h"
 #include "util/units.h"
 
@@ -22,25 +23,34 @@ std::string GpusColumn(const json& spec) {
   return out;
 }
 
+// What the daemon answers for an empty queue; also the answer when no daemon runs (and none is
+// installed): then no job exists anywhere, so the queue is empty rather than an error.
+json EmptyQueueReply(bool as_json) {
+  if (as_json) return {{"jobs", json::array()}};
+  return {{"table", QueueTableHeader()}, {"count", 0}};
+}
+
 int RunQueue(bool as_json, bool all, const std::string& user) {
   json request = {{"op", "queue"}, {"all", all}};
   if (!user.empty()) request["user"] = user;
   if (!as_json) request["format"] = "table";  // rendered by the daemon: fast with 100,000 jobs
-  auto reply = Call(request);
-  if (!reply) return Fail(reply.error());
+  auto answer = CallIfRunning(request);
+  if (!answer) return Fail(answer.error());
+  const json reply = answer->value_or(EmptyQueueReply(as_json));
   if (as_json) {
-    fmt::print("{}\n", (*reply)["jobs"].dump(2));
+    fmt::print("{}\n", reply["jobs"].dump(2));
     return kExitOk;
   }
-  const std::string& table = (*reply)["table"].get_ref<const std::string&>();
+  const std::string& table = reply["table"].get_ref<const std::string&>();
   std::fwrite(table.data(), 1, table.size(), stdout);
   return kExitOk;
 }
 
 int RunShow(std::int64_t id, bool as_json) {
-  auto reply = Call({{"op", "show"}, {"id", id}});
-  if (!reply) return Fail(reply.error());
-  const json& job = (*reply)["job"];
+  auto answer = CallIfRunning({{"op", "show"}, {"id", id}});
+  if (!answer) return Fail(answer.error());
+  if (!*answer) return Fail(NoJobWithoutDaemon(id));
+  const json& job = (**answer)["job"];
   if (as_json) {
     fmt::print("{}\n", job.dump(2));
     return kExitOk;

@@ -96,7 +96,7 @@ int RunSubmit(const SubmitOptions& o) {
     if (!indices) return Fail(indices.error());
     request["array"] = *indices;
   }
-  auto reply = Call(request);
+  auto reply = CallOrStart(request);  // the one command that may start a per-user daemon
   if (!reply) return Fail(reply.error());
   auto ids = (*reply)["ids"].get<std::vector<std::int64_t>>();
   if (request.contains("array")) {

@@ -10,8 +10,8 @@ namespace gpulane::cli {
 
 /// A GpuBackend that asks the daemon on $GPULANE_SOCKET, else the system daemon, else the user's own
 /// per-user daemon, for each
-/// snapshot, and reads NVML itself when no daemon answers (or GPULANE_DIRECT_NVML=1). Never starts
-/// a daemon. Errors are those of NvmlBackend::Open (kNoDriver, kNvml) when it falls back.
+/// snapshot, and reads NVML itself when no daemon answers at once (or GPULANE_DIRECT_NVML=1). Never
+/// starts a daemon and never waits for one, not even for an installed system daemon that restarts. Errors are those of NvmlBackend::Open (kNoDriver, kNvml) when it falls back.
 class SnapshotSource : public GpuBackend {
  public:
   Result<GpuSnapshot> Read(const ReadOptions& options) override;

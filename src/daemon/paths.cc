@@ -1,5 +1,6 @@
 #include "daemon/paths.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -13,10 +14,15 @@ std::string Env(const char* name) {
   return v && *v ? v : "";
 }
 
+bool Exists(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0;
+}
+
 }  // namespace
 
 DaemonPaths SystemPaths() {
-  DaemonPaths p{"/run/gpulane/gpulane.sock", "/var/lib/gpulane", true};
+  DaemonPaths p{kSystemSocket, kSystemStateDir, true};
   if (!Env("GPULANE_SOCKET").empty()) p.socket = Env("GPULANE_SOCKET");
   if (!Env("GPULANE_STATE_DIR").empty()) p.state_dir = Env("GPULANE_STATE_DIR");
   return p;
@@ -32,6 +38,18 @@ DaemonPaths UserPaths() {
   if (!Env("GPULANE_SOCKET").empty()) p.socket = Env("GPULANE_SOCKET");
   if (!Env("GPULANE_STATE_DIR").empty()) p.state_dir = Env("GPULANE_STATE_DIR");
   return p;
+}
+
+Result<bool> SystemDaemonInstalled(const std::string& config_mode, const std::string& root) {
+  const std::string forced = Env("GPULANE_SYSTEM_DAEMON");
+  if (forced == "1") return true;
+  if (forced == "0") return false;
+  if (!forced.empty())
+    return MakeError(ErrorKind::kInvalidArgument,
+                     fmt::format("GPULANE_SYSTEM_DAEMON='{}': use 1 (a system daemon serves this machine) or 0 (per-user daemons)", forced));
+  if (config_mode == "system") return true;
+  if (config_mode == "user") return false;
+  return Exists(root + kSystemStateDir) || Exists(root + kEnabledUnitLink);
 }
 
 }  // namespace gpulane::daemon

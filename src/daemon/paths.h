@@ -1,13 +1,22 @@
 #pragma once
-// Where the daemon listens and keeps its state.
+// Where the daemon listens and keeps its state, and whether a system daemon serves this machine.
 //   system mode (root, systemd unit): socket /run/gpulane/gpulane.sock, state /var/lib/gpulane
-//   user mode (started by the client when no system daemon answers):
+//   user mode (started by `gpulane submit` when no system daemon is installed):
 //     socket $XDG_RUNTIME_DIR/gpulane/gpulane.sock (else /tmp/gpulane-<uid>/gpulane.sock)
 //     state  $XDG_STATE_HOME/gpulane (else ~/.local/state/gpulane)
 // GPULANE_SOCKET and GPULANE_STATE_DIR override both (tests, several instances).
 #include <string>
 
+#include "util/result.h"
+
 namespace gpulane::daemon {
+
+/// The system daemon's own places. GPULANE_SOCKET and GPULANE_STATE_DIR move where a daemon
+/// listens, but never these: they are what an admin's install leaves behind.
+inline constexpr const char* kSystemSocket = "/run/gpulane/gpulane.sock";
+inline constexpr const char* kSystemStateDir = "/var/lib/gpulane";
+/// What `systemctl enable gpulane` creates (the unit's WantedBy=multi-user.target).
+inline constexpr const char* kEnabledUnitLink = "/etc/systemd/system/multi-user.target.wants/gpulane.service";
 
 struct DaemonPaths {
   std::string socket;
@@ -17,5 +26,15 @@ struct DaemonPaths {
 
 DaemonPaths SystemPaths();
 DaemonPaths UserPaths();
+
+/// Whether a system daemon is installed here: then clients ask only it, wait for it while it
+/// restarts and never start a per-user daemon. Decided, first match wins, by
+///   1. $GPULANE_SYSTEM_DAEMON: "1" yes, "0" no;
+///   2. `config_mode` (the machine's `daemon.mode`): "system" yes, "user" no;
+///   3. ("auto") yes when `<root>/var/lib/gpulane` exists (a system daemon has run here: systemd's
+///      StateDirectory= or the daemon made it) or `<root>` + kEnabledUnitLink exists (the unit is
+///      enabled), else no.
+/// `root` is "" except in tests. Errors: kInvalidArgument for another GPULANE_SYSTEM_DAEMON value.
+Result<bool> SystemDaemonInstalled(const std::string& config_mode, const std::string& root = "");
 
 }  // namespace gpulane::daemon

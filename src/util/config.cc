@@ -55,6 +55,11 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
         auto n = node.value<std::int64_t>();
         if (!n || *n < 1) return Bad(path, node.source(), "daemon.max_waiting must be a positive integer");
         config.max_waiting_supervisors = static_cast<unsigned>(*n);
+      } else if (key == "mode") {
+        auto text = node.value<std::string>();
+        if (!text || (*text != "auto" && *text != "system" && *text != "user"))
+          return Bad(path, node.source(), "daemon.mode must be \"auto\", \"system\" or \"user\"");
+        config.daemon_mode = *text;
       } else {
         return Bad(path, node.source(), fmt::format("unknown key daemon.{}", key.str()));
       }

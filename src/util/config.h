@@ -19,6 +19,7 @@ struct Config {
   double nvml_poll_s = 1;                         ///< [run] nvml_poll: how often waiters re-read NVML
   std::string admin_group;                        ///< [daemon] admin_group: may act on every job
   unsigned max_waiting_supervisors = 0;           ///< [daemon] max_waiting: queued jobs waiting for GPUs at once (0: 2 per GPU, at least 4)
+  std::string daemon_mode = "auto";               ///< [daemon] mode: "auto", "system" or "user" (daemon/paths.h: SystemDaemonInstalled)
 };
 
 /// Loads the files above. Errors: kInvalidArgument naming the file, line and key when a file

@@ -295,6 +295,8 @@ Env TestDaemon::env(const Env& extra) const {
   env["GPULANE_CONFIG"] = (dir() / "config.toml").string();
   env[kTagVariable] = tag_;
   env["XDG_CONFIG_HOME"] = (dir() / "xdg-config").string();
+  // Clients of a system-mode daemon see it installed (wait for it, never start their own).
+  env["GPULANE_SYSTEM_DAEMON"] = options_.system_mode ? "1" : "0";
   for (const auto& [k, v] : extra) env[k] = v;
   return env;
 }
@@ -494,6 +496,15 @@ std::vector<pid_t> TestDaemon::TaggedPids() const {
         out.push_back(pid);
         break;
       }
+  }
+  return out;
+}
+
+std::vector<pid_t> TestDaemon::UserDaemonPids() const {
+  std::vector<pid_t> out;
+  for (pid_t pid : TaggedPids()) {
+    auto argv = ProcStrings(pid, "cmdline");
+    if (argv.size() == 3 && argv[1] == "daemon" && argv[2] == "--user") out.push_back(pid);
   }
   return out;
 }

@@ -159,6 +159,8 @@ class TestDaemon {
   std::vector<pid_t> SupervisorPids() const;
   /// Pids of live processes started for this test (daemon, supervisors, clients, jobs).
   std::vector<pid_t> TaggedPids() const;
+  /// Pids of live `gpulane daemon --user` processes started for this test (by the fixture or a client).
+  std::vector<pid_t> UserDaemonPids() const;
   /// Ends the daemon, every supervisor and every job of this test (SIGKILL).
   void KillEverything();
 

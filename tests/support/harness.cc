@@ -81,7 +81,10 @@ Env FakeMachine::env() const {
           // Commands take GPU snapshots from a daemon on this socket when one listens there, else
           // read the fake NVML themselves; never from a daemon outside the test.
           {"GPULANE_SOCKET", (dir_ / "gpulane.sock").string()},
-          {"GPULANE_STATE_DIR", (dir_ / "state").string()}};
+          {"GPULANE_STATE_DIR", (dir_ / "state").string()},
+          // Whether a system daemon is installed is the test's choice, not this machine's
+          // (/var/lib/gpulane, the enabled unit): none, unless a test says so.
+          {"GPULANE_SYSTEM_DAEMON", "0"}};
 }
 
 namespace {
