@@ -10,6 +10,7 @@
 #include "util/exit_codes.h"
 #include "cli/gpu_options.h"
 #include "exec/job_env.h"
+#include "util/config.h"
 #include "util/strings.h"
 #include "util/units.h"
 
@@ -85,6 +86,11 @@ int RunSubmit(const SubmitOptions& o) {
     if (!s || *s <= 0) return usage("--time-limit: " + (s ? std::string("must be positive") : s.error().message));
     spec.time_limit_s = *s;
   }
+  // As for `gpulane run`: --kill-grace, else run.kill_grace of the user's settings (their file over
+  // the machine's), else 10 s. Sent explicitly, so the daemon's own settings do not replace it.
+  auto config = LoadConfig();
+  if (!config) return Fail(config.error());
+  spec.kill_grace_s = config->kill_grace_s;
   if (!o.kill_grace.empty()) {
     auto s = ParseDurationS(o.kill_grace);
     if (!s) return usage("--kill-grace: " + s.error().message);
@@ -130,7 +136,7 @@ void RegisterSubmit(CLI::App& app, Runner* run) {
   sub->add_option("-o,--output", o->output, "stdout log; %j job id, %a array index, %A array id, %u user (default gpulane-%j.out)")
       ->type_name("PATH");
   sub->add_option("-e,--error", o->error, "stderr log (default: with stdout)")->type_name("PATH");
-  sub->add_option("--kill-grace", o->kill_grace, "Time between SIGTERM and SIGKILL (default 10s)")->type_name("DURATION");
+  sub->add_option("--kill-grace", o->kill_grace, "Time between SIGTERM and SIGKILL for what the job leaves behind (default: run.kill_grace of the config, else 10s)")->type_name("DURATION");
   sub->add_flag("--hold", o->hold, "Queue it held: it starts only after 'gpulane release'");
   sub->prefix_command();
   sub->allow_extras();

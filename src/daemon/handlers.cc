@@ -96,6 +96,10 @@ json Daemon::HandleSubmit(const Peer& peer, const json& req, std::vector<Job>* j
   Job job;
   if (!req.contains("spec") || !store::SpecFromJson(req["spec"], &job.spec))
     return Err(ErrorKind::kInvalidArgument, "submit: the spec is missing or malformed (argv, cwd, gpus)");
+  // A client that sends no kill grace (gpulane submit always sends its user's) gets the machine's.
+  if (!req["spec"].contains("kill_grace_s")) job.spec.kill_grace_s = config_.kill_grace_s;
+  if (!(job.spec.kill_grace_s >= 0))
+    return Err(ErrorKind::kInvalidArgument, "--kill-grace: give a duration of 0 or more, e.g. 10s");
   const store::GpuSpec& g = job.spec.gpus;
   if (g.count < 1) return Err(ErrorKind::kInvalidArgument, "-g 0: ask for at least 1 GPU");
   if (g.count > gpu_count_)

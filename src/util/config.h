@@ -21,8 +21,11 @@ struct Config {
   unsigned max_waiting_supervisors = 0;           ///< [daemon] max_waiting: queued jobs waiting for GPUs at once (0: 2 per GPU, at least 4)
 };
 
-/// Loads the files above. Errors: kInvalidArgument naming the file, line and key when a file
-/// cannot be parsed or a value is of the wrong kind; a missing file is not an error.
+/// Loads the files above, once per process: the first call reads them, later calls return that
+/// same result (main() calls it before any command runs, so every command sees one set of settings
+/// and a broken file stops each of them alike). Errors: kInvalidArgument "<file>:<line>: <problem>"
+/// when a file cannot be parsed, has an unknown key or a value of the wrong kind; a missing file is
+/// not an error.
 Result<Config> LoadConfig();
 
 /// Loads one file on top of `config` (`trusted`: may set machine-only keys).
