@@ -133,9 +133,11 @@ void RegisterSubmit(CLI::App& app, Runner* run) {
   sub->add_option("--array", o->array, "Many tasks, each its own job on its own lease: 0-99, 1,3,5, 0-99:2; the task gets GPULANE_ARRAY_INDEX")
       ->type_name("INDICES");
   sub->add_option("--time-limit", o->time_limit, "Stop the job after this long (SIGTERM, then SIGKILL), e.g. 4h")->type_name("DURATION");
-  sub->add_option("-o,--output", o->output, "stdout log; %j job id, %a array index, %A array id, %u user (default gpulane-%j.out)")
+  sub->add_option("-o,--output", o->output,
+                  "stdout log, appended to (%j job id, %a array index, %A array id, %u user); default: a new file "
+                  "gpulane-%j.out, or gpulane-%j.1.out, .2 ... when that name is taken (gpulane show prints it)")
       ->type_name("PATH");
-  sub->add_option("-e,--error", o->error, "stderr log (default: with stdout)")->type_name("PATH");
+  sub->add_option("-e,--error", o->error, "stderr log, appended to (default: with stdout)")->type_name("PATH");
   sub->add_option("--kill-grace", o->kill_grace, "Time between SIGTERM and SIGKILL for what the job leaves behind (default: run.kill_grace of the config, else 10s)")->type_name("DURATION");
   sub->add_flag("--hold", o->hold, "Queue it held: it starts only after 'gpulane release'");
   sub->prefix_command();
