@@ -46,6 +46,17 @@ int RunQueue(bool as_json, bool all, const std::string& user) {
   return kExitOk;
 }
 
+// The files the job's output went to ("output /p/train.log (from byte 1200)" for an appended file).
+void PrintLogs(const json& logs) {
+  auto line = [&](const char* label, const std::string& path, std::uint64_t offset) {
+    if (path.empty()) return;
+    fmt::print("  {:<9} {}{}\n", label, path, offset ? fmt::format(" (from byte {})", offset) : "");
+  };
+  const std::string out = logs.value("stdout_path", ""), err = logs.value("stderr_path", "");
+  line("output", out, logs.value("stdout_offset", std::uint64_t{0}));
+  if (err != out) line("errors", err, logs.value("stderr_offset", std::uint64_t{0}));
+}
+
 int RunShow(std::int64_t id, bool as_json) {
   auto answer = CallIfRunning({{"op", "show"}, {"id", id}});
   if (!answer) return Fail(answer.error());
@@ -65,6 +76,7 @@ int RunShow(std::int64_t id, bool as_json) {
   if (!job.value("reason", "").empty()) fmt::print("  reason    {}\n", job["reason"].get<std::string>());
   if (!job["gpu_uuids"].empty()) fmt::print("  gpu uuids {}\n", job["gpu_uuids"].dump());
   if (job.contains("exit_code")) fmt::print("  exit code {}\n", job["exit_code"].get<int>());
+  if (job.contains("logs")) PrintLogs(job["logs"]);
   return kExitOk;
 }
 

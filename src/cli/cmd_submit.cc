@@ -11,6 +11,7 @@
 #include "cli/request_options.h"
 #include "store/job.h"
 #include "exec/job_env.h"
+#include "util/config.h"
 #include "util/strings.h"
 #include "util/units.h"
 
@@ -79,6 +80,11 @@ int RunSubmit(const SubmitOptions& o) {
   if (!after_any) return Fail(after_any.error());
   spec.after_ok = *after;
   spec.after_any = *after_any;
+  // As for `gpulane run`: --kill-grace, else run.kill_grace of the user's settings (their file over
+  // the machine's), else 10 s. Sent explicitly, so the daemon's own settings do not replace it.
+  auto config = LoadConfig();
+  if (!config) return Fail(config.error());
+  spec.kill_grace_s = config->kill_grace_s;
   if (!o.kill_grace.empty()) {
     auto s = ParseDurationS(o.kill_grace);
     if (!s) return usage("--kill-grace: " + s.error().message);
@@ -119,10 +125,12 @@ void RegisterSubmit(CLI::App& app, Runner* run) {
   sub->add_option("--after-any", o->after_any, "Start only after these jobs ended, however")->type_name("JOBS");
   sub->add_option("--array", o->array, "Many tasks, each its own job on its own lease: 0-99, 1,3,5, 0-99:2; the task gets GPULANE_ARRAY_INDEX")
       ->type_name("INDICES");
-  sub->add_option("-o,--output", o->output, "stdout log; %j job id, %a array index, %A array id, %u user (default gpulane-%j.out)")
+  sub->add_option("-o,--output", o->output,
+                  "stdout log, appended to (%j job id, %a array index, %A array id, %u user); default: a new file "
+                  "gpulane-%j.out, or gpulane-%j.1.out, .2 ... when that name is taken (gpulane show prints it)")
       ->type_name("PATH");
-  sub->add_option("-e,--error", o->error, "stderr log (default: with stdout)")->type_name("PATH");
-  sub->add_option("--kill-grace", o->kill_grace, "Time between SIGTERM and SIGKILL (default 10s)")->type_name("DURATION");
+  sub->add_option("-e,--error", o->error, "stderr log, appended to (default: with stdout)")->type_name("PATH");
+  sub->add_option("--kill-grace", o->kill_grace, "Time between SIGTERM and SIGKILL for what the job leaves behind (default: run.kill_grace of the config, else 10s)")->type_name("DURATION");
   sub->add_flag("--hold", o->hold, "Queue it held: it starts only after 'gpulane release'");
   sub->prefix_command();
   sub->allow_extras();

@@ -9,6 +9,8 @@
 
 #include "util/timing.h"
 #include "cli/commands.h"
+#include "cli/common.h"
+#include "util/config.h"
 #include "util/exit_codes.h"
 
 int main(int argc, char** argv) {
@@ -51,6 +53,13 @@ int main(int argc, char** argv) {
   }
   if (!run) return kExitUsage;
   gpulane::TimingMark("command line parsed");
+  // The settings, once for every command: a broken file stops each of them with <file>:<line>
+  // (exit 2) instead of some commands ignoring it. Commands read them with LoadConfig(), which
+  // returns this same result. A job's supervisor reports the error in the job's status instead.
+  if (!app.got_subcommand("_supervise")) {
+    if (auto config = LoadConfig(); !config) return cli::Fail(config.error());
+    gpulane::TimingMark("config loaded");
+  }
   const int code = run();
   // Leave without running library destructors and atexit handlers: NVML's teardown costs more
   // than all of a status command's own work, and everything gpulane holds (leases, sockets, the

@@ -4,6 +4,7 @@
 #include <pwd.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -99,6 +100,8 @@ json Daemon::HandleSubmit(const Peer& peer, const json& req, std::vector<Job>* j
   Job job;
   if (!req.contains("spec")) return Err(ErrorKind::kInvalidArgument, "submit: the spec is missing");
   if (Status s = store::SpecFromJson(req["spec"], &job.spec); !s.ok()) return Err(s.error().kind, "submit: " + s.error().message);
+  // A client that sends no kill grace (gpulane submit always sends its user's) gets the machine's.
+  if (!req["spec"].contains("kill_grace_s")) job.spec.kill_grace_s = config_.kill_grace_s;
   sched::Request& request = job.spec.request;
   request.uid = peer.uid;
   request.user = peer.user;
@@ -380,25 +383,40 @@ json Daemon::HandleLogs(const Peer& peer, const json& req) {
     Log(fmt::format("refused: {} (uid {}) may not read the logs of job {} of {}", peer.user, peer.uid, id, job->user));
     return Err(ErrorKind::kPermission, fmt::format("job {} belongs to {}: only they or an admin may read its logs", id, job->user));
   }
-  const std::string expanded = req.value("stream", "out") == "err" ? store::ErrorPath(*job) : store::OutputPath(*job);
+  // Exactly the file the job's output went to, from where this job's part of it starts; nothing
+  // before its command opened it (a default name may be taken by an older job's file).
+  const store::JobLogs logs = store::LogsOf(*job);
+  const bool err_stream = req.value("stream", "out") == "err";
+  const std::string& path = err_stream ? logs.stderr_path : logs.stdout_path;
+  const std::uint64_t start = err_stream ? logs.stderr_offset : logs.stdout_offset;
+  const std::optional<std::uint64_t> end = err_stream ? logs.stderr_end : logs.stdout_end;
   const bool finished = store::IsFinished(job->state);
   auto offset = req.value("offset", std::uint64_t{0});
+  auto nothing = [&] { return Ok({{"data", ""}, {"offset", offset}, {"finished", finished}, {"path", path}}); };
+  if (path.empty()) return nothing();
   // Read as the daemon, but only a regular file the job's owner owns, never through a symlink.
-  int fd = open(expanded.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (fd < 0) {
-    if (errno == ENOENT) return Ok({{"data", ""}, {"offset", offset}, {"finished", finished}, {"path", expanded}});
-    return Err(ErrorKind::kIo, fmt::format("cannot read {}: {}", expanded, std::strerror(errno)));
+    if (errno == ENOENT) return nothing();
+    return Err(ErrorKind::kIo, fmt::format("cannot read {}: {}", path, std::strerror(errno)));
   }
   struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (st.st_uid != job->uid && job->uid != 0)) {
+  const bool null_device = fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3);
+  if (null_device) {  // -o /dev/null: the output was thrown away
     close(fd);
-    return Err(ErrorKind::kUnsafe, fmt::format("{} is not a regular file owned by {}", expanded, job->user));
+    return nothing();
   }
-  std::string data(std::min<std::uint64_t>(4u << 20, st.st_size > static_cast<off_t>(offset) ? st.st_size - offset : 0), '\0');
-  ssize_t n = data.empty() ? 0 : pread(fd, data.data(), data.size(), static_cast<off_t>(offset));
+  if (!S_ISREG(st.st_mode) || (st.st_uid != job->uid && job->uid != 0)) {
+    close(fd);
+    return Err(ErrorKind::kUnsafe, fmt::format("{} is not a regular file owned by {}", path, job->user));
+  }
+  const std::uint64_t size = std::min<std::uint64_t>(static_cast<std::uint64_t>(st.st_size), end.value_or(UINT64_MAX));
+  const std::uint64_t from = start + offset;
+  std::string data(std::min<std::uint64_t>(4u << 20, size > from ? size - from : 0), '\0');
+  ssize_t n = data.empty() ? 0 : pread(fd, data.data(), data.size(), static_cast<off_t>(from));
   close(fd);
   data.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
-  return Ok({{"data", data}, {"offset", offset + data.size()}, {"finished", finished}, {"path", expanded}});
+  return Ok({{"data", data}, {"offset", offset + data.size()}, {"finished", finished}, {"path", path}});
 }
 
 bool Daemon::HandleWait(Connection& c, const json& req) {

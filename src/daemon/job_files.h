@@ -30,6 +30,7 @@ struct SupervisorStatus {
   bool interrupted = false;       ///< ended by a signal before the job started (cancel)
   bool start_failed = false;      ///< the command could not be started
   bool held = false;              ///< gave up its place in line on `gpulane hold`, never started
+  store::JobLogs logs;            ///< running, done: the files the job's output goes to, once opened
 };
 
 /// The signal the daemon sends a supervisor that waits for GPUs when its job is held: leave the

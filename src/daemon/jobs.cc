@@ -97,6 +97,7 @@ void Daemon::ImportStatus(std::int64_t id) {
     hold_requested_.erase(id);
     if (status->start_time) job.start_time = status->start_time;
     if (!status->gpu_uuids.empty()) job.gpu_uuids = status->gpu_uuids;
+    if (!status->logs.stdout_path.empty() || !status->logs.stderr_path.empty()) job.logs = status->logs;
     JobState end = cancel_requested_.count(id) || status->interrupted ? JobState::kCancelled
                    : status->timed_out                                 ? JobState::kTimeout
                    : status->exit_code && *status->exit_code == 0 && !status->start_failed ? JobState::kCompleted
@@ -114,6 +115,11 @@ void Daemon::ImportStatus(std::int64_t id) {
       job.start_time = status->start_time;
       job.gpu_uuids = status->gpu_uuids;
       job.reason = status->reason;
+      MarkDirty(job);
+    }
+    // The log files come in a second report, once the job's command has opened them.
+    if ((!status->logs.stdout_path.empty() || !status->logs.stderr_path.empty()) && job.logs != status->logs) {
+      job.logs = status->logs;
       MarkDirty(job);
     }
     return;

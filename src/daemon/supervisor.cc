@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -65,6 +66,13 @@ class LazyNvml : public GpuBackend {
  private:
   std::unique_ptr<GpuBackend> nvml_;
 };
+
+// The size of the regular file `path` (never followed through a symlink), or none.
+std::optional<std::uint64_t> FileSize(const std::string& path) {
+  struct stat st {};
+  if (path.empty() || lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  return static_cast<std::uint64_t>(st.st_size);
+}
 
 int Finish(const JobFiles& files, SupervisorStatus status) {
   status.phase = "done";
@@ -153,6 +161,7 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
   spec.time_limit_s = job->spec.request.time_limit_s;
   spec.keep_fds = {grant->lease.fd()};
   spec.stdout_path = store::OutputPath(*job);
+  spec.stdout_new_file = store::HasDefaultOutputPath(*job);  // never append to an older job's gpulane-<id>.out
   spec.stderr_path = store::ErrorPath(*job);
   if (geteuid() == 0) {
     spec.uid = job->uid;
@@ -161,15 +170,25 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
   spec.env = exec::JobEnvironment(job->spec.env, grant->snapshot, grant->gpus, false, std::to_string(id),
                                   job->spec.request.mem_bytes, grant->lease.fd());
   if (job->array_index) spec.env.push_back(fmt::format("GPULANE_ARRAY_INDEX={}", *job->array_index));
-  auto outcome = exec::RunJob(spec, [&](pid_t pgid) {
-    waiter.RecordProcessGroup(grant->lease, pgid);
-    if (g_stop_signal) killpg(pgid, g_stop_signal);  // came before the job runner watched for it
-  });
+  auto record_logs = [&](const exec::OpenedLogs& logs) {
+    // Where the output really goes (a default name may have been taken), for `gpulane logs/show`.
+    status.logs = {logs.stdout_path, logs.stderr_path, logs.stdout_offset, logs.stderr_offset};
+    files.WriteStatus(status);
+  };
+  auto outcome = exec::RunJob(
+      spec,
+      [&](pid_t pgid) {
+        waiter.RecordProcessGroup(grant->lease, pgid);
+        if (g_stop_signal) killpg(pgid, g_stop_signal);  // came before the job runner watched for it
+      },
+      record_logs);
   if (!outcome) {
     status.reason = outcome.error().message;
     status.start_failed = true;
     return Finish(files, status);
   }
+  status.logs.stdout_end = FileSize(status.logs.stdout_path);  // this job's part of an appended file ends here
+  status.logs.stderr_end = FileSize(status.logs.stderr_path);
   status.exit_code = outcome->exit_code;
   status.timed_out = outcome->timed_out;
   status.start_failed = outcome->exec_failed;

@@ -5,6 +5,8 @@
 #include <signal.h>
 #include <linux/close_range.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <time.h>
@@ -15,6 +17,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <memory>
 #include <optional>
 #include <chrono>
 #include <cstring>
@@ -27,11 +31,50 @@ namespace {
 
 constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 
-// What a child that could not start reports through the pipe.
-struct ChildFailure {
-  int err;
-  char what[48];
+// What the child reports through the pipe before it execs (the pipe is close-on-exec: its end
+// without a failure report means the command runs): the logs it opened, then, if it could not
+// start, why.
+struct ChildReport {
+  enum Kind : int { kLogsOpened, kFailed };
+  Kind kind = kFailed;
+  int err = 0;             // kFailed: the errno, or 0 when `what` says it all
+  bool at_exec = false;    // kFailed: execve itself failed (exit 127 or 126, as a shell's)
+  std::uint64_t stdout_offset = 0, stderr_offset = 0;  // kLogsOpened
+  char stdout_path[PATH_MAX] = {}, stderr_path[PATH_MAX] = {};
+  char what[PATH_MAX + 160] = {};  // kFailed: what could not be done, for "cannot <what>"
 };
+
+void WriteReport(int fd, const ChildReport& report) {
+  const char* p = reinterpret_cast<const char*>(&report);
+  std::size_t left = sizeof report;
+  while (left > 0) {
+    ssize_t n = write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+}
+
+bool ReadReport(int fd, ChildReport* report) {
+  char* p = reinterpret_cast<char*>(report);
+  std::size_t got = 0;
+  while (got < sizeof *report) {
+    ssize_t n = read(fd, p + got, sizeof *report - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    got += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+// In the child: records a failed step (`err` 0: `what` is the whole reason). Returns false.
+bool ChildFailed(ChildReport* failure, int err, const char* what) {
+  failure->kind = ChildReport::kFailed;
+  failure->err = err;
+  std::snprintf(failure->what, sizeof failure->what, "%s", what);
+  return false;
+}
 
 int DecodeStatus(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
@@ -174,51 +217,148 @@ void EndLeftovers(pid_t pgid, double grace_s, const sigset_t& set, JobOutcome& o
   }
 }
 
-// In the forked child: become the job's user, enter its directory, open its logs. Returns 0 or
-// an errno, with `what` naming the step that failed.
-int PrepareChild(const JobSpec& spec, const char** what) {
+const char* FileKind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "of an unknown kind";
+}
+
+// /dev/null: the one file besides regular ones a log may be (to throw the output away).
+bool IsNullDevice(const struct stat& st) { return S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3); }
+
+// The n-th name to try for a new log: `path` itself, then "<stem>.<n><ext>" ("gpulane-12.out" ->
+// "gpulane-12.1.out"; without an extension "<path>.<n>"). False when it does not fit `size`.
+bool CandidateName(const char* path, int n, char* out, std::size_t size) {
+  int len = 0;
+  if (n == 0) {
+    len = std::snprintf(out, size, "%s", path);
+  } else {
+    const char* slash = std::strrchr(path, '/');
+    const char* base = slash ? slash + 1 : path;
+    const char* dot = std::strrchr(base, '.');
+    if (!dot || dot == base) dot = path + std::strlen(path);
+    len = std::snprintf(out, size, "%.*s.%d%s", static_cast<int>(dot - path), path, n, dot);
+  }
+  return len > 0 && static_cast<std::size_t>(len) < size;
+}
+
+constexpr int kMaxNewLogNames = 1000;
+
+// In the child, with the job's rights: opens the log `path` (`which`: "output" or "error", set by
+// `option`), appending, without following a final symlink, blocking on a FIFO or acquiring a
+// controlling terminal, and keeps it only when it is a regular file or /dev/null. `new_file`:
+// create it afresh (O_EXCL), taking the next free CandidateName when the name is taken. Writes the
+// name used to `opened` (PATH_MAX bytes) and the size it had to `offset`. Returns the descriptor,
+// or -1 with `failure` filled in.
+int OpenLog(const char* path, bool new_file, const char* which, const char* option, char* opened,
+            std::uint64_t* offset, ChildReport* failure) {
+  char what[sizeof failure->what];
+  const int flags = O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC | (new_file ? O_EXCL : 0);
+  int fd = -1;
+  int err = 0;
+  for (int n = 0; n < (new_file ? kMaxNewLogNames : 1); ++n) {
+    if (!CandidateName(path, n, opened, PATH_MAX)) {
+      err = ENAMETOOLONG;
+      break;
+    }
+    fd = open(opened, flags, 0644);
+    err = fd < 0 ? errno : 0;
+    if (fd >= 0 || err != EEXIST || !new_file) break;
+  }
+  struct stat st {};
+  if (fd < 0) {
+    if (err == ENXIO && lstat(opened, &st) == 0) {  // a FIFO nobody reads, or a socket
+      std::snprintf(what, sizeof what, "use %s as the job's %s log: it is %s, not a regular file; give %s a regular file",
+                    opened, which, FileKind(st.st_mode), option);
+      ChildFailed(failure, 0, what);
+      return -1;
+    }
+    if (err == ELOOP) {
+      std::snprintf(what, sizeof what, "open the job's %s log %s: it is a symbolic link, which logs never follow; give %s the file it points to",
+                    which, opened, option);
+      ChildFailed(failure, 0, what);
+      return -1;
+    }
+    if (err == EEXIST && new_file) {
+      std::snprintf(what, sizeof what, "create the job's %s log: %s and the next %d names like it are taken; give %s a path",
+                    which, path, kMaxNewLogNames - 1, option);
+      ChildFailed(failure, 0, what);
+      return -1;
+    }
+    std::snprintf(what, sizeof what, "open the %s log %s", which, opened);
+    ChildFailed(failure, err, what);
+    return -1;
+  }
+  if (fstat(fd, &st) != 0 || !(S_ISREG(st.st_mode) || IsNullDevice(st))) {
+    close(fd);
+    std::snprintf(what, sizeof what, "use %s as the job's %s log: it is %s, not a regular file; give %s a regular file",
+                  opened, which, FileKind(st.st_mode), option);
+    ChildFailed(failure, 0, what);
+    return -1;
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  *offset = S_ISREG(st.st_mode) ? static_cast<std::uint64_t>(st.st_size) : 0;
+  return fd;
+}
+
+// In the child: opens the job's logs onto stdout and stderr and reports them through `report_fd`.
+bool OpenLogs(const JobSpec& spec, int report_fd, ChildReport* failure) {
+  if (spec.stdout_path.empty() && spec.stderr_path.empty()) return true;
+  ChildReport logs;
+  logs.kind = ChildReport::kLogsOpened;
+  const bool shared = spec.stderr_path.empty() || spec.stderr_path == spec.stdout_path;
+  if (!spec.stdout_path.empty()) {
+    int fd = OpenLog(spec.stdout_path.c_str(), spec.stdout_new_file, "output", "-o", logs.stdout_path,
+                     &logs.stdout_offset, failure);
+    if (fd < 0) return false;
+    if (dup2(fd, STDOUT_FILENO) < 0 || (shared && dup2(fd, STDERR_FILENO) < 0))
+      return ChildFailed(failure, errno, "attach the output log");
+    if (shared) {
+      std::memcpy(logs.stderr_path, logs.stdout_path, sizeof logs.stderr_path);
+      logs.stderr_offset = logs.stdout_offset;
+    }
+    close(fd);
+  }
+  if (!spec.stderr_path.empty() && !shared) {
+    int fd = OpenLog(spec.stderr_path.c_str(), false, "error", "-e", logs.stderr_path, &logs.stderr_offset, failure);
+    if (fd < 0) return false;
+    if (dup2(fd, STDERR_FILENO) < 0) return ChildFailed(failure, errno, "attach the error log");
+    close(fd);
+  }
+  WriteReport(report_fd, logs);
+  return true;
+}
+
+// In the forked child: become the job's user, enter its directory, open its logs. False (with
+// `failure` filled in) when a step failed.
+bool PrepareChild(const JobSpec& spec, int report_fd, ChildReport* failure) {
   if (spec.uid && spec.gid && (*spec.uid != geteuid() || *spec.gid != getegid())) {
     struct passwd pw;
     struct passwd* found = nullptr;
     char buf[4096];
     std::vector<gid_t> groups(256);
     int n = static_cast<int>(groups.size());
-    *what = "look up the user's groups";
-    if (getpwuid_r(*spec.uid, &pw, buf, sizeof buf, &found) != 0 || !found) return ENOENT;
-    if (getgrouplist(found->pw_name, *spec.gid, groups.data(), &n) < 0) return E2BIG;
-    *what = "setgroups";
-    if (setgroups(static_cast<size_t>(n), groups.data()) != 0) return errno;
-    *what = "setgid";
-    if (setgid(*spec.gid) != 0) return errno;
-    *what = "setuid";
-    if (setuid(*spec.uid) != 0) return errno;
-    *what = "drop root for good";
-    if (setuid(0) == 0 && *spec.uid != 0) return EPERM;  // must be impossible now
+    if (getpwuid_r(*spec.uid, &pw, buf, sizeof buf, &found) != 0 || !found)
+      return ChildFailed(failure, ENOENT, "look up the user's groups");
+    if (getgrouplist(found->pw_name, *spec.gid, groups.data(), &n) < 0)
+      return ChildFailed(failure, E2BIG, "look up the user's groups");
+    if (setgroups(static_cast<size_t>(n), groups.data()) != 0) return ChildFailed(failure, errno, "setgroups");
+    if (setgid(*spec.gid) != 0) return ChildFailed(failure, errno, "setgid");
+    if (setuid(*spec.uid) != 0) return ChildFailed(failure, errno, "setuid");
+    if (setuid(0) == 0 && *spec.uid != 0) return ChildFailed(failure, EPERM, "drop root for good");  // must be impossible now
   }
-  *what = "enter the working directory";
-  if (!spec.cwd.empty() && chdir(spec.cwd.c_str()) != 0) return errno;
-  auto open_log = [](const std::string& path) { return open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644); };
-  if (!spec.stdout_path.empty()) {
-    *what = "open the output log";
-    int fd = open_log(spec.stdout_path);
-    if (fd < 0 || dup2(fd, STDOUT_FILENO) < 0) return errno;
-    if (spec.stderr_path.empty() || spec.stderr_path == spec.stdout_path) {
-      if (dup2(fd, STDERR_FILENO) < 0) return errno;
-    }
-    close(fd);
-  }
-  if (!spec.stderr_path.empty() && spec.stderr_path != spec.stdout_path) {
-    *what = "open the error log";
-    int fd = open_log(spec.stderr_path);
-    if (fd < 0 || dup2(fd, STDERR_FILENO) < 0) return errno;
-    close(fd);
-  }
-  return 0;
+  if (!spec.cwd.empty() && chdir(spec.cwd.c_str()) != 0) return ChildFailed(failure, errno, "enter the working directory");
+  return OpenLogs(spec, report_fd, failure);
 }
 
 }  // namespace
 
-Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>& on_started) {
+Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>& on_started,
+                          const std::function<void(const OpenedLogs&)>& on_logs) {
   JobOutcome outcome;
   // Orphans of the job re-parent to us instead of init, so setsid() cannot hide them.
   prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -248,32 +388,40 @@ Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>&
       for (int fd = 3; fd < 4096; ++fd) fcntl(fd, F_SETFD, FD_CLOEXEC);
     for (int fd : spec.keep_fds) fcntl(fd, F_SETFD, 0);
     sigprocmask(SIG_SETMASK, &old, nullptr);
-    const char* what = "start";
-    int err = PrepareChild(spec, &what);
-    if (err == 0) {
+    ChildReport failure;
+    if (PrepareChild(spec, pipe_fds[1], &failure)) {
       execve(program.c_str(), argv.data(), envp.data());
-      err = errno;
-      what = "run";
+      ChildFailed(&failure, errno, "run");
+      failure.at_exec = true;
     }
-    ChildFailure failure{err, {}};
-    std::snprintf(failure.what, sizeof failure.what, "%s", what);
-    (void)!write(pipe_fds[1], &failure, sizeof failure);
-    _exit(err == ENOENT && std::strcmp(what, "run") == 0 ? 127 : 126);
+    WriteReport(pipe_fds[1], failure);
+    _exit(failure.at_exec && failure.err == ENOENT ? 127 : 126);
   }
   setpgid(child, child);
   close(pipe_fds[1]);
-  ChildFailure failure{};
-  bool exec_failed = read(pipe_fds[0], &failure, sizeof failure) == sizeof failure;
-  int exec_errno = failure.err;
+  // The logs the child opened, then a failure if it could not start; nothing more once it execs.
+  auto report = std::make_unique<ChildReport>();
+  auto failure = std::make_unique<ChildReport>();
+  bool exec_failed = false, logs_opened = false;
+  while (!exec_failed && ReadReport(pipe_fds[0], report.get())) {
+    if (report->kind == ChildReport::kLogsOpened) {
+      outcome.logs = {report->stdout_path, report->stderr_path, report->stdout_offset, report->stderr_offset};
+      logs_opened = true;
+    } else {
+      exec_failed = true;
+      std::swap(report, failure);
+    }
+  }
   close(pipe_fds[0]);
   outcome.pids.insert(child);
   TerminalHandoff terminal;
   terminal.Give(child);
+  if (logs_opened && on_logs) on_logs(outcome.logs);
   if (exec_failed) {
     outcome.exec_failed = true;
-    outcome.exec_error = std::strcmp(failure.what, "run") == 0
-                             ? fmt::format("cannot run '{}': {}", spec.argv.front(), std::strerror(exec_errno))
-                             : fmt::format("cannot {} for the job: {}", failure.what, std::strerror(exec_errno));
+    outcome.exec_error = failure->at_exec ? fmt::format("cannot run '{}': {}", spec.argv.front(), std::strerror(failure->err))
+                         : failure->err  ? fmt::format("cannot {} for the job: {}", failure->what, std::strerror(failure->err))
+                                         : fmt::format("cannot {}", failure->what);
   } else if (on_started) {
     on_started(child);
   }
@@ -321,8 +469,7 @@ Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>&
     for (pid_t p : Descendants()) outcome.pids.insert(p);
     killpg(child, sig);
   }
-  outcome.exit_code = exec_failed ? (exec_errno == ENOENT && std::strcmp(failure.what, "run") == 0 ? 127 : 126)
-                                  : DecodeStatus(main_status);
+  outcome.exit_code = exec_failed ? (failure->at_exec && failure->err == ENOENT ? 127 : 126) : DecodeStatus(main_status);
   EndLeftovers(child, spec.kill_grace_s, set, outcome);
   terminal.Restore();
   sigprocmask(SIG_SETMASK, &old, nullptr);

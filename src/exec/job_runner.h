@@ -23,10 +23,24 @@ struct JobSpec {
   double kill_grace_s = 10;       ///< between SIGTERM and SIGKILL for what the job leaves behind
   std::vector<int> keep_fds;      ///< descriptors the job inherits besides 0, 1, 2 (the lease)
   std::string cwd;                ///< working directory ("" = unchanged), entered with the job's rights
-  std::string stdout_path;        ///< "" = inherit; else opened (append, O_NOFOLLOW) with the job's rights
+  /// "" = inherit; else opened with the job's rights, appending (O_APPEND), never through a final
+  /// symlink, never blocking (a FIFO is refused at once), never as a controlling terminal; only a
+  /// regular file or /dev/null is accepted.
+  std::string stdout_path;
+  /// stdout_path is a default name: create a new file there (O_EXCL), never append to one that
+  /// existed before; when the name is taken, the first free of <stem>.1<ext>, <stem>.2<ext>, ...
+  /// ("gpulane-12.out" -> "gpulane-12.1.out"). OpenedLogs says which was used.
+  bool stdout_new_file = false;
   std::string stderr_path;        ///< "" = inherit, or the same path as stdout to share one file
   std::optional<std::uint32_t> uid, gid;  ///< run as this user (needs root): setgroups, setgid, setuid, checked
   std::optional<double> time_limit_s;     ///< SIGTERM at the limit, SIGKILL kill_grace_s later
+};
+
+/// The log files a job's command writes to, as they were opened.
+struct OpenedLogs {
+  std::string stdout_path, stderr_path;  ///< the files used ("" = inherited), absolute when given so
+  std::uint64_t stdout_offset = 0;       ///< where the job's output starts: the size an appended file had
+  std::uint64_t stderr_offset = 0;
 };
 
 /// How a job ended.
@@ -38,13 +52,17 @@ struct JobOutcome {
   int leftovers_terminated = 0; ///< processes still running after the main one ended
   int leftovers_killed = 0;     ///< of those, how many needed SIGKILL
   bool timed_out = false;       ///< ended by its time limit
+  OpenedLogs logs;              ///< the logs it wrote (also when the command then could not be started)
 };
 
 /// Runs `spec` to the end: forks, puts the job in its own process group (and in the terminal's
 /// foreground when gpulane has it), forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2
 /// to the job's process group, and reaps the whole tree. `on_started(pid)` is called once the job
-/// runs (to record its process group). Blocks until every process of the job is gone.
-/// Errors: kIo when fork fails.
-Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>& on_started);
+/// runs (to record its process group); `on_logs(logs)` before that, once the job's logs are open
+/// (also when the command then fails to start). Blocks until every process of the job is gone.
+/// A log that cannot be opened fails the start (exec_failed, exit code 126) with exec_error naming
+/// the file and why. Errors: kIo when fork fails.
+Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>& on_started,
+                          const std::function<void(const OpenedLogs&)>& on_logs = {});
 
 }  // namespace gpulane::exec

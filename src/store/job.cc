@@ -51,6 +51,36 @@ std::string ErrorPath(const Job& job) {
   return job.spec.error_path.empty() ? OutputPath(job) : ExpandLogPath(job.spec.error_path, job);
 }
 
+bool HasDefaultOutputPath(const Job& job) { return job.spec.output_path.empty(); }
+
+JobLogs LogsOf(const Job& job) {
+  if (!job.logs.unrecorded) return job.logs;
+  JobLogs logs;
+  logs.stdout_path = OutputPath(job);
+  logs.stderr_path = ErrorPath(job);
+  return logs;
+}
+
+json LogsToJson(const JobLogs& logs) {
+  json j = {{"stdout_path", logs.stdout_path}, {"stderr_path", logs.stderr_path},
+            {"stdout_offset", logs.stdout_offset}, {"stderr_offset", logs.stderr_offset}};
+  if (logs.stdout_end) j["stdout_end"] = *logs.stdout_end;
+  if (logs.stderr_end) j["stderr_end"] = *logs.stderr_end;
+  return j;
+}
+
+JobLogs LogsFromJson(const json& j) {
+  JobLogs logs;
+  if (!j.is_object()) return logs;
+  logs.stdout_path = j.value("stdout_path", "");
+  logs.stderr_path = j.value("stderr_path", "");
+  logs.stdout_offset = j.value("stdout_offset", std::uint64_t{0});
+  logs.stderr_offset = j.value("stderr_offset", std::uint64_t{0});
+  if (j.contains("stdout_end")) logs.stdout_end = j["stdout_end"].get<std::uint64_t>();
+  if (j.contains("stderr_end")) logs.stderr_end = j["stderr_end"].get<std::uint64_t>();
+  return logs;
+}
+
 json SpecToJson(const JobSpec& s, bool with_env) {
   json j = {{"argv", s.argv},         {"cwd", s.cwd},
             {"request", proto::RequestToJson(s.request)},
@@ -95,6 +125,7 @@ json JobToJson(const Job& job, bool with_env) {
   if (job.start_time) j["start_time"] = *job.start_time;
   if (job.end_time) j["end_time"] = *job.end_time;
   if (job.exit_code) j["exit_code"] = *job.exit_code;
+  if (JobLogs logs = LogsOf(job); !logs.stdout_path.empty() || !logs.stderr_path.empty()) j["logs"] = LogsToJson(logs);
   return j;
 }
 

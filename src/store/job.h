@@ -35,6 +35,19 @@ struct JobSpec {
   double kill_grace_s = 10;
 };
 
+/// The log files a job's command writes to, as its supervisor opened them (exec::OpenedLogs).
+struct JobLogs {
+  std::string stdout_path, stderr_path;  ///< "" until the job's command has opened them
+  std::uint64_t stdout_offset = 0;       ///< where this job's output starts in the file (an appended -o file)
+  std::uint64_t stderr_offset = 0;
+  /// Where it ends: the file's size when the job ended (none while it runs), so that a later job
+  /// appending to the same -o file does not show up in this one's `gpulane logs`.
+  std::optional<std::uint64_t> stdout_end, stderr_end;
+  /// Stored before gpulane recorded log files: they are where OutputPath/ErrorPath say.
+  bool unrecorded = false;
+  bool operator==(const JobLogs&) const = default;
+};
+
 /// A job: its spec, who owns it, and where it stands.
 struct Job {
   std::int64_t id = 0;
@@ -51,14 +64,26 @@ struct Job {
   std::optional<int> exit_code;    ///< exit status, or 128 + signal
   std::vector<std::string> gpu_uuids;
   std::optional<pid_t> supervisor_pid;
+  JobLogs logs;                    ///< the files its output went to (default names are never reused)
 };
 
 /// Expands %j (job id), %a (array index), %A (array job id), %u (user) and %% in a log path
 /// pattern; a relative result is taken from the job's working directory.
 std::string ExpandLogPath(const std::string& pattern, const Job& job);
-/// Where the job's stdout goes (default <cwd>/gpulane-<id>.out) and its stderr (default: the same).
+/// Where the job asks its stdout to go (default <cwd>/gpulane-<id>.out) and its stderr (default:
+/// the same). A default name is only a first choice: when that file exists, the job's output goes
+/// to a new file next to it (exec::JobSpec::stdout_new_file); LogsOf says where it went.
 std::string OutputPath(const Job& job);
 std::string ErrorPath(const Job& job);
+/// Whether the job's stdout log has the default name (which is never appended to).
+bool HasDefaultOutputPath(const Job& job);
+/// The files the job's output went to: the recorded ones; for jobs stored before gpulane
+/// recorded them, OutputPath and ErrorPath (from offset 0).
+JobLogs LogsOf(const Job& job);
+/// Logs as stored (JSON: stdout_path, stderr_path, stdout_offset, stderr_offset, stdout_end,
+/// stderr_end) and back.
+nlohmann::json LogsToJson(const JobLogs& logs);
+JobLogs LogsFromJson(const nlohmann::json& j);
 
 /// The spec as JSON; without the environment unless `with_env`.
 nlohmann::json SpecToJson(const JobSpec& spec, bool with_env = true);

@@ -38,7 +38,7 @@ class Stmt {
 
 constexpr const char* kColumns =
     "id, array_job_id, array_index, uid, gid, user, spec, state, reason, submit_time, start_time, end_time, "
-    "exit_code, gpus, supervisor_pid";
+    "exit_code, gpus, supervisor_pid, logs";
 
 std::optional<double> OptDouble(sqlite3_stmt* s, int i) {
   if (sqlite3_column_type(s, i) == SQLITE_NULL) return std::nullopt;
@@ -73,6 +73,9 @@ bool ReadRow(sqlite3_stmt* s, Job* job) {
   auto gpus = nlohmann::json::parse(Text(s, 13), nullptr, false);
   if (gpus.is_array()) job->gpu_uuids = gpus.get<std::vector<std::string>>();
   if (auto v = OptInt(s, 14)) job->supervisor_pid = static_cast<pid_t>(*v);
+  // NULL: a job stored before log files were recorded (schema 1).
+  if (sqlite3_column_type(s, 15) == SQLITE_NULL) job->logs.unrecorded = true;
+  else job->logs = LogsFromJson(nlohmann::json::parse(Text(s, 15), nullptr, false));
   return true;
 }
 
@@ -141,7 +144,9 @@ Status JobStore::Migrate() {
       " gpus TEXT NOT NULL DEFAULT '[]', supervisor_pid INTEGER);"
       "CREATE INDEX jobs_unfinished ON jobs(state) WHERE state IN ('pending','held','launching','running');"
       "CREATE INDEX jobs_uid ON jobs(uid);",
-      // 2: the spec holds the one request type (sched::Request, proto/request_json.h) instead of
+      // 2: the log files each job's output went to (JSON, store::LogsToJson); NULL for older jobs.
+      "ALTER TABLE jobs ADD COLUMN logs TEXT;",
+      // 3: the spec holds the one request type (sched::Request, proto/request_json.h) instead of
       // "gpus", "priority" and "time_limit_s" of its own.
       "UPDATE jobs SET spec = json_remove(json_set(spec, '$.request', json_object("
       " 'count', coalesce(json_extract(spec, '$.gpus.count'), 1),"
@@ -176,8 +181,8 @@ Result<std::vector<std::int64_t>> JobStore::Insert(std::vector<Job>& jobs, bool 
   Status s = Exec("BEGIN IMMEDIATE");
   if (!s.ok()) return s.error();
   Stmt insert(db_,
-              "INSERT INTO jobs (array_job_id, array_index, uid, gid, user, spec, state, reason, submit_time) "
-              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
+              "INSERT INTO jobs (array_job_id, array_index, uid, gid, user, spec, state, reason, submit_time, logs) "
+              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
   Stmt set_array(db_, "UPDATE jobs SET array_job_id = ?1 WHERE id >= ?1 AND id <= ?2");
   if (!insert.ok() || !set_array.ok()) {
     Exec("ROLLBACK");
@@ -194,6 +199,7 @@ Result<std::vector<std::int64_t>> JobStore::Insert(std::vector<Job>& jobs, bool 
     insert.Bind(7, std::string(StateName(job.state)));
     insert.Bind(8, job.reason);
     insert.Bind(9, job.submit_time);
+    insert.Bind(10, LogsToJson(job.logs).dump());
     if (insert.Step() != SQLITE_DONE) {
       Error e = DbError(db_, "database: insert job");
       Exec("ROLLBACK");
@@ -223,7 +229,7 @@ Status JobStore::Update(const std::vector<const Job*>& jobs) {
   if (!s.ok()) return s;
   Stmt update(db_,
               "UPDATE jobs SET state=?2, reason=?3, start_time=?4, end_time=?5, exit_code=?6, gpus=?7, "
-              "supervisor_pid=?8 WHERE id=?1");
+              "supervisor_pid=?8, logs=?9 WHERE id=?1");
   for (const Job* job : jobs) {
     update.Bind(1, job->id);
     update.Bind(2, std::string(StateName(job->state)));
@@ -233,6 +239,8 @@ Status JobStore::Update(const std::vector<const Job*>& jobs) {
     update.BindOpt(6, job->exit_code);
     update.Bind(7, nlohmann::json(job->gpu_uuids).dump());
     update.BindOpt(8, job->supervisor_pid);
+    if (job->logs.unrecorded) update.BindNull(9);
+    else update.Bind(9, LogsToJson(job->logs).dump());
     if (update.Step() != SQLITE_DONE) {
       Error e = DbError(db_, "database: update job");
       Exec("ROLLBACK");

@@ -32,12 +32,12 @@ class JobStore {
   ~JobStore();
 
   /// The schema version this code writes.
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   /// Inserts jobs in one transaction (one fsync), assigning ids in order; array tasks get their
   /// array_job_id set to the first task's id when `array` is true. Returns the ids.
   Result<std::vector<std::int64_t>> Insert(std::vector<Job>& jobs, bool array);
-  /// Writes the mutable fields (state, reason, times, exit code, GPUs, supervisor) of each job in
+  /// Writes the mutable fields (state, reason, times, exit code, GPUs, supervisor, logs) of each job in
   /// one transaction.
   Status Update(const std::vector<const Job*>& jobs);
   /// Every job not finished, oldest first.

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fmt/format.h>
 #include <toml++/toml.h>
@@ -11,9 +12,30 @@
 namespace gpulane {
 namespace {
 
-Error Bad(const std::string& path, const toml::source_region& where, const std::string& what) {
+Error Bad(const std::string& path, const toml::source_region& where, std::string what) {
+  for (char& c : what)
+    if (c == '\n' || c == '\r') c = ' ';  // errors are one line
   return MakeError(ErrorKind::kInvalidArgument,
                    fmt::format("{}:{}: {} (see docs/config.md)", path, where.begin.line, what));
+}
+
+// The files in order (docs/config.md), each on top of the one before.
+Result<Config> ReadConfigFiles() {
+  Config config;
+  Status s = LoadConfigFile("/etc/gpulane/config.toml", true, config);
+  if (!s.ok()) return s.error();
+  std::string user_file;
+  if (const char* explicit_file = std::getenv("GPULANE_CONFIG"); explicit_file && *explicit_file) {
+    user_file = explicit_file;
+  } else if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg) {
+    user_file = std::string(xdg) + "/gpulane/config.toml";
+  } else if (const char* home = std::getenv("HOME"); home && *home) {
+    user_file = std::string(home) + "/.config/gpulane/config.toml";
+  }
+  // A user's file may set machine-wide keys only when it is root's own.
+  if (!user_file.empty()) s = LoadConfigFile(user_file, geteuid() == 0, config);
+  if (!s.ok()) return s.error();
+  return config;
 }
 
 }  // namespace
@@ -25,6 +47,11 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
     table = toml::parse_file(path);
   } catch (const toml::parse_error& e) {
     return Bad(path, e.source(), std::string(e.description()));
+  }
+  for (auto&& [key, node] : table) {
+    if (key != "lease" && key != "run" && key != "daemon")
+      return Bad(path, node.source(), fmt::format("unknown key {} (the sections are [lease], [run], [daemon])", key.str()));
+    if (!node.is_table()) return Bad(path, node.source(), fmt::format("{} must be a section: [{}]", key.str(), key.str()));
   }
   if (auto lease = table["lease"].as_table()) {
     for (auto&& [key, node] : *lease) {
@@ -80,27 +107,16 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
       } else {
         return Bad(path, node.source(), fmt::format("run.{} must be a duration like \"10s\"", key.str()));
       }
+      if (!std::isfinite(*target) || *target < 0)
+        return Bad(path, node.source(), fmt::format("run.{} must be a duration like \"10s\", not negative", key.str()));
     }
   }
   return Status::Ok();
 }
 
 Result<Config> LoadConfig() {
-  Config config;
-  Status s = LoadConfigFile("/etc/gpulane/config.toml", true, config);
-  if (!s.ok()) return s.error();
-  std::string user_file;
-  if (const char* explicit_file = std::getenv("GPULANE_CONFIG"); explicit_file && *explicit_file) {
-    user_file = explicit_file;
-  } else if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg) {
-    user_file = std::string(xdg) + "/gpulane/config.toml";
-  } else if (const char* home = std::getenv("HOME"); home && *home) {
-    user_file = std::string(home) + "/.config/gpulane/config.toml";
-  }
-  // A user's file may set machine-wide keys only when it is root's own.
-  if (!user_file.empty()) s = LoadConfigFile(user_file, geteuid() == 0, config);
-  if (!s.ok()) return s.error();
-  return config;
+  static const Result<Config> loaded = ReadConfigFiles();
+  return loaded;
 }
 
 }  // namespace gpulane

@@ -22,8 +22,11 @@ struct Config {
   std::string daemon_mode = "auto";               ///< [daemon] mode: "auto", "system" or "user" (daemon/paths.h: SystemDaemonInstalled)
 };
 
-/// Loads the files above. Errors: kInvalidArgument naming the file, line and key when a file
-/// cannot be parsed or a value is of the wrong kind; a missing file is not an error.
+/// Loads the files above, once per process: the first call reads them, later calls return that
+/// same result (main() calls it before any command runs, so every command sees one set of settings
+/// and a broken file stops each of them alike). Errors: kInvalidArgument "<file>:<line>: <problem>"
+/// when a file cannot be parsed, has an unknown key or a value of the wrong kind; a missing file is
+/// not an error.
 Result<Config> LoadConfig();
 
 /// Loads one file on top of `config` (`trusted`: may set machine-only keys).

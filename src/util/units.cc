@@ -29,28 +29,38 @@ bool SplitNumber(std::string_view text, double* number, std::string* unit) {
   return true;
 }
 
+// What to suggest for a size typed without a unit: bytes for numbers that look like byte counts,
+// else GiB (what people mean by "--mem 30").
+std::string UnitHint(std::string_view number_text, double number) {
+  if (number >= static_cast<double>(1ULL << 20))
+    return fmt::format("{}B ({})", number_text, FormatBytes(static_cast<std::uint64_t>(number)));
+  return fmt::format("{}GiB", number_text);
+}
+
 }  // namespace
 
-Result<std::uint64_t> ParseSizeBytes(std::string_view text) {
+Result<std::uint64_t> ParseSizeBytes(std::string_view input) {
+  const std::string_view text = Trim(input);
   auto bad = [&] {
     return MakeError(ErrorKind::kInvalidArgument,
-                     fmt::format("cannot read '{}' as a memory size: use bytes or a unit, e.g. 20GiB, 20G, "
-                                 "512MiB, 1048576",
-                                 text));
+                     fmt::format("cannot read '{}' as a memory size: give a number and a unit, e.g. 20GiB, 20G, "
+                                 "512MiB, or bytes with B: 1048576B",
+                                 input));
   };
   double number = 0;
   std::string unit;
-  if (!SplitNumber(Trim(text), &number, &unit)) return bad();
+  if (!SplitNumber(text, &number, &unit)) return bad();
+  if (unit.empty() && number != 0)
+    return MakeError(ErrorKind::kInvalidArgument,
+                     fmt::format("'{}' has no unit: did you mean {}? (units: GiB or G, MiB or M, KiB, TiB; B for bytes)",
+                                 input, UnitHint(text, number)));
+  // Binary however spelt: GPU memory is sold and reported in GiB/MiB (units.h says why).
   double scale = 0;
   if (unit.empty() || unit == "b") scale = 1;
-  else if (unit == "k" || unit == "kib") scale = 1024.0;
-  else if (unit == "m" || unit == "mib") scale = 1024.0 * 1024;
-  else if (unit == "g" || unit == "gib") scale = 1024.0 * 1024 * 1024;
-  else if (unit == "t" || unit == "tib") scale = 1024.0 * 1024 * 1024 * 1024;
-  else if (unit == "kb") scale = 1e3;
-  else if (unit == "mb") scale = 1e6;
-  else if (unit == "gb") scale = 1e9;
-  else if (unit == "tb") scale = 1e12;
+  else if (unit == "k" || unit == "kib" || unit == "kb") scale = 1024.0;
+  else if (unit == "m" || unit == "mib" || unit == "mb") scale = 1024.0 * 1024;
+  else if (unit == "g" || unit == "gib" || unit == "gb") scale = 1024.0 * 1024 * 1024;
+  else if (unit == "t" || unit == "tib" || unit == "tb") scale = 1024.0 * 1024 * 1024 * 1024;
   else return bad();
   double bytes = number * scale;
   if (!std::isfinite(bytes) || bytes >= 1.8e19) return bad();

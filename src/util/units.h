@@ -8,10 +8,13 @@
 
 namespace gpulane {
 
-/// Parses a memory size: plain bytes ("1048576"), or a number with a unit: binary "KiB", "MiB",
-/// "GiB", "TiB", and "K", "M", "G", "T" (taken as binary too, as nvidia-smi and PyTorch mean them),
-/// decimal "KB", "MB", "GB", "TB", case-insensitive, an optional space, fractions allowed ("1.5GiB").
-/// Returns bytes, or kInvalidArgument naming the text and the accepted forms.
+/// Parses a GPU memory size as users type it: a number and a unit, case-insensitive, an optional
+/// space, fractions allowed ("1.5GiB", "20 G"). Units are binary whichever way they are spelt:
+/// "KiB"/"K"/"KB", "MiB"/"M"/"MB", "GiB"/"G"/"GB", "TiB"/"T"/"TB" (GPU memory is sold and shown by
+/// nvidia-smi in binary units: an "80GB" A100 has 80 GiB; reading 30GB as 30e9 bytes would declare
+/// 2 GiB less than the job uses). "B" gives bytes ("32212254720B", for scripts).
+/// A number without a unit is refused ("30": GiB or bytes?), except 0, which is the same in all.
+/// Returns bytes, or kInvalidArgument quoting the text, with a suggestion ("did you mean 30GiB?").
 Result<std::uint64_t> ParseSizeBytes(std::string_view text);
 
 /// Parses a duration: plain seconds ("90"), or with a unit "ms", "s", "m"/"min", "h", "d"

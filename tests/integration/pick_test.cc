@@ -234,11 +234,11 @@ TEST(Pick, MinFreeAcceptsTheSizesUsersType) {
   const std::uint64_t free0 = state["devices"][0]["memory"]["free"].get<std::uint64_t>();
   const std::uint64_t free1 = state["devices"][1]["memory"]["free"].get<std::uint64_t>();
   ASSERT_GT(free0, free1);
-  for (const char* size : {"20GiB", "20G", "512MiB", "20gib", "1073741824"})
+  for (const char* size : {"20GiB", "20G", "20GB", "512MiB", "20gib", "1073741824B"})
     EXPECT_TRUE(Picked(Pick(machine, {"-n", "2", "--min-free", size}), "0,1")) << size;
-  // Plain bytes: exactly the free memory qualifies, one byte more does not.
-  EXPECT_TRUE(Picked(Pick(machine, {"--min-free", std::to_string(free0)}), "0"));
-  EXPECT_TRUE(TooFew(Pick(machine, {"--min-free", std::to_string(free0 + 1)})));
+  // Bytes (with B): exactly the free memory qualifies, one byte more does not.
+  EXPECT_TRUE(Picked(Pick(machine, {"--min-free", std::to_string(free0) + "B"}), "0"));
+  EXPECT_TRUE(TooFew(Pick(machine, {"--min-free", std::to_string(free0 + 1) + "B"})));
   // A whole number of GiB between the two GPUs' free memory.
   const std::uint64_t between = free0 / kGiB;
   ASSERT_GT(between * kGiB, free1);
@@ -258,6 +258,18 @@ TEST(Pick, UnreadableMinFreeIsAOneLineUsageError) {
     EXPECT_EQ(LineCount(r.err), 1) << r.err;
     EXPECT_TRUE(Contains(r.err, fmt::format("'{}'", bad))) << r.err;
   }
+}
+
+// "--min-free 30": 30 bytes or 30 GiB? Refused, with the likely meaning as the fix.
+TEST(Pick, AMinFreeWithoutAUnitIsRefusedWithAHint) {
+  FakeMachine machine(RecordedH200x2(UnusedPid()));
+  RunResult r = Pick(machine, {"--min-free", "30"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_EQ(LineCount(r.err), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("gpulane: error: --min-free", 0), 0u) << r.err;
+  EXPECT_TRUE(Contains(r.err, "'30' has no unit")) << r.err;
+  EXPECT_TRUE(Contains(r.err, "did you mean 30GiB?")) << r.err;
 }
 
 TEST(Pick, CountMustBeAtLeastOne) {

@@ -80,6 +80,19 @@ TEST(RunErrors, BadCommandLinesAreUsageErrors) {
   EXPECT_EQ(LeaseDirEntries(machine), 0u) << "no ticket or lease left behind";
 }
 
+// "--mem 30": 30 bytes or 30 GiB? Refused before anything runs, with the likely meaning as the fix.
+TEST(RunErrors, AMemorySizeWithoutAUnitIsRefusedWithAHint) {
+  FakeMachine machine(IdleMachine(2));
+  RunResult r = RunOn(machine, With({"--mem", "30", "--"}, Marker(machine)));
+  EXPECT_TRUE(IsError(r, 2, "--mem"));
+  EXPECT_TRUE(Contains(r.err, "'30' has no unit")) << r.err;
+  EXPECT_TRUE(Contains(r.err, "did you mean 30GiB?")) << r.err;
+  EXPECT_FALSE(fs::exists(machine.dir() / "ran"));
+  // The same size with a unit, or as bytes with B, runs.
+  EXPECT_EQ(RunOn(machine, {"--mem", "30GiB", "--", "true"}).exit_code, 0);
+  EXPECT_EQ(RunOn(machine, {"--mem", "32212254720B", "--", "true"}).exit_code, 0);
+}
+
 TEST(RunErrors, AnImpossibleRequestSaysWhatCouldQualify) {
   FakeMachine machine(IdleMachine(2));
   RunResult r = RunOn(machine, {"-g", "99", "--", "true"});

@@ -1,0 +1,88 @@
+// The job store's record of where each job's output went, and its migration from schema 1 (which
+// had none: those jobs' logs are where their default names say).
+#include "store/job_store.h"
+
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+namespace gpulane::store {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDb {
+ public:
+  TempDb() {
+    char dir[] = "/tmp/gpulane-store-test-XXXXXX";
+    path_ = fs::path(mkdtemp(dir)) / "jobs.db";
+  }
+  ~TempDb() { fs::remove_all(path_.parent_path()); }
+  std::string path() const { return path_.string(); }
+
+ private:
+  fs::path path_;
+};
+
+Job MakeJob() {
+  Job job;
+  job.uid = 1000;
+  job.gid = 1000;
+  job.user = "alice";
+  job.spec.argv = {"true"};
+  job.spec.cwd = "/home/alice/proj";
+  job.submit_time = 1.0;
+  return job;
+}
+
+TEST(JobStore, RecordsTheLogFilesAJobUsed) {
+  TempDb db;
+  auto store = JobStore::Open(db.path());
+  ASSERT_TRUE(store) << store.error().message;
+  std::vector<Job> jobs = {MakeJob()};
+  ASSERT_TRUE((*store)->Insert(jobs, false));
+  auto fresh = (*store)->Get(jobs[0].id);
+  ASSERT_TRUE(fresh && *fresh);
+  EXPECT_EQ((**fresh).logs, JobLogs{}) << "nothing opened yet";
+  EXPECT_EQ(LogsOf(**fresh).stdout_path, "") << "not the default name: it may be an older job's file";
+
+  jobs[0].logs = {"/home/alice/proj/gpulane-1.1.out", "/home/alice/proj/gpulane-1.1.out", 0, 0, 42, 42};
+  ASSERT_TRUE((*store)->Update({&jobs[0]}).ok());
+  auto stored = (*store)->Get(jobs[0].id);
+  ASSERT_TRUE(stored && *stored);
+  EXPECT_EQ((**stored).logs, jobs[0].logs);
+}
+
+TEST(JobStore, JobsFromSchemaOneKeepTheirDefaultLogNames) {
+  TempDb db;
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(db.path().c_str(), &raw), SQLITE_OK);
+    const char* v1 =
+        "CREATE TABLE jobs (id INTEGER PRIMARY KEY AUTOINCREMENT, array_job_id INTEGER, array_index INTEGER,"
+        " uid INTEGER NOT NULL, gid INTEGER NOT NULL, user TEXT NOT NULL, spec TEXT NOT NULL, state TEXT NOT NULL,"
+        " reason TEXT NOT NULL DEFAULT '', submit_time REAL NOT NULL, start_time REAL, end_time REAL,"
+        " exit_code INTEGER, gpus TEXT NOT NULL DEFAULT '[]', supervisor_pid INTEGER);"
+        "INSERT INTO jobs (uid, gid, user, spec, state, submit_time, exit_code) VALUES (1000, 1000, 'alice',"
+        " '{\"argv\":[\"true\"],\"cwd\":\"/home/alice/proj\",\"gpus\":{\"count\":1}}', 'completed', 1.0, 0);"
+        "PRAGMA user_version=1;";
+    ASSERT_EQ(sqlite3_exec(raw, v1, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(raw);
+    sqlite3_close(raw);
+  }
+  auto store = JobStore::Open(db.path());
+  ASSERT_TRUE(store) << store.error().message;
+  auto old = (*store)->Get(1);
+  ASSERT_TRUE(old && *old);
+  EXPECT_TRUE((**old).logs.unrecorded);
+  EXPECT_EQ(LogsOf(**old).stdout_path, "/home/alice/proj/gpulane-1.out");
+  EXPECT_EQ(LogsOf(**old).stderr_path, "/home/alice/proj/gpulane-1.out");
+  // Updating it (e.g. when it is adopted after the upgrade) keeps it that way.
+  ASSERT_TRUE((*store)->Update({&**old}).ok());
+  EXPECT_TRUE((*(*store)->Get(1))->logs.unrecorded);
+}
+
+}  // namespace
+}  // namespace gpulane::store
