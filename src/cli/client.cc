@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "daemon/paths.h"
+#include "proto/call.h"
 #include "proto/wire.h"
 #include "util/config.h"
 #include "util/units.h"
@@ -24,19 +25,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-int ConnectTo(const std::string& path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof addr.sun_path) return -1;
-  std::strcpy(addr.sun_path, path.c_str());
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
+using proto::ConnectTo;
+using proto::Exchange;
 
 // Starts `gpulane daemon --user` detached from this process and its terminal.
 void StartUserDaemon(const daemon::DaemonPaths& paths) {
@@ -126,22 +116,6 @@ Result<int> StartAndConnect() {
                                user.socket, user.state_dir));
 }
 
-// Sends one request on a connected socket, reads the reply, closes the socket.
-Result<nlohmann::json> Exchange(int fd, nlohmann::json request, double timeout_s) {
-  request["v"] = proto::kVersion;
-  Status sent = proto::WriteFrame(fd, request, 10);
-  if (!sent.ok()) {
-    close(fd);
-    return sent.error();
-  }
-  auto reply = proto::ReadFrame(fd, proto::kMaxResponseBytes, timeout_s);
-  close(fd);
-  if (!reply) return reply.error();
-  if (!reply->value("ok", false))
-    return MakeError(proto::KindFromName(reply->value("code", "internal")), reply->value("error", "the daemon refused"));
-  return reply;
-}
-
 }  // namespace
 
 Result<double> SystemDaemonWaitS() {
@@ -172,12 +146,6 @@ Result<std::optional<nlohmann::json>> CallIfRunning(nlohmann::json request, doub
   auto reply = Exchange(**fd, std::move(request), timeout_s);
   if (!reply) return reply.error();
   return std::optional<nlohmann::json>(std::move(reply).value());
-}
-
-Result<nlohmann::json> CallExisting(const std::string& socket_path, nlohmann::json request, double timeout_s) {
-  int fd = ConnectTo(socket_path);
-  if (fd < 0) return MakeError(ErrorKind::kUnavailable, "no gpulane daemon listens on " + socket_path);
-  return Exchange(fd, std::move(request), timeout_s);
 }
 
 Error NoJobWithoutDaemon(std::int64_t id) {

@@ -37,10 +37,6 @@ Result<nlohmann::json> CallOrStart(nlohmann::json request, double timeout_s = 30
 /// daemon is waited for as in CallOrStart, then kUnavailable.
 Result<std::optional<nlohmann::json>> CallIfRunning(nlohmann::json request, double timeout_s = 30);
 
-/// Sends `request` only to a daemon already listening on `socket_path`; never starts one and
-/// never waits for one. Errors: kUnavailable when nothing answers there.
-Result<nlohmann::json> CallExisting(const std::string& socket_path, nlohmann::json request, double timeout_s);
-
 /// The error for job `id` when no daemon runs and none is installed: kNotFound, "no job <id>"
 /// with why (no daemon, so nothing is queued).
 Error NoJobWithoutDaemon(std::int64_t id);

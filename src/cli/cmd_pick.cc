@@ -1,6 +1,8 @@
 // gpulane pick: print the CUDA_VISIBLE_DEVICES value for the GPUs that `gpulane run --no-wait`
 // with the same options would be granted now: the policy (sched/) asked about one more request in
 // line, over the same GPU state (NVML processes joined with the live leases and tickets).
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <memory>
 
@@ -35,12 +37,16 @@ int RunPick(const PickOptions& o) {
   if (!o.export_line) WarnIfCudaOrderDiffers(*snapshot);
   auto allowed = ResolveAllowedGpus(request->gpu_list, InheritedVisibleDevices(), *snapshot);
   if (!allowed) return Fail(allowed.error());
-  request->allowed_uuids = std::move(allowed).value();
   const lease::DirContents contents = ReadLeaseDirIfPresent();
   ProcfsProcessTable table;
-  const lease::Occupancy occupancy = lease::BuildOccupancy(*snapshot, contents.leases, table);
+  // Inside a gpulane job (a pipeline step), pick chooses among that job's GPUs.
+  const lease::LeaseRecord* parent =
+      lease::FindParentLease(contents.leases, EnvironmentValue("GPULANE_JOB_ID"), static_cast<std::uint32_t>(getpid()), table);
+  auto view = lease::ViewOfLine(contents.leases, contents.tickets, *snapshot, table, parent ? parent->name : "");
+  if (!view) return Fail(view.error());
+  request->allowed_uuids = lease::WithinParent(std::move(allowed).value(), parent);
   const sched::Decision decision =
-      lease::DecideNewcomer(occupancy, contents.tickets, *request, sched::Limits{config->memory_margin_bytes});
+      lease::DecideNewcomer(view->occupancy, view->tickets, *request, sched::Limits{config->memory_margin_bytes});
   auto chosen = sched::GrantedNow(*request, decision, static_cast<unsigned>(snapshot->devices.size()));
   if (!chosen) return Fail(chosen.error());
   const std::string devices = FormatVisibleDevices(*snapshot, *chosen, o.uuid);

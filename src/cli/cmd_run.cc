@@ -13,6 +13,7 @@
 #include "util/exit_codes.h"
 #include "exec/job_env.h"
 #include "exec/job_runner.h"
+#include "exec/leased_job.h"
 #include "cli/request_options.h"
 #include "gpu/visible_devices.h"
 #include "lease/waiter.h"
@@ -63,60 +64,48 @@ int RunRun(const RunOptions& o) {
   auto config = LoadConfig();
   if (!config) return Fail(config.error());
   TimingMark("config loaded");
-  double kill_grace_s = 10;
-  auto request = ParseRequest(o, *config, &kill_grace_s);
+  exec::LeasedJob job;
+  auto request = ParseRequest(o, *config, &job.job.kill_grace_s);
   if (!request) return Fail(request.error());
+  job.wait = std::move(request).value();
+  job.wait.parent_job_id = EnvironmentValue("GPULANE_JOB_ID");  // a step of a pipeline run as a gpulane job
+  job.job_id = fmt::format("r{}", getpid());
+  job.job.argv = o.command;
+  job.job.time_limit_s = job.wait.request.time_limit_s;
+  job.job.env = exec::CurrentEnvironment();
+  job.uuids_in_env = o.uuid;
   auto backend = OpenBackend();
   if (!backend) return Fail(backend.error());
   auto dir = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config->lease_dir));
   if (!dir) return Fail(dir.error());
-  TimingMark("NVML and lease directory opened");
+  TimingMark("lease directory opened");
 
-  const std::string job_id = fmt::format("r{}", getpid());
   const bool tty = isatty(STDERR_FILENO) == 1;
-  auto show = [tty](const std::string& line) {
+  exec::LeasedJobHooks hooks;
+  hooks.on_waiting = [tty](const std::string& line) {
     if (tty) fmt::print(stderr, "\r\x1b[K{}", line.empty() ? "" : "gpulane: " + line);
     else if (!line.empty()) fmt::print(stderr, "gpulane: {}\n", line);
   };
-  lease::LeaseWaiter waiter(**backend, *dir, *request, job_id, Join(o.command, " "), show);
-  // In line before reading the GPUs (NVML's start-up takes tens of ms without a daemon), so runs
-  // keep the order in which they were started.
-  if (Status joined = waiter.JoinLine(); !joined.ok()) return Fail(joined.error());
-  TimingMark("waiter ready");
-  const auto t_start = std::chrono::steady_clock::now();
-  auto grant = waiter.Acquire();
-  const auto t_granted = std::chrono::steady_clock::now();
-  if (!grant) return Fail(grant.error());
-  if (grant->interrupted_by_signal) return 128 + grant->interrupted_by_signal;
-  if (grant->waited_s >= 1 && !o.quiet)
-    fmt::print(stderr, "gpulane: got GPU{} {} after waiting {}\n", grant->gpus.size() > 1 ? "s" : "",
-               FormatVisibleDevices(grant->snapshot, grant->gpus, false), FormatSeconds(grant->waited_s));
-
-  exec::JobSpec spec;
-  spec.argv = o.command;
-  spec.kill_grace_s = kill_grace_s;
-  spec.time_limit_s = request->request.time_limit_s;
-  spec.keep_fds = {grant->lease.fd()};
-  spec.env = exec::JobEnvironment(exec::CurrentEnvironment(), grant->snapshot, grant->gpus, o.uuid, job_id, request->request.mem_bytes, grant->lease.fd());
-  auto outcome = exec::RunJob(spec, [&](pid_t pgid) { waiter.RecordProcessGroup(grant->lease, pgid); });
+  hooks.on_granted = [&](const lease::Grant& grant) {
+    TimingMark("GPUs leased");
+    if (grant.waited_s >= 1 && !o.quiet)
+      fmt::print(stderr, "gpulane: got GPU{} {} after waiting {}\n", grant.gpus.size() > 1 ? "s" : "",
+                 FormatVisibleDevices(grant.snapshot, grant.gpus, false), FormatSeconds(grant.waited_s));
+    return Status::Ok();
+  };
+  auto outcome = exec::RunLeasedJob(**backend, *dir, job, hooks);
   if (!outcome) return Fail(outcome.error());
-  if (outcome->exec_failed) {
-    fmt::print(stderr, "gpulane: error: {}\n", outcome->exec_error);
-  }
-  if (outcome->leftovers_terminated > 0 && !o.quiet)
-    fmt::print(stderr, "gpulane: ended {} process{} the job left behind{}\n", outcome->leftovers_terminated,
-               outcome->leftovers_terminated > 1 ? "es" : "",
-               outcome->leftovers_killed ? fmt::format(" ({} needed SIGKILL)", outcome->leftovers_killed) : "");
-  const auto t_ended = std::chrono::steady_clock::now();
-  waiter.CheckGpusReleased(grant->gpus, outcome->pids);
-  grant->lease.Release();
-  if (std::getenv("GPULANE_TIMING")) {
-    using Ms = std::chrono::duration<double, std::milli>;
-    const auto t_done = std::chrono::steady_clock::now();
-    fmt::print(stderr, "gpulane: timing: lease {:.2f} ms, job {:.2f} ms, GPU check and release {:.2f} ms\n",
-               Ms(t_granted - t_start).count(), Ms(t_ended - t_granted).count(), Ms(t_done - t_ended).count());
-  }
-  return outcome->exit_code;
+  if (outcome->interrupted_by_signal) return 128 + outcome->interrupted_by_signal;
+  const exec::JobOutcome& ran = *outcome->job;
+  if (ran.exec_failed) fmt::print(stderr, "gpulane: error: {}\n", ran.exec_error);
+  if (ran.leftovers_terminated > 0 && !o.quiet)
+    fmt::print(stderr, "gpulane: ended {} process{} the job left behind{}\n", ran.leftovers_terminated,
+               ran.leftovers_terminated > 1 ? "es" : "",
+               ran.leftovers_killed ? fmt::format(" ({} needed SIGKILL)", ran.leftovers_killed) : "");
+  if (std::getenv("GPULANE_TIMING"))
+    fmt::print(stderr, "gpulane: timing: lease {:.2f} ms, job {:.2f} ms, release after the job's end {:.2f} ms\n",
+               outcome->waited_s * 1e3, outcome->job_s * 1e3, outcome->release_s * 1e3);
+  return ran.exit_code;
 }
 
 }  // namespace

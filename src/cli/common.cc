@@ -8,7 +8,8 @@
 #include <fmt/format.h>
 
 #include "util/exit_codes.h"
-#include "cli/snapshot_source.h"
+#include "daemon/paths.h"
+#include "proto/snapshot_source.h"
 #include "gpu/nvml_backend.h"
 #include "lease/lease_dir.h"
 #include "os/process_table.h"
@@ -24,7 +25,9 @@ int Fail(const Error& error) {
 
 void Warn(const std::string& message) { fmt::print(stderr, "gpulane: warning: {}\n", message); }
 
-Result<std::unique_ptr<GpuBackend>> OpenBackend() { return std::unique_ptr<GpuBackend>(new SnapshotSource()); }
+Result<std::unique_ptr<GpuBackend>> OpenBackend() {
+  return std::unique_ptr<GpuBackend>(new proto::SnapshotSource(daemon::SnapshotSockets()));
+}
 
 Result<GpuSnapshot> ReadAnnotated(GpuBackend& backend, const ReadOptions& options) {
   auto snapshot = backend.Read(options);
@@ -34,11 +37,13 @@ Result<GpuSnapshot> ReadAnnotated(GpuBackend& backend, const ReadOptions& option
   return snapshot;
 }
 
-std::optional<std::string> InheritedVisibleDevices() {
-  const char* value = std::getenv("CUDA_VISIBLE_DEVICES");
+std::optional<std::string> EnvironmentValue(const char* name) {
+  const char* value = std::getenv(name);
   if (!value) return std::nullopt;
   return std::string(value);
 }
+
+std::optional<std::string> InheritedVisibleDevices() { return EnvironmentValue("CUDA_VISIBLE_DEVICES"); }
 
 namespace {
 

@@ -18,11 +18,14 @@ int Fail(const Error& error);
 void Warn(const std::string& message);
 
 /// The GPU source for commands: the running daemon's snapshots, else NVML itself (library from
-/// $GPULANE_NVML_LIBRARY or libnvidia-ml.so.1; see SnapshotSource). Errors surface at the first Read.
+/// $GPULANE_NVML_LIBRARY or libnvidia-ml.so.1; see proto::SnapshotSource). Errors surface at the first Read.
 Result<std::unique_ptr<GpuBackend>> OpenBackend();
 
 /// Reads a snapshot and fills in process owners and command lines from /proc.
 Result<GpuSnapshot> ReadAnnotated(GpuBackend& backend, const ReadOptions& options = {});
+
+/// The value of environment variable `name`, if set.
+std::optional<std::string> EnvironmentValue(const char* name);
 
 /// The inherited CUDA_VISIBLE_DEVICES, if set.
 std::optional<std::string> InheritedVisibleDevices();

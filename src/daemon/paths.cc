@@ -52,4 +52,10 @@ Result<bool> SystemDaemonInstalled(const std::string& config_mode, const std::st
   return Exists(root + kSystemStateDir) || Exists(root + kEnabledUnitLink);
 }
 
+std::vector<std::string> SnapshotSockets() {
+  std::vector<std::string> sockets = {SystemPaths().socket};
+  if (Env("GPULANE_SOCKET").empty()) sockets.push_back(UserPaths().socket);
+  return sockets;
+}
+
 }  // namespace gpulane::daemon

@@ -6,6 +6,7 @@
 //     state  $XDG_STATE_HOME/gpulane (else ~/.local/state/gpulane)
 // GPULANE_SOCKET and GPULANE_STATE_DIR override both (tests, several instances).
 #include <string>
+#include <vector>
 
 #include "util/result.h"
 
@@ -26,6 +27,10 @@ struct DaemonPaths {
 
 DaemonPaths SystemPaths();
 DaemonPaths UserPaths();
+
+/// The sockets to ask for GPU snapshots, in order: $GPULANE_SOCKET alone when set, else the system
+/// daemon's, then the user's own. Any daemon's snapshot will do: they all read the same GPUs.
+std::vector<std::string> SnapshotSockets();
 
 /// Whether a system daemon is installed here: then clients ask only it, wait for it while it
 /// restarts and never start a per-user daemon. Decided, first match wins, by

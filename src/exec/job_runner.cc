@@ -333,20 +333,30 @@ bool OpenLogs(const JobSpec& spec, int report_fd, ChildReport* failure) {
   return true;
 }
 
-// In the forked child: become the job's user, enter its directory, open its logs. False (with
-// `failure` filled in) when a step failed.
-bool PrepareChild(const JobSpec& spec, int report_fd, ChildReport* failure) {
+// The job's user's supplementary groups, looked up in the parent: after fork the child may only
+// do async-signal-safe work, and NSS look-ups (getpwuid_r, getgrouplist) are not.
+Result<std::vector<gid_t>> GroupsOf(std::uint32_t uid, std::uint32_t gid) {
+  struct passwd pw;
+  struct passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  if (getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) != 0 || !found)
+    return MakeError(ErrorKind::kIo, fmt::format("cannot start the job: uid {} has no entry in the user database", uid));
+  std::vector<gid_t> groups(256);
+  int n = static_cast<int>(groups.size());
+  if (getgrouplist(found->pw_name, gid, groups.data(), &n) < 0) {
+    groups.resize(static_cast<std::size_t>(n));
+    if (getgrouplist(found->pw_name, gid, groups.data(), &n) < 0)
+      return MakeError(ErrorKind::kIo, fmt::format("cannot start the job: cannot list the groups of {}", found->pw_name));
+  }
+  groups.resize(static_cast<std::size_t>(n));
+  return groups;
+}
+
+// In the forked child: become the job's user (its groups looked up by the parent), enter its
+// directory, open its logs. False (with `failure` filled in) when a step failed.
+bool PrepareChild(const JobSpec& spec, const std::vector<gid_t>& groups, int report_fd, ChildReport* failure) {
   if (spec.uid && spec.gid && (*spec.uid != geteuid() || *spec.gid != getegid())) {
-    struct passwd pw;
-    struct passwd* found = nullptr;
-    char buf[4096];
-    std::vector<gid_t> groups(256);
-    int n = static_cast<int>(groups.size());
-    if (getpwuid_r(*spec.uid, &pw, buf, sizeof buf, &found) != 0 || !found)
-      return ChildFailed(failure, ENOENT, "look up the user's groups");
-    if (getgrouplist(found->pw_name, *spec.gid, groups.data(), &n) < 0)
-      return ChildFailed(failure, E2BIG, "look up the user's groups");
-    if (setgroups(static_cast<size_t>(n), groups.data()) != 0) return ChildFailed(failure, errno, "setgroups");
+    if (setgroups(groups.size(), groups.data()) != 0) return ChildFailed(failure, errno, "setgroups");
     if (setgid(*spec.gid) != 0) return ChildFailed(failure, errno, "setgid");
     if (setuid(*spec.uid) != 0) return ChildFailed(failure, errno, "setuid");
     if (setuid(0) == 0 && *spec.uid != 0) return ChildFailed(failure, EPERM, "drop root for good");  // must be impossible now
@@ -360,6 +370,12 @@ bool PrepareChild(const JobSpec& spec, int report_fd, ChildReport* failure) {
 Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>& on_started,
                           const std::function<void(const OpenedLogs&)>& on_logs) {
   JobOutcome outcome;
+  std::vector<gid_t> groups;
+  if (spec.uid && spec.gid && (*spec.uid != geteuid() || *spec.gid != getegid())) {
+    auto looked_up = GroupsOf(*spec.uid, *spec.gid);
+    if (!looked_up) return looked_up.error();
+    groups = std::move(looked_up).value();
+  }
   // Orphans of the job re-parent to us instead of init, so setsid() cannot hide them.
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   sigset_t set, old;
@@ -387,9 +403,12 @@ Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>&
     if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0)
       for (int fd = 3; fd < 4096; ++fd) fcntl(fd, F_SETFD, FD_CLOEXEC);
     for (int fd : spec.keep_fds) fcntl(fd, F_SETFD, 0);
-    sigprocmask(SIG_SETMASK, &old, nullptr);
+    // The job starts with no signal blocked, whatever gpulane blocked to take its signals in turn.
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
     ChildReport failure;
-    if (PrepareChild(spec, pipe_fds[1], &failure)) {
+    if (PrepareChild(spec, groups, pipe_fds[1], &failure)) {
       execve(program.c_str(), argv.data(), envp.data());
       ChildFailed(&failure, errno, "run");
       failure.at_exec = true;

@@ -237,6 +237,7 @@ DirContents LeaseDir::Read() const {
       if (!FromJson(j, &r)) continue;
       r.uid = st.st_uid;
       r.user = UserNameOf(st.st_uid);
+      r.name = name;
       out.leases.push_back(std::move(r));
     } else {
       TicketRecord t;

@@ -11,16 +11,24 @@ bool Holds(const LeaseRecord& lease, const std::string& uuid) {
   return false;
 }
 
-// The lease whose job `pid` belongs to, or -1.
+// The lease whose job `pid` belongs to, or -1: the one whose holder is the closest ancestor (or
+// whose job's process group holds a process on the way up).
 int OwnerOf(std::uint32_t pid, const std::vector<LeaseRecord>& leases, ProcessTable& table) {
-  for (std::size_t i = 0; i < leases.size(); ++i)
-    if (BelongsTo(table, pid, static_cast<std::uint32_t>(leases[i].pid), static_cast<std::uint32_t>(leases[i].pgid)))
-      return static_cast<int>(i);
+  for (int depth = 0; depth < 64 && pid > 1; ++depth) {
+    for (std::size_t i = 0; i < leases.size(); ++i)
+      if (static_cast<std::uint32_t>(leases[i].pid) == pid) return static_cast<int>(i);
+    auto links = table.Links(pid);
+    if (!links) return -1;
+    for (std::size_t i = 0; i < leases.size(); ++i)
+      if (leases[i].pgid != 0 && links->pgid == static_cast<std::uint32_t>(leases[i].pgid)) return static_cast<int>(i);
+    pid = links->ppid;
+  }
   return -1;
 }
 
-void Classify(const GpuDevice& d, const std::vector<LeaseRecord>& leases, ProcessTable& table, sched::GpuState& g,
-              std::vector<std::uint64_t>& used_by_lease, std::vector<StrayProcess>& strays) {
+void Classify(const GpuDevice& d, const std::vector<LeaseRecord>& leases, ProcessTable& table,
+              const OccupancyOptions& options, sched::GpuState& g, std::vector<std::uint64_t>& used_by_lease,
+              std::vector<StrayProcess>& strays) {
   if (!d.processes) {
     g.processes_known = false;
     return;
@@ -30,7 +38,8 @@ void Classify(const GpuDevice& d, const std::vector<LeaseRecord>& leases, Proces
     if (!table.Links(p.pid)) {
       // Seen in /proc when the snapshot was annotated but gone now: it ended and NVML lags, so its
       // memory is as good as free. Never seen: it lives in another PID namespace (a container).
-      if (p.user) {
+      const bool ended = p.user || (options.ended_pids && options.ended_pids->count(p.pid));
+      if (ended) {
         if (g.free_bytes) *g.free_bytes += mem;
         continue;
       }
@@ -78,13 +87,15 @@ std::string DescribeProcess(const GpuProcess& p) {
   return fmt::format("pid {} (not visible here)", p.pid);
 }
 
-Occupancy BuildOccupancy(const GpuSnapshot& snapshot, const std::vector<LeaseRecord>& leases, ProcessTable& processes) {
+Occupancy BuildOccupancy(const GpuSnapshot& snapshot, const std::vector<LeaseRecord>& leases, ProcessTable& processes,
+                         const OccupancyOptions& options) {
   Occupancy out;
   for (const GpuDevice& d : snapshot.devices) {
     sched::GpuState g = BaseState(d, snapshot);
     std::vector<std::uint64_t> used_by_lease(leases.size(), 0);
-    Classify(d, leases, processes, g, used_by_lease, out.strays);
+    Classify(d, leases, processes, options, g, used_by_lease, out.strays);
     for (std::size_t i = 0; i < leases.size(); ++i) {
+      if (&leases[i] == options.transparent) continue;
       for (const LeasedGpu& lg : leases[i].gpus) {
         if (lg.uuid != d.uuid) continue;
         g.has_context = true;
@@ -98,6 +109,45 @@ Occupancy BuildOccupancy(const GpuSnapshot& snapshot, const std::vector<LeaseRec
     }
     out.gpus.push_back(std::move(g));
   }
+  return out;
+}
+
+const LeaseRecord* FindParentLease(const std::vector<LeaseRecord>& leases, const std::optional<std::string>& job_id,
+                                   std::uint32_t self_pid, ProcessTable& processes) {
+  if (!job_id || job_id->empty()) return nullptr;
+  for (const LeaseRecord& lease : leases)
+    if (lease.job_id == *job_id && BelongsTo(processes, self_pid, static_cast<std::uint32_t>(lease.pid), 0)) return &lease;
+  return nullptr;
+}
+
+std::vector<TicketRecord> TicketsOfLine(const std::vector<TicketRecord>& tickets, const std::string& parent) {
+  std::vector<TicketRecord> out;
+  for (const auto& t : tickets)
+    if (t.parent == parent) out.push_back(t);
+  return out;
+}
+
+Result<LineView> ViewOfLine(const std::vector<LeaseRecord>& leases, const std::vector<TicketRecord>& tickets,
+                            const GpuSnapshot& snapshot, ProcessTable& processes, const std::string& parent_name,
+                            const std::set<std::uint32_t>* ended_pids) {
+  LineView view;
+  if (!parent_name.empty()) {
+    for (const LeaseRecord& lease : leases)
+      if (lease.name == parent_name) view.parent = &lease;
+    if (!view.parent)
+      return MakeError(ErrorKind::kNotFound, "the gpulane job this runs inside has ended (its lease is gone)");
+  }
+  view.occupancy = BuildOccupancy(snapshot, leases, processes, {view.parent, ended_pids});
+  view.tickets = TicketsOfLine(tickets, parent_name);
+  return view;
+}
+
+std::vector<std::string> WithinParent(std::vector<std::string> allowed, const LeaseRecord* parent) {
+  if (!parent) return allowed;
+  std::vector<std::string> out;
+  for (const auto& uuid : allowed)
+    for (const LeasedGpu& g : parent->gpus)
+      if (g.uuid == uuid) out.push_back(uuid);
   return out;
 }
 

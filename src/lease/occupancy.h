@@ -5,6 +5,8 @@
 // waiting requests from the tickets. `pick`, `run`, queued jobs' supervisors and `status` all use
 // this one join, so they agree on what is free.
 #include <cstdint>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "lease/records.h"
 #include "os/process_table.h"
 #include "sched/policy.h"
+#include "util/result.h"
 
 namespace gpulane::lease {
 
@@ -32,6 +35,17 @@ struct Occupancy {
   std::vector<StrayProcess> strays;
 };
 
+/// How BuildOccupancy treats what the lease directory cannot tell.
+struct OccupancyOptions {
+  /// Nested decisions: the lease of the job the request runs inside. It owns its processes (they
+  /// are the job's own, not foreign) but holds no GPU against the request.
+  const LeaseRecord* transparent = nullptr;
+  /// Pids this caller saw alive in an earlier snapshot and that are gone now: NVML still listing
+  /// one (the driver lags a process's exit) means memory about to be freed, not a process of
+  /// another PID namespace.
+  const std::set<std::uint32_t>* ended_pids = nullptr;
+};
+
 /// Builds the occupancy of `snapshot` (processes annotated from /proc, AnnotateProcesses) under
 /// `leases`. A process NVML lists whose pid no longer exists is ignored and its memory counted as
 /// free (NVML may lag a process's exit); one /proc never showed is foreign (another PID
@@ -40,7 +54,38 @@ struct Occupancy {
 /// process is foreign. A shared lease reserves max(0, declared - used by its processes) on top of
 /// what NVML shows as used. Unreported memory or process lists stay unknown (nullopt / false),
 /// never empty or zero.
-Occupancy BuildOccupancy(const GpuSnapshot& snapshot, const std::vector<LeaseRecord>& leases, ProcessTable& processes);
+/// A process belongs to the lease whose holder is its closest ancestor (or whose process group it
+/// is in), so a job nested in another one owns its own processes.
+Occupancy BuildOccupancy(const GpuSnapshot& snapshot, const std::vector<LeaseRecord>& leases, ProcessTable& processes,
+                         const OccupancyOptions& options = {});
+
+/// The lease of the gpulane job this process runs inside, if any: the live lease whose job id is
+/// `job_id` (the GPULANE_JOB_ID this process inherited) and whose holder is an ancestor of
+/// `self_pid` (so an environment variable alone cannot claim another job's lease).
+const LeaseRecord* FindParentLease(const std::vector<LeaseRecord>& leases, const std::optional<std::string>& job_id,
+                                   std::uint32_t self_pid, ProcessTable& processes);
+
+/// The tickets that share a line with a request nested in the lease named `parent` ("": the
+/// machine's line of requests not nested in any job).
+std::vector<TicketRecord> TicketsOfLine(const std::vector<TicketRecord>& tickets, const std::string& parent);
+
+/// What decides a request: the occupancy and the line it stands in. For a request nested in a job
+/// (`parent_name`: that job's lease file), only that job's GPUs count, its lease holds nothing
+/// against the request, and the line is the requests nested in the same job.
+struct LineView {
+  Occupancy occupancy;
+  std::vector<TicketRecord> tickets;   ///< the line, first in line first
+  const LeaseRecord* parent = nullptr; ///< nested: the parent job's lease (points into the contents)
+};
+
+/// The view for a request in `parent_name`'s line ("" = the machine's line). Errors: kNotFound
+/// when `parent_name` is set but that lease is gone (the job it ran inside has ended).
+Result<LineView> ViewOfLine(const std::vector<LeaseRecord>& leases, const std::vector<TicketRecord>& tickets,
+                            const GpuSnapshot& snapshot, ProcessTable& processes, const std::string& parent_name,
+                            const std::set<std::uint32_t>* ended_pids = nullptr);
+
+/// `allowed` (UUIDs) narrowed to the GPUs of `parent`'s lease when nested (unchanged otherwise).
+std::vector<std::string> WithinParent(std::vector<std::string> allowed, const LeaseRecord* parent);
 
 /// The requests of `tickets` (already in line order, LeaseDir::Read) for sched::Schedule.
 std::vector<sched::Request> LineOf(const std::vector<TicketRecord>& tickets);

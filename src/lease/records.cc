@@ -15,12 +15,16 @@ json ToJson(const LeaseRecord& r) {
     if (g.mem_bytes) e["mem_bytes"] = *g.mem_bytes;
     gpus.push_back(e);
   }
-  return {{"job_id", r.job_id}, {"user", r.user}, {"pid", r.pid}, {"pgid", r.pgid},
-          {"command", r.command}, {"gpus", gpus}, {"started_s", r.started_s}};
+  json j = {{"job_id", r.job_id}, {"user", r.user}, {"pid", r.pid}, {"pgid", r.pgid},
+            {"command", r.command}, {"gpus", gpus}, {"started_s", r.started_s}};
+  if (!r.parent.empty()) j["parent"] = r.parent;
+  return j;
 }
 
 json ToJson(const TicketRecord& r) {
-  return {{"id", r.id}, {"seq", r.seq}, {"pid", r.pid}, {"request", proto::RequestToJson(r.request)}};
+  json j = {{"id", r.id}, {"seq", r.seq}, {"pid", r.pid}, {"request", proto::RequestToJson(r.request)}};
+  if (!r.parent.empty()) j["parent"] = r.parent;
+  return j;
 }
 
 bool FromJson(const json& j, LeaseRecord* r) {
@@ -31,6 +35,7 @@ bool FromJson(const json& j, LeaseRecord* r) {
     r->pgid = j.value("pgid", 0);
     r->command = j.value("command", "");
     r->started_s = j.value("started_s", 0.0);
+    r->parent = j.value("parent", "");
     r->gpus.clear();
     for (const auto& g : j.at("gpus")) {
       LeasedGpu lg{g.at("uuid").get<std::string>(), std::nullopt};
@@ -48,6 +53,7 @@ bool FromJson(const json& j, TicketRecord* r) {
     r->id = j.at("id").get<std::string>();
     r->seq = j.at("seq").get<std::uint64_t>();
     r->pid = j.at("pid").get<pid_t>();
+    r->parent = j.value("parent", "");
     auto request = proto::RequestFromJson(j.at("request"));
     if (!request) return false;
     r->request = std::move(request).value();

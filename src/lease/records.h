@@ -30,6 +30,8 @@ struct LeaseRecord {
   std::string command;     ///< the job's command line, for people
   std::vector<LeasedGpu> gpus;
   double started_s = 0;    ///< seconds since the epoch
+  std::string parent;      ///< nested: the file name of the lease of the job it runs inside ("" = none)
+  std::string name;        ///< its file name in the lease directory (set when read, not stored)
 };
 
 /// A request waiting in line. The line is ordered by the request's priority (higher first), then
@@ -39,6 +41,7 @@ struct TicketRecord {
   std::uint64_t seq = 0;   ///< position key: nanoseconds since the epoch (the request's submission time)
   pid_t pid = 0;           ///< the process waiting (`gpulane run` or a queued job's supervisor)
   sched::Request request;  ///< what it asks; request.uid and .user come from the file's owner, never its content
+  std::string parent;      ///< nested: the file name of the lease of the job it runs inside ("" = none)
 };
 
 /// True when `a` stands before `b` in line: higher priority first, then earlier seq, then id.

@@ -5,7 +5,11 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <time.h>
+
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <fmt/format.h>
 
@@ -19,9 +23,27 @@
 namespace gpulane::lease {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+double Seconds(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 
-double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+class RealEnv : public WaitEnv {
+ public:
+  double MonotonicS() override { return Seconds(CLOCK_MONOTONIC); }
+  double WallS() override { return Seconds(CLOCK_REALTIME); }
+  unsigned WaitReadable(const std::vector<int>& fds, double timeout_s) override {
+    std::vector<pollfd> p;
+    for (int fd : fds) p.push_back({fd, POLLIN, 0});
+    const int timeout_ms = timeout_s <= 0 ? 0 : static_cast<int>(std::ceil(std::min(timeout_s, 3600.0) * 1000));
+    if (poll(p.data(), p.size(), timeout_ms) <= 0) return 0;
+    unsigned ready = 0;
+    for (std::size_t i = 0; i < p.size(); ++i)
+      if (p[i].revents & POLLIN) ready |= 1u << i;
+    return ready;
+  }
+};
 
 // Requests granted in the same decision start in line order: a later one lets the earlier ones take
 // their leases first (they do within milliseconds of the change that freed the GPUs), but waits no
@@ -61,9 +83,14 @@ class SignalWatch {
 
 }  // namespace
 
+WaitEnv& RealWaitEnv() {
+  static RealEnv env;
+  return env;
+}
+
 LeaseWaiter::LeaseWaiter(GpuBackend& backend, const LeaseDir& dir, WaitRequest request, std::string job_id,
-                         std::string command, std::function<void(const std::string&)> on_status)
-    : backend_(backend), dir_(dir), request_(std::move(request)), on_status_(std::move(on_status)) {
+                         std::string command, std::function<void(const std::string&)> on_status, WaitEnv& env)
+    : backend_(backend), dir_(dir), request_(std::move(request)), on_status_(std::move(on_status)), env_(env) {
   record_.job_id = std::move(job_id);
   record_.pid = getpid();
   record_.command = std::move(command);
@@ -76,6 +103,10 @@ Result<GpuSnapshot> LeaseWaiter::ReadSnapshot() {
   if (!snapshot) return snapshot;
   ProcfsProcessTable table;
   AnnotateProcesses(*snapshot, table);
+  for (const auto& d : snapshot->devices)
+    if (d.processes)
+      for (const auto& p : *d.processes)
+        if (p.user) seen_alive_.insert(p.pid);
   return snapshot;
 }
 
@@ -91,6 +122,15 @@ Status LeaseWaiter::JoinLine() {
   ticket_.seq = request_.seq;
   ticket_.pid = getpid();
   DirLock lock = dir_.Lock();
+  if (request_.parent_job_id) {
+    ProcfsProcessTable table;
+    const DirContents contents = dir_.Read();
+    if (const LeaseRecord* parent = FindParentLease(contents.leases, request_.parent_job_id,
+                                                    static_cast<std::uint32_t>(getpid()), table)) {
+      ticket_.parent = record_.parent = parent->name;
+      for (const LeasedGpu& g : parent->gpus) parent_uuids_.push_back(g.uuid);
+    }
+  }
   auto created = dir_.CreateTicket(ticket_);
   if (!created) return created.error();
   held_ticket_ = std::move(created).value();
@@ -98,6 +138,12 @@ Status LeaseWaiter::JoinLine() {
 }
 
 Status LeaseWaiter::NarrowTicket(std::vector<std::string> allowed_uuids) {
+  if (nested()) {
+    std::vector<std::string> within;
+    for (const auto& uuid : allowed_uuids)
+      if (std::find(parent_uuids_.begin(), parent_uuids_.end(), uuid) != parent_uuids_.end()) within.push_back(uuid);
+    allowed_uuids = std::move(within);
+  }
   if (ticket_.request.allowed_uuids == allowed_uuids) return Status::Ok();
   // Joined early with any GPU allowed; now that the GPUs are known, narrow it down.
   ticket_.request.allowed_uuids = std::move(allowed_uuids);
@@ -105,104 +151,101 @@ Status LeaseWaiter::NarrowTicket(std::vector<std::string> allowed_uuids) {
   return held_ticket_.Rewrite(ToJson(ticket_).dump());
 }
 
-std::optional<sched::Decision> LeaseWaiter::Decide(const GpuSnapshot& snapshot, ProcessTable& table, bool* earlier_granted) {
-  DirContents contents = dir_.Read();
-  Occupancy occupancy = BuildOccupancy(snapshot, contents.leases, table);
-  auto decisions = sched::Schedule(std::move(occupancy.gpus), LineOf(contents.tickets), sched::Limits{request_.margin_bytes});
+Result<sched::Decision> LeaseWaiter::Decide(const GpuSnapshot& snapshot, ProcessTable& table, bool* earlier_granted) {
+  const DirContents contents = dir_.Read();
+  auto view = ViewOfLine(contents.leases, contents.tickets, snapshot, table, ticket_.parent, &seen_alive_);
+  if (!view) return view.error();
+  auto decisions = sched::Schedule(std::move(view->occupancy.gpus), LineOf(view->tickets), sched::Limits{request_.margin_bytes});
   *earlier_granted = false;
-  for (std::size_t i = 0; i < contents.tickets.size(); ++i) {
-    if (contents.tickets[i].id == ticket_.id) return std::move(decisions[i]);
+  for (std::size_t i = 0; i < view->tickets.size(); ++i) {
+    if (view->tickets[i].id == ticket_.id) return std::move(decisions[i]);
     *earlier_granted = *earlier_granted || decisions[i].granted;
   }
-  return std::nullopt;
+  return MakeError(ErrorKind::kIo, "this request's ticket vanished from the lease directory; try again");
 }
 
 Result<Grant> LeaseWaiter::Acquire() {
-  const auto start = Clock::now();
-  auto snapshot = ReadSnapshot();
-  if (!snapshot) return snapshot.error();
-  auto snapshot_time = Clock::now();
-  auto allowed = ResolveAllowedGpus(request_.request.gpu_list, request_.visible_devices, *snapshot);
-  if (!allowed) return allowed.error();
+  const double start = env_.MonotonicS();
   SignalWatch signals(request_.extra_signals);
   if (Status joined = JoinLine(); !joined.ok()) return joined.error();
+  auto snapshot = ReadSnapshot();
+  if (!snapshot) return snapshot.error();
+  double snapshot_time = env_.MonotonicS();
+  auto allowed = ResolveAllowedGpus(request_.request.gpu_list, request_.visible_devices, *snapshot);
+  if (!allowed) return allowed.error();
   if (Status narrowed = NarrowTicket(*allowed); !narrowed.ok()) return narrowed.error();
   const sched::Request& request = ticket_.request;
   const unsigned gpu_count = static_cast<unsigned>(snapshot->devices.size());
   ProcfsProcessTable table;
   std::string last_status;
   bool first = true;
-  std::optional<Clock::time_point> deferred_since;
+  std::optional<double> deferred_since;
+  auto done_waiting = [&] {
+    if (on_status_ && !last_status.empty()) on_status_("");
+  };
   auto interrupted = [&](int sig) {
     Grant g;
     g.interrupted_by_signal = sig;
-    if (on_status_ && !last_status.empty()) on_status_("");
+    done_waiting();
     return g;
   };
   while (true) {
-    std::optional<sched::Decision> mine;
     bool defer = false;
+    Result<sched::Decision> mine = MakeError(ErrorKind::kInternal, "no decision");
     {
       DirLock lock = dir_.Lock();
       bool earlier_granted = false;
       mine = Decide(*snapshot, table, &earlier_granted);
-      if (!mine) return MakeError(ErrorKind::kIo, "this request's ticket vanished from the lease directory; try again");
+      if (!mine) return mine.error();
       // Requests granted in the same decision start in line order (not for --no-wait: it answers now).
       if (mine->granted && earlier_granted && !request_.no_wait) {
-        if (!deferred_since) deferred_since = Clock::now();
-        defer = SecondsSince(*deferred_since) < kMaxDeferS;
+        if (!deferred_since) deferred_since = env_.MonotonicS();
+        defer = env_.MonotonicS() - *deferred_since < kMaxDeferS;
       } else {
         deferred_since.reset();
       }
       if (mine->granted && !defer) {
-        record_.started_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+        record_.started_s = env_.WallS();
         record_.gpus.clear();
         for (unsigned i : mine->gpus) record_.gpus.push_back({snapshot->devices[i].uuid, request.mem_bytes});
         auto lease = dir_.CreateLease(record_, request_.owner_uid, request_.owner_gid);
         if (!lease) return lease.error();
         held_ticket_.Release();
-        if (on_status_ && !last_status.empty()) on_status_("");
-        return Grant{mine->gpus, std::move(lease).value(), std::move(*snapshot), SecondsSince(start), 0};
+        done_waiting();
+        return Grant{mine->gpus, std::move(lease).value(), std::move(*snapshot), env_.MonotonicS() - start, 0};
       }
     }
-    if (defer) {
-      if (dir_.StartWatching()) continue;  // look again now that changes will wake us
-      // Until an earlier request's lease or ticket changes the directory.
-      pollfd fds[2] = {{dir_.watch_fd(), POLLIN, 0}, {signals.fd(), POLLIN, 0}};
-      poll(fds, 2, 20);
-      if (fds[1].revents & POLLIN) return interrupted(signals.Take());
-      dir_.DrainEvents();
-      continue;
-    }
-    if (mine->impossible)
+    if (!defer && mine->impossible)
       return MakeError(first ? ErrorKind::kInvalidArgument : ErrorKind::kNotEnoughGpus,
                        sched::ImpossibleReason(request, *mine, gpu_count));
-    if (request_.no_wait) return sched::GrantedNow(request, *mine, gpu_count).error();
-    first = false;
-    std::string status = StatusLine(mine->reasons, mine->position);
-    if (status != last_status && on_status_ && !request_.quiet) on_status_(status);
-    last_status = status;
-
+    if (!defer && request_.no_wait) return sched::GrantedNow(request, *mine, gpu_count).error();
+    if (!defer) {
+      first = false;
+      std::string status = StatusLine(mine->reasons, mine->position);
+      if (status != last_status && on_status_ && !request_.quiet) on_status_(status);
+      last_status = status;
+    }
     if (dir_.StartWatching()) continue;  // look again now that changes will wake us
-    // Sleep until a lease or ticket changes, a signal comes, NVML is due, or time runs out.
-    double wait_s = std::max(0.0, request_.nvml_poll_s - SecondsSince(snapshot_time));
-    if (request_.timeout_s) {
-      double left = *request_.timeout_s - SecondsSince(start);
+    // Sleep until a lease or ticket changes, a signal comes, the GPUs are due for a re-read, or
+    // time runs out; a deferred grant looks again after a short while in any case.
+    double wait_s = std::max(0.0, request_.nvml_poll_s - (env_.MonotonicS() - snapshot_time));
+    if (defer) wait_s = std::min(wait_s, 0.02);
+    if (request_.timeout_s && !defer) {
+      const double left = *request_.timeout_s - (env_.MonotonicS() - start);
       if (left <= 0)
-        return MakeError(ErrorKind::kTimeout, fmt::format("gave up after {} (--timeout): {}", FormatSeconds(SecondsSince(start)),
-                                                          Join(mine->reasons, "; ")));
+        return MakeError(ErrorKind::kTimeout, fmt::format("gave up after {} (--timeout): {}",
+                                                          FormatSeconds(env_.MonotonicS() - start), Join(mine->reasons, "; ")));
       wait_s = std::min(wait_s, left);
     }
-    pollfd fds[2] = {{dir_.watch_fd(), POLLIN, 0}, {signals.fd(), POLLIN, 0}};
-    int timeout_ms = dir_.watch_fd() < 0 ? std::min(50, static_cast<int>(wait_s * 1000)) : static_cast<int>(std::ceil(wait_s * 1000));
-    poll(fds, 2, timeout_ms);
-    if (fds[1].revents & POLLIN) return interrupted(signals.Take());
+    if (dir_.watch_fd() < 0) wait_s = std::min(wait_s, 0.05);  // no inotify: look again soon
+    const unsigned ready = env_.WaitReadable({dir_.watch_fd(), signals.fd()}, wait_s);
+    if (ready & 2u) return interrupted(signals.Take());
     dir_.DrainEvents();
-    if (SecondsSince(snapshot_time) >= request_.nvml_poll_s) {
+    if (env_.MonotonicS() - snapshot_time >= request_.nvml_poll_s) {
       auto fresh = ReadSnapshot();
       if (!fresh) return fresh.error();
       snapshot = std::move(fresh);
-      snapshot_time = Clock::now();
+      snapshot_time = env_.MonotonicS();
     }
   }
 }
@@ -215,7 +258,7 @@ void LeaseWaiter::RecordProcessGroup(HeldFile& lease, pid_t pgid) {
 
 bool LeaseWaiter::CheckGpusReleased(const std::vector<unsigned>& gpus, const std::set<pid_t>& job_pids) {
   std::vector<std::string> left;
-  const auto start = Clock::now();
+  const double start = env_.MonotonicS();
   do {
     left.clear();
     auto snapshot = backend_.Read(ReadOptions{false, false, false});
@@ -227,8 +270,8 @@ bool LeaseWaiter::CheckGpusReleased(const std::vector<unsigned>& gpus, const std
         if (job_pids.count(static_cast<pid_t>(p.pid))) left.push_back(fmt::format("GPU{}: pid {}", i, p.pid));
     }
     if (left.empty()) return true;
-    usleep(20000);
-  } while (SecondsSince(start) < 1.0);
+    env_.WaitReadable({}, 0.02);
+  } while (env_.MonotonicS() - start < 1.0);
   fmt::print(stderr, "gpulane: warning: the job's processes are still listed on its GPUs after it ended ({}); "
                      "check with nvidia-smi\n",
              Join(left, ", "));

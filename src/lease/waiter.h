@@ -1,7 +1,8 @@
 #pragma once
-// Waiting in line for GPUs and taking the lease: the client side of the lease policy, used by
-// `gpulane run` (and by the daemon's per-job supervisor). Wakes within milliseconds of any lease or
-// ticket change (inotify), re-reads NVML at most every `nvml_poll_s` for processes outside gpulane.
+// Waiting in line for GPUs and taking the lease: the client side of the lease policy, used by the
+// one lease-and-run lifecycle (exec/leased_job.h) of `gpulane run` and of queued jobs' supervisors.
+// Wakes within milliseconds of any lease or ticket change (inotify), re-reads the GPUs at most
+// every `nvml_poll_s` for processes outside gpulane.
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -23,6 +24,9 @@ struct WaitRequest {
   sched::Request request;       ///< what it asks (allowed_uuids nullopt: resolved here from gpu_list)
   std::uint64_t seq = 0;        ///< place in line: 0 for now (`gpulane run`); a queued job's submission time in ns
   std::optional<std::string> visible_devices;  ///< the CUDA_VISIBLE_DEVICES the job was given (nullopt: unset)
+  /// The GPULANE_JOB_ID this process inherited: when it names a live lease held by an ancestor,
+  /// the request is nested in that job (a pipeline step): it waits only for that job's GPUs.
+  std::optional<std::string> parent_job_id;
   std::optional<std::uint32_t> owner_uid, owner_gid;  ///< owner of the lease file (root supervisors: the job's user)
   std::optional<double> timeout_s;
   bool no_wait = false;
@@ -41,35 +45,57 @@ struct Grant {
   int interrupted_by_signal = 0;  ///< set instead of a lease when SIGINT/SIGTERM/SIGHUP came while waiting
 };
 
+/// Time and sleeping as the waiter sees them: the real clock and poll(2), or a test's virtual
+/// clock that advances when the waiter sleeps.
+class WaitEnv {
+ public:
+  virtual ~WaitEnv() = default;
+  /// Seconds on a clock that never jumps.
+  virtual double MonotonicS() = 0;
+  /// Seconds since the epoch.
+  virtual double WallS() = 0;
+  /// Sleeps until one of `fds` (-1 entries are skipped) is readable or `timeout_s` passed; returns
+  /// a bit per fd, set when it is readable.
+  virtual unsigned WaitReadable(const std::vector<int>& fds, double timeout_s) = 0;
+};
+
+/// The real clocks (CLOCK_MONOTONIC, CLOCK_REALTIME) and poll(2).
+WaitEnv& RealWaitEnv();
+
 class LeaseWaiter {
  public:
   /// `on_status` receives the one-line waiting status each time it changes ("" when done).
   LeaseWaiter(GpuBackend& backend, const LeaseDir& dir, WaitRequest request, std::string job_id,
-              std::string command, std::function<void(const std::string&)> on_status = {});
-
-  /// Joins the line and waits until the policy grants GPUs. Errors: kInvalidArgument (a --gpus
-  /// entry names no GPU; more GPUs or memory than these GPUs can ever give), kNotEnoughGpus
-  /// (--no-wait and not free now; or the GPUs it could use failed), kTimeout, kNvml, kIo.
-  Result<Grant> Acquire();
+              std::string command, std::function<void(const std::string&)> on_status = {},
+              WaitEnv& env = RealWaitEnv());
 
   /// Takes a place in line now, before the GPUs are read (NVML's start-up takes tens of ms), so a
   /// request started earlier is in line before a later one decides. The ticket allows any GPU until
   /// Acquire() narrows it to the allowed ones. Errors: kIo.
   Status JoinLine();
 
+  /// Joins the line (if not yet) and waits until the policy grants GPUs. Errors: kInvalidArgument (a
+  /// --gpus entry names no GPU; more GPUs or memory than these GPUs can ever give), kNotEnoughGpus
+  /// (--no-wait and not free now; or the GPUs it could use failed), kTimeout, kNotFound (nested:
+  /// the job it runs inside ended), kNvml, kIo.
+  Result<Grant> Acquire();
+
   /// Records the job's process group in the lease (under the directory lock).
   void RecordProcessGroup(HeldFile& lease, pid_t pgid);
 
-  /// After the job: warns on stderr if NVML still lists a process of the job on its GPUs (waiting
-  /// up to a second for the driver to catch up). Returns true when none remains.
+  /// After the job: warns on stderr if the GPUs still list a process of the job (waiting up to a
+  /// second for the driver to catch up). Returns true when none remains.
   bool CheckGpusReleased(const std::vector<unsigned>& gpus, const std::set<pid_t>& job_pids);
+
+  /// True when this request runs inside another gpulane job's lease (known after JoinLine).
+  bool nested() const { return !ticket_.parent.empty(); }
 
  private:
   Result<GpuSnapshot> ReadSnapshot();
   Status NarrowTicket(std::vector<std::string> allowed_uuids);
-  /// This ticket's decision under the directory lock (nullopt when the ticket is gone); sets
-  /// *earlier_granted when a request before it in line is granted in the same decision.
-  std::optional<sched::Decision> Decide(const GpuSnapshot& snapshot, ProcessTable& table, bool* earlier_granted);
+  /// This ticket's decision under the directory lock; sets *earlier_granted when a request before
+  /// it in line is granted in the same decision. Errors: kIo (the ticket is gone), kNotFound.
+  Result<sched::Decision> Decide(const GpuSnapshot& snapshot, ProcessTable& table, bool* earlier_granted);
   std::string StatusLine(const std::vector<std::string>& reasons, unsigned position) const;
 
   GpuBackend& backend_;
@@ -77,8 +103,11 @@ class LeaseWaiter {
   WaitRequest request_;
   LeaseRecord record_;
   std::function<void(const std::string&)> on_status_;
+  WaitEnv& env_;
   TicketRecord ticket_;   ///< this request's ticket as written
   HeldFile held_ticket_;  ///< this request's place in line, until it gets its lease
+  std::vector<std::string> parent_uuids_;  ///< nested: the GPUs of the job it runs inside
+  std::set<std::uint32_t> seen_alive_;     ///< GPU processes seen alive in /proc in earlier snapshots
 };
 
 }  // namespace gpulane::lease

@@ -100,9 +100,14 @@ TEST(RunEnvironment, JobInheritsOnlyStdioAndTheLease) {
   }();
   ASSERT_EQ(env.count("GPULANE_LEASE_FD"), 1u);
   const std::string lease_fd = env.at("GPULANE_LEASE_FD");
+  // `sleep` itself opens its locale files for a moment as it starts: look until those are closed.
+  const std::set<std::string> expected{"0", "1", "2", lease_fd};
   std::set<std::string> fds;
-  for (const auto& e : fs::directory_iterator(fmt::format("/proc/{}/fd", job))) fds.insert(e.path().filename());
-  EXPECT_EQ(fds, (std::set<std::string>{"0", "1", "2", lease_fd}));
+  EXPECT_TRUE(Eventually([&] {
+    fds.clear();
+    for (const auto& e : fs::directory_iterator(fmt::format("/proc/{}/fd", job))) fds.insert(e.path().filename());
+    return fds == expected;
+  }, 5)) << "the job's descriptors: " << ::testing::PrintToString(fds);
   const fs::path target = fs::read_symlink(fmt::format("/proc/{}/fd/{}", job, lease_fd));
   EXPECT_EQ(target.parent_path(), fs::canonical(machine.dir() / "leases"));
   EXPECT_EQ(target.extension(), ".lease");

@@ -1,0 +1,94 @@
+#include "exec/leased_job.h"
+
+#include <signal.h>
+#include <time.h>
+
+#include "exec/job_env.h"
+#include "util/strings.h"
+
+namespace gpulane::exec {
+namespace {
+
+double MonotonicS() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+sigset_t StopSignals(const std::vector<int>& extra) {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);
+  for (int s : extra) sigaddset(&set, s);
+  return set;
+}
+
+// A signal of `set` that is pending now (taken, so it is acted on once), or 0.
+int TakePending(const sigset_t& set) {
+  sigset_t pending;
+  if (sigpending(&pending) != 0) return 0;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (!sigismember(&set, sig) || !sigismember(&pending, sig)) continue;
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    timespec now{0, 0};
+    if (sigtimedwait(&one, nullptr, &now) == sig) return sig;
+  }
+  return 0;
+}
+
+}  // namespace
+
+Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir& dir, const LeasedJob& job,
+                                      const LeasedJobHooks& hooks) {
+  // Blocked from here to the process's end: the waiter and the job runner take them in turn, and
+  // one that comes in between stays pending instead of killing gpulane with its job half-started.
+  const sigset_t stops = StopSignals(job.wait.extra_signals);
+  sigprocmask(SIG_BLOCK, &stops, nullptr);
+  lease::LeaseWaiter waiter(backend, dir, job.wait, job.job_id, Join(job.job.argv, " "), hooks.on_waiting);
+  // In line before the GPUs are read: NVML's start-up takes tens of milliseconds, and a request
+  // started earlier must be in line before a later one decides.
+  if (Status joined = waiter.JoinLine(); !joined.ok()) return joined.error();
+  LeasedJobOutcome outcome;
+  const double start = MonotonicS();
+  auto grant = waiter.Acquire();
+  if (!grant) return grant.error();
+  if (grant->interrupted_by_signal) {
+    outcome.interrupted_by_signal = grant->interrupted_by_signal;
+    return outcome;
+  }
+  if (int sig = TakePending(stops)) {  // stopped (or held) just as the GPUs came: nothing starts
+    outcome.interrupted_by_signal = sig;
+    return outcome;  // the lease ends with `grant`
+  }
+  outcome.gpus = grant->gpus;
+  for (unsigned i : grant->gpus) outcome.gpu_uuids.push_back(grant->snapshot.devices[i].uuid);
+  outcome.waited_s = grant->waited_s;
+  if (hooks.on_granted)
+    if (Status s = hooks.on_granted(*grant); !s.ok()) return s.error();
+
+  JobSpec spec = job.job;
+  spec.keep_fds.push_back(grant->lease.fd());
+  spec.env = JobEnvironment(job.job.env, grant->snapshot, grant->gpus, job.uuids_in_env, job.job_id,
+                            job.wait.request.mem_bytes, grant->lease.fd());
+  spec.env.insert(spec.env.end(), job.extra_env.begin(), job.extra_env.end());
+  auto ran = RunJob(
+      spec,
+      [&](pid_t pgid) {
+        waiter.RecordProcessGroup(grant->lease, pgid);
+        if (hooks.on_started) hooks.on_started(pgid);
+      },
+      hooks.on_logs);
+  const double ended = MonotonicS();
+  grant->lease.Release();  // the next job may start now; the driver's teardown is checked below
+  outcome.job_s = ended - start - outcome.waited_s;
+  outcome.release_s = MonotonicS() - ended;
+  outcome.snapshot = std::move(grant->snapshot);
+  if (!ran) return ran.error();
+  outcome.gpus_released = waiter.CheckGpusReleased(outcome.gpus, ran->pids);
+  outcome.job = std::move(ran).value();
+  return outcome;
+}
+
+}  // namespace gpulane::exec

@@ -1,0 +1,67 @@
+#pragma once
+// The one lease-and-run lifecycle, shared by `gpulane run` and the supervisor of a queued job:
+//
+//   take a place in line -> wait -> lease -> run -> clean up the process tree -> release -> check
+//
+// The lease is released as soon as the job's last process has gone, before the check that the
+// driver has let go of the job's GPU memory (a warning only), so the next job's hand-over does not
+// wait for the driver's teardown. Stop signals (SIGINT, SIGTERM, SIGHUP, and the caller's extra
+// ones) are blocked for the whole lifecycle and taken in turn by the waiter (signalfd) and the job
+// runner (sigtimedwait, forwarding them to the job): one mechanism, no signal lost in between.
+#include <sys/types.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "exec/job_runner.h"
+#include "gpu/backend.h"
+#include "lease/lease_dir.h"
+#include "lease/waiter.h"
+#include "util/result.h"
+
+namespace gpulane::exec {
+
+/// What to run once its GPUs are leased.
+struct LeasedJob {
+  lease::WaitRequest wait;     ///< the request, its place in line and how long it may wait
+  std::string job_id;          ///< "r<pid>" for `gpulane run`, the queued job's id
+  JobSpec job;                 ///< argv, base environment, directory, logs, user, kill grace, time limit
+  bool uuids_in_env = false;   ///< CUDA_VISIBLE_DEVICES as GPU UUIDs instead of indices
+  std::vector<std::string> extra_env;  ///< added to the job's environment ("GPULANE_ARRAY_INDEX=3")
+};
+
+/// Where the caller hears of progress.
+struct LeasedJobHooks {
+  /// The one-line waiting status each time it changes ("" when the wait is over).
+  std::function<void(const std::string&)> on_waiting;
+  /// The GPUs are leased and the job is about to start; an error keeps it from starting (a
+  /// supervisor that cannot record "running" durably must not run the job).
+  std::function<Status(const lease::Grant&)> on_granted;
+  /// The job's process group, once the job runs.
+  std::function<void(pid_t)> on_started;
+  /// The log files the job opened.
+  std::function<void(const OpenedLogs&)> on_logs;
+};
+
+/// How it went. Timings in seconds on the monotonic clock.
+struct LeasedJobOutcome {
+  int interrupted_by_signal = 0;   ///< a stop (or extra) signal came before the job started: nothing ran
+  std::vector<unsigned> gpus;      ///< the leased GPUs, PCI-order indices
+  std::vector<std::string> gpu_uuids;
+  GpuSnapshot snapshot;            ///< the snapshot the GPUs were chosen from
+  double waited_s = 0;             ///< from the start of the wait to the lease
+  std::optional<JobOutcome> job;   ///< set once the job was started (also when its exec failed)
+  double job_s = 0;                ///< from the start to the end of the job's last process
+  double release_s = 0;            ///< from the end of the job's last process to the lease's release
+  bool gpus_released = true;       ///< false: the driver still listed a job process a second later
+};
+
+/// Runs `job` through the whole lifecycle on the GPUs of `backend` and the lease directory `dir`.
+/// Errors: those of LeaseWaiter::Acquire (the wait failed: kInvalidArgument, kNotEnoughGpus,
+/// kTimeout, kNotFound, kNvml, kIo), of `hooks.on_granted`, and kIo when the job cannot be forked.
+Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir& dir, const LeasedJob& job,
+                                      const LeasedJobHooks& hooks);
+
+}  // namespace gpulane::exec

@@ -1,0 +1,24 @@
+#pragma once
+// One request/reply exchange with a daemon on a Unix socket (docs/protocol.md), for any client:
+// the CLI (cli/client.h adds finding and starting daemons) and queued jobs' supervisors.
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "util/result.h"
+
+namespace gpulane::proto {
+
+/// Connects to the daemon's socket at `path`; -1 when nothing listens there (or the path is too
+/// long for a socket address).
+int ConnectTo(const std::string& path);
+
+/// Sends `request` ("v" added) on the connected socket `fd`, reads the reply and closes `fd`. An
+/// error reply becomes an Error of the kind its "code" names. `timeout_s` < 0 waits forever.
+/// Errors: kIo or kTimeout when the exchange itself fails.
+Result<nlohmann::json> Exchange(int fd, nlohmann::json request, double timeout_s);
+
+/// ConnectTo + Exchange. Errors: kUnavailable when nothing listens on `socket_path`.
+Result<nlohmann::json> CallExisting(const std::string& socket_path, nlohmann::json request, double timeout_s);
+
+}  // namespace gpulane::proto

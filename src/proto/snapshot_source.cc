@@ -1,0 +1,58 @@
+#include "proto/snapshot_source.h"
+
+#include <time.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "gpu/nvml_backend.h"
+#include "gpu/snapshot_json.h"
+#include "proto/call.h"
+
+namespace gpulane::proto {
+namespace {
+
+double MonotonicS() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+bool DirectNvmlForced() {
+  const char* direct = std::getenv("GPULANE_DIRECT_NVML");
+  return direct && *direct && std::string(direct) != "0";
+}
+
+}  // namespace
+
+SnapshotSource::SnapshotSource(std::vector<std::string> sockets, double retry_daemon_after_s)
+    : sockets_(std::move(sockets)), retry_daemon_after_s_(retry_daemon_after_s) {}
+
+Result<GpuSnapshot> SnapshotSource::Read(const ReadOptions& options) {
+  const bool ask = !DirectNvmlForced() &&
+                   (daemon_failed_at_s_ < 0 || MonotonicS() - daemon_failed_at_s_ >= retry_daemon_after_s_);
+  if (ask) {
+    nlohmann::json request = {{"op", "snapshot"},
+                              {"sensors", options.sensors},
+                              {"utilization", options.utilization},
+                              {"topology", options.topology}};
+    for (const auto& socket : sockets_) {
+      auto reply = CallExisting(socket, request, 5);
+      if (!reply) continue;
+      auto snapshot = SnapshotFromJson((*reply)["snapshot"]);
+      if (snapshot) {
+        daemon_failed_at_s_ = -1;
+        return snapshot;
+      }
+    }
+    daemon_failed_at_s_ = MonotonicS();  // no daemon, or one that cannot answer: NVML for a while
+  }
+  if (!nvml_) {
+    auto backend = NvmlBackend::Open();
+    if (!backend) return backend.error();
+    nvml_ = std::move(backend).value();
+  }
+  return nvml_->Read(options);
+}
+
+}  // namespace gpulane::proto

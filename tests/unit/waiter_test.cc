@@ -1,0 +1,204 @@
+// The lease waiter (lease/waiter.h) on a virtual clock: a fake GPU source whose answers change
+// with virtual time, a real lease directory in a temporary folder, and a WaitEnv whose sleeps
+// advance the clock at once, so waits of minutes take microseconds and nothing sleeps.
+#include "lease/waiter.h"
+
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <functional>
+
+namespace gpulane::lease {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr std::uint64_t kGiB = 1ULL << 30;
+
+class VirtualClock : public WaitEnv {
+ public:
+  double MonotonicS() override { return now_s; }
+  double WallS() override { return 1.7e9 + now_s; }
+  unsigned WaitReadable(const std::vector<int>&, double timeout_s) override {
+    ++sleeps;
+    now_s += timeout_s > 0 ? timeout_s : 0.001;
+    return 0;
+  }
+  double now_s = 0;
+  int sleeps = 0;
+};
+
+// GPUs whose state is a function of the virtual time.
+class ScriptedGpus : public GpuBackend {
+ public:
+  ScriptedGpus(VirtualClock& clock, std::function<GpuSnapshot(double)> at) : clock_(clock), at_(std::move(at)) {}
+  Result<GpuSnapshot> Read(const ReadOptions&) override {
+    ++reads;
+    return at_(clock_.now_s);
+  }
+  using GpuBackend::Read;
+  int reads = 0;
+
+ private:
+  VirtualClock& clock_;
+  std::function<GpuSnapshot(double)> at_;
+};
+
+GpuSnapshot Gpus(unsigned n) {
+  GpuSnapshot s;
+  for (unsigned i = 0; i < n; ++i) {
+    GpuDevice d;
+    d.pci_index = d.nvml_index = i;
+    d.uuid = "GPU-" + std::to_string(i) + "0000000-0000-0000-0000-000000000000";
+    d.pci_bus_id = "00000000:0" + std::to_string(i) + ":00.0";
+    d.memory_total_bytes = 80 * kGiB;
+    d.memory_free_bytes = 80 * kGiB;
+    d.utilization_gpu_pct = 0;
+    d.processes = std::vector<GpuProcess>{};
+    s.devices.push_back(d);
+  }
+  return s;
+}
+
+// pid 1 runs on `gpu`: a live process outside gpulane (init, which exists in every PID namespace).
+GpuSnapshot WithForeign(GpuSnapshot s, unsigned gpu) {
+  GpuProcess p;
+  p.pid = 1;
+  p.used_memory_bytes = 1 * kGiB;
+  s.devices[gpu].processes->push_back(p);
+  return s;
+}
+
+class WaiterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/gpulane-waiter-XXXXXX";
+    root_ = mkdtemp(tmpl);
+    auto dir = LeaseDir::Open((root_ / "leases").string());
+    ASSERT_TRUE(dir.ok()) << dir.error().message;
+    dir_.emplace(std::move(dir).value());
+  }
+  void TearDown() override {
+    dir_.reset();
+    fs::remove_all(root_);
+  }
+  WaitRequest Request(unsigned count) {
+    WaitRequest w;
+    w.request.count = count;
+    w.quiet = true;
+    w.nvml_poll_s = 1;
+    w.margin_bytes = 0;
+    return w;
+  }
+  Result<Grant> Acquire(GpuBackend& gpus, WaitRequest w, const std::string& job_id = "r1") {
+    LeaseWaiter waiter(gpus, *dir_, std::move(w), job_id, "test", {}, clock_);
+    return waiter.Acquire();
+  }
+  fs::path root_;
+  std::optional<LeaseDir> dir_;
+  VirtualClock clock_;
+};
+
+TEST_F(WaiterTest, GivesUpAfterItsTimeoutOnTheVirtualClockRereadingTheGpusEverySecond) {
+  ScriptedGpus gpus(clock_, [](double) { return WithForeign(Gpus(1), 0); });
+  WaitRequest w = Request(1);
+  w.timeout_s = 30 * 60;
+  auto r = Acquire(gpus, w);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().kind, ErrorKind::kTimeout);
+  EXPECT_NE(r.error().message.find("gave up after 30m 00s (--timeout): GPU0: in use by"), std::string::npos)
+      << r.error().message;
+  EXPECT_GE(clock_.now_s, 30 * 60);
+  EXPECT_LT(clock_.now_s, 30 * 60 + 1.5);
+  EXPECT_NEAR(gpus.reads, 30 * 60 + 1, 2) << "one read to start, then one per nvml_poll_s";
+}
+
+TEST_F(WaiterTest, TakesTheGpuAtTheFirstRereadAfterTheForeignProcessLeft) {
+  ScriptedGpus gpus(clock_, [](double t) { return t < 5.5 ? WithForeign(Gpus(1), 0) : Gpus(1); });
+  auto r = Acquire(gpus, Request(1));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->gpus, std::vector<unsigned>{0});
+  EXPECT_GE(r->waited_s, 5.5);
+  EXPECT_LT(r->waited_s, 6.5) << "the next one-second re-read sees it free";
+  EXPECT_TRUE(r->lease.held());
+}
+
+TEST_F(WaiterTest, NoWaitAnswersAtOnceWithThePolicysReason) {
+  ScriptedGpus gpus(clock_, [](double) { return WithForeign(Gpus(2), 0); });
+  WaitRequest w = Request(2);
+  w.no_wait = true;
+  auto r = Acquire(gpus, w);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().kind, ErrorKind::kNotEnoughGpus);
+  EXPECT_EQ(r.error().message.rfind("too few GPUs free now: 1 of 2 requested GPUs qualify (GPU0: in use by", 0), 0u)
+      << r.error().message;
+  EXPECT_EQ(clock_.sleeps, 0) << "it never waited";
+}
+
+TEST_F(WaiterTest, AnImpossibleRequestFailsAtTheFirstLookAsABadRequest) {
+  ScriptedGpus gpus(clock_, [](double) { return Gpus(2); });
+  auto r = Acquire(gpus, Request(3));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().kind, ErrorKind::kInvalidArgument);
+  EXPECT_EQ(r.error().message, "asked for 3 GPUs but only 2 of the 2 GPUs here can ever qualify: ask for fewer");
+}
+
+// A lease this process holds for job 7 on GPU 0, as `gpulane run` holds one for its job.
+HeldFile ParentLease(const LeaseDir& dir) {
+  LeaseRecord parent;
+  parent.job_id = "7";
+  parent.pid = getpid();
+  parent.gpus = {{"GPU-00000000-0000-0000-0000-000000000000", std::nullopt}};
+  auto held = dir.CreateLease(parent);
+  EXPECT_TRUE(held.ok());
+  return std::move(held).value();
+}
+
+TEST_F(WaiterTest, ARequestNestedInAJobRunsOnThatJobsGpuAtOnce) {
+  HeldFile parent = ParentLease(*dir_);
+  ScriptedGpus gpus(clock_, [](double) { return Gpus(2); });
+  WaitRequest nested = Request(1);
+  nested.parent_job_id = "7";
+  auto r = Acquire(gpus, nested, "r2");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->gpus, std::vector<unsigned>{0}) << "inside job 7: its GPU, although job 7 leases it exclusively";
+  EXPECT_EQ(clock_.sleeps, 0);
+
+  // The same request from outside job 7 does not get GPU 0.
+  auto outside = Acquire(gpus, Request(1), "r3");
+  ASSERT_TRUE(outside.ok()) << outside.error().message;
+  EXPECT_EQ(outside->gpus, std::vector<unsigned>{1});
+}
+
+TEST_F(WaiterTest, ANestedRequestForMoreGpusThanItsJobHasCanNeverBeMet) {
+  HeldFile parent = ParentLease(*dir_);
+  ScriptedGpus gpus(clock_, [](double) { return Gpus(2); });
+  WaitRequest nested = Request(2);
+  nested.parent_job_id = "7";
+  auto r = Acquire(gpus, nested, "r2");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().kind, ErrorKind::kInvalidArgument);
+  EXPECT_NE(r.error().message.find("only 1 of the 2 GPUs here can ever qualify"), std::string::npos) << r.error().message;
+}
+
+TEST_F(WaiterTest, AJobIdThatIsNotAnAncestorsLeaseDoesNotNestTheRequest) {
+  // A lease of job 7 held by another process (pid 1 is no ancestor of this one... it is of every
+  // process: use a pid that does not exist instead).
+  LeaseRecord other;
+  other.job_id = "7";
+  other.pid = 4194301;
+  other.gpus = {{"GPU-00000000-0000-0000-0000-000000000000", std::nullopt}};
+  auto held = dir_->CreateLease(other);
+  ASSERT_TRUE(held.ok());
+  ScriptedGpus gpus(clock_, [](double) { return Gpus(1); });
+  WaitRequest claimed = Request(1);
+  claimed.parent_job_id = "7";
+  claimed.no_wait = true;
+  auto r = Acquire(gpus, claimed, "r2");
+  ASSERT_FALSE(r.ok()) << "GPULANE_JOB_ID alone does not open another job's GPUs";
+  EXPECT_NE(r.error().message.find("GPU0: leased by"), std::string::npos) << r.error().message;
+}
+
+}  // namespace
+}  // namespace gpulane::lease
