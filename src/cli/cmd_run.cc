@@ -74,6 +74,7 @@ int RunRun(const RunOptions& o) {
   job.job.time_limit_s = job.wait.request.time_limit_s;
   job.job.env = exec::CurrentEnvironment();
   job.uuids_in_env = o.uuid;
+  job.stray_check_s = config->stray_check_s;
   auto backend = OpenBackend();
   if (!backend) return Fail(backend.error());
   auto dir = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config->lease_dir));
@@ -93,6 +94,7 @@ int RunRun(const RunOptions& o) {
                  FormatVisibleDevices(grant.snapshot, grant.gpus, false), FormatSeconds(grant.waited_s));
     return Status::Ok();
   };
+  hooks.on_warning = [](const std::string& line) { Warn(line); };
   auto outcome = exec::RunLeasedJob(**backend, *dir, job, hooks);
   if (!outcome) return Fail(outcome.error());
   if (outcome->interrupted_by_signal) return 128 + outcome->interrupted_by_signal;

@@ -13,6 +13,7 @@
 #include "daemon/job_files.h"
 #include "exec/job_env.h"
 #include "daemon/paths.h"
+#include "exec/job_log.h"
 #include "exec/leased_job.h"
 #include "proto/snapshot_source.h"
 #include "util/config.h"
@@ -153,7 +154,15 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
     status.logs = {logs.stdout_path, logs.stderr_path, logs.stdout_offset, logs.stderr_offset};
     files.WriteStatus(status);
   };
-  auto outcome = exec::RunLeasedJob(backend, *dir, MakeLeasedJob(*job, *config), hooks);
+  hooks.on_warning = [&](const std::string& line) {
+    const std::string& log = status.logs.stderr_path.empty() ? status.logs.stdout_path : status.logs.stderr_path;
+    const bool as_root = geteuid() == 0;
+    exec::AppendWarningToLog(log, as_root ? std::optional(job->uid) : std::nullopt,
+                             as_root ? std::optional(job->gid) : std::nullopt, line);
+  };
+  exec::LeasedJob leased = MakeLeasedJob(*job, *config);
+  leased.stray_check_s = config->stray_check_s;
+  auto outcome = exec::RunLeasedJob(backend, *dir, leased, hooks);
   if (!outcome && status.phase == "running") return 1;  // "running" was not durable: nothing ran
   RecordOutcome(outcome, status);
   return Finish(files, status);

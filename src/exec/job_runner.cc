@@ -449,9 +449,18 @@ Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>&
   int main_status = 0;
   const auto started = std::chrono::steady_clock::now();
   std::optional<std::chrono::steady_clock::time_point> kill_at;
+  auto next_tick = started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(spec.tick_s));
   while (!main_done) {
     siginfo_t info{};
     double wait_s = 1.0;
+    if (spec.on_tick && spec.tick_s > 0 && !exec_failed) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= next_tick) {
+        spec.on_tick();
+        next_tick = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(spec.tick_s));
+      }
+      wait_s = std::clamp(std::chrono::duration<double>(next_tick - now).count(), 0.001, wait_s);
+    }
     if (spec.time_limit_s && !exec_failed) {
       auto limit_at = started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(*spec.time_limit_s));
       auto now = std::chrono::steady_clock::now();
@@ -465,7 +474,7 @@ Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>&
         kill_at.reset();
       }
       auto next = outcome.timed_out ? (kill_at ? *kill_at : now + std::chrono::seconds(1)) : limit_at;
-      wait_s = std::clamp(std::chrono::duration<double>(next - now).count(), 0.001, 1.0);
+      wait_s = std::clamp(std::chrono::duration<double>(next - now).count(), 0.001, wait_s);
     }
     int sig = WaitSignal(set, wait_s, &info);
     if (sig == SIGCHLD || sig == 0) {

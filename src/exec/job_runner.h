@@ -34,6 +34,10 @@ struct JobSpec {
   std::string stderr_path;        ///< "" = inherit, or the same path as stdout to share one file
   std::optional<std::uint32_t> uid, gid;  ///< run as this user (needs root): setgroups, setgid, setuid, checked
   std::optional<double> time_limit_s;     ///< SIGTERM at the limit, SIGKILL kill_grace_s later
+  /// Called every `tick_s` seconds while the job runs (0: never), from the runner's own loop (a
+  /// look at the GPUs the job uses: exec/leased_job.h).
+  std::function<void()> on_tick;
+  double tick_s = 0;
 };
 
 /// The log files a job's command writes to, as they were opened.

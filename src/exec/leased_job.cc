@@ -3,7 +3,14 @@
 #include <signal.h>
 #include <time.h>
 
+#include <fmt/format.h>
+
+#include <set>
+#include <utility>
+
 #include "exec/job_env.h"
+#include "lease/occupancy.h"
+#include "os/process_table.h"
 #include "util/strings.h"
 
 namespace gpulane::exec {
@@ -37,6 +44,39 @@ int TakePending(const sigset_t& set) {
   }
   return 0;
 }
+
+// Looks for processes of the job on GPUs it did not lease and warns once for each (they count as
+// foreign there: lease/occupancy.h).
+class StrayWatch {
+ public:
+  StrayWatch(GpuBackend& backend, const lease::LeaseDir& dir, std::string lease_name, std::string job_id,
+             std::function<void(const std::string&)> warn)
+      : backend_(backend), dir_(dir), lease_(std::move(lease_name)), job_id_(std::move(job_id)), warn_(std::move(warn)) {}
+
+  void Check() {
+    if (!warn_) return;
+    auto snapshot = backend_.Read(ReadOptions{false, false, false});
+    if (!snapshot) return;
+    ProcfsProcessTable table;
+    AnnotateProcesses(*snapshot, table);
+    const lease::DirContents contents = dir_.Read();
+    const lease::Occupancy occupancy = lease::BuildOccupancy(*snapshot, contents.leases, table);
+    for (const lease::StrayProcess& stray : occupancy.strays) {
+      if (stray.lease != lease_ || !warned_.insert({stray.gpu, stray.pid}).second) continue;
+      warn_(fmt::format("process {} of job {} runs on GPU{}, which the job did not lease: gpulane counts it as "
+                        "foreign there (no other job gets that GPU while it runs); make the program use only "
+                        "the GPUs in CUDA_VISIBLE_DEVICES",
+                        stray.pid, job_id_, stray.gpu));
+    }
+  }
+
+ private:
+  GpuBackend& backend_;
+  const lease::LeaseDir& dir_;
+  std::string lease_, job_id_;
+  std::function<void(const std::string&)> warn_;
+  std::set<std::pair<unsigned, std::uint32_t>> warned_;
+};
 
 }  // namespace
 
@@ -73,6 +113,11 @@ Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir
   spec.env = JobEnvironment(job.job.env, grant->snapshot, grant->gpus, job.uuids_in_env, job.job_id,
                             job.wait.request.mem_bytes, grant->lease.fd());
   spec.env.insert(spec.env.end(), job.extra_env.begin(), job.extra_env.end());
+  StrayWatch strays(backend, dir, grant->lease.name(), job.job_id, hooks.on_warning);
+  if (hooks.on_warning && job.stray_check_s > 0) {
+    spec.on_tick = [&strays] { strays.Check(); };
+    spec.tick_s = job.stray_check_s;
+  }
   auto ran = RunJob(
       spec,
       [&](pid_t pgid) {

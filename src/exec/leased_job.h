@@ -30,6 +30,9 @@ struct LeasedJob {
   JobSpec job;                 ///< argv, base environment, directory, logs, user, kill grace, time limit
   bool uuids_in_env = false;   ///< CUDA_VISIBLE_DEVICES as GPU UUIDs instead of indices
   std::vector<std::string> extra_env;  ///< added to the job's environment ("GPULANE_ARRAY_INDEX=3")
+  /// How often, while the job runs, to look for its processes on GPUs it did not lease (a library
+  /// that touches device 0 whatever CUDA_VISIBLE_DEVICES says); 0: never.
+  double stray_check_s = 5;
 };
 
 /// Where the caller hears of progress.
@@ -43,6 +46,8 @@ struct LeasedJobHooks {
   std::function<void(pid_t)> on_started;
   /// The log files the job opened.
   std::function<void(const OpenedLogs&)> on_logs;
+  /// A warning for the job's owner, one line (a process of the job on a GPU it did not lease).
+  std::function<void(const std::string&)> on_warning;
 };
 
 /// How it went. Timings in seconds on the monotonic clock.

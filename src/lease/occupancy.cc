@@ -55,7 +55,7 @@ void Classify(const GpuDevice& d, const std::vector<LeaseRecord>& leases, Proces
     }
     if (owner >= 0) {
       const LeaseRecord& lease = leases[owner];
-      strays.push_back({d.pci_index, p.pid, lease.job_id, lease.user});
+      strays.push_back({d.pci_index, p.pid, lease.job_id, lease.name, lease.user});
       g.foreign.push_back(fmt::format("{} of job {}, which did not lease this GPU", DescribeProcess(p), lease.job_id));
       continue;
     }

@@ -26,6 +26,7 @@ struct StrayProcess {
   unsigned gpu = 0;          ///< PCI-order index of the GPU it runs on
   std::uint32_t pid = 0;
   std::string job_id;        ///< the job whose process tree it belongs to
+  std::string lease;         ///< that job's lease file (LeaseRecord::name)
   std::string user;          ///< that job's owner
 };
 

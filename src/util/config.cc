@@ -94,7 +94,10 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
   }
   if (auto run = table["run"].as_table()) {
     for (auto&& [key, node] : *run) {
-      double* target = key == "kill_grace" ? &config.kill_grace_s : key == "nvml_poll" ? &config.nvml_poll_s : nullptr;
+      double* target = key == "kill_grace"    ? &config.kill_grace_s
+                       : key == "nvml_poll"   ? &config.nvml_poll_s
+                       : key == "stray_check" ? &config.stray_check_s
+                                              : nullptr;
       if (!target) return Bad(path, node.source(), fmt::format("unknown key run.{}", key.str()));
       auto text = node.value<std::string>();
       auto number = node.value<double>();

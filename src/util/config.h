@@ -17,6 +17,7 @@ struct Config {
   std::uint64_t memory_margin_bytes = 1ULL << 30; ///< [lease] memory_margin: kept free on shared GPUs
   double kill_grace_s = 10;                       ///< [run] kill_grace: SIGTERM..SIGKILL for leftovers
   double nvml_poll_s = 1;                         ///< [run] nvml_poll: how often waiters re-read NVML
+  double stray_check_s = 5;                       ///< [run] stray_check: how often a running job is checked for processes on GPUs it did not lease (0: never)
   std::string admin_group;                        ///< [daemon] admin_group: may act on every job
   unsigned max_waiting_supervisors = 0;           ///< [daemon] max_waiting: queued jobs waiting for GPUs at once (0: 2 per GPU, at least 4)
   std::string daemon_mode = "auto";               ///< [daemon] mode: "auto", "system" or "user" (daemon/paths.h: SystemDaemonInstalled)
