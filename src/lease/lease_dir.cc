@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
+#include <map>
 #include <random>
 
 namespace gpulane::lease {
@@ -96,11 +97,16 @@ Status CreateDirectory(const std::string& path) {
 }  // namespace
 
 std::string UserNameOf(std::uint32_t uid) {
+  // Looked up once per uid and process: every read of the directory names each file's owner, and
+  // a look-up reads /etc/passwd (or asks NSS) each time, on the path from one job's end to the next.
+  static std::map<std::uint32_t, std::string> names;
+  auto known = names.find(uid);
+  if (known != names.end()) return known->second;
   struct passwd pw;
   struct passwd* result = nullptr;
   char buf[4096];
-  if (getpwuid_r(uid, &pw, buf, sizeof buf, &result) == 0 && result) return result->pw_name;
-  return fmt::format("uid {}", uid);
+  std::string name = getpwuid_r(uid, &pw, buf, sizeof buf, &result) == 0 && result ? result->pw_name : fmt::format("uid {}", uid);
+  return names.emplace(uid, std::move(name)).first->second;
 }
 
 HeldFile& HeldFile::operator=(HeldFile&& other) noexcept {
