@@ -34,7 +34,9 @@ bool ReadField(const json& j, const char* key, T* out, std::string* why) {
   } else if constexpr (std::is_floating_point_v<T>) {
     if (!it->is_number()) return *why = fmt::format("\"{}\" must be a number", key), false;
   } else if constexpr (std::is_unsigned_v<T>) {
-    if (!it->is_number_unsigned()) return *why = fmt::format("\"{}\" must be a whole number >= 0", key), false;
+    // A whole number >= 0, however it was made (parsed JSON holds one as unsigned, a C++ int as signed).
+    const bool whole = it->is_number_unsigned() || (it->is_number_integer() && it->template get<std::int64_t>() >= 0);
+    if (!whole) return *why = fmt::format("\"{}\" must be a whole number >= 0", key), false;
     if (it->template get<std::uint64_t>() > std::numeric_limits<T>::max())
       return *why = fmt::format("\"{}\" is too large", key), false;
   } else {

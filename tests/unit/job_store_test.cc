@@ -84,5 +84,52 @@ TEST(JobStore, JobsFromSchemaOneKeepTheirDefaultLogNames) {
   EXPECT_TRUE((*(*store)->Get(1))->logs.unrecorded);
 }
 
+// Specs written before the one request type (schema 1 and 2) carried "gpus", "priority" and
+// "time_limit_s" of their own: the migration turns them into the request, field by field.
+TEST(JobStore, OldSpecsBecomeTheOneRequestWithEveryField) {
+  TempDb db;
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(db.path().c_str(), &raw), SQLITE_OK);
+    const char* v1 =
+        "CREATE TABLE jobs (id INTEGER PRIMARY KEY AUTOINCREMENT, array_job_id INTEGER, array_index INTEGER,"
+        " uid INTEGER NOT NULL, gid INTEGER NOT NULL, user TEXT NOT NULL, spec TEXT NOT NULL, state TEXT NOT NULL,"
+        " reason TEXT NOT NULL DEFAULT '', submit_time REAL NOT NULL, start_time REAL, end_time REAL,"
+        " exit_code INTEGER, gpus TEXT NOT NULL DEFAULT '[]', supervisor_pid INTEGER);"
+        "INSERT INTO jobs (uid, gid, user, spec, state, submit_time) VALUES (1000, 1000, 'alice',"
+        " '{\"argv\":[\"python\",\"train.py\"],\"cwd\":\"/home/alice\",\"priority\":-3,\"time_limit_s\":3600.0,"
+        "\"gpus\":{\"count\":2,\"mem_bytes\":1073741824,\"min_free_bytes\":2147483648,\"max_util_pct\":50,"
+        "\"gpu_list\":\"0,1\",\"share_foreign\":true}}', 'pending', 1764580000.5);"
+        "INSERT INTO jobs (uid, gid, user, spec, state, submit_time) VALUES (1001, 1001, 'bob',"
+        " '{\"argv\":[\"true\"],\"cwd\":\"/home/bob\",\"gpus\":{\"count\":1}}', 'pending', 1764580001.0);"
+        "PRAGMA user_version=1;";
+    ASSERT_EQ(sqlite3_exec(raw, v1, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(raw);
+    sqlite3_close(raw);
+  }
+  auto store = JobStore::Open(db.path());
+  ASSERT_TRUE(store) << store.error().message;
+  auto jobs = (*store)->LoadUnfinished();
+  ASSERT_TRUE(jobs.ok()) << jobs.error().message;
+  ASSERT_EQ(jobs->size(), 2u) << "no row was dropped";
+  const sched::Request& r = (*jobs)[0].spec.request;
+  EXPECT_EQ(r.count, 2u);
+  EXPECT_EQ(r.mem_bytes, 1ULL << 30);
+  EXPECT_EQ(r.min_free_bytes, 2ULL << 30);
+  EXPECT_EQ(r.max_util_pct, 50u);
+  EXPECT_EQ(r.gpu_list, "0,1");
+  EXPECT_TRUE(r.share_foreign);
+  EXPECT_EQ(r.priority, -3);
+  EXPECT_EQ(r.time_limit_s, 3600.0);
+  EXPECT_EQ(r.user, "alice");
+  EXPECT_EQ(r.uid, 1000u);
+  EXPECT_DOUBLE_EQ(r.submit_time_s, 1764580000.5);
+  EXPECT_FALSE(r.allowed_uuids.has_value()) << "resolved by its supervisor from gpu_list, as before";
+  const sched::Request& plain = (*jobs)[1].spec.request;
+  EXPECT_EQ(plain.count, 1u);
+  EXPECT_FALSE(plain.mem_bytes.has_value());
+  EXPECT_FALSE(plain.share_foreign);
+  EXPECT_EQ(plain.priority, 0);
+}
+
 }  // namespace
 }  // namespace gpulane::store

@@ -1,0 +1,213 @@
+// The join of NVML's processes with the live leases (lease/occupancy.h), over a fake process table:
+// who owns each GPU process, what is foreign, what is unknown, how nested jobs see their parent.
+#include "lease/occupancy.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace gpulane::lease {
+namespace {
+
+constexpr std::uint64_t kGiB = 1ULL << 30;
+
+// A process tree given by hand: pid -> (parent, process group, owner).
+class FakeProcesses : public ProcessTable {
+ public:
+  void Add(std::uint32_t pid, std::uint32_t ppid, std::uint32_t pgid, std::string user = "alice") {
+    links_[pid] = {ppid, pgid, pgid};
+    users_[pid] = std::move(user);
+  }
+  void End(std::uint32_t pid) { links_.erase(pid); }
+  std::optional<ProcessInfo> Lookup(std::uint32_t pid) override {
+    if (!links_.count(pid)) return std::nullopt;
+    return ProcessInfo{1000, users_[pid], "python", "python train.py"};
+  }
+  std::optional<ProcessLinks> Links(std::uint32_t pid) override {
+    auto it = links_.find(pid);
+    if (it == links_.end()) return std::nullopt;
+    return it->second;
+  }
+
+ private:
+  std::map<std::uint32_t, ProcessLinks> links_;
+  std::map<std::uint32_t, std::string> users_;
+};
+
+std::string Uuid(unsigned i) { return "GPU-" + std::to_string(i) + "0000000-0000-0000-0000-000000000000"; }
+
+GpuSnapshot Gpus(unsigned n) {
+  GpuSnapshot s;
+  for (unsigned i = 0; i < n; ++i) {
+    GpuDevice d;
+    d.pci_index = d.nvml_index = i;
+    d.uuid = Uuid(i);
+    d.pci_bus_id = "00000000:0" + std::to_string(i) + ":00.0";
+    d.memory_total_bytes = 80 * kGiB;
+    d.memory_free_bytes = 70 * kGiB;
+    d.processes = std::vector<GpuProcess>{};
+    s.devices.push_back(d);
+  }
+  return s;
+}
+
+void RunOn(GpuSnapshot& s, unsigned gpu, std::uint32_t pid, std::uint64_t used = 1 * kGiB) {
+  GpuProcess p;
+  p.pid = pid;
+  p.used_memory_bytes = used;
+  s.devices[gpu].processes->push_back(p);
+}
+
+LeaseRecord Lease(std::string job, pid_t holder, std::vector<unsigned> gpus, std::optional<std::uint64_t> mem = {}) {
+  LeaseRecord l;
+  l.job_id = job;
+  l.user = "alice";
+  l.pid = holder;
+  l.name = job + ".00000000.lease";
+  for (unsigned g : gpus) l.gpus.push_back({Uuid(g), mem});
+  return l;
+}
+
+TEST(Occupancy, AJobsProcessOnItsLeasedGpuIsItsOwnAndElsewhereForeign) {
+  FakeProcesses procs;
+  procs.Add(100, 1, 100);  // the job's supervisor (gpulane run)
+  procs.Add(101, 100, 101);  // the job
+  GpuSnapshot s = Gpus(2);
+  RunOn(s, 1, 101);
+  RunOn(s, 0, 101);  // the same process also touched GPU 0
+  AnnotateProcesses(s, procs);
+  Occupancy o = BuildOccupancy(s, {Lease("r100", 100, {1})}, procs);
+  EXPECT_TRUE(o.gpus[1].foreign.empty()) << "on GPU 1, which job r100 leased, it is the job's own";
+  EXPECT_EQ(o.gpus[1].exclusive_holder, "alice (job r100)");
+  ASSERT_EQ(o.gpus[0].foreign.size(), 1u);
+  EXPECT_EQ(o.gpus[0].foreign[0], "alice's python (pid 101) of job r100, which did not lease this GPU");
+  ASSERT_EQ(o.strays.size(), 1u);
+  EXPECT_EQ(o.strays[0].gpu, 0u);
+  EXPECT_EQ(o.strays[0].pid, 101u);
+  EXPECT_EQ(o.strays[0].lease, "r100.00000000.lease");
+}
+
+TEST(Occupancy, TheCallersOwnProcessOutsideAnyLeaseIsForeign) {
+  FakeProcesses procs;
+  procs.Add(200, 1, 200, "alice");  // alice's notebook, started without gpulane
+  GpuSnapshot s = Gpus(1);
+  RunOn(s, 0, 200);
+  AnnotateProcesses(s, procs);
+  Occupancy o = BuildOccupancy(s, {}, procs);
+  ASSERT_EQ(o.gpus[0].foreign.size(), 1u);
+  EXPECT_EQ(o.gpus[0].foreign[0], "alice's python (pid 200)");
+  EXPECT_TRUE(o.gpus[0].has_context);
+}
+
+TEST(Occupancy, AProcessThatEndedSinceTheSnapshotFreesItsMemory) {
+  FakeProcesses procs;
+  procs.Add(300, 1, 300);
+  GpuSnapshot s = Gpus(1);
+  RunOn(s, 0, 300, 10 * kGiB);
+  AnnotateProcesses(s, procs);  // seen alive
+  procs.End(300);               // and gone before the decision
+  Occupancy o = BuildOccupancy(s, {}, procs);
+  EXPECT_TRUE(o.gpus[0].foreign.empty());
+  EXPECT_EQ(o.gpus[0].free_bytes, 80 * kGiB);
+}
+
+TEST(Occupancy, APidNeverSeenIsAnotherNamespacesProcessUnlessThisCallerSawItAliveBefore) {
+  FakeProcesses procs;
+  GpuSnapshot s = Gpus(1);
+  RunOn(s, 0, 400);
+  AnnotateProcesses(s, procs);
+  EXPECT_EQ(BuildOccupancy(s, {}, procs).gpus[0].foreign.size(), 1u) << "a container's process: foreign";
+  const std::set<std::uint32_t> seen_alive = {400};
+  Occupancy o = BuildOccupancy(s, {}, procs, {nullptr, &seen_alive});
+  EXPECT_TRUE(o.gpus[0].foreign.empty()) << "NVML lagging a process this waiter saw alive earlier: it has ended";
+}
+
+TEST(Occupancy, UnreportedProcessesAndMemoryStayUnknown) {
+  FakeProcesses procs;
+  GpuSnapshot s = Gpus(1);
+  s.devices[0].processes.reset();
+  s.devices[0].memory_free_bytes.reset();
+  s.devices[0].memory_total_bytes.reset();
+  Occupancy o = BuildOccupancy(s, {}, procs);
+  EXPECT_FALSE(o.gpus[0].processes_known);
+  EXPECT_FALSE(o.gpus[0].free_bytes.has_value()) << "unknown, not 0";
+  EXPECT_FALSE(o.gpus[0].total_bytes.has_value());
+}
+
+TEST(Occupancy, ComputeModesAndMig) {
+  FakeProcesses procs;
+  GpuSnapshot s = Gpus(4);
+  s.devices[0].compute_mode = ComputeMode::kExclusiveProcess;
+  s.devices[1].compute_mode = ComputeMode::kProhibited;
+  s.devices[2].mig_enabled = true;
+  s.devices[3].error = "NVML_ERROR_GPU_IS_LOST";
+  Occupancy o = BuildOccupancy(s, {}, procs);
+  EXPECT_TRUE(o.gpus[0].one_context_only);
+  EXPECT_TRUE(o.gpus[0].usable);
+  EXPECT_FALSE(o.gpus[1].usable);
+  EXPECT_EQ(o.gpus[1].unusable_reason, "compute mode PROHIBITED");
+  EXPECT_EQ(o.gpus[2].unusable_reason, "MIG mode on");
+  EXPECT_EQ(o.gpus[3].unusable_reason, "failed (NVML_ERROR_GPU_IS_LOST)");
+}
+
+TEST(Occupancy, ASharedLeaseReservesWhatItDeclaredButHasNotAllocated) {
+  FakeProcesses procs;
+  procs.Add(500, 1, 500);
+  procs.Add(501, 500, 501);
+  GpuSnapshot s = Gpus(1);
+  RunOn(s, 0, 501, 10 * kGiB);
+  AnnotateProcesses(s, procs);
+  Occupancy o = BuildOccupancy(s, {Lease("12", 500, {0}, 30 * kGiB)}, procs);
+  EXPECT_EQ(o.gpus[0].shared_leases, 1u);
+  EXPECT_EQ(o.gpus[0].unallocated_reservation_bytes, 20 * kGiB);
+  EXPECT_TRUE(o.gpus[0].foreign.empty());
+}
+
+// A pipeline job (lease of its supervisor 600) runs a step through gpulane run (lease of 602).
+TEST(Occupancy, ANestedJobOwnsItsProcessesAndItsParentHoldsNothingAgainstItsSteps) {
+  FakeProcesses procs;
+  procs.Add(600, 1, 600);    // the pipeline's supervisor
+  procs.Add(601, 600, 601);  // the pipeline script
+  procs.Add(602, 601, 601);  // `gpulane run` of a step, inside it
+  procs.Add(603, 602, 603);  // the step
+  GpuSnapshot s = Gpus(2);
+  RunOn(s, 0, 603);
+  AnnotateProcesses(s, procs);
+  std::vector<LeaseRecord> leases = {Lease("7", 600, {0, 1}), Lease("r602", 602, {0})};
+  leases[1].parent = leases[0].name;
+  Occupancy outside = BuildOccupancy(s, leases, procs);
+  EXPECT_TRUE(outside.gpus[0].foreign.empty()) << "the step's process belongs to the step's lease, its closest";
+  EXPECT_TRUE(outside.gpus[1].exclusive_holder.has_value()) << "for everyone else both GPUs are job 7's";
+
+  auto view = ViewOfLine(leases, {}, s, procs, leases[0].name);
+  ASSERT_TRUE(view.ok());
+  EXPECT_FALSE(view->occupancy.gpus[1].exclusive_holder.has_value()) << "inside job 7, GPU 1 is free for a step";
+  EXPECT_EQ(view->occupancy.gpus[0].exclusive_holder, "alice (job r602)") << "GPU 0 runs the other step";
+  EXPECT_EQ(WithinParent({Uuid(0), Uuid(1)}, view->parent), (std::vector<std::string>{Uuid(0), Uuid(1)}));
+  EXPECT_EQ(WithinParent({Uuid(1)}, &leases[1]), std::vector<std::string>{}) << "outside the parent's GPUs";
+  EXPECT_FALSE(ViewOfLine(leases, {}, s, procs, "gone.lease").ok()) << "a parent that ended";
+}
+
+TEST(Occupancy, FindParentLeaseNeedsAnAncestorNotJustTheJobId) {
+  FakeProcesses procs;
+  procs.Add(700, 1, 700);
+  procs.Add(701, 700, 701);
+  procs.Add(800, 1, 800);
+  std::vector<LeaseRecord> leases = {Lease("7", 700, {0})};
+  EXPECT_EQ(FindParentLease(leases, std::string("7"), 701, procs), &leases[0]);
+  EXPECT_EQ(FindParentLease(leases, std::string("7"), 800, procs), nullptr) << "job 7 is no ancestor of 800";
+  EXPECT_EQ(FindParentLease(leases, std::nullopt, 701, procs), nullptr);
+}
+
+TEST(Occupancy, TicketsOfANestedLineAreOnlyThoseOfTheSameParent) {
+  TicketRecord top, nested;
+  top.id = "w1";
+  nested.id = "w2";
+  nested.parent = "7.00000000.lease";
+  EXPECT_EQ(TicketsOfLine({top, nested}, "").size(), 1u);
+  EXPECT_EQ(TicketsOfLine({top, nested}, "").front().id, "w1");
+  EXPECT_EQ(TicketsOfLine({top, nested}, "7.00000000.lease").front().id, "w2");
+}
+
+}  // namespace
+}  // namespace gpulane::lease
