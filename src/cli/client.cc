@@ -126,8 +126,9 @@ Result<int> StartAndConnect() {
                                user.socket, user.state_dir));
 }
 
-// Sends one request on a connected socket, reads the reply, closes the socket.
-Result<nlohmann::json> Exchange(int fd, nlohmann::json request, double timeout_s) {
+// Sends one request on a connected socket, reads the reply, closes the socket. An error reply
+// becomes an Error, unless `error_replies`.
+Result<nlohmann::json> Exchange(int fd, nlohmann::json request, double timeout_s, bool error_replies = false) {
   request["v"] = proto::kVersion;
   Status sent = proto::WriteFrame(fd, request, 10);
   if (!sent.ok()) {
@@ -137,7 +138,7 @@ Result<nlohmann::json> Exchange(int fd, nlohmann::json request, double timeout_s
   auto reply = proto::ReadFrame(fd, proto::kMaxResponseBytes, timeout_s);
   close(fd);
   if (!reply) return reply.error();
-  if (!reply->value("ok", false))
+  if (!reply->value("ok", false) && !error_replies)
     return MakeError(proto::KindFromName(reply->value("code", "internal")), reply->value("error", "the daemon refused"));
   return reply;
 }
@@ -163,13 +164,13 @@ Result<nlohmann::json> CallOrStart(nlohmann::json request, double timeout_s) {
   return Exchange(*started, std::move(request), timeout_s);
 }
 
-Result<std::optional<nlohmann::json>> CallIfRunning(nlohmann::json request, double timeout_s) {
+Result<std::optional<nlohmann::json>> CallIfRunning(nlohmann::json request, double timeout_s, bool error_replies) {
   auto d = Discover();
   if (!d) return d.error();
   auto fd = ConnectRunning(*d);
   if (!fd) return fd.error();
   if (!*fd) return std::optional<nlohmann::json>();
-  auto reply = Exchange(**fd, std::move(request), timeout_s);
+  auto reply = Exchange(**fd, std::move(request), timeout_s, error_replies);
   if (!reply) return reply.error();
   return std::optional<nlohmann::json>(std::move(reply).value());
 }
@@ -180,9 +181,11 @@ Result<nlohmann::json> CallExisting(const std::string& socket_path, nlohmann::js
   return Exchange(fd, std::move(request), timeout_s);
 }
 
-Error NoJobWithoutDaemon(std::int64_t id) {
+Error NothingWithoutDaemon(const std::string& what) {
   return MakeError(ErrorKind::kNotFound,
-                   fmt::format("no job {}: no gpulane daemon is running, so nothing is queued ('gpulane submit' starts one)", id));
+                   fmt::format("{}: no gpulane daemon is running, so nothing is queued ('gpulane submit' starts one)", what));
 }
+
+Error NoJobWithoutDaemon(const std::string& id) { return NothingWithoutDaemon("no job " + id); }
 
 }  // namespace gpulane::cli
