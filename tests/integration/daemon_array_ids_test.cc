@@ -234,6 +234,19 @@ TEST(DaemonArrayIds, ProtocolTakesIdsAsNumbersOrStrings) {
   EXPECT_EQ(cancelled["failed"][0]["id"], "999");
   EXPECT_EQ(cancelled["failed"][0]["code"], "not_found");
   EXPECT_EQ(cancelled["failed"][0]["error"], "no job 999");
+  // A spec's dependencies: numbers, or strings in the notation, stored as numbers and "12_3".
+  json dependent = d.SubmitRequest({"true"}, /*hold=*/true);
+  dependent["spec"]["after_ok"] = {Id(a), fmt::format("{}_[0,2]", a)};
+  dependent["spec"]["after_any"] = {a + 1};
+  json submitted = d.Call(dependent);
+  ASSERT_TRUE(submitted.value("ok", false)) << submitted.dump();
+  json spec = d.Show(submitted["ids"][0].get<std::int64_t>())["spec"];
+  EXPECT_EQ(spec["after_ok"], json({a, fmt::format("{}_0", a), fmt::format("{}_2", a)}));
+  EXPECT_EQ(spec["after_any"], json({a + 1}));
+  dependent["spec"]["after_ok"] = {fmt::format("{}_9", a)};
+  EXPECT_EQ(d.Call(dependent).value("code", ""), "not_found");
+  dependent["spec"]["after_ok"] = {"9_"};
+  EXPECT_EQ(d.Call(dependent).value("code", ""), "invalid_argument");
   // Nothing done: an error reply with the first failure's code, and every failure.
   json none = d.Call({{"op", "hold"}, {"ids", {"998", fmt::format("{}_1", a)}}});
   EXPECT_FALSE(none.value("ok", true));
