@@ -137,20 +137,22 @@ Result<nlohmann::json> CallOrStart(nlohmann::json request, double timeout_s) {
   return Exchange(*started, std::move(request), timeout_s);
 }
 
-Result<std::optional<nlohmann::json>> CallIfRunning(nlohmann::json request, double timeout_s) {
+Result<std::optional<nlohmann::json>> CallIfRunning(nlohmann::json request, double timeout_s, bool error_replies) {
   auto d = Discover();
   if (!d) return d.error();
   auto fd = ConnectRunning(*d);
   if (!fd) return fd.error();
   if (!*fd) return std::optional<nlohmann::json>();
-  auto reply = Exchange(**fd, std::move(request), timeout_s);
+  auto reply = Exchange(**fd, std::move(request), timeout_s, error_replies);
   if (!reply) return reply.error();
   return std::optional<nlohmann::json>(std::move(reply).value());
 }
 
-Error NoJobWithoutDaemon(std::int64_t id) {
+Error NothingWithoutDaemon(const std::string& what) {
   return MakeError(ErrorKind::kNotFound,
-                   fmt::format("no job {}: no gpulane daemon is running, so nothing is queued ('gpulane submit' starts one)", id));
+                   fmt::format("{}: no gpulane daemon is running, so nothing is queued ('gpulane submit' starts one)", what));
 }
+
+Error NoJobWithoutDaemon(const std::string& id) { return NothingWithoutDaemon("no job " + id); }
 
 }  // namespace gpulane::cli

@@ -34,11 +34,16 @@ Result<nlohmann::json> CallOrStart(nlohmann::json request, double timeout_s = 30
 
 /// Like CallOrStart, but never starts a daemon: for commands that read or wait for existing jobs.
 /// nullopt when no daemon answers and none is installed (so no job exists); an installed system
-/// daemon is waited for as in CallOrStart, then kUnavailable.
-Result<std::optional<nlohmann::json>> CallIfRunning(nlohmann::json request, double timeout_s = 30);
+/// daemon is waited for as in CallOrStart, then kUnavailable. With `error_replies`, an error reply
+/// ("ok": false) is returned as it came instead of as an Error: for commands over several jobs,
+/// whose replies say job by job what failed ("failed").
+Result<std::optional<nlohmann::json>> CallIfRunning(nlohmann::json request, double timeout_s = 30,
+                                                    bool error_replies = false);
 
-/// The error for job `id` when no daemon runs and none is installed: kNotFound, "no job <id>"
-/// with why (no daemon, so nothing is queued).
-Error NoJobWithoutDaemon(std::int64_t id);
+/// The error for job `id` ("12", "12_3") when no daemon runs and none is installed: kNotFound,
+/// "no job <id>" with why (no daemon, so nothing is queued).
+Error NoJobWithoutDaemon(const std::string& id);
+/// The same for `what` ("no queued or running job matches --name x").
+Error NothingWithoutDaemon(const std::string& what);
 
 }  // namespace gpulane::cli

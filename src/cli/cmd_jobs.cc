@@ -16,27 +16,39 @@ namespace {
 
 using nlohmann::json;
 
-int RunCancel(const std::vector<std::int64_t>& ids, const std::string& user, const std::string& name) {
-  if (ids.empty() && user.empty() && name.empty())
-    return Fail(MakeError(ErrorKind::kInvalidArgument, "cancel: give job ids, --user or --name"));
-  json request = {{"op", "cancel"}, {"ids", ids}};
-  if (!user.empty()) request["user"] = user;
-  if (!name.empty()) request["name"] = name;
-  auto answer = CallIfRunning(request);
-  if (!answer) return Fail(answer.error());
-  if (!*answer) return ids.empty() ? kExitOk : Fail(NoJobWithoutDaemon(ids.front()));  // no daemon: no jobs
-  const json& reply = **answer;
-  for (const auto& e : reply["errors"]) Warn(e.get<std::string>());
-  for (const auto& id : reply["cancelled"]) fmt::print("{}\n", id.get<std::int64_t>());
-  return kExitOk;
+// "--user bob --name train", as the daemon names a cancel's filter.
+std::string Filter(const std::string& user, const std::string& name) {
+  std::string out = user.empty() ? "" : "--user " + user;
+  if (!name.empty()) out += (out.empty() ? "" : " ") + ("--name " + name);
+  return out;
 }
 
-int RunHold(const std::vector<std::int64_t>& ids, bool hold) {
-  auto answer = CallIfRunning({{"op", hold ? "hold" : "release"}, {"ids", ids}});
+int RunCancel(const std::vector<std::string>& words, const std::string& user, const std::string& name) {
+  auto ids = JobIdArgs(words);
+  if (!ids) return Fail(ids.error());
+  if (ids->empty() && user.empty() && name.empty())
+    return Fail(MakeError(ErrorKind::kInvalidArgument, "cancel: give job ids, --user or --name"));
+  json request = {{"op", "cancel"}, {"ids", *ids}};
+  if (!user.empty()) request["user"] = user;
+  if (!name.empty()) request["name"] = name;
+  auto answer = CallIfRunning(request, 30, /*error_replies=*/true);
   if (!answer) return Fail(answer.error());
-  if (!*answer) return Fail(NoJobWithoutDaemon(ids.front()));
-  for (const auto& e : (**answer)["errors"]) Warn(e.get<std::string>());
-  return kExitOk;
+  if (!*answer)  // no daemon: no jobs
+    return Fail(ids->empty() ? NothingWithoutDaemon("no queued or running job matches " + Filter(user, name))
+                             : NoJobWithoutDaemon(ids->front()));
+  const json& reply = **answer;
+  const int code = ReportFailures(reply);
+  for (const auto& id : reply.value("cancelled_text", json::array())) fmt::print("{}\n", id.get<std::string>());
+  return code;
+}
+
+int RunHold(const std::vector<std::string>& words, bool hold) {
+  auto ids = JobIdArgs(words);
+  if (!ids) return Fail(ids.error());
+  auto answer = CallIfRunning({{"op", hold ? "hold" : "release"}, {"ids", *ids}}, 30, /*error_replies=*/true);
+  if (!answer) return Fail(answer.error());
+  if (!*answer) return Fail(NoJobWithoutDaemon(ids->front()));
+  return ReportFailures(**answer);
 }
 
 // How long `wait` and `logs -f` wait for a daemon that went away to come back.
@@ -67,23 +79,39 @@ Result<std::optional<json>> CallSurvivingRestarts(const json& request, double ti
   }
 }
 
-int RunWait(const std::vector<std::int64_t>& ids) {
-  auto answer = CallSurvivingRestarts({{"op", "wait"}, {"ids", ids}}, -1, false);
+int RunWait(const std::vector<std::string>& words) {
+  auto ids = JobIdArgs(words);
+  if (!ids) return Fail(ids.error());
+  // First which ids name no job, so that a mistyped one is reported now, not when the others end.
+  auto checked = CallIfRunning({{"op", "wait"}, {"ids", *ids}, {"check", true}}, 30, /*error_replies=*/true);
+  if (!checked) return Fail(checked.error());
+  if (!*checked) return Fail(NoJobWithoutDaemon(ids->front()));
+  // Ids that name no job fail before any job ends: theirs is the first failure.
+  int code = ReportFailures(**checked);
+  if (!(**checked).value("ok", false)) return code;
+  auto answer = CallSurvivingRestarts({{"op", "wait"}, {"ids", *ids}}, -1, false);
   if (!answer) return Fail(answer.error());
-  if (!*answer) return Fail(NoJobWithoutDaemon(ids.front()));
+  if (!*answer) return Fail(NoJobWithoutDaemon(ids->front()));
   const json& reply = **answer;
-  int code = kExitOk;
   for (const auto& job : reply["jobs"]) {
     const std::string state = job["state"];
     const bool ran = job.contains("exit_code");
-    fmt::print("{} {}{}\n", job["id"].get<std::int64_t>(), state, ran ? fmt::format(" {}", job["exit_code"].get<int>()) : "");
+    fmt::print("{} {}{}\n", job.value("id_text", std::to_string(job["id"].get<std::int64_t>())), state,
+               ran ? fmt::format(" {}", job["exit_code"].get<int>()) : "");
     int job_code = ran ? job["exit_code"].get<int>() : kExitJobDidNotRun;
     if (code == kExitOk) code = job_code;
   }
   return code;
 }
 
-int RunLogs(std::int64_t id, bool follow, bool err) {
+int RunLogs(const std::string& word, bool follow, bool err) {
+  auto ids = JobIdArgs({word});
+  if (!ids) return Fail(ids.error());
+  if (ids->size() != 1)
+    return Fail(MakeError(ErrorKind::kInvalidArgument,
+                          fmt::format("logs {}: logs prints one job's output: name one job, e.g. gpulane logs {}", word,
+                                      ids->front())));
+  const std::string id = ids->front();
   std::uint64_t offset = 0;
   for (bool answered = false;; answered = true) {
     json request = {{"op", "logs"}, {"id", id}, {"offset", offset}, {"stream", err ? "err" : "out"}};
@@ -104,14 +132,15 @@ int RunLogs(std::int64_t id, bool follow, bool err) {
 
 void RegisterJobCommands(CLI::App& app, Runner* run) {
   struct Options {
-    std::vector<std::int64_t> ids;
+    std::vector<std::string> ids;
     std::string user, name;
     bool follow = false, err = false;
-    std::int64_t id = 0;
+    std::string id;
   };
   auto o = std::make_shared<Options>();
+  const std::string ids_help = "Job ids: 12, an array's id (all its tasks), 12_3 (task 3 of array 12), 12_[1-3,7]";
   CLI::App* cancel = app.add_subcommand("cancel", "Cancel jobs (pending ones never start; running ones get SIGTERM)");
-  cancel->add_option("jobs", o->ids, "Job ids (an array's id cancels all its tasks)");
+  cancel->add_option("jobs", o->ids, ids_help);
   cancel->add_option("-u,--user", o->user, "All jobs of this user (yours, unless you are an admin)");
   cancel->add_option("-n,--name", o->name, "All jobs with this name");
   cancel->callback([o, run] { *run = [o] { return RunCancel(o->ids, o->user, o->name); }; });
@@ -119,16 +148,16 @@ void RegisterJobCommands(CLI::App& app, Runner* run) {
   for (bool hold : {true, false}) {
     CLI::App* sub = app.add_subcommand(hold ? "hold" : "release",
                                        hold ? "Keep pending jobs from starting" : "Let held jobs start");
-    sub->add_option("jobs", o->ids, "Job ids")->required();
+    sub->add_option("jobs", o->ids, ids_help)->required();
     sub->callback([o, run, hold] { *run = [o, hold] { return RunHold(o->ids, hold); }; });
   }
 
   CLI::App* wait = app.add_subcommand("wait", "Wait for jobs to end; exits with the (first failing) job's exit status");
-  wait->add_option("jobs", o->ids, "Job ids")->required();
+  wait->add_option("jobs", o->ids, ids_help)->required();
   wait->callback([o, run] { *run = [o] { return RunWait(o->ids); }; });
 
   CLI::App* logs = app.add_subcommand("logs", "Print a job's output");
-  logs->add_option("job", o->id, "Job id")->required();
+  logs->add_option("job", o->id, "Job id: 12, or 12_3 for task 3 of array 12")->required();
   logs->add_flag("-f,--follow", o->follow, "Keep printing until the job ends");
   logs->add_flag("--err", o->err, "The stderr log (when it has its own file)");
   logs->callback([o, run] { *run = [o] { return RunLogs(o->id, o->follow, o->err); }; });

@@ -57,27 +57,49 @@ void PrintLogs(const json& logs) {
   if (err != out) line("errors", err, logs.value("stderr_offset", std::uint64_t{0}));
 }
 
-int RunShow(std::int64_t id, bool as_json) {
-  auto answer = CallIfRunning({{"op", "show"}, {"id", id}});
-  if (!answer) return Fail(answer.error());
-  if (!*answer) return Fail(NoJobWithoutDaemon(id));
-  const json& job = (**answer)["job"];
-  if (as_json) {
-    fmt::print("{}\n", job.dump(2));
-    return kExitOk;
-  }
+// One job, as `gpulane show` prints it.
+void PrintJob(const json& job) {
   const json& spec = job["spec"];
   std::string argv;
   for (const auto& a : spec["argv"]) argv += (argv.empty() ? "" : " ") + a.get<std::string>();
-  fmt::print("job {}  {}  {}\n", job["id"].get<std::int64_t>(), job["user"].get<std::string>(), job["state"].get<std::string>());
+  const std::string id = job.value("id_text", std::to_string(job["id"].get<std::int64_t>()));
+  fmt::print("job {}  {}  {}\n", id, job["user"].get<std::string>(), job["state"].get<std::string>());
   fmt::print("  name      {}\n  command   {}\n  directory {}\n  gpus      {}\n", spec.value("name", ""), argv,
              spec.value("cwd", ""), GpusColumn(spec));
-  if (job.contains("array_index")) fmt::print("  array     job {} task {}\n", job["array_job_id"].get<std::int64_t>(), job["array_index"].get<int>());
+  if (job.contains("array_index"))
+    fmt::print("  array     {} (task {}, job id {})\n", job["array_job_id"].get<std::int64_t>(),
+               job["array_index"].get<int>(), job["id"].get<std::int64_t>());
   if (!job.value("reason", "").empty()) fmt::print("  reason    {}\n", job["reason"].get<std::string>());
   if (!job["gpu_uuids"].empty()) fmt::print("  gpu uuids {}\n", job["gpu_uuids"].dump());
   if (job.contains("exit_code")) fmt::print("  exit code {}\n", job["exit_code"].get<int>());
   if (job.contains("logs")) PrintLogs(job["logs"]);
-  return kExitOk;
+}
+
+// One job (a job, a task), or with an array's id or 12_[1-3] each task, a blank line between.
+// --json: the job's object, or a list of them for an array or a list of tasks.
+int RunShow(const std::string& word, bool as_json) {
+  auto ids = JobIdArgs({word});
+  if (!ids) return Fail(ids.error());
+  if (ids->size() != 1)
+    return Fail(MakeError(ErrorKind::kInvalidArgument,
+                          fmt::format("show {}: give one job id (an array's id shows all its tasks, 12_[1-3] several)", word)));
+  auto answer = CallIfRunning({{"op", "show"}, {"id", ids->front()}}, 30, /*error_replies=*/true);
+  if (!answer) return Fail(answer.error());
+  if (!*answer) return Fail(NoJobWithoutDaemon(ids->front()));
+  const json& reply = **answer;
+  const int code = ReportFailures(reply);
+  if (!reply.value("ok", false)) return code;
+  if (as_json) {
+    fmt::print("{}\n", (reply.contains("job") ? reply["job"] : reply["jobs"]).dump(2));
+    return code;
+  }
+  bool first = true;
+  for (const auto& job : reply["jobs"]) {
+    if (!first) fmt::print("\n");
+    first = false;
+    PrintJob(job);
+  }
+  return code;
 }
 
 }  // namespace
@@ -85,8 +107,7 @@ int RunShow(std::int64_t id, bool as_json) {
 void RegisterQueue(CLI::App& app, Runner* run) {
   struct Options {
     bool json = false, all = false;
-    std::string user;
-    std::int64_t id = 0;
+    std::string user, id;
   };
   auto o = std::make_shared<Options>();
   CLI::App* queue = app.add_subcommand("queue", "List queued and running jobs");
@@ -95,8 +116,8 @@ void RegisterQueue(CLI::App& app, Runner* run) {
   queue->add_option("-u,--user", o->user, "Only this user's jobs");
   queue->callback([o, run] { *run = [o] { return RunQueue(o->json, o->all, o->user); }; });
 
-  CLI::App* show = app.add_subcommand("show", "Show one job");
-  show->add_option("job", o->id, "Job id")->required();
+  CLI::App* show = app.add_subcommand("show", "Show a job, or every task of an array");
+  show->add_option("job", o->id, "Job id: 12 (an array's id: all its tasks), 12_3 (task 3 of array 12), 12_[1-3]")->required();
   show->add_flag("--json", o->json, "Print the job as JSON");
   show->callback([o, run] { *run = [o] { return RunShow(o->id, o->json); }; });
 }

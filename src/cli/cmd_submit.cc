@@ -25,44 +25,18 @@ struct SubmitOptions {
   std::vector<std::string> command;
 };
 
-Result<std::vector<std::int64_t>> ParseIds(const std::string& text, const char* option) {
-  std::vector<std::int64_t> ids;
-  if (text.empty()) return ids;
-  for (const auto& part : Split(text, ',')) {
-    unsigned long long id = 0;
-    if (!ParseUint(Trim(part), &id) || id == 0)
-      return MakeError(ErrorKind::kInvalidArgument, fmt::format("{} '{}': give job ids separated by commas, e.g. 12,15", option, text));
-    ids.push_back(static_cast<std::int64_t>(id));
+// The jobs of --after/--after-any: ids in the job id notation, separated by commas ("12,15_3").
+Result<std::vector<store::JobRef>> ParseDeps(const std::string& text, const char* option) {
+  std::vector<store::JobRef> deps;
+  if (text.empty()) return deps;
+  const auto ids = store::SplitJobIds(text);
+  if (ids.empty()) return MakeError(ErrorKind::kInvalidArgument, fmt::format("{} '{}': give job ids, e.g. 12,15_3", option, text));
+  for (const auto& id : ids) {
+    auto refs = store::ParseJobRefs(id);
+    if (!refs) return MakeError(ErrorKind::kInvalidArgument, fmt::format("{}: {}", option, refs.error().message));
+    deps.insert(deps.end(), refs->begin(), refs->end());
   }
-  return ids;
-}
-
-/// "0-99", "1,3,5", "0-99:2" (every second), combinations with commas.
-Result<std::vector<int>> ParseArray(const std::string& text) {
-  std::vector<int> out;
-  auto bad = [&] {
-    return MakeError(ErrorKind::kInvalidArgument,
-                     fmt::format("--array '{}': give task indices like 0-99, 1,3,5 or 0-99:2", text));
-  };
-  for (const auto& raw : Split(text, ',')) {
-    std::string part(Trim(raw));
-    unsigned long long step = 1, first = 0, last = 0;
-    if (auto colon = part.find(':'); colon != std::string::npos) {
-      if (!ParseUint(part.substr(colon + 1), &step) || step == 0) return bad();
-      part = part.substr(0, colon);
-    }
-    auto dash = part.find('-');
-    if (dash == std::string::npos) {
-      if (!ParseUint(part, &first)) return bad();
-      last = first;
-    } else if (!ParseUint(part.substr(0, dash), &first) || !ParseUint(part.substr(dash + 1), &last) || last < first) {
-      return bad();
-    }
-    if (last > 10000000 || (last - first) / step > 100000) return bad();
-    for (unsigned long long i = first; i <= last; i += step) out.push_back(static_cast<int>(i));
-  }
-  if (out.empty() || out.size() > 100000) return bad();
-  return out;
+  return deps;
 }
 
 int RunSubmit(const SubmitOptions& o) {
@@ -74,9 +48,9 @@ int RunSubmit(const SubmitOptions& o) {
   spec.argv = o.command;
   spec.request = std::move(gpu_request).value();
   spec.name = o.name.empty() ? o.command.front().substr(o.command.front().rfind('/') + 1) : o.name;
-  auto after = ParseIds(o.after, "--after");
+  auto after = ParseDeps(o.after, "--after");
   if (!after) return Fail(after.error());
-  auto after_any = ParseIds(o.after_any, "--after-any");
+  auto after_any = ParseDeps(o.after_any, "--after-any");
   if (!after_any) return Fail(after_any.error());
   spec.after_ok = *after;
   spec.after_any = *after_any;
@@ -97,20 +71,20 @@ int RunSubmit(const SubmitOptions& o) {
   spec.cwd = cwd;
   spec.env = exec::CurrentEnvironment();
   nlohmann::json request = {{"op", "submit"}, {"spec", store::SpecToJson(spec)}, {"hold", o.hold}};
+  std::vector<int> indices;
   if (!o.array.empty()) {
-    auto indices = ParseArray(o.array);
-    if (!indices) return Fail(indices.error());
-    request["array"] = *indices;
+    auto parsed = store::ParseTaskIndices(o.array);
+    if (!parsed) return usage(fmt::format("--array '{}': {}", o.array, parsed.error().message));
+    indices = std::move(parsed).value();
+    request["array"] = indices;
   }
   auto reply = CallOrStart(request);  // the one command that may start a per-user daemon
   if (!reply) return Fail(reply.error());
   auto ids = (*reply)["ids"].get<std::vector<std::int64_t>>();
-  if (request.contains("array")) {
-    fmt::print("{}\n", ids.front());
-    fmt::print(stderr, "gpulane: array job {}: {} tasks, job ids {}-{}\n", ids.front(), ids.size(), ids.front(), ids.back());
-  } else {
-    fmt::print("{}\n", ids.front());
-  }
+  fmt::print("{}\n", ids.front());
+  if (request.contains("array"))
+    fmt::print(stderr, "gpulane: array job {}: {} tasks, {}_[{}] (job ids {}-{})\n", ids.front(), ids.size(), ids.front(),
+               store::FormatTaskIndices(indices), ids.front(), ids.back());
   return kExitOk;
 }
 
@@ -121,8 +95,8 @@ void RegisterSubmit(CLI::App& app, Runner* run) {
   CLI::App* sub = app.add_subcommand("submit", "Queue a job with the daemon; prints its id: gpulane submit -g 1 -- python train.py");
   o->request.Register(sub, {/*time_limit=*/true, /*priority=*/true});
   sub->add_option("--name", o->name, "A name for the job (default: the command's name)");
-  sub->add_option("--after", o->after, "Start only after these jobs completed successfully (ids, comma-separated)")->type_name("JOBS");
-  sub->add_option("--after-any", o->after_any, "Start only after these jobs ended, however")->type_name("JOBS");
+  sub->add_option("--after", o->after, "Start only after these jobs completed successfully (ids, comma-separated: 12 (an array: all its tasks), 12_3 (one task), 12_[1-3])")->type_name("JOBS");
+  sub->add_option("--after-any", o->after_any, "Start only after these jobs ended, however (ids as for --after)")->type_name("JOBS");
   sub->add_option("--array", o->array, "Many tasks, each its own job on its own lease: 0-99, 1,3,5, 0-99:2; the task gets GPULANE_ARRAY_INDEX")
       ->type_name("INDICES");
   sub->add_option("-o,--output", o->output,

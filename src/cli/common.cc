@@ -13,6 +13,8 @@
 #include "gpu/nvml_backend.h"
 #include "lease/lease_dir.h"
 #include "os/process_table.h"
+#include "proto/wire.h"
+#include "store/job_id.h"
 #include "util/config.h"
 #include "util/strings.h"
 
@@ -28,6 +30,35 @@ void Warn(const std::string& message) { fmt::print(stderr, "gpulane: warning: {}
 Result<std::unique_ptr<GpuBackend>> OpenBackend() {
   return std::unique_ptr<GpuBackend>(new proto::SnapshotSource(daemon::SnapshotSockets()));
 }
+
+Result<std::vector<std::string>> JobIdArgs(const std::vector<std::string>& words) {
+  std::vector<std::string> ids;
+  for (const auto& word : words) {
+    auto split = store::SplitJobIds(word);
+    if (split.empty()) return store::ParseJobRefs(word).error();  // "" or blanks
+    for (auto& id : split) {
+      if (auto refs = store::ParseJobRefs(id); !refs) return refs.error();
+      ids.push_back(std::move(id));
+    }
+  }
+  return ids;
+}
+
+int ReportFailures(const nlohmann::json& reply) {
+  const bool nothing_done = !reply.value("ok", false);
+  const nlohmann::json failed = reply.value("failed", nlohmann::json::array());
+  if (failed.empty()) {
+    if (!nothing_done) return kExitOk;
+    return Fail(MakeError(proto::KindFromName(reply.value("code", "internal")), reply.value("error", "the daemon refused")));
+  }
+  for (const auto& f : failed) {
+    const std::string line = f.value("error", "failed");
+    if (nothing_done) fmt::print(stderr, "gpulane: error: {}\n", line);
+    else Warn(line);
+  }
+  return ExitCodeFor(proto::KindFromName(failed.front().value("code", "internal")));
+}
+
 
 Result<GpuSnapshot> ReadAnnotated(GpuBackend& backend, const ReadOptions& options) {
   auto snapshot = backend.Read(options);

@@ -4,6 +4,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "gpu/backend.h"
 #include "gpu/visible_devices.h"
@@ -16,6 +19,16 @@ namespace gpulane::cli {
 int Fail(const Error& error);
 /// Prints "gpulane: warning: <message>" on stderr.
 void Warn(const std::string& message);
+
+/// The job ids of a command line ("12", "12_3", "12_[1-3,7]"; a word may hold several separated by
+/// commas), checked with the one parser of the notation (store/job_id.h) and passed on as written.
+/// Errors: kInvalidArgument naming the first bad id and the forms expected.
+Result<std::vector<std::string>> JobIdArgs(const std::vector<std::string>& words);
+
+/// For a daemon reply to a command over several jobs (its "failed": id, error and code each):
+/// prints one line per job it could not act on, as an error when the reply is one (nothing was
+/// done) and as a warning otherwise. Returns the first failure's exit code, kExitOk when none.
+int ReportFailures(const nlohmann::json& reply);
 
 /// The GPU source for commands: the running daemon's snapshots, else NVML itself (library from
 /// $GPULANE_NVML_LIBRARY or libnvidia-ml.so.1; see proto::SnapshotSource). Errors surface at the first Read.

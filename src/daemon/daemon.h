@@ -87,10 +87,9 @@ class Daemon {
   void FlushDirty();
   void AnswerWaiters();
   std::optional<store::Job> FindJob(std::int64_t id);
+  /// The state of one array task ("12_3": ref.task set), nullopt when there is no such task (handlers.cc).
+  std::optional<store::JobState> TaskState(const store::JobRef& ref);
   bool CanAct(const Peer& peer, const store::Job& job) const { return peer.admin || peer.uid == job.uid; }
-  /// Job ids with each array's id replaced by its tasks' ids: the unfinished ones, or all of them
-  /// with `with_finished`.
-  std::vector<std::int64_t> ExpandIds(const std::vector<std::int64_t>& ids, bool with_finished = false) const;
   void Log(const std::string& message) const;
 
   DaemonPaths paths_;
@@ -119,6 +118,7 @@ class Daemon {
   struct Waiter {
     int fd;
     std::vector<std::int64_t> ids;
+    nlohmann::json failed;  ///< the ids of the request that named no job (answered with the jobs)
   };
   std::vector<Waiter> waiters_;
   bool stop_ = false;

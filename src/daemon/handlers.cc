@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <map>
+#include <set>
 #include <fmt/format.h>
 
 #include "daemon/daemon.h"
@@ -19,6 +21,7 @@
 #include "lease/occupancy.h"
 #include "render/queue_table.h"
 #include "os/process_table.h"
+#include "store/job_id.h"
 
 namespace gpulane::daemon {
 namespace {
@@ -39,12 +42,165 @@ json Ok(json body = json::object()) {
 
 json Err(ErrorKind kind, const std::string& message) { return proto::ErrorResponse(kind, message); }
 
-std::vector<std::int64_t> IdsOf(const json& req) {
-  std::vector<std::int64_t> ids;
-  if (req.contains("ids") && req["ids"].is_array())
-    for (const auto& v : req["ids"])
-      if (v.is_number_integer()) ids.push_back(v.get<std::int64_t>());
-  return ids;
+// Every job named by the request's "ids" (a list of job ids: store::JobRefsFromJson), in order;
+// `op` names the request in errors.
+Result<std::vector<store::JobRef>> RefsOfIds(const json& req, const std::string& op) {
+  std::vector<store::JobRef> refs;
+  if (!req.contains("ids")) return refs;
+  if (!req["ids"].is_array()) return MakeError(ErrorKind::kInvalidArgument, op + ": \"ids\" must be a list of job ids");
+  for (const json& value : req["ids"]) {
+    auto named = store::JobRefsFromJson(value);
+    if (!named) return MakeError(ErrorKind::kInvalidArgument, op + ": " + named.error().message);
+    refs.insert(refs.end(), named->begin(), named->end());
+  }
+  return refs;
+}
+
+// What one job id names, found: one job, or (the array's own id) every task of an array.
+struct Named {
+  std::string text;               ///< as people write it: "12", "12_3" (also for a task named by its number)
+  std::vector<std::int64_t> ids;  ///< the job, or the array's tasks, finished ones included, in order
+  bool array = false;             ///< the whole array
+};
+
+// Finds the jobs that ids name, reading each array's tasks from the store once per request. The
+// jobs it finds stay valid while the request is handled (until a job is finished and forgotten).
+class Resolver {
+ public:
+  Resolver(store::JobStore& store, const std::map<std::int64_t, Job>& active) : store_(store), active_(active) {}
+
+  // Errors: kNotFound, "no job 12_3: array 12 has tasks 0-3".
+  Result<Named> operator()(const store::JobRef& ref) {
+    const std::string text = store::FormatJobRef(ref);
+    if (ref.task) {
+      const Array& array = Tasks(ref.id);
+      if (auto it = array.by_index.find(*ref.task); it != array.by_index.end()) return Named{text, {it->second}, false};
+      if (array.ids.empty())
+        return MakeError(ErrorKind::kNotFound, Find(ref.id) ? fmt::format("no job {}: job {} is not an array", text, ref.id)
+                                                             : fmt::format("no job {}", text));
+      std::vector<int> indices;
+      for (const auto& [index, id] : array.by_index) indices.push_back(index);
+      return MakeError(ErrorKind::kNotFound, fmt::format("no job {}: array {} has tasks {}", text, ref.id,
+                                                         store::FormatTaskIndices(indices)));
+    }
+    const Job* job = Find(ref.id);
+    if (!job) return MakeError(ErrorKind::kNotFound, fmt::format("no job {}", text));
+    if (!job->array_job_id || *job->array_job_id != ref.id) return Named{store::JobIdText(*job), {ref.id}, false};
+    Named array{text, Tasks(ref.id).ids, true};
+    if (array.ids.empty()) array.ids.push_back(ref.id);  // the store failed: at least the first task
+    return array;
+  }
+
+  // The job `id`: the daemon's copy while it is unfinished, else the stored one; nullptr when none.
+  const Job* Find(std::int64_t id) {
+    if (auto it = active_.find(id); it != active_.end()) return &it->second;
+    if (auto it = stored_.find(id); it != stored_.end()) return &it->second;
+    auto stored = store_.Get(id);
+    if (!stored || !*stored) return nullptr;
+    return &stored_.emplace(id, std::move(**stored)).first->second;
+  }
+
+ private:
+  struct Array {
+    std::vector<std::int64_t> ids;        ///< its tasks' job ids, in order
+    std::map<int, std::int64_t> by_index;  ///< array index -> job id
+  };
+
+  const Array& Tasks(std::int64_t array_id) {
+    auto it = arrays_.find(array_id);
+    if (it != arrays_.end()) return it->second;
+    Array array;
+    if (auto tasks = store_.ArrayTasks(array_id))
+      for (const auto& task : *tasks) {
+        array.ids.push_back(task.id);
+        array.by_index.emplace(task.index, task.id);
+      }
+    return arrays_.emplace(array_id, std::move(array)).first->second;
+  }
+
+  store::JobStore& store_;
+  const std::map<std::int64_t, Job>& active_;
+  std::map<std::int64_t, Job> stored_;
+  std::map<std::int64_t, Array> arrays_;
+};
+
+// What a command over several jobs did: the jobs it acted on, and a line and a code for each id it
+// could not act on (README, "Exit codes": the first failure's code is the command's).
+class Outcome {
+ public:
+  void Done(const Job& job) {
+    ids_.push_back(job.id);
+    texts_.push_back(store::JobIdText(job));
+  }
+  void Failed(ErrorKind kind, const std::string& id, const std::string& message) {
+    if (failed_.empty()) first_ = Error{kind, message};
+    failed_.push_back({{"id", id}, {"error", message}, {"code", proto::KindName(kind)}});
+    errors_.push_back(message);
+  }
+  bool failed() const { return !failed_.empty(); }
+  // Adds "failed" ({id, error, code} each) and "errors" (the lines) to a response.
+  json& WithFailures(json& body) const {
+    body["failed"] = failed_;
+    body["errors"] = errors_;
+    return body;
+  }
+  // The first failure's error response, with every failure.
+  json ErrorReply() const {
+    json body = Err(first_.kind, first_.message);
+    return WithFailures(body);
+  }
+  // `done` names the field of the jobs acted on ("cancelled": ids, "cancelled_text": "12_3" ...).
+  // The error response when nothing was done.
+  json Reply(const std::string& done) const {
+    if (ids_.empty() && failed()) return ErrorReply();
+    json body = Ok({{done, ids_}, {done + "_text", texts_}});
+    return WithFailures(body);
+  }
+
+ private:
+  json ids_ = json::array(), texts_ = json::array(), failed_ = json::array(), errors_ = json::array();
+  Error first_;
+};
+
+// "job 12_3" or "array 12", for messages.
+std::string What(const Named& named) { return fmt::format("{} {}", named.array ? "array" : "job", named.text); }
+
+// The unfinished jobs of `named`.
+std::vector<Job*> Live(std::map<std::int64_t, Job>& active, const Named& named) {
+  std::vector<Job*> live;
+  for (auto id : named.ids)
+    if (auto it = active.find(id); it != active.end()) live.push_back(&it->second);
+  return live;
+}
+
+// When `peer` may not `op` `named` (another user's; an array's tasks all have its owner): says so in
+// `out` and returns the line for the daemon's log.
+std::optional<std::string> Refuse(const Peer& peer, const Named& named, Resolver& resolve, const std::string& op,
+                                  Outcome& out) {
+  const Job* job = resolve.Find(named.ids.front());
+  if (!job || peer.admin || peer.uid == job->uid) return std::nullopt;  // as Daemon::CanAct
+  out.Failed(ErrorKind::kPermission, named.text,
+             fmt::format("{} belongs to {}: only they or an admin may {} it", What(named), job->user, op));
+  return fmt::format("refused: {} (uid {}) may not {} {} of {}", peer.user, peer.uid, op, What(named), job->user);
+}
+
+// Why a command cannot act on `named`, none of whose jobs is unfinished.
+std::string Ended(const Named& named, Resolver& resolve) {
+  if (named.array) return fmt::format("array {} has ended: none of its tasks is queued or running", named.text);
+  const Job* job = resolve.Find(named.ids.front());
+  return fmt::format("job {} has already ended ({})", named.text, job ? store::StateName(job->state) : "gone");
+}
+
+// Why hold (`hold`) or release cannot change the unfinished `job`; `hold_requested`: it is leaving
+// the line for GPUs to be held.
+std::string NotApplicable(const Job& job, bool hold, bool hold_requested) {
+  const std::string id = store::JobIdText(job);
+  if (!hold && hold_requested)
+    return fmt::format("job {} is not held yet (it is leaving the line for GPUs): release it once it is held", id);
+  if (!hold) return fmt::format("job {} is {}, not held", id, store::StateName(job.state));
+  if (job.state == JobState::kRunning)
+    return fmt::format("job {} is running: hold keeps queued jobs from starting (gpulane cancel {} ends it)", id, id);
+  return fmt::format("job {} is held already", id);
 }
 
 }  // namespace
@@ -119,12 +275,11 @@ json Daemon::HandleSubmit(const Peer& peer, const json& req, std::vector<Job>* j
     return Err(possible.error().kind, possible.error().message);
   if (job.spec.cwd.empty() || job.spec.cwd.front() != '/')
     return Err(ErrorKind::kInvalidArgument, "submit: the working directory must be an absolute path");
-  for (auto dep : job.spec.after_ok) {
-    auto other = FindJob(dep);
-    if (!other) return Err(ErrorKind::kNotFound, fmt::format("--after {}: no such job", dep));
-  }
-  for (auto dep : job.spec.after_any)
-    if (!FindJob(dep)) return Err(ErrorKind::kNotFound, fmt::format("--after-any {}: no such job", dep));
+  Resolver resolve(*store_, active_);
+  for (auto [option, deps] : {std::pair{"--after", &job.spec.after_ok}, std::pair{"--after-any", &job.spec.after_any}})
+    for (const store::JobRef& dep : *deps)
+      if (auto named = resolve(dep); !named)
+        return Err(named.error().kind, fmt::format("{} {}: {}", option, dep, named.error().message));
   job.uid = peer.uid;
   job.gid = peer.gid;
   job.user = peer.user;
@@ -132,8 +287,13 @@ json Daemon::HandleSubmit(const Peer& peer, const json& req, std::vector<Job>* j
   job.state = req.value("hold", false) ? JobState::kHeld : JobState::kPending;
   if (req.contains("array")) {
     auto indices = req["array"].get<std::vector<int>>();
-    if (indices.empty() || indices.size() > 100000)
-      return Err(ErrorKind::kInvalidArgument, "--array: give 1 to 100000 task indices");
+    std::vector<int> sorted = indices;
+    std::sort(sorted.begin(), sorted.end());
+    if (indices.empty() || indices.size() > store::kMaxArrayTasks || sorted.front() < 0 ||
+        sorted.back() > store::kMaxArrayIndex || std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+      return Err(ErrorKind::kInvalidArgument,
+                 fmt::format("--array: give 1 to {} different task indices from 0 to {}", store::kMaxArrayTasks,
+                             store::kMaxArrayIndex));
     for (int i : indices) {
       Job task = job;
       task.array_index = i;
@@ -254,56 +414,61 @@ json Daemon::HandleQueue(const Peer& peer, const json& req) {
 }
 
 json Daemon::HandleShow(const Peer& peer, const json& req) {
-  auto id = req.at("id").get<std::int64_t>();
-  auto job = FindJob(id);
-  if (!job) return Err(ErrorKind::kNotFound, fmt::format("no job {}", id));
-  json j = JobForClient(*job, CanAct(peer, *job));
-  if (!CanAct(peer, *job)) j["spec"]["env"] = "(hidden: another user's job)";
-  return Ok({{"job", j}});
+  if (!req.contains("id")) return Err(ErrorKind::kInvalidArgument, "show: give the job's id");
+  auto refs = store::JobRefsFromJson(req["id"]);
+  if (!refs) return Err(ErrorKind::kInvalidArgument, "show: " + refs.error().message);
+  Resolver resolve(*store_, active_);
+  Outcome out;
+  json jobs = json::array();
+  bool one = refs->size() == 1;  // a job or task, not an array or a list of tasks: answered as "job" too
+  for (const store::JobRef& ref : *refs) {
+    auto named = resolve(ref);
+    if (!named) {
+      out.Failed(named.error().kind, store::FormatJobRef(ref), named.error().message);
+      continue;
+    }
+    one = one && !named->array;
+    for (auto id : named->ids) {
+      auto job = resolve.Find(id);
+      if (!job) continue;
+      json j = JobForClient(*job, CanAct(peer, *job));
+      if (!CanAct(peer, *job)) j["spec"]["env"] = "(hidden: another user's job)";
+      jobs.push_back(std::move(j));
+    }
+  }
+  if (jobs.empty()) return out.ErrorReply();
+  json body = Ok({{"jobs", jobs}});
+  if (one && jobs.size() == 1) body["job"] = jobs[0];
+  return out.WithFailures(body);
 }
 
-std::vector<std::int64_t> Daemon::ExpandIds(const std::vector<std::int64_t>& ids, bool with_finished) const {
-  std::vector<std::int64_t> out;
-  for (auto id : ids) {
-    if (with_finished) {  // every task of the array, also those that have already ended
-      auto tasks = store_->ArrayTaskIds(id);
-      if (tasks && !tasks->empty()) {
-        out.insert(out.end(), tasks->begin(), tasks->end());
-        continue;
-      }
-    }
-    bool array = false;
-    for (auto& [jid, job] : active_)
-      if (job.array_job_id && *job.array_job_id == id) out.push_back(jid), array = true;
-    if (!array) out.push_back(id);
+std::optional<JobState> Daemon::TaskState(const store::JobRef& ref) {
+  if (!ref.task) return std::nullopt;
+  // Unfinished tasks: the array's tasks take consecutive ids from its id on.
+  for (auto it = active_.lower_bound(ref.id); it != active_.end() && it->second.array_job_id == ref.id; ++it)
+    if (it->second.array_index == ref.task) return it->second.state;
+  auto tasks = store_->ArrayTasks(ref.id);
+  if (!tasks) return std::nullopt;
+  for (const auto& task : *tasks) {
+    if (task.index != *ref.task) continue;
+    auto job = FindJob(task.id);
+    return job ? std::optional<JobState>(job->state) : std::nullopt;
   }
-  return out;
+  return std::nullopt;
 }
 
 json Daemon::HandleCancel(const Peer& peer, const json& req) {
-  std::vector<std::int64_t> ids = ExpandIds(IdsOf(req));
+  auto refs = RefsOfIds(req, "cancel");
+  if (!refs) return Err(refs.error().kind, refs.error().message);
   const std::string user = req.value("user", ""), name = req.value("name", "");
-  // --name alone means the caller's own jobs of that name (all users' for an admin); --user names whose.
-  if (!user.empty() || !name.empty())
-    for (auto& [id, job] : active_)
-      if ((user.empty() ? peer.admin || job.uid == peer.uid : job.user == user) && (name.empty() || job.spec.name == name))
-        ids.push_back(id);
-  std::sort(ids.begin(), ids.end());
-  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-  json cancelled = json::array(), errors = json::array();
+  if (refs->empty() && user.empty() && name.empty())
+    return Err(ErrorKind::kInvalidArgument, "cancel: give job ids, a user or a name");
+  Resolver resolve(*store_, active_);
+  Outcome out;
+  std::set<std::int64_t> seen;
   std::vector<Job*> never_ran;  // pending and held: cancelled here, stored together below
-  for (auto id : ids) {
-    auto it = active_.find(id);
-    if (it == active_.end()) {
-      errors.push_back(FindJob(id) ? fmt::format("job {} has already ended", id) : fmt::format("no job {}", id));
-      continue;
-    }
-    Job& job = it->second;
-    if (!CanAct(peer, job)) {
-      Log(fmt::format("refused: {} (uid {}) may not cancel job {} of {}", peer.user, peer.uid, id, job.user));
-      errors.push_back(fmt::format("job {} belongs to {}: only they or an admin may cancel it", id, job.user));
-      continue;
-    }
+  auto cancel = [&](Job& job) {
+    if (!seen.insert(job.id).second) return;
     if (job.state == JobState::kPending || job.state == JobState::kHeld) {
       job.state = JobState::kCancelled;
       job.exit_code.reset();
@@ -311,11 +476,44 @@ json Daemon::HandleCancel(const Peer& peer, const json& req) {
       job.end_time = Now();
       never_ran.push_back(&job);
     } else {
-      cancel_requested_.insert(id);
+      cancel_requested_.insert(job.id);
       job.reason = fmt::format("cancelling (by {})", peer.user);
       if (job.supervisor_pid) kill(*job.supervisor_pid, SIGTERM);
     }
-    cancelled.push_back(id);
+    out.Done(job);
+  };
+  for (const store::JobRef& ref : *refs) {
+    auto named = resolve(ref);
+    if (!named) {
+      out.Failed(named.error().kind, store::FormatJobRef(ref), named.error().message);
+      continue;
+    }
+    if (auto refused = Refuse(peer, *named, resolve, "cancel", out)) {
+      Log(*refused);
+      continue;
+    }
+    std::vector<Job*> live = Live(active_, *named);
+    if (live.empty()) {
+      out.Failed(ErrorKind::kWrongState, named->text, Ended(*named, resolve));
+      continue;
+    }
+    for (Job* job : live) cancel(*job);
+  }
+  // --name alone means the caller's own jobs of that name (all users' for an admin); --user names whose.
+  if (!user.empty() || !name.empty()) {
+    std::string filter = user.empty() ? "" : "--user " + user;
+    if (!name.empty()) filter += (filter.empty() ? "--name " : " --name ") + name;
+    if (!user.empty() && user != peer.user && !peer.admin) {
+      Log(fmt::format("refused: {} (uid {}) may not cancel the jobs of {}", peer.user, peer.uid, user));
+      out.Failed(ErrorKind::kPermission, filter, fmt::format("--user {}: only {} or an admin may cancel their jobs", user, user));
+    } else {
+      std::vector<Job*> matched;
+      for (auto& [id, job] : active_)
+        if ((user.empty() ? peer.admin || job.uid == peer.uid : job.user == user) && (name.empty() || job.spec.name == name))
+          matched.push_back(&job);
+      if (matched.empty()) out.Failed(ErrorKind::kNotFound, filter, fmt::format("no queued or running job matches {}", filter));
+      for (Job* job : matched) cancel(*job);
+    }
   }
   if (!never_ran.empty()) {
     // One transaction (one fsync) for all of them: cancelling a 10,000-task array takes a moment, not minutes.
@@ -323,65 +521,94 @@ json Daemon::HandleCancel(const Peer& peer, const json& req) {
     if (!s.ok()) Log("cannot store cancellations: " + s.error().message);
     for (Job* job : never_ran) Finish(*job, JobState::kCancelled, std::nullopt, job->reason, job->end_time, s.ok());
   }
-  json body = {{"cancelled", cancelled}, {"errors", errors}};
-  if (cancelled.empty() && !errors.empty()) {
-    bool denied = false;
-    for (auto& e : errors) denied = denied || e.get<std::string>().find("belongs to") != std::string::npos;
-    json err = Err(denied ? ErrorKind::kPermission : ErrorKind::kNotFound, errors.front().get<std::string>());
-    err["errors"] = errors;
-    return err;
-  }
-  return Ok(body);
+  return out.Reply("cancelled");
 }
 
 json Daemon::HandleHold(const Peer& peer, const json& req, bool hold) {
-  json changed = json::array(), errors = json::array();
-  for (auto id : ExpandIds(IdsOf(req))) {
-    auto it = active_.find(id);
-    if (it == active_.end()) {
-      errors.push_back(fmt::format("job {} is not queued", id));
-      continue;
-    }
-    Job& job = it->second;
-    if (!CanAct(peer, job)) {
-      Log(fmt::format("refused: {} (uid {}) may not {} job {} of {}", peer.user, peer.uid, hold ? "hold" : "release", id, job.user));
-      errors.push_back(fmt::format("job {} belongs to {}: only they or an admin may {} it", id, job.user, hold ? "hold" : "release"));
-      continue;
-    }
-    if (hold && job.state == JobState::kLaunching) {
+  const std::string op = hold ? "hold" : "release";
+  auto refs = RefsOfIds(req, op);
+  if (!refs) return Err(refs.error().kind, refs.error().message);
+  if (refs->empty()) return Err(ErrorKind::kInvalidArgument, op + ": give job ids");
+  Resolver resolve(*store_, active_);
+  Outcome out;
+  std::set<std::int64_t> seen;
+  // Whether `job` is one `op` changes: hold takes pending jobs and those waiting for GPUs, release held ones.
+  auto applies = [&](const Job& job) {
+    if (!hold) return job.state == JobState::kHeld;
+    return job.state == JobState::kPending || (job.state == JobState::kLaunching && !hold_requested_.count(job.id));
+  };
+  auto change = [&](Job& job) {
+    if (!seen.insert(job.id).second) return;
+    if (job.state == JobState::kLaunching) {
       // Waiting for GPUs under its supervisor: it leaves the line and becomes held (not if it
       // starts first: a running job is never stopped by hold).
-      hold_requested_.insert(id);
+      hold_requested_.insert(job.id);
       job.reason = fmt::format("holding (by {})", peer.user);
       if (job.supervisor_pid) kill(*job.supervisor_pid, HoldSignal());
-      changed.push_back(id);
+    } else {
+      job.state = hold ? JobState::kHeld : JobState::kPending;
+      job.reason = hold ? fmt::format("held by {}", peer.user) : "";
+      MarkDirty(job);
+      schedule_needed_ = true;
+    }
+    out.Done(job);
+  };
+  for (const store::JobRef& ref : *refs) {
+    auto named = resolve(ref);
+    if (!named) {
+      out.Failed(named.error().kind, store::FormatJobRef(ref), named.error().message);
       continue;
     }
-    JobState from = hold ? JobState::kPending : JobState::kHeld;
-    if (job.state != from) {
-      errors.push_back(fmt::format("job {} is {}, not {}", id, store::StateName(job.state), store::StateName(from)));
+    if (auto refused = Refuse(peer, *named, resolve, op, out)) {
+      Log(*refused);
       continue;
     }
-    job.state = hold ? JobState::kHeld : JobState::kPending;
-    job.reason = hold ? fmt::format("held by {}", peer.user) : "";
-    MarkDirty(job);
-    schedule_needed_ = true;
-    changed.push_back(id);
+    std::vector<Job*> live = Live(active_, *named);
+    if (live.empty()) {
+      out.Failed(ErrorKind::kWrongState, named->text, Ended(*named, resolve));
+      continue;
+    }
+    std::vector<Job*> changing;
+    for (Job* job : live)
+      if (applies(*job)) changing.push_back(job);
+    if (changing.empty()) {
+      out.Failed(ErrorKind::kWrongState, named->text,
+                 named->array ? fmt::format("array {} has no {} tasks to {}", named->text, hold ? "pending" : "held", op)
+                              : NotApplicable(*live.front(), hold, hold_requested_.count(live.front()->id) > 0));
+      continue;
+    }
+    for (Job* job : changing) change(*job);
   }
-  if (changed.empty() && !errors.empty()) {
-    bool denied = errors.front().get<std::string>().find("belongs to") != std::string::npos;
-    return Err(denied ? ErrorKind::kPermission : ErrorKind::kInvalidArgument, errors.front().get<std::string>());
-  }
-  return Ok({{"changed", changed}, {"errors", errors}});
+  return out.Reply("changed");
 }
 
 json Daemon::HandleLogs(const Peer& peer, const json& req) {
-  auto id = req.at("id").get<std::int64_t>();
-  auto job = FindJob(id);
-  if (!job) return Err(ErrorKind::kNotFound, fmt::format("no job {}", id));
+  if (!req.contains("id")) return Err(ErrorKind::kInvalidArgument, "logs: give the job's id");
+  auto refs = store::JobRefsFromJson(req["id"]);
+  if (!refs) return Err(ErrorKind::kInvalidArgument, "logs: " + refs.error().message);
+  const std::string given = req["id"].is_string() ? req["id"].get<std::string>() : req["id"].dump();
+  if (refs->size() != 1)
+    return Err(ErrorKind::kInvalidArgument,
+               fmt::format("logs {}: names {} tasks, and logs prints one job's output: name one, e.g. gpulane logs {}",
+                           given, refs->size(), refs->front()));
+  Resolver resolve(*store_, active_);
+  auto named = resolve(refs->front());
+  if (!named) return Err(named.error().kind, named.error().message);
+  if (named->array) {
+    auto first = resolve.Find(named->ids.front()), last = resolve.Find(named->ids.back());
+    const std::string a = first ? store::JobIdText(*first) : named->text, b = last ? store::JobIdText(*last) : named->text;
+    return Err(ErrorKind::kInvalidArgument,
+               fmt::format("logs {}: job {} is an array of {} tasks ({} to {}) and logs prints one job's output: name "
+                           "a task, e.g. gpulane logs {}",
+                           given, named->text, named->ids.size(), a, b, a));
+  }
+  const std::int64_t id = named->ids.front();
+  auto job = resolve.Find(id);
+  if (!job) return Err(ErrorKind::kNotFound, fmt::format("no job {}", named->text));
   if (!CanAct(peer, *job)) {
-    Log(fmt::format("refused: {} (uid {}) may not read the logs of job {} of {}", peer.user, peer.uid, id, job->user));
-    return Err(ErrorKind::kPermission, fmt::format("job {} belongs to {}: only they or an admin may read its logs", id, job->user));
+    Log(fmt::format("refused: {} (uid {}) may not read the logs of job {} of {}", peer.user, peer.uid, named->text, job->user));
+    return Err(ErrorKind::kPermission,
+               fmt::format("job {} belongs to {}: only they or an admin may read its logs", named->text, job->user));
   }
   // Exactly the file the job's output went to, from where this job's part of it starts; nothing
   // before its command opened it (a default name may be taken by an older job's file).
@@ -420,15 +647,34 @@ json Daemon::HandleLogs(const Peer& peer, const json& req) {
 }
 
 bool Daemon::HandleWait(Connection& c, const json& req) {
-  auto ids = ExpandIds(IdsOf(req), /*with_finished=*/true);
-  if (ids.empty()) return false;
-  for (auto id : ids) {
-    if (!FindJob(id)) {
-      Reply(c, Err(ErrorKind::kNotFound, fmt::format("no job {}", id)));
-      return true;
-    }
+  auto refs = RefsOfIds(req, "wait");
+  if (!refs) {
+    Reply(c, Err(refs.error().kind, refs.error().message));
+    return true;
   }
-  waiters_.push_back({c.fd, ids});
+  if (refs->empty()) return false;
+  Resolver resolve(*store_, active_);
+  Outcome out;
+  std::vector<std::int64_t> ids;
+  std::set<std::int64_t> seen;
+  for (const store::JobRef& ref : *refs) {
+    auto named = resolve(ref);
+    if (!named) {
+      out.Failed(named.error().kind, store::FormatJobRef(ref), named.error().message);
+      continue;
+    }
+    for (auto id : named->ids)
+      if (seen.insert(id).second) ids.push_back(id);
+  }
+  json checked = Ok();
+  out.WithFailures(checked);
+  if (ids.empty()) {
+    Reply(c, out.ErrorReply());
+  } else if (req.value("check", false)) {  // only which ids name no job, at once (the CLI warns before it waits)
+    Reply(c, checked);
+  } else {
+    waiters_.push_back({c.fd, ids, checked["failed"]});
+  }
   return true;
 }
 
@@ -439,13 +685,14 @@ void Daemon::AnswerWaiters() {
       ++it;
       continue;
     }
-    json jobs = json::array();
+    json jobs = json::array(), errors = json::array();
     for (auto id : it->ids) {
       auto job = FindJob(id);
       if (job) jobs.push_back(store::JobToJson(*job, false));
     }
+    for (const auto& failure : it->failed) errors.push_back(failure["error"]);
     auto conn = connections_.find(it->fd);
-    if (conn != connections_.end()) Reply(conn->second, Ok({{"jobs", jobs}}));
+    if (conn != connections_.end()) Reply(conn->second, Ok({{"jobs", jobs}, {"failed", it->failed}, {"errors", errors}}));
     it = waiters_.erase(it);
   }
 }

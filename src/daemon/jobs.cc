@@ -180,8 +180,10 @@ void Daemon::LaunchEligible() {
     bool ready = true;
     std::string blocked, failed;
     // A dependency on an array's id means every task of the array: it has ended when no task is
-    // still queued or running, and succeeded when every task completed.
-    auto state_of = [&](std::int64_t dep) -> std::optional<JobState> {
+    // still queued or running, and succeeded when every task completed. A task ("12_3") is that task alone.
+    auto state_of = [&](const store::JobRef& ref) -> std::optional<JobState> {
+      if (ref.task) return TaskState(ref);
+      const std::int64_t dep = ref.id;
       for (auto& [other_id, other] : active_)
         if (other_id == dep || (other.array_job_id && *other.array_job_id == dep)) return other.state;
       auto cached = finished_.find(dep);

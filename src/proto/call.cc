@@ -24,7 +24,7 @@ int ConnectTo(const std::string& path) {
   return fd;
 }
 
-Result<nlohmann::json> Exchange(int fd, nlohmann::json request, double timeout_s) {
+Result<nlohmann::json> Exchange(int fd, nlohmann::json request, double timeout_s, bool error_replies) {
   request["v"] = kVersion;
   Status sent = WriteFrame(fd, request, 10);
   if (!sent.ok()) {
@@ -34,7 +34,7 @@ Result<nlohmann::json> Exchange(int fd, nlohmann::json request, double timeout_s
   auto reply = ReadFrame(fd, kMaxResponseBytes, timeout_s);
   close(fd);
   if (!reply) return reply.error();
-  if (!reply->value("ok", false))
+  if (!reply->value("ok", false) && !error_replies)
     return MakeError(KindFromName(reply->value("code", "internal")), reply->value("error", "the daemon refused"));
   return reply;
 }

@@ -14,9 +14,10 @@ namespace gpulane::proto {
 int ConnectTo(const std::string& path);
 
 /// Sends `request` ("v" added) on the connected socket `fd`, reads the reply and closes `fd`. An
-/// error reply becomes an Error of the kind its "code" names. `timeout_s` < 0 waits forever.
-/// Errors: kIo or kTimeout when the exchange itself fails.
-Result<nlohmann::json> Exchange(int fd, nlohmann::json request, double timeout_s);
+/// error reply becomes an Error of the kind its "code" names, unless `error_replies` (then it is
+/// returned as it came: replies over several jobs say job by job what failed). `timeout_s` < 0
+/// waits forever. Errors: kIo or kTimeout when the exchange itself fails.
+Result<nlohmann::json> Exchange(int fd, nlohmann::json request, double timeout_s, bool error_replies = false);
 
 /// ConnectTo + Exchange. Errors: kUnavailable when nothing listens on `socket_path`.
 Result<nlohmann::json> CallExisting(const std::string& socket_path, nlohmann::json request, double timeout_s);

@@ -99,6 +99,7 @@ const char* KindName(ErrorKind kind) {
     case ErrorKind::kIo: return "io";
     case ErrorKind::kNotFound: return "not_found";
     case ErrorKind::kPermission: return "permission";
+    case ErrorKind::kWrongState: return "wrong_state";
     case ErrorKind::kUnavailable: return "unavailable";
     case ErrorKind::kInternal: return "internal";
   }
@@ -108,7 +109,7 @@ const char* KindName(ErrorKind kind) {
 ErrorKind KindFromName(const std::string& name) {
   for (ErrorKind k : {ErrorKind::kInvalidArgument, ErrorKind::kNoDriver, ErrorKind::kNvml, ErrorKind::kNotEnoughGpus,
                       ErrorKind::kTimeout, ErrorKind::kUnsafe, ErrorKind::kIo, ErrorKind::kNotFound, ErrorKind::kPermission,
-                      ErrorKind::kUnavailable, ErrorKind::kInternal})
+                      ErrorKind::kWrongState, ErrorKind::kUnavailable, ErrorKind::kInternal})
     if (name == KindName(k)) return k;
   return ErrorKind::kInternal;
 }

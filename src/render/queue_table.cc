@@ -7,7 +7,8 @@
 namespace gpulane {
 namespace {
 
-constexpr const char* kRow = "{:>7}  {:<10} {:<16} {:<10} {:<9} {:>8}  {}\n";
+// ID: "12", or "12_3" for array tasks (Slurm's notation); 10 wide holds 123456_999.
+constexpr const char* kRow = "{:>10}  {:<10} {:<16} {:<10} {:<9} {:>8}  {}\n";
 
 std::string GpusColumn(const sched::Request& g) {
   std::string out = std::to_string(g.count);
@@ -32,9 +33,8 @@ std::string QueueTableHeader() { return fmt::format(kRow, "ID", "USER", "NAME", 
 
 void AppendQueueRow(const store::Job& job, const std::vector<unsigned>& gpu_indices, double now, std::string& out) {
   std::string name = job.spec.name;
-  if (job.array_index) name += fmt::format("[{}]", *job.array_index);
   if (name.size() > 16) name = name.substr(0, 15) + "~";
-  fmt::format_to(std::back_inserter(out), kRow, job.id, job.user, name, GpusColumn(job.spec.request),
+  fmt::format_to(std::back_inserter(out), kRow, store::JobIdText(job), job.user, name, GpusColumn(job.spec.request),
                  store::StateName(job.state), FormatSeconds(now - job.submit_time), WhereOrWhy(job, gpu_indices));
 }
 

@@ -1,7 +1,7 @@
 #pragma once
-// The `gpulane queue` table: one line per job (id, user, name, GPUs, state, age, where it runs or
-// why it waits). Rendered by the daemon, which has the jobs at hand, so listing 100,000 jobs does
-// not mean building and parsing 100,000 JSON objects.
+// The `gpulane queue` table: one line per job (id, "12_3" for array tasks, user, name, GPUs, state,
+// age, where it runs or why it waits). Rendered by the daemon, which has the jobs at hand, so
+// listing 100,000 jobs does not mean building and parsing 100,000 JSON objects.
 #include <string>
 #include <vector>
 

@@ -1,5 +1,9 @@
 #include "store/job.h"
 
+#include <cstdint>
+
+#include <fmt/format.h>
+
 #include "proto/request_json.h"
 
 namespace gpulane::store {
@@ -7,8 +11,36 @@ namespace gpulane::store {
 using nlohmann::json;
 
 namespace {
+
 constexpr const char* kNames[] = {"pending", "held", "launching", "running", "completed", "failed", "cancelled", "timeout"};
+
+// Dependencies in JSON: a job's id as a number, a task as "12_3".
+json DepsToJson(const std::vector<JobRef>& deps) {
+  json out = json::array();
+  for (const JobRef& dep : deps) {
+    if (dep.task) out.push_back(FormatJobRef(dep));
+    else out.push_back(dep.id);
+  }
+  return out;
 }
+
+// Numbers (job ids) or strings in the job id notation ("12", "12_3", "12_[1-3]").
+Result<std::vector<JobRef>> DepsFromJson(const json& j, const char* field) {
+  auto bad = [&](const std::string& why) {
+    return MakeError(ErrorKind::kInvalidArgument, fmt::format("spec: {}: {}", field, why));
+  };
+  std::vector<JobRef> deps;
+  if (!j.contains(field)) return deps;
+  if (!j[field].is_array()) return bad("give a list of job ids");
+  for (const json& dep : j[field]) {
+    auto refs = JobRefsFromJson(dep);
+    if (!refs) return bad(refs.error().message);
+    deps.insert(deps.end(), refs->begin(), refs->end());
+  }
+  return deps;
+}
+
+}  // namespace
 
 const char* StateName(JobState s) { return kNames[static_cast<int>(s)]; }
 
@@ -84,8 +116,8 @@ JobLogs LogsFromJson(const json& j) {
 json SpecToJson(const JobSpec& s, bool with_env) {
   json j = {{"argv", s.argv},         {"cwd", s.cwd},
             {"request", proto::RequestToJson(s.request)},
-            {"name", s.name},         {"after_ok", s.after_ok},
-            {"after_any", s.after_any}, {"output_path", s.output_path},
+            {"name", s.name},         {"after_ok", DepsToJson(s.after_ok)},
+            {"after_any", DepsToJson(s.after_any)}, {"output_path", s.output_path},
             {"error_path", s.error_path}, {"kill_grace_s", s.kill_grace_s}};
   if (with_env) j["env"] = s.env;
   return j;
@@ -103,8 +135,6 @@ Status SpecFromJson(const json& j, JobSpec* s) {
     s->cwd = j.at("cwd").get<std::string>();
     s->env = j.value("env", std::vector<std::string>{});
     s->name = j.value("name", "");
-    s->after_ok = j.value("after_ok", std::vector<std::int64_t>{});
-    s->after_any = j.value("after_any", std::vector<std::int64_t>{});
     s->output_path = j.value("output_path", "");
     s->error_path = j.value("error_path", "");
     s->kill_grace_s = j.value("kill_grace_s", 10.0);
@@ -112,13 +142,34 @@ Status SpecFromJson(const json& j, JobSpec* s) {
     return bad("argv (list of strings), cwd (string) and the optional fields must have their documented types");
   }
   if (s->argv.empty()) return bad("argv is empty: give the command to run");
+  for (auto [field, deps] : {std::pair{"after_ok", &s->after_ok}, std::pair{"after_any", &s->after_any}}) {
+    auto parsed = DepsFromJson(j, field);
+    if (!parsed) return parsed.error();
+    *deps = std::move(parsed).value();
+  }
   if (!(s->kill_grace_s >= 0 && s->kill_grace_s <= 3600)) return bad("kill_grace_s must be between 0 and 3600 seconds");
   return Status::Ok();
 }
 
+Result<std::vector<JobRef>> JobRefsFromJson(const json& value) {
+  if (value.is_string()) return ParseJobRefs(value.get<std::string>());
+  const bool positive = value.is_number_unsigned() ? value.get<std::uint64_t>() - 1 < static_cast<std::uint64_t>(INT64_MAX)
+                                                   : value.is_number_integer() && value.get<std::int64_t>() > 0;
+  if (!positive)
+    return MakeError(ErrorKind::kInvalidArgument,
+                     fmt::format("job id {}: give a number or a string such as \"12\", \"12_3\" or \"12_[1-3,7]\"",
+                                 value.dump()));
+  return std::vector<JobRef>{{value.get<std::int64_t>(), std::nullopt}};
+}
+
+std::string JobIdText(const Job& job) {
+  if (job.array_job_id && job.array_index) return fmt::format("{}_{}", *job.array_job_id, *job.array_index);
+  return std::to_string(job.id);
+}
+
 json JobToJson(const Job& job, bool with_env) {
   json spec = SpecToJson(job.spec, with_env);
-  json j = {{"id", job.id}, {"user", job.user}, {"uid", job.uid}, {"state", StateName(job.state)},
+  json j = {{"id", job.id}, {"id_text", JobIdText(job)}, {"user", job.user}, {"uid", job.uid}, {"state", StateName(job.state)},
             {"reason", job.reason}, {"submit_time", job.submit_time}, {"spec", spec}, {"gpu_uuids", job.gpu_uuids}};
   if (job.array_job_id) j["array_job_id"] = *job.array_job_id;
   if (job.array_index) j["array_index"] = *job.array_index;

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sched/request.h"
+#include "store/job_id.h"
 
 namespace gpulane::store {
 
@@ -28,8 +29,10 @@ struct JobSpec {
   std::vector<std::string> env;  ///< "KEY=VALUE", as the submitting shell had it
   sched::Request request;        ///< GPUs, priority, time limit: the one request type, stored as given
   std::string name;
-  std::vector<std::int64_t> after_ok;   ///< start only after these completed with exit code 0
-  std::vector<std::int64_t> after_any;  ///< start only after these ended, however
+  /// Start only after these completed with exit code 0 (a job, an array's id: all its tasks, or
+  /// one task "12_3"); in JSON numbers, and "12_3" strings for tasks.
+  std::vector<JobRef> after_ok;
+  std::vector<JobRef> after_any;  ///< start only after these ended, however
   std::string output_path;       ///< stdout log, placeholders expanded; "" = <cwd>/gpulane-<id>.out
   std::string error_path;        ///< stderr log; "" = the same file as stdout
   double kill_grace_s = 10;
@@ -84,6 +87,14 @@ JobLogs LogsOf(const Job& job);
 /// stderr_end) and back.
 nlohmann::json LogsToJson(const JobLogs& logs);
 JobLogs LogsFromJson(const nlohmann::json& j);
+
+/// The job's id as people write it: "12_3" for the task with array index 3 of array 12, "12" for
+/// any other job (the array's own id names the whole array, never its first task alone).
+std::string JobIdText(const Job& job);
+
+/// The jobs one job id of a request or spec names: a number (a job's id, > 0) or a string in the
+/// notation ("12", "12_3", "12_[1-3,7]"; ParseJobRefs). Errors: kInvalidArgument naming the value.
+Result<std::vector<JobRef>> JobRefsFromJson(const nlohmann::json& value);
 
 /// The spec as JSON; without the environment unless `with_env`.
 nlohmann::json SpecToJson(const JobSpec& spec, bool with_env = true);

@@ -294,13 +294,15 @@ Result<std::vector<JobState>> JobStore::FinishedArrayStates(std::int64_t array_j
   return out;
 }
 
-Result<std::vector<std::int64_t>> JobStore::ArrayTaskIds(std::int64_t array_job_id) {
-  // Tasks take consecutive ids from the array's id on (one transaction), so the primary key finds them.
-  Stmt select(db_, "SELECT id FROM jobs WHERE id >= ?1 AND array_job_id = ?1 ORDER BY id");
+Result<std::vector<JobStore::Task>> JobStore::ArrayTasks(std::int64_t array_job_id) {
+  Stmt select(db_,
+              "SELECT id, array_index FROM jobs WHERE id >= ?1 AND id < ?1 + ?2 AND array_job_id = ?1 ORDER BY id");
   select.Bind(1, array_job_id);
-  std::vector<std::int64_t> out;
+  select.Bind(2, static_cast<std::int64_t>(kMaxArrayTasks));
+  std::vector<Task> out;
   int rc;
-  while ((rc = select.Step()) == SQLITE_ROW) out.push_back(sqlite3_column_int64(select.get(), 0));
+  while ((rc = select.Step()) == SQLITE_ROW)
+    out.push_back({sqlite3_column_int64(select.get(), 0), sqlite3_column_int(select.get(), 1)});
   if (rc != SQLITE_DONE) return DbError(db_, "database: array tasks");
   return out;
 }

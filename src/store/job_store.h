@@ -48,9 +48,15 @@ class JobStore {
   Result<std::vector<Job>> List(const JobFilter& filter);
   /// The end states of the tasks of array `array_job_id` that have finished.
   Result<std::vector<JobState>> FinishedArrayStates(std::int64_t array_job_id);
-  /// The ids of the tasks of array `array_job_id` (the id of its first task), in order; empty when
-  /// `array_job_id` is not an array's id.
-  Result<std::vector<std::int64_t>> ArrayTaskIds(std::int64_t array_job_id);
+  /// One task of an array: its job id and array index.
+  struct Task {
+    std::int64_t id = 0;
+    int index = 0;
+  };
+  /// The tasks of array `array_job_id` (the id of its first task), finished ones included, by id;
+  /// empty when `array_job_id` is not an array's id. Reads at most the kMaxArrayTasks rows from
+  /// `array_job_id` on (tasks take consecutive ids).
+  Result<std::vector<Task>> ArrayTasks(std::int64_t array_job_id);
   /// The largest id ever used (0 when none).
   Result<std::int64_t> MaxId();
 

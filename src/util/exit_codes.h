@@ -19,6 +19,7 @@ enum ExitCode : int {
   kExitPermission = 9,      ///< not allowed to act on another user's job
   kExitUnavailable = 10,    ///< the daemon cannot be reached or started
   kExitJobDidNotRun = 11,   ///< wait: the job was cancelled or its dependency failed before it ran
+  kExitWrongState = 12,     ///< the job is not in a state the command applies to (hold of a running job)
   kExitCannotExecute = 126, ///< run: the command exists but could not be executed
   kExitNotFound = 127,      ///< run: the command was not found
 };
@@ -34,6 +35,7 @@ inline int ExitCodeFor(ErrorKind kind) {
     case ErrorKind::kUnsafe: return kExitUnsafe;
     case ErrorKind::kNotFound: return kExitNoSuchJob;
     case ErrorKind::kPermission: return kExitPermission;
+    case ErrorKind::kWrongState: return kExitWrongState;
     case ErrorKind::kUnavailable: return kExitUnavailable;
     case ErrorKind::kIo:
     case ErrorKind::kInternal: return kExitFailure;

@@ -17,6 +17,7 @@ enum class ErrorKind {
   kIo,               ///< the operating system refused (open, read, fork ...)
   kNotFound,         ///< no such job
   kPermission,       ///< not allowed: another user's job
+  kWrongState,       ///< the job is not in a state the command applies to (release of a running job)
   kUnavailable,      ///< the daemon cannot be reached or started
   kInternal,         ///< anything else
 };

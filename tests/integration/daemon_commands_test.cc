@@ -142,7 +142,7 @@ TEST(DaemonCancel, PendingJobNeverRuns) {
   EXPECT_NE(d.Gpulane({"release", Id(id)}).exit_code, 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_FALSE(fs::exists(mark));
-  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"cancel", Id(id)}), 8, "already ended"));
+  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"cancel", Id(id)}), 12, "already ended"));
   EXPECT_TRUE(IsGpulaneError(d.Gpulane({"cancel", "777"}), 8, "777"));
   EXPECT_TRUE(IsGpulaneError(d.Gpulane({"cancel"}), 2, "cancel"));
 }
@@ -298,7 +298,7 @@ TEST(DaemonHold, HeldJobWaitsPastItsDependencyUntilReleased) {
   RunResult hold = d.Gpulane({"hold", Id(next)});
   EXPECT_EQ(hold.exit_code, 0) << hold.err;
   EXPECT_EQ(d.State(next), "held");
-  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"hold", Id(next)}), 2, "held"));
+  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"hold", Id(next)}), 12, "held"));
   Touch(gate);
   ASSERT_EQ(d.Gpulane({"wait", Id(first)}).exit_code, 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
@@ -308,8 +308,8 @@ TEST(DaemonHold, HeldJobWaitsPastItsDependencyUntilReleased) {
   EXPECT_EQ(release.exit_code, 0) << release.err;
   EXPECT_EQ(d.Gpulane({"wait", Id(next)}).exit_code, 0);
   EXPECT_TRUE(fs::exists(mark));
-  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"release", Id(next)}), 2, Id(next)));
-  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"hold", "888"}), 2, "888"));
+  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"release", Id(next)}), 12, Id(next)));
+  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"hold", "888"}), 8, "888"));
 }
 
 // ---- status -----------------------------------------------------------------------------------

@@ -60,7 +60,7 @@ TEST(DaemonScale, TenThousandQueuedJobs) {
   RunResult table = d.Gpulane({"queue"}, {}, 120);
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_EQ(LineCount(table.out), 1 + 10000 + kSingles);
-  EXPECT_TRUE(Contains(table.out, "sweep[9999]")) << "array tasks show their index";
+  EXPECT_TRUE(Contains(table.out, fmt::format(" {}_9999  ", array_id))) << "array tasks show as <array>_<index>";
   json queue = d.Queue();
   ASSERT_EQ(queue.size(), 10000u + kSingles);
   std::size_t held = 0;

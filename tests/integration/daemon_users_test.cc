@@ -114,7 +114,7 @@ TEST_F(DaemonUsers, OtherUsersCannotTouchAJobButRootCan) {
   ASSERT_EQ(d.Gpulane({"wait", Id(held)}).exit_code, 0);
   EXPECT_EQ(d.Gpulane({"logs", Id(held)}).out, fmt::format("{}\n", a_.uid)) << "released by root, run as A";
   const std::int64_t second = SubmitAs(a_, {"--hold", "--", "true"});
-  EXPECT_EQ(d.Gpulane({"hold", Id(second)}).exit_code, 2) << "already held";
+  EXPECT_EQ(d.Gpulane({"hold", Id(second)}).exit_code, 12) << "already held";
   RunResult cancel = d.Gpulane({"cancel", Id(second)});
   EXPECT_EQ(cancel.exit_code, 0) << cancel.err;
   EXPECT_EQ(d.State(second), "cancelled");

@@ -426,6 +426,8 @@ json TestDaemon::Queue(const std::vector<std::string>& args) const {
 json TestDaemon::Show(std::int64_t id) const {
   RunResult r = Gpulane({"show", "--json", std::to_string(id)});
   json j = json::parse(r.out, nullptr, false);
+  if (j.is_array())  // an array's id: every task; the one numbered `id` is its first
+    for (const auto& task : json(j)) if (task.value("id", std::int64_t{0}) == id) j = task;
   if (r.exit_code != 0 || !j.is_object()) {
     ADD_FAILURE() << "gpulane show --json " << id << " failed: exit " << r.exit_code << ", stderr '" << r.err << "'";
     return nullptr;
@@ -436,7 +438,9 @@ json TestDaemon::Show(std::int64_t id) const {
 std::string TestDaemon::State(std::int64_t id) const {
   json reply = Call({{"op", "show"}, {"id", id}}, 10);
   if (!reply.value("ok", false)) return "";
-  return reply["job"].value("state", "");
+  for (const auto& job : reply.value("jobs", json::array()))  // an array's id: every task
+    if (job.value("id", std::int64_t{0}) == id) return job.value("state", "");
+  return "";
 }
 
 bool TestDaemon::WaitForState(std::int64_t id, const std::string& state, double timeout_s) const {

@@ -141,9 +141,10 @@ class TestDaemon {
   std::int64_t Submit(const std::vector<std::string>& args, const Env& extra = {}) const;
   /// `gpulane queue --json ARGS...` (an empty array, and a test failure, when it fails).
   nlohmann::json Queue(const std::vector<std::string>& args = {}) const;
-  /// `gpulane show --json ID` (null, and a test failure, when it fails).
+  /// `gpulane show --json ID`: job ID (for an array's id, which shows every task, its first task);
+  /// null, and a test failure, when it fails.
   nlohmann::json Show(std::int64_t id) const;
-  /// The job's state through the socket ("" when the daemon does not know it).
+  /// The state of job number `id` through the socket ("" when the daemon does not know it).
   std::string State(std::int64_t id) const;
   /// Waits until the job is in `state` (through the socket, every 20 ms).
   bool WaitForState(std::int64_t id, const std::string& state, double timeout_s = 30) const;

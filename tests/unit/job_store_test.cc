@@ -133,3 +133,38 @@ TEST(JobStore, OldSpecsBecomeTheOneRequestWithEveryField) {
 
 }  // namespace
 }  // namespace gpulane::store
+
+namespace gpulane::store {
+namespace {
+
+// An array's tasks with their indices, finished ones too; nothing for a job that is not an array.
+TEST(JobStoreArrays, ArrayTasksAreFoundByTheArraysId) {
+  auto store = JobStore::Open(":memory:");
+  ASSERT_TRUE(store) << store.error().message;
+  std::vector<Job> single = {MakeJob()};
+  ASSERT_TRUE((*store)->Insert(single, false));
+  std::vector<Job> tasks;
+  for (int index : {5, 1, 9}) {
+    tasks.push_back(MakeJob());
+    tasks.back().array_index = index;
+  }
+  auto ids = (*store)->Insert(tasks, true);
+  ASSERT_TRUE(ids) << ids.error().message;
+  std::vector<Job> after = {MakeJob()};
+  ASSERT_TRUE((*store)->Insert(after, false));
+  tasks[1].state = JobState::kCompleted;
+  ASSERT_TRUE((*store)->Update({&tasks[1]}).ok());
+  auto found = (*store)->ArrayTasks(ids->front());
+  ASSERT_TRUE(found) << found.error().message;
+  ASSERT_EQ(found->size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ((*found)[i].id, (*ids)[i]);
+    EXPECT_EQ((*found)[i].index, *tasks[i].array_index);
+  }
+  EXPECT_TRUE((*store)->ArrayTasks(single[0].id)->empty());
+  EXPECT_TRUE((*store)->ArrayTasks(ids->front() + 1)->empty()) << "a task's own id is not an array's";
+  EXPECT_TRUE((*store)->ArrayTasks(after[0].id)->empty());
+}
+
+}  // namespace
+}  // namespace gpulane::store

@@ -1,0 +1,129 @@
+// The job id notation (Slurm's): 12, 12_3, 12_[1-3,7]; the one parser of it, and task indices.
+#include "store/job_id.h"
+
+#include <gtest/gtest.h>
+
+#include "store/job.h"
+
+namespace gpulane::store {
+namespace {
+
+std::vector<JobRef> Refs(const std::string& text) {
+  auto refs = ParseJobRefs(text);
+  EXPECT_TRUE(refs.ok()) << text << ": " << (refs.ok() ? "" : refs.error().message);
+  return refs.ok() ? *refs : std::vector<JobRef>{};
+}
+
+TEST(ParseJobRefs, AJobOrAnArray) {
+  EXPECT_EQ(Refs("12"), (std::vector<JobRef>{{12, std::nullopt}}));
+  EXPECT_EQ(Refs("1"), (std::vector<JobRef>{{1, std::nullopt}}));
+  EXPECT_EQ(Refs("0012"), (std::vector<JobRef>{{12, std::nullopt}}));
+  EXPECT_EQ(Refs("9223372036854775807"), (std::vector<JobRef>{{INT64_MAX, std::nullopt}}));
+}
+
+TEST(ParseJobRefs, OneTask) {
+  EXPECT_EQ(Refs("12_3"), (std::vector<JobRef>{{12, 3}}));
+  EXPECT_EQ(Refs("12_0"), (std::vector<JobRef>{{12, 0}}));
+  EXPECT_EQ(Refs("12_10000000"), (std::vector<JobRef>{{12, 10000000}}));
+}
+
+TEST(ParseJobRefs, TasksInBrackets) {
+  EXPECT_EQ(Refs("12_[1-3,7]"), (std::vector<JobRef>{{12, 1}, {12, 2}, {12, 3}, {12, 7}}));
+  EXPECT_EQ(Refs("12_[3]"), (std::vector<JobRef>{{12, 3}}));
+  EXPECT_EQ(Refs("12_[0-6:3]"), (std::vector<JobRef>{{12, 0}, {12, 3}, {12, 6}}));
+  EXPECT_EQ(Refs("5_[0-99999]").size(), 100000u);
+}
+
+TEST(ParseJobRefs, MalformedIdsAreRefusedNamingTheIdAndTheForms) {
+  for (const char* bad : {"12_", "_3", "12_x", "-1", "0", "0_1", "", " ", "x", "12 ", " 12", "12_3_4", "12__3", "12_-1",
+                          "12_[", "12_[]", "12_[1-3", "12_1-3]", "12_[3-1]", "12_[1,1]", "12_[a]", "12_[1-3]x",
+                          "12.5", "+12", "1e3", "12_10000001", "99999999999999999999", "9223372036854775808",
+                          "1_99999999999", "12_[0-100000]"}) {
+    auto r = ParseJobRefs(bad);
+    ASSERT_FALSE(r.ok()) << "'" << bad << "' was accepted";
+    EXPECT_EQ(r.error().kind, ErrorKind::kInvalidArgument);
+    const std::string& m = r.error().message;
+    EXPECT_NE(m.find(std::string("job id '") + bad + "'"), std::string::npos) << m;
+    EXPECT_NE(m.find("12_3"), std::string::npos) << "names the forms expected: " << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  }
+}
+
+TEST(ParseJobRefs, SaysWhyWhenItKnows) {
+  EXPECT_NE(ParseJobRefs("0").error().message.find("start at 1"), std::string::npos);
+  EXPECT_NE(ParseJobRefs("99999999999999999999").error().message.find("too large"), std::string::npos);
+  EXPECT_NE(ParseJobRefs("12_99999999").error().message.find("up to 10000000"), std::string::npos);
+  EXPECT_NE(ParseJobRefs("12_[3-1]").error().message.find("task indices"), std::string::npos);
+}
+
+TEST(SplitJobIds, CommasOutsideBracketsSeparateIds) {
+  EXPECT_EQ(SplitJobIds("12,13_2, 14_[1-3,7]"), (std::vector<std::string>{"12", "13_2", "14_[1-3,7]"}));
+  EXPECT_EQ(SplitJobIds("12"), (std::vector<std::string>{"12"}));
+  EXPECT_EQ(SplitJobIds(""), (std::vector<std::string>{}));
+  EXPECT_EQ(SplitJobIds("  "), (std::vector<std::string>{}));
+  EXPECT_EQ(SplitJobIds("12,,13"), (std::vector<std::string>{"12", "", "13"})) << "the empty id is kept, to be refused";
+  EXPECT_EQ(SplitJobIds("12,"), (std::vector<std::string>{"12", ""}));
+}
+
+TEST(ParseTaskIndices, TheFormsOfArray) {
+  EXPECT_EQ(*ParseTaskIndices("0-3"), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(*ParseTaskIndices("1,3,5"), (std::vector<int>{1, 3, 5}));
+  EXPECT_EQ(*ParseTaskIndices("0-9:4"), (std::vector<int>{0, 4, 8}));
+  EXPECT_EQ(*ParseTaskIndices("7, 0-1"), (std::vector<int>{7, 0, 1})) << "in the order given";
+  EXPECT_EQ(ParseTaskIndices("0-99999")->size(), 100000u);
+  for (const char* bad : {"", "3-1", "1,1", "0-3,2", "x", "1-", "-1", "0-9:0", "0-100000", "10000001", "1,,2"}) {
+    auto r = ParseTaskIndices(bad);
+    ASSERT_FALSE(r.ok()) << "'" << bad << "' was accepted";
+    EXPECT_NE(r.error().message.find("0-99"), std::string::npos) << r.error().message;
+  }
+}
+
+TEST(FormatJobRef, AsPeopleWriteIt) {
+  EXPECT_EQ(FormatJobRef({12, std::nullopt}), "12");
+  EXPECT_EQ(FormatJobRef({12, 3}), "12_3");
+  EXPECT_EQ(fmt::format("job {}", JobRef{12, 0}), "job 12_0");
+  EXPECT_EQ(FormatTaskIndices({0, 1, 2, 3, 7, 9, 10}), "0-3,7,9-10");
+  EXPECT_EQ(FormatTaskIndices({5}), "5");
+  EXPECT_EQ(FormatTaskIndices({}), "");
+}
+
+TEST(JobIdText, TasksInTheNotationOtherJobsByNumber) {
+  Job job;
+  job.id = 15;
+  EXPECT_EQ(JobIdText(job), "15");
+  job.array_job_id = 12;
+  job.array_index = 3;
+  EXPECT_EQ(JobIdText(job), "12_3");
+  EXPECT_EQ(JobToJson(job, false)["id_text"], "12_3");
+  EXPECT_EQ(JobToJson(job, false)["id"], 15) << "the number stays";
+}
+
+TEST(SpecDependencies, NumbersAndTasksRoundTrip) {
+  JobSpec spec;
+  spec.argv = {"true"};
+  spec.cwd = "/";
+  spec.after_ok = {{12, std::nullopt}, {12, 0}};
+  spec.after_any = {{20, 4}};
+  nlohmann::json j = SpecToJson(spec);
+  EXPECT_EQ(j["after_ok"], nlohmann::json::parse(R"([12, "12_0"])"));
+  EXPECT_EQ(j["after_any"], nlohmann::json::parse(R"(["20_4"])"));
+  JobSpec back;
+  Status parsed = SpecFromJson(j, &back);
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  EXPECT_EQ(back.after_ok, spec.after_ok);
+  EXPECT_EQ(back.after_any, spec.after_any);
+  // Protocol clients may write any id the notation takes.
+  j["after_ok"] = nlohmann::json::parse(R"(["12", "13_[1-2]", 7])");
+  parsed = SpecFromJson(j, &back);
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  EXPECT_EQ(back.after_ok, (std::vector<JobRef>{{12, std::nullopt}, {13, 1}, {13, 2}, {7, std::nullopt}}));
+  for (const char* bad : {R"(["12_"])", R"([0])", R"([-3])", R"([1.5])", R"("12")", R"([null])"}) {
+    j["after_ok"] = nlohmann::json::parse(bad);
+    Status s = SpecFromJson(j, &back);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_NE(s.error().message.find("after_ok"), std::string::npos) << s.error().message;
+  }
+}
+
+}  // namespace
+}  // namespace gpulane::store
