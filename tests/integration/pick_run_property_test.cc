@@ -533,8 +533,8 @@ class Generator {
     if (count != 1 || Chance(0.3)) o.insert(o.end(), {OneOf({"-g", "-n", "--gpu-count"}), std::to_string(count)});
     if (Chance(0.35)) o.insert(o.end(), {"--mem", Chance(0.02) ? "0" : SizeText(std::max<std::uint64_t>(1, AskedSize()))});
     if (Chance(0.3)) o.insert(o.end(), {"--min-free", SizeText(AskedSize())});
-    if (Chance(0.25)) o.insert(o.end(), {"--max-util", std::to_string(OneOf<unsigned>({0, 5, 50, 99, 100, Int(0, 100)}))});
-    if (Chance(0.2)) o.insert(o.end(), {"--gpus", GpuList(/*allow_bad=*/Chance(0.25))});
+    if (Chance(0.3)) o.insert(o.end(), {"--max-util", std::to_string(OneOf<unsigned>({0, 5, 50, 99, 100, Int(0, 100)}))});
+    if (Chance(0.2)) o.insert(o.end(), {"--gpus", GpuList(/*allow_bad=*/Chance(0.35))});
     if (Chance(0.3)) o.push_back("--share-foreign");
     if (Chance(0.5)) o.insert(o.end(), {"--order", OneOf({"memory", "util", "pci"})});
     return o;
@@ -621,10 +621,13 @@ TEST(PickRunProperty, AgreeOnRandomStates) {
   for (const auto& [reason, n] : reasons) std::cout << fmt::format("  {:5}  {}\n", n, reason);
   if (failures) FAIL() << "seed " << seed << ": " << failures << " disagreement(s) (stopped after 3)";
 
-  // The generator covers what it should: every kind of answer and every reason, often enough.
-  if (checked >= 500) {
+  // The generator covers what it should: every kind of answer and every reason, often enough. (The
+  // floors lie far below what the generator gives, for it to fail only when it is broken: per 1000
+  // states about 300 grants, 450 refusals for now, 200 requests that can never be met, 30 --gpus
+  // errors, and each reason 10 times or more.)
+  if (checked >= 1000) {
     for (const char* kind : {"granted", "exit 5 (too few free now)", "exit 2 (can never qualify)", "exit 2 (--gpus names no GPU)"})
-      EXPECT_GE(kinds[kind], checked / 50) << kind;
+      EXPECT_GE(kinds[kind], checked / 200) << kind;
     EXPECT_GE(kinds["granted"], checked / 5);
     EXPECT_GE(kinds["exit 5 (too few free now)"], checked / 5);
     for (const std::string& r : ReasonsToCover()) EXPECT_GE(reasons[r], 1u) << "no state made pick say '" << r << "'";
