@@ -11,6 +11,13 @@
 // locked, their jobs' processes a fixed pool of `sleep`s in the process-tree shapes leases own) and
 // random request options, the same for both commands. The fixed cases below (PickRunAgree.*) show the
 // situations the random ones found worth writing down, with the answer both commands must give.
+//
+// One difference is allowed: pick alone warns about an entry of the inherited CUDA_VISIBLE_DEVICES
+// that ends the list (IsPickOnlyWarning). Two known disagreements lie outside what the random states
+// vary and are written down as disabled cases (DISABLED_...; run them with
+// --gtest_also_run_disabled_tests): a ticket at the largest seq, and an unsafe or uncreatable lease
+// directory. Neither the daemon's snapshots (GPULANE_DIRECT_NVML=1 here) nor changes between the two
+// commands are part of the property.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
