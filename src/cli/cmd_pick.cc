@@ -10,6 +10,7 @@
 #include "cli/common.h"
 #include "cli/request_options.h"
 #include "gpu/visible_devices.h"
+#include "lease/lease_dir.h"
 #include "lease/occupancy.h"
 #include "os/process_table.h"
 #include "util/config.h"
@@ -29,6 +30,10 @@ int RunPick(const PickOptions& o) {
   if (!request) return Fail(request.error());
   auto config = LoadConfig();
   if (!config) return Fail(config.error());
+  // The lease directory as `run` opens it (created when missing, refused when unsafe), before the
+  // GPUs as run does, so pick fails exactly where and how run --no-wait would.
+  auto dir = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config->lease_dir));
+  if (!dir) return Fail(dir.error());
   auto backend = OpenBackend();
   if (!backend) return Fail(backend.error());
   auto snapshot = ReadAnnotated(**backend, lease::DecisionReadOptions(*request));
@@ -37,7 +42,7 @@ int RunPick(const PickOptions& o) {
   if (!o.export_line) WarnIfCudaOrderDiffers(*snapshot);
   auto allowed = ResolveAllowedGpus(request->gpu_list, InheritedVisibleDevices(), *snapshot);
   if (!allowed) return Fail(allowed.error());
-  const lease::DirContents contents = ReadLeaseDirIfPresent();
+  const lease::DirContents contents = dir->Read();
   ProcfsProcessTable table;
   // Inside a gpulane job (a pipeline step), pick chooses among that job's GPUs.
   const lease::LeaseRecord* parent =

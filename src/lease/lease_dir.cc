@@ -291,8 +291,9 @@ Result<HeldFile> LeaseDir::CreateTicket(TicketRecord& record) const {
   std::uint64_t seq = record.seq;
   if (seq == 0) {
     seq = NowNs();
-    for (const auto& t : Read().tickets) seq = std::max(seq, t.seq + 1);
+    for (const auto& t : Read().tickets) seq = std::max(seq, t.seq + 1);  // t.seq <= kMaxTicketSeq: no wrap
   }
+  seq = std::min(seq, kMaxTicketSeq);
   record.seq = seq;
   record.id = fmt::format("w{:020}.{}", seq, RandomHex().substr(0, 8));
   return CreateFile(record.id + ".wait", ToJson(record).dump(), /*inheritable=*/false);

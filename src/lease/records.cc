@@ -52,6 +52,7 @@ bool FromJson(const json& j, TicketRecord* r) {
   try {
     r->id = j.at("id").get<std::string>();
     r->seq = j.at("seq").get<std::uint64_t>();
+    if (r->seq > kMaxTicketSeq) return false;
     r->pid = j.at("pid").get<pid_t>();
     r->parent = j.value("parent", "");
     auto request = proto::RequestFromJson(j.at("request"));

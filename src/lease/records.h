@@ -44,6 +44,10 @@ struct TicketRecord {
   std::string parent;      ///< nested: the file name of the lease of the job it runs inside ("" = none)
 };
 
+/// The largest seq a ticket may have (nanoseconds since the epoch: the year 2116). A ticket with a
+/// larger one was not written by gpulane and is no ticket; a new ticket's seq never passes it.
+inline constexpr std::uint64_t kMaxTicketSeq = 1ULL << 62;
+
 /// True when `a` stands before `b` in line: higher priority first, then earlier seq, then id.
 bool LineOrder(const TicketRecord& a, const TicketRecord& b);
 

@@ -13,10 +13,9 @@
 // situations the random ones found worth writing down, with the answer both commands must give.
 //
 // One difference is allowed: pick alone warns about an entry of the inherited CUDA_VISIBLE_DEVICES
-// that ends the list (IsPickOnlyWarning). Two known disagreements lie outside what the random states
-// vary and are written down as disabled cases (DISABLED_...; run them with
-// --gtest_also_run_disabled_tests): a ticket at the largest seq, and an unsafe or uncreatable lease
-// directory. Neither the daemon's snapshots (GPULANE_DIRECT_NVML=1 here) nor changes between the two
+// that ends the list (IsPickOnlyWarning). Two disagreements this test found outside what the random
+// states vary have fixed cases of their own: a ticket at the largest seq, and an unsafe or
+// uncreatable lease directory. Neither the daemon's snapshots (GPULANE_DIRECT_NVML=1 here) nor changes between the two
 // commands are part of the property.
 #include <gtest/gtest.h>
 
@@ -806,21 +805,20 @@ TEST(PickRunAgree, OnlyPickWarnsAboutGarbageInCudaVisibleDevices) {
   EXPECT_EQ(o.run.err, "");
 }
 
-// KNOWN DISAGREEMENT (see the report of issue 8's property test): LeaseDir::CreateTicket numbers a
-// new ticket max(now, seq + 1) over the live tickets, and seq + 1 wraps to 0 for a ticket at the
-// largest seq, so run's ticket goes ahead of it; pick (lease::DecideNewcomer) puts the newcomer
-// behind every ticket of its priority. Enable once they agree.
-TEST(PickRunAgree, DISABLED_ATicketAtTheLargestSeqStandsAheadForBoth) {
+// Found by this test: LeaseDir::CreateTicket numbered a new ticket max(now, seq + 1) over the live
+// tickets, and seq + 1 wrapped to 0 for a ticket at the largest seq, so run's ticket went ahead of
+// it while pick's newcomer stood behind it. Tickets past lease::kMaxTicketSeq are no tickets now.
+TEST(PickRunAgree, ATicketWithASeqGpulaneNeverWritesIsIgnoredByBoth) {
   Scenario s;
   s.state = Machine({Total(), Total() - 10 * kGiB});
   s.tickets = {{TicketOf(1, 0, std::numeric_limits<std::uint64_t>::max())}};
-  EXPECT_TRUE(BothGrant(s, "1")) << "pick: 1 (the ticket ahead takes GPU0); run: 0";
+  EXPECT_TRUE(BothGrant(s, "0")) << "a seq past the year 2116 is no ticket (it wrapped run's own ticket ahead of it)";
 }
 
-// KNOWN DISAGREEMENT: pick reads the lease directory only when it opens safely
-// (cli::ReadLeaseDirIfPresent answers "nothing leased" otherwise), so it prints GPUs where run
-// refuses to use the directory (exit 7) or cannot create it (exit 1). Enable once they agree.
-TEST(PickRunAgree, DISABLED_AnUnsafeLeaseDirectoryIsRefusedByBoth) {
+// Found by this test: pick read the lease directory only when it opened safely and answered
+// "nothing leased" otherwise, printing GPUs where run refuses the directory (exit 7) or cannot
+// create it (exit 1). pick now opens it as run does.
+TEST(PickRunAgree, AnUnsafeOrUncreatableLeaseDirectoryIsRefusedByBoth) {
   Scenario s;
   s.state = Machine({Total(), Total()});
   s.env["GPULANE_LEASE_DIR"] = "/proc/no-such-dir/leases";
