@@ -167,7 +167,7 @@ void Daemon::CommitSubmissions() {
       k += count;
     }
     if (ids)
-      for (auto& job : batch) active_.emplace(job.id, std::move(job));
+      for (auto& job : batch) jobs_->Add(std::move(job));
     batch.clear();
     owners.clear();
   };
@@ -179,7 +179,7 @@ void Daemon::CommitSubmissions() {
         Reply(it->second, ids ? Ok({{"ids", *ids}, {"array_job_id", ids->front()}})
                               : Err(ErrorKind::kIo, "the array could not be stored: " + ids.error().message));
       if (ids)
-        for (auto& job : s.jobs) active_.emplace(job.id, std::move(job));
+        for (auto& job : s.jobs) jobs_->Add(std::move(job));
       continue;
     }
     owners.emplace_back(s.fd, s.jobs.size());
@@ -233,11 +233,11 @@ json Daemon::HandleQueue(const Peer& peer, const json& req) {
     if (!list) return Err(ErrorKind::kIo, list.error().message);
     stored = std::move(list).value();
     for (auto& job : stored) {
-      auto live = active_.find(job.id);
-      selected.push_back(live != active_.end() ? &live->second : &job);
+      auto live = jobs_->active().find(job.id);
+      selected.push_back(live != jobs_->active().end() ? &live->second : &job);
     }
   } else {
-    for (auto& [id, job] : active_)
+    for (auto& [id, job] : jobs_->active())
       if (!uid || job.uid == *uid) selected.push_back(&job);
   }
   (void)peer;
@@ -273,7 +273,7 @@ std::vector<std::int64_t> Daemon::ExpandIds(const std::vector<std::int64_t>& ids
       }
     }
     bool array = false;
-    for (auto& [jid, job] : active_)
+    for (auto& [jid, job] : jobs_->active())
       if (job.array_job_id && *job.array_job_id == id) out.push_back(jid), array = true;
     if (!array) out.push_back(id);
   }
@@ -285,7 +285,7 @@ json Daemon::HandleCancel(const Peer& peer, const json& req) {
   const std::string user = req.value("user", ""), name = req.value("name", "");
   // --name alone means the caller's own jobs of that name (all users' for an admin); --user names whose.
   if (!user.empty() || !name.empty())
-    for (auto& [id, job] : active_)
+    for (auto& [id, job] : jobs_->active())
       if ((user.empty() ? peer.admin || job.uid == peer.uid : job.user == user) && (name.empty() || job.spec.name == name))
         ids.push_back(id);
   std::sort(ids.begin(), ids.end());
@@ -293,8 +293,8 @@ json Daemon::HandleCancel(const Peer& peer, const json& req) {
   json cancelled = json::array(), errors = json::array();
   std::vector<Job*> never_ran;  // pending and held: cancelled here, stored together below
   for (auto id : ids) {
-    auto it = active_.find(id);
-    if (it == active_.end()) {
+    auto it = jobs_->active().find(id);
+    if (it == jobs_->active().end()) {
       errors.push_back(FindJob(id) ? fmt::format("job {} has already ended", id) : fmt::format("no job {}", id));
       continue;
     }
@@ -311,7 +311,7 @@ json Daemon::HandleCancel(const Peer& peer, const json& req) {
       job.end_time = Now();
       never_ran.push_back(&job);
     } else {
-      cancel_requested_.insert(id);
+      jobs_->RequestCancel(id);
       job.reason = fmt::format("cancelling (by {})", peer.user);
       if (job.supervisor_pid) kill(*job.supervisor_pid, SIGTERM);
     }
@@ -337,8 +337,8 @@ json Daemon::HandleCancel(const Peer& peer, const json& req) {
 json Daemon::HandleHold(const Peer& peer, const json& req, bool hold) {
   json changed = json::array(), errors = json::array();
   for (auto id : ExpandIds(IdsOf(req))) {
-    auto it = active_.find(id);
-    if (it == active_.end()) {
+    auto it = jobs_->active().find(id);
+    if (it == jobs_->active().end()) {
       errors.push_back(fmt::format("job {} is not queued", id));
       continue;
     }
@@ -351,7 +351,7 @@ json Daemon::HandleHold(const Peer& peer, const json& req, bool hold) {
     if (hold && job.state == JobState::kLaunching) {
       // Waiting for GPUs under its supervisor: it leaves the line and becomes held (not if it
       // starts first: a running job is never stopped by hold).
-      hold_requested_.insert(id);
+      jobs_->RequestHold(id);
       job.reason = fmt::format("holding (by {})", peer.user);
       if (job.supervisor_pid) kill(*job.supervisor_pid, HoldSignal());
       changed.push_back(id);
@@ -434,7 +434,7 @@ bool Daemon::HandleWait(Connection& c, const json& req) {
 
 void Daemon::AnswerWaiters() {
   for (auto it = waiters_.begin(); it != waiters_.end();) {
-    bool done = std::all_of(it->ids.begin(), it->ids.end(), [&](std::int64_t id) { return !active_.count(id); });
+    bool done = std::all_of(it->ids.begin(), it->ids.end(), [&](std::int64_t id) { return !jobs_->active().count(id); });
     if (!done) {
       ++it;
       continue;
