@@ -225,7 +225,9 @@ TEST(DaemonDiscovery, WithoutAnyDaemonQueueIsEmptyJobsAreUnknownAndOnlySubmitSta
   const std::int64_t id = d.Submit({"--", "true"});
   ASSERT_GT(id, 0);
   EXPECT_EQ(d.Call({{"op", "ping"}}).value("mode", ""), "user");
-  EXPECT_EQ(d.UserDaemonPids().size(), 1u);
+  // Exactly one daemon, once the daemon's fork for the job's supervisor (a copy of it until its
+  // exec, with the daemon's command line) is through.
+  EXPECT_TRUE(Eventually([&] { return d.UserDaemonPids().size() == 1u; }, 5)) << d.UserDaemonPids().size();
   EXPECT_EQ(d.Gpulane({"wait", Id(id)}).exit_code, 0);
 }
 
