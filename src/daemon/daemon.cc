@@ -145,8 +145,9 @@ int Daemon::Run() {
     fmt::print(stderr, "gpulane daemon: error: {}\n", s.error().message);
     return ExitCodeFor(s.error().kind);
   }
-  jobs_->LaunchEligible();
-  jobs_->FlushDirty();
+  auto log = [this](const std::string& line) { Log(line); };
+  RunGuarded("launching jobs", [&] { jobs_->LaunchEligible(); }, log);
+  RunGuarded("storing job updates", [&] { jobs_->FlushDirty(); }, log);
   Loop();
   unlink(paths_.socket.c_str());
   Log("stopped; running jobs go on under their supervisors");

@@ -175,12 +175,14 @@ void Daemon::WriteAndClose() {
 
 void Daemon::Loop() {
   double last_tick_s = clock_.MonotonicS();
-  while (!stop_) LoopTurn(last_tick_s);
+  auto log = [this](const std::string& line) { Log(line); };
+  // Each step of a turn is guarded on its own; this catches what happens between them.
+  while (!stop_) RunGuarded("a turn of the loop", [&] { LoopTurn(last_tick_s); }, log);
 }
 
-// One turn: wait for something to happen (at most a quarter of a tick), then each step in turn. A
-// step that throws (it should not: errors are values) is logged and the next one runs; the daemon
-// goes on serving.
+// One turn: wait for something to happen (250 ms at most, a tick if that is shorter), then each
+// step in turn. A step that throws (it should not: errors are values) is logged and the next one
+// runs; the daemon goes on serving.
 void Daemon::LoopTurn(double& last_tick_s) {
   auto log = [this](const std::string& line) { Log(line); };
   std::vector<pollfd> fds = {{listen_fd_, POLLIN, 0}, {signal_fd_, POLLIN, 0}, {watch_fd_, POLLIN, 0}};
@@ -208,8 +210,9 @@ void Daemon::LoopTurn(double& last_tick_s) {
   RunGuarded("writing replies", [&] { WriteAndClose(); }, log);
 }
 
-// The submissions of a turn whose commit threw: their clients get an error (none was stored, or
-// the store's own error reply went out first) and the next turn starts afresh.
+// The submissions of a turn whose commit threw: their clients get an error and the next turn
+// starts afresh. (A submission the commit had already answered before it threw gets this error as
+// a second reply; commits return errors as values, so only something like std::bad_alloc gets here.)
 void Daemon::FailSubmissions() {
   for (const auto& s : submits_) {
     auto it = connections_.find(s.fd);

@@ -46,7 +46,7 @@ using DependencyLookup = std::function<DependencyState(std::int64_t id)>;
 struct QueuedJob {
   std::int64_t id = 0;
   int priority = 0;                       ///< higher goes first
-  bool held = false;                      ///< skipped until released
+  bool held = false;                      ///< skipped until released (callers may also leave held jobs out)
   std::span<const std::int64_t> after_ok;   ///< --after: these must complete (exit 0)
   std::span<const std::int64_t> after_any;  ///< --after-any: these must end, however
 };
