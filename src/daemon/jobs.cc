@@ -1,7 +1,6 @@
 // Which queued jobs get a supervisor: the job table gathers the queue and the dependencies' states,
 // sched::PlanLaunches decides, and the table applies the decision (durably marking jobs launching
 // before any supervisor exists).
-#include <fmt/format.h>
 
 #include "daemon/job_files.h"
 #include "daemon/job_table.h"
