@@ -39,7 +39,8 @@ Status MakeDirs(const std::string& path, mode_t mode) {
 
 }  // namespace
 
-Daemon::Daemon(DaemonPaths paths, Config config) : paths_(std::move(paths)), config_(std::move(config)) {
+Daemon::Daemon(DaemonPaths paths, Config config, DaemonSettings settings, const Clock& clock)
+    : paths_(std::move(paths)), config_(std::move(config)), settings_(settings), clock_(clock) {
   jobs_dir_ = paths_.state_dir + "/jobs";
 }
 
@@ -81,7 +82,11 @@ Status Daemon::Setup() {
   char exe[4096];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n <= 0) return MakeError(ErrorKind::kIo, "cannot find the gpulane binary (/proc/self/exe)");
-  self_exe_.assign(exe, static_cast<std::size_t>(n));
+  launcher_ = std::make_unique<ForkExecLauncher>(std::string(exe, static_cast<std::size_t>(n)), jobs_dir_,
+                                                 paths_.state_dir + "/supervisor.log");
+  const unsigned max_waiting = config_.max_waiting_supervisors ? config_.max_waiting_supervisors : sched::DefaultMaxWaiting(gpu_count_);
+  jobs_ = std::make_unique<JobTable>(*store_, jobs_dir_, clock_, *launcher_, JobTableLimits{settings_.requeue_grace_s, max_waiting},
+                                     [this](const std::string& line) { Log(line); });
 
   sigset_t set;
   sigemptyset(&set);
@@ -93,7 +98,9 @@ Status Daemon::Setup() {
   if (watch_fd_ < 0 || inotify_add_watch(watch_fd_, jobs_dir_.c_str(), IN_CLOSE_WRITE | IN_MOVED_TO) < 0)
     return MakeError(ErrorKind::kIo, fmt::format("cannot watch {}: {}", jobs_dir_, std::strerror(errno)));
   Recover();
-  return OpenSocket();
+  Status listening = OpenSocket();
+  launcher_->CloseInChild({lock_fd_, listen_fd_});
+  return listening;
 }
 
 Status Daemon::OpenSocket() {
@@ -123,22 +130,13 @@ Status Daemon::OpenSocket() {
 }
 
 void Daemon::Recover() {
-  auto jobs = store_->LoadUnfinished();
-  if (!jobs) {
-    Log("cannot load jobs: " + jobs.error().message);
+  auto adopted = jobs_->Recover();
+  if (!adopted) {
+    Log("cannot load jobs: " + adopted.error().message);
     return;
   }
-  for (auto& job : *jobs) active_.emplace(job.id, std::move(job));
-  // ImportStatus may finish a job (one that ended while no daemon ran), which erases it from active_:
-  // collect the ids first.
-  std::vector<std::int64_t> handed_over;
-  for (auto& [id, job] : active_)
-    if (job.state == store::JobState::kLaunching || job.state == store::JobState::kRunning) handed_over.push_back(id);
-  for (auto id : handed_over) ImportStatus(id);
-  const std::size_t adopted = handed_over.size();
-  FlushDirty();
   Log(fmt::format("started ({} mode): {} unfinished jobs, {} handed to supervisors before", paths_.system ? "system" : "user",
-                  active_.size(), adopted));
+                  jobs_->active().size(), *adopted));
 }
 
 int Daemon::Run() {
@@ -147,8 +145,9 @@ int Daemon::Run() {
     fmt::print(stderr, "gpulane daemon: error: {}\n", s.error().message);
     return ExitCodeFor(s.error().kind);
   }
-  LaunchEligible();
-  FlushDirty();
+  auto log = [this](const std::string& line) { Log(line); };
+  RunGuarded("launching jobs", [&] { jobs_->LaunchEligible(); }, log);
+  RunGuarded("storing job updates", [&] { jobs_->FlushDirty(); }, log);
   Loop();
   unlink(paths_.socket.c_str());
   Log("stopped; running jobs go on under their supervisors");
@@ -161,7 +160,13 @@ int RunDaemon(bool user_mode) {
     fmt::print(stderr, "gpulane daemon: error: {}\n", config.error().message);
     return kExitUsage;
   }
-  Daemon daemon(user_mode ? UserPaths() : SystemPaths(), *config);
+  auto settings = SettingsFromEnvironment();
+  if (!settings) {
+    fmt::print(stderr, "gpulane daemon: error: {}\n", settings.error().message);
+    return kExitUsage;
+  }
+  SystemClock clock;
+  Daemon daemon(user_mode ? UserPaths() : SystemPaths(), *config, *settings, clock);
   return daemon.Run();
 }
 

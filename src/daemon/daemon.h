@@ -13,11 +13,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "daemon/guard.h"
 #include "daemon/job_files.h"
+#include "daemon/job_table.h"
+#include "daemon/launcher.h"
 #include "daemon/paths.h"
+#include "daemon/settings.h"
 #include "gpu/backend.h"
 #include "proto/wire.h"
 #include "store/job_store.h"
+#include "util/clock.h"
 #include "util/config.h"
 
 namespace gpulane::daemon {
@@ -43,7 +48,9 @@ struct Connection {
 
 class Daemon {
  public:
-  Daemon(DaemonPaths paths, Config config);
+  /// A daemon on `paths` with the machine's `config`, the timings of `settings`, reading time
+  /// from `clock` (which must outlive it).
+  Daemon(DaemonPaths paths, Config config, DaemonSettings settings, const Clock& clock);
   ~Daemon();
   /// Runs until SIGTERM/SIGINT. Returns the process exit code; prints the reason on stderr when it
   /// cannot start (another daemon running, damaged database, no NVIDIA driver).
@@ -56,6 +63,12 @@ class Daemon {
   void Recover();
   // Event loop (server.cc).
   void Loop();
+  void LoopTurn(double& last_tick_s);
+  void ReadSignals();
+  void ReadStatusEvents();
+  void Tick();
+  void WriteAndClose();
+  void FailSubmissions();
   void Accept();
   void ReadFrom(Connection& c);
   void WriteTo(Connection& c);
@@ -74,41 +87,32 @@ class Daemon {
   void CommitSubmissions();
   nlohmann::json JobForClient(const store::Job& job, bool with_env) const;
   std::vector<unsigned> GpuIndices(const store::Job& job) const;
-  // Jobs (jobs.cc).
-  void LaunchEligible();
-  void Launch(store::Job& job);
-  void ImportStatus(std::int64_t id);
-  void CheckSupervisors();
-  /// Ends a job: records it (unless the caller has stored it already, `stored`), answers for it
-  /// from now on, and forgets it.
+  // Jobs: the job table (job_table.h).
+  /// Ends a job (JobTable::Finish).
   void Finish(store::Job& job, store::JobState state, std::optional<int> exit_code, const std::string& reason,
-              std::optional<double> end_time, bool stored = false);
-  void MarkDirty(const store::Job& job) { dirty_.insert(job.id); }
-  void FlushDirty();
+              std::optional<double> end_time, bool stored = false) {
+    jobs_->Finish(job, state, exit_code, reason, end_time, stored);
+  }
+  void MarkDirty(const store::Job& job) { jobs_->MarkDirty(job); }
+  std::optional<store::Job> FindJob(std::int64_t id) { return jobs_->Find(id); }
   void AnswerWaiters();
-  std::optional<store::Job> FindJob(std::int64_t id);
-  /// The state of one array task ("12_3": ref.task set), nullopt when there is no such task (handlers.cc).
-  std::optional<store::JobState> TaskState(const store::JobRef& ref);
   bool CanAct(const Peer& peer, const store::Job& job) const { return peer.admin || peer.uid == job.uid; }
   void Log(const std::string& message) const;
 
   DaemonPaths paths_;
   Config config_;
+  DaemonSettings settings_;
+  const Clock& clock_;
   std::string jobs_dir_;
-  std::string self_exe_;
   std::unique_ptr<store::JobStore> store_;
+  std::unique_ptr<ForkExecLauncher> launcher_;
+  std::unique_ptr<JobTable> jobs_;                      ///< every unfinished job (after Setup)
   std::unique_ptr<GpuBackend> backend_;
   unsigned gpu_count_ = 0;
   GpuSnapshot gpu_identity_;  ///< the GPUs as read at start-up: UUIDs, memory, modes (submissions are checked against them)
   std::map<std::string, unsigned> gpu_index_;           ///< UUID -> PCI-order index, for people
   int lock_fd_ = -1, listen_fd_ = -1, signal_fd_ = -1, watch_fd_ = -1;
   std::map<int, Connection> connections_;
-  std::map<std::int64_t, store::Job> active_;           ///< every unfinished job
-  std::map<std::int64_t, store::JobState> finished_;    ///< end states seen (for --after), cached
-  std::set<std::int64_t> cancel_requested_;
-  std::set<std::int64_t> hold_requested_;   ///< held while their supervisor waits for GPUs
-  std::map<std::int64_t, double> launched_at_;          ///< when each launching job's supervisor was started
-  std::set<std::int64_t> dirty_;                        ///< jobs whose changes are not yet in the store
   struct PendingSubmit {
     int fd;
     std::vector<store::Job> jobs;
@@ -122,7 +126,7 @@ class Daemon {
   };
   std::vector<Waiter> waiters_;
   bool stop_ = false;
-  bool schedule_needed_ = true;  ///< something changed that may let a queued job start
+  bool schedule_needed_ = true;  ///< something changed that may let a queued job start (also JobTable's own)
 };
 
 /// Entry point of `gpulane daemon`: `user_mode` picks the per-user paths. Returns the exit code.

@@ -275,7 +275,7 @@ json Daemon::HandleSubmit(const Peer& peer, const json& req, std::vector<Job>* j
     return Err(possible.error().kind, possible.error().message);
   if (job.spec.cwd.empty() || job.spec.cwd.front() != '/')
     return Err(ErrorKind::kInvalidArgument, "submit: the working directory must be an absolute path");
-  Resolver resolve(*store_, active_);
+  Resolver resolve(*store_, jobs_->active());
   for (auto [option, deps] : {std::pair{"--after", &job.spec.after_ok}, std::pair{"--after-any", &job.spec.after_any}})
     for (const store::JobRef& dep : *deps)
       if (auto named = resolve(dep); !named)
@@ -327,7 +327,7 @@ void Daemon::CommitSubmissions() {
       k += count;
     }
     if (ids)
-      for (auto& job : batch) active_.emplace(job.id, std::move(job));
+      for (auto& job : batch) jobs_->Add(std::move(job));
     batch.clear();
     owners.clear();
   };
@@ -339,7 +339,7 @@ void Daemon::CommitSubmissions() {
         Reply(it->second, ids ? Ok({{"ids", *ids}, {"array_job_id", ids->front()}})
                               : Err(ErrorKind::kIo, "the array could not be stored: " + ids.error().message));
       if (ids)
-        for (auto& job : s.jobs) active_.emplace(job.id, std::move(job));
+        for (auto& job : s.jobs) jobs_->Add(std::move(job));
       continue;
     }
     owners.emplace_back(s.fd, s.jobs.size());
@@ -393,11 +393,11 @@ json Daemon::HandleQueue(const Peer& peer, const json& req) {
     if (!list) return Err(ErrorKind::kIo, list.error().message);
     stored = std::move(list).value();
     for (auto& job : stored) {
-      auto live = active_.find(job.id);
-      selected.push_back(live != active_.end() ? &live->second : &job);
+      auto live = jobs_->active().find(job.id);
+      selected.push_back(live != jobs_->active().end() ? &live->second : &job);
     }
   } else {
-    for (auto& [id, job] : active_)
+    for (auto& [id, job] : jobs_->active())
       if (!uid || job.uid == *uid) selected.push_back(&job);
   }
   (void)peer;
@@ -417,7 +417,7 @@ json Daemon::HandleShow(const Peer& peer, const json& req) {
   if (!req.contains("id")) return Err(ErrorKind::kInvalidArgument, "show: give the job's id");
   auto refs = store::JobRefsFromJson(req["id"]);
   if (!refs) return Err(ErrorKind::kInvalidArgument, "show: " + refs.error().message);
-  Resolver resolve(*store_, active_);
+  Resolver resolve(*store_, jobs_->active());
   Outcome out;
   json jobs = json::array();
   bool one = refs->size() == 1;  // a job or task, not an array or a list of tasks: answered as "job" too
@@ -442,28 +442,13 @@ json Daemon::HandleShow(const Peer& peer, const json& req) {
   return out.WithFailures(body);
 }
 
-std::optional<JobState> Daemon::TaskState(const store::JobRef& ref) {
-  if (!ref.task) return std::nullopt;
-  // Unfinished tasks: the array's tasks take consecutive ids from its id on.
-  for (auto it = active_.lower_bound(ref.id); it != active_.end() && it->second.array_job_id == ref.id; ++it)
-    if (it->second.array_index == ref.task) return it->second.state;
-  auto tasks = store_->ArrayTasks(ref.id);
-  if (!tasks) return std::nullopt;
-  for (const auto& task : *tasks) {
-    if (task.index != *ref.task) continue;
-    auto job = FindJob(task.id);
-    return job ? std::optional<JobState>(job->state) : std::nullopt;
-  }
-  return std::nullopt;
-}
-
 json Daemon::HandleCancel(const Peer& peer, const json& req) {
   auto refs = RefsOfIds(req, "cancel");
   if (!refs) return Err(refs.error().kind, refs.error().message);
   const std::string user = req.value("user", ""), name = req.value("name", "");
   if (refs->empty() && user.empty() && name.empty())
     return Err(ErrorKind::kInvalidArgument, "cancel: give job ids, a user or a name");
-  Resolver resolve(*store_, active_);
+  Resolver resolve(*store_, jobs_->active());
   Outcome out;
   std::set<std::int64_t> seen;
   std::vector<Job*> never_ran;  // pending and held: cancelled here, stored together below
@@ -476,7 +461,7 @@ json Daemon::HandleCancel(const Peer& peer, const json& req) {
       job.end_time = Now();
       never_ran.push_back(&job);
     } else {
-      cancel_requested_.insert(job.id);
+      jobs_->RequestCancel(job.id);
       job.reason = fmt::format("cancelling (by {})", peer.user);
       if (job.supervisor_pid) kill(*job.supervisor_pid, SIGTERM);
     }
@@ -492,7 +477,7 @@ json Daemon::HandleCancel(const Peer& peer, const json& req) {
       Log(*refused);
       continue;
     }
-    std::vector<Job*> live = Live(active_, *named);
+    std::vector<Job*> live = Live(jobs_->active(), *named);
     if (live.empty()) {
       out.Failed(ErrorKind::kWrongState, named->text, Ended(*named, resolve));
       continue;
@@ -508,7 +493,7 @@ json Daemon::HandleCancel(const Peer& peer, const json& req) {
       out.Failed(ErrorKind::kPermission, filter, fmt::format("--user {}: only {} or an admin may cancel their jobs", user, user));
     } else {
       std::vector<Job*> matched;
-      for (auto& [id, job] : active_)
+      for (auto& [id, job] : jobs_->active())
         if ((user.empty() ? peer.admin || job.uid == peer.uid : job.user == user) && (name.empty() || job.spec.name == name))
           matched.push_back(&job);
       if (matched.empty()) out.Failed(ErrorKind::kNotFound, filter, fmt::format("no queued or running job matches {}", filter));
@@ -529,20 +514,20 @@ json Daemon::HandleHold(const Peer& peer, const json& req, bool hold) {
   auto refs = RefsOfIds(req, op);
   if (!refs) return Err(refs.error().kind, refs.error().message);
   if (refs->empty()) return Err(ErrorKind::kInvalidArgument, op + ": give job ids");
-  Resolver resolve(*store_, active_);
+  Resolver resolve(*store_, jobs_->active());
   Outcome out;
   std::set<std::int64_t> seen;
   // Whether `job` is one `op` changes: hold takes pending jobs and those waiting for GPUs, release held ones.
   auto applies = [&](const Job& job) {
     if (!hold) return job.state == JobState::kHeld;
-    return job.state == JobState::kPending || (job.state == JobState::kLaunching && !hold_requested_.count(job.id));
+    return job.state == JobState::kPending || (job.state == JobState::kLaunching && !jobs_->HoldRequested(job.id));
   };
   auto change = [&](Job& job) {
     if (!seen.insert(job.id).second) return;
     if (job.state == JobState::kLaunching) {
       // Waiting for GPUs under its supervisor: it leaves the line and becomes held (not if it
       // starts first: a running job is never stopped by hold).
-      hold_requested_.insert(job.id);
+      jobs_->RequestHold(job.id);
       job.reason = fmt::format("holding (by {})", peer.user);
       if (job.supervisor_pid) kill(*job.supervisor_pid, HoldSignal());
     } else {
@@ -563,7 +548,7 @@ json Daemon::HandleHold(const Peer& peer, const json& req, bool hold) {
       Log(*refused);
       continue;
     }
-    std::vector<Job*> live = Live(active_, *named);
+    std::vector<Job*> live = Live(jobs_->active(), *named);
     if (live.empty()) {
       out.Failed(ErrorKind::kWrongState, named->text, Ended(*named, resolve));
       continue;
@@ -574,7 +559,7 @@ json Daemon::HandleHold(const Peer& peer, const json& req, bool hold) {
     if (changing.empty()) {
       out.Failed(ErrorKind::kWrongState, named->text,
                  named->array ? fmt::format("array {} has no {} tasks to {}", named->text, hold ? "pending" : "held", op)
-                              : NotApplicable(*live.front(), hold, hold_requested_.count(live.front()->id) > 0));
+                              : NotApplicable(*live.front(), hold, jobs_->HoldRequested(live.front()->id)));
       continue;
     }
     for (Job* job : changing) change(*job);
@@ -591,7 +576,7 @@ json Daemon::HandleLogs(const Peer& peer, const json& req) {
     return Err(ErrorKind::kInvalidArgument,
                fmt::format("logs {}: names {} tasks, and logs prints one job's output: name one, e.g. gpulane logs {}",
                            given, refs->size(), refs->front()));
-  Resolver resolve(*store_, active_);
+  Resolver resolve(*store_, jobs_->active());
   auto named = resolve(refs->front());
   if (!named) return Err(named.error().kind, named.error().message);
   if (named->array) {
@@ -653,7 +638,7 @@ bool Daemon::HandleWait(Connection& c, const json& req) {
     return true;
   }
   if (refs->empty()) return false;
-  Resolver resolve(*store_, active_);
+  Resolver resolve(*store_, jobs_->active());
   Outcome out;
   std::vector<std::int64_t> ids;
   std::set<std::int64_t> seen;
@@ -680,7 +665,7 @@ bool Daemon::HandleWait(Connection& c, const json& req) {
 
 void Daemon::AnswerWaiters() {
   for (auto it = waiters_.begin(); it != waiters_.end();) {
-    bool done = std::all_of(it->ids.begin(), it->ids.end(), [&](std::int64_t id) { return !active_.count(id); });
+    bool done = std::all_of(it->ids.begin(), it->ids.end(), [&](std::int64_t id) { return !jobs_->active().count(id); });
     if (!done) {
       ++it;
       continue;

@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -112,6 +113,23 @@ ErrorKind KindFromName(const std::string& name) {
                       ErrorKind::kWrongState, ErrorKind::kUnavailable, ErrorKind::kInternal})
     if (name == KindName(k)) return k;
   return ErrorKind::kInternal;
+}
+
+std::size_t NestingDepth(std::string_view payload) {
+  std::size_t depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char ch : payload) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (ch == '\\') escaped = true;
+      else if (ch == '"') in_string = false;
+      continue;
+    }
+    if (ch == '"') in_string = true;
+    else if (ch == '[' || ch == '{') deepest = std::max(deepest, ++depth);
+    else if ((ch == ']' || ch == '}') && depth > 0) --depth;
+  }
+  return deepest;
 }
 
 nlohmann::json ErrorResponse(ErrorKind kind, const std::string& message) {

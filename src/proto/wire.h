@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -21,7 +22,8 @@ namespace gpulane::proto {
 inline constexpr int kVersion = 2;  ///< 2: a submission's spec carries "request" (proto/request_json.h)
 inline constexpr std::size_t kMaxRequestBytes = 8u << 20;    ///< 8 MiB: a submission with its environment
 inline constexpr std::size_t kMaxResponseBytes = 512u << 20; ///< a queue listing of 100,000 jobs fits
-inline constexpr double kReadTimeoutS = 5;
+inline constexpr double kReadTimeoutS = 5;           ///< the daemon's default (daemon/settings.h changes it)
+inline constexpr std::size_t kMaxRequestDepth = 64;  ///< arrays and objects within each other; deeper is refused
 
 /// Appends the frame of `message` to `out`.
 void AppendFrame(const nlohmann::json& message, std::string& out);
@@ -46,6 +48,11 @@ class FrameReader {
 /// Blocking helpers for clients: write a whole frame / read one, each within `timeout_s`.
 Status WriteFrame(int fd, const nlohmann::json& message, double timeout_s);
 Result<nlohmann::json> ReadFrame(int fd, std::size_t max_bytes, double timeout_s);
+
+/// How deeply arrays and objects nest in the JSON text `payload` (0 for a scalar), counted
+/// without parsing it (brackets inside strings do not count), so that a request nested deeper than
+/// kMaxRequestDepth is refused before code that walks values recursively sees it.
+std::size_t NestingDepth(std::string_view payload);
 
 /// An error response.
 nlohmann::json ErrorResponse(ErrorKind kind, const std::string& message);

@@ -103,7 +103,7 @@ std::vector<std::string> SplitJobIds(std::string_view text) {
 }
 
 std::string FormatJobRef(const JobRef& ref) {
-  return ref.task ? fmt::format("{}_{}", ref.id, *ref.task) : std::to_string(ref.id);
+  return sched::JobRefText(ref);
 }
 
 std::string FormatTaskIndices(const std::vector<int>& indices) {

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "sched/launch.h"
 #include "util/result.h"
 
 namespace gpulane::store {
@@ -19,12 +20,9 @@ inline constexpr int kMaxArrayIndex = 10000000;     ///< the largest array index
 inline constexpr std::size_t kMaxArrayTasks = 100000;  ///< the most tasks one array (or one id) names
 
 /// One job as named: job `id`; with `task`, the task with that array index of array `id` (the
-/// array's id is its first task's job id).
-struct JobRef {
-  std::int64_t id = 0;
-  std::optional<int> task;
-  bool operator==(const JobRef&) const = default;
-};
+/// array's id is its first task's job id). The launch policy's own type (sched/launch.h), so a
+/// job's dependencies reach it as stored.
+using JobRef = sched::JobRef;
 
 /// Parses one id: "12", "12_3" or "12_[1-3,7]" (in the brackets ParseTaskIndices' forms), into the
 /// jobs it names, in order ("12_[1-3]" -> 12_1, 12_2, 12_3). Errors: kInvalidArgument, one line

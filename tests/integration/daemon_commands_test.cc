@@ -6,7 +6,6 @@
 
 #include <filesystem>
 #include <fmt/format.h>
-#include <thread>
 
 #include "support/daemon_fixture.h"
 #include "support/scenarios.h"
@@ -138,9 +137,10 @@ TEST(DaemonCancel, PendingJobNeverRuns) {
   EXPECT_EQ(wait.exit_code, 11) << "cancelled before it ran";
   EXPECT_EQ(wait.out, Id(id) + " cancelled\n");
   EXPECT_EQ(d.State(id), "cancelled");
-  // Released or not, a cancelled job stays cancelled.
+  // Released or not, a cancelled job stays cancelled: once a job needing every GPU, queued after
+  // it, has run, it would have run too.
   EXPECT_NE(d.Gpulane({"release", Id(id)}).exit_code, 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_TRUE(d.RunJobNeedingEveryGpu());
   EXPECT_FALSE(fs::exists(mark));
   EXPECT_TRUE(IsGpulaneError(d.Gpulane({"cancel", Id(id)}), 12, "already ended"));
   EXPECT_TRUE(IsGpulaneError(d.Gpulane({"cancel", "777"}), 8, "777"));
@@ -181,7 +181,8 @@ TEST(DaemonCancel, JobWaitingForGpusNeverRuns) {
   EXPECT_EQ(wait.out, Id(waiting) + " cancelled\n");
   Touch(gate);
   ASSERT_EQ(d.Gpulane({"wait", Id(blocker)}).exit_code, 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // The GPU is free: a job after it in line gets it, and it would have got it first.
+  ASSERT_TRUE(d.RunJobNeedingEveryGpu());
   EXPECT_FALSE(fs::exists(mark));
 }
 
@@ -202,7 +203,8 @@ TEST(DaemonCancel, CancelRightAfterSubmissionStopsTheJob) {
   ASSERT_TRUE(cancelled && cancelled->value("ok", false)) << (cancelled ? cancelled->dump() : "no reply");
   RunResult wait = d.Gpulane({"wait", Id(id)}, {}, 60);
   EXPECT_TRUE(Contains(wait.out, Id(id) + " cancelled")) << wait.out << wait.err;
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // None of its processes is left to touch the mark later.
+  EXPECT_TRUE(Eventually([&] { return d.JobPids().empty(); }, 10)) << d.JobPids().size() << " job processes left";
   EXPECT_FALSE(fs::exists(mark)) << "the cancelled job ran to its end";
   json shown = d.Show(id);
   ASSERT_TRUE(shown.contains("end_time")) << shown.dump();
@@ -251,18 +253,22 @@ TEST(DaemonLogs, PrintsTheOutputAndFollowsUntilTheJobEnds) {
   EXPECT_EQ(logs.exit_code, 0) << logs.err;
   EXPECT_EQ(logs.out, "one\ntwo\nthree\n");
 
-  const fs::path gate = d.work() / "gate";
-  const std::int64_t id = d.Submit({"--", "sh", "-c", "echo first; while [ ! -e \"$0\" ]; do sleep 0.05; done; echo second",
-                                    gate.string()});
+  const fs::path gate = d.work() / "gate", last = d.work() / "last";
+  const std::int64_t id = d.Submit({"--", "sh", "-c",
+                                    "echo first; while [ ! -e \"$0\" ]; do sleep 0.05; done; echo middle; "
+                                    "while [ ! -e \"$1\" ]; do sleep 0.05; done; echo second",
+                                    gate.string(), last.string()});
   Child follow = d.StartGpulane({"logs", "-f", Id(id)});
   ASSERT_TRUE(Eventually([&] { return follow.OutSoFar() == "first\n"; }, 30)) << follow.OutSoFar() << follow.ErrSoFar();
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  EXPECT_FALSE(follow.Wait(0)) << "logs -f returned while the job still runs";
+  // It goes on following while the job runs: what the job writes later still comes.
   Touch(gate);
+  ASSERT_TRUE(Eventually([&] { return follow.OutSoFar() == "first\nmiddle\n"; }, 30)) << follow.OutSoFar() << follow.ErrSoFar();
+  EXPECT_FALSE(follow.Wait(0)) << "logs -f returned while the job still runs";
+  Touch(last);
   auto r = follow.Wait(30);
   ASSERT_TRUE(r) << "logs -f did not end with the job";
   EXPECT_EQ(r->exit_code, 0) << r->err;
-  EXPECT_EQ(r->out, "first\nsecond\n");
+  EXPECT_EQ(r->out, "first\nmiddle\nsecond\n");
   EXPECT_TRUE(IsGpulaneError(d.Gpulane({"logs", "999"}), 8, "999"));
 }
 
@@ -273,13 +279,21 @@ TEST(DaemonWait, ExitsWithTheJobsStatus) {
   const fs::path gate = d.work() / "gate";
   const std::int64_t id = d.Submit({"--", "sh", "-c", "while [ ! -e \"$0\" ]; do sleep 0.05; done; exit 3", gate.string()});
   Child wait = d.StartGpulane({"wait", Id(id)});
-  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  // The same request over the socket: once a later round trip has come back, the daemon has
+  // handled it and had a turn to answer it, and must not have.
+  RawConnection raw(d.socket());
+  ASSERT_TRUE(raw.SendFrame(json({{"v", 2}, {"op", "wait"}, {"ids", {id}}}).dump()));
+  ASSERT_TRUE(d.Barrier());
+  EXPECT_FALSE(raw.Readable()) << "wait was answered while the job still runs";
   EXPECT_FALSE(wait.Wait(0)) << "wait returned while the job still runs";
   Touch(gate);
   auto r = wait.Wait(30);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->exit_code, 3);
   EXPECT_EQ(r->out, Id(id) + " failed 3\n");
+  auto answer = raw.Read(30);
+  ASSERT_TRUE(answer && answer->value("ok", false)) << (answer ? answer->dump() : "no answer");
+  EXPECT_EQ((*answer)["jobs"][0]["exit_code"], 3) << answer->dump();
   const std::int64_t ok = d.Submit({"--", "true"});
   RunResult both = d.Gpulane({"wait", Id(ok), Id(id)});
   EXPECT_EQ(both.exit_code, 3);
@@ -301,7 +315,8 @@ TEST(DaemonHold, HeldJobWaitsPastItsDependencyUntilReleased) {
   EXPECT_TRUE(IsGpulaneError(d.Gpulane({"hold", Id(next)}), 12, "held"));
   Touch(gate);
   ASSERT_EQ(d.Gpulane({"wait", Id(first)}).exit_code, 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  // Its dependency has completed: a job needing every GPU queued after it runs, and it does not.
+  ASSERT_TRUE(d.RunJobNeedingEveryGpu());
   EXPECT_FALSE(fs::exists(mark));
   EXPECT_EQ(d.State(next), "held");
   RunResult release = d.Gpulane({"release", Id(next)});

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <filesystem>
 #include <fmt/format.h>
-#include <thread>
 
 #include "support/daemon_fixture.h"
 #include "support/text.h"
@@ -158,20 +157,50 @@ TEST(DaemonProtocol, RequestsBeforeAHalfCloseAreAnswered) {
 }
 
 TEST(DaemonProtocol, TruncatedFrameTimesOutWithAnErrorReply) {
-  TestDaemon d;
+  // The read time-out (5 s by default) and the tick that checks it, shortened for the test.
+  TestDaemon d({.daemon_env = {{"GPULANE_DAEMON_READ_TIMEOUT", "1s"}, {"GPULANE_DAEMON_TICK", "50ms"}}});
   RawConnection c(d.socket());
   std::string frame = Frame(R"({"v":2,"op":"ping"})");
   const double start = Seconds();
   ASSERT_TRUE(c.Send(frame.substr(0, frame.size() / 2)));
   // Meanwhile others are served.
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
   ExpectServing(d);
   auto reply = c.Read(30);
   const double waited = Seconds() - start;
   EXPECT_TRUE(IsErrorReply(reply, "timeout", "time"));
-  EXPECT_GE(waited, 4.5) << "the read time-out is 5 s";
-  EXPECT_LT(waited, 20);
+  EXPECT_GE(waited, 1.0) << "the read time-out is 1 s";
+  EXPECT_LT(waited, 4.5) << "1 s, not the default 5 s";
   EXPECT_TRUE(c.ClosedByPeer(10));
+  ExpectServing(d);
+}
+
+TEST(DaemonProtocol, ABadTimeoutKnobStopsTheDaemonWithExit2) {
+  TestDaemon d({.start = false});
+  Child daemon({GpulaneBinary(), "daemon", "--user"}, d.env({{"GPULANE_DAEMON_READ_TIMEOUT", "0"}}));
+  auto r = daemon.Wait(30);
+  ASSERT_TRUE(r) << "the daemon did not stop";
+  EXPECT_EQ(r->exit_code, 2);
+  EXPECT_TRUE(Contains(r->err, "GPULANE_DAEMON_READ_TIMEOUT=0: give a duration from 0.1 s to 600 s")) << r->err;
+}
+
+// A request whose "v" nests a million arrays deep: the version error's message used to dump it,
+// recursively, and the daemon died of a stack overflow.
+TEST(DaemonProtocol, DeeplyNestedRequestGetsAnErrorAndTheDaemonGoesOn) {
+  TestDaemon d;
+  constexpr std::size_t kDepth = 1000000;
+  for (const std::string& request :
+       {R"({"v":)" + std::string(kDepth, '[') + std::string(kDepth, ']') + R"(,"op":"ping"})",
+        R"({"v":2,"op":"show","id":)" + std::string(kDepth, '[') + std::string(kDepth, ']') + "}"}) {
+    RawConnection c(d.socket());
+    ASSERT_TRUE(c.SendFrame(request));
+    EXPECT_TRUE(IsErrorReply(c.Read(30), "invalid_argument", "nested deeper than 64 levels"));
+  }
+  RawConnection c(d.socket());
+  std::string nested = "2";
+  for (int i = 0; i < 63; ++i) nested = "[" + nested + "]";
+  ASSERT_TRUE(c.SendFrame(R"({"v":2,"op":"ping","x":)" + nested + "}"));
+  auto pong = c.Read(10);
+  EXPECT_TRUE(pong && pong->value("ok", false)) << "64 levels are fine: " << (pong ? pong->dump() : "no reply");
   ExpectServing(d);
 }
 

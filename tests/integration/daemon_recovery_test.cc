@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <fmt/format.h>
 #include <map>
 #include <memory>
@@ -115,11 +116,11 @@ TEST(DaemonRecovery, KilledWhileJobsRunTheyGoOnAndTheirEndIsRecorded) {
   const auto supervisors = d.SupervisorPids();
   EXPECT_EQ(supervisors.size(), 2u);
   d.Kill9();
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  for (pid_t pid : supervisors) EXPECT_TRUE(Alive(pid)) << "supervisor " << pid << " ended with the daemon";
   ASSERT_TRUE(d.Start());
+  // Re-adopted: the new daemon found each supervisor holding its job's lock.
   EXPECT_EQ(d.State(ok), "running") << "re-adopted";
   EXPECT_EQ(d.State(bad), "running");
+  for (pid_t pid : supervisors) EXPECT_TRUE(Alive(pid)) << "supervisor " << pid << " ended with the daemon";
   auto marks = ReadMarks(log);
   EXPECT_EQ(CountMarks(marks, "end", ok) + CountMarks(marks, "end", bad), 0) << "the jobs were not ended";
   Touch(gate);
@@ -168,10 +169,14 @@ TEST(DaemonRecovery, JobsThatEndWhileTheDaemonIsDownAreCollected) {
   EXPECT_TRUE(all[0].contains("end_time") && all[1].contains("end_time"));
 }
 
+// A launch whose supervisor has not taken its lock is requeued after this grace (10 s by default),
+// checked on this tick (1 s): short here, so the tests below do not wait 10 s for it.
+const Env kShortGrace = {{"GPULANE_DAEMON_REQUEUE_GRACE", "1s"}, {"GPULANE_DAEMON_TICK", "100ms"}};
+
 // Several one-GPU jobs on two GPUs; the daemon dies right after acknowledging them, when it has
 // marked some launching (GPUs being chosen by their supervisors) and not started others.
 TEST(DaemonRecovery, KilledBetweenChoosingGpusAndStartingJobs) {
-  TestDaemon d;
+  TestDaemon d({.daemon_env = kShortGrace});
   const fs::path log = d.work() / "marks.log";
   const auto job = MarkedJob(log.string(), "", 0, 0.3);
   json array = d.SubmitRequest(job);
@@ -225,7 +230,7 @@ TEST(DaemonRecovery, KilledBetweenChoosingGpusAndStartingJobs) {
 // simulated by ending, with the daemon, the supervisors that had not started their job yet. The
 // restarted daemon gives such jobs back to the line (after a grace period) and runs each once.
 TEST(DaemonRecovery, JobsWhoseSupervisorsWereLostBeforeStartingRunOnce) {
-  TestDaemon d({.state = IdleGpus(1)});
+  TestDaemon d({.state = IdleGpus(1), .daemon_env = kShortGrace});
   const fs::path log = d.work() / "marks.log", gate = d.work() / "gate";
   const std::int64_t blocker = d.Submit(MarkedJob(log.string(), gate.string()));
   ASSERT_TRUE(d.WaitForState(blocker, "running"));
@@ -250,6 +255,32 @@ TEST(DaemonRecovery, JobsWhoseSupervisorsWereLostBeforeStartingRunOnce) {
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   auto marks = ReadMarks(log);
   for (auto id : {blocker, a, b}) EXPECT_EQ(CountMarks(marks, "start", id), 1) << "job " << id;
+}
+
+// A status file the daemon cannot read (a value of the wrong type) throws inside the daemon's
+// loop, outside any request handler: it used to end the daemon. Now it is logged, the daemon goes
+// on serving, and the supervisor's next report is read as usual.
+TEST(DaemonRecovery, ADamagedStatusFileIsLoggedAndTheDaemonGoesOn) {
+  TestDaemon d({.state = IdleGpus(1)});
+  const fs::path log = d.work() / "marks.log", gate = d.work() / "gate";
+  const std::int64_t blocker = d.Submit(MarkedJob(log.string(), gate.string()));
+  ASSERT_TRUE(d.WaitForState(blocker, "running"));
+  const std::int64_t waiting = d.Submit(MarkedJob(log.string(), "", 0, 0));
+  ASSERT_TRUE(Eventually([&] { return Contains(d.Show(waiting).value("reason", ""), "in line"); }, 30));
+  const fs::path status = d.state_dir() / "jobs" / (Id(waiting) + ".status.json");
+  {
+    std::ofstream(status.string() + ".damaged") << R"({"phase": 5, "pid": "not a pid"})";
+  }
+  fs::rename(status.string() + ".damaged", status);  // inotify: the daemon reads it at once
+  ASSERT_TRUE(Eventually([&] { return Contains(d.Log(), fmt::format("cannot read the status of job {}", waiting)); }, 30))
+      << d.Log();
+  json ping = d.Call({{"op", "ping"}});
+  EXPECT_EQ(ping.value("pid", -1), d.pid()) << "the same daemon still serves: " << ping.dump();
+  EXPECT_EQ(d.State(waiting), "launching");
+  Touch(gate);
+  RunResult r = d.Gpulane({"wait", Id(blocker), Id(waiting)}, {}, 60);
+  EXPECT_EQ(r.out, fmt::format("{} completed 0\n{} completed 0\n", blocker, waiting)) << r.err;
+  EXPECT_EQ(d.Call({{"op", "ping"}}).value("pid", -1), d.pid());
 }
 
 }  // namespace

@@ -4,7 +4,6 @@
 
 #include <filesystem>
 #include <fmt/format.h>
-#include <thread>
 
 #include "support/daemon_fixture.h"
 #include "support/scenarios.h"
@@ -89,11 +88,10 @@ TEST(DaemonSubmit, MinFreeWaitsUntilAGpuHasThatMuchFree) {
   TestDaemon d({.state = state});
   const fs::path out = d.work() / "minfree.out";
   const std::int64_t id = d.Submit({"--min-free", "50GiB", "-o", out.string(), "--", "sh", "-c", "echo $CUDA_VISIBLE_DEVICES"});
-  // Neither GPU has 50 GiB free: the job waits, saying so.
-  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
-  json shown = d.Show(id);
+  // Neither GPU has 50 GiB free: the job waits, saying so (its supervisor's report).
+  json shown;
+  EXPECT_TRUE(Eventually([&] { return Contains((shown = d.Show(id)).value("reason", ""), "free"); }, 30)) << shown.dump();
   EXPECT_EQ(shown["state"], "launching") << shown.dump();
-  EXPECT_TRUE(Contains(shown["reason"], "free")) << shown.dump();
   EXPECT_FALSE(fs::exists(out));
   // Without --min-free the same job runs at once.
   const std::int64_t plain = d.Submit({"--", "true"});
@@ -155,10 +153,12 @@ TEST(DaemonSubmit, AfterStartsOnlyWhenTheJobSucceeded) {
   args[1] = std::to_string(failing);
   const std::int64_t after_failed = d.Submit(args);
   // Both wait for their dependency, saying so.
-  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-  json shown = d.Show(after_ok);
+  ASSERT_TRUE(d.WaitForState(first, "running"));
+  json shown;
+  EXPECT_TRUE(Eventually([&] { return (shown = d.Show(after_ok)).value("reason", "") == fmt::format("waiting for job {}", first); }, 30))
+      << shown.dump();
   EXPECT_EQ(shown["state"], "pending");
-  EXPECT_TRUE(Contains(shown["reason"], fmt::format("job {}", first))) << shown.dump();
+  EXPECT_EQ(d.Show(after_failed).value("reason", ""), fmt::format("waiting for job {}", failing));
   EXPECT_EQ(CountMarks(ReadMarks(log), "start", after_ok), 0);
   Touch(gate);
   RunResult wait = d.Gpulane({"wait", std::to_string(after_ok)});
@@ -243,7 +243,8 @@ TEST(DaemonSubmit, HeldJobStartsOnlyWhenReleased) {
   const fs::path mark = d.work() / "ran";
   const std::int64_t id = d.Submit({"--hold", "--", "touch", mark.string()});
   EXPECT_EQ(d.State(id), "held");
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  // A job needing every GPU, queued after it, runs to its end; it would have run first.
+  ASSERT_TRUE(d.RunJobNeedingEveryGpu());
   EXPECT_FALSE(fs::exists(mark));
   EXPECT_EQ(d.State(id), "held");
   RunResult release = d.Gpulane({"release", std::to_string(id)});

@@ -145,13 +145,21 @@ TEST_F(DaemonUsers, UserCannotCancelAnotherUsersRunningJob) {
       SubmitAs(a_, {"--", "sh", "-c", "while [ ! -e \"$0\" ]; do sleep 0.05; done; echo done", gate.string()});
   ASSERT_TRUE(d.WaitForState(job, "running"));
   EXPECT_TRUE(IsGpulaneError(d.GpulaneAs(b_, {"cancel", Id(job)}), 9, a_.name));
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_EQ(d.State(job), "running");
+  // B's refused cancel did nothing: the job runs to its own end.
+  Touch(gate);
+  RunResult ended = d.GpulaneAs(b_, {"wait", Id(job)});
+  EXPECT_EQ(ended.out, Id(job) + " completed 0\n") << ended.err;
+  EXPECT_EQ(d.GpulaneAs(a_, {"logs", Id(job)}).out, "done\n");
   // A's own cancel works.
-  RunResult cancel = d.GpulaneAs(a_, {"cancel", Id(job)});
+  const fs::path gate2 = d.UserDir(a_) / "gate2";
+  const std::int64_t second =
+      SubmitAs(a_, {"--", "sh", "-c", "while [ ! -e \"$0\" ]; do sleep 0.05; done; echo done", gate2.string()});
+  ASSERT_TRUE(d.WaitForState(second, "running"));
+  RunResult cancel = d.GpulaneAs(a_, {"cancel", Id(second)});
   EXPECT_EQ(cancel.exit_code, 0) << cancel.err;
-  RunResult wait = d.GpulaneAs(b_, {"wait", Id(job)});
-  EXPECT_TRUE(Contains(wait.out, Id(job) + " cancelled")) << wait.out << wait.err;
+  RunResult wait = d.GpulaneAs(b_, {"wait", Id(second)});
+  EXPECT_TRUE(Contains(wait.out, Id(second) + " cancelled")) << wait.out << wait.err;
 }
 
 }  // namespace

@@ -238,6 +238,13 @@ std::optional<json> RawConnection::Read(double timeout_s) {
   return std::nullopt;
 }
 
+bool RawConnection::Readable() {
+  if (fd_ < 0) return false;
+  if (!buffer_.empty()) return true;
+  pollfd p{fd_, POLLIN, 0};
+  return poll(&p, 1, 0) > 0;
+}
+
 bool RawConnection::ClosedByPeer(double timeout_s) {
   const double deadline = Seconds() + timeout_s;
   while (fd_ >= 0) {
@@ -304,7 +311,7 @@ Env TestDaemon::env(const Env& extra) const {
 bool TestDaemon::Start() {
   std::vector<std::string> argv = {GpulaneBinary(), "daemon"};
   if (!options_.system_mode) argv.push_back("--user");
-  daemons_.push_back(std::make_unique<Child>(argv, env()));
+  daemons_.push_back(std::make_unique<Child>(argv, env(options_.daemon_env)));
   Child& daemon = *daemons_.back();
   const double deadline = Seconds() + 30;
   while (Seconds() < deadline) {
@@ -479,6 +486,32 @@ json TestDaemon::SubmitRequest(const std::vector<std::string>& argv, bool hold, 
   for (const auto& kv : env) environment.push_back(kv);
   json spec = {{"argv", argv}, {"cwd", work().string()}, {"env", environment}, {"request", {{"count", 1}}}};
   return {{"op", "submit"}, {"spec", spec}, {"hold", hold}};
+}
+
+bool TestDaemon::Barrier() const {
+  json ping = Call({{"op", "ping"}}, 30);
+  if (!ping.value("ok", false)) ADD_FAILURE() << "no answer to the barrier's ping: " << ping.dump();
+  return ping.value("ok", false);
+}
+
+bool TestDaemon::RunJobNeedingEveryGpu() const {
+  const std::size_t gpus = machine_->state()["devices"].size();
+  const std::int64_t id = Submit({"-g", std::to_string(gpus), "--name", "every-gpu", "--", "true"});
+  if (id < 0) return false;
+  RunResult r = Gpulane({"wait", std::to_string(id)});
+  if (r.exit_code != 0) ADD_FAILURE() << "the job needing every GPU did not complete: " << r.out << r.err;
+  return r.exit_code == 0;
+}
+
+std::vector<pid_t> TestDaemon::JobPids() const {
+  const fs::path gpulane = fs::weakly_canonical(GpulaneBinary());
+  std::vector<pid_t> out;
+  for (pid_t pid : TaggedPids()) {
+    std::error_code ec;
+    const fs::path exe = fs::read_symlink(fmt::format("/proc/{}/exe", pid), ec);
+    if (!ec && exe != gpulane) out.push_back(pid);  // unreadable: gone already
+  }
+  return out;
 }
 
 std::vector<pid_t> TestDaemon::SupervisorPids() const {

@@ -69,6 +69,9 @@ struct DaemonOptions {
   std::string config;
   /// Start the daemon in the constructor (and wait until it answers).
   bool start = true;
+  /// Extra environment of the daemon alone (not of clients), e.g. the test knobs
+  /// GPULANE_DAEMON_REQUEUE_GRACE, GPULANE_DAEMON_READ_TIMEOUT, GPULANE_DAEMON_TICK (docs/config.md).
+  Env daemon_env;
 };
 
 /// One framed connection to the daemon's socket, speaking the wire protocol byte by byte.
@@ -89,6 +92,8 @@ class RawConnection {
   bool ClosedByPeer(double timeout_s);
   /// Half-closes the sending side.
   void ShutdownWrite();
+  /// True when a reply (or the daemon's close) is there to be read now; never waits.
+  bool Readable();
 
  private:
   int fd_ = -1;
@@ -155,6 +160,21 @@ class TestDaemon {
   /// A submit request for `argv` run in work() with this process's environment plus `env`.
   nlohmann::json SubmitRequest(const std::vector<std::string>& argv, bool hold = false,
                                const std::vector<std::string>& env = {}) const;
+
+  /// A round trip through the daemon (a ping on a new connection). Every request sent to it in
+  /// full before has been read and handled when this returns, and the daemon has since run a whole
+  /// turn of its loop (launches, answers to waiters, replies written): it accepts connections in
+  /// order and reads all readable ones in each turn. False (and a test failure) without a reply.
+  bool Barrier() const;
+  /// Submits a job that needs every GPU and waits until it has run to its end. Jobs are launched
+  /// in line order and take GPUs in line order, so once it has run, every job queued (or
+  /// released) before it that could start has started and ended: a positive event that proves
+  /// the daemon had its chance to start a job that must not start. Only when no earlier job waits
+  /// for GPUs it never gets. False (and a test failure) when it did not complete.
+  bool RunJobNeedingEveryGpu() const;
+  /// Pids of live processes of this test's jobs: tagged ones that are not gpulane (daemon,
+  /// supervisors, clients).
+  std::vector<pid_t> JobPids() const;
 
   /// Pids of live supervisors of this daemon (`gpulane _supervise <state>/jobs ...`).
   std::vector<pid_t> SupervisorPids() const;

@@ -1,0 +1,118 @@
+#pragma once
+// The daemon's table of unfinished jobs and everything that moves them: recovery after a restart,
+// supervisors' status files, launches, and the end of each job. It owns no process and no socket:
+// it is built from the job store, the jobs folder (daemon/job_files.h), a clock and a supervisor
+// launcher, so tests drive it on a :memory: store, a temporary folder, a FakeClock and a launcher
+// that records.
+//
+// Recovery is the same code as normal operation: a restarted daemon reads every supervisor's
+// status and lock, so it re-adopts running jobs, collects results that arrived while it was down,
+// and never starts a job twice (a job whose supervisor reported "running" is never started again).
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "daemon/launcher.h"
+#include "sched/launch.h"
+#include "store/job_store.h"
+#include "util/clock.h"
+#include "util/result.h"
+
+namespace gpulane::daemon {
+
+/// Where the table writes what happens to jobs, for people ("job 12 (alice) completed ...").
+using LogSink = std::function<void(const std::string& line)>;
+
+/// A job's state as its dependents see it (sched/launch.h): unfinished until it has ended.
+sched::DependencyState AsDependencyState(store::JobState state);
+
+/// The table's timings and cap.
+struct JobTableLimits {
+  /// A launched job whose supervisor has not taken its lock this long after the launch (or after
+  /// the daemon found it launching at start-up) is given back to the line (DaemonSettings).
+  double requeue_grace_s = 10;
+  /// Launched jobs that may wait for GPUs at once (daemon.max_waiting, sched::DefaultMaxWaiting).
+  unsigned max_waiting = 4;
+};
+
+class JobTable {
+ public:
+  /// Keeps references to `store`, `clock` and `launcher`, which must outlive it. `jobs_dir` holds
+  /// the jobs' spec, status and lock files.
+  JobTable(store::JobStore& store, std::string jobs_dir, const Clock& clock, SupervisorLauncher& launcher,
+           JobTableLimits limits, LogSink log);
+
+  /// Start-up: loads every unfinished job from the store and reads the status of each one that had
+  /// been handed to a supervisor (adopting, collecting or requeueing it as ImportStatus does).
+  /// Returns how many had been handed to supervisors. Errors: the store's (kIo).
+  Result<std::size_t> Recover();
+
+  /// A new job, already stored (it has its id).
+  void Add(store::Job job);
+  /// Every unfinished job by id. Callers may change a job's fields; MarkDirty then stores them.
+  std::map<std::int64_t, store::Job>& active() { return active_; }
+  /// The job: unfinished ones from the table, others from the store; nullopt when there is none.
+  std::optional<store::Job> Find(std::int64_t id);
+
+  /// Cancel job `id` (launching or running) once its supervisor reports itself, and never put it
+  /// back in line. Does not signal anyone: the caller signals a supervisor it knows.
+  void RequestCancel(std::int64_t id) { cancel_requested_.insert(id); }
+  /// Hold job `id` (launching: its supervisor waits for GPUs) once its supervisor reports itself.
+  void RequestHold(std::int64_t id) { hold_requested_.insert(id); }
+  /// True while a hold of job `id` waits for its supervisor to leave the line.
+  bool HoldRequested(std::int64_t id) const { return hold_requested_.count(id) > 0; }
+  /// The state of one array task ("12_3": ref.task set); nullopt when there is no such task.
+  std::optional<store::JobState> TaskState(const sched::JobRef& ref);
+
+  /// Reads job `id`'s status file and lock and moves the job on: "running" adopted (or failed when
+  /// its supervisor is gone), "done" collected, a held supervisor's job held, a lost launch
+  /// requeued after the grace (cancelled instead when a cancel was requested). Unknown or
+  /// unlaunched ids are ignored. An unreadable status is logged and the job left as it is.
+  void ImportStatus(std::int64_t id);
+  /// ImportStatus for every launched or running job (the daemon's tick).
+  void CheckSupervisors();
+  /// Asks sched::PlanLaunches which pending jobs start now, cancels the doomed ones, stores the
+  /// chosen ones as launching (one transaction) and only then writes their specs and starts their
+  /// supervisors. When that transaction fails nothing is started (logged; tried again next time).
+  void LaunchEligible();
+
+  /// Ends a job: records it (unless the caller has stored it already, `stored`), forgets its files,
+  /// logs it and removes it from the table. `job` must be in the table.
+  void Finish(store::Job& job, store::JobState state, std::optional<int> exit_code, const std::string& reason,
+              std::optional<double> end_time, bool stored = false);
+  /// Stores the job's changes at the next FlushDirty.
+  void MarkDirty(const store::Job& job) { dirty_.insert(job.id); }
+  /// Stores every changed job in one transaction (errors are logged).
+  void FlushDirty();
+
+  /// True (once) when something changed that may let a queued job start.
+  bool TakeScheduleNeeded() { return std::exchange(schedule_needed_, false); }
+
+ private:
+  void ImportStatusOf(store::Job& job);
+  void RequeueOrWait(store::Job& job, bool reported);
+  sched::DependencyState DependencyStateOf(const sched::JobRef& job);
+  void Launch(store::Job& job);
+  double Now() const { return clock_.WallS(); }
+
+  store::JobStore& store_;
+  std::string jobs_dir_;
+  const Clock& clock_;
+  SupervisorLauncher& launcher_;
+  JobTableLimits limits_;
+  LogSink log_;
+  std::map<std::int64_t, store::Job> active_;           ///< every unfinished job
+  std::map<std::int64_t, sched::DependencyState> finished_;  ///< end states seen (for --after), cached
+  std::set<std::int64_t> cancel_requested_;
+  std::set<std::int64_t> hold_requested_;               ///< held while their supervisor waits for GPUs
+  std::map<std::int64_t, double> launched_at_;          ///< monotonic seconds each launching job was launched (or found)
+  std::set<std::int64_t> dirty_;                        ///< jobs whose changes are not yet in the store
+  bool schedule_needed_ = true;
+};
+
+}  // namespace gpulane::daemon

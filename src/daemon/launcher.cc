@@ -1,0 +1,42 @@
+#include "daemon/launcher.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "util/strings.h"
+
+namespace gpulane::daemon {
+
+Status ForkExecLauncher::Start(std::int64_t id) {
+  // Everything the child needs is made before the fork: between fork and exec it only calls
+  // async-signal-safe functions.
+  const std::string id_text = std::to_string(id);
+  pid_t child = fork();
+  if (child < 0) return MakeError(ErrorKind::kIo, StrCat("cannot start the supervisor of job ", id, ": fork: ", std::strerror(errno)));
+  if (child == 0) {
+    for (int fd : close_in_child_) close(fd);
+    // Detach twice so the supervisor outlives this daemon and is nobody's child but init's.
+    setsid();
+    if (fork() != 0) _exit(0);
+    int null_fd = open("/dev/null", O_RDONLY);
+    int log_fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    dup2(null_fd, 0);
+    dup2(log_fd, 1);
+    dup2(log_fd, 2);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    signal(SIGPIPE, SIG_DFL);
+    execl(self_exe_.c_str(), "gpulane", "_supervise", jobs_dir_.c_str(), id_text.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  waitpid(child, nullptr, 0);
+  return Status::Ok();
+}
+
+}  // namespace gpulane::daemon

@@ -1,0 +1,41 @@
+#pragma once
+// How the daemon starts a job's supervisor (`gpulane _supervise <jobs dir> <id>`, daemon/
+// supervisor.h): behind an interface, so that the job table (daemon/job_table.h) can be tested
+// with a launcher that only records what it was asked to start.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "util/result.h"
+
+namespace gpulane::daemon {
+
+/// Starts supervisors.
+class SupervisorLauncher {
+ public:
+  virtual ~SupervisorLauncher() = default;
+  /// Starts the supervisor of job `id`, whose spec file is already written, detached from the
+  /// caller. Returns once it is on its way, not once it has taken the job's lock. Errors: kIo when
+  /// no process could be started (fork failed).
+  virtual Status Start(std::int64_t id) = 0;
+};
+
+/// The real one: fork, setsid, fork again, exec `self_exe _supervise jobs_dir id`, so that the
+/// supervisor outlives the daemon and is nobody's child but init's; its stdout and stderr go to
+/// `log_path` (appended), its stdin is /dev/null.
+class ForkExecLauncher final : public SupervisorLauncher {
+ public:
+  ForkExecLauncher(std::string self_exe, std::string jobs_dir, std::string log_path)
+      : self_exe_(std::move(self_exe)), jobs_dir_(std::move(jobs_dir)), log_path_(std::move(log_path)) {}
+  /// Descriptors closed in the child before anything else (the daemon's lock and listening
+  /// socket: close-on-exec, but a copy held until the exec would keep a daemon restarted after a
+  /// kill -9 from taking its lock).
+  void CloseInChild(std::vector<int> fds) { close_in_child_ = std::move(fds); }
+  Status Start(std::int64_t id) override;
+
+ private:
+  std::string self_exe_, jobs_dir_, log_path_;
+  std::vector<int> close_in_child_;
+};
+
+}  // namespace gpulane::daemon

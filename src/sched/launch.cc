@@ -1,0 +1,84 @@
+#include "sched/launch.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "util/strings.h"
+
+namespace gpulane::sched {
+namespace {
+
+bool InLineBefore(const QueuedJob& a, const QueuedJob& b) {
+  if (a.priority != b.priority) return a.priority > b.priority;
+  return a.id < b.id;
+}
+
+// What one job's dependencies say: doomed (with why), blocked (with why) or ready.
+struct Verdict {
+  std::optional<std::string> failed;
+  std::optional<std::string> blocked;
+};
+
+// The last failed and the last blocking dependency name the reason, --after-any's after --after's.
+Verdict Judge(const QueuedJob& job, const DependencyLookup& lookup) {
+  Verdict v;
+  for (const JobRef& dep : job.after_ok) {
+    const DependencyState s = lookup(dep);
+    if (s == DependencyState::kUnfinished) v.blocked = StrCat("waiting for job ", JobRefText(dep));
+    else if (s != DependencyState::kCompleted)
+      v.failed = StrCat("job ", JobRefText(dep), " it depends on ended ", DependencyStateName(s));
+  }
+  for (const JobRef& dep : job.after_any)
+    if (lookup(dep) == DependencyState::kUnfinished) v.blocked = StrCat("waiting for job ", JobRefText(dep), " to end");
+  return v;
+}
+
+}  // namespace
+
+std::string JobRefText(const JobRef& ref) {
+  return ref.task ? StrCat(ref.id, "_", *ref.task) : StrCat(ref.id);
+}
+
+const char* DependencyStateName(DependencyState state) {
+  switch (state) {
+    case DependencyState::kUnfinished: return "unfinished";
+    case DependencyState::kCompleted: return "completed";
+    case DependencyState::kFailed: return "failed";
+    case DependencyState::kCancelled: return "cancelled";
+    case DependencyState::kTimeout: return "timeout";
+  }
+  return "unfinished";
+}
+
+DependencyState ArrayDependencyState(const std::vector<DependencyState>& tasks) {
+  DependencyState out = DependencyState::kCompleted;
+  for (DependencyState t : tasks) {
+    if (t == DependencyState::kUnfinished) return t;
+    if (t != DependencyState::kCompleted) out = t;
+  }
+  return out;
+}
+
+unsigned DefaultMaxWaiting(unsigned gpu_count) { return std::max(4u, 2 * gpu_count); }
+
+std::size_t LaunchLookahead(unsigned max_waiting) { return 4 * static_cast<std::size_t>(max_waiting) + 64; }
+
+LaunchPlan PlanLaunches(std::vector<QueuedJob> queue, const DependencyLookup& lookup, const LaunchLimits& limits) {
+  LaunchPlan plan;
+  std::erase_if(queue, [](const QueuedJob& j) { return j.held; });
+  if (limits.already_waiting >= limits.max_waiting || queue.empty()) return plan;
+  // Only the first few in line matter; ordering all of a long queue on every event would not scale.
+  const std::size_t look = std::min(queue.size(), LaunchLookahead(limits.max_waiting));
+  std::partial_sort(queue.begin(), queue.begin() + static_cast<std::ptrdiff_t>(look), queue.end(), InLineBefore);
+  queue.resize(look);
+  for (const QueuedJob& job : queue) {
+    if (limits.already_waiting + plan.launch.size() >= limits.max_waiting) break;
+    Verdict v = Judge(job, lookup);
+    if (v.failed) plan.cancel.push_back({job.id, std::move(*v.failed)});
+    else if (v.blocked) plan.blocked.push_back({job.id, std::move(*v.blocked)});
+    else plan.launch.push_back(job.id);
+  }
+  return plan;
+}
+
+}  // namespace gpulane::sched

@@ -1,0 +1,96 @@
+#pragma once
+// Which queued jobs the daemon hands to supervisors next, as a pure function of the queue: no
+// store, no clock, no processes (the daemon gathers the inputs, daemon/job_table.h applies the
+// plan). A supervisor then waits for GPUs in the lease line (sched/policy.h); this decides only
+// who may join it.
+//
+// Rules:
+//  - Line order: higher priority first, then lower id. The daemon numbers jobs in the order it
+//    accepts them, so among equal priorities this is submission order.
+//  - Held jobs are skipped (they stay where they are in line).
+//  - --after: a job starts once every such dependency completed; one that ended otherwise (failed,
+//    cancelled, timed out) dooms it: it is cancelled, naming the dependency and how it ended.
+//    --after-any: it starts once every such dependency ended, however. A dependency on an array's
+//    id stands for all its tasks (ArrayDependencyState).
+//  - The cap: at most `max_waiting` launched jobs wait for GPUs at once (counting those already
+//    waiting); the rest wait in the queue.
+//  - Only the head of the line is looked at (LaunchLookahead jobs), so that a queue of 100,000
+//    jobs costs a partial sort per decision instead of a full one; jobs further back neither start
+//    nor get a blocked reason in that round.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace gpulane::sched {
+
+/// Where a job that others depend on stands.
+enum class DependencyState { kUnfinished, kCompleted, kFailed, kCancelled, kTimeout };
+
+/// "unfinished", "completed", "failed", "cancelled", "timeout" (the job states' names).
+const char* DependencyStateName(DependencyState state);
+
+/// The state of an array as a dependency, from its tasks' states (in task order): unfinished while
+/// any task is; else completed when every task completed; else how the last task that did not
+/// complete ended. No tasks: completed.
+DependencyState ArrayDependencyState(const std::vector<DependencyState>& tasks);
+
+/// A job others depend on: job `id` (an array's id stands for all its tasks), or with `task` the task
+/// with that array index of array `id` ("12_3"; store/job_id.h parses and prints the notation).
+struct JobRef {
+  std::int64_t id = 0;
+  std::optional<int> task;
+  bool operator==(const JobRef&) const = default;
+};
+
+/// "12" or "12_3".
+std::string JobRefText(const JobRef& ref);
+
+/// The caller's answer to "where does this job stand?" (arrays resolved as ArrayDependencyState).
+/// A job the caller does not know is kUnfinished: the dependent keeps waiting.
+using DependencyLookup = std::function<DependencyState(const JobRef& job)>;
+
+/// One queued job as the launch decision sees it. The spans point into the caller's jobs, which
+/// must outlive the call.
+struct QueuedJob {
+  std::int64_t id = 0;
+  int priority = 0;                       ///< higher goes first
+  bool held = false;                      ///< skipped until released (callers may also leave held jobs out)
+  std::span<const JobRef> after_ok;   ///< --after: these must complete (exit 0)
+  std::span<const JobRef> after_any;  ///< --after-any: these must end, however
+};
+
+/// The cap on supervisors waiting for GPUs.
+struct LaunchLimits {
+  unsigned max_waiting = 4;      ///< launched jobs that may wait for GPUs at once
+  unsigned already_waiting = 0;  ///< launched jobs waiting now
+};
+
+/// daemon.max_waiting's default: 2 per GPU, at least 4.
+unsigned DefaultMaxWaiting(unsigned gpu_count);
+
+/// How many jobs at the head of the line one decision looks at, for a cap of `max_waiting`.
+std::size_t LaunchLookahead(unsigned max_waiting);
+
+/// A job that gets an update without starting: cancelled (its dependency failed) or still blocked.
+struct JobReason {
+  std::int64_t id = 0;
+  std::string reason;  ///< "job 12 it depends on ended failed", "waiting for job 12_3", "waiting for job 12 to end"
+  bool operator==(const JobReason&) const = default;
+};
+
+/// The decision.
+struct LaunchPlan {
+  std::vector<std::int64_t> launch;  ///< hand these to supervisors, in line order
+  std::vector<JobReason> cancel;     ///< cancel these (never to run), with why
+  std::vector<JobReason> blocked;    ///< these wait for a dependency, with why
+};
+
+/// Decides for `queue` (any order; jobs other than pending or held must not be in it). `lookup`
+/// is asked about each dependency of the jobs looked at. Never fails.
+LaunchPlan PlanLaunches(std::vector<QueuedJob> queue, const DependencyLookup& lookup, const LaunchLimits& limits);
+
+}  // namespace gpulane::sched

@@ -1,0 +1,51 @@
+#pragma once
+// Time as code that waits for things reads it: the wall clock (timestamps people see and that are
+// stored) and a monotonic clock (how long something has taken; never jumps when the wall clock is
+// set). SystemClock reads the real ones; FakeClock is moved by hand, so tests of time-outs and
+// grace periods run without sleeping.
+#include <chrono>
+
+namespace gpulane {
+
+/// A source of the current time.
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  /// Seconds since the Unix epoch (the wall clock; may jump when the system time is set).
+  virtual double WallS() const = 0;
+  /// Seconds since an arbitrary fixed point (never goes back); only differences mean anything.
+  virtual double MonotonicS() const = 0;
+};
+
+/// The operating system's clocks (std::chrono::system_clock and steady_clock).
+class SystemClock final : public Clock {
+ public:
+  double WallS() const override {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  }
+  double MonotonicS() const override {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+};
+
+/// A clock that stands still until Advance() moves it; both readings move together. Starts at
+/// `wall_s` on the wall clock and `monotonic_s` on the monotonic one (binary-exact defaults, so
+/// that sums of advances such as 9.5 + 0.5 compare exactly).
+class FakeClock final : public Clock {
+ public:
+  explicit FakeClock(double wall_s = 1'700'000'000.0, double monotonic_s = 1000.0)
+      : wall_s_(wall_s), monotonic_s_(monotonic_s) {}
+  double WallS() const override { return wall_s_; }
+  double MonotonicS() const override { return monotonic_s_; }
+  /// Moves both clocks forward by `seconds` (>= 0).
+  void Advance(double seconds) {
+    wall_s_ += seconds;
+    monotonic_s_ += seconds;
+  }
+
+ private:
+  double wall_s_;
+  double monotonic_s_;
+};
+
+}  // namespace gpulane

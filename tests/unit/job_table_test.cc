@@ -1,0 +1,452 @@
+// The daemon's job table (daemon::JobTable) on a :memory: store, a temporary jobs folder, a
+// FakeClock and a launcher that records: recovery after a restart (adopt, fail, collect, requeue
+// after the grace, never requeue a cancelled job), launches and what supervisors' status files say.
+// A test plays the supervisor: it holds the job's lock with flock and writes its status file.
+#include "daemon/job_table.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "daemon/job_files.h"
+#include "support/harness.h"
+#include "support/recording_launcher.h"
+#include "util/clock.h"
+
+namespace gpulane::daemon {
+namespace {
+
+namespace fs = std::filesystem;
+using store::Job;
+using store::JobState;
+using Ids = std::vector<std::int64_t>;
+
+constexpr double kGraceS = 10;
+
+class JobTableTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/gpulane-job-table-test-XXXXXX";
+    dir_ = mkdtemp(dir);
+    fs::create_directories(jobs_dir());
+    auto store = store::JobStore::Open(":memory:");
+    ASSERT_TRUE(store) << store.error().message;
+    store_ = std::move(store).value();
+  }
+  void TearDown() override {
+    for (auto& [id, fd] : locks_) close(fd);
+    fs::remove_all(dir_);
+  }
+
+  std::string jobs_dir() const { return (dir_ / "jobs").string(); }
+  JobFiles Files(std::int64_t id) const { return JobFiles(jobs_dir(), id); }
+
+  // The table, built on first use (after the test has prepared the store: a restarted daemon).
+  JobTable& Table() {
+    if (!table_)
+      table_ = std::make_unique<JobTable>(*store_, jobs_dir(), clock_, launcher_, limits_,
+                                          [this](const std::string& line) { log_.push_back(line); });
+    return *table_;
+  }
+
+  // Stores a job in `state` (as a daemon before the restart left it) and returns its id.
+  std::int64_t Stored(JobState state, std::vector<std::int64_t> after_ok = {}, std::vector<std::int64_t> after_any = {},
+                      int priority = 0) {
+    std::vector<Job> jobs = {MakeJob(after_ok, after_any, priority)};
+    auto ids = store_->Insert(jobs, false);
+    EXPECT_TRUE(ids) << ids.error().message;
+    jobs[0].state = state;
+    EXPECT_TRUE(store_->Update({&jobs[0]}).ok());
+    return jobs[0].id;
+  }
+
+  // Stores an array of tasks in these states; returns the array's id (its first task's).
+  std::int64_t StoredArray(const std::vector<JobState>& states) {
+    std::vector<Job> jobs(states.size(), MakeJob({}, {}, 0));
+    for (std::size_t i = 0; i < jobs.size(); ++i) jobs[i].array_index = static_cast<int>(i);
+    auto ids = store_->Insert(jobs, true);
+    EXPECT_TRUE(ids) << ids.error().message;
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      jobs[i].state = states[i];
+      EXPECT_TRUE(store_->Update({&jobs[i]}).ok());
+    }
+    return jobs[0].id;
+  }
+
+  static Job MakeJob(std::vector<std::int64_t> after_ok, std::vector<std::int64_t> after_any, int priority) {
+    Job job;
+    job.uid = 1000;
+    job.gid = 1000;
+    job.user = "alice";
+    job.spec.argv = {"true"};
+    job.spec.cwd = "/tmp";
+    for (auto id : after_ok) job.spec.after_ok.push_back({id, std::nullopt});
+    for (auto id : after_any) job.spec.after_any.push_back({id, std::nullopt});
+    job.spec.request.priority = priority;
+    job.submit_time = 1.0;
+    return job;
+  }
+
+  // The test as the job's supervisor: takes the job's lock (as `gpulane _supervise` does) ...
+  void HoldLock(std::int64_t id) {
+    int fd = open(Files(id).lock_path().c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(flock(fd, LOCK_EX | LOCK_NB), 0);
+    locks_[id] = fd;
+  }
+  void ReleaseLock(std::int64_t id) {
+    close(locks_.at(id));
+    locks_.erase(id);
+  }
+  // ... and reports.
+  void Report(std::int64_t id, SupervisorStatus status) { ASSERT_TRUE(Files(id).WriteStatus(status).ok()); }
+
+  static SupervisorStatus Running() {
+    SupervisorStatus s;
+    s.phase = "running";
+    s.pid = static_cast<pid_t>(test::UnusedPid());  // no such process: a cancel's SIGTERM goes nowhere
+    s.start_time = 1'700'000'100.0;
+    s.gpu_uuids = {"GPU-1"};
+    return s;
+  }
+  static SupervisorStatus Done(std::optional<int> exit_code) {
+    SupervisorStatus s = Running();
+    s.phase = "done";
+    s.exit_code = exit_code;
+    s.end_time = 1'700'000'200.0;
+    return s;
+  }
+  static SupervisorStatus Waiting(const std::string& reason) {
+    SupervisorStatus s;
+    s.pid = static_cast<pid_t>(test::UnusedPid());
+    s.reason = reason;
+    return s;
+  }
+
+  // The job as stored.
+  Job StoredJob(std::int64_t id) {
+    auto job = store_->Get(id);
+    EXPECT_TRUE(job && *job) << "job " << id;
+    return job && *job ? **job : Job{};
+  }
+  std::string StoredState(std::int64_t id) { return store::StateName(StoredJob(id).state); }
+  // The job as the table has it ("" when it is not active).
+  std::string TableState(std::int64_t id) {
+    auto it = Table().active().find(id);
+    return it == Table().active().end() ? "" : store::StateName(it->second.state);
+  }
+  bool Logged(const std::string& part) const {
+    for (const auto& line : log_)
+      if (line.find(part) != std::string::npos) return true;
+    return false;
+  }
+  // One daemon tick, then a scheduling pass and the store updates, as the daemon's loop does.
+  void Turn() {
+    Table().CheckSupervisors();
+    Table().LaunchEligible();
+    Table().FlushDirty();
+  }
+
+  fs::path dir_;
+  std::unique_ptr<store::JobStore> store_;
+  FakeClock clock_;
+  test::RecordingLauncher launcher_;
+  JobTableLimits limits_{kGraceS, 4};
+  std::vector<std::string> log_;
+  std::map<std::int64_t, int> locks_;
+  std::unique_ptr<JobTable> table_;
+};
+
+// ---- recovery ---------------------------------------------------------------------------------
+
+TEST_F(JobTableTest, RecoveryAdoptsARunningJobWhoseSupervisorHoldsItsLock) {
+  const std::int64_t id = Stored(JobState::kLaunching);
+  HoldLock(id);
+  Report(id, Running());
+  auto handed = Table().Recover();
+  ASSERT_TRUE(handed) << handed.error().message;
+  EXPECT_EQ(*handed, 1u);
+  EXPECT_EQ(TableState(id), "running");
+  Job stored = StoredJob(id);
+  EXPECT_EQ(store::StateName(stored.state), "running") << "stored at recovery";
+  EXPECT_EQ(stored.start_time, 1'700'000'100.0);
+  EXPECT_EQ(stored.gpu_uuids, std::vector<std::string>{"GPU-1"});
+  EXPECT_EQ(Table().active().at(id).supervisor_pid, Running().pid);
+  // It stays running however long it runs, and is never started again.
+  for (int i = 0; i < 5; ++i) {
+    clock_.Advance(3600);
+    Turn();
+  }
+  EXPECT_EQ(TableState(id), "running");
+  EXPECT_TRUE(launcher_.started.empty());
+}
+
+TEST_F(JobTableTest, RecoveryFailsAJobWhoseSupervisorDiedAfterRunningAndNeverStartsItAgain) {
+  const std::int64_t id = Stored(JobState::kRunning);
+  Report(id, Running());  // no lock: its supervisor is gone
+  ASSERT_TRUE(Table().Recover());
+  EXPECT_EQ(TableState(id), "") << "finished";
+  Job stored = StoredJob(id);
+  EXPECT_EQ(store::StateName(stored.state), "failed");
+  EXPECT_EQ(stored.reason, "its supervisor ended without recording the job's end");
+  EXPECT_EQ(stored.end_time, clock_.WallS()) << "ended when the daemon found out, on its clock";
+  EXPECT_FALSE(fs::exists(Files(id).status_path())) << "its files are removed";
+  clock_.Advance(kGraceS * 10);
+  Turn();
+  EXPECT_TRUE(launcher_.started.empty());
+  EXPECT_EQ(StoredState(id), "failed");
+}
+
+TEST_F(JobTableTest, RecoveryCollectsJobsThatEndedWhileTheDaemonWasDown) {
+  const std::int64_t ok = Stored(JobState::kRunning), bad = Stored(JobState::kRunning), cancelled = Stored(JobState::kLaunching),
+                     late = Stored(JobState::kRunning);
+  Report(ok, Done(0));
+  Report(bad, Done(3));
+  SupervisorStatus interrupted = Done(std::nullopt);
+  interrupted.interrupted = true;
+  interrupted.reason = "cancelled while waiting for GPUs";
+  Report(cancelled, interrupted);
+  SupervisorStatus timed_out = Done(143);
+  timed_out.timed_out = true;
+  Report(late, timed_out);
+  auto handed = Table().Recover();
+  ASSERT_TRUE(handed);
+  EXPECT_EQ(*handed, 4u);
+  EXPECT_TRUE(Table().active().empty());
+  Job a = StoredJob(ok), b = StoredJob(bad);
+  EXPECT_EQ(store::StateName(a.state), "completed");
+  EXPECT_EQ(a.exit_code, 0);
+  EXPECT_EQ(store::StateName(b.state), "failed");
+  EXPECT_EQ(b.exit_code, 3);
+  EXPECT_EQ(b.end_time, 1'700'000'200.0) << "the end its supervisor recorded";
+  EXPECT_EQ(b.start_time, 1'700'000'100.0);
+  EXPECT_EQ(StoredState(cancelled), "cancelled");
+  EXPECT_EQ(StoredState(late), "timeout");
+  EXPECT_EQ(StoredJob(late).exit_code, 143);
+  EXPECT_TRUE(Logged(std::to_string(bad) + " (alice) failed with exit code 3"));
+  Turn();
+  EXPECT_TRUE(launcher_.started.empty());
+}
+
+TEST_F(JobTableTest, RecoveryRequeuesALaunchWhoseSupervisorNeverTookItsLockExactlyAfterTheGrace) {
+  const std::int64_t id = Stored(JobState::kLaunching);  // marked, then the daemon died before starting it
+  ASSERT_TRUE(Table().Recover());
+  EXPECT_EQ(TableState(id), "launching");
+  clock_.Advance(kGraceS - 0.5);
+  Turn();
+  EXPECT_EQ(TableState(id), "launching") << "not before the grace";
+  EXPECT_TRUE(launcher_.started.empty());
+  // Exactly at the grace: back in line, and started again in the same turn.
+  launcher_.on_start = [&](std::int64_t started) {
+    EXPECT_EQ(StoredState(started), "launching") << "stored as launching before its supervisor starts";
+    EXPECT_TRUE(fs::exists(Files(started).spec_path())) << "its spec is written first";
+  };
+  clock_.Advance(0.5);
+  Table().CheckSupervisors();
+  EXPECT_EQ(TableState(id), "pending");
+  EXPECT_EQ(Table().active().at(id).reason, "requeued: its supervisor ended before the job started");
+  EXPECT_TRUE(Table().TakeScheduleNeeded());
+  Table().FlushDirty();
+  EXPECT_EQ(StoredState(id), "pending");
+  Table().LaunchEligible();
+  EXPECT_EQ(launcher_.started, Ids{id});
+  EXPECT_EQ(TableState(id), "launching");
+}
+
+TEST_F(JobTableTest, ALaunchThatNeverTookItsLockIsStartedAgainAfterTheGraceEachTime) {
+  const std::int64_t id = Stored(JobState::kPending);
+  ASSERT_TRUE(Table().Recover());
+  Table().LaunchEligible();
+  EXPECT_EQ(launcher_.started, Ids{id});
+  clock_.Advance(kGraceS - 0.5);
+  Turn();
+  EXPECT_EQ(launcher_.started, Ids{id});
+  clock_.Advance(0.5);
+  Turn();
+  EXPECT_EQ(launcher_.started, (Ids{id, id}));
+  // Once its supervisor holds the lock, it waits for GPUs as long as it takes.
+  HoldLock(id);
+  Report(id, Waiting("waiting, 1st in line: GPU0: in use"));
+  for (int i = 0; i < 4; ++i) {
+    clock_.Advance(kGraceS);
+    Turn();
+  }
+  EXPECT_EQ(launcher_.started, (Ids{id, id}));
+  EXPECT_EQ(TableState(id), "launching");
+  EXPECT_EQ(Table().active().at(id).reason, "waiting, 1st in line: GPU0: in use");
+}
+
+TEST_F(JobTableTest, ACancelledLaunchIsNeverRequeued) {
+  const std::int64_t silent = Stored(JobState::kLaunching), reported = Stored(JobState::kLaunching);
+  Report(reported, Waiting("waiting"));  // reported, then its supervisor went away: gone for sure
+  ASSERT_TRUE(Table().Recover());
+  Table().RequestCancel(silent);
+  Table().RequestCancel(reported);
+  Table().CheckSupervisors();
+  EXPECT_EQ(TableState(silent), "launching") << "its supervisor may still take the lock and see the cancel";
+  EXPECT_EQ(TableState(reported), "") << "cancelled at once";
+  EXPECT_EQ(StoredState(reported), "cancelled");
+  clock_.Advance(kGraceS);
+  Turn();
+  EXPECT_EQ(TableState(silent), "");
+  Job stored = StoredJob(silent);
+  EXPECT_EQ(store::StateName(stored.state), "cancelled");
+  EXPECT_EQ(stored.reason, "cancelled before it started");
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(kGraceS);
+    Turn();
+  }
+  EXPECT_TRUE(launcher_.started.empty());
+}
+
+TEST_F(JobTableTest, AHeldSupervisorsJobIsHeldUntilReleased) {
+  const std::int64_t id = Stored(JobState::kLaunching);
+  ASSERT_TRUE(Table().Recover());
+  SupervisorStatus held = Done(std::nullopt);
+  held.held = true;
+  held.interrupted = true;
+  Report(id, held);
+  Table().RequestHold(id);
+  Turn();
+  EXPECT_EQ(TableState(id), "held");
+  EXPECT_EQ(StoredState(id), "held");
+  EXPECT_FALSE(fs::exists(Files(id).status_path()));
+  clock_.Advance(kGraceS * 2);
+  Turn();
+  EXPECT_TRUE(launcher_.started.empty()) << "held jobs are not started";
+}
+
+// ---- launches ---------------------------------------------------------------------------------
+
+TEST_F(JobTableTest, LaunchesInLineOrderUnderTheCapCountingJobsAlreadyWaiting) {
+  limits_.max_waiting = 3;
+  const std::int64_t waiting = Stored(JobState::kLaunching);
+  HoldLock(waiting);
+  const std::int64_t low = Stored(JobState::kPending, {}, {}, -5), first = Stored(JobState::kPending),
+                     second = Stored(JobState::kPending), held = Stored(JobState::kHeld);
+  (void)held;
+  ASSERT_TRUE(Table().Recover());
+  launcher_.on_start = [&](std::int64_t started) {
+    EXPECT_EQ(StoredState(started), "launching") << "stored as launching before its supervisor starts";
+  };
+  Table().LaunchEligible();
+  EXPECT_EQ(launcher_.started, (Ids{first, second}));
+  EXPECT_EQ(TableState(low), "pending");
+  // One of them ends: the next in line gets its place.
+  Report(first, Done(0));
+  Table().ImportStatus(first);
+  Table().LaunchEligible();
+  EXPECT_EQ(launcher_.started, (Ids{first, second, low}));
+}
+
+TEST_F(JobTableTest, ADependentStartsOnceItsDependencyCompletedAndIsCancelledWhenItFailed) {
+  const std::int64_t before = Stored(JobState::kCompleted);  // ended before this daemon started: only in the store
+  const std::int64_t a = Stored(JobState::kRunning), b = Stored(JobState::kRunning);
+  HoldLock(a);
+  HoldLock(b);
+  Report(a, Running());
+  Report(b, Running());
+  const std::int64_t after_a = Stored(JobState::kPending, {a}), after_b = Stored(JobState::kPending, {b}),
+                     any_b = Stored(JobState::kPending, {}, {b}), after_old = Stored(JobState::kPending, {before});
+  ASSERT_TRUE(Table().Recover());
+  Table().LaunchEligible();
+  EXPECT_EQ(launcher_.started, Ids{after_old});
+  EXPECT_EQ(Table().active().at(after_a).reason, "waiting for job " + std::to_string(a));
+  EXPECT_EQ(Table().active().at(any_b).reason, "waiting for job " + std::to_string(b) + " to end");
+  Report(a, Done(0));
+  Report(b, Done(1));
+  Table().ImportStatus(a);
+  Table().ImportStatus(b);
+  Table().LaunchEligible();
+  EXPECT_EQ(launcher_.started, (Ids{after_old, after_a, any_b}));
+  EXPECT_EQ(TableState(after_b), "");
+  Job doomed = StoredJob(after_b);
+  EXPECT_EQ(store::StateName(doomed.state), "cancelled");
+  EXPECT_EQ(doomed.reason, "job " + std::to_string(b) + " it depends on ended failed");
+}
+
+TEST_F(JobTableTest, ADependencyOnAnArrayMeansEveryTask) {
+  const std::int64_t done = StoredArray({JobState::kCompleted, JobState::kCompleted});
+  const std::int64_t failed = StoredArray({JobState::kCompleted, JobState::kFailed, JobState::kCompleted});
+  const std::int64_t partly = StoredArray({JobState::kCompleted, JobState::kPending});
+  const std::int64_t after_done = Stored(JobState::kPending, {done}), after_failed = Stored(JobState::kPending, {failed}),
+                     after_partly = Stored(JobState::kPending, {partly});
+  limits_.max_waiting = 10;
+  ASSERT_TRUE(Table().Recover());
+  Table().LaunchEligible();
+  // The pending task of `partly` is launched too (it is a job in line like any other).
+  EXPECT_EQ(launcher_.started, (Ids{partly + 1, after_done}));
+  EXPECT_EQ(StoredJob(after_failed).reason, "job " + std::to_string(failed) + " it depends on ended failed");
+  EXPECT_EQ(TableState(after_partly), "pending");
+  EXPECT_EQ(Table().active().at(after_partly).reason, "waiting for job " + std::to_string(partly));
+}
+
+TEST_F(JobTableTest, ASupervisorThatCannotBeStartedIsALostLaunch) {
+  const std::int64_t id = Stored(JobState::kPending);
+  ASSERT_TRUE(Table().Recover());
+  launcher_.result = MakeError(ErrorKind::kIo, "cannot start the supervisor of job 1: fork: out of memory");
+  Table().LaunchEligible();
+  EXPECT_TRUE(Logged("fork: out of memory"));
+  EXPECT_EQ(TableState(id), "launching");
+  launcher_.result = Status::Ok();
+  clock_.Advance(kGraceS);
+  Turn();
+  EXPECT_EQ(launcher_.started, (Ids{id, id}));
+}
+
+// ---- status files -----------------------------------------------------------------------------
+
+TEST_F(JobTableTest, ADamagedStatusFileIsLoggedAndStopsNeitherTheTableNorOtherJobs) {
+  const std::int64_t damaged = Stored(JobState::kLaunching), ok = Stored(JobState::kLaunching);
+  HoldLock(damaged);
+  std::ofstream(Files(damaged).status_path()) << R"({"phase": 5, "pid": "not a pid"})";
+  Report(ok, Done(0));
+  ASSERT_NO_THROW(Table().Recover());
+  EXPECT_TRUE(Logged("cannot read the status of job " + std::to_string(damaged))) << (log_.empty() ? "" : log_.back());
+  EXPECT_EQ(TableState(damaged), "launching") << "left as it was";
+  EXPECT_EQ(StoredState(ok), "completed") << "the others' status is still read";
+  ASSERT_NO_THROW(Turn());
+  std::ofstream(Files(damaged).status_path()) << "[1, 2]";
+  ASSERT_NO_THROW(Table().ImportStatus(damaged));
+  // Its supervisor's next report is read as usual.
+  Report(damaged, Running());
+  Table().ImportStatus(damaged);
+  EXPECT_EQ(TableState(damaged), "running");
+}
+
+TEST_F(JobTableTest, RunningJobsLogFilesAreRecordedFromTheSecondReport) {
+  const std::int64_t id = Stored(JobState::kLaunching);
+  HoldLock(id);
+  ASSERT_TRUE(Table().Recover());
+  Report(id, Running());
+  Table().ImportStatus(id);
+  Table().FlushDirty();
+  EXPECT_EQ(StoredJob(id).logs.stdout_path, "");
+  SupervisorStatus with_logs = Running();
+  with_logs.logs.stdout_path = "/tmp/gpulane-1.out";
+  with_logs.logs.stderr_path = "/tmp/gpulane-1.out";
+  Report(id, with_logs);
+  Table().ImportStatus(id);
+  Table().FlushDirty();
+  EXPECT_EQ(StoredJob(id).logs.stdout_path, "/tmp/gpulane-1.out");
+}
+
+TEST_F(JobTableTest, FindAnswersForActiveAndFinishedJobs) {
+  const std::int64_t done = Stored(JobState::kCompleted), queued = Stored(JobState::kHeld);
+  ASSERT_TRUE(Table().Recover());
+  EXPECT_EQ(Table().active().count(done), 0u);
+  ASSERT_TRUE(Table().Find(done));
+  EXPECT_EQ(store::StateName(Table().Find(done)->state), "completed");
+  Table().active().at(queued).reason = "changed in the table";
+  EXPECT_EQ(Table().Find(queued)->reason, "changed in the table") << "the table's copy, not the store's";
+  EXPECT_FALSE(Table().Find(9999));
+}
+
+}  // namespace
+}  // namespace gpulane::daemon
