@@ -48,6 +48,13 @@ std::optional<std::uint64_t> FileSize(const std::string& path) {
   return static_cast<std::uint64_t>(st.st_size);
 }
 
+// A progress note (waiting, the job's logs): when it cannot be written the daemon keeps showing the
+// last one; said in the supervisor's log.
+void Note(const JobFiles& files, const SupervisorStatus& status) {
+  if (Status s = files.WriteStatus(status); !s.ok())
+    fmt::print(stderr, "gpulane _supervise: cannot record progress: {}\n", s.error().message);
+}
+
 int Finish(const JobFiles& files, SupervisorStatus status) {
   status.phase = "done";
   status.end_time = Now();
@@ -121,7 +128,7 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
     status.reason = job.error().message;
     return Finish(files, status);
   }
-  files.WriteStatus(status);
+  Note(files, status);
   auto config = LoadConfig();
   if (!config) {
     status.reason = config.error().message;
@@ -140,7 +147,7 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
   hooks.on_waiting = [&](const std::string& line) {
     if (line.empty() || line == status.reason) return;
     status.reason = line;
-    files.WriteStatus(status);
+    Note(files, status);
   };
   hooks.on_granted = [&](const lease::Grant& grant) -> Status {
     status.phase = "running";
@@ -152,13 +159,16 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
   hooks.on_logs = [&](const exec::OpenedLogs& logs) {
     // Where the output really goes (a default name may have been taken), for `gpulane logs/show`.
     status.logs = {logs.stdout_path, logs.stderr_path, logs.stdout_offset, logs.stderr_offset};
-    files.WriteStatus(status);
+    Note(files, status);
   };
   hooks.on_warning = [&](const std::string& line) {
     const std::string& log = status.logs.stderr_path.empty() ? status.logs.stdout_path : status.logs.stderr_path;
     const bool as_root = geteuid() == 0;
-    exec::AppendWarningToLog(log, as_root ? std::optional(job->uid) : std::nullopt,
-                             as_root ? std::optional(job->gid) : std::nullopt, line);
+    Status appended = exec::AppendWarningToLog(log, as_root ? std::optional(job->uid) : std::nullopt,
+                                               as_root ? std::optional(job->gid) : std::nullopt, line);
+    if (!appended.ok())
+      fmt::print(stderr, "gpulane _supervise: job {}: {} (warning not in its log: {})\n", job->id, line,
+                 appended.error().message);
   };
   exec::LeasedJob leased = MakeLeasedJob(*job, *config);
   leased.stray_check_s = config->stray_check_s;

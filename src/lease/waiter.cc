@@ -253,7 +253,10 @@ Result<Grant> LeaseWaiter::Acquire() {
 void LeaseWaiter::RecordProcessGroup(HeldFile& lease, pid_t pgid) {
   record_.pgid = pgid;
   DirLock lock = dir_.Lock();
-  lease.Rewrite(ToJson(record_).dump());
+  if (Status s = lease.Rewrite(ToJson(record_).dump()); !s.ok())
+    fmt::print(stderr, "gpulane: warning: the job's process group is not in its lease ({}): processes that leave the "
+                       "job's process tree may count as foreign\n",
+               s.error().message);
 }
 
 bool LeaseWaiter::CheckGpusReleased(const std::vector<unsigned>& gpus, const std::set<pid_t>& job_pids) {

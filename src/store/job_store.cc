@@ -116,6 +116,13 @@ Result<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path) {
 
 JobStore::~JobStore() { sqlite3_close(db_); }
 
+void JobStore::Rollback() {
+  // After a failed statement: nothing to do when the rollback fails too (SQLite has rolled the
+  // transaction back itself, or the connection is gone); the caller reports the first error.
+  Status ignored = Exec("ROLLBACK");
+  (void)ignored;
+}
+
 Status JobStore::Exec(const char* sql) {
   char* err = nullptr;
   if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
@@ -168,7 +175,7 @@ Status JobStore::Migrate() {
     s = Exec(kSteps[v]);
     if (s.ok()) s = Exec(fmt::format("PRAGMA user_version={}", v + 1).c_str());
     if (!s.ok()) {
-      Exec("ROLLBACK");
+      Rollback();
       return s;
     }
     s = Exec("COMMIT");
@@ -185,7 +192,7 @@ Result<std::vector<std::int64_t>> JobStore::Insert(std::vector<Job>& jobs, bool 
               "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
   Stmt set_array(db_, "UPDATE jobs SET array_job_id = ?1 WHERE id >= ?1 AND id <= ?2");
   if (!insert.ok() || !set_array.ok()) {
-    Exec("ROLLBACK");
+    Rollback();
     return DbError(db_, "database: prepare insert");
   }
   std::vector<std::int64_t> ids;
@@ -202,7 +209,7 @@ Result<std::vector<std::int64_t>> JobStore::Insert(std::vector<Job>& jobs, bool 
     insert.Bind(10, LogsToJson(job.logs).dump());
     if (insert.Step() != SQLITE_DONE) {
       Error e = DbError(db_, "database: insert job");
-      Exec("ROLLBACK");
+      Rollback();
       return e;
     }
     insert.Reset();
@@ -217,7 +224,7 @@ Result<std::vector<std::int64_t>> JobStore::Insert(std::vector<Job>& jobs, bool 
   }
   s = Exec("COMMIT");
   if (!s.ok()) {
-    Exec("ROLLBACK");
+    Rollback();
     return s.error();
   }
   return ids;
@@ -243,7 +250,7 @@ Status JobStore::Update(const std::vector<const Job*>& jobs) {
     else update.Bind(9, LogsToJson(job->logs).dump());
     if (update.Step() != SQLITE_DONE) {
       Error e = DbError(db_, "database: update job");
-      Exec("ROLLBACK");
+      Rollback();
       return e;
     }
     update.Reset();

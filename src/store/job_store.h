@@ -63,6 +63,8 @@ class JobStore {
  private:
   explicit JobStore(sqlite3* db) : db_(db) {}
   Status Exec(const char* sql);
+  /// ROLLBACK after a failed statement, its own failure ignored (the first error is reported).
+  void Rollback();
   Status Migrate();
   sqlite3* db_;
 };

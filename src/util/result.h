@@ -30,7 +30,7 @@ struct Error {
 
 /// Either a T or an Error. Small on purpose: std::expected is C++23.
 template <typename T>
-class Result {
+class [[nodiscard]] Result {
  public:
   Result(T value) : v_(std::move(value)) {}          // NOLINT(google-explicit-constructor)
   Result(Error error) : v_(std::move(error)) {}      // NOLINT(google-explicit-constructor)
@@ -50,7 +50,7 @@ class Result {
 };
 
 /// Result of an operation with no value.
-class Status {
+class [[nodiscard]] Status {
  public:
   Status() = default;
   Status(Error error) : error_(std::move(error)), ok_(false) {}  // NOLINT(google-explicit-constructor)
