@@ -238,14 +238,22 @@ TEST(DaemonRecovery, JobsWhoseSupervisorsWereLostBeforeStartingRunOnce) {
   const std::int64_t b = d.Submit(MarkedJob(log.string(), "", 0, 0));
   ASSERT_TRUE(d.WaitForState(a, "launching"));
   ASSERT_TRUE(d.WaitForState(b, "launching"));
-  ASSERT_TRUE(Eventually([&] { return d.SupervisorPids().size() == 3; }, 30));
+  // The supervisors of a and b, by the job id on their command line (the blocker's supervisor has a
+  // copy of itself for a moment too: its fork for the job, before the exec).
+  auto waiting_supervisors = [&] {
+    std::vector<pid_t> out;
+    for (pid_t pid : d.SupervisorPids()) {
+      std::string cmdline = ReadFile(fmt::format("/proc/{}/cmdline", pid));
+      for (auto id : {a, b})
+        if (cmdline.size() > Id(id).size() + 1 &&
+            cmdline.compare(cmdline.size() - Id(id).size() - 2, std::string::npos, std::string("\0", 1) + Id(id) + std::string("\0", 1)) == 0)
+          out.push_back(pid);
+    }
+    return out;
+  };
+  ASSERT_TRUE(Eventually([&] { return waiting_supervisors().size() == 2; }, 30));
   d.Kill9();
-  // The waiting supervisors are the two newest processes.
-  std::vector<pid_t> waiting;
-  for (pid_t pid : d.SupervisorPids()) {
-    std::string cmdline = ReadFile(fmt::format("/proc/{}/cmdline", pid));
-    if (cmdline.find(std::string("\0", 1) + Id(blocker) + std::string("\0", 1)) == std::string::npos) waiting.push_back(pid);
-  }
+  std::vector<pid_t> waiting = waiting_supervisors();
   ASSERT_EQ(waiting.size(), 2u);
   for (pid_t pid : waiting) kill(pid, SIGKILL);
   ASSERT_TRUE(Eventually([&] { return d.SupervisorPids().size() == 1; }, 10));
