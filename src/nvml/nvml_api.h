@@ -131,7 +131,7 @@ typedef struct nvmlUtilization_st {
   unsigned int memory;  // percent of time device memory was read or written
 } nvmlUtilization_t;
 
-/// Process record filled by nvmlDeviceGetComputeRunningProcesses_v3 and _v2 (24 bytes).
+/// Process record filled by nvmlDeviceGet{Compute,Graphics}RunningProcesses_v3 and _v2 (24 bytes).
 typedef struct nvmlProcessInfo_st {
   unsigned int pid;
   unsigned long long usedGpuMemory;  // bytes; NVML_VALUE_NOT_AVAILABLE_ULL when unknown
@@ -139,7 +139,7 @@ typedef struct nvmlProcessInfo_st {
   unsigned int computeInstanceId;
 } nvmlProcessInfo_t;
 
-/// Process record filled by the unversioned nvmlDeviceGetComputeRunningProcesses (16 bytes).
+/// Process record filled by the unversioned nvmlDeviceGet{Compute,Graphics}RunningProcesses (16 bytes).
 typedef struct nvmlProcessInfo_v1_st {
   unsigned int pid;
   unsigned long long usedGpuMemory;
@@ -207,6 +207,10 @@ enum class Need { kRequired, kOptional };
     Need::kOptional, "nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2")     \
   X(DeviceGetComputeRunningProcessesV1, nvmlReturn_t(nvmlDevice_t, unsigned int*, nvmlProcessInfo_v1_t*),      \
     Need::kOptional, "nvmlDeviceGetComputeRunningProcesses")                                                   \
+  X(DeviceGetGraphicsRunningProcesses, nvmlReturn_t(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*),          \
+    Need::kOptional, "nvmlDeviceGetGraphicsRunningProcesses_v3", "nvmlDeviceGetGraphicsRunningProcesses_v2")   \
+  X(DeviceGetGraphicsRunningProcessesV1, nvmlReturn_t(nvmlDevice_t, unsigned int*, nvmlProcessInfo_v1_t*),     \
+    Need::kOptional, "nvmlDeviceGetGraphicsRunningProcesses")                                                  \
   X(DeviceGetNvLinkState, nvmlReturn_t(nvmlDevice_t, unsigned int, int*), Need::kOptional,                     \
     "nvmlDeviceGetNvLinkState")                                                                                \
   X(DeviceGetNvLinkRemotePciInfo, nvmlReturn_t(nvmlDevice_t, unsigned int, nvmlPciInfo_t*), Need::kOptional,   \
