@@ -2,6 +2,8 @@
 // --share-foreign, and one whose memory it does not report never meets --mem or --min-free, which
 // pick and run say at once instead of waiting. On every driver variant, through the real binary
 // and the fake NVML.
+#include <ostream>
+
 #include "judge_support.h"
 
 namespace gpulane::test {
@@ -11,6 +13,8 @@ struct Unknown {
   std::string variant;
   bool as_string;  ///< `processes: "ERR:..."` rather than `errors` on every compute call
 };
+
+void PrintTo(const Unknown& u, std::ostream* os) { *os << u.variant << (u.as_string ? ", recorded error" : ", refused call"); }
 
 std::string Name(const ::testing::TestParamInfo<Unknown>& info) {
   return info.param.variant + (info.param.as_string ? "_recorded_error" : "_refused_call");
