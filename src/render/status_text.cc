@@ -116,14 +116,14 @@ std::string GpuLine(const GpuDevice& d, const GpuSnapshot& s, const StatusContex
                      procs);
 }
 
-// One line per process: pid, type (C, G, C+G), user, memory, command line.
+// One line per process: pid, user, memory, type (C, G, C+G), command line.
 std::string ProcessLines(const GpuDevice& d, const StatusContext& c, const Palette& p) {
   std::string out;
   if (!d.processes) return out;
   for (const auto& proc : *d.processes) {
     std::string mem = proc.used_memory_bytes ? fmt::format("{} MiB", BytesToMib(*proc.used_memory_bytes)) : "- MiB";
-    out += fmt::format("    {:>7} {:<3}  {:<10} {:>10}  {}{}{}\n", proc.pid, KindMark(proc.kind), proc.user.value_or("?"),
-                       mem, proc.cmdline.value_or(p.Paint("(not visible in this PID namespace)", kDim)),
+    out += fmt::format("    {:>7}  {:<10} {:>10}  {:<3}  {}{}{}\n", proc.pid, proc.user.value_or("?"), mem,
+                       KindMark(proc.kind), proc.cmdline.value_or(p.Paint("(not visible in this PID namespace)", kDim)),
                        proc.mig_uuid ? "  on " + *proc.mig_uuid : "", StrayMarkText(d, proc, c, p));
   }
   return out;
