@@ -14,6 +14,8 @@
 #include "cli/common.h"
 #include "util/exit_codes.h"
 #include "lease/lease_dir.h"
+#include "lease/occupancy.h"
+#include "os/process_table.h"
 #include "render/status_view.h"
 #include "util/config.h"
 #include "util/units.h"
@@ -32,6 +34,18 @@ struct StatusOptions {
 volatile sig_atomic_t g_stop = 0;
 void OnStopSignal(int) { g_stop = 1; }
 
+// The processes of gpulane jobs on GPUs those jobs did not lease, as the scheduler sees them: the
+// one join of NVML's processes with the live leases that pick and run use (lease::BuildOccupancy).
+std::map<std::pair<unsigned, std::uint32_t>, StrayMark> StraysOf(const GpuSnapshot& snapshot,
+                                                                const std::vector<lease::LeaseRecord>& leases) {
+  std::map<std::pair<unsigned, std::uint32_t>, StrayMark> strays;
+  if (leases.empty()) return strays;  // no job, no stray: spare status the /proc walk
+  ProcfsProcessTable table;
+  for (const lease::StrayProcess& s : lease::BuildOccupancy(snapshot, leases, table).strays)
+    strays[{s.gpu, s.pid}] = StrayMark{s.job_id, s.user};
+  return strays;
+}
+
 StatusContext MakeContext(const GpuSnapshot& snapshot, bool warn) {
   StatusContext context;
   context.hostname = HostName();
@@ -39,7 +53,9 @@ StatusContext MakeContext(const GpuSnapshot& snapshot, bool warn) {
   context.cuda_visible_devices = InheritedVisibleDevices();
   context.visible = warn ? AllowedGpus(snapshot) : ParseCudaVisibleDevices(context.cuda_visible_devices, snapshot);
   TimingMark("context");
-  context.holders = LeaseHolders();
+  const lease::DirContents contents = ReadLeaseDirIfPresent();
+  context.holders = LeaseHolders(contents.leases);
+  context.strays = StraysOf(snapshot, contents.leases);
   TimingMark("lease holders");
   return context;
 }

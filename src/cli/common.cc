@@ -145,9 +145,11 @@ lease::DirContents ReadLeaseDirIfPresent() {
 }
 
 // Who holds each GPU ("job 12 (alice)"; several memory-sharing jobs are joined with ", ").
-std::map<std::string, std::string> LeaseHolders() {
+std::map<std::string, std::string> LeaseHolders() { return LeaseHolders(ReadLeaseDirIfPresent().leases); }
+
+std::map<std::string, std::string> LeaseHolders(const std::vector<lease::LeaseRecord>& leases) {
   std::map<std::string, std::string> holders;
-  for (const auto& lease : ReadLeaseDirIfPresent().leases) {
+  for (const auto& lease : leases) {
     for (const auto& gpu : lease.gpus) {
       std::string& text = holders[gpu.uuid];
       text += (text.empty() ? "" : ", ") + fmt::format("job {} ({})", lease.job_id, lease.user);

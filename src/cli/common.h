@@ -62,6 +62,8 @@ bool UseColor(const std::string& mode);
 /// Who holds each GPU now, from the lease directory when there is one: GPU UUID -> "job 12 (alice)"
 /// (several memory-sharing jobs joined with ", "). Never creates the directory.
 std::map<std::string, std::string> LeaseHolders();
+/// The same from leases already read (ReadLeaseDirIfPresent).
+std::map<std::string, std::string> LeaseHolders(const std::vector<lease::LeaseRecord>& leases);
 
 /// This machine's host name.
 std::string HostName();

@@ -116,16 +116,6 @@ class DeviceReader {
       d_.performance_state = static_cast<unsigned>(state);
   }
 
-  // Appends the compute processes of `handle` (the GPU or one of its MIG devices).
-  // Returns false if the list could not be read.
-  bool ReadProcessesOf(nvmlDevice_t handle, const std::optional<std::string>& mig_uuid,
-                       std::vector<GpuProcess>& out) {
-    if (api_.DeviceGetComputeRunningProcesses) return ReadList<nvmlProcessInfo_t>(api_.DeviceGetComputeRunningProcesses, handle, mig_uuid, out);
-    if (api_.DeviceGetComputeRunningProcessesV1)
-      return ReadList<nvmlProcessInfo_v1_t>(api_.DeviceGetComputeRunningProcessesV1, handle, mig_uuid, out);
-    return false;
-  }
-
   void ReadMig() {
     if (!d_.mig_enabled.value_or(false) || !api_.DeviceGetMaxMigDeviceCount || !api_.DeviceGetMigDeviceHandleByIndex)
       return;
@@ -151,17 +141,17 @@ class DeviceReader {
     }
   }
 
+  // The GPU's processes: its compute list and its graphics list, over the GPU and its MIG devices,
+  // merged by pid (MergeProcess). Unknown (left absent) when the compute list cannot be read, or
+  // the graphics list fails with anything but NVML_ERROR_NOT_SUPPORTED; a driver without the
+  // graphics calls, or a GPU that does not support them, leaves the compute processes as the list.
   void ReadProcesses() {
     std::vector<GpuProcess> list;
-    bool ok = ReadProcessesOf(h_, std::nullopt, list);
-    for (std::size_t i = 0; i < mig_handles_.size() && !failed(); ++i) {
-      std::vector<GpuProcess> on_mig;
-      if (ReadProcessesOf(mig_handles_[i], d_.mig_devices[i].uuid, on_mig)) {
-        ok = true;
-        for (auto& p : on_mig) MergeProcess(list, std::move(p));
-      }
-    }
-    if (ok && !failed()) d_.processes = std::move(list);
+    const ListRead compute = ReadKind(ProcessKind::kCompute, list);
+    if (failed() || compute != ListRead::kRead) return;
+    const ListRead graphics = ReadKind(ProcessKind::kGraphics, list);
+    if (failed() || graphics == ListRead::kFailed) return;
+    d_.processes = std::move(list);
   }
 
   void ReadNvLinks() {
@@ -190,38 +180,85 @@ class DeviceReader {
   }
 
  private:
+  // How reading one process list went.
+  enum class ListRead { kRead, kUnsupported, kFailed };
+
+  // One list over several handles: read when any handle's list was read (a MIG-enabled GPU may
+  // refuse the aggregate list to unprivileged callers yet answer for each MIG device), else failed
+  // when one failed, else unsupported.
+  static ListRead Either(ListRead a, ListRead b) {
+    if (a == ListRead::kRead || b == ListRead::kRead) return ListRead::kRead;
+    if (a == ListRead::kFailed || b == ListRead::kFailed) return ListRead::kFailed;
+    return ListRead::kUnsupported;
+  }
+
+  // Reads the `kind` list of the GPU and of each of its MIG devices into `out`.
+  ListRead ReadKind(ProcessKind kind, std::vector<GpuProcess>& out) {
+    ListRead result = ReadListOf(kind, h_, std::nullopt, out);
+    for (std::size_t i = 0; i < mig_handles_.size() && !failed(); ++i)
+      result = Either(result, ReadListOf(kind, mig_handles_[i], d_.mig_devices[i].uuid, out));
+    return result;
+  }
+
+  // Reads the `kind` list of `handle` (the GPU or one of its MIG devices): through the versioned
+  // entry (nvmlDeviceGet{Compute,Graphics}RunningProcesses_v3, else _v2: 24-byte records) when the
+  // driver has one, else the unversioned call (16-byte records). kUnsupported when the driver has
+  // neither ("function missing", not "no driver") or answers NVML_ERROR_NOT_SUPPORTED. An error of
+  // the versioned call does not fall back to the older one: the driver has spoken.
+  ListRead ReadListOf(ProcessKind kind, nvmlDevice_t handle, const std::optional<std::string>& mig_uuid,
+                      std::vector<GpuProcess>& out) {
+    const bool compute = kind == ProcessKind::kCompute;
+    auto* versioned = compute ? api_.DeviceGetComputeRunningProcesses : api_.DeviceGetGraphicsRunningProcesses;
+    auto* unversioned = compute ? api_.DeviceGetComputeRunningProcessesV1 : api_.DeviceGetGraphicsRunningProcessesV1;
+    if (versioned) return ReadList<nvmlProcessInfo_t>(versioned, kind, handle, mig_uuid, out);
+    if (unversioned) return ReadList<nvmlProcessInfo_v1_t>(unversioned, kind, handle, mig_uuid, out);
+    return ListRead::kUnsupported;
+  }
+
+  // One call of the NVML process-list protocol ("Device Queries" in the NVML API reference, for
+  // nvmlDeviceGetComputeRunningProcesses and nvmlDeviceGetGraphicsRunningProcesses alike): with
+  // *infoCount = 0 (infos may be NULL) it answers NVML_SUCCESS when there are no processes, or
+  // NVML_ERROR_INSUFFICIENT_SIZE with the count needed written to *infoCount. Processes can appear
+  // between the calls ("allocate more space for infos table in case new processes are spawned"),
+  // so allocate with headroom and retry while the answer is still INSUFFICIENT_SIZE.
+  // usedGpuMemory NVML_VALUE_NOT_AVAILABLE means the figure is not available: left absent.
   template <typename Record, typename Fn>
-  bool ReadList(Fn* fn, nvmlDevice_t handle, const std::optional<std::string>& mig_uuid,
-                std::vector<GpuProcess>& out) {
-    // Ask for the count first; processes can appear between the calls, so allocate with headroom
-    // and retry on NVML_ERROR_INSUFFICIENT_SIZE (shared/notes/nvml-facts.md).
+  ListRead ReadList(Fn* fn, ProcessKind kind, nvmlDevice_t handle, const std::optional<std::string>& mig_uuid,
+                    std::vector<GpuProcess>& out) {
     unsigned count = 0;
     nvmlReturn_t rc = fn(handle, &count, nullptr);
-    if (rc == NVML_SUCCESS) return true;  // no processes
+    if (rc == NVML_SUCCESS) return ListRead::kRead;  // no processes
     std::vector<Record> records;
     for (int attempt = 0; attempt < 4 && rc == NVML_ERROR_INSUFFICIENT_SIZE; ++attempt) {
       count += 16;
       records.assign(count, Record{});
       rc = fn(handle, &count, records.data());
     }
-    if (!Check(rc)) return false;
-    for (unsigned i = 0; i < count; ++i) {
+    if (rc == NVML_ERROR_NOT_SUPPORTED) return ListRead::kUnsupported;
+    if (!Check(rc)) return ListRead::kFailed;
+    for (unsigned i = 0; i < count && i < records.size(); ++i) {
       GpuProcess p;
       p.pid = records[i].pid;
+      p.kind = kind;
       if (records[i].usedGpuMemory != NVML_VALUE_NOT_AVAILABLE_ULL) p.used_memory_bytes = records[i].usedGpuMemory;
       p.mig_uuid = mig_uuid;
       MergeProcess(out, std::move(p));
     }
-    return true;
+    return ListRead::kRead;
   }
 
+  // Adds `p` to `list`, or merges it into the entry of its pid: a process on both the compute and
+  // the graphics list (or on the GPU's list and a MIG device's) is one process. Its kind is both;
+  // its memory the larger known figure, as each list reports the process's whole usedGpuMemory and
+  // a sum would count it twice.
   static void MergeProcess(std::vector<GpuProcess>& list, GpuProcess p) {
     for (auto& q : list) {
-      if (q.pid == p.pid) {
-        if (p.mig_uuid) q.mig_uuid = p.mig_uuid;
-        if (!q.used_memory_bytes) q.used_memory_bytes = p.used_memory_bytes;
-        return;
-      }
+      if (q.pid != p.pid) continue;
+      q.kind = Combine(q.kind, p.kind);
+      if (p.mig_uuid) q.mig_uuid = p.mig_uuid;
+      if (p.used_memory_bytes && (!q.used_memory_bytes || *p.used_memory_bytes > *q.used_memory_bytes))
+        q.used_memory_bytes = p.used_memory_bytes;
+      return;
     }
     list.push_back(std::move(p));
   }

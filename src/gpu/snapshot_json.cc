@@ -1,5 +1,8 @@
 #include "gpu/snapshot_json.h"
 
+#include <stdexcept>
+#include <utility>
+
 namespace gpulane {
 namespace {
 
@@ -15,8 +18,28 @@ void Get(const json& j, const char* key, std::optional<T>& v) {
   if (j.contains(key) && !j[key].is_null()) v = j[key].get<T>();
 }
 
+// The wire names of ProcessKind. A process without "kind" is a compute process (what snapshots
+// held before graphics processes were read).
+constexpr std::pair<ProcessKind, const char*> kKindNames[] = {
+    {ProcessKind::kCompute, "compute"},
+    {ProcessKind::kGraphics, "graphics"},
+    {ProcessKind::kComputeAndGraphics, "compute+graphics"},
+};
+
+const char* KindName(ProcessKind kind) {
+  for (const auto& [k, name] : kKindNames)
+    if (k == kind) return name;
+  return "compute";
+}
+
+ProcessKind KindFromName(const std::string& name) {
+  for (const auto& [k, n] : kKindNames)
+    if (name == n) return k;
+  throw std::runtime_error("unknown process kind '" + name + "'");
+}
+
 json ProcessToJson(const GpuProcess& p) {
-  json j = {{"pid", p.pid}};
+  json j = {{"pid", p.pid}, {"kind", KindName(p.kind)}};
   Put(j, "used_memory_bytes", p.used_memory_bytes);
   Put(j, "mig_uuid", p.mig_uuid);
   Put(j, "uid", p.uid);
@@ -29,6 +52,7 @@ json ProcessToJson(const GpuProcess& p) {
 GpuProcess ProcessFromJson(const json& j) {
   GpuProcess p;
   p.pid = j.at("pid").get<std::uint32_t>();
+  if (j.contains("kind")) p.kind = KindFromName(j["kind"].get<std::string>());
   Get(j, "used_memory_bytes", p.used_memory_bytes);
   Get(j, "mig_uuid", p.mig_uuid);
   Get(j, "uid", p.uid);
@@ -136,7 +160,7 @@ Result<GpuSnapshot> SnapshotFromJson(const json& j) {
     Get(j, "cuda_driver_version", s.cuda_driver_version);
     for (const auto& dj : j.at("devices")) s.devices.push_back(DeviceFromJson(dj));
     return s;
-  } catch (const json::exception& e) {
+  } catch (const std::exception& e) {  // json::exception, or an unknown process kind
     return MakeError(ErrorKind::kIo, std::string("malformed GPU snapshot from the daemon: ") + e.what());
   }
 }

@@ -11,10 +11,22 @@ namespace gpulane {
 /// NVML compute mode (nvmlComputeMode_t, "Device Enums" in the NVML reference).
 enum class ComputeMode { kDefault, kExclusiveThread, kProhibited, kExclusiveProcess };
 
-/// A compute process on a GPU (nvmlDeviceGetComputeRunningProcesses), with what /proc tells of it.
+/// Which of NVML's process lists a process is on, like the Type column of nvidia-smi (C, G, C+G):
+/// a compute context (CUDA, OpenCL: nvmlDeviceGetComputeRunningProcesses), a graphics context
+/// (an X server, OpenGL, Vulkan: nvmlDeviceGetGraphicsRunningProcesses), or both.
+enum class ProcessKind { kCompute, kGraphics, kComputeAndGraphics };
+
+/// The kind of a process found on both lists' kinds `a` and `b`.
+inline ProcessKind Combine(ProcessKind a, ProcessKind b) { return a == b ? a : ProcessKind::kComputeAndGraphics; }
+
+/// A process with a context on a GPU (NVML's compute and graphics lists, merged by pid), with what
+/// /proc tells of it.
 struct GpuProcess {
   std::uint32_t pid = 0;
-  std::optional<std::uint64_t> used_memory_bytes;  ///< absent when NVML reports "not available"
+  ProcessKind kind = ProcessKind::kCompute;
+  /// Absent when NVML reports "not available". For a process on both lists, the larger figure of
+  /// the two (each list reports the process's memory, so adding them would count it twice).
+  std::optional<std::uint64_t> used_memory_bytes;
   std::optional<std::string> mig_uuid;             ///< the MIG device it runs on, if any
   // Filled from /proc/<pid> where readable (ProcessTable); absent when the pid is not visible here,
   // e.g. from inside a container without the host's PID namespace.
@@ -63,7 +75,8 @@ struct GpuDevice {
   std::optional<bool> persistence_mode;
   std::optional<bool> mig_enabled;
   std::vector<MigDevice> mig_devices;
-  std::optional<std::vector<GpuProcess>> processes;  ///< absent when the list could not be read
+  /// Compute and graphics processes; absent when either list could not be read (unknown, not none).
+  std::optional<std::vector<GpuProcess>> processes;
   std::vector<NvLinkPeer> nvlink_peers;
 
   bool failed() const { return error.has_value(); }

@@ -22,14 +22,25 @@ const char* ComputeModeName(ComputeMode mode) {
   return "unknown";
 }
 
-json ProcessJson(const GpuProcess& p) {
-  json j = {{"pid", p.pid}};
+const char* KindName(ProcessKind kind) {
+  switch (kind) {
+    case ProcessKind::kCompute: return "compute";
+    case ProcessKind::kGraphics: return "graphics";
+    case ProcessKind::kComputeAndGraphics: return "compute+graphics";
+  }
+  return "compute";
+}
+
+json ProcessJson(const GpuDevice& d, const GpuProcess& p, const StatusContext& c) {
+  json j = {{"pid", p.pid}, {"kind", KindName(p.kind)}};
   Put(j, "used_memory_bytes", p.used_memory_bytes);
   Put(j, "uid", p.uid);
   Put(j, "user", p.user);
   Put(j, "command", p.command);
   Put(j, "cmdline", p.cmdline);
   Put(j, "mig_uuid", p.mig_uuid);
+  auto stray = c.strays.find({d.pci_index, p.pid});
+  if (stray != c.strays.end()) j["stray"] = {{"job_id", stray->second.job_id}, {"user", stray->second.user}};
   return j;
 }
 
@@ -65,9 +76,10 @@ json DeviceJson(const GpuDevice& d, const StatusContext& c) {
     }
     j["mig_devices"] = std::move(migs);
   }
+  j["processes_known"] = d.processes.has_value();
   if (d.processes) {
     json procs = json::array();
-    for (const auto& p : *d.processes) procs.push_back(ProcessJson(p));
+    for (const auto& p : *d.processes) procs.push_back(ProcessJson(d, p, c));
     j["processes"] = std::move(procs);
   }
   json links = json::array();

@@ -1,4 +1,7 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <vector>
 
 #include "render/status_view.h"
 #include "util/units.h"
@@ -40,11 +43,44 @@ std::string Header(const GpuSnapshot& s, const StatusContext& c, const Palette& 
   return line + "\n";
 }
 
+// nvidia-smi's Type column: "C", "G" or "C+G".
+const char* KindMark(ProcessKind kind) {
+  switch (kind) {
+    case ProcessKind::kCompute: return "C";
+    case ProcessKind::kGraphics: return "G";
+    case ProcessKind::kComputeAndGraphics: return "C+G";
+  }
+  return "?";
+}
+
+// A compute mode other than DEFAULT, as nvmlComputeMode_t names it; "" for DEFAULT or unreported.
+std::string ComputeModeMark(const GpuDevice& d, const Palette& p) {
+  if (!d.compute_mode) return "";
+  switch (*d.compute_mode) {
+    case ComputeMode::kDefault: return "";
+    case ComputeMode::kExclusiveThread: return p.Paint("EXCLUSIVE_THREAD", kYellow) + " ";
+    case ComputeMode::kExclusiveProcess: return p.Paint("EXCLUSIVE_PROCESS", kYellow) + " ";
+    case ComputeMode::kProhibited: return p.Paint("PROHIBITED", kRed) + " ";
+  }
+  return "";
+}
+
+// " !job 7 did not lease GPU0" for a gpulane job's process on a GPU that job did not lease.
+std::string StrayMarkText(const GpuDevice& d, const GpuProcess& proc, const StatusContext& c, const Palette& p) {
+  auto stray = c.strays.find({d.pci_index, proc.pid});
+  if (stray == c.strays.end()) return "";
+  return " " + p.Paint(fmt::format("!job {} did not lease GPU{}", stray->second.job_id, d.pci_index), kRed);
+}
+
+// "alice:python/123(512M)"; a graphics process carries its type first: "root:Xorg/99(G 45M)", "(C+G)".
 std::string ProcessShort(const GpuProcess& proc, const Palette& p) {
   std::string who = proc.user ? p.Paint(*proc.user, kBold) : std::string("?");
   std::string what = proc.command ? fmt::format("{}/{}", *proc.command, proc.pid) : std::to_string(proc.pid);
-  std::string mem = proc.used_memory_bytes ? fmt::format("({}M)", BytesToMib(*proc.used_memory_bytes)) : "";
-  return fmt::format("{}:{}{}", who, what, mem);
+  std::vector<std::string> notes;
+  if (proc.kind != ProcessKind::kCompute) notes.push_back(KindMark(proc.kind));
+  if (proc.used_memory_bytes) notes.push_back(fmt::format("{}M", BytesToMib(*proc.used_memory_bytes)));
+  std::string paren = notes.empty() ? "" : fmt::format("({})", fmt::join(notes, " "));
+  return fmt::format("{}:{}{}", who, what, paren);
 }
 
 std::string GpuLine(const GpuDevice& d, const GpuSnapshot& s, const StatusContext& c, const Palette& p) {
@@ -67,10 +103,11 @@ std::string GpuLine(const GpuDevice& d, const GpuSnapshot& s, const StatusContex
       "{} / {} W", p.Paint(Or(d.power_draw_mw ? std::optional(*d.power_draw_mw / 1000) : std::nullopt, "{:>3}", "  -"), kMagenta),
       Or(d.power_limit_mw ? std::optional(*d.power_limit_mw / 1000) : std::nullopt, "{:>3}", "  -"));
   std::string procs;
+  procs += ComputeModeMark(d, p);
   if (d.mig_enabled.value_or(false)) procs += p.Paint(fmt::format("MIG({}) ", d.mig_devices.size()), kDim);
   if (!d.processes) procs += "?";
   else
-    for (const auto& proc : *d.processes) procs += ProcessShort(proc, p) + " ";
+    for (const auto& proc : *d.processes) procs += ProcessShort(proc, p) + StrayMarkText(d, proc, c, p) + " ";
   auto holder = c.holders.find(d.uuid);
   if (holder != c.holders.end()) procs += p.Paint(fmt::format("[{}] ", holder->second), kCyan);
   if (!c.visible.Allows(d.pci_index)) procs += p.Paint("(not in CUDA_VISIBLE_DEVICES)", kDim);
@@ -79,14 +116,15 @@ std::string GpuLine(const GpuDevice& d, const GpuSnapshot& s, const StatusContex
                      procs);
 }
 
-std::string ProcessLines(const GpuDevice& d, const Palette& p) {
+// One line per process: pid, user, memory, type (C, G, C+G), command line.
+std::string ProcessLines(const GpuDevice& d, const StatusContext& c, const Palette& p) {
   std::string out;
   if (!d.processes) return out;
   for (const auto& proc : *d.processes) {
     std::string mem = proc.used_memory_bytes ? fmt::format("{} MiB", BytesToMib(*proc.used_memory_bytes)) : "- MiB";
-    out += fmt::format("    {:>7}  {:<10} {:>10}  {}{}\n", proc.pid, proc.user.value_or("?"), mem,
-                       proc.cmdline.value_or(p.Paint("(not visible in this PID namespace)", kDim)),
-                       proc.mig_uuid ? "  on " + *proc.mig_uuid : "");
+    out += fmt::format("    {:>7}  {:<10} {:>10}  {:<3}  {}{}{}\n", proc.pid, proc.user.value_or("?"), mem,
+                       KindMark(proc.kind), proc.cmdline.value_or(p.Paint("(not visible in this PID namespace)", kDim)),
+                       proc.mig_uuid ? "  on " + *proc.mig_uuid : "", StrayMarkText(d, proc, c, p));
   }
   return out;
 }
@@ -100,7 +138,7 @@ std::string RenderStatusText(const GpuSnapshot& snapshot, const StatusContext& c
   std::string out = Header(snapshot, context, p);
   for (const auto& d : snapshot.devices) {
     out += GpuLine(d, snapshot, context, p);
-    if (options.full_processes) out += ProcessLines(d, p);
+    if (options.full_processes) out += ProcessLines(d, context, p);
   }
   if (snapshot.devices.empty()) out += "no NVIDIA GPU found\n";
   return out;

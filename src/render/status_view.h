@@ -1,9 +1,11 @@
 #pragma once
 // Rendering a snapshot for `gpulane status`: the text view for terminals and the JSON document
 // (schema in docs/status-json.md). Pure: the caller supplies host name, time and what is allowed.
+#include <cstdint>
 #include <ctime>
 #include <map>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -12,6 +14,13 @@
 
 namespace gpulane {
 
+/// A process of a gpulane job on a GPU that job did not lease (lease::StrayProcess): the scheduler
+/// counts it as foreign there.
+struct StrayMark {
+  std::string job_id;  ///< "r4121" for `gpulane run`, "12" for a queued job
+  std::string user;    ///< the job's owner
+};
+
 /// Facts about the moment and the caller that the snapshot does not hold.
 struct StatusContext {
   std::string hostname;
@@ -19,6 +28,7 @@ struct StatusContext {
   std::optional<std::string> cuda_visible_devices;  ///< the inherited value, if set
   VisibleDevices visible;                           ///< what that value allows
   std::map<std::string, std::string> holders;       ///< GPU UUID -> "job 12 (alice)": current lease holder
+  std::map<std::pair<unsigned, std::uint32_t>, StrayMark> strays;  ///< (PCI index, pid) -> the job it strayed from
 };
 
 /// Options of the text view.

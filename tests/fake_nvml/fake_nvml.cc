@@ -6,8 +6,10 @@
 // The state file is a superset of the snapshots recorded on real GPUs
 // (tests/fixtures/*/nvml_snapshot.json); see tests/fake_nvml/README.md for every field.
 // Build variants leave out newer symbols, as older drivers do:
-//   FAKE_NVML_WITHOUT_V3_PROCESSES  no nvmlDeviceGetComputeRunningProcesses_v3 (drivers 535.43-535.98)
+//   FAKE_NVML_WITHOUT_V3_PROCESSES  no nvmlDeviceGet{Compute,Graphics}RunningProcesses_v3 (drivers 535.43-535.98)
 //   FAKE_NVML_LEGACY                also no _v2 process call, no MemoryInfo_v2, no PciInfo_v3 (drivers < 510)
+//   FAKE_NVML_WITHOUT_GRAPHICS_PROCESSES  no nvmlDeviceGetGraphicsRunningProcesses* at all (no real
+//                                   driver: tests "function missing" for the graphics list)
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -192,8 +194,9 @@ int GetMemory(nvmlDevice_t handle, const char* function, unsigned long long* tot
   return NVML_SUCCESS;
 }
 
+// The process lists: `key` is "processes" (compute) or "graphics_processes".
 template <typename Record>
-int GetProcesses(nvmlDevice_t handle, const char* function, unsigned* count, Record* records) {
+int GetProcesses(nvmlDevice_t handle, const char* function, const char* key, unsigned* count, Record* records) {
   State& s = S();
   std::lock_guard lock(s.mu);
   Refresh(s);
@@ -201,7 +204,7 @@ int GetProcesses(nvmlDevice_t handle, const char* function, unsigned* count, Rec
   if (l.rc != NVML_SUCCESS) return l.rc;
   if (!count) return NVML_ERROR_INVALID_ARGUMENT;
   const json empty = json::array();
-  const json& procs = l.dev->contains("processes") ? (*l.dev)["processes"] : empty;
+  const json& procs = l.dev->contains(key) ? (*l.dev)[key] : empty;
   if (procs.is_string()) return ErrorFromString(procs.get<std::string>());
   unsigned n = static_cast<unsigned>(procs.size());
   if (*count < n || (n > 0 && !records)) {
@@ -469,19 +472,40 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t d, unsigned
 #if !defined(FAKE_NVML_WITHOUT_V3_PROCESSES) && !defined(FAKE_NVML_LEGACY)
 FAKE_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int* count,
                                                                  nvmlProcessInfo_t* infos) {
-  return GetProcesses(d, "nvmlDeviceGetComputeRunningProcesses_v3", count, infos);
+  return GetProcesses(d, "nvmlDeviceGetComputeRunningProcesses_v3", "processes", count, infos);
 }
 #endif
 #ifndef FAKE_NVML_LEGACY
 FAKE_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t d, unsigned int* count,
                                                                  nvmlProcessInfo_t* infos) {
-  return GetProcesses(d, "nvmlDeviceGetComputeRunningProcesses_v2", count, infos);
+  return GetProcesses(d, "nvmlDeviceGetComputeRunningProcesses_v2", "processes", count, infos);
 }
 #endif
 FAKE_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t d, unsigned int* count,
                                                               nvmlProcessInfo_v1_t* infos) {
-  return GetProcesses(d, "nvmlDeviceGetComputeRunningProcesses", count, infos);
+  return GetProcesses(d, "nvmlDeviceGetComputeRunningProcesses", "processes", count, infos);
 }
+
+// Graphics processes: the same protocol and records as the compute calls, from "graphics_processes".
+// The _v3 and _v2 symbols come and go with the compute ones (nvml.h versions them together).
+#ifndef FAKE_NVML_WITHOUT_GRAPHICS_PROCESSES
+#if !defined(FAKE_NVML_WITHOUT_V3_PROCESSES) && !defined(FAKE_NVML_LEGACY)
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t d, unsigned int* count,
+                                                                  nvmlProcessInfo_t* infos) {
+  return GetProcesses(d, "nvmlDeviceGetGraphicsRunningProcesses_v3", "graphics_processes", count, infos);
+}
+#endif
+#ifndef FAKE_NVML_LEGACY
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t d, unsigned int* count,
+                                                                  nvmlProcessInfo_t* infos) {
+  return GetProcesses(d, "nvmlDeviceGetGraphicsRunningProcesses_v2", "graphics_processes", count, infos);
+}
+#endif
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t d, unsigned int* count,
+                                                               nvmlProcessInfo_v1_t* infos) {
+  return GetProcesses(d, "nvmlDeviceGetGraphicsRunningProcesses", "graphics_processes", count, infos);
+}
+#endif
 
 // NVLinks: "nvlinks": {"<remote pci bus id>": <active link count>, ...}; links are numbered in that order.
 static int NvLinkRemote(nvmlDevice_t d, const char* function, unsigned link, std::string* remote) {

@@ -26,7 +26,8 @@ struct RunResult {
 
 /// Path of the gpulane binary under test.
 std::string GpulaneBinary();
-/// Path of a fake libnvidia-ml.so.1 variant: "current", "no_v3" or "legacy".
+/// Path of a fake libnvidia-ml.so.1 variant: "current", "no_v3", "legacy" or "no_graphics"
+/// (tests/fake_nvml/README.md).
 std::string FakeNvmlLibrary(const std::string& variant = "current");
 /// The recorded 2 x H200 snapshot (tests/fixtures/h200x2-2026-11-30/nvml_snapshot.json), with
 /// its recorded pid replaced by `pid_for_process` (a pid the test controls, or an unused one).

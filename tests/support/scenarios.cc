@@ -61,6 +61,12 @@ void AddProcess(json& device, std::uint32_t pid, std::uint64_t used_memory_bytes
   device["processes"].push_back({{"pid", pid}, {"used_memory", used_memory_bytes}});
 }
 
+void AddGraphicsProcess(json& device, std::uint32_t pid, std::uint64_t used_memory_bytes) {
+  if (!device.contains("graphics_processes") || !device["graphics_processes"].is_array())
+    device["graphics_processes"] = json::array();
+  device["graphics_processes"].push_back({{"pid", pid}, {"used_memory", used_memory_bytes}});
+}
+
 void RefuseCall(json& device, const std::string& function, int rc) { device["errors"][function] = rc; }
 
 void LinkGpus(json& a, json& b, unsigned links) {

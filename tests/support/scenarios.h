@@ -35,6 +35,8 @@ void SetUsedMemory(json& device, std::uint64_t used);
 void SetUtilization(json& device, unsigned gpu_pct);
 /// Appends a compute process to a GPU (or MIG device) object.
 void AddProcess(json& device, std::uint32_t pid, std::uint64_t used_memory_bytes);
+/// Appends a graphics process (an X server, an OpenGL or Vulkan program) to a GPU object.
+void AddGraphicsProcess(json& device, std::uint32_t pid, std::uint64_t used_memory_bytes);
 /// Makes `function` (e.g. "nvmlDeviceGetPowerUsage") fail with NVML code `rc` on this device.
 void RefuseCall(json& device, const std::string& function, int rc);
 /// Joins two GPUs by `links` NVLinks, recorded on both ends as NVML reports them.
