@@ -14,7 +14,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <fmt/format.h>
 #include <fstream>
@@ -516,10 +518,19 @@ std::vector<pid_t> TestDaemon::JobPids() const {
 
 std::vector<pid_t> TestDaemon::SupervisorPids() const {
   const std::string jobs_dir = (state_dir() / "jobs").string();
-  std::vector<pid_t> out;
+  std::vector<pid_t> candidates;
   for (pid_t pid : AllPids()) {
     auto argv = ProcStrings(pid, "cmdline");
-    if (argv.size() >= 3 && argv[1] == "_supervise" && argv[2] == jobs_dir) out.push_back(pid);
+    if (argv.size() >= 3 && argv[1] == "_supervise" && argv[2] == jobs_dir) candidates.push_back(pid);
+  }
+  // A supervisor's fork for its job has the supervisor's command line until it execs: not one.
+  std::vector<pid_t> out;
+  for (pid_t pid : candidates) {
+    const std::string stat = ReadFile(fmt::format("/proc/{}/stat", pid));
+    const auto close = stat.rfind(')');
+    pid_t ppid = 0;
+    if (close != std::string::npos) std::sscanf(stat.c_str() + close + 1, " %*c %d", &ppid);
+    if (std::find(candidates.begin(), candidates.end(), ppid) == candidates.end()) out.push_back(pid);
   }
   return out;
 }
