@@ -47,7 +47,7 @@ real=(PATH="$ROOT/scripts/acceptance-selftest:$PATH" PYTHONPATH="$ROOT/scripts/a
       ACCEPTANCE_SELFTEST_KEEP_NVML=1 GPULANE_NVML_LIBRARY="$lib" FAKE_NVML_STATE="$tmp/state.json")
 
 state 2; expect 0 "RESULT: PASS" "dry run, 2 GPUs" -- PATH="/usr/bin:/bin" GPULANE_NVML_LIBRARY="$lib" FAKE_NVML_STATE="$tmp/state.json"
-state 1; expect 0 "pick -n 2 on a 1-GPU machine fails with exit 5" "dry run, 1 GPU" -- PATH="/usr/bin:/bin" GPULANE_NVML_LIBRARY="$lib" FAKE_NVML_STATE="$tmp/state.json"
+state 1; expect 0 "pick -n 2 on a 1-GPU machine fails with exit 2" "dry run, 1 GPU" -- PATH="/usr/bin:/bin" GPULANE_NVML_LIBRARY="$lib" FAKE_NVML_STATE="$tmp/state.json"
 state 2; expect 0 "PASS: gpulane status --json matches nvidia-smi" "real path, 2 GPUs" -- "${real[@]}"
 state 1; expect 0 "RESULT: PASS" "real path, 1 GPU" -- "${real[@]}"
 state 2; expect 1 "FAIL: gpulane status --json matches nvidia-smi" "real path, memory.used off by 100 MiB must fail" -- "${real[@]}" SMI_SKEW_MIB=100

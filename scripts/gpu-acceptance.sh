@@ -309,10 +309,11 @@ PY
   local two
   two=$(tr -d '[:space:]' <"$WORK/stdout")
   if [ "$NGPU" -eq 1 ]; then
-    if [ "$RC" -eq 5 ] && [ -s "$WORK/stderr" ]; then
-      pass "gpulane pick -n 2 on a 1-GPU machine fails with exit 5 and a reason (expected): $(head -1 "$WORK/stderr")"
+    # Two GPUs can never qualify on one: a bad request (exit 2), as for `run`.
+    if [ "$RC" -eq 2 ] && grep -q "can ever qualify" "$WORK/stderr"; then
+      pass "gpulane pick -n 2 on a 1-GPU machine fails with exit 2 and a reason (expected): $(head -1 "$WORK/stderr")"
     else
-      fail "gpulane pick -n 2 on a 1-GPU machine: want exit 5 and a reason, got exit $RC"
+      fail "gpulane pick -n 2 on a 1-GPU machine: want exit 2 and 'can ever qualify', got exit $RC"
     fi
   elif [ "$RC" -eq 0 ] && [[ "$two" =~ ^([0-9]+),([0-9]+)$ ]] && [ "${BASH_REMATCH[1]}" -ne "${BASH_REMATCH[2]}" ] &&
     [ "${BASH_REMATCH[1]}" -lt "$NGPU" ] && [ "${BASH_REMATCH[2]}" -lt "$NGPU" ]; then
@@ -547,11 +548,47 @@ PY
 
   local pid=$CHILD listed=0
   check_process_listed "$CHILD" "$uuid" "$user" "$label" && listed=1
+  [ "$listed" -eq 1 ] && check_judge_agrees "$CHILD" "$idx" "$user" "$label"
   stop_child
   [ "$DRY" -eq 1 ] && export FAKE_NVML_STATE=$FAKE_BASE_STATE
   # Only meaningful when it was listed at all.
   [ "$listed" -eq 1 ] && check_process_gone "$pid" "$label"
   return 0
+}
+
+# check_judge_agrees PID IDX USER LABEL: while PID (this user's own process, started without
+# gpulane) runs on GPU IDX, `pick` and `run --no-wait` both refuse that GPU with the same exit
+# code and the same reason, which names the process; with --share-foreign both take it.
+check_judge_agrees() {
+  local pid=$1 idx=$2 user=$3 label=$4
+  local leases=$WORK/leases-judge
+  rm -rf "$leases"; mkdir -m 1777 "$leases"
+  GPULANE_LEASE_DIR=$leases "$GL" pick --gpus "$idx" >"$WORK/pick.out" 2>"$WORK/pick.err"
+  local pick_rc=$?
+  GPULANE_LEASE_DIR=$leases "$GL" run --no-wait --gpus "$idx" -- true >"$WORK/run.out" 2>"$WORK/run.err"
+  local run_rc=$?
+  echo "  pick --gpus $idx: exit $pick_rc: $(head -1 "$WORK/pick.err")"
+  echo "  run --no-wait --gpus $idx: exit $run_rc: $(head -1 "$WORK/run.err")"
+  if [ "$pick_rc" -eq 5 ] && grep -q "GPU$idx: in use by $user's python3 (pid $pid)" "$WORK/pick.err"; then
+    pass "$label: pick refuses GPU$idx (exit 5), naming the caller's own process outside gpulane"
+  else
+    fail "$label: pick refuses GPU$idx (exit 5) naming '$user's python3 (pid $pid)' (exit $pick_rc: $(head -1 "$WORK/pick.err"))"
+  fi
+  if [ "$run_rc" -eq "$pick_rc" ] && cmp -s "$WORK/pick.err" "$WORK/run.err"; then
+    pass "$label: run --no-wait fails exactly as pick does (exit $run_rc, the same reason line)"
+  else
+    fail "$label: run --no-wait fails exactly as pick does (pick exit $pick_rc, run exit $run_rc; stderr differs: $(diff "$WORK/pick.err" "$WORK/run.err" | tr '\n' ' '))"
+  fi
+  GPULANE_LEASE_DIR=$leases "$GL" pick --gpus "$idx" --share-foreign >"$WORK/pick.out" 2>"$WORK/pick.err"
+  pick_rc=$?
+  GPULANE_LEASE_DIR=$leases "$GL" run -q --no-wait --gpus "$idx" --share-foreign -- sh -c 'echo "$CUDA_VISIBLE_DEVICES"' \
+    >"$WORK/run.out" 2>"$WORK/run.err"
+  run_rc=$?
+  if [ "$pick_rc" -eq 0 ] && [ "$run_rc" -eq 0 ] && [ "$(cat "$WORK/pick.out")" = "$idx" ] && cmp -s "$WORK/pick.out" "$WORK/run.out"; then
+    pass "$label: with --share-foreign pick prints $idx and run --no-wait's job gets CUDA_VISIBLE_DEVICES=$idx"
+  else
+    fail "$label: with --share-foreign pick and run --no-wait take GPU$idx (pick exit $pick_rc '$(cat "$WORK/pick.out")', run exit $run_rc '$(cat "$WORK/run.out")')"
+  fi
 }
 
 sec_bench() {

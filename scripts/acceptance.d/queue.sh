@@ -20,7 +20,14 @@ sec_queue() {
   export TORCH_JOB_LOG=$q/jobs.log
   # Dry run: the stand-in torch of scripts/acceptance-selftest (its jobs say "simulated").
   # (The stand-in also updates the fake state, so user B must be able to write it there.)
-  [ "$DRY" -eq 1 ] && chmod 777 "$WORK" && chmod 666 "${FAKE_NVML_STATE:-/dev/null}" && touch "$WORK/fake_state.json.lock" && chmod 666 "$WORK/fake_state.json.lock" && export PYTHONPATH=$ROOT/scripts/acceptance-selftest${PYTHONPATH:+:$PYTHONPATH}
+  # With the fake NVML (a dry run, or scripts/acceptance-selftest.sh's stand-in driver), user B's jobs
+  # must read and update the fake state too.
+  if [ -n "${FAKE_NVML_STATE:-}" ]; then
+    chmod 777 "$WORK" && chmod 777 "$(dirname "$FAKE_NVML_STATE")" && chmod 666 "$FAKE_NVML_STATE" &&
+      touch "$(dirname "$FAKE_NVML_STATE")/$(basename "$FAKE_NVML_STATE").lock" "$WORK/fake_state.json.lock" &&
+      chmod 666 "$(dirname "$FAKE_NVML_STATE")/$(basename "$FAKE_NVML_STATE").lock" "$WORK/fake_state.json.lock"
+  fi
+  [ "$DRY" -eq 1 ] && export PYTHONPATH=$ROOT/scripts/acceptance-selftest${PYTHONPATH:+:$PYTHONPATH}
   touch "$TORCH_JOB_LOG" && chmod 666 "$TORCH_JOB_LOG"
   local user_b=gpulane-acc
   id "$user_b" >/dev/null 2>&1 || useradd -M -N -s /bin/sh "$user_b" >/dev/null 2>&1 || user_b=nobody
