@@ -1,7 +1,6 @@
 #include "exec/leased_job.h"
 
 #include <signal.h>
-#include <time.h>
 
 #include <fmt/format.h>
 
@@ -11,16 +10,13 @@
 #include "exec/job_env.h"
 #include "lease/occupancy.h"
 #include "os/process_table.h"
+#include "util/clock.h"
 #include "util/strings.h"
 
 namespace gpulane::exec {
 namespace {
 
-double MonotonicS() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
+double MonotonicS() { return SystemClock().MonotonicS(); }
 
 sigset_t StopSignals(const std::vector<int>& extra) {
   sigset_t set;

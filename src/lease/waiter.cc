@@ -23,16 +23,10 @@
 namespace gpulane::lease {
 namespace {
 
-double Seconds(clockid_t clock) {
-  timespec ts{};
-  clock_gettime(clock, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
 class RealEnv : public WaitEnv {
  public:
-  double MonotonicS() override { return Seconds(CLOCK_MONOTONIC); }
-  double WallS() override { return Seconds(CLOCK_REALTIME); }
+  double MonotonicS() const override { return clock_.MonotonicS(); }
+  double WallS() const override { return clock_.WallS(); }
   unsigned WaitReadable(const std::vector<int>& fds, double timeout_s) override {
     std::vector<pollfd> p;
     for (int fd : fds) p.push_back({fd, POLLIN, 0});
@@ -43,6 +37,9 @@ class RealEnv : public WaitEnv {
       if (p[i].revents & POLLIN) ready |= 1u << i;
     return ready;
   }
+
+ private:
+  SystemClock clock_;
 };
 
 // Requests granted in the same decision start in line order: a later one lets the earlier ones take

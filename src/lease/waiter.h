@@ -15,6 +15,7 @@
 #include "os/process_table.h"
 #include "sched/policy.h"
 #include "sched/request.h"
+#include "util/clock.h"
 #include "util/result.h"
 
 namespace gpulane::lease {
@@ -45,15 +46,10 @@ struct Grant {
   int interrupted_by_signal = 0;  ///< set instead of a lease when SIGINT/SIGTERM/SIGHUP came while waiting
 };
 
-/// Time and sleeping as the waiter sees them: the real clock and poll(2), or a test's virtual
+/// Time and sleeping as the waiter sees them: the real clocks and poll(2), or a test's virtual
 /// clock that advances when the waiter sleeps.
-class WaitEnv {
+class WaitEnv : public Clock {
  public:
-  virtual ~WaitEnv() = default;
-  /// Seconds on a clock that never jumps.
-  virtual double MonotonicS() = 0;
-  /// Seconds since the epoch.
-  virtual double WallS() = 0;
   /// Sleeps until one of `fds` (-1 entries are skipped) is readable or `timeout_s` passed; returns
   /// a bit per fd, set when it is readable.
   virtual unsigned WaitReadable(const std::vector<int>& fds, double timeout_s) = 0;

@@ -1,6 +1,5 @@
 #include "proto/snapshot_source.h"
 
-#include <time.h>
 
 #include <cstdlib>
 #include <string>
@@ -8,15 +7,12 @@
 #include "gpu/nvml_backend.h"
 #include "gpu/snapshot_json.h"
 #include "proto/call.h"
+#include "util/clock.h"
 
 namespace gpulane::proto {
 namespace {
 
-double MonotonicS() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
+double MonotonicS() { return SystemClock().MonotonicS(); }
 
 bool DirectNvmlForced() {
   const char* direct = std::getenv("GPULANE_DIRECT_NVML");

@@ -18,8 +18,8 @@ constexpr std::uint64_t kGiB = 1ULL << 30;
 
 class VirtualClock : public WaitEnv {
  public:
-  double MonotonicS() override { return now_s; }
-  double WallS() override { return 1.7e9 + now_s; }
+  double MonotonicS() const override { return now_s; }
+  double WallS() const override { return 1.7e9 + now_s; }
   unsigned WaitReadable(const std::vector<int>&, double timeout_s) override {
     ++sleeps;
     now_s += timeout_s > 0 ? timeout_s : 0.001;
