@@ -164,3 +164,26 @@ TEST_F(DaemonUsers, UserCannotCancelAnotherUsersRunningJob) {
 
 }  // namespace
 }  // namespace gpulane::test
+
+namespace gpulane::test {
+namespace {
+
+// Queue jumping: only root and daemon.admin_group members may raise a job's priority above 0;
+// users may lower their own. A refused submission is one line, exit 9, and queues nothing.
+TEST_F(DaemonUsers, OnlyAdminsMayRaisePriorityAboveZero) {
+  TestDaemon& d = *d_;
+  RunResult raised = d.GpulaneAs(a_, {"submit", "--priority", "1000000", "--", "true"});
+  EXPECT_TRUE(IsGpulaneError(raised, 9, "--priority 1000000: only root and members of daemon.admin_group"))
+      << raised.err;
+  EXPECT_EQ(d.Queue({"--all"}).size(), 0u) << "nothing was queued";
+  const std::int64_t lowered = SubmitAs(a_, {"--priority", "-5", "--", "true"});
+  ASSERT_GT(lowered, 0);
+  EXPECT_EQ(d.Show(lowered)["spec"]["request"]["priority"], -5);
+  const std::int64_t by_root = d.Submit({"--priority", "7", "--", "true"});
+  ASSERT_GT(by_root, 0);
+  EXPECT_EQ(d.Show(by_root)["spec"]["request"]["priority"], 7);
+  EXPECT_EQ(d.Gpulane({"wait", Id(lowered), Id(by_root)}).exit_code, 0);
+}
+
+}  // namespace
+}  // namespace gpulane::test
