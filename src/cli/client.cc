@@ -18,6 +18,7 @@
 #include "proto/call.h"
 #include "proto/wire.h"
 #include "util/config.h"
+#include "util/timing.h"
 #include "util/units.h"
 
 namespace gpulane::cli {
@@ -129,9 +130,15 @@ Result<double> SystemDaemonWaitS() {
 Result<nlohmann::json> CallOrStart(nlohmann::json request, double timeout_s) {
   auto d = Discover();
   if (!d) return d.error();
+  TimingMark("daemon looked up");
   auto fd = ConnectRunning(*d);
   if (!fd) return fd.error();
-  if (*fd) return Exchange(**fd, std::move(request), timeout_s);
+  TimingMark("connected");
+  if (*fd) {
+    auto reply = Exchange(**fd, std::move(request), timeout_s);
+    TimingMark("reply read");
+    return reply;
+  }
   auto started = StartAndConnect();
   if (!started) return started.error();
   return Exchange(*started, std::move(request), timeout_s);
