@@ -222,6 +222,10 @@ void Daemon::HandleRequest(Connection& c, const std::string& payload) {
     return;
   }
   const std::string op = req["op"].get<std::string>();
+  // Replies go out in the order of the requests: a submission of this connection still waiting
+  // for its group commit is committed (and answered) before anything else is answered.
+  if (op != "submit" && std::any_of(submits_.begin(), submits_.end(), [&](const PendingSubmit& s) { return s.fd == c.fd; }))
+    CommitSubmissions();
   try {
     if (op == "ping") {
       Reply(c, Ok({{"pid", getpid()}, {"mode", paths_.system ? "system" : "user"}, {"gpus", gpu_count_}}));
@@ -312,7 +316,13 @@ void Daemon::CommitSubmissions() {
   for (const auto& sub : submits_)
     for (const auto& job : sub.jobs) any_runnable = any_runnable || job.state != JobState::kHeld;
   // Group commit: every submission read in this round goes into one transaction (one fsync);
-  // arrays each need their own to number their tasks, so they commit separately.
+  // arrays each need their own to number their tasks, so they commit separately. Each reply is
+  // written as soon as its commit is durable, not after the rest of the loop's turn (which may
+  // walk the whole queue to launch jobs).
+  auto answer = [this](Connection& c, const json& reply) {
+    Reply(c, reply);
+    WriteTo(c);
+  };
   std::vector<Job> batch;
   std::vector<std::pair<int, std::size_t>> owners;  // fd, count
   auto flush_batch = [&]() {
@@ -323,7 +333,7 @@ void Daemon::CommitSubmissions() {
       auto it = connections_.find(fd);
       json reply = ids ? Ok({{"ids", std::vector<std::int64_t>(ids->begin() + k, ids->begin() + k + count)}})
                        : Err(ErrorKind::kIo, "the job could not be stored: " + ids.error().message);
-      if (it != connections_.end()) Reply(it->second, reply);
+      if (it != connections_.end()) answer(it->second, reply);
       k += count;
     }
     if (ids)
@@ -336,8 +346,8 @@ void Daemon::CommitSubmissions() {
       auto ids = store_->Insert(s.jobs, true);
       auto it = connections_.find(s.fd);
       if (it != connections_.end())
-        Reply(it->second, ids ? Ok({{"ids", *ids}, {"array_job_id", ids->front()}})
-                              : Err(ErrorKind::kIo, "the array could not be stored: " + ids.error().message));
+        answer(it->second, ids ? Ok({{"ids", *ids}, {"array_job_id", ids->front()}})
+                               : Err(ErrorKind::kIo, "the array could not be stored: " + ids.error().message));
       if (ids)
         for (auto& job : s.jobs) active_.emplace(job.id, std::move(job));
       continue;
