@@ -83,7 +83,7 @@ void Daemon::ReadFrom(Connection& c) {
   // (a half-closed socket can take the reply), a truncated one is simply dropped.
   const bool refused_before = c.close_after_write;  // oversized or timed out: read no more requests
   if (eof) c.close_after_write = true;
-  while (!refused_before) {
+  while (!refused_before && !c.stream) {  // behind a streamed reply, requests wait for its end (PumpStream)
     bool too_big = false;
     auto frame = c.reader.Next(&too_big);
     if (too_big) {
@@ -106,6 +106,7 @@ void Daemon::WriteTo(Connection& c) {
     if (n <= 0) {
       if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
       c.out.clear();
+      c.stream.reset();
       c.close_after_write = true;
       return;
     }
@@ -123,7 +124,9 @@ void Daemon::Loop() {
   double last_tick = MonotonicS();
   while (!stop_) {
     std::vector<pollfd> fds = {{listen_fd_, POLLIN, 0}, {signal_fd_, POLLIN, 0}, {watch_fd_, POLLIN, 0}};
-    for (auto& [fd, c] : connections_) fds.push_back({fd, static_cast<short>(POLLIN | (c.out.empty() ? 0 : POLLOUT)), 0});
+    // A streamed reply: woken when the client can take more, and reading waits until it is sent.
+    for (auto& [fd, c] : connections_)
+      fds.push_back({fd, static_cast<short>(c.stream ? POLLOUT : POLLIN | (c.out.empty() ? 0 : POLLOUT)), 0});
     poll(fds.data(), fds.size(), 250);
     if (fds[1].revents & POLLIN) {
       signalfd_siginfo info{};
@@ -162,7 +165,7 @@ void Daemon::Loop() {
       CheckSupervisors();
       schedule_needed_ = true;
       for (auto& [fd, c] : connections_) {
-        if (c.reader.partial() && now - c.last_read_s > proto::kReadTimeoutS && !c.close_after_write) {
+        if (c.reader.partial() && now - c.last_read_s > proto::kReadTimeoutS && !c.close_after_write && !c.stream) {
           Reply(c, proto::ErrorResponse(ErrorKind::kTimeout, "request not complete within the read time-out"));
           c.close_after_write = true;
         }
@@ -176,8 +179,9 @@ void Daemon::Loop() {
     AnswerWaiters();
     std::vector<int> to_close;
     for (auto& [fd, c] : connections_) {
+      if (c.stream) PumpStream(c);
       WriteTo(c);
-      if (c.close_after_write && c.out.empty()) to_close.push_back(fd);
+      if (c.close_after_write && c.out.empty() && !c.stream) to_close.push_back(fd);
     }
     for (int fd : to_close) CloseConnection(fd);
   }

@@ -21,11 +21,14 @@ int MillisLeft(Clock::time_point deadline) {
 }  // namespace
 
 void AppendFrame(const nlohmann::json& message, std::string& out) {
-  std::string body = message.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  std::uint32_t n = static_cast<std::uint32_t>(body.size());
+  AppendRawFrame(message.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), out);
+}
+
+void AppendRawFrame(std::string_view payload, std::string& out) {
+  std::uint32_t n = static_cast<std::uint32_t>(payload.size());
   char header[4] = {static_cast<char>(n >> 24), static_cast<char>(n >> 16), static_cast<char>(n >> 8), static_cast<char>(n)};
   out.append(header, 4);
-  out += body;
+  out += payload;
 }
 
 std::optional<std::string> FrameReader::Next(bool* too_big) {

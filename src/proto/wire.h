@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -25,6 +26,9 @@ inline constexpr double kReadTimeoutS = 5;
 
 /// Appends the frame of `message` to `out`.
 void AppendFrame(const nlohmann::json& message, std::string& out);
+/// Appends a frame whose payload is `payload` as it is: a part of a streamed reply's text
+/// (docs/protocol.md "Streamed replies"); an empty one ends the stream.
+void AppendRawFrame(std::string_view payload, std::string& out);
 
 /// Incremental frame decoder for a non-blocking reader.
 class FrameReader {
