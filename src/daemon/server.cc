@@ -62,7 +62,8 @@ void Daemon::Accept() {
     c.peer.user = NameOf(cred.uid);
     c.peer.admin = cred.uid == 0 || InGroup(c.peer.user, cred.gid, config_.admin_group);
     c.last_read_s = MonotonicS();
-    connections_.emplace(fd, std::move(c));
+    // A client sends its request right after connecting: read it now rather than a poll later.
+    ReadFrom(connections_.emplace(fd, std::move(c)).first->second);
   }
 }
 
