@@ -30,7 +30,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 using proto::ConnectTo;
-using proto::Exchange;
+using proto::ExchangeEncoded;
 
 // Starts `gpulane daemon --user` detached from this process and its terminal.
 void StartUserDaemon(const daemon::DaemonPaths& paths) {
@@ -154,9 +154,8 @@ Result<std::string> ReadPayload(int fd, double timeout_s) {
 }
 
 // Sends `request` on `fd` and reads a streamed reply (StreamIfRunning).
-Result<nlohmann::json> ExchangeStreamed(int fd, nlohmann::json request, const TextSink& sink, double timeout_s) {
-  request["v"] = proto::kVersion;
-  if (Status sent = proto::WriteFrame(fd, request, 10); !sent.ok()) return sent.error();
+Result<nlohmann::json> ExchangeStreamed(int fd, const std::string& frame, const TextSink& sink, double timeout_s) {
+  if (Status sent = proto::WriteBytes(fd, frame, 10); !sent.ok()) return sent.error();
   auto first = ReadPayload(fd, timeout_s);
   if (!first) return first.error();
   auto header = nlohmann::json::parse(*first, nullptr, false);
@@ -183,6 +182,7 @@ Result<double> SystemDaemonWaitS() {
 }
 
 Result<nlohmann::json> CallOrStart(nlohmann::json request, double timeout_s) {
+  const std::string frame = proto::EncodeRequest(std::move(request));
   auto d = Discover();
   if (!d) return d.error();
   TimingMark("daemon looked up");
@@ -190,33 +190,35 @@ Result<nlohmann::json> CallOrStart(nlohmann::json request, double timeout_s) {
   if (!fd) return fd.error();
   TimingMark("connected");
   if (*fd) {
-    auto reply = Exchange(**fd, std::move(request), timeout_s);
+    auto reply = ExchangeEncoded(**fd, frame, timeout_s);
     TimingMark("reply read");
     return reply;
   }
   auto started = StartAndConnect();
   if (!started) return started.error();
-  return Exchange(*started, std::move(request), timeout_s);
+  return ExchangeEncoded(*started, frame, timeout_s);
 }
 
 Result<std::optional<nlohmann::json>> CallIfRunning(nlohmann::json request, double timeout_s, bool error_replies) {
+  const std::string frame = proto::EncodeRequest(std::move(request));
   auto d = Discover();
   if (!d) return d.error();
   auto fd = ConnectRunning(*d);
   if (!fd) return fd.error();
   if (!*fd) return std::optional<nlohmann::json>();
-  auto reply = Exchange(**fd, std::move(request), timeout_s, error_replies);
+  auto reply = ExchangeEncoded(**fd, frame, timeout_s, error_replies);
   if (!reply) return reply.error();
   return std::optional<nlohmann::json>(std::move(reply).value());
 }
 
 Result<std::optional<nlohmann::json>> StreamIfRunning(nlohmann::json request, const TextSink& sink, double timeout_s) {
+  const std::string frame = proto::EncodeRequest(std::move(request));
   auto d = Discover();
   if (!d) return d.error();
   auto fd = ConnectRunning(*d);
   if (!fd) return fd.error();
   if (!*fd) return std::optional<nlohmann::json>();
-  auto reply = ExchangeStreamed(**fd, std::move(request), sink, timeout_s);
+  auto reply = ExchangeStreamed(**fd, frame, sink, timeout_s);
   close(**fd);
   if (!reply) return reply.error();
   return std::optional<nlohmann::json>(std::move(reply).value());

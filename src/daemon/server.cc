@@ -75,6 +75,7 @@ void Daemon::ReadFrom(Connection& c) {
     if (n > 0) {
       c.reader.Feed(buf, static_cast<std::size_t>(n));
       c.last_read_s = MonotonicS();
+      if (static_cast<std::size_t>(n) < sizeof buf) break;  // all there was: poll says when more comes
       continue;
     }
     eof = n == 0;

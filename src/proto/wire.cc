@@ -49,6 +49,10 @@ std::optional<std::string> FrameReader::Next(bool* too_big) {
 Status WriteFrame(int fd, const nlohmann::json& message, double timeout_s) {
   std::string out;
   AppendFrame(message, out);
+  return WriteBytes(fd, out, timeout_s);
+}
+
+Status WriteBytes(int fd, std::string_view out, double timeout_s) {
   auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
   std::size_t sent = 0;
   while (sent < out.size()) {

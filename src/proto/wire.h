@@ -49,6 +49,8 @@ class FrameReader {
 
 /// Blocking helpers for clients: write a whole frame / read one, each within `timeout_s`.
 Status WriteFrame(int fd, const nlohmann::json& message, double timeout_s);
+/// Writes `bytes` (frames already encoded) within `timeout_s`.
+Status WriteBytes(int fd, std::string_view bytes, double timeout_s);
 Result<nlohmann::json> ReadFrame(int fd, std::size_t max_bytes, double timeout_s);
 
 /// An error response.
