@@ -14,6 +14,9 @@ bench/queue_throughput.sh, which starts the daemons, task-spooler and Slurm. Eve
       cases take turns in --chunks chunks so that drift of the machine hits all of them alike.
   queue_client.py latency -n 10 -w 2 --case LABEL CMD [--case ...] [--skip ...]
       Fork-to-exit time of each CMD (bench/timeit.py's run_once), interleaved.
+  queue_client.py ping-during --socket S [--label L] -- CMD...
+      While CMD runs (output discarded: a listing), pings the daemon on a connection of its own
+      (send, wait for the reply, 1 ms pause, again): how long other clients wait meanwhile.
   queue_client.py sqlite-commits --dir D --seconds T
       The disk's floor for durable submissions: one INSERT per transaction into a WAL database with
       synchronous=FULL (like the daemon's), in D, for T seconds.
@@ -50,7 +53,8 @@ _spec.loader.exec_module(bench_timeit)
 
 PROTOCOL_VERSION = 2
 A_SLEEP = "0.3"
-TARGETS = {"flood_per_s": 2000.0, "cli_per_s": 500.0, "queue_10k_ms": 100.0, "queue_100k_ms": 500.0, "handover_ms": 10.0}
+TARGETS = {"flood_per_s": 2000.0, "cli_per_s": 500.0, "queue_10k_ms": 100.0, "queue_100k_ms": 500.0, "handover_ms": 10.0,
+           "ping_during_ms": 100.0}
 SLURM_DOCUMENTED_PER_S = 1000.0
 
 
@@ -259,6 +263,39 @@ def cmd_latency(args):
             r["p90_ms"] = pct(sorted(r["samples"]), 0.9)
     print(json.dumps({"n": args.n, "warmup": args.w, "rows": rows}))
     return 0 if all(r["error"] is None or r["error"].startswith("skipped") for r in rows) else 1
+
+
+# ---------------------------------------------------------------- other clients during a listing
+def cmd_ping_during(args):
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    ping = frame({"v": PROTOCOL_VERSION, "op": "ping"})
+    s = connect(args.socket)
+    s.settimeout(120)
+    lat, errors = [], []
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    while proc.poll() is None:
+        p0 = time.perf_counter_ns()
+        try:
+            s.sendall(ping)
+            reply = read_reply(s)
+        except (OSError, ConnectionError, ValueError) as e:
+            errors.append(f"{type(e).__name__}: {e}")
+            break
+        lat.append((time.perf_counter_ns() - p0) / 1e6)
+        if not reply.get("ok"):
+            errors.append(reply.get("error", "?"))
+        time.sleep(0.001)
+    err = proc.communicate()[1].decode(errors="replace")
+    listing_ms = 1000 * (time.perf_counter() - t0)
+    s.close()
+    if proc.returncode != 0:
+        errors.append(f"{' '.join(command)}: {first_error_line(proc.returncode, err)}")
+    lat.sort()
+    out = {"label": args.label, "command": command, "listing_ms": listing_ms, "pings": len(lat), "errors": errors[:5],
+           "median_ms": statistics.median(lat) if lat else None, "p99_ms": pct(lat, 0.99), "max_ms": lat[-1] if lat else None}
+    print(json.dumps(out))
+    return 0 if lat and not errors else 1
 
 
 # ---------------------------------------------------------------- the disk's floor
@@ -527,6 +564,22 @@ def cmd_report(args):
                 "; ".join(f"{r['median_ms'] / b['median_ms']:.1f}× {short(b)}" for b in have) or "–",
                 ms_verdict(r["median_ms"], TARGETS[target_key]))
 
+    # 3. another client while the daemon answers a listing of 100,000 jobs
+    for name in sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(R, "ping_during_*.json"))):
+        pd = load(R, name)
+        if not pd:
+            continue
+        what = f"a `ping` on another connection while `{pd['label']}` lists {pd.get('queued', 0):,} held jobs"
+        if pd.get("max_ms") is None:
+            measured = False
+            row("3", what, "; ".join(pd["errors"]) or "no ping answered", "", "", f"≤ {TARGETS['ping_during_ms']:.0f} ms")
+            continue
+        row("3", f"{what} ({pd['listing_ms']:,.0f} ms): worst-case delay of {pd['pings']} pings (median "
+                 f"{fmt_ms(pd['median_ms'])} ms, p99 {fmt_ms(pd['p99_ms'])} ms)",
+            f"{fmt_ms(pd['max_ms'])} ms", "–", "–", ms_verdict(pd["max_ms"], TARGETS["ping_during_ms"]))
+        if pd["errors"]:
+            notes.append(f"{name}: errors: {'; '.join(pd['errors'])}")
+
     # 4. hand-over
     ho = load(R, "handover")
     if ho:
@@ -586,6 +639,10 @@ def main():
         else:
             p.add_argument("-n", type=int, default=10)
             p.add_argument("-w", type=int, default=2)
+    p = sub.add_parser("ping-during")
+    p.add_argument("--socket", required=True)
+    p.add_argument("--label", default="")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ...")
     p = sub.add_parser("sqlite-commits")
     p.add_argument("--dir", required=True)
     p.add_argument("--seconds", type=float, default=2)
@@ -600,7 +657,8 @@ def main():
     p.add_argument("--results", required=True)
     args = ap.parse_args()
     return {"flood": cmd_flood, "array": cmd_array, "seq-rate": cmd_seq_rate, "latency": cmd_latency,
-            "sqlite-commits": cmd_sqlite_commits, "handover": cmd_handover, "report": cmd_report}[args.cmd](args)
+            "sqlite-commits": cmd_sqlite_commits, "handover": cmd_handover, "ping-during": cmd_ping_during,
+            "report": cmd_report}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,9 @@
 #      one-node Slurm this script brings up; skipped with a note if it is not up within 60 s).
 #   3. `gpulane queue` and `gpulane queue --json` (output discarded; median of 10) with 10,000 and
 #      100,000 held jobs queued (one held array request each: 10,000, then 90,000 more), beside
-#      `squeue -r` with as many held array tasks and `sqlite3 jobs.db 'SELECT * FROM jobs'`.
+#      `squeue -r` with as many held array tasks and `sqlite3 jobs.db 'SELECT * FROM jobs'`; then,
+#      with 100,000, how long a `ping` on another connection waits while each listing is answered
+#      (bench/queue_client.py ping-during: the worst of the pings sent meanwhile).
 #   4. hand-over: A `sh -c 'sleep 0.3; date +%s.%N > a_end'` and B `sh -c 'date +%s.%N > b_start'`
 #      submitted back to back, one usable GPU (the fake's GPU1 runs a foreign process); latency =
 #      b_start - a_end, median over R rounds; beside it the same with `tsp -S 1`.
@@ -352,6 +354,15 @@ for size in 10000 100000; do
   cases+=(--case "\`sqlite3 jobs.db 'SELECT * FROM jobs'\` (reading the same rows; floor)" "sqlite3 $db 'SELECT * FROM jobs'")
   have=$size
   "${qc[@]}" latency -n "$queue_runs" -w 2 "${cases[@]}" >"$results/queue_$size.json" || true
+done
+for kind in json table; do
+  listing=(queue)
+  if [ "$kind" = json ]; then listing+=(--json); fi
+  log "3. pings on another connection while gpulane ${listing[*]} lists $have jobs ..."
+  "${qc[@]}" ping-during --socket "$GPULANE_SOCKET" --label "gpulane ${listing[*]}" -- "$gl" "${listing[@]}" \
+    >"$results/ping_during_$kind.json" || true
+  python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); d["queued"] = int(sys.argv[2]); json.dump(d, open(sys.argv[1], "w"))' \
+    "$results/ping_during_$kind.json" "$have"
 done
 busy_clients=4
 log "1. (again) flood: $busy_clients clients for $seconds s with $have held jobs queued ..."

@@ -2,7 +2,8 @@
 # Builds gpulane (Release) on this Debian 12 machine and fills .carry/ with what the GPU machine
 # (Ubuntu 24.04, no package install) needs to run it:
 #   .carry/bin/gpulane       the stripped binary
-#   .carry/lib/*.so*         the Debian builds of its non-glibc shared libraries (libfmt.so.9, ...)
+#   .carry/lib/*.so*         the Debian builds of its non-glibc shared libraries, if any (none with
+#                            GPULANE_STATIC_DEPS, the default: fmt, toml++, SQLite, libstdc++ are linked in)
 #   .carry/BUILD_INFO        commit, build type, compiler, library list with sha256
 # glibc, libstdc++, libgcc_s, libm and the dynamic loader are NOT carried: the GPU machine's own
 # (newer: glibc 2.39, g++ 13) run a binary built here. Nor are libssl/libcrypto/libz/brotli, which
@@ -68,7 +69,7 @@ LD_LIBRARY_PATH="$carry/lib" "$carry/bin/gpulane" --help >/dev/null
   echo "glibc needed: $(objdump -T "$carry/bin/gpulane" "$carry"/lib/* 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)"
   echo "glibcxx needed: $(objdump -T "$carry/bin/gpulane" "$carry"/lib/* 2>/dev/null | grep -o 'GLIBCXX_[0-9.]*' | sort -uV | tail -1)"
   echo "files:"
-  (cd "$carry" && sha256sum bin/* lib/* | sed 's/^/  /')
+  (cd "$carry" && shopt -s nullglob && sha256sum bin/* lib/* | sed 's/^/  /')
 } >"$carry/BUILD_INFO"
 
 bytes=$(du -sb "$carry" | cut -f1)

@@ -1,12 +1,15 @@
 #include "cli/client.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +21,7 @@
 #include "proto/call.h"
 #include "proto/wire.h"
 #include "util/config.h"
+#include "util/timing.h"
 #include "util/units.h"
 
 namespace gpulane::cli {
@@ -26,7 +30,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 using proto::ConnectTo;
-using proto::Exchange;
+using proto::ExchangeEncoded;
 
 // Starts `gpulane daemon --user` detached from this process and its terminal.
 void StartUserDaemon(const daemon::DaemonPaths& paths) {
@@ -116,6 +120,57 @@ Result<int> StartAndConnect() {
                                user.socket, user.state_dir));
 }
 
+// Reads exactly `n` bytes into `data`, waiting up to `timeout_s` (< 0: forever) for each part.
+Status ReadExactly(int fd, char* data, std::size_t n, double timeout_s) {
+  const int wait_ms = timeout_s < 0 ? -1 : static_cast<int>(std::min(timeout_s, 1e6) * 1000);
+  for (std::size_t got = 0; got < n;) {
+    pollfd p{fd, POLLIN, 0};
+    int ready = poll(&p, 1, wait_ms);
+    if (ready == 0) return MakeError(ErrorKind::kTimeout, "the gpulane daemon did not answer in time");
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      return MakeError(ErrorKind::kIo, fmt::format("cannot wait for the gpulane daemon: {}", std::strerror(errno)));
+    }
+    ssize_t r = read(fd, data + got, n - got);
+    if (r == 0) return MakeError(ErrorKind::kIo, "the gpulane daemon closed the connection");
+    if (r < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return MakeError(ErrorKind::kIo, fmt::format("cannot read from the gpulane daemon: {}", std::strerror(errno)));
+    }
+    got += static_cast<std::size_t>(r);
+  }
+  return Status::Ok();
+}
+
+// The payload of the next frame on `fd` (framing: docs/protocol.md), read without reading past it.
+Result<std::string> ReadPayload(int fd, double timeout_s) {
+  unsigned char header[4];
+  if (Status s = ReadExactly(fd, reinterpret_cast<char*>(header), 4, timeout_s); !s.ok()) return s.error();
+  const std::size_t n = (std::size_t{header[0]} << 24) | (std::size_t{header[1]} << 16) | (std::size_t{header[2]} << 8) | header[3];
+  if (n > proto::kMaxResponseBytes) return MakeError(ErrorKind::kIo, "the gpulane daemon's reply is larger than allowed");
+  std::string payload(n, '\0');
+  if (Status s = ReadExactly(fd, payload.data(), n, timeout_s); !s.ok()) return s.error();
+  return payload;
+}
+
+// Sends `request` on `fd` and reads a streamed reply (StreamIfRunning).
+Result<nlohmann::json> ExchangeStreamed(int fd, const std::string& frame, const TextSink& sink, double timeout_s) {
+  if (Status sent = proto::WriteBytes(fd, frame, 10); !sent.ok()) return sent.error();
+  auto first = ReadPayload(fd, timeout_s);
+  if (!first) return first.error();
+  auto header = nlohmann::json::parse(*first, nullptr, false);
+  if (header.is_discarded() || !header.is_object()) return MakeError(ErrorKind::kIo, "the gpulane daemon sent a malformed reply");
+  if (!header.value("ok", false))
+    return MakeError(proto::KindFromName(header.value("code", "internal")), header.value("error", "the daemon refused"));
+  if (!header.contains("stream")) return header;  // an older daemon: the whole answer in this one frame
+  while (true) {
+    auto part = ReadPayload(fd, timeout_s);
+    if (!part) return part.error();
+    if (part->empty()) return header;
+    if (Status s = sink(*part); !s.ok()) return s.error();
+  }
+}
+
 }  // namespace
 
 Result<double> SystemDaemonWaitS() {
@@ -127,23 +182,44 @@ Result<double> SystemDaemonWaitS() {
 }
 
 Result<nlohmann::json> CallOrStart(nlohmann::json request, double timeout_s) {
+  const std::string frame = proto::EncodeRequest(std::move(request));
   auto d = Discover();
   if (!d) return d.error();
+  TimingMark("daemon looked up");
   auto fd = ConnectRunning(*d);
   if (!fd) return fd.error();
-  if (*fd) return Exchange(**fd, std::move(request), timeout_s);
+  TimingMark("connected");
+  if (*fd) {
+    auto reply = ExchangeEncoded(**fd, frame, timeout_s);
+    TimingMark("reply read");
+    return reply;
+  }
   auto started = StartAndConnect();
   if (!started) return started.error();
-  return Exchange(*started, std::move(request), timeout_s);
+  return ExchangeEncoded(*started, frame, timeout_s);
 }
 
 Result<std::optional<nlohmann::json>> CallIfRunning(nlohmann::json request, double timeout_s, bool error_replies) {
+  const std::string frame = proto::EncodeRequest(std::move(request));
   auto d = Discover();
   if (!d) return d.error();
   auto fd = ConnectRunning(*d);
   if (!fd) return fd.error();
   if (!*fd) return std::optional<nlohmann::json>();
-  auto reply = Exchange(**fd, std::move(request), timeout_s, error_replies);
+  auto reply = ExchangeEncoded(**fd, frame, timeout_s, error_replies);
+  if (!reply) return reply.error();
+  return std::optional<nlohmann::json>(std::move(reply).value());
+}
+
+Result<std::optional<nlohmann::json>> StreamIfRunning(nlohmann::json request, const TextSink& sink, double timeout_s) {
+  const std::string frame = proto::EncodeRequest(std::move(request));
+  auto d = Discover();
+  if (!d) return d.error();
+  auto fd = ConnectRunning(*d);
+  if (!fd) return fd.error();
+  if (!*fd) return std::optional<nlohmann::json>();
+  auto reply = ExchangeStreamed(**fd, frame, sink, timeout_s);
+  close(**fd);
   if (!reply) return reply.error();
   return std::optional<nlohmann::json>(std::move(reply).value());
 }

@@ -7,9 +7,11 @@
 // system socket, then the user's own; only CallOrStart (submit) starts the per-user daemon when
 // neither answers.
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "util/result.h"
 
@@ -39,6 +41,16 @@ Result<nlohmann::json> CallOrStart(nlohmann::json request, double timeout_s = 30
 /// whose replies say job by job what failed ("failed").
 Result<std::optional<nlohmann::json>> CallIfRunning(nlohmann::json request, double timeout_s = 30,
                                                     bool error_replies = false);
+
+/// Receives the text of a streamed reply part by part, as it arrives; an error ends the call.
+using TextSink = std::function<Status(std::string_view)>;
+
+/// CallIfRunning for a request with "stream" (docs/protocol.md "Streamed replies"): sends it,
+/// hands every part of the reply's text to `sink` and returns the reply's first frame (the header)
+/// once the closing empty frame came. `timeout_s`: for each frame. A daemon older than streamed
+/// replies answers in one frame as if "stream" were not there: that reply is returned (without
+/// "stream") and `sink` is not called. Errors: as CallIfRunning, and `sink`'s.
+Result<std::optional<nlohmann::json>> StreamIfRunning(nlohmann::json request, const TextSink& sink, double timeout_s = 30);
 
 /// The error for job `id` ("12", "12_3") when no daemon runs and none is installed: kNotFound,
 /// "no job <id>" with why (no daemon, so nothing is queued).

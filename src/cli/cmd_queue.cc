@@ -1,5 +1,8 @@
 // gpulane queue and gpulane show.
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <fmt/format.h>
 #include <memory>
@@ -23,27 +26,29 @@ std::string GpusColumn(const json& spec) {
   return out;
 }
 
-// What the daemon answers for an empty queue; also the answer when no daemon runs (and none is
-// installed): then no job exists anywhere, so the queue is empty rather than an error.
-json EmptyQueueReply(bool as_json) {
-  if (as_json) return {{"jobs", json::array()}};
-  return {{"table", QueueTableHeader()}, {"count", 0}};
+// Writes a part of the listing to stdout as it came. Errors: kIo when stdout does not take it.
+Status WriteOut(std::string_view text) {
+  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size())
+    return MakeError(ErrorKind::kIo, fmt::format("cannot write the queue to stdout: {}", std::strerror(errno)));
+  return Status::Ok();
 }
 
+// The listing: the daemon writes the text itself (the table, or the JSON of docs/protocol.md) and
+// streams it (fast with 100,000 jobs: nothing is parsed or built here); this copies it to stdout.
+// With no daemon (and none installed) no job exists anywhere, so the queue is empty rather than
+// an error. An older daemon that does not stream answers in one reply, printed as before.
 int RunQueue(bool as_json, bool all, const std::string& user) {
-  json request = {{"op", "queue"}, {"all", all}};
+  json request = {{"op", "queue"}, {"all", all}, {"stream", as_json ? "json" : "table"}};
   if (!user.empty()) request["user"] = user;
-  if (!as_json) request["format"] = "table";  // rendered by the daemon: fast with 100,000 jobs
-  auto answer = CallIfRunning(request);
+  if (!as_json) request["format"] = "table";  // for an older daemon
+  auto answer = StreamIfRunning(request, WriteOut);
   if (!answer) return Fail(answer.error());
-  const json reply = answer->value_or(EmptyQueueReply(as_json));
-  if (as_json) {
-    fmt::print("{}\n", reply["jobs"].dump(2));
-    return kExitOk;
-  }
-  const std::string& table = reply["table"].get_ref<const std::string&>();
-  std::fwrite(table.data(), 1, table.size(), stdout);
-  return kExitOk;
+  Status written = Status::Ok();
+  if (!*answer) written = WriteOut(as_json ? "[]\n" : QueueTableHeader());
+  else if ((*answer)->contains("stream")) written = Status::Ok();  // written as it came
+  else if (as_json) written = WriteOut((**answer)["jobs"].dump(2) + "\n");
+  else written = WriteOut((**answer)["table"].get_ref<const std::string&>());
+  return written.ok() ? kExitOk : Fail(written.error());
 }
 
 // The files the job's output went to ("output /p/train.log (from byte 1200)" for an appended file).

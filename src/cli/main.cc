@@ -2,10 +2,13 @@
 // hands over to one subcommand (cli/cmd_*.cc); everything else lives in the core library.
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fmt/format.h>
+#include <string_view>
 
 #include "util/timing.h"
 #include "cli/commands.h"
@@ -13,21 +16,53 @@
 #include "util/config.h"
 #include "util/exit_codes.h"
 
+namespace {
+
+// The subcommands, by the function that registers them (cli/commands.h).
+struct Family {
+  void (*add)(CLI::App&, gpulane::cli::Runner*);
+  std::array<std::string_view, 5> names;  ///< the subcommands it adds ("" fills up)
+};
+constexpr Family kFamilies[] = {
+    {gpulane::cli::RegisterStatus, {"status"}},
+    {gpulane::cli::RegisterPick, {"pick"}},
+    {gpulane::cli::RegisterRun, {"run"}},
+    {gpulane::cli::RegisterSubmit, {"submit"}},
+    {gpulane::cli::RegisterQueue, {"queue", "show"}},
+    {gpulane::cli::RegisterJobCommands, {"cancel", "hold", "release", "wait", "logs"}},
+    {gpulane::cli::RegisterDaemon, {"daemon", "_supervise"}},
+};
+
+// Registers the subcommand `first` (the first argument) names, alone: building every option of
+// every subcommand was a fifth of what `gpulane submit` did itself (bench/results/queue-2026-12-01.md).
+// Any other first argument (an option such as --help, a typo) gets all of them, in the order
+// --help lists them.
+void RegisterSubcommands(CLI::App& app, gpulane::cli::Runner* run, std::string_view first) {
+  for (const Family& family : kFamilies)
+    if (!first.empty() && std::find(family.names.begin(), family.names.end(), first) != family.names.end()) {
+      family.add(app, run);
+      return;
+    }
+  for (const Family& family : kFamilies) family.add(app, run);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   const auto started = std::chrono::steady_clock::now();
   gpulane::TimingMark("main");
+  // The clock at main() (steady_clock is CLOCK_MONOTONIC), so that a caller that noted the time
+  // before it started gpulane can tell how long exec, loading and static initialisation took.
+  if (std::getenv("GPULANE_TIMING"))
+    fmt::print(stderr, "gpulane: timing: main() at {:.6f} s monotonic\n",
+               std::chrono::duration<double>(started.time_since_epoch()).count());
   using namespace gpulane;
   CLI::App app{"gpulane: see, choose and lease the GPUs of a shared server", "gpulane"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "gpulane 0.1.0");
   cli::Runner run;
-  cli::RegisterStatus(app, &run);
-  cli::RegisterPick(app, &run);
-  cli::RegisterRun(app, &run);
-  cli::RegisterSubmit(app, &run);
-  cli::RegisterQueue(app, &run);
-  cli::RegisterJobCommands(app, &run);
-  cli::RegisterDaemon(app, &run);
+  RegisterSubcommands(app, &run, argc > 1 ? argv[1] : "");
+  gpulane::TimingMark("subcommands registered");
   // Everything after the first "--" is a command to run, passed on untouched (CLI11 would parse it).
   std::vector<std::string> args;
   for (int i = argc - 1; i > 0; --i) args.emplace_back(argv[i]);  // CLI11 wants them reversed
@@ -56,7 +91,7 @@ int main(int argc, char** argv) {
   // The settings, once for every command: a broken file stops each of them with <file>:<line>
   // (exit 2) instead of some commands ignoring it. Commands read them with LoadConfig(), which
   // returns this same result. A job's supervisor reports the error in the job's status instead.
-  if (!app.got_subcommand("_supervise")) {
+  if (std::string_view(argv[1]) != "_supervise") {  // chosen: it is the first argument (RegisterSubcommands)
     if (auto config = LoadConfig(); !config) return cli::Fail(config.error());
     gpulane::TimingMark("config loaded");
   }

@@ -12,6 +12,7 @@ namespace gpulane::cli {
 
 void RequestOptions::Register(CLI::App* sub, RequestOptionSet set) {
   sub_ = sub;
+  set_ = set;
   sub->add_option("-g,-n,--gpu-count,--count", count_, "How many GPUs (default 1)")->type_name("N");
   sub->add_option("--mem", mem_, "Share GPUs: declare this much GPU memory per GPU (e.g. 30GiB) instead of whole GPUs")
       ->type_name("SIZE");
@@ -59,7 +60,7 @@ Result<sched::Request> RequestOptions::ToRequest() const {
   }
   r.priority = priority_;
   r.uid = static_cast<std::uint32_t>(getuid());
-  r.user = lease::UserNameOf(r.uid);
+  if (!set_.daemon_identifies) r.user = lease::UserNameOf(r.uid);
   r.submit_time_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   if (Status s = sched::CheckRequest(r); !s.ok()) return s.error();
   return r;

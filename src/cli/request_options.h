@@ -17,6 +17,9 @@ namespace gpulane::cli {
 struct RequestOptionSet {
   bool time_limit = false;  ///< --time-limit (run, submit)
   bool priority = false;    ///< --priority (submit)
+  /// The daemon takes who asks from the socket (submit): the request's user stays "" instead of
+  /// being looked up (a user database look-up per submission).
+  bool daemon_identifies = false;
 };
 
 class RequestOptions {
@@ -24,12 +27,14 @@ class RequestOptions {
   /// Adds the options to `sub`; remembers `sub` to tell "given empty" from "not given".
   void Register(CLI::App* sub, RequestOptionSet set = {});
   /// Checks and converts what was given. The request's uid, user and submission time are the
-  /// caller's (getuid, now); allowed_uuids stays unresolved (nullopt) until the GPUs are known.
+  /// caller's (getuid, its login name unless daemon_identifies, now); allowed_uuids stays
+  /// unresolved (nullopt) until the GPUs are known.
   /// Errors: kInvalidArgument naming the option and the fix ("--mem '': give a size, e.g. 30GiB").
   Result<sched::Request> ToRequest() const;
 
  private:
   CLI::App* sub_ = nullptr;
+  RequestOptionSet set_;
   int count_ = 1;
   std::string mem_, min_free_, gpus_, order_ = "memory", time_limit_;
   int max_util_ = -1;

@@ -36,6 +36,8 @@ struct Peer {
   bool admin = false;  ///< root or a member of daemon.admin_group
 };
 
+struct QueueStream;  // daemon/queue_stream.h
+
 /// One client connection.
 struct Connection {
   int fd = -1;
@@ -44,6 +46,8 @@ struct Connection {
   std::string out;                 ///< bytes not yet written
   double last_read_s = 0;          ///< monotonic seconds of the last byte received
   bool close_after_write = false;
+  /// A streamed reply being sent (queue_stream.h); requests behind it wait until it is done.
+  std::shared_ptr<QueueStream> stream;
 };
 
 class Daemon {
@@ -78,6 +82,11 @@ class Daemon {
   void HandleRequest(Connection& c, const std::string& payload);
   nlohmann::json HandleSubmit(const Peer& peer, const nlohmann::json& req, std::vector<store::Job>* jobs);
   nlohmann::json HandleQueue(const Peer& peer, const nlohmann::json& req);
+  /// A queue request with "stream": answers the header, then PumpStream sends the text part by part.
+  void StartQueueStream(Connection& c, const nlohmann::json& req);
+  /// Appends the stream's next part to c.out once the last one is nearly written; at the end the
+  /// closing empty frame, and then handles the requests that came in behind it.
+  void PumpStream(Connection& c);
   nlohmann::json HandleSnapshot(const nlohmann::json& req);
   nlohmann::json HandleShow(const Peer& peer, const nlohmann::json& req);
   nlohmann::json HandleCancel(const Peer& peer, const nlohmann::json& req);

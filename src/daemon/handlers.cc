@@ -15,10 +15,12 @@
 #include <fmt/format.h>
 
 #include "daemon/daemon.h"
+#include "daemon/queue_stream.h"
 #include "exec/job_env.h"
 #include "gpu/snapshot_json.h"
 #include "gpu/visible_devices.h"
 #include "lease/occupancy.h"
+#include "render/queue_json.h"
 #include "render/queue_table.h"
 #include "os/process_table.h"
 #include "store/job_id.h"
@@ -203,7 +205,42 @@ std::string NotApplicable(const Job& job, bool hold, bool hold_requested) {
   return fmt::format("job {} is held already", id);
 }
 
+// The jobs a queue request lists, in id order: every unfinished one (of "user"), or with "all"
+// the newest "limit" (default 1000) of every state. Errors: kNotFound for an unknown user, kIo.
+Result<QueueSelection> SelectForQueue(const json& req, store::JobStore& store, const std::map<std::int64_t, Job>& active) {
+  std::optional<std::uint32_t> uid;
+  if (req.contains("user") && req["user"].is_string()) {
+    struct passwd* pw = getpwnam(req["user"].get<std::string>().c_str());
+    if (!pw) return MakeError(ErrorKind::kNotFound, fmt::format("--user {}: no such user", req["user"].get<std::string>()));
+    uid = pw->pw_uid;
+  }
+  QueueSelection selection;
+  if (req.value("all", false)) {
+    store::JobFilter filter;
+    filter.include_finished = true;
+    filter.uid = uid;
+    filter.limit = req.value("limit", 1000u);
+    auto list = store.List(filter);
+    if (!list) return MakeError(ErrorKind::kIo, list.error().message);
+    for (auto& job : *list) {
+      selection.ids.push_back(job.id);
+      selection.stored.emplace(job.id, std::move(job));
+    }
+  } else {
+    selection.ids.reserve(active.size());
+    for (const auto& [id, job] : active)
+      if (!uid || job.uid == *uid) selection.ids.push_back(id);
+  }
+  return selection;
+}
+
 }  // namespace
+
+const Job* QueueSelection::Find(std::int64_t id, const std::map<std::int64_t, Job>& active) const {
+  if (auto it = active.find(id); it != active.end()) return &it->second;
+  if (auto it = stored.find(id); it != stored.end()) return &it->second;
+  return nullptr;
+}
 
 void Daemon::HandleRequest(Connection& c, const std::string& payload) {
   json req = json::parse(payload, nullptr, false);
@@ -222,6 +259,10 @@ void Daemon::HandleRequest(Connection& c, const std::string& payload) {
     return;
   }
   const std::string op = req["op"].get<std::string>();
+  // Replies go out in the order of the requests: a submission of this connection still waiting
+  // for its group commit is committed (and answered) before anything else is answered.
+  if (op != "submit" && std::any_of(submits_.begin(), submits_.end(), [&](const PendingSubmit& s) { return s.fd == c.fd; }))
+    CommitSubmissions();
   try {
     if (op == "ping") {
       Reply(c, Ok({{"pid", getpid()}, {"mode", paths_.system ? "system" : "user"}, {"gpus", gpu_count_}}));
@@ -233,7 +274,8 @@ void Daemon::HandleRequest(Connection& c, const std::string& payload) {
     } else if (op == "snapshot") {
       Reply(c, HandleSnapshot(req));
     } else if (op == "queue") {
-      Reply(c, HandleQueue(c.peer, req));
+      if (req.contains("stream")) StartQueueStream(c, req);
+      else Reply(c, HandleQueue(c.peer, req));
     } else if (op == "show") {
       Reply(c, HandleShow(c.peer, req));
     } else if (op == "cancel") {
@@ -312,7 +354,13 @@ void Daemon::CommitSubmissions() {
   for (const auto& sub : submits_)
     for (const auto& job : sub.jobs) any_runnable = any_runnable || job.state != JobState::kHeld;
   // Group commit: every submission read in this round goes into one transaction (one fsync);
-  // arrays each need their own to number their tasks, so they commit separately.
+  // arrays each need their own to number their tasks, so they commit separately. Each reply is
+  // written as soon as its commit is durable, not after the rest of the loop's turn (which may
+  // walk the whole queue to launch jobs).
+  auto answer = [this](Connection& c, const json& reply) {
+    Reply(c, reply);
+    WriteTo(c);
+  };
   std::vector<Job> batch;
   std::vector<std::pair<int, std::size_t>> owners;  // fd, count
   auto flush_batch = [&]() {
@@ -323,7 +371,7 @@ void Daemon::CommitSubmissions() {
       auto it = connections_.find(fd);
       json reply = ids ? Ok({{"ids", std::vector<std::int64_t>(ids->begin() + k, ids->begin() + k + count)}})
                        : Err(ErrorKind::kIo, "the job could not be stored: " + ids.error().message);
-      if (it != connections_.end()) Reply(it->second, reply);
+      if (it != connections_.end()) answer(it->second, reply);
       k += count;
     }
     if (ids)
@@ -336,8 +384,8 @@ void Daemon::CommitSubmissions() {
       auto ids = store_->Insert(s.jobs, true);
       auto it = connections_.find(s.fd);
       if (it != connections_.end())
-        Reply(it->second, ids ? Ok({{"ids", *ids}, {"array_job_id", ids->front()}})
-                              : Err(ErrorKind::kIo, "the array could not be stored: " + ids.error().message));
+        answer(it->second, ids ? Ok({{"ids", *ids}, {"array_job_id", ids->front()}})
+                               : Err(ErrorKind::kIo, "the array could not be stored: " + ids.error().message));
       if (ids)
         for (auto& job : s.jobs) jobs_->Add(std::move(job));
       continue;
@@ -375,32 +423,13 @@ json Daemon::HandleSnapshot(const json& req) {
 }
 
 json Daemon::HandleQueue(const Peer& peer, const json& req) {
-  std::optional<std::uint32_t> uid;
-  if (req.contains("user") && req["user"].is_string()) {
-    struct passwd* pw = getpwnam(req["user"].get<std::string>().c_str());
-    if (!pw) return Err(ErrorKind::kNotFound, fmt::format("--user {}: no such user", req["user"].get<std::string>()));
-    uid = pw->pw_uid;
-  }
-  // The jobs to list: every unfinished one, or with "all" the newest `limit` of every state.
-  std::vector<const Job*> selected;
-  std::vector<Job> stored;
-  if (req.value("all", false)) {
-    store::JobFilter filter;
-    filter.include_finished = true;
-    filter.uid = uid;
-    filter.limit = req.value("limit", 1000u);
-    auto list = store_->List(filter);
-    if (!list) return Err(ErrorKind::kIo, list.error().message);
-    stored = std::move(list).value();
-    for (auto& job : stored) {
-      auto live = jobs_->active().find(job.id);
-      selected.push_back(live != jobs_->active().end() ? &live->second : &job);
-    }
-  } else {
-    for (auto& [id, job] : jobs_->active())
-      if (!uid || job.uid == *uid) selected.push_back(&job);
-  }
   (void)peer;
+  auto selection = SelectForQueue(req, *store_, jobs_->active());
+  if (!selection) return Err(selection.error().kind, selection.error().message);
+  std::vector<const Job*> selected;
+  selected.reserve(selection->ids.size());
+  for (std::int64_t id : selection->ids)
+    if (const Job* job = selection->Find(id, jobs_->active())) selected.push_back(job);
   if (req.value("format", "") == "table") {
     const double now = Now();
     std::string table = QueueTableHeader();
@@ -411,6 +440,54 @@ json Daemon::HandleQueue(const Peer& peer, const json& req) {
   json jobs = json::array();
   for (const Job* job : selected) jobs.push_back(JobForClient(*job, false));
   return Ok({{"jobs", std::move(jobs)}});
+}
+
+void Daemon::StartQueueStream(Connection& c, const json& req) {
+  const std::string kind = req["stream"].is_string() ? req["stream"].get<std::string>() : "";
+  if (kind != "json" && kind != "table") {
+    Reply(c, Err(ErrorKind::kInvalidArgument, "queue: \"stream\" must be \"json\" or \"table\""));
+    return;
+  }
+  auto selection = SelectForQueue(req, *store_, jobs_->active());
+  if (!selection) {
+    Reply(c, Err(selection.error().kind, selection.error().message));
+    return;
+  }
+  auto stream = std::make_shared<QueueStream>();
+  stream->json = kind == "json";
+  stream->jobs = std::move(selection).value();
+  stream->now = Now();
+  Reply(c, Ok({{"stream", kind}, {"count", stream->jobs.ids.size()}}));
+  c.stream = std::move(stream);
+}
+
+void Daemon::PumpStream(Connection& c) {
+  QueueStream& s = *c.stream;
+  if (c.out.size() >= kStreamLowWaterBytes) return;  // the client has not taken the last part yet
+  std::string text;
+  text.reserve(kStreamPartBytes + 16384);
+  if (!s.json && s.next == 0) text += QueueTableHeader();
+  for (std::size_t n = 0; s.next < s.jobs.ids.size() && text.size() < kStreamPartBytes && n < kStreamPartJobs; ++n) {
+    const std::int64_t id = s.jobs.ids[s.next++];
+    std::optional<Job> ended;  // ended since the request: listed as the store has it now
+    const Job* job = s.jobs.Find(id, jobs_->active());
+    if (!job && (ended = FindJob(id))) job = &*ended;
+    if (!job) continue;
+    if (s.json) {
+      text += QueueJsonSeparator(s.sent);
+      AppendQueueJobJson(*job, GpuIndices(*job), text);
+    } else {
+      AppendQueueRow(*job, GpuIndices(*job), s.now, text);
+    }
+    ++s.sent;
+  }
+  const bool done = s.next == s.jobs.ids.size();
+  if (done && s.json) text += QueueJsonEnd(s.sent);
+  if (!text.empty()) proto::AppendRawFrame(text, c.out);
+  if (!done) return;
+  proto::AppendRawFrame("", c.out);
+  c.stream.reset();
+  ReadFrom(c);  // the requests that came in behind the stream, in order
 }
 
 json Daemon::HandleShow(const Peer& peer, const json& req) {

@@ -60,7 +60,8 @@ void Daemon::Accept() {
     c.peer.user = NameOf(cred.uid);
     c.peer.admin = cred.uid == 0 || InGroup(c.peer.user, cred.gid, config_.admin_group);
     c.last_read_s = clock_.MonotonicS();
-    connections_.emplace(fd, std::move(c));
+    // A client sends its request right after connecting: read it now rather than a poll later.
+    ReadFrom(connections_.emplace(fd, std::move(c)).first->second);
   }
 }
 
@@ -72,6 +73,7 @@ void Daemon::ReadFrom(Connection& c) {
     if (n > 0) {
       c.reader.Feed(buf, static_cast<std::size_t>(n));
       c.last_read_s = clock_.MonotonicS();
+      if (static_cast<std::size_t>(n) < sizeof buf) break;  // all there was: poll says when more comes
       continue;
     }
     eof = n == 0;
@@ -81,7 +83,7 @@ void Daemon::ReadFrom(Connection& c) {
   // (a half-closed socket can take the reply), a truncated one is simply dropped.
   const bool refused_before = c.close_after_write;  // oversized or timed out: read no more requests
   if (eof) c.close_after_write = true;
-  while (!refused_before) {
+  while (!refused_before && !c.stream) {  // behind a streamed reply, requests wait for its end (PumpStream)
     bool too_big = false;
     auto frame = c.reader.Next(&too_big);
     if (too_big) {
@@ -112,6 +114,7 @@ void Daemon::WriteTo(Connection& c) {
     if (n <= 0) {
       if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
       c.out.clear();
+      c.stream.reset();
       c.close_after_write = true;
       return;
     }
@@ -157,7 +160,7 @@ void Daemon::Tick() {
   schedule_needed_ = true;
   const double now = clock_.MonotonicS();
   for (auto& [fd, c] : connections_) {
-    if (c.reader.partial() && now - c.last_read_s > settings_.read_timeout_s && !c.close_after_write) {
+    if (c.reader.partial() && now - c.last_read_s > settings_.read_timeout_s && !c.close_after_write && !c.stream) {
       Reply(c, proto::ErrorResponse(ErrorKind::kTimeout, "request not complete within the read time-out"));
       c.close_after_write = true;
     }
@@ -167,8 +170,9 @@ void Daemon::Tick() {
 void Daemon::WriteAndClose() {
   std::vector<int> to_close;
   for (auto& [fd, c] : connections_) {
+    if (c.stream) PumpStream(c);
     WriteTo(c);
-    if (c.close_after_write && c.out.empty()) to_close.push_back(fd);
+    if (c.close_after_write && c.out.empty() && !c.stream) to_close.push_back(fd);
   }
   for (int fd : to_close) CloseConnection(fd);
 }
@@ -186,7 +190,9 @@ void Daemon::Loop() {
 void Daemon::LoopTurn(double& last_tick_s) {
   auto log = [this](const std::string& line) { Log(line); };
   std::vector<pollfd> fds = {{listen_fd_, POLLIN, 0}, {signal_fd_, POLLIN, 0}, {watch_fd_, POLLIN, 0}};
-  for (auto& [fd, c] : connections_) fds.push_back({fd, static_cast<short>(POLLIN | (c.out.empty() ? 0 : POLLOUT)), 0});
+  // A streamed reply: woken when the client can take more, and reading waits until it is sent.
+  for (auto& [fd, c] : connections_)
+    fds.push_back({fd, static_cast<short>(c.stream ? POLLOUT : POLLIN | (c.out.empty() ? 0 : POLLOUT)), 0});
   poll(fds.data(), fds.size(), static_cast<int>(std::min(250.0, settings_.tick_s * 1000)));
   if (fds[1].revents & POLLIN) RunGuarded("reading signals", [&] { ReadSignals(); }, log);
   if (fds[2].revents & POLLIN) RunGuarded("reading supervisors' status", [&] { ReadStatusEvents(); }, log);

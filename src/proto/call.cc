@@ -25,8 +25,18 @@ int ConnectTo(const std::string& path) {
 }
 
 Result<nlohmann::json> Exchange(int fd, nlohmann::json request, double timeout_s, bool error_replies) {
+  return ExchangeEncoded(fd, EncodeRequest(std::move(request)), timeout_s, error_replies);
+}
+
+std::string EncodeRequest(nlohmann::json request) {
   request["v"] = kVersion;
-  Status sent = WriteFrame(fd, request, 10);
+  std::string frame;
+  AppendFrame(request, frame);
+  return frame;
+}
+
+Result<nlohmann::json> ExchangeEncoded(int fd, const std::string& frame, double timeout_s, bool error_replies) {
+  Status sent = WriteBytes(fd, frame, 10);
   if (!sent.ok()) {
     close(fd);
     return sent.error();

@@ -19,6 +19,12 @@ int ConnectTo(const std::string& path);
 /// waits forever. Errors: kIo or kTimeout when the exchange itself fails.
 Result<nlohmann::json> Exchange(int fd, nlohmann::json request, double timeout_s, bool error_replies = false);
 
+/// The frame of `request` with "v" added: encoded before connecting, the request goes out right
+/// after the connection is made (the daemon reads a new connection at once).
+std::string EncodeRequest(nlohmann::json request);
+/// Exchange for a request encoded by EncodeRequest.
+Result<nlohmann::json> ExchangeEncoded(int fd, const std::string& frame, double timeout_s, bool error_replies = false);
+
 /// ConnectTo + Exchange. Errors: kUnavailable when nothing listens on `socket_path`.
 Result<nlohmann::json> CallExisting(const std::string& socket_path, nlohmann::json request, double timeout_s);
 

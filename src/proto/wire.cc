@@ -22,11 +22,14 @@ int MillisLeft(Clock::time_point deadline) {
 }  // namespace
 
 void AppendFrame(const nlohmann::json& message, std::string& out) {
-  std::string body = message.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  std::uint32_t n = static_cast<std::uint32_t>(body.size());
+  AppendRawFrame(message.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), out);
+}
+
+void AppendRawFrame(std::string_view payload, std::string& out) {
+  std::uint32_t n = static_cast<std::uint32_t>(payload.size());
   char header[4] = {static_cast<char>(n >> 24), static_cast<char>(n >> 16), static_cast<char>(n >> 8), static_cast<char>(n)};
   out.append(header, 4);
-  out += body;
+  out += payload;
 }
 
 std::optional<std::string> FrameReader::Next(bool* too_big) {
@@ -47,6 +50,10 @@ std::optional<std::string> FrameReader::Next(bool* too_big) {
 Status WriteFrame(int fd, const nlohmann::json& message, double timeout_s) {
   std::string out;
   AppendFrame(message, out);
+  return WriteBytes(fd, out, timeout_s);
+}
+
+Status WriteBytes(int fd, std::string_view out, double timeout_s) {
   auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
   std::size_t sent = 0;
   while (sent < out.size()) {

@@ -27,6 +27,9 @@ inline constexpr std::size_t kMaxRequestDepth = 64;  ///< arrays and objects wit
 
 /// Appends the frame of `message` to `out`.
 void AppendFrame(const nlohmann::json& message, std::string& out);
+/// Appends a frame whose payload is `payload` as it is: a part of a streamed reply's text
+/// (docs/protocol.md "Streamed replies"); an empty one ends the stream.
+void AppendRawFrame(std::string_view payload, std::string& out);
 
 /// Incremental frame decoder for a non-blocking reader.
 class FrameReader {
@@ -47,6 +50,8 @@ class FrameReader {
 
 /// Blocking helpers for clients: write a whole frame / read one, each within `timeout_s`.
 Status WriteFrame(int fd, const nlohmann::json& message, double timeout_s);
+/// Writes `bytes` (frames already encoded) within `timeout_s`.
+Status WriteBytes(int fd, std::string_view bytes, double timeout_s);
 Result<nlohmann::json> ReadFrame(int fd, std::size_t max_bytes, double timeout_s);
 
 /// How deeply arrays and objects nest in the JSON text `payload` (0 for a scalar), counted

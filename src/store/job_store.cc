@@ -9,11 +9,16 @@
 namespace gpulane::store {
 namespace {
 
-// A prepared statement, finalised on scope exit.
+// A prepared statement, finalised on scope exit; or one of JobStore's kept statements (Cached),
+// reset and its bindings cleared on scope exit instead.
 class Stmt {
  public:
   Stmt(sqlite3* db, const char* sql) { rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr); }
-  ~Stmt() { sqlite3_finalize(stmt_); }
+  explicit Stmt(sqlite3_stmt* kept) : stmt_(kept), rc_(kept ? SQLITE_OK : SQLITE_ERROR), kept_(true) {}
+  ~Stmt() {
+    if (!kept_) sqlite3_finalize(stmt_);
+    else if (stmt_) Reset();
+  }
   bool ok() const { return rc_ == SQLITE_OK; }
   sqlite3_stmt* get() { return stmt_; }
   void Bind(int i, std::int64_t v) { sqlite3_bind_int64(stmt_, i, v); }
@@ -34,7 +39,14 @@ class Stmt {
  private:
   sqlite3_stmt* stmt_ = nullptr;
   int rc_;
+  bool kept_ = false;
 };
+
+constexpr const char* kInsertJob =
+    "INSERT INTO jobs (array_job_id, array_index, uid, gid, user, spec, state, reason, submit_time, logs) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
+
+constexpr const char* kSetArrayId = "UPDATE jobs SET array_job_id = ?1 WHERE id >= ?1 AND id <= ?2";
 
 constexpr const char* kColumns =
     "id, array_job_id, array_index, uid, gid, user, spec, state, reason, submit_time, start_time, end_time, "
@@ -114,7 +126,28 @@ Result<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path) {
   return store;
 }
 
-JobStore::~JobStore() { sqlite3_close(db_); }
+JobStore::~JobStore() {
+  for (auto& [sql, stmt] : cached_) sqlite3_finalize(stmt);
+  sqlite3_close(db_);
+}
+
+sqlite3_stmt* JobStore::Cached(const char* sql) {
+  for (auto& [text, stmt] : cached_)
+    if (text == sql) return stmt;
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr) != SQLITE_OK) {
+    sqlite3_finalize(stmt);
+    return nullptr;
+  }
+  cached_.emplace_back(sql, stmt);
+  return stmt;
+}
+
+Status JobStore::Run(const char* sql) {
+  Stmt stmt(Cached(sql));
+  if (stmt.ok() && stmt.Step() == SQLITE_DONE) return Status::Ok();
+  return DbError(db_, fmt::format("database: {}", sql));
+}
 
 void JobStore::Rollback() {
   // After a failed statement: nothing to do when the rollback fails too (SQLite has rolled the
@@ -185,12 +218,11 @@ Status JobStore::Migrate() {
 }
 
 Result<std::vector<std::int64_t>> JobStore::Insert(std::vector<Job>& jobs, bool array) {
-  Status s = Exec("BEGIN IMMEDIATE");
+  // Every submission comes through here: its statements are prepared once (Cached), not each time.
+  Status s = Run("BEGIN IMMEDIATE");
   if (!s.ok()) return s.error();
-  Stmt insert(db_,
-              "INSERT INTO jobs (array_job_id, array_index, uid, gid, user, spec, state, reason, submit_time, logs) "
-              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
-  Stmt set_array(db_, "UPDATE jobs SET array_job_id = ?1 WHERE id >= ?1 AND id <= ?2");
+  Stmt insert(Cached(kInsertJob));
+  Stmt set_array(Cached(kSetArrayId));
   if (!insert.ok() || !set_array.ok()) {
     Rollback();
     return DbError(db_, "database: prepare insert");
@@ -219,10 +251,14 @@ Result<std::vector<std::int64_t>> JobStore::Insert(std::vector<Job>& jobs, bool 
   if (array && !ids.empty()) {
     set_array.Bind(1, ids.front());
     set_array.Bind(2, ids.back());
-    set_array.Step();
+    if (set_array.Step() != SQLITE_DONE) {
+      Error e = DbError(db_, "database: number array tasks");
+      Rollback();
+      return e;
+    }
     for (Job& job : jobs) job.array_job_id = ids.front();
   }
-  s = Exec("COMMIT");
+  s = Run("COMMIT");
   if (!s.ok()) {
     Rollback();
     return s.error();

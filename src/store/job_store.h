@@ -6,12 +6,14 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "store/job.h"
 #include "util/result.h"
 
 struct sqlite3;
+struct sqlite3_stmt;
 
 namespace gpulane::store {
 
@@ -66,7 +68,13 @@ class JobStore {
   /// ROLLBACK after a failed statement, its own failure ignored (the first error is reported).
   void Rollback();
   Status Migrate();
+  /// The statement of `sql` (a string constant: told apart by its address), prepared on first use
+  /// and kept until the store closes; nullptr when it cannot be prepared.
+  sqlite3_stmt* Cached(const char* sql);
+  /// Runs `sql` (a statement without results) through Cached.
+  Status Run(const char* sql);
   sqlite3* db_;
+  std::vector<std::pair<const char*, sqlite3_stmt*>> cached_;
 };
 
 }  // namespace gpulane::store

@@ -220,6 +220,21 @@ TEST(DaemonProtocol, ManySlowClientsDoNotBlockOthers) {
 
 // ---- Commands as given ------------------------------------------------------------------------
 
+// A submission is answered after its group commit; a request behind it on the same connection
+// waits for that, so that replies keep the order of the requests.
+TEST(DaemonProtocol, RepliesFollowTheOrderOfRequestsAlsoBehindASubmission) {
+  TestDaemon d;
+  json submit = d.SubmitRequest({"true"}, /*hold=*/true);
+  submit["v"] = 2;
+  RawConnection c(d.socket());
+  ASSERT_TRUE(c.Send(Frame(submit.dump()) + Frame(R"({"v":2,"op":"ping"})") + Frame(submit.dump())));
+  auto first = c.Read(30), second = c.Read(30), third = c.Read(30);
+  ASSERT_TRUE(first && second && third);
+  EXPECT_TRUE(first->contains("ids")) << "the submission's reply first: " << first->dump();
+  EXPECT_TRUE(second->contains("pid")) << "then the ping's: " << second->dump();
+  EXPECT_TRUE(third->contains("ids")) << third->dump();
+}
+
 TEST(DaemonCommands, ShellMetacharactersQuotesAndSpacesReachTheJobVerbatim) {
   TestDaemon d;
   const std::vector<std::string> words = {"a b", "$HOME", "\"q\"", ";", "*", "'single'", "$(id -u)", "`id`",

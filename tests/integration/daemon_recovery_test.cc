@@ -192,12 +192,18 @@ TEST(DaemonRecovery, KilledBetweenChoosingGpusAndStartingJobs) {
     ASSERT_TRUE(reply && reply->value("ok", false)) << (reply ? reply->dump() : "no reply");
     for (const auto& id : (*reply)["ids"]) ids.push_back(id.get<std::int64_t>());
   }
+  // The daemon answers right after the commit and launches the jobs after that: the kill comes
+  // once some are durably marked launching (8 jobs of 0.3 s on 2 GPUs: most wait for a while).
+  auto launching = [&] {
+    int n = 0;
+    for (const auto& [id, state] : StoredStates(d)) n += state == "launching";
+    return n;
+  };
+  ASSERT_TRUE(Eventually([&] { return launching() > 0; }, 30));
   d.Kill9();
   ASSERT_EQ(ids.size(), 8u);
   // The kill hit the moment this test is about: jobs durably marked launching.
-  int launching = 0;
-  for (const auto& [id, state] : StoredStates(d)) launching += state == "launching";
-  EXPECT_GT(launching, 0);
+  EXPECT_GT(launching(), 0);
   ASSERT_TRUE(d.Start());
   std::vector<std::string> wait = {"wait"};
   for (auto id : ids) wait.push_back(Id(id));

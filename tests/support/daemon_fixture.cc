@@ -214,6 +214,14 @@ void RawConnection::ShutdownWrite() {
 }
 
 std::optional<json> RawConnection::Read(double timeout_s) {
+  auto payload = ReadPayload(timeout_s);
+  if (!payload) return std::nullopt;
+  json j = json::parse(*payload, nullptr, false);
+  if (j.is_discarded()) return std::nullopt;
+  return j;
+}
+
+std::optional<std::string> RawConnection::ReadPayload(double timeout_s) {
   const double deadline = Seconds() + timeout_s;
   while (fd_ >= 0) {
     if (buffer_.size() >= 4) {
@@ -222,9 +230,7 @@ std::optional<json> RawConnection::Read(double timeout_s) {
       if (buffer_.size() >= 4 + n) {
         std::string payload = buffer_.substr(4, n);
         buffer_.erase(0, 4 + n);
-        json j = json::parse(payload, nullptr, false);
-        if (j.is_discarded()) return std::nullopt;
-        return j;
+        return payload;
       }
     }
     const double left = deadline - Seconds();

@@ -78,6 +78,8 @@ struct DaemonOptions {
 class RawConnection {
  public:
   explicit RawConnection(const std::string& socket_path);
+  /// Takes over a connected socket (the server's end, for a test that plays the daemon).
+  explicit RawConnection(int connected_fd) : fd_(connected_fd) {}
   ~RawConnection();
   RawConnection(const RawConnection&) = delete;
   RawConnection& operator=(const RawConnection&) = delete;
@@ -88,6 +90,8 @@ class RawConnection {
   bool SendFrame(const std::string& payload);
   /// Reads one reply frame within `timeout_s`; nullopt on time-out, close or a reply that is not JSON.
   std::optional<nlohmann::json> Read(double timeout_s);
+  /// Reads one frame's payload as it is (a part of a streamed reply); nullopt on time-out or close.
+  std::optional<std::string> ReadPayload(double timeout_s);
   /// True when the daemon closes the connection within `timeout_s` (any bytes before are dropped).
   bool ClosedByPeer(double timeout_s);
   /// Half-closes the sending side.

@@ -1,0 +1,39 @@
+#pragma once
+// A queue listing sent as text in parts (docs/protocol.md "Streamed replies"): the daemon writes
+// one part at a time, when the client has taken the one before, so that listing 100,000 jobs
+// neither blocks the other clients for the whole listing nor holds all of its text in memory.
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "store/job.h"
+
+namespace gpulane::daemon {
+
+/// A part is sent when less than this is still waiting to be written to the client ...
+inline constexpr std::size_t kStreamLowWaterBytes = 64u << 10;
+/// ... and holds the text of the next jobs up to about this much, or this many jobs, whichever
+/// comes first (about half a millisecond of the daemon's time: other clients wait no longer).
+inline constexpr std::size_t kStreamPartBytes = 256u << 10;
+inline constexpr std::size_t kStreamPartJobs = 1000;
+
+/// The jobs a queue request lists.
+struct QueueSelection {
+  std::vector<std::int64_t> ids;       ///< in id order
+  std::map<std::int64_t, store::Job> stored;  ///< with "all": the jobs as the store had them
+  /// Job `id` as it is now: the daemon's copy while it is unfinished, else the stored one;
+  /// nullptr when neither (an unfinished job that ended since it was selected).
+  const store::Job* Find(std::int64_t id, const std::map<std::int64_t, store::Job>& active) const;
+};
+
+/// A streamed listing in progress on one connection.
+struct QueueStream {
+  bool json = false;       ///< the job objects as JSON text (render/queue_json.h), else the table
+  QueueSelection jobs;
+  std::size_t next = 0;    ///< the next of jobs.ids to send
+  std::size_t sent = 0;    ///< jobs sent so far
+  double now = 0;          ///< the table's ages are as of the request
+};
+
+}  // namespace gpulane::daemon
