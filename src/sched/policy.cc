@@ -1,6 +1,8 @@
 #include "sched/policy.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "util/strings.h"
 #include "util/units.h"
@@ -8,13 +10,42 @@
 namespace gpulane::sched {
 namespace {
 
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
 // How soon a GPU could become usable for a request; lower is sooner.
 enum class Wait { kNow = 0, kLease = 1, kForeign = 2, kNever = 3 };
 
 struct Verdict {
   Wait wait = Wait::kNever;
-  std::string reason;
+  std::string reason;      // empty when the decision does not explain (Limits::grants_only)
+  double ready_s = kInf;   // when it is expected to be usable for this request (kInf: unknown)
+  bool backfill = false;   // usable now only by starting ahead of an earlier request's reservation
 };
+
+// A GPU reserved for a waiting request: by whom, from when, until when (kInf: unknown).
+struct Hold {
+  int by = -1;  // 0-based position among the waiters; -1: not reserved
+  double start_s = kInf;
+  double end_s = kInf;
+};
+
+// What every verdict of one decision shares.
+struct Context {
+  const Limits& limits;
+  bool timed = false;    // limits.now_s is set: times mean something
+  double now = 0;
+  bool explain = true;   // build the reason strings
+  bool backfills = false;
+};
+
+template <typename Why>
+Verdict Make(const Context& c, Wait wait, double ready_s, Why&& why) {
+  Verdict v;
+  v.wait = wait;
+  v.ready_s = ready_s;
+  if (c.explain) v.reason = why();
+  return v;
+}
 
 std::string Plural(unsigned n, const char* word) { return StrCat(n, " ", word, n == 1 ? "" : "s"); }
 
@@ -25,48 +56,92 @@ std::optional<std::uint64_t> FreeNow(const GpuState& g) {
 }
 
 // What can never change while the machine stays as it is.
-std::optional<Verdict> JudgeNever(const GpuState& g, const Request& r, const Limits& limits) {
-  auto never = [](std::string why) { return Verdict{Wait::kNever, std::move(why)}; };
-  if (!Allows(r, g.uuid)) return never("not among the GPUs this job may use (CUDA_VISIBLE_DEVICES, --gpus)");
-  if (!g.usable) return never(g.unusable_reason);
+std::optional<Verdict> JudgeNever(const Context& c, const GpuState& g, const Request& r) {
+  const Limits& limits = c.limits;
+  auto never = [&](auto&& why) { return std::optional<Verdict>(Make(c, Wait::kNever, kInf, why)); };
+  if (!Allows(r, g.uuid)) return never([] { return "not among the GPUs this job may use (CUDA_VISIBLE_DEVICES, --gpus)"; });
+  if (!g.usable) return never([&] { return g.unusable_reason; });
   if ((r.mem_bytes || r.min_free_bytes) && (!g.total_bytes || !g.free_bytes))
-    return never("memory not reported by NVML");
+    return never([] { return "memory not reported by NVML"; });
   if (r.mem_bytes && *r.mem_bytes + limits.margin_bytes > *g.total_bytes)
-    return never(StrCat(FormatBytes(*r.mem_bytes), " + ", FormatBytes(limits.margin_bytes), " margin > ",
-                        FormatBytes(*g.total_bytes), " total"));
+    return never([&] {
+      return StrCat(FormatBytes(*r.mem_bytes), " + ", FormatBytes(limits.margin_bytes), " margin > ",
+                    FormatBytes(*g.total_bytes), " total");
+    });
   if (r.min_free_bytes && *r.min_free_bytes > *g.total_bytes)
-    return never(StrCat(FormatBytes(*g.total_bytes), " total < ", FormatBytes(*r.min_free_bytes)));
+    return never([&] { return StrCat(FormatBytes(*g.total_bytes), " total < ", FormatBytes(*r.min_free_bytes)); });
   if (!g.processes_known && !r.share_foreign)
-    return never("its processes are not reported by NVML (unknown is not free; --share-foreign to use it anyway)");
+    return never([] { return "its processes are not reported by NVML (unknown is not free; --share-foreign to use it anyway)"; });
   if (!g.processes_known && g.one_context_only)
-    return never("EXCLUSIVE_PROCESS compute mode and its processes are not reported by NVML");
+    return never([] { return "EXCLUSIVE_PROCESS compute mode and its processes are not reported by NVML"; });
   return std::nullopt;
 }
 
-Verdict Judge(const GpuState& g, const Request& r, const Limits& limits, const std::vector<int>& reserved_by) {
-  if (auto never = JudgeNever(g, r, limits)) return *never;
-  if (g.exclusive_holder) return {Wait::kLease, StrCat("leased by ", *g.exclusive_holder)};
-  if (reserved_by[g.index] >= 0) return {Wait::kLease, StrCat("held for an earlier request (#", reserved_by[g.index] + 1, ")")};
-  if (!r.mem_bytes && g.shared_leases > 0) return {Wait::kLease, StrCat("shared by ", Plural(g.shared_leases, "gpulane job"))};
+// Why a reserved GPU is not for `r`, for people.
+std::string HeldReason(const Context& c, const Hold& h, const Request& r) {
+  std::string out = StrCat("held for an earlier request (#", h.by + 1, ")");
+  if (!c.backfills || !std::isfinite(h.start_s)) return out;
+  out += StrCat(" from ", FormatSeconds(h.start_s - c.now), " on; ");
+  if (!r.time_limit_s) return out + "only a job with a --time-limit that ends before then may use it";
+  return out + StrCat("this job's time limit of ", FormatSeconds(*r.time_limit_s), " ends later");
+}
+
+Verdict Judge(const Context& c, const GpuState& g, const Request& r, const std::vector<Hold>& holds) {
+  if (auto never = JudgeNever(c, g, r)) return *never;
+  const Limits& limits = c.limits;
+  const Hold& hold = holds[g.index];
+  // Usable for `r` no sooner than its leases end and an earlier reservation of it has ended.
+  const double lease_end = c.timed && g.busy_until_s ? *g.busy_until_s : kInf;
+  const double after_hold = hold.by >= 0 ? hold.end_s : -kInf;
+  const double leased_ready = std::max(lease_end, after_hold);
+  const double unknown = kInf;
+  if (g.exclusive_holder) return Make(c, Wait::kLease, leased_ready, [&] { return StrCat("leased by ", *g.exclusive_holder); });
+  bool backfill = false;
+  if (hold.by >= 0) {
+    // Backfill: it may start ahead of the reservation when its time limit ends before that starts.
+    backfill = c.backfills && r.time_limit_s && std::isfinite(hold.start_s) && c.now + *r.time_limit_s <= hold.start_s;
+    if (!backfill) return Make(c, Wait::kLease, hold.end_s, [&] { return HeldReason(c, hold, r); });
+  }
+  if (!r.mem_bytes && g.shared_leases > 0)
+    return Make(c, Wait::kLease, leased_ready, [&] { return StrCat("shared by ", Plural(g.shared_leases, "gpulane job")); });
   if (g.one_context_only && g.has_context)
-    return {g.shared_leases ? Wait::kLease : Wait::kForeign,
-            StrCat("EXCLUSIVE_PROCESS compute mode and already in use",
-                   g.foreign.empty() ? std::string() : StrCat(" by ", g.foreign.front()))};
-  if (!r.share_foreign && !g.foreign.empty()) return {Wait::kForeign, StrCat("in use by ", g.foreign.front())};
+    return Make(c, g.shared_leases ? Wait::kLease : Wait::kForeign, g.shared_leases ? leased_ready : unknown, [&] {
+      return StrCat("EXCLUSIVE_PROCESS compute mode and already in use",
+                    g.foreign.empty() ? std::string() : StrCat(" by ", g.foreign.front()));
+    });
+  if (!r.share_foreign && !g.foreign.empty())
+    return Make(c, Wait::kForeign, unknown, [&] { return StrCat("in use by ", g.foreign.front()); });
   const Wait memory_wait = g.shared_leases ? Wait::kLease : Wait::kForeign;
+  const double memory_ready = g.shared_leases ? leased_ready : unknown;
   if (r.mem_bytes) {
     const std::uint64_t free_now = *FreeNow(g);
     const std::uint64_t room = free_now > limits.margin_bytes ? free_now - limits.margin_bytes : 0;
     if (room < *r.mem_bytes)
-      return {memory_wait, StrCat(FormatBytes(room), " free < ", FormatBytes(*r.mem_bytes), " declared")};
+      return Make(c, memory_wait, memory_ready,
+                  [&] { return StrCat(FormatBytes(room), " free < ", FormatBytes(*r.mem_bytes), " declared"); });
   }
   if (r.min_free_bytes && *FreeNow(g) < *r.min_free_bytes)
-    return {memory_wait, StrCat(FormatBytes(*FreeNow(g)), " free < ", FormatBytes(*r.min_free_bytes))};
+    return Make(c, memory_wait, memory_ready,
+                [&] { return StrCat(FormatBytes(*FreeNow(g)), " free < ", FormatBytes(*r.min_free_bytes)); });
   if (r.max_util_pct) {
-    if (!g.util_pct) return {Wait::kForeign, "utilisation not reported"};
-    if (*g.util_pct > *r.max_util_pct) return {Wait::kForeign, StrCat(*g.util_pct, "% busy > ", *r.max_util_pct, "%")};
+    if (!g.util_pct) return Make(c, Wait::kForeign, unknown, [] { return "utilisation not reported"; });
+    if (*g.util_pct > *r.max_util_pct)
+      return Make(c, Wait::kForeign, unknown, [&] { return StrCat(*g.util_pct, "% busy > ", *r.max_util_pct, "%"); });
   }
-  return {Wait::kNow, ""};
+  Verdict v;
+  v.wait = Wait::kNow;
+  v.ready_s = c.now;
+  v.backfill = backfill;
+  return v;
+}
+
+// Whether a later request could still start on `g` (grants_only's early end). False only when no
+// request could: Judge would answer something other than kNow for every one.
+bool Open(const Context& c, const GpuState& g, const Hold& h) {
+  if (!g.usable || g.exclusive_holder || (g.one_context_only && g.has_context)) return false;
+  if (h.by >= 0 && !(c.backfills && std::isfinite(h.start_s) && h.start_s > c.now)) return false;
+  if (g.shared_leases > 0 && g.free_bytes && *FreeNow(g) <= c.limits.margin_bytes) return false;
+  return true;
 }
 
 std::vector<unsigned> Rank(const std::vector<GpuState>& gpus, std::vector<unsigned> indices, Order order) {
@@ -87,19 +162,43 @@ std::vector<unsigned> Rank(const std::vector<GpuState>& gpus, std::vector<unsign
 }
 
 // Applies a grant to the working copy of the GPUs, so later requests see it.
-void Occupy(std::vector<GpuState>& gpus, const Request& r, const std::vector<unsigned>& chosen) {
+void Occupy(const Context& c, std::vector<GpuState>& gpus, const Request& r, const std::vector<unsigned>& chosen) {
+  const std::optional<double> ends =
+      c.timed && r.time_limit_s ? std::optional<double>(c.now + *r.time_limit_s) : std::nullopt;
   for (unsigned i : chosen) {
-    gpus[i].has_context = true;
+    GpuState& g = gpus[i];
+    const bool leased = g.exclusive_holder || g.shared_leases > 0;
+    g.busy_until_s = !leased ? ends : (ends && g.busy_until_s ? std::optional<double>(std::max(*ends, *g.busy_until_s))
+                                                             : std::nullopt);
+    g.free_since_s.reset();
+    g.has_context = true;
     if (r.mem_bytes) {
-      ++gpus[i].shared_leases;
-      gpus[i].unallocated_reservation_bytes += *r.mem_bytes;
+      ++g.shared_leases;
+      g.unallocated_reservation_bytes += *r.mem_bytes;
     } else {
-      gpus[i].exclusive_holder = StrCat(r.user.empty() ? "an earlier request" : r.user, " (earlier in line)");
+      g.exclusive_holder = c.explain ? StrCat(r.user.empty() ? "an earlier request" : r.user, " (earlier in line)")
+                                     : std::string("an earlier request");
     }
   }
 }
 
 }  // namespace
+
+const char* PolicyName(PolicyKind policy) {
+  switch (policy) {
+    case PolicyKind::kDefault: return "default";
+    case PolicyKind::kFifo: return "fifo";
+    case PolicyKind::kFirstFit: return "firstfit";
+    case PolicyKind::kEasy: return "easy";
+  }
+  return "default";
+}
+
+std::optional<PolicyKind> ParsePolicy(const std::string& name) {
+  for (PolicyKind p : {PolicyKind::kDefault, PolicyKind::kFifo, PolicyKind::kFirstFit, PolicyKind::kEasy})
+    if (name == PolicyName(p)) return p;
+  return std::nullopt;
+}
 
 std::vector<unsigned> ChooseLinkedSet(const std::vector<unsigned>& ranked, unsigned count,
                                       const std::function<bool(unsigned, unsigned)>& linked) {
@@ -118,46 +217,111 @@ std::vector<unsigned> ChooseLinkedSet(const std::vector<unsigned>& ranked, unsig
   return {ranked.begin(), ranked.begin() + count};
 }
 
-std::vector<Decision> Schedule(std::vector<GpuState> gpus, const std::vector<Request>& line, const Limits& limits) {
-  for (unsigned i = 0; i < gpus.size(); ++i) gpus[i].index = i;
+std::vector<Decision> Schedule(std::vector<GpuState> gpus, std::span<const Request> line, const Limits& limits) {
+  const unsigned n = static_cast<unsigned>(gpus.size());
+  for (unsigned i = 0; i < n; ++i) gpus[i].index = i;
   auto linked = [&](unsigned a, unsigned b) {
     const auto& peers = gpus[a].nvlink_peers;
     return std::find(peers.begin(), peers.end(), b) != peers.end();
   };
-  std::vector<int> reserved_by(gpus.size(), -1);  // position (0-based among waiters) holding each GPU
+  const PolicyKind policy = limits.policy;
+  Context c{limits};
+  c.timed = limits.now_s.has_value();
+  c.now = limits.now_s.value_or(0);
+  c.explain = !limits.grants_only;
+  c.backfills = c.timed && (policy == PolicyKind::kDefault || policy == PolicyKind::kEasy);
+  std::vector<Hold> holds(n);
   std::vector<Decision> out;
+  out.reserve(line.size());
   unsigned waiting = 0;
-  for (const Request& r : line) {
-    Decision d;
-    std::vector<unsigned> now, possible;
-    std::vector<Verdict> verdicts(gpus.size());
-    for (const GpuState& g : gpus) {
-      verdicts[g.index] = Judge(g, r, limits, reserved_by);
-      if (verdicts[g.index].wait == Wait::kNow) now.push_back(g.index);
-      if (verdicts[g.index].wait != Wait::kNever) possible.push_back(g.index);
+  bool fifo_blocked = false;   // kFifo: an earlier request waits, so nothing starts
+  bool easy_reserved = false;  // kEasy: the first waiter has reserved
+  std::vector<Verdict> verdicts(n);
+  std::vector<unsigned> free_now, backfill_now, possible;
+  for (std::size_t k = 0; k < line.size(); ++k) {
+    const Request& r = line[k];
+    if (limits.grants_only && k > 0) {
+      bool any = false;
+      for (unsigned i = 0; !fifo_blocked && !any && i < n; ++i) any = Open(c, gpus[i], holds[i]);
+      if (!any) {
+        for (; k < line.size(); ++k) {
+          Decision d;
+          d.position = ++waiting;
+          out.push_back(std::move(d));
+        }
+        break;
+      }
     }
-    if (now.size() >= r.count) {
+    Decision d;
+    free_now.clear();
+    backfill_now.clear();
+    possible.clear();
+    for (unsigned i = 0; i < n; ++i) {
+      Verdict& v = verdicts[i];
+      v = Judge(c, gpus[i], r, holds);
+      if (fifo_blocked && v.wait == Wait::kNow)
+        v = Make(c, Wait::kLease, c.now, [] { return std::string("free, but an earlier request waits (fifo: nothing starts ahead of it)"); });
+      if (v.wait == Wait::kNow) (v.backfill ? backfill_now : free_now).push_back(i);
+      if (v.wait != Wait::kNever) possible.push_back(i);
+    }
+    if (free_now.size() >= r.count) {
       d.granted = true;
-      d.gpus = ChooseLinkedSet(Rank(gpus, now, r.order), r.count, linked);
-      Occupy(gpus, r, d.gpus);
+      d.gpus = ChooseLinkedSet(Rank(gpus, free_now, r.order), r.count, linked);
+    } else if (free_now.size() + backfill_now.size() >= r.count) {
+      // Backfill: every unreserved free GPU, then the best reserved ones it ends in time for.
+      std::vector<unsigned> ranked = Rank(gpus, free_now, r.order);
+      for (unsigned i : Rank(gpus, backfill_now, r.order)) ranked.push_back(i);
+      d.granted = true;
+      d.gpus = ChooseLinkedSet(ranked, r.count, linked);
+    }
+    if (d.granted) {
+      Occupy(c, gpus, r, d.gpus);
       out.push_back(std::move(d));
       continue;
     }
     d.position = ++waiting;
     d.possible = static_cast<unsigned>(possible.size());
     d.impossible = possible.size() < r.count;
-    for (unsigned i = 0; i < gpus.size(); ++i) {
-      if (verdicts[i].wait == Wait::kNow) continue;
-      d.reasons.push_back(StrCat("GPU", i, ": ", verdicts[i].reason));
-      if (verdicts[i].wait == Wait::kNever) d.never.push_back(d.reasons.back());
+    if (c.explain) {
+      for (unsigned i = 0; i < n; ++i) {
+        if (verdicts[i].wait == Wait::kNow) continue;
+        d.reasons.push_back(StrCat("GPU", i, ": ", verdicts[i].reason));
+        if (verdicts[i].wait == Wait::kNever) d.never.push_back(d.reasons.back());
+      }
     }
     if (!d.impossible) {
-      // Reserve the GPUs it could use soonest: free now, then leased, then held by outsiders.
-      std::stable_sort(possible.begin(), possible.end(),
-                       [&](unsigned a, unsigned b) { return verdicts[a].wait < verdicts[b].wait; });
-      for (unsigned k = 0; k < r.count; ++k) {
-        if (reserved_by[possible[k]] < 0) reserved_by[possible[k]] = static_cast<int>(d.position - 1);
-        d.gpus.push_back(possible[k]);
+      // Wait for the GPUs it could use soonest: by when they are expected usable, then free now,
+      // leased, held by outsiders.
+      std::stable_sort(possible.begin(), possible.end(), [&](unsigned a, unsigned b) {
+        if (verdicts[a].ready_s != verdicts[b].ready_s) return verdicts[a].ready_s < verdicts[b].ready_s;
+        return verdicts[a].wait < verdicts[b].wait;
+      });
+      const bool reserves = policy == PolicyKind::kDefault || policy == PolicyKind::kFifo ||
+                            (policy == PolicyKind::kEasy && !easy_reserved);
+      if (policy == PolicyKind::kEasy) easy_reserved = true;
+      if (policy == PolicyKind::kFifo) fifo_blocked = true;
+      double start = c.now;
+      for (unsigned k2 = 0; k2 < r.count; ++k2) start = std::max(start, verdicts[possible[k2]].ready_s);
+      const bool start_known = c.timed && std::isfinite(start);
+      if (start_known) d.start_s = start;
+      const double end = start_known && r.time_limit_s ? start + *r.time_limit_s : kInf;
+      for (unsigned k2 = 0; k2 < r.count; ++k2) {
+        const unsigned i = possible[k2];
+        d.gpus.push_back(i);
+        if (!reserves || holds[i].by >= 0) continue;
+        if (policy == PolicyKind::kDefault && c.timed && !start_known && verdicts[i].wait == Wait::kNow) {
+          // Bounded: a free GPU waits for an unknown start at most max_reserve_idle_s.
+          const double since = std::max(r.submit_time_s, gpus[i].free_since_s.value_or(r.submit_time_s));
+          const double until = since + limits.max_reserve_idle_s;
+          if (c.now >= until) {
+            if (c.explain)
+              d.notes.push_back(StrCat("GPU", i, ": free, but no longer held for this job: its other GPUs' end is unknown and a free GPU is held at most ",
+                                       FormatSeconds(limits.max_reserve_idle_s), " (sched.max_reserve_idle)"));
+            continue;
+          }
+          d.recheck_at_s = d.recheck_at_s ? std::min(*d.recheck_at_s, until) : until;
+        }
+        holds[i] = Hold{static_cast<int>(d.position - 1), start_known ? start : kInf, end};
       }
     }
     out.push_back(std::move(d));

@@ -18,10 +18,28 @@
 //  - A GPU in EXCLUSIVE_PROCESS (or EXCLUSIVE_THREAD) compute mode that already has a context,
 //    foreign or gpulane's, takes no other job (CUDA would refuse the second context); a PROHIBITED,
 //    failed or MIG-enabled GPU never qualifies.
+//
+// Policies (Limits::policy) differ only in what a waiting request does to the requests behind it:
+//  - kDefault (gpulane's): every waiter reserves as above. A later request may start on a reserved
+//    GPU only when its own time limit ends before that reservation starts (backfill), which needs
+//    the reservation's start to be known: every GPU it waits for is free or held by leases whose end
+//    is known (GpuState::busy_until_s, from their time limits). When the start is unknown (a
+//    process outside gpulane, a lease without a time limit), a GPU that is free now is held for it
+//    at most Limits::max_reserve_idle_s (counted from when the GPU became free, or from the
+//    request's submission if later); after that the free GPU goes to later requests
+//    (Decision::notes says so) and jobs without a time limit may start on it.
+//  - kEasy (Slurm-like EASY backfill): only the first waiter reserves, against the known ends; the
+//    same backfill rule; no bound: with an unknown start its reserved GPUs stay held.
+//  - kFifo (strict first come, first served): nothing starts while an earlier request waits.
+//  - kFirstFit (task-spooler-like skip-ahead): nobody reserves; whatever fits now starts.
+// Backfill and the bound need a clock reading (Limits::now_s); without one (today's pick, run and
+// daemon) kDefault is first come, first served with reservations as above.
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sched/request.h"
@@ -46,7 +64,32 @@ struct GpuState {
   unsigned shared_leases = 0;                   ///< live memory-declared leases on it
   std::uint64_t unallocated_reservation_bytes = 0;  ///< sum over shared leases of max(0, declared - in use)
   std::vector<unsigned> nvlink_peers;   ///< indices of GPUs joined to this one by NVLink
+  /// While leased: when every lease on it ends at the latest (start + time limit), in seconds on
+  /// the clock of Limits::now_s. nullopt: unknown (a lease without a time limit) or not leased.
+  std::optional<double> busy_until_s;
+  /// While free: since when nothing has run on it, seconds on the clock of Limits::now_s
+  /// (nullopt: unknown; a bounded reservation then counts from the request's submission).
+  std::optional<double> free_since_s;
 };
+
+/// The scheduling policies; see the rules at the top of this file.
+enum class PolicyKind {
+  kDefault,   ///< "default": reservations for every waiter, backfill, holds of free GPUs bounded
+  kFifo,      ///< "fifo": strict first come, first served
+  kFirstFit,  ///< "firstfit": skip-ahead without reservations
+  kEasy,      ///< "easy": EASY backfill (only the first waiter reserves)
+};
+
+/// "default", "fifo", "firstfit", "easy".
+const char* PolicyName(PolicyKind policy);
+/// The PolicyKind named `name`, or nullopt.
+std::optional<PolicyKind> ParsePolicy(const std::string& name);
+
+/// sched.max_reserve_idle's default: 10 minutes. Long enough that a reservation survives the gap
+/// between one job of a pipeline ending and the next being submitted or a lease being re-taken
+/// after a restart (seconds), and a short gap in a foreign process's use; short enough that an
+/// idle GPU held for a start nobody can predict costs at most a few percent of a day.
+inline constexpr double kDefaultMaxReserveIdleS = 600;
 
 /// The verdict for one request.
 struct Decision {
@@ -57,16 +100,37 @@ struct Decision {
   unsigned position = 0;               ///< 1-based place among the requests that wait
   std::vector<std::string> reasons;    ///< per GPU why it does not qualify now: "GPU1: leased by alice (job r4121)"
   std::vector<std::string> never;      ///< of those, the GPUs that can never qualify, with why
+  /// Waiting with a reservation: when the GPUs reserved for it are expected to be free (from the
+  /// leases' ends), seconds on the clock of Limits::now_s; nullopt: unknown.
+  std::optional<double> start_s;
+  /// Waiting: the answer changes by itself at this time, with nothing else changing (a free GPU
+  /// held for it is let go then), seconds on the clock of Limits::now_s.
+  std::optional<double> recheck_at_s;
+  /// Waiting: what else to know, e.g. "GPU1: free, but no longer held for it: ...".
+  std::vector<std::string> notes;
 };
 
-/// Safety margin kept free on every GPU shared by memory-declared leases.
+/// The settings of one decision.
 struct Limits {
-  std::uint64_t margin_bytes = 0;
+  std::uint64_t margin_bytes = 0;  ///< safety margin kept free on every GPU shared by memory-declared leases
+  PolicyKind policy = PolicyKind::kDefault;
+  /// The time of the decision in seconds (the epoch for lease files, virtual in the simulator), on
+  /// the clock of GpuState's times and Request::submit_time_s. nullopt: no backfill, no bound.
+  std::optional<double> now_s;
+  double max_reserve_idle_s = kDefaultMaxReserveIdleS;  ///< kDefault: longest hold of a free GPU for an unknown start, seconds
+  /// Only the grants matter (the simulator): waiting requests get no reasons, and once no GPU is
+  /// left that a later request could start on, the rest are left waiting undecided (no reasons,
+  /// no reservation). Grants are exactly those of the full decision.
+  bool grants_only = false;
 };
 
 /// Decides for every request in `line` (first in line first) against `gpus` (index i at
 /// position i). Returns one Decision per request, in the same order.
-std::vector<Decision> Schedule(std::vector<GpuState> gpus, const std::vector<Request>& line, const Limits& limits);
+std::vector<Decision> Schedule(std::vector<GpuState> gpus, std::span<const Request> line, const Limits& limits);
+/// The same for a vector (or a braced list) of requests.
+inline std::vector<Decision> Schedule(std::vector<GpuState> gpus, const std::vector<Request>& line, const Limits& limits) {
+  return Schedule(std::move(gpus), std::span<const Request>(line), limits);
+}
 
 /// The answer to a request that must be met now or not at all (`gpulane pick`, `run --no-wait`):
 /// the granted GPU indices, or the error both commands print. Errors: kInvalidArgument when it can
