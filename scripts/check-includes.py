@@ -19,6 +19,7 @@ ALLOWED = {
     "util": set(),
     "nvml": {"util"},
     "sched": {"util"},
+    "sim": {"sched", "util"},
     "gpu": {"nvml", "util"},
     "os": {"gpu", "util"},
     "proto": {"gpu", "sched", "util"},
@@ -27,7 +28,7 @@ ALLOWED = {
     "exec": {"gpu", "lease", "os", "sched", "util"},
     "render": {"gpu", "lease", "sched", "store", "util"},
     "daemon": {"exec", "gpu", "lease", "os", "proto", "render", "sched", "store", "util"},
-    "cli": {"daemon", "exec", "gpu", "lease", "os", "proto", "render", "sched", "store", "util"},
+    "cli": {"daemon", "exec", "gpu", "lease", "os", "proto", "render", "sched", "sim", "store", "util"},
 }
 
 PROJECT_INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/[^"]+"')

@@ -23,5 +23,6 @@ void RegisterDaemon(CLI::App& app, Runner* run);
 void RegisterSubmit(CLI::App& app, Runner* run);
 void RegisterQueue(CLI::App& app, Runner* run);
 void RegisterJobCommands(CLI::App& app, Runner* run);
+void RegisterSimulate(CLI::App& app, Runner* run);
 
 }  // namespace gpulane::cli

@@ -31,6 +31,7 @@ constexpr Family kFamilies[] = {
     {gpulane::cli::RegisterQueue, {"queue", "show"}},
     {gpulane::cli::RegisterJobCommands, {"cancel", "hold", "release", "wait", "logs"}},
     {gpulane::cli::RegisterDaemon, {"daemon", "_supervise"}},
+    {gpulane::cli::RegisterSimulate, {"simulate"}},
 };
 
 // Registers the subcommand `first` (the first argument) names, alone: building every option of

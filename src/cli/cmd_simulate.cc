@@ -1,0 +1,195 @@
+// gpulane simulate: replay a job trace on a virtual machine through the scheduling policies
+// (sim/, which calls sched::Schedule) and print how each policy did. Thin: options, output.
+#include <chrono>
+#include <cstdio>
+#include <fmt/format.h>
+#include <fstream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "sched/policy.h"
+#include "sim/metrics.h"
+#include "sim/simulator.h"
+#include "sim/trace.h"
+#include "util/exit_codes.h"
+#include "util/strings.h"
+#include "util/units.h"
+
+namespace gpulane::cli {
+namespace {
+
+struct SimulateOptions {
+  std::string trace;
+  std::string format = "csv";
+  unsigned gpus = 8;
+  std::string gpu_mem = "80GiB";
+  std::string policies = "fifo,firstfit,easy,default";
+  std::optional<unsigned> max_gpus_per_job;
+  std::string oversize = "clip";
+  std::optional<double> load;
+  std::string time_limit_from = "input";
+  std::optional<unsigned> users;
+  std::optional<std::size_t> limit_jobs;
+  std::string max_reserve_idle = "10m";
+  bool json = false;
+  std::string per_job_csv;
+};
+
+// Seconds for a table: "45 s", "12.3 min", "5.2 h", "3.1 d".
+std::string Short(double s) {
+  if (s < 120) return fmt::format("{:.0f} s", s);
+  if (s < 7200) return fmt::format("{:.1f} min", s / 60);
+  if (s < 172800) return fmt::format("{:.1f} h", s / 3600);
+  return fmt::format("{:.1f} d", s / 86400);
+}
+
+nlohmann::json MetricsJson(const sim::Metrics& m) {
+  return {{"jobs", m.jobs},           {"utilisation", m.utilisation}, {"wait_mean_s", m.wait_mean_s},
+          {"wait_median_s", m.wait_median_s}, {"wait_p95_s", m.wait_p95_s}, {"wait_p99_s", m.wait_p99_s},
+          {"jct_mean_s", m.jct_mean_s}, {"jct_p99_s", m.jct_p99_s},     {"bounded_slowdown_mean", m.bsld_mean},
+          {"makespan_s", m.makespan_s}, {"jain_slowdown", m.jain},      {"users", m.users},
+          {"starved_24h", m.starved},   {"timed_out", m.timed_out}};
+}
+
+int RunSimulate(const SimulateOptions& o) {
+  auto format = sim::ParseFormat(o.format);
+  if (!format) return Fail(MakeError(ErrorKind::kInvalidArgument, StrCat("--format ", o.format, ": give csv, msr-itp, philly or alibaba")));
+  if (o.gpus < 1 || o.gpus > sched::kMaxGpuCount)
+    return Fail(MakeError(ErrorKind::kInvalidArgument, StrCat("--gpus ", o.gpus, ": give 1 to ", sched::kMaxGpuCount)));
+  auto gpu_mem = ParseSizeBytes(o.gpu_mem);
+  if (!gpu_mem) return Fail(gpu_mem.error());
+  auto idle = ParseDurationS(o.max_reserve_idle);
+  if (!idle) return Fail(idle.error());
+  std::vector<sched::PolicyKind> policies;
+  for (const std::string& name : Split(o.policies, ',')) {
+    auto p = sched::ParsePolicy(std::string(Trim(name)));
+    if (!p) return Fail(MakeError(ErrorKind::kInvalidArgument, StrCat("--policy ", name, ": give fifo, firstfit, easy or default (several: comma-separated)")));
+    policies.push_back(*p);
+  }
+  if (o.oversize != "clip" && o.oversize != "drop")
+    return Fail(MakeError(ErrorKind::kInvalidArgument, StrCat("--oversize ", o.oversize, ": give clip or drop")));
+  if (o.load && !(*o.load > 0)) return Fail(MakeError(ErrorKind::kInvalidArgument, "--load: give a number > 0, e.g. 0.9"));
+  if (o.users && *o.users < 1) return Fail(MakeError(ErrorKind::kInvalidArgument, "--users: give at least 1"));
+  auto limit_from = sim::ParseTimeLimitFrom(o.time_limit_from);
+  if (!limit_from) return Fail(limit_from.error());
+
+  const auto t0 = std::chrono::steady_clock::now();
+  auto trace = sim::ReadTrace(o.trace, *format, *gpu_mem);
+  if (!trace) return Fail(trace.error());
+  const std::size_t read = trace->jobs.size();
+  sim::TransformOptions t;
+  t.machine_gpus = o.gpus;
+  t.gpu_mem_bytes = *gpu_mem;
+  t.max_gpus_per_job = o.max_gpus_per_job;
+  t.drop_oversize = o.oversize == "drop";
+  t.limit_jobs = o.limit_jobs;
+  t.users = o.users;
+  t.time_limit = *limit_from;
+  t.load = o.load;
+  if (Status s = sim::Transform(*trace, t); !s.ok()) return Fail(s.error());
+  const double read_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  struct Run {
+    sched::PolicyKind policy;
+    std::vector<sim::Outcome> outcomes;
+    sim::Metrics metrics;
+    sim::SimStats stats;
+    double wall_s = 0;
+  };
+  std::vector<Run> runs;
+  for (sched::PolicyKind p : policies) {
+    sim::SimOptions so;
+    so.gpus = o.gpus;
+    so.gpu_mem_bytes = *gpu_mem;
+    so.policy = p;
+    so.max_reserve_idle_s = *idle;
+    const auto start = std::chrono::steady_clock::now();
+    Run run{p};
+    auto outcomes = sim::Simulate(trace->jobs, so, &run.stats);
+    if (!outcomes) return Fail(outcomes.error());
+    run.outcomes = std::move(outcomes).value();
+    run.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    run.metrics = sim::ComputeMetrics(trace->jobs, run.outcomes, o.gpus, *gpu_mem);
+    runs.push_back(std::move(run));
+  }
+
+  if (!o.per_job_csv.empty()) {
+    std::ofstream csv(o.per_job_csv, std::ios::trunc);
+    if (!csv) return Fail(MakeError(ErrorKind::kIo, StrCat("cannot write ", o.per_job_csv)));
+    csv << "policy,job,user,gpus,mem_bytes,submit_s,time_limit_s,duration_s,start_s,end_s,wait_s,timed_out\n";
+    for (const Run& r : runs)
+      for (std::size_t i = 0; i < trace->jobs.size(); ++i) {
+        const sim::Job& j = trace->jobs[i];
+        const sim::Outcome& x = r.outcomes[i];
+        csv << fmt::format("{},{},{},{},{},{:.3f},{},{:.3f},{:.3f},{:.3f},{:.3f},{}\n", sched::PolicyName(r.policy), j.id,
+                           trace->users[j.user], j.gpus, j.mem_bytes, j.submit_s,
+                           j.time_limit_s ? fmt::format("{:.3f}", *j.time_limit_s) : std::string(), j.duration_s, x.start_s,
+                           x.end_s, x.start_s - j.submit_s, x.timed_out ? 1 : 0);
+      }
+    if (!csv.flush()) return Fail(MakeError(ErrorKind::kIo, StrCat("cannot write ", o.per_job_csv)));
+  }
+
+  if (o.json) {
+    nlohmann::json out;
+    out["trace"] = {{"path", o.trace}, {"format", o.format}, {"jobs_read", read}, {"jobs", trace->jobs.size()},
+                    {"users", trace->users.size()}, {"offered_load", trace->offered_load}, {"notes", trace->notes},
+                    {"read_s", read_s}};
+    out["machine"] = {{"gpus", o.gpus}, {"gpu_mem_bytes", *gpu_mem}, {"max_reserve_idle_s", *idle},
+                      {"time_limit_from", o.time_limit_from}};
+    out["policies"] = nlohmann::json::array();
+    for (const Run& r : runs) {
+      nlohmann::json p = MetricsJson(r.metrics);
+      p["policy"] = sched::PolicyName(r.policy);
+      p["decisions"] = r.stats.decisions;
+      p["max_waiting"] = r.stats.max_waiting;
+      p["wall_s"] = r.wall_s;
+      out["policies"].push_back(std::move(p));
+    }
+    fmt::print("{}\n", out.dump(2));
+    return kExitOk;
+  }
+  fmt::print("trace {} ({}): {} jobs on {} GPUs of {}, offered load {:.3f}, time limits from {}\n", o.trace, o.format,
+             trace->jobs.size(), o.gpus, FormatBytes(*gpu_mem), trace->offered_load, o.time_limit_from);
+  for (const std::string& note : trace->notes) fmt::print("  {}\n", note);
+  fmt::print("\n{:<9} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>9} {:>5} {:>7}\n", "policy", "util", "wait mean",
+             "median", "p95", "p99", "JCT mean", "JCT p99", "bsld", "makespan", "jain", "starved");
+  for (const Run& r : runs) {
+    const sim::Metrics& m = r.metrics;
+    fmt::print("{:<9} {:>4.1f}% {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8.2f} {:>9} {:>5.3f} {:>7}\n", sched::PolicyName(r.policy),
+               100 * m.utilisation, Short(m.wait_mean_s), Short(m.wait_median_s), Short(m.wait_p95_s), Short(m.wait_p99_s),
+               Short(m.jct_mean_s), Short(m.jct_p99_s), m.bsld_mean, Short(m.makespan_s), m.jain, m.starved);
+  }
+  fmt::print("\nbsld: mean bounded slowdown (10 s bound); jain: Jain's index over {} users' mean slowdowns; starved: waited > 24 h\n",
+             runs.empty() ? 0 : runs.front().metrics.users);
+  return kExitOk;
+}
+
+}  // namespace
+
+void RegisterSimulate(CLI::App& app, Runner* run) {
+  auto o = std::make_shared<SimulateOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "simulate", "Replay a job trace on a virtual machine of N GPUs through the scheduling policies and compare them");
+  sub->add_option("trace", o->trace, "The trace: a CSV of submit_s,duration_s,gpus,mem_bytes,user,time_limit_s, or a public trace (--format)")
+      ->required();
+  sub->add_option("--format", o->format, "csv (default), msr-itp (a clusterNN.csv or their folder), philly, alibaba");
+  sub->add_option("--gpus", o->gpus, "GPUs of the simulated machine (default 8)");
+  sub->add_option("--gpu-mem", o->gpu_mem, "Memory of each simulated GPU (default 80GiB)");
+  sub->add_option("--policy", o->policies, "Policies to compare, comma-separated: fifo,firstfit,easy,default (default: all four)");
+  sub->add_option("--max-gpus-per-job", o->max_gpus_per_job, "Jobs asking for more GPUs are clipped or dropped (--oversize; default: --gpus)");
+  sub->add_option("--oversize", o->oversize, "What to do with jobs over --max-gpus-per-job: clip (default) or drop");
+  sub->add_option("--load", o->load, "Scale inter-arrival times so the offered load is this fraction of the machine, e.g. 0.9");
+  sub->add_option("--time-limit-from", o->time_limit_from,
+                  "Jobs' time limits: input (the CSV's column; none for public traces), duration, factor:K (K x duration), none");
+  sub->add_option("--users", o->users, "Map the trace's users onto K (traces without users: K users by a hash, default 8)");
+  sub->add_option("--limit-jobs", o->limit_jobs, "Simulate only the first N jobs");
+  sub->add_option("--max-reserve-idle", o->max_reserve_idle, "default policy: longest hold of a free GPU for an unknown start (default 10m)");
+  sub->add_flag("--json", o->json, "Print the results as JSON");
+  sub->add_option("--per-job-csv", o->per_job_csv, "Write every job's submit, start, end and wait per policy to this CSV file");
+  sub->callback([o, run] { *run = [o] { return RunSimulate(*o); }; });
+}
+
+}  // namespace gpulane::cli

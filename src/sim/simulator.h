@@ -1,0 +1,41 @@
+#pragma once
+// The trace replay: a virtual machine of N identical GPUs, a virtual clock and an event loop
+// (arrivals, ends, and the times at which a decision changes by itself, Decision::recheck_at_s)
+// that asks sched::Schedule, the very function `pick`, `run` and the daemon call, which waiting
+// jobs start at each event. No I/O, no real clock.
+#include <cstdint>
+#include <vector>
+
+#include "sched/policy.h"
+#include "sim/trace.h"
+#include "util/result.h"
+
+namespace gpulane::sim {
+
+/// The simulated machine and the policy.
+struct SimOptions {
+  unsigned gpus = 8;                          ///< identical GPUs
+  std::uint64_t gpu_mem_bytes = 80ULL << 30;  ///< memory of each, bytes
+  sched::PolicyKind policy = sched::PolicyKind::kDefault;
+  double max_reserve_idle_s = sched::kDefaultMaxReserveIdleS;  ///< Limits::max_reserve_idle_s, seconds
+};
+
+/// What happened to one job.
+struct Outcome {
+  double start_s = 0;      ///< virtual seconds
+  double end_s = 0;        ///< start + min(duration, time limit)
+  bool timed_out = false;  ///< stopped at its time limit before its duration
+};
+
+/// Event counts, for benchmarks.
+struct SimStats {
+  std::size_t decisions = 0;  ///< calls of sched::Schedule
+  std::size_t max_waiting = 0;  ///< longest line
+};
+
+/// Replays `jobs` (submission order, each possible on this machine: Transform ensures it) and
+/// returns one Outcome per job, by index. Errors: kInvalidArgument for a job that can never start
+/// here; kInternal if jobs wait with nothing left to happen (a policy bug).
+Result<std::vector<Outcome>> Simulate(const std::vector<Job>& jobs, const SimOptions& options, SimStats* stats = nullptr);
+
+}  // namespace gpulane::sim
