@@ -238,18 +238,42 @@ std::vector<Decision> Schedule(std::vector<GpuState> gpus, std::span<const Reque
   bool easy_reserved = false;  // kEasy: the first waiter has reserved
   std::vector<Verdict> verdicts(n);
   std::vector<unsigned> free_now, backfill_now, possible;
+  bool changed = true;  // grants_only: GPUs or reservations changed since `open` was counted
+  unsigned open = 0;    // grants_only: GPUs a later request could still start on
+  unsigned open_whole = 0;      // grants_only: of those, free and not reserved
+  std::vector<double> windows;  // grants_only: free reserved ones, when their reservations start
+  // Whether a request that waits changes anything for those behind it (a reservation, fifo's block).
+  auto waiting_matters = [&] {
+    return policy == PolicyKind::kDefault || policy == PolicyKind::kFifo || (policy == PolicyKind::kEasy && !easy_reserved);
+  };
   for (std::size_t k = 0; k < line.size(); ++k) {
     const Request& r = line[k];
     if (limits.grants_only && k > 0) {
-      bool any = false;
-      for (unsigned i = 0; !fifo_blocked && !any && i < n; ++i) any = Open(c, gpus[i], holds[i]);
-      if (!any) {
-        for (; k < line.size(); ++k) {
-          Decision d;
-          d.position = ++waiting;
-          out.push_back(std::move(d));
+      if (changed) {  // a grant or a reservation since the last count
+        open = 0;
+        open_whole = 0;
+        windows.clear();
+        for (unsigned i = 0; !fifo_blocked && i < n; ++i) {
+          if (!Open(c, gpus[i], holds[i])) continue;
+          ++open;
+          if (gpus[i].shared_leases > 0) continue;
+          if (holds[i].by < 0) ++open_whole;
+          else windows.push_back(holds[i].start_s);
         }
-        break;
+        changed = false;
+      }
+      if (open == 0) break;  // nothing later can start: the rest wait, undecided
+      // Too few GPUs left for it, and waiting changes nothing for the requests behind it.
+      unsigned room = open;
+      if (!r.mem_bytes) {
+        room = open_whole;
+        for (double start : windows) room += r.time_limit_s && c.now + *r.time_limit_s <= start ? 1 : 0;
+      }
+      if (r.count > room && !waiting_matters()) {
+        Decision d;
+        d.position = ++waiting;
+        out.push_back(std::move(d));
+        continue;
       }
     }
     Decision d;
@@ -275,11 +299,16 @@ std::vector<Decision> Schedule(std::vector<GpuState> gpus, std::span<const Reque
       d.gpus = ChooseLinkedSet(ranked, r.count, linked);
     }
     if (d.granted) {
+      changed = true;
       Occupy(c, gpus, r, d.gpus);
       out.push_back(std::move(d));
       continue;
     }
     d.position = ++waiting;
+    if (limits.grants_only && !waiting_matters()) {
+      out.push_back(std::move(d));
+      continue;
+    }
     d.possible = static_cast<unsigned>(possible.size());
     d.impossible = possible.size() < r.count;
     if (c.explain) {
@@ -290,6 +319,7 @@ std::vector<Decision> Schedule(std::vector<GpuState> gpus, std::span<const Reque
       }
     }
     if (!d.impossible) {
+      changed = true;
       // Wait for the GPUs it could use soonest: by when they are expected usable, then free now,
       // leased, held by outsiders.
       std::stable_sort(possible.begin(), possible.end(), [&](unsigned a, unsigned b) {
@@ -303,7 +333,15 @@ std::vector<Decision> Schedule(std::vector<GpuState> gpus, std::span<const Reque
       double start = c.now;
       for (unsigned k2 = 0; k2 < r.count; ++k2) start = std::max(start, verdicts[possible[k2]].ready_s);
       const bool start_known = c.timed && std::isfinite(start);
-      if (start_known) d.start_s = start;
+      if (start_known) {
+        d.start_s = start;
+        // Of the GPUs usable by then, reserve the busy ones first: a GPU free now that it does not
+        // need stays free for anyone (EASY's extra nodes).
+        std::size_t usable = r.count;
+        while (usable < possible.size() && verdicts[possible[usable]].ready_s <= start) ++usable;
+        std::stable_sort(possible.begin(), possible.begin() + static_cast<std::ptrdiff_t>(usable),
+                         [&](unsigned a, unsigned b) { return verdicts[a].ready_s > verdicts[b].ready_s; });
+      }
       const double end = start_known && r.time_limit_s ? start + *r.time_limit_s : kInf;
       for (unsigned k2 = 0; k2 < r.count; ++k2) {
         const unsigned i = possible[k2];

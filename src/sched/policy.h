@@ -118,14 +118,17 @@ struct Limits {
   /// the clock of GpuState's times and Request::submit_time_s. nullopt: no backfill, no bound.
   std::optional<double> now_s;
   double max_reserve_idle_s = kDefaultMaxReserveIdleS;  ///< kDefault: longest hold of a free GPU for an unknown start, seconds
-  /// Only the grants matter (the simulator): waiting requests get no reasons, and once no GPU is
-  /// left that a later request could start on, the rest are left waiting undecided (no reasons,
-  /// no reservation). Grants are exactly those of the full decision.
+  /// Only the grants matter (the simulator): waiting requests get no reasons (nor, when they
+  /// cannot start and waiting changes nothing behind them, a reservation or `impossible`), and once
+  /// no GPU is left that a later request could start on, Schedule stops: the decisions returned
+  /// may be fewer than the requests, and those past the end wait. Grants are exactly those of the
+  /// full decision.
   bool grants_only = false;
 };
 
 /// Decides for every request in `line` (first in line first) against `gpus` (index i at
-/// position i). Returns one Decision per request, in the same order.
+/// position i). Returns one Decision per request, in the same order (fewer with
+/// Limits::grants_only: the rest wait).
 std::vector<Decision> Schedule(std::vector<GpuState> gpus, std::span<const Request> line, const Limits& limits);
 /// The same for a vector (or a braced list) of requests.
 inline std::vector<Decision> Schedule(std::vector<GpuState> gpus, const std::vector<Request>& line, const Limits& limits) {
