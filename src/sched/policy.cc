@@ -144,6 +144,18 @@ bool Open(const Context& c, const GpuState& g, const Hold& h) {
   return true;
 }
 
+// std::stable_sort of the first `n` of `v` without its buffer (an allocation per call): insertion
+// sort, which is stable too, so the order is the same; the lists are one entry per GPU.
+template <typename Less>
+void StableSort(std::vector<unsigned>& v, std::size_t n, Less less) {
+  for (std::size_t i = 1; i < n; ++i) {
+    const unsigned x = v[i];
+    std::size_t j = i;
+    for (; j > 0 && less(x, v[j - 1]); --j) v[j] = v[j - 1];
+    v[j] = x;
+  }
+}
+
 std::vector<unsigned> Rank(const std::vector<GpuState>& gpus, std::vector<unsigned> indices, Order order) {
   // Unreported values rank after every reported one (never as if they were 0 % busy or all free).
   auto free_of = [&](unsigned i) -> std::int64_t {
@@ -232,8 +244,20 @@ std::vector<Decision> Schedule(std::vector<GpuState> gpus, std::span<const Reque
   c.backfills = c.timed && (policy == PolicyKind::kDefault || policy == PolicyKind::kEasy);
   std::vector<Hold> holds(n);
   std::vector<Decision> out;
-  out.reserve(line.size());
+  if (!limits.grants_only) out.reserve(line.size());
   unsigned waiting = 0;
+  // grants_only: waiters with nothing to say are only counted, and written out (position alone)
+  // when a decision after them is; those after the last such decision are left out.
+  unsigned deferred = 0, first_deferred = 0;  // how many, and the position of the first
+  auto defer_wait = [&] {
+    if (deferred++ == 0) first_deferred = waiting + 1;
+    ++waiting;
+  };
+  auto emit = [&](Decision&& d) {
+    for (unsigned i = 0; i < deferred; ++i) out.emplace_back().position = first_deferred + i;
+    deferred = 0;
+    out.push_back(std::move(d));
+  };
   bool fifo_blocked = false;   // kFifo: an earlier request waits, so nothing starts
   bool easy_reserved = false;  // kEasy: the first waiter has reserved
   std::vector<Verdict> verdicts(n);
@@ -270,9 +294,7 @@ std::vector<Decision> Schedule(std::vector<GpuState> gpus, std::span<const Reque
         for (double start : windows) room += r.time_limit_s && c.now + *r.time_limit_s <= start ? 1 : 0;
       }
       if (r.count > room && !waiting_matters()) {
-        Decision d;
-        d.position = ++waiting;
-        out.push_back(std::move(d));
+        defer_wait();
         continue;
       }
     }
@@ -301,14 +323,14 @@ std::vector<Decision> Schedule(std::vector<GpuState> gpus, std::span<const Reque
     if (d.granted) {
       changed = true;
       Occupy(c, gpus, r, d.gpus);
-      out.push_back(std::move(d));
+      emit(std::move(d));
+      continue;
+    }
+    if (limits.grants_only && !waiting_matters()) {
+      defer_wait();
       continue;
     }
     d.position = ++waiting;
-    if (limits.grants_only && !waiting_matters()) {
-      out.push_back(std::move(d));
-      continue;
-    }
     d.possible = static_cast<unsigned>(possible.size());
     d.impossible = possible.size() < r.count;
     if (c.explain) {
@@ -322,7 +344,7 @@ std::vector<Decision> Schedule(std::vector<GpuState> gpus, std::span<const Reque
       changed = true;
       // Wait for the GPUs it could use soonest: by when they are expected usable, then free now,
       // leased, held by outsiders.
-      std::stable_sort(possible.begin(), possible.end(), [&](unsigned a, unsigned b) {
+      StableSort(possible, possible.size(), [&](unsigned a, unsigned b) {
         if (verdicts[a].ready_s != verdicts[b].ready_s) return verdicts[a].ready_s < verdicts[b].ready_s;
         return verdicts[a].wait < verdicts[b].wait;
       });
@@ -339,10 +361,10 @@ std::vector<Decision> Schedule(std::vector<GpuState> gpus, std::span<const Reque
         // need stays free for anyone (EASY's extra nodes).
         std::size_t usable = r.count;
         while (usable < possible.size() && verdicts[possible[usable]].ready_s <= start) ++usable;
-        std::stable_sort(possible.begin(), possible.begin() + static_cast<std::ptrdiff_t>(usable),
-                         [&](unsigned a, unsigned b) { return verdicts[a].ready_s > verdicts[b].ready_s; });
+        StableSort(possible, usable, [&](unsigned a, unsigned b) { return verdicts[a].ready_s > verdicts[b].ready_s; });
       }
       const double end = start_known && r.time_limit_s ? start + *r.time_limit_s : kInf;
+      d.gpus.reserve(r.count);
       for (unsigned k2 = 0; k2 < r.count; ++k2) {
         const unsigned i = possible[k2];
         d.gpus.push_back(i);
@@ -362,7 +384,7 @@ std::vector<Decision> Schedule(std::vector<GpuState> gpus, std::span<const Reque
         holds[i] = Hold{static_cast<int>(d.position - 1), start_known ? start : kInf, end};
       }
     }
-    out.push_back(std::move(d));
+    emit(std::move(d));
   }
   return out;
 }
