@@ -9,6 +9,10 @@
 namespace gpulane {
 namespace {
 
+// Sizes of this many bytes or more are refused: just under 2^64 (1.8447e19), so that every size
+// accepted converts to std::uint64_t.
+constexpr double kMaxBytes = 1.8e19;
+
 // Splits "1.5GiB" into 1.5 and "gib"; false if there is no leading number.
 bool SplitNumber(std::string_view text, double* number, std::string* unit) {
   std::size_t i = 0;
@@ -50,6 +54,11 @@ Result<std::uint64_t> ParseSizeBytes(std::string_view input) {
   double number = 0;
   std::string unit;
   if (!SplitNumber(text, &number, &unit)) return bad();
+  auto too_large = [&] {
+    return MakeError(ErrorKind::kInvalidArgument,
+                     fmt::format("'{}' is too large for a memory size (at most 16 EiB)", input));
+  };
+  if (number >= kMaxBytes) return too_large();  // whatever the unit: no hint shows it as a size
   if (unit.empty() && number != 0)
     return MakeError(ErrorKind::kInvalidArgument,
                      fmt::format("'{}' has no unit: did you mean {}? (units: GiB or G, MiB or M, KiB, TiB; B for bytes)",
@@ -63,8 +72,9 @@ Result<std::uint64_t> ParseSizeBytes(std::string_view input) {
   else if (unit == "t" || unit == "tib" || unit == "tb") scale = 1024.0 * 1024 * 1024 * 1024;
   else return bad();
   double bytes = number * scale;
-  if (!std::isfinite(bytes) || bytes >= 1.8e19) return bad();
-  return static_cast<std::uint64_t>(std::llround(bytes));
+  if (!std::isfinite(bytes) || bytes >= kMaxBytes) return too_large();
+  // std::round, not std::llround: a long long ends at 2^63, and llround of more gave 2^63.
+  return static_cast<std::uint64_t>(std::round(bytes));
 }
 
 Result<double> ParseDurationS(std::string_view input) {
@@ -103,6 +113,7 @@ Result<double> ParseDurationS(std::string_view input) {
     total += number * scale;
     text = text.substr(j);
   }
+  if (!std::isfinite(total)) return bad();  // 308 digits of days: no duration, not infinity
   return total;
 }
 

@@ -1,5 +1,6 @@
 #include "util/units.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 namespace gpulane {
@@ -55,6 +56,35 @@ TEST(ParseSizeBytes, RejectsGarbageWithAMessageNamingIt) {
     EXPECT_EQ(r.error().kind, ErrorKind::kInvalidArgument);
     EXPECT_NE(r.error().message.find(std::string("'") + bad + "'"), std::string::npos) << r.error().message;
   }
+}
+
+// Found by fuzz_units (UBSan): a byte count too large for any size, typed without a unit, made the
+// "did you mean" hint convert 3.2e19 to std::uint64_t (undefined behaviour) to show it as a size.
+TEST(ParseSizeBytes, AHugeNumberIsTooLargeWithOrWithoutAUnit) {
+  for (const std::string& text : {std::string("32215225452254720720"), std::string("32215225452254720720B"),
+                                  std::string(25, '9') + "GiB", std::string("16777216TiB")}) {
+    auto r = ParseSizeBytes(text);
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_EQ(r.error().message, fmt::format("'{}' is too large for a memory size (at most 16 EiB)", text)) << text;
+  }
+}
+
+// Found by fuzz_units: sizes from 2^63 bytes up were rounded with std::llround, whose long long
+// ends at 2^63, so 1e19 bytes read as 9223372036854775808.
+TEST(ParseSizeBytes, SizesAbove2To63AreReadAsWritten) {
+  EXPECT_EQ(*ParseSizeBytes("10000000000000000000B"), 10000000000000000000ULL);
+  EXPECT_EQ(*ParseSizeBytes("9223372036854775808B"), 9223372036854775808ULL);
+  EXPECT_EQ(*ParseSizeBytes("16000000TiB"), 16000000ULL << 40);
+  EXPECT_FALSE(ParseSizeBytes("16777216TiB").ok()) << "2^64 bytes: no size";
+}
+
+// Found by fuzz_units: 308 digits of days overflowed the sum to infinity, which was returned as a
+// duration.
+TEST(ParseDurationS, ADurationTooLongForADoubleIsRefused) {
+  const std::string days = std::string(308, '9') + "d";
+  auto r = ParseDurationS(days);
+  ASSERT_FALSE(r.ok()) << *r;
+  EXPECT_EQ(r.error().kind, ErrorKind::kInvalidArgument);
 }
 
 TEST(ParseDurationS, UnitsAndCombinations) {
