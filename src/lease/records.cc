@@ -2,11 +2,29 @@
 
 #include <fmt/format.h>
 
+#include <utility>
+
 #include "proto/request_json.h"
 
 namespace gpulane::lease {
 
 using nlohmann::json;
+
+namespace {
+
+// An integer field as T: a JSON integer within T's range, else a type error (a damaged or foreign
+// file). nlohmann's get<T> would convert a float such as 2e19 with undefined behaviour, and wrap a
+// pid of 2^32 + 1 to 1.
+template <typename T>
+T IntegerAt(const json& j) {
+  const bool fits = j.is_number_unsigned()  ? std::in_range<T>(j.get<std::uint64_t>())
+                    : j.is_number_integer() ? std::in_range<T>(j.get<std::int64_t>())
+                                            : false;
+  if (!fits) throw json::type_error::create(302, "not an integer of its field's range", &j);
+  return j.get<T>();
+}
+
+}  // namespace
 
 json ToJson(const LeaseRecord& r) {
   json gpus = json::array();
@@ -31,15 +49,15 @@ bool FromJson(const json& j, LeaseRecord* r) {
   try {
     r->job_id = j.at("job_id").get<std::string>();
     r->user = j.value("user", "");
-    r->pid = j.at("pid").get<pid_t>();
-    r->pgid = j.value("pgid", 0);
+    r->pid = IntegerAt<pid_t>(j.at("pid"));
+    r->pgid = j.contains("pgid") ? IntegerAt<pid_t>(j["pgid"]) : 0;
     r->command = j.value("command", "");
     r->started_s = j.value("started_s", 0.0);
     r->parent = j.value("parent", "");
     r->gpus.clear();
     for (const auto& g : j.at("gpus")) {
       LeasedGpu lg{g.at("uuid").get<std::string>(), std::nullopt};
-      if (g.contains("mem_bytes")) lg.mem_bytes = g["mem_bytes"].get<std::uint64_t>();
+      if (g.contains("mem_bytes")) lg.mem_bytes = IntegerAt<std::uint64_t>(g["mem_bytes"]);
       r->gpus.push_back(lg);
     }
     return true;
@@ -51,9 +69,9 @@ bool FromJson(const json& j, LeaseRecord* r) {
 bool FromJson(const json& j, TicketRecord* r) {
   try {
     r->id = j.at("id").get<std::string>();
-    r->seq = j.at("seq").get<std::uint64_t>();
+    r->seq = IntegerAt<std::uint64_t>(j.at("seq"));
     if (r->seq > kMaxTicketSeq) return false;
-    r->pid = j.at("pid").get<pid_t>();
+    r->pid = IntegerAt<pid_t>(j.at("pid"));
     r->parent = j.value("parent", "");
     auto request = proto::RequestFromJson(j.at("request"));
     if (!request) return false;

@@ -1,0 +1,72 @@
+// Lease and ticket files as read from the shared lease directory (lease/records.h), where any user
+// may write one: numbers that no gpulane writes make the file no record.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "lease/records.h"
+
+namespace gpulane::lease {
+namespace {
+
+using nlohmann::json;
+
+json Ticket() {
+  return json::parse(R"({"id": "r4121-1", "seq": 1764580000250000000, "pid": 4121,
+    "request": {"count": 1, "share_foreign": false, "order": "memory", "gpu_list": "", "uid": 1000,
+                "user": "alice", "priority": 0, "submit_time_s": 1764580000.25}})");
+}
+
+json Lease() {
+  return json::parse(R"({"job_id": "r4121", "user": "alice", "pid": 4121, "pgid": 4122, "command": "python",
+    "gpus": [{"uuid": "GPU-a"}, {"uuid": "GPU-b", "mem_bytes": 21474836480}], "started_s": 1764580000.5})");
+}
+
+TEST(LeaseRecords, WellFormedFilesRead) {
+  TicketRecord t;
+  ASSERT_TRUE(FromJson(Ticket(), &t));
+  EXPECT_EQ(t.seq, 1764580000250000000ULL);
+  EXPECT_EQ(t.pid, 4121);
+  LeaseRecord r;
+  ASSERT_TRUE(FromJson(Lease(), &r));
+  EXPECT_EQ(r.pgid, 4122);
+  ASSERT_EQ(r.gpus.size(), 2u);
+  EXPECT_EQ(r.gpus[1].mem_bytes, 21474836480ULL);
+}
+
+// Found by fuzz_records (UBSan): a seq of 20 digits parses as a float (2.2e19, over 2^64), and
+// get<std::uint64_t> converted it with undefined behaviour.
+TEST(LeaseRecords, ATicketWhoseSeqIsAFloatIsNoTicket) {
+  for (const char* seq : {"21764580000250000000", "1.5", "-1", "1e300"}) {
+    json j = Ticket();
+    j["seq"] = json::parse(seq);
+    TicketRecord t;
+    EXPECT_FALSE(FromJson(j, &t)) << seq;
+  }
+}
+
+// The same for a lease's numbers: mem_bytes as a float over 2^64 (undefined behaviour before), a pid
+// of 2^32 + 1 (read as pid 1 before: every process descends from it) or a float pid.
+TEST(LeaseRecords, ALeaseWithNumbersOutOfTheirRangeIsNoLease) {
+  {
+    json j = Lease();
+    j["gpus"][1]["mem_bytes"] = json::parse("21764580000250000000");
+    LeaseRecord r;
+    EXPECT_FALSE(FromJson(j, &r));
+  }
+  for (const char* pid : {"4294967297", "1.0", "-2147483649", "1e10"}) {
+    for (const char* field : {"pid", "pgid"}) {
+      json j = Lease();
+      j[field] = json::parse(pid);
+      LeaseRecord r;
+      EXPECT_FALSE(FromJson(j, &r)) << field << " " << pid;
+    }
+    json t = Ticket();
+    t["pid"] = json::parse(pid);
+    TicketRecord tr;
+    EXPECT_FALSE(FromJson(t, &tr)) << "ticket pid " << pid;
+  }
+}
+
+}  // namespace
+}  // namespace gpulane::lease
