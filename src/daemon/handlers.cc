@@ -328,15 +328,9 @@ json Daemon::HandleSubmit(const Peer& peer, const json& req, std::vector<Job>* j
   job.submit_time = request.submit_time_s;
   job.state = req.value("hold", false) ? JobState::kHeld : JobState::kPending;
   if (req.contains("array")) {
-    auto indices = req["array"].get<std::vector<int>>();
-    std::vector<int> sorted = indices;
-    std::sort(sorted.begin(), sorted.end());
-    if (indices.empty() || indices.size() > store::kMaxArrayTasks || sorted.front() < 0 ||
-        sorted.back() > store::kMaxArrayIndex || std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
-      return Err(ErrorKind::kInvalidArgument,
-                 fmt::format("--array: give 1 to {} different task indices from 0 to {}", store::kMaxArrayTasks,
-                             store::kMaxArrayIndex));
-    for (int i : indices) {
+    auto indices = store::ArrayIndicesFromJson(req["array"]);  // found by fuzz_request: a float index was UB
+    if (!indices) return Err(indices.error().kind, indices.error().message);
+    for (int i : *indices) {
       Job task = job;
       task.array_index = i;
       jobs->push_back(std::move(task));

@@ -1,5 +1,6 @@
 #include "store/job.h"
 
+#include <algorithm>
 #include <cstdint>
 
 #include <fmt/format.h>
@@ -160,6 +161,29 @@ Result<std::vector<JobRef>> JobRefsFromJson(const json& value) {
                      fmt::format("job id {}: give a number or a string such as \"12\", \"12_3\" or \"12_[1-3,7]\"",
                                  value.dump()));
   return std::vector<JobRef>{{value.get<std::int64_t>(), std::nullopt}};
+}
+
+Result<std::vector<int>> ArrayIndicesFromJson(const json& value) {
+  auto bad = [] {
+    return MakeError(ErrorKind::kInvalidArgument, fmt::format("--array: give 1 to {} different task indices from 0 to {}",
+                                                              kMaxArrayTasks, kMaxArrayIndex));
+  };
+  if (!value.is_array() || value.empty() || value.size() > kMaxArrayTasks) return bad();
+  std::vector<int> indices;
+  indices.reserve(value.size());
+  for (const json& v : value) {
+    // Integers only, compared before any conversion: get<int> of 1e20 is undefined behaviour, and
+    // of 2^32 wraps to task 0.
+    const bool in_range = v.is_number_unsigned()  ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(kMaxArrayIndex)
+                          : v.is_number_integer() ? v.get<std::int64_t>() >= 0 && v.get<std::int64_t>() <= kMaxArrayIndex
+                                                  : false;
+    if (!in_range) return bad();
+    indices.push_back(static_cast<int>(v.get<std::int64_t>()));
+  }
+  std::vector<int> sorted = indices;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) return bad();
+  return indices;
 }
 
 std::string JobIdText(const Job& job) {

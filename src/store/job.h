@@ -96,6 +96,11 @@ std::string JobIdText(const Job& job);
 /// notation ("12", "12_3", "12_[1-3,7]"; ParseJobRefs). Errors: kInvalidArgument naming the value.
 Result<std::vector<JobRef>> JobRefsFromJson(const nlohmann::json& value);
 
+/// A submission's "array": 1 to kMaxArrayTasks different JSON integers from 0 to kMaxArrayIndex,
+/// in the order given. Anything else (not an array, a float, an integer out of that range, a
+/// repeated index) is kInvalidArgument "--array: give 1 to ... different task indices from 0 to ...".
+Result<std::vector<int>> ArrayIndicesFromJson(const nlohmann::json& value);
+
 /// The spec as JSON; without the environment unless `with_env`.
 nlohmann::json SpecToJson(const JobSpec& spec, bool with_env = true);
 /// Parse a spec. Errors: kInvalidArgument naming the missing, mistyped or out-of-range field.

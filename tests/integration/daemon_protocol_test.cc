@@ -93,7 +93,7 @@ TEST(DaemonProtocol, MissingOrUnknownOpIsRefused) {
   EXPECT_TRUE(IsErrorReply(d.Call(relative), "invalid_argument", "absolute"));
   json bad_array = d.SubmitRequest({"true"});
   bad_array["array"] = "0-3";
-  EXPECT_TRUE(IsErrorReply(d.Call(bad_array), "invalid_argument", "submit"));
+  EXPECT_TRUE(IsErrorReply(d.Call(bad_array), "invalid_argument", "--array"));
   EXPECT_TRUE(IsErrorReply(d.Call({{"op", "wait"}}), "invalid_argument", "wait"));
   EXPECT_EQ(d.Queue({"--all"}).size(), 0u) << "no malformed submission was queued";
   ExpectServing(d);
@@ -201,6 +201,27 @@ TEST(DaemonProtocol, DeeplyNestedRequestGetsAnErrorAndTheDaemonGoesOn) {
   ASSERT_TRUE(c.SendFrame(R"({"v":2,"op":"ping","x":)" + nested + "}"));
   auto pong = c.Read(10);
   EXPECT_TRUE(pong && pong->value("ok", false)) << "64 levels are fine: " << (pong ? pong->dump() : "no reply");
+  ExpectServing(d);
+}
+
+// Found by fuzz_request: the daemon converted a submission's array indices with get<int>, so a float
+// index (1e20) was undefined behaviour (the ASan+UBSan build's daemon halted on it) and 2^32 was
+// taken as task 0. Each is refused now with the --array error, nothing is queued, the daemon goes on.
+TEST(DaemonProtocol, ArrayIndicesThatAreFloatsOrOutOfRangeAreRefusedAndNothingIsQueued) {
+  TestDaemon d;
+  for (const char* array : {"[0,1e20]", "[4294967296]", "[118446744073709551615]", "[-1]", "[0.5]", "[1,1]", "[]"}) {
+    json request = d.SubmitRequest({"true"});
+    request["array"] = json::parse(array);
+    EXPECT_TRUE(IsErrorReply(d.Call(request), "invalid_argument", "--array: give 1 to 100000 different task indices"))
+        << array;
+  }
+  EXPECT_EQ(d.Queue({"--all"}).size(), 0u) << "no submission with bad indices was queued";
+  json request = d.SubmitRequest({"true"});
+  request["array"] = json::parse("[0,2]");
+  request["hold"] = true;
+  json reply = d.Call(request);
+  ASSERT_EQ(reply.value("ok", false), true) << reply.dump();
+  EXPECT_EQ(reply["ids"].size(), 2u) << reply.dump();
   ExpectServing(d);
 }
 

@@ -125,5 +125,21 @@ TEST(SpecDependencies, NumbersAndTasksRoundTrip) {
   }
 }
 
+// Found by fuzz_request (UBSan): the daemon read a submission's "array" with get<std::vector<int>>,
+// so an index of 1e20 was converted to int with undefined behaviour and one of 2^32 wrapped to 0.
+TEST(ArrayIndicesFromJson, OnlyIntegersInRangeEachOnceAreIndices) {
+  auto indices = ArrayIndicesFromJson(nlohmann::json::parse("[7, 0, 10000000]"));
+  ASSERT_TRUE(indices.ok()) << indices.error().message;
+  EXPECT_EQ(*indices, (std::vector<int>{7, 0, 10000000})) << "in the order given";
+  for (const char* bad : {"[1e20]", "[118446744073709551615]", "[4294967296]", "[-1]", "[10000001]", "[0.5]", "[1.0]",
+                          "[\"3\"]", "[null]", "[[1]]", "[]", "[1, 1]", "\"0-3\"", "3", "{}"}) {
+    auto r = ArrayIndicesFromJson(nlohmann::json::parse(bad));
+    ASSERT_FALSE(r.ok()) << bad << " read as " << r->size() << " indices";
+    EXPECT_EQ(r.error().kind, ErrorKind::kInvalidArgument);
+    EXPECT_EQ(r.error().message, "--array: give 1 to 100000 different task indices from 0 to 10000000") << bad;
+  }
+  EXPECT_FALSE(ArrayIndicesFromJson(nlohmann::json(std::vector<int>(kMaxArrayTasks + 1, 0))).ok());
+}
+
 }  // namespace
 }  // namespace gpulane::store
