@@ -18,10 +18,16 @@ extern char** environ;
 namespace gpulane::test {
 namespace fs = std::filesystem;
 
-std::string GpulaneBinary() { return GPULANE_TEST_BINARY; }
+// GPULANE_TEST_GPULANE and GPULANE_TEST_FAKE_NVML_DIR point these tests at another build's gpulane
+// and fake NVML (scripts/test-sanitizers.sh tsan: a ThreadSanitizer build of those two alone).
+std::string GpulaneBinary() {
+  const char* other = std::getenv("GPULANE_TEST_GPULANE");
+  return other && *other ? other : GPULANE_TEST_BINARY;
+}
 
 std::string FakeNvmlLibrary(const std::string& variant) {
-  return std::string(GPULANE_TEST_FAKE_NVML_DIR) + "/" + variant + "/libnvidia-ml.so.1";
+  const char* other = std::getenv("GPULANE_TEST_FAKE_NVML_DIR");
+  return std::string(other && *other ? other : GPULANE_TEST_FAKE_NVML_DIR) + "/" + variant + "/libnvidia-ml.so.1";
 }
 
 std::string ReadFile(const fs::path& path) {

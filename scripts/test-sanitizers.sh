@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The test suite under sanitizers (a gate of CI: scripts/gates.sh, after ./scripts/test.sh):
+#
+#   asan: everything built with AddressSanitizer + UndefinedBehaviorSanitizer (GPULANE_SANITIZE=
+#         address,undefined, in build-asan/: gpulane, the fake NVML it dlopens, the test programs),
+#         then the whole ctest suite. UB halts (-fno-sanitize-recover=all); leaks are reported.
+#   tsan: ThreadSanitizer for the code with threads. gpulane has one place with threads: NVML is
+#         read by one thread per GPU (gpu/nvml_backend.cc ReadAll) in every command and daemon that
+#         reads GPUs; the daemon's event loop, the supervisors and `gpulane run` are single-threaded
+#         (one thread, poll/signalfd/inotify), so there is nothing else for TSan to check. build-tsan/
+#         holds gpulane and the fake NVML alone built with -fsanitize=thread, and the integration
+#         tests that read several GPUs through the real binary (TSAN_TESTS below) run from the
+#         normal build/ against them (GPULANE_TEST_GPULANE, GPULANE_TEST_FAKE_NVML_DIR): the test
+#         programs have threads of their own, but they are not what ships.
+#
+#   scripts/test-sanitizers.sh               both
+#   scripts/test-sanitizers.sh asan          one
+#   scripts/test-sanitizers.sh asan -R Units ctest arguments after the modes
+#
+# Every sanitized process (gpulane commands, daemons, supervisors, test programs) writes a report
+# it makes to <build>/sanitizer-reports/ instead of stderr, so that no test's output changes and no
+# report is lost in a process whose exit status no test reads; the script fails when any report is
+# there, and prints them. Exit 0 only when ctest passed and no process reported anything.
+# Builds use $GPULANE_BUILD_JOBS parallel jobs (default: the number of cores).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+modes=()
+while (($#)); do
+  case "$1" in
+    asan|tsan) modes+=("$1"); shift ;;
+    *) break ;;
+  esac
+done
+((${#modes[@]})) || modes=(asan tsan)
+
+# The tests with threads worth running under TSan: several GPUs read in parallel through the real
+# binary (status and its drivers' variants, pick, run on eight GPUs, concurrent runs, the daemon's
+# snapshots and submissions).
+TSAN_TESTS='^(Status|Topology|Pick|RunEightGpus|RunConcurrency|DaemonSnapshot|DaemonSubmit)'
+jobs=${GPULANE_BUILD_JOBS:-$(nproc)}
+
+owner=$(stat -c %U .)
+as_owner=()
+if [ "$(id -u)" -eq 0 ] && [ "$owner" != root ]; then as_owner=(runuser -u "$owner" --); fi
+
+rc=0
+for mode in "${modes[@]}"; do
+  dir=build-$mode
+  case "$mode" in
+    asan) sanitize=address,undefined targets=() select=() ;;
+    tsan) sanitize=thread select=(-R "$TSAN_TESTS")
+          targets=(--target gpulane fake_nvml fake_nvml_no_v3 fake_nvml_legacy fake_nvml_no_graphics) ;;
+  esac
+  echo "== $mode: building $dir (-fsanitize=$sanitize)" >&2
+  start=$SECONDS
+  # -O1: what the sanitizers' authors advise, and a third faster to build than -O2 here. Shared
+  # system libraries (GPULANE_STATIC_DEPS=OFF): the sanitizer runtimes are shared libraries anyway.
+  "${as_owner[@]}" cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DGPULANE_SANITIZE="$sanitize" -DGPULANE_STATIC_DEPS=OFF >/dev/null
+  "${as_owner[@]}" cmake --build "$dir" --parallel "$jobs" "${targets[@]}"
+  test_dir=$dir
+  if [ "$mode" = tsan ]; then
+    # The test programs of the normal build, run against this build's gpulane and fake NVML.
+    "${as_owner[@]}" cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    "${as_owner[@]}" cmake --build build --parallel "$jobs" --target integration_tests
+    test_dir=build
+    export GPULANE_TEST_GPULANE=$PWD/$dir/gpulane GPULANE_TEST_FAKE_NVML_DIR=$PWD/$dir/fake_nvml
+  fi
+  built=$((SECONDS - start))
+
+  reports=$PWD/$dir/sanitizer-reports
+  rm -rf "$reports"
+  mkdir -p "$reports"
+  chmod 1777 "$reports"  # the two-user tests run gpulane as another user
+  export ASAN_OPTIONS="detect_leaks=1:log_path=$reports/asan:log_exe_name=1"
+  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$reports/ubsan:log_exe_name=1"
+  export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:log_path=$reports/tsan:log_exe_name=1"
+  echo "== $mode: ctest ${select[*]} $*" >&2
+  start=$SECONDS
+  test_rc=0
+  ctest --test-dir "$test_dir" --output-on-failure -j "$(nproc)" "${select[@]}" "$@" || test_rc=$?
+  unset ASAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS GPULANE_TEST_GPULANE GPULANE_TEST_FAKE_NVML_DIR
+  found=$(find "$reports" -type f | sort)
+  if [ -n "$found" ]; then
+    echo "== $mode: sanitizer reports:" >&2
+    for f in $found; do
+      echo "--- $f" >&2
+      head -n 60 "$f" >&2
+    done
+    rc=1
+  fi
+  ((test_rc == 0)) || rc=1
+  echo "== $mode: built in ${built} s, tests in $((SECONDS - start)) s, ctest exit $test_rc, $(echo -n "$found" | grep -c . || true) report(s)" >&2
+done
+exit "$rc"
