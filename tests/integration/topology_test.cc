@@ -33,7 +33,9 @@ TEST(Topology, EightGpusBehindOneSwitchAreAllLinked) {
   FakeMachine machine(state);
   RunResult r = RunGpulane({"status", "--json"}, machine.env());
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const auto& gpu : json::parse(r.out)["gpus"]) EXPECT_EQ(gpu["nvlink_peers"].size(), 7u) << gpu["index"];
+  const json doc = json::parse(r.out);  // not in the loop's head: the parsed temporary would die before the loop
+  ASSERT_EQ(doc["gpus"].size(), 8u);
+  for (const auto& gpu : doc["gpus"]) EXPECT_EQ(gpu["nvlink_peers"].size(), 7u) << gpu["index"];
 }
 
 TEST(Topology, UnlinkedGpusHaveNoPeers) {
@@ -42,7 +44,9 @@ TEST(Topology, UnlinkedGpusHaveNoPeers) {
   FakeMachine machine(state);
   RunResult r = RunGpulane({"status", "--json"}, machine.env());
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const auto& gpu : json::parse(r.out)["gpus"]) EXPECT_TRUE(gpu["nvlink_peers"].empty()) << gpu["index"];
+  const json doc = json::parse(r.out);
+  ASSERT_EQ(doc["gpus"].size(), 8u);
+  for (const auto& gpu : doc["gpus"]) EXPECT_TRUE(gpu["nvlink_peers"].empty()) << gpu["index"];
 }
 
 }  // namespace

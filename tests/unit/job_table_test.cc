@@ -174,7 +174,7 @@ TEST_F(JobTableTest, RecoveryAdoptsARunningJobWhoseSupervisorHoldsItsLock) {
   EXPECT_EQ(*handed, 1u);
   EXPECT_EQ(TableState(id), "running");
   Job stored = StoredJob(id);
-  EXPECT_EQ(store::StateName(stored.state), "running") << "stored at recovery";
+  EXPECT_EQ(std::string(store::StateName(stored.state)), "running") << "stored at recovery";
   EXPECT_EQ(stored.start_time, 1'700'000'100.0);
   EXPECT_EQ(stored.gpu_uuids, std::vector<std::string>{"GPU-1"});
   EXPECT_EQ(Table().active().at(id).supervisor_pid, Running().pid);
@@ -193,7 +193,7 @@ TEST_F(JobTableTest, RecoveryFailsAJobWhoseSupervisorDiedAfterRunningAndNeverSta
   ASSERT_TRUE(Table().Recover());
   EXPECT_EQ(TableState(id), "") << "finished";
   Job stored = StoredJob(id);
-  EXPECT_EQ(store::StateName(stored.state), "failed");
+  EXPECT_EQ(std::string(store::StateName(stored.state)), "failed");
   EXPECT_EQ(stored.reason, "its supervisor ended without recording the job's end");
   EXPECT_EQ(stored.end_time, clock_.WallS()) << "ended when the daemon found out, on its clock";
   EXPECT_FALSE(fs::exists(Files(id).status_path())) << "its files are removed";
@@ -220,9 +220,9 @@ TEST_F(JobTableTest, RecoveryCollectsJobsThatEndedWhileTheDaemonWasDown) {
   EXPECT_EQ(*handed, 4u);
   EXPECT_TRUE(Table().active().empty());
   Job a = StoredJob(ok), b = StoredJob(bad);
-  EXPECT_EQ(store::StateName(a.state), "completed");
+  EXPECT_EQ(std::string(store::StateName(a.state)), "completed");
   EXPECT_EQ(a.exit_code, 0);
-  EXPECT_EQ(store::StateName(b.state), "failed");
+  EXPECT_EQ(std::string(store::StateName(b.state)), "failed");
   EXPECT_EQ(b.exit_code, 3);
   EXPECT_EQ(b.end_time, 1'700'000'200.0) << "the end its supervisor recorded";
   EXPECT_EQ(b.start_time, 1'700'000'100.0);
@@ -296,7 +296,7 @@ TEST_F(JobTableTest, ACancelledLaunchIsNeverRequeued) {
   Turn();
   EXPECT_EQ(TableState(silent), "");
   Job stored = StoredJob(silent);
-  EXPECT_EQ(store::StateName(stored.state), "cancelled");
+  EXPECT_EQ(std::string(store::StateName(stored.state)), "cancelled");
   EXPECT_EQ(stored.reason, "cancelled before it started");
   for (int i = 0; i < 3; ++i) {
     clock_.Advance(kGraceS);
@@ -367,7 +367,7 @@ TEST_F(JobTableTest, ADependentStartsOnceItsDependencyCompletedAndIsCancelledWhe
   EXPECT_EQ(launcher_.started, (Ids{after_old, after_a, any_b}));
   EXPECT_EQ(TableState(after_b), "");
   Job doomed = StoredJob(after_b);
-  EXPECT_EQ(store::StateName(doomed.state), "cancelled");
+  EXPECT_EQ(std::string(store::StateName(doomed.state)), "cancelled");
   EXPECT_EQ(doomed.reason, "job " + std::to_string(b) + " it depends on ended failed");
 }
 
@@ -442,7 +442,7 @@ TEST_F(JobTableTest, FindAnswersForActiveAndFinishedJobs) {
   ASSERT_TRUE(Table().Recover());
   EXPECT_EQ(Table().active().count(done), 0u);
   ASSERT_TRUE(Table().Find(done));
-  EXPECT_EQ(store::StateName(Table().Find(done)->state), "completed");
+  EXPECT_EQ(std::string(store::StateName(Table().Find(done)->state)), "completed");
   Table().active().at(queued).reason = "changed in the table";
   EXPECT_EQ(Table().Find(queued)->reason, "changed in the table") << "the table's copy, not the store's";
   EXPECT_FALSE(Table().Find(9999));
