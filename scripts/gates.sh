@@ -16,7 +16,7 @@
 #   scripts/gates.sh fuzz crash         some
 #
 # The crash and storage harnesses use build/ (./scripts/test.sh builds it). On CI's 2 cores the
-# gates take about 35 minutes, most of it the two sanitizer builds (docs/validation/gates-*.md).
+# gates take about 25-30 minutes, most of it the two sanitizer builds (docs/validation/gates-2026-12-01.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
