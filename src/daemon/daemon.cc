@@ -176,6 +176,11 @@ int Daemon::Run() {
 }
 
 int RunDaemon(bool user_mode) {
+  // Its own session, without a controlling terminal: no terminal's ^C or ^\ reaches it, and no
+  // terminal it ever opens becomes its own (it opens them O_NOCTTY besides). Fails harmlessly
+  // where it already leads a session (systemd) or leads a process group (started in a shell's
+  // foreground, where ^C is meant to stop it).
+  setsid();
   auto config = LoadConfig();
   if (!config) {
     fmt::print(stderr, "gpulane daemon: error: {}\n", config.error().message);
