@@ -335,7 +335,7 @@ void Daemon::HandleRequest(Connection& c, const std::string& payload) {
 json Daemon::HandleSubmit(const Peer& peer, const json& req, std::vector<Job>* jobs) {
   Job job;
   if (!req.contains("spec")) return Err(ErrorKind::kInvalidArgument, "submit: the spec is missing");
-  if (Status s = store::SpecFromJson(req["spec"], &job.spec); !s.ok()) return Err(s.error().kind, "submit: " + s.error().message);
+  if (Status s = store::SpecFromJson(req["spec"], &job.spec, store::SpecLimits::kSubmitted); !s.ok()) return Err(s.error().kind, "submit: " + s.error().message);
   // A client that sends no kill grace (gpulane submit always sends its user's) gets the machine's.
   if (!req["spec"].contains("kill_grace_s")) job.spec.kill_grace_s = config_.kill_grace_s;
   sched::Request& request = job.spec.request;
