@@ -209,8 +209,12 @@ std::string NotApplicable(const Job& job, bool hold, bool hold_requested) {
 }
 
 // The jobs a queue request lists, in id order: every unfinished one (of "user"), or with "all"
-// the newest "limit" (default 1000) of every state. Errors: kNotFound for an unknown user, kIo.
-Result<QueueSelection> SelectForQueue(const json& req, store::JobStore& store, const std::map<std::int64_t, Job>& active) {
+// the newest "limit" (kDefaultQueueLimit when none or 0; at most kMaxQueueLimit, or
+// kMaxStreamedQueueLimit when `streamed`) of every state. A streamed selection holds only the ids:
+// PumpStream reads the jobs part by part. Errors: kNotFound for an unknown user, kInvalidArgument
+// for a limit over the maximum, kIo.
+Result<QueueSelection> SelectForQueue(const json& req, store::JobStore& store, const std::map<std::int64_t, Job>& active,
+                                      bool streamed) {
   std::optional<std::uint32_t> uid;
   if (req.contains("user") && req["user"].is_string()) {
     struct passwd* pw = getpwnam(req["user"].get<std::string>().c_str());
@@ -222,7 +226,22 @@ Result<QueueSelection> SelectForQueue(const json& req, store::JobStore& store, c
     store::JobFilter filter;
     filter.include_finished = true;
     filter.uid = uid;
-    filter.limit = req.value("limit", 1000u);
+    filter.limit = req.value("limit", std::size_t{0});
+    if (filter.limit == 0) filter.limit = kDefaultQueueLimit;
+    const std::size_t max = streamed ? kMaxStreamedQueueLimit : kMaxQueueLimit;
+    if (filter.limit > max)
+      return MakeError(ErrorKind::kInvalidArgument,
+                       fmt::format("queue: a limit of {} jobs is more than the {} of one {}: give a smaller \"limit\"{}",
+                                   filter.limit, max, streamed ? "listing" : "reply",
+                                   streamed ? "" : ", or ask for a streamed reply (\"stream\") for more"));
+    if (streamed) {
+      auto ids = store.ListIds(filter);
+      if (!ids) return MakeError(ErrorKind::kIo, ids.error().message);
+      selection.ids = std::move(ids).value();
+      filter.limit = 0;
+      selection.filter = filter;
+      return selection;
+    }
     auto list = store.List(filter);
     if (!list) return MakeError(ErrorKind::kIo, list.error().message);
     for (auto& job : *list) {
@@ -355,11 +374,21 @@ json Daemon::HandleSubmit(const Peer& peer, const json& req, std::vector<Job>* j
     return Err(possible.error().kind, possible.error().message);
   if (job.spec.cwd.empty() || job.spec.cwd.front() != '/')
     return Err(ErrorKind::kInvalidArgument, "submit: the working directory must be an absolute path");
-  Resolver resolve(*store_, jobs_->active());
+  // Every dependency must name a job: a look-up or two each (at most kMaxDependencies of them),
+  // never reading an array's tasks or a job's spec. Only a failure is worded by the Resolver.
   for (auto [option, deps] : {std::pair{"--after", &job.spec.after_ok}, std::pair{"--after-any", &job.spec.after_any}})
-    for (const store::JobRef& dep : *deps)
-      if (auto named = resolve(dep); !named)
-        return Err(named.error().kind, fmt::format("{} {}: {}", option, dep, named.error().message));
+    for (const store::JobRef& dep : *deps) {
+      bool found = dep.task ? jobs_->TaskState(dep).has_value() : jobs_->active().count(dep.id) > 0;
+      if (!found && !dep.task) {
+        auto head = store_->Head(dep.id);
+        found = head && *head;
+      }
+      if (found) continue;
+      Resolver resolve(*store_, jobs_->active());
+      auto named = resolve(dep);
+      return Err(named ? ErrorKind::kNotFound : named.error().kind,
+                 fmt::format("{} {}: {}", option, dep, named ? "no such job" : named.error().message));
+    }
   job.uid = peer.uid;
   job.gid = peer.gid;
   job.user = peer.user;
@@ -462,8 +491,14 @@ json Daemon::HandleSnapshot(const json& req) {
 
 json Daemon::HandleQueue(const Peer& peer, const json& req) {
   (void)peer;
-  auto selection = SelectForQueue(req, *store_, jobs_->active());
+  auto selection = SelectForQueue(req, *store_, jobs_->active(), false);
   if (!selection) return Err(selection.error().kind, selection.error().message);
+  // One frame is built whole while everyone else waits: larger listings are streamed.
+  if (selection->ids.size() > kMaxQueueLimit)
+    return Err(ErrorKind::kInvalidArgument,
+               fmt::format("queue: {} jobs are more than the {} of one reply: ask for a streamed reply (\"stream\": "
+                           "\"json\" or \"table\", as gpulane queue does), or for one user's jobs",
+                           selection->ids.size(), kMaxQueueLimit));
   std::vector<const Job*> selected;
   selected.reserve(selection->ids.size());
   for (std::int64_t id : selection->ids)
@@ -486,7 +521,7 @@ void Daemon::StartQueueStream(Connection& c, const json& req) {
     Reply(c, Err(ErrorKind::kInvalidArgument, "queue: \"stream\" must be \"json\" or \"table\""));
     return;
   }
-  auto selection = SelectForQueue(req, *store_, jobs_->active());
+  auto selection = SelectForQueue(req, *store_, jobs_->active(), true);
   if (!selection) {
     Reply(c, Err(selection.error().kind, selection.error().message));
     return;
@@ -505,6 +540,15 @@ void Daemon::PumpStream(Connection& c) {
   std::string text;
   text.reserve(kStreamPartBytes + 16384);
   if (!s.json && s.next == 0) text += QueueTableHeader();
+  if (s.jobs.filter && s.next < s.jobs.ids.size()) {
+    // "all": this part's jobs, in one read of the store (a range of ids), as they are now.
+    store::JobFilter part = *s.jobs.filter;
+    part.min_id = s.jobs.ids[s.next];
+    part.max_id = s.jobs.ids[std::min(s.next + kStreamPartJobs, s.jobs.ids.size()) - 1];
+    s.jobs.stored.clear();
+    if (auto jobs = store_->List(part))
+      for (auto& job : *jobs) s.jobs.stored.emplace(job.id, std::move(job));
+  }
   for (std::size_t n = 0; s.next < s.jobs.ids.size() && text.size() < kStreamPartBytes && n < kStreamPartJobs; ++n) {
     const std::int64_t id = s.jobs.ids[s.next++];
     std::optional<Job> ended;  // ended since the request: listed as the store has it now
