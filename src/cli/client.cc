@@ -155,8 +155,10 @@ Result<std::string> ReadPayload(int fd, double timeout_s) {
 
 // Sends `request` on `fd` and reads a streamed reply (StreamIfRunning).
 Result<nlohmann::json> ExchangeStreamed(int fd, const std::string& frame, const TextSink& sink, double timeout_s) {
-  if (Status sent = proto::WriteBytes(fd, frame, 10); !sent.ok()) return sent.error();
-  auto first = ReadPayload(fd, timeout_s);
+  Status sent = proto::WriteBytes(fd, frame, 10);
+  // A daemon that refuses the connection (too many) answers and closes before reading: read why.
+  auto first = ReadPayload(fd, sent.ok() ? timeout_s : 0.5);
+  if (!sent.ok() && (!first || first->empty())) return sent.error();
   if (!first) return first.error();
   auto header = nlohmann::json::parse(*first, nullptr, false);
   if (header.is_discarded() || !header.is_object()) return MakeError(ErrorKind::kIo, "the gpulane daemon sent a malformed reply");

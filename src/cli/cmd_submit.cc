@@ -71,6 +71,7 @@ int RunSubmit(const SubmitOptions& o) {
   if (!getcwd(cwd, sizeof cwd)) return Fail(MakeError(ErrorKind::kIo, "cannot read the current directory"));
   spec.cwd = cwd;
   spec.env = exec::CurrentEnvironment();
+  if (Status within = store::CheckSpecLimits(spec); !within.ok()) return Fail(within.error());  // as the daemon would
   nlohmann::json request = {{"op", "submit"}, {"spec", store::SpecToJson(spec)}, {"hold", o.hold}};
   std::vector<int> indices;
   if (!o.array.empty()) {

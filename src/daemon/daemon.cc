@@ -6,6 +6,7 @@
 #include <pwd.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/inotify.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -13,6 +14,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -46,7 +48,7 @@ Daemon::Daemon(DaemonPaths paths, Config config, DaemonSettings settings, const 
 
 Daemon::~Daemon() {
   for (auto& [fd, c] : connections_) close(fd);
-  for (int fd : {listen_fd_, signal_fd_, watch_fd_, lock_fd_})
+  for (int fd : {listen_fd_, signal_fd_, watch_fd_, lock_fd_, spare_fd_})
     if (fd >= 0) close(fd);
 }
 
@@ -60,6 +62,24 @@ void Daemon::Log(const std::string& message) const {
 }
 
 Status Daemon::Setup() {
+  // Connections take descriptors: as many as the hard limit allows (the unit raises it with
+  // LimitNOFILE), and never more connections than fit under it with kFdMargin to spare.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0) {
+    started_file_limit_ = static_cast<std::uint64_t>(files.rlim_cur);
+    if (files.rlim_cur < files.rlim_max) {
+      files.rlim_cur = files.rlim_max;
+      if (setrlimit(RLIMIT_NOFILE, &files) != 0) getrlimit(RLIMIT_NOFILE, &files);
+    }
+    const std::size_t usable = files.rlim_cur > 2 * kFdMargin ? static_cast<std::size_t>(files.rlim_cur) - kFdMargin
+                                                               : static_cast<std::size_t>(files.rlim_cur) / 2;
+    if (settings_.max_connections > usable) {
+      Log(fmt::format("at most {} connections (RLIMIT_NOFILE {} less {} for the daemon itself), not {}", usable,
+                      static_cast<unsigned long long>(files.rlim_cur), kFdMargin, settings_.max_connections));
+      settings_.max_connections = std::max<std::size_t>(usable, 1);
+    }
+  }
+  spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
   Status s = MakeDirs(paths_.state_dir, 0700);
   if (s.ok()) s = MakeDirs(jobs_dir_, 0700);
   if (!s.ok()) return s;
@@ -99,7 +119,8 @@ Status Daemon::Setup() {
     return MakeError(ErrorKind::kIo, fmt::format("cannot watch {}: {}", jobs_dir_, std::strerror(errno)));
   Recover();
   Status listening = OpenSocket();
-  launcher_->CloseInChild({lock_fd_, listen_fd_});
+  launcher_->CloseInChild({lock_fd_, listen_fd_, spare_fd_});
+  launcher_->ChildFileLimit(started_file_limit_);
   return listening;
 }
 
@@ -155,6 +176,11 @@ int Daemon::Run() {
 }
 
 int RunDaemon(bool user_mode) {
+  // Its own session, without a controlling terminal: no terminal's ^C or ^\ reaches it, and no
+  // terminal it ever opens becomes its own (it opens them O_NOCTTY besides). Fails harmlessly
+  // where it already leads a session (systemd) or leads a process group (started in a shell's
+  // foreground, where ^C is meant to stop it).
+  setsid();
   auto config = LoadConfig();
   if (!config) {
     fmt::print(stderr, "gpulane daemon: error: {}\n", config.error().message);

@@ -44,7 +44,11 @@ struct Connection {
   Peer peer;
   proto::FrameReader reader{proto::kMaxRequestBytes};
   std::string out;                 ///< bytes not yet written
-  double last_read_s = 0;          ///< monotonic seconds of the last byte received
+  /// Monotonic seconds when the first byte of the request now being read arrived; < 0 when no
+  /// part of a request is buffered. The read time-out counts from here (a deadline).
+  double request_start_s = -1;
+  double last_activity_s = 0;      ///< monotonic seconds of the last byte read or written (idle time-out)
+  std::size_t buffered = 0;        ///< bytes its reader held when last counted (Daemon::buffered_bytes_)
   bool close_after_write = false;
   /// A streamed reply being sent (queue_stream.h); requests behind it wait until it is done.
   std::shared_ptr<QueueStream> stream;
@@ -78,6 +82,17 @@ class Daemon {
   void WriteTo(Connection& c);
   void Reply(Connection& c, const nlohmann::json& response);
   void CloseConnection(int fd);
+  /// Answers connection `fd` (not yet in connections_) with one `unavailable` error and closes it.
+  void RefuseConnection(int fd, const std::string& message);
+  /// Logs a refused connection: the first of each `reason` at once, the rest counted until the tick.
+  void NoteRefusal(const std::string& reason);
+  /// Brings buffered_bytes_ up to date with c's reader.
+  void CountBuffered(Connection& c);
+  /// While buffered_bytes_ is over settings_.partial_budget_bytes: drops the data of the
+  /// connection holding the most, answers it with an error and closes it.
+  void EnforceBufferBudget();
+  /// Closes connections whose request missed its deadline (with a `timeout` error) and idle ones.
+  void CheckConnections(double now);
   // Requests (handlers.cc).
   void HandleRequest(Connection& c, const std::string& payload);
   nlohmann::json HandleSubmit(const Peer& peer, const nlohmann::json& req, std::vector<store::Job>* jobs);
@@ -121,7 +136,14 @@ class Daemon {
   GpuSnapshot gpu_identity_;  ///< the GPUs as read at start-up: UUIDs, memory, modes (submissions are checked against them)
   std::map<std::string, unsigned> gpu_index_;           ///< UUID -> PCI-order index, for people
   int lock_fd_ = -1, listen_fd_ = -1, signal_fd_ = -1, watch_fd_ = -1;
+  /// A descriptor kept open to be given up when accept fails for want of descriptors (EMFILE):
+  /// the daemon can then still accept the connection to refuse it, instead of spinning on it.
+  int spare_fd_ = -1;
+  std::uint64_t started_file_limit_ = 0;  ///< soft RLIMIT_NOFILE at start, before the daemon raised it (its supervisors get this one)
   std::map<int, Connection> connections_;
+  std::map<std::uint32_t, std::size_t> connections_of_uid_;  ///< open connections by peer uid
+  std::map<std::string, std::size_t> refused_;               ///< connections refused since the last tick, by reason (logged then)
+  std::size_t buffered_bytes_ = 0;                          ///< request bytes all readers hold (Connection::buffered)
   struct PendingSubmit {
     int fd;
     std::vector<store::Job> jobs;

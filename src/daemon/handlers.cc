@@ -3,12 +3,15 @@
 #include <fcntl.h>
 #include <pwd.h>
 #include <signal.h>
+#include <grp.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
@@ -206,8 +209,12 @@ std::string NotApplicable(const Job& job, bool hold, bool hold_requested) {
 }
 
 // The jobs a queue request lists, in id order: every unfinished one (of "user"), or with "all"
-// the newest "limit" (default 1000) of every state. Errors: kNotFound for an unknown user, kIo.
-Result<QueueSelection> SelectForQueue(const json& req, store::JobStore& store, const std::map<std::int64_t, Job>& active) {
+// the newest "limit" (kDefaultQueueLimit when none or 0; at most kMaxQueueLimit, or
+// kMaxStreamedQueueLimit when `streamed`) of every state. A streamed selection holds only the ids:
+// PumpStream reads the jobs part by part. Errors: kNotFound for an unknown user, kInvalidArgument
+// for a limit over the maximum, kIo.
+Result<QueueSelection> SelectForQueue(const json& req, store::JobStore& store, const std::map<std::int64_t, Job>& active,
+                                      bool streamed) {
   std::optional<std::uint32_t> uid;
   if (req.contains("user") && req["user"].is_string()) {
     struct passwd* pw = getpwnam(req["user"].get<std::string>().c_str());
@@ -219,7 +226,22 @@ Result<QueueSelection> SelectForQueue(const json& req, store::JobStore& store, c
     store::JobFilter filter;
     filter.include_finished = true;
     filter.uid = uid;
-    filter.limit = req.value("limit", 1000u);
+    filter.limit = req.value("limit", std::size_t{0});
+    if (filter.limit == 0) filter.limit = kDefaultQueueLimit;
+    const std::size_t max = streamed ? kMaxStreamedQueueLimit : kMaxQueueLimit;
+    if (filter.limit > max)
+      return MakeError(ErrorKind::kInvalidArgument,
+                       fmt::format("queue: a limit of {} jobs is more than the {} of one {}: give a smaller \"limit\"{}",
+                                   filter.limit, max, streamed ? "listing" : "reply",
+                                   streamed ? "" : ", or ask for a streamed reply (\"stream\") for more"));
+    if (streamed) {
+      auto ids = store.ListIds(filter);
+      if (!ids) return MakeError(ErrorKind::kIo, ids.error().message);
+      selection.ids = std::move(ids).value();
+      filter.limit = 0;
+      selection.filter = filter;
+      return selection;
+    }
     auto list = store.List(filter);
     if (!list) return MakeError(ErrorKind::kIo, list.error().message);
     for (auto& job : *list) {
@@ -232,6 +254,41 @@ Result<QueueSelection> SelectForQueue(const json& req, store::JobStore& store, c
       if (!uid || job.uid == *uid) selection.ids.push_back(id);
   }
   return selection;
+}
+
+// Opens `path` read-only, O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, with the file-system rights of the
+// owner of `job` (a daemon running as root takes the owner's uid, gid and groups for the open
+// alone: setfsuid, setfsgid, setgroups; the loop has no other thread that opens files). Returns the
+// descriptor, or -1 with errno set.
+int OpenAsOwner(const std::string& path, const Job& job) {
+  constexpr int kFlags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
+  if (geteuid() != 0 || job.uid == 0) return open(path.c_str(), kFlags);
+  gid_t groups[256];
+  int count = 256;
+  if (getgrouplist(job.user.c_str(), job.gid, groups, &count) < 0) {  // more than 256: the primary group alone
+    groups[0] = job.gid;
+    count = 1;
+  }
+  std::vector<gid_t> saved(static_cast<std::size_t>(std::max(getgroups(0, nullptr), 0)));
+  if (getgroups(static_cast<int>(saved.size()), saved.data()) < 0) saved.clear();
+  if (setgroups(static_cast<std::size_t>(count), groups) != 0) {
+    errno = EPERM;
+    return -1;
+  }
+  const int old_gid = setfsgid(job.gid);
+  const int old_uid = setfsuid(job.uid);
+  // setfsuid answers the previous id whatever happens: check that it took.
+  const bool switched = setfsuid(job.uid) == static_cast<int>(job.uid);
+  int fd = -1, err = EPERM;
+  if (switched) {
+    fd = open(path.c_str(), kFlags);
+    err = errno;
+  }
+  setfsuid(static_cast<uid_t>(old_uid));
+  setfsgid(static_cast<gid_t>(old_gid));
+  if (setgroups(saved.size(), saved.data()) != 0) std::abort();  // root's groups could not be restored: stop, not carry on as someone else
+  errno = err;
+  return fd;
 }
 
 }  // namespace
@@ -297,7 +354,7 @@ void Daemon::HandleRequest(Connection& c, const std::string& payload) {
 json Daemon::HandleSubmit(const Peer& peer, const json& req, std::vector<Job>* jobs) {
   Job job;
   if (!req.contains("spec")) return Err(ErrorKind::kInvalidArgument, "submit: the spec is missing");
-  if (Status s = store::SpecFromJson(req["spec"], &job.spec); !s.ok()) return Err(s.error().kind, "submit: " + s.error().message);
+  if (Status s = store::SpecFromJson(req["spec"], &job.spec, store::SpecLimits::kSubmitted); !s.ok()) return Err(s.error().kind, "submit: " + s.error().message);
   // A client that sends no kill grace (gpulane submit always sends its user's) gets the machine's.
   if (!req["spec"].contains("kill_grace_s")) job.spec.kill_grace_s = config_.kill_grace_s;
   sched::Request& request = job.spec.request;
@@ -317,11 +374,21 @@ json Daemon::HandleSubmit(const Peer& peer, const json& req, std::vector<Job>* j
     return Err(possible.error().kind, possible.error().message);
   if (job.spec.cwd.empty() || job.spec.cwd.front() != '/')
     return Err(ErrorKind::kInvalidArgument, "submit: the working directory must be an absolute path");
-  Resolver resolve(*store_, jobs_->active());
+  // Every dependency must name a job: a look-up or two each (at most kMaxDependencies of them),
+  // never reading an array's tasks or a job's spec. Only a failure is worded by the Resolver.
   for (auto [option, deps] : {std::pair{"--after", &job.spec.after_ok}, std::pair{"--after-any", &job.spec.after_any}})
-    for (const store::JobRef& dep : *deps)
-      if (auto named = resolve(dep); !named)
-        return Err(named.error().kind, fmt::format("{} {}: {}", option, dep, named.error().message));
+    for (const store::JobRef& dep : *deps) {
+      bool found = dep.task ? jobs_->TaskState(dep).has_value() : jobs_->active().count(dep.id) > 0;
+      if (!found && !dep.task) {
+        auto head = store_->Head(dep.id);
+        found = head && *head;
+      }
+      if (found) continue;
+      Resolver resolve(*store_, jobs_->active());
+      auto named = resolve(dep);
+      return Err(named ? ErrorKind::kNotFound : named.error().kind,
+                 fmt::format("{} {}: {}", option, dep, named ? "no such job" : named.error().message));
+    }
   job.uid = peer.uid;
   job.gid = peer.gid;
   job.user = peer.user;
@@ -418,8 +485,14 @@ json Daemon::HandleSnapshot(const json& req) {
 
 json Daemon::HandleQueue(const Peer& peer, const json& req) {
   (void)peer;
-  auto selection = SelectForQueue(req, *store_, jobs_->active());
+  auto selection = SelectForQueue(req, *store_, jobs_->active(), false);
   if (!selection) return Err(selection.error().kind, selection.error().message);
+  // One frame is built whole while everyone else waits: larger listings are streamed.
+  if (selection->ids.size() > kMaxQueueLimit)
+    return Err(ErrorKind::kInvalidArgument,
+               fmt::format("queue: {} jobs are more than the {} of one reply: ask for a streamed reply (\"stream\": "
+                           "\"json\" or \"table\", as gpulane queue does), or for one user's jobs",
+                           selection->ids.size(), kMaxQueueLimit));
   std::vector<const Job*> selected;
   selected.reserve(selection->ids.size());
   for (std::int64_t id : selection->ids)
@@ -442,7 +515,7 @@ void Daemon::StartQueueStream(Connection& c, const json& req) {
     Reply(c, Err(ErrorKind::kInvalidArgument, "queue: \"stream\" must be \"json\" or \"table\""));
     return;
   }
-  auto selection = SelectForQueue(req, *store_, jobs_->active());
+  auto selection = SelectForQueue(req, *store_, jobs_->active(), true);
   if (!selection) {
     Reply(c, Err(selection.error().kind, selection.error().message));
     return;
@@ -461,6 +534,15 @@ void Daemon::PumpStream(Connection& c) {
   std::string text;
   text.reserve(kStreamPartBytes + 16384);
   if (!s.json && s.next == 0) text += QueueTableHeader();
+  if (s.jobs.filter && s.next < s.jobs.ids.size()) {
+    // "all": this part's jobs, in one read of the store (a range of ids), as they are now.
+    store::JobFilter part = *s.jobs.filter;
+    part.min_id = s.jobs.ids[s.next];
+    part.max_id = s.jobs.ids[std::min(s.next + kStreamPartJobs, s.jobs.ids.size()) - 1];
+    s.jobs.stored.clear();
+    if (auto jobs = store_->List(part))
+      for (auto& job : *jobs) s.jobs.stored.emplace(job.id, std::move(job));
+  }
   for (std::size_t n = 0; s.next < s.jobs.ids.size() && text.size() < kStreamPartBytes && n < kStreamPartJobs; ++n) {
     const std::int64_t id = s.jobs.ids[s.next++];
     std::optional<Job> ended;  // ended since the request: listed as the store has it now
@@ -677,11 +759,14 @@ json Daemon::HandleLogs(const Peer& peer, const json& req) {
   auto offset = req.value("offset", std::uint64_t{0});
   auto nothing = [&] { return Ok({{"data", ""}, {"offset", offset}, {"finished", finished}, {"path", path}}); };
   if (path.empty()) return nothing();
-  // Read as the daemon, but only a regular file the job's owner owns, never through a symlink.
-  int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  // Opened with the owner's rights (never root's: a path the owner names may lead anywhere), never
+  // through a final symlink, never blocking (a FIFO), never becoming the daemon's terminal; and
+  // read only when it is a regular file the job's owner owns.
+  int fd = OpenAsOwner(path, *job);
   if (fd < 0) {
     if (errno == ENOENT) return nothing();
-    return Err(ErrorKind::kIo, fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+    return Err(errno == EACCES || errno == EPERM ? ErrorKind::kPermission : ErrorKind::kIo,
+               fmt::format("cannot read {} as {}: {}", path, job->user, std::strerror(errno)));
   }
   struct stat st {};
   const bool null_device = fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3);

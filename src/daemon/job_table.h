@@ -108,6 +108,8 @@ class JobTable {
   LogSink log_;
   std::map<std::int64_t, store::Job> active_;           ///< every unfinished job
   std::map<std::int64_t, sched::DependencyState> finished_;  ///< end states seen (for --after), cached
+  static constexpr std::size_t kTaskIdsKept = 100000;   ///< task_ids_ is emptied when it reaches this
+  std::map<std::pair<std::int64_t, int>, std::int64_t> task_ids_;  ///< (array id, index) -> job id, as looked up
   std::set<std::int64_t> cancel_requested_;
   std::set<std::int64_t> hold_requested_;               ///< held while their supervisor waits for GPUs
   std::map<std::int64_t, double> launched_at_;          ///< monotonic seconds each launching job was launched (or found)

@@ -27,31 +27,37 @@ DependencyState AsDependencyState(JobState state) {
 
 std::optional<JobState> JobTable::TaskState(const sched::JobRef& ref) {
   if (!ref.task) return std::nullopt;
-  // Unfinished tasks: the array's tasks take consecutive ids from its id on.
-  for (auto it = active_.lower_bound(ref.id); it != active_.end() && it->second.array_job_id == ref.id; ++it)
-    if (it->second.array_index == ref.task) return it->second.state;
-  auto tasks = store_.ArrayTasks(ref.id);
-  if (!tasks) return std::nullopt;
-  for (const auto& task : *tasks) {
-    if (task.index != *ref.task) continue;
-    auto job = Find(task.id);
-    return job ? std::optional<JobState>(job->state) : std::nullopt;
+  // Task ids never change: found once by an index lookup, then remembered.
+  const std::pair<std::int64_t, int> key{ref.id, *ref.task};
+  auto known = task_ids_.find(key);
+  if (known == task_ids_.end()) {
+    auto id = store_.TaskId(ref.id, *ref.task);
+    if (!id || !*id) return std::nullopt;
+    if (task_ids_.size() >= kTaskIdsKept) task_ids_.clear();
+    known = task_ids_.emplace(key, **id).first;
   }
-  return std::nullopt;
+  if (auto it = active_.find(known->second); it != active_.end()) return it->second.state;
+  auto head = store_.Head(known->second);
+  return head && *head ? std::optional<JobState>((*head)->state) : std::nullopt;
 }
 
 // A dependency on an array's id means every task of the array: it has ended when no task is still
 // queued or running, and succeeded when every task completed. A task ("12_3") is that task alone.
+// Each answer takes a few map look-ups (and a store read the first time a finished job is asked
+// about), never a walk over the table: it is asked for every dependency of every job in line.
 DependencyState JobTable::DependencyStateOf(const sched::JobRef& ref) {
   if (ref.task) {
     auto state = TaskState(ref);
     return state ? AsDependencyState(*state) : DependencyState::kUnfinished;
   }
   const std::int64_t dep = ref.id;
-  for (auto& [other_id, other] : active_)
-    if (other_id == dep || (other.array_job_id && *other.array_job_id == dep)) return AsDependencyState(other.state);
+  // The job itself, or (an array's id) the first of its unfinished tasks, which take consecutive
+  // ids from the array's id on.
+  if (auto it = active_.lower_bound(dep);
+      it != active_.end() && (it->first == dep || (it->second.array_job_id && *it->second.array_job_id == dep)))
+    return AsDependencyState(it->second.state);
   if (auto cached = finished_.find(dep); cached != finished_.end()) return cached->second;
-  auto stored = store_.Get(dep);
+  auto stored = store_.Head(dep);
   if (!stored || !*stored) return DependencyState::kUnfinished;  // unknown: keep waiting
   DependencyState state = AsDependencyState((*stored)->state);
   if ((*stored)->array_job_id && *(*stored)->array_job_id == dep) {  // an array (no task is active)

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +21,11 @@ Status ForkExecLauncher::Start(std::int64_t id) {
   if (child < 0) return MakeError(ErrorKind::kIo, StrCat("cannot start the supervisor of job ", id, ": fork: ", std::strerror(errno)));
   if (child == 0) {
     for (int fd : close_in_child_) close(fd);
+    rlimit files{};
+    if (child_file_limit_ && getrlimit(RLIMIT_NOFILE, &files) == 0) {
+      files.rlim_cur = static_cast<rlim_t>(child_file_limit_);
+      setrlimit(RLIMIT_NOFILE, &files);
+    }
     // Detach twice so the supervisor outlives this daemon and is nobody's child but init's.
     setsid();
     if (fork() != 0) _exit(0);

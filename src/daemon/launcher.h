@@ -31,11 +31,15 @@ class ForkExecLauncher final : public SupervisorLauncher {
   /// socket: close-on-exec, but a copy held until the exec would keep a daemon restarted after a
   /// kill -9 from taking its lock).
   void CloseInChild(std::vector<int> fds) { close_in_child_ = std::move(fds); }
+  /// The soft RLIMIT_NOFILE (descriptors) the supervisor, and so its job, starts with: the one the
+  /// daemon was started with, before it raised its own for client connections; 0 leaves it.
+  void ChildFileLimit(std::uint64_t soft_limit) { child_file_limit_ = soft_limit; }
   Status Start(std::int64_t id) override;
 
  private:
   std::string self_exe_, jobs_dir_, log_path_;
   std::vector<int> close_in_child_;
+  std::uint64_t child_file_limit_ = 0;
 };
 
 }  // namespace gpulane::daemon

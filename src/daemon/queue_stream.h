@@ -5,9 +5,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "store/job.h"
+#include "store/job_store.h"
 
 namespace gpulane::daemon {
 
@@ -18,10 +20,20 @@ inline constexpr std::size_t kStreamLowWaterBytes = 64u << 10;
 inline constexpr std::size_t kStreamPartBytes = 256u << 10;
 inline constexpr std::size_t kStreamPartJobs = 1000;
 
+/// Jobs a queue request may list with "all": `limit` is at most this in a one-frame reply, and
+/// without a limit (or 0) the newest kDefaultQueueLimit are listed. A streamed reply reads the
+/// jobs from the store part by part, so it may list up to kMaxStreamedQueueLimit.
+inline constexpr std::size_t kDefaultQueueLimit = 1000;
+inline constexpr std::size_t kMaxQueueLimit = 10000;
+inline constexpr std::size_t kMaxStreamedQueueLimit = 10000000;
+
 /// The jobs a queue request lists.
 struct QueueSelection {
   std::vector<std::int64_t> ids;       ///< in id order
-  std::map<std::int64_t, store::Job> stored;  ///< with "all": the jobs as the store had them
+  /// With "all": the jobs as the store had them, all of them at once for a one-frame reply; for a
+  /// streamed one only the part being written (read by PumpStream from `filter`).
+  std::map<std::int64_t, store::Job> stored;
+  std::optional<store::JobFilter> filter;  ///< with "all" in a stream: what the jobs of a part are read with
   /// Job `id` as it is now: the daemon's copy while it is unfinished, else the stored one;
   /// nullptr when neither (an unfinished job that ended since it was selected).
   const store::Job* Find(std::int64_t id, const std::map<std::int64_t, store::Job>& active) const;

@@ -1,6 +1,7 @@
 // The daemon's event loop: the listening socket, client connections, supervisor status files
-// (inotify), signals, and a tick (DaemonSettings::tick_s, one second) for liveness checks and read
-// time-outs.
+// (inotify), signals, and a tick (DaemonSettings::tick_s, one second) for liveness checks, request
+// deadlines and idle connections. Connections are capped per uid and in all, and the request data
+// they hold together is capped (DaemonSettings).
 #include <grp.h>
 #include <poll.h>
 #include <pwd.h>
@@ -9,6 +10,8 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <fcntl.h>
 
 #include <cerrno>
 #include <algorithm>
@@ -40,11 +43,42 @@ bool InGroup(const std::string& user, std::uint32_t gid, const std::string& grou
   return false;
 }
 
+// "12.0 MiB" (FormatBytes rounds MiB down: 12.9 would read as 12).
+std::string Mib(std::size_t bytes) { return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20)); }
+
 }  // namespace
 
+void Daemon::RefuseConnection(int fd, const std::string& message) {
+  std::string out;
+  proto::AppendFrame(proto::ErrorResponse(ErrorKind::kUnavailable, message), out);
+  ssize_t written = write(fd, out.data(), out.size());  // a fresh socket's buffer takes it; if not, the close says enough
+  (void)written;
+  char drain[4096];
+  ssize_t drained = read(fd, drain, sizeof drain);  // unread data would turn the client's read of the reply into a reset
+  (void)drained;
+  close(fd);
+}
+
+void Daemon::NoteRefusal(const std::string& reason) {
+  // A flood is logged in two lines a tick, not one per connection.
+  if (++refused_[reason] == 1) Log("refused a connection: " + reason);
+}
+
 void Daemon::Accept() {
+  // The last connections under the cap are root's (an admin can always look at a flooded daemon).
+  const std::size_t root_reserve = std::min(kRootReserve, settings_.max_connections / 8);
   while (true) {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE) && spare_fd_ >= 0) {
+      // Out of descriptors: give up the spare one to take the connection off the queue and refuse
+      // it; otherwise poll would wake the loop for it again and again.
+      close(spare_fd_);
+      fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd >= 0) RefuseConnection(fd, "the gpulane daemon is out of file descriptors: try again later");
+      spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+      NoteRefusal("out of file descriptors");
+      continue;
+    }
     if (fd < 0) return;
     ucred cred{};
     socklen_t len = sizeof cred;
@@ -52,6 +86,30 @@ void Daemon::Accept() {
       close(fd);
       continue;
     }
+    const std::size_t cap = cred.uid == 0 ? settings_.max_connections : settings_.max_connections - root_reserve;
+    // Connections whose client has gone (closed at the end of this turn) do not count.
+    auto open_ones = [this](std::optional<std::uint32_t> uid) {
+      return static_cast<std::size_t>(std::count_if(connections_.begin(), connections_.end(), [&](const auto& entry) {
+        const Connection& c = entry.second;
+        return !(c.close_after_write && c.out.empty() && !c.stream) && (!uid || c.peer.uid == *uid);
+      }));
+    };
+    if (connections_.size() >= cap && open_ones(std::nullopt) >= cap) {
+      RefuseConnection(fd, fmt::format("the gpulane daemon has {} connections, its limit: try again later (an admin can "
+                                       "raise GPULANE_DAEMON_MAX_CONNECTIONS and LimitNOFILE)",
+                                       connections_.size()));
+      NoteRefusal(fmt::format("over the limit of {} connections", cap));
+      continue;
+    }
+    std::size_t& of_uid = connections_of_uid_[cred.uid];
+    if (cred.uid != 0 && of_uid >= settings_.max_connections_per_uid && open_ones(cred.uid) >= settings_.max_connections_per_uid) {
+      RefuseConnection(fd, fmt::format("uid {} already has {} connections to the gpulane daemon, the most one user may "
+                                       "have: close some (other gpulane commands still running?) and try again",
+                                       cred.uid, of_uid));
+      NoteRefusal(fmt::format("uid {} over its limit of {} connections", cred.uid, settings_.max_connections_per_uid));
+      continue;
+    }
+    ++of_uid;
     Connection c;
     c.fd = fd;
     c.peer.uid = cred.uid;
@@ -59,20 +117,27 @@ void Daemon::Accept() {
     c.peer.pid = cred.pid;
     c.peer.user = NameOf(cred.uid);
     c.peer.admin = cred.uid == 0 || InGroup(c.peer.user, cred.gid, config_.admin_group);
-    c.last_read_s = clock_.MonotonicS();
+    c.last_activity_s = clock_.MonotonicS();
     // A client sends its request right after connecting: read it now rather than a poll later.
     ReadFrom(connections_.emplace(fd, std::move(c)).first->second);
+    EnforceBufferBudget();
   }
 }
 
 void Daemon::ReadFrom(Connection& c) {
+  // At most this much per call: one client sending without pause cannot keep the loop here (poll
+  // brings it back for the rest).
+  constexpr std::size_t kReadPerCallBytes = 1u << 20;
   char buf[65536];
   bool eof = false;
-  while (true) {
+  const double now = clock_.MonotonicS();
+  for (std::size_t total = 0; total < kReadPerCallBytes;) {
     ssize_t n = read(c.fd, buf, sizeof buf);
     if (n > 0) {
-      c.reader.Feed(buf, static_cast<std::size_t>(n));
-      c.last_read_s = clock_.MonotonicS();
+      // A refused connection (oversized, timed out, over the budget) is only drained until it closes.
+      if (!c.close_after_write) c.reader.Feed(buf, static_cast<std::size_t>(n));
+      c.last_activity_s = now;
+      total += static_cast<std::size_t>(n);
       if (static_cast<std::size_t>(n) < sizeof buf) break;  // all there was: poll says when more comes
       continue;
     }
@@ -83,6 +148,7 @@ void Daemon::ReadFrom(Connection& c) {
   // (a half-closed socket can take the reply), a truncated one is simply dropped.
   const bool refused_before = c.close_after_write;  // oversized or timed out: read no more requests
   if (eof) c.close_after_write = true;
+  bool took = false;  // a request was taken: what is left is the next one's, started now
   while (!refused_before && !c.stream) {  // behind a streamed reply, requests wait for its end (PumpStream)
     bool too_big = false;
     auto frame = c.reader.Next(&too_big);
@@ -91,9 +157,11 @@ void Daemon::ReadFrom(Connection& c) {
       Reply(c, proto::ErrorResponse(ErrorKind::kInvalidArgument,
                                     fmt::format("request larger than {} bytes", proto::kMaxRequestBytes)));
       c.close_after_write = true;
+      c.reader.Clear();
       break;
     }
     if (!frame) break;
+    took = true;
     if (proto::NestingDepth(*frame) > proto::kMaxRequestDepth) {  // would overflow the stack of code that walks it
       Reply(c, proto::ErrorResponse(ErrorKind::kInvalidArgument,
                                     fmt::format("malformed request: nested deeper than {} levels", proto::kMaxRequestDepth)));
@@ -103,6 +171,35 @@ void Daemon::ReadFrom(Connection& c) {
     if (auto error = RunGuarded("handling a request", [&] { HandleRequest(c, *frame); }, log))
       Reply(c, proto::ErrorResponse(ErrorKind::kInternal,
                                     fmt::format("the daemon failed on this request ({}); it goes on serving", *error)));
+  }
+  if (!c.reader.partial()) c.request_start_s = -1;
+  else if (took || c.request_start_s < 0) c.request_start_s = now;
+  CountBuffered(c);
+}
+
+void Daemon::CountBuffered(Connection& c) {
+  buffered_bytes_ = buffered_bytes_ - c.buffered + c.reader.buffered();
+  c.buffered = c.reader.buffered();
+}
+
+void Daemon::EnforceBufferBudget() {
+  while (buffered_bytes_ > settings_.partial_budget_bytes) {
+    auto largest = std::max_element(connections_.begin(), connections_.end(),
+                                    [](const auto& a, const auto& b) { return a.second.buffered < b.second.buffered; });
+    if (largest == connections_.end() || largest->second.buffered == 0) return;
+    Connection& c = largest->second;
+    Log(fmt::format("dropped a request of {} bytes from {} (pid {}): the connections hold {} bytes of unfinished "
+                    "requests, over the daemon's budget of {}",
+                    c.buffered, c.peer.user, c.peer.pid, buffered_bytes_, settings_.partial_budget_bytes));
+    Reply(c, proto::ErrorResponse(
+                 ErrorKind::kUnavailable,
+                 fmt::format("the gpulane daemon is holding {} of unfinished requests, over its budget of {}, and this "
+                             "connection's {} was the largest: send each request whole and at once, then try again",
+                             Mib(buffered_bytes_), Mib(settings_.partial_budget_bytes), Mib(c.buffered))));
+    c.reader.Clear();
+    c.request_start_s = -1;
+    c.close_after_write = true;
+    CountBuffered(c);
   }
 }
 
@@ -119,12 +216,18 @@ void Daemon::WriteTo(Connection& c) {
       return;
     }
     c.out.erase(0, static_cast<std::size_t>(n));
+    c.last_activity_s = clock_.MonotonicS();
   }
 }
 
 void Daemon::CloseConnection(int fd) {
   close(fd);
-  connections_.erase(fd);
+  if (auto it = connections_.find(fd); it != connections_.end()) {
+    buffered_bytes_ -= it->second.buffered;
+    if (auto of_uid = connections_of_uid_.find(it->second.peer.uid); of_uid != connections_of_uid_.end() && --of_uid->second == 0)
+      connections_of_uid_.erase(of_uid);
+    connections_.erase(it);
+  }
   for (auto it = waiters_.begin(); it != waiters_.end();) it = it->fd == fd ? waiters_.erase(it) : it + 1;
 }
 
@@ -154,16 +257,44 @@ void Daemon::ReadStatusEvents() {
   schedule_needed_ = true;
 }
 
-// Liveness of supervisors and clients' read time-outs.
+// Liveness of supervisors, clients' deadlines and idle connections.
 void Daemon::Tick() {
   jobs_->CheckSupervisors();
   schedule_needed_ = true;
-  const double now = clock_.MonotonicS();
+  CheckConnections(clock_.MonotonicS());
+  for (const auto& [reason, count] : refused_)
+    if (count > 1) Log(fmt::format("refused {} more connection(s): {}", count - 1, reason));
+  refused_.clear();
+}
+
+void Daemon::CheckConnections(double now) {
+  std::set<int> busy;  // a request under way: a wait, or a submission before its commit
+  for (const auto& w : waiters_) busy.insert(w.fd);
+  for (const auto& s : submits_) busy.insert(s.fd);
+  std::vector<int> stalled;
   for (auto& [fd, c] : connections_) {
-    if (c.reader.partial() && now - c.last_read_s > settings_.read_timeout_s && !c.close_after_write && !c.stream) {
-      Reply(c, proto::ErrorResponse(ErrorKind::kTimeout, "request not complete within the read time-out"));
-      c.close_after_write = true;
+    // A client that takes none of its reply for the idle time-out is dropped with it.
+    if ((c.stream || !c.out.empty()) && now - c.last_activity_s > settings_.idle_timeout_s) {
+      stalled.push_back(fd);
+      continue;
     }
+    if (c.close_after_write || c.stream) continue;
+    if (c.request_start_s >= 0 && now - c.request_start_s > settings_.read_timeout_s) {
+      Reply(c, proto::ErrorResponse(ErrorKind::kTimeout,
+                                    fmt::format("request not complete within the read time-out ({:g} s from its first byte)",
+                                                settings_.read_timeout_s)));
+      c.close_after_write = true;
+      c.reader.Clear();
+      CountBuffered(c);
+    } else if (c.request_start_s < 0 && c.out.empty() && !busy.count(fd) &&
+               now - c.last_activity_s > settings_.idle_timeout_s) {
+      c.close_after_write = true;  // idle: closed without a word (a client reconnects when it needs to)
+    }
+  }
+  for (int fd : stalled) {
+    Log(fmt::format("closed a connection of {} that took none of its reply for {:g} s", connections_.at(fd).peer.user,
+                    settings_.idle_timeout_s));
+    CloseConnection(fd);
   }
 }
 
@@ -196,12 +327,14 @@ void Daemon::LoopTurn(double& last_tick_s) {
   poll(fds.data(), fds.size(), static_cast<int>(std::min(250.0, settings_.tick_s * 1000)));
   if (fds[1].revents & POLLIN) RunGuarded("reading signals", [&] { ReadSignals(); }, log);
   if (fds[2].revents & POLLIN) RunGuarded("reading supervisors' status", [&] { ReadStatusEvents(); }, log);
-  if (fds[0].revents & POLLIN) RunGuarded("accepting connections", [&] { Accept(); }, log);
   for (std::size_t i = 3; i < fds.size(); ++i) {
     auto it = connections_.find(fds[i].fd);
     if (it == connections_.end()) continue;
     if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) RunGuarded("reading a request", [&] { ReadFrom(it->second); }, log);
   }
+  // After the reads: connections that clients closed meanwhile no longer count against the caps.
+  if (fds[0].revents & POLLIN) RunGuarded("accepting connections", [&] { Accept(); }, log);
+  RunGuarded("keeping to the request memory budget", [&] { EnforceBufferBudget(); }, log);
   if (RunGuarded("storing submissions", [&] { CommitSubmissions(); }, log)) FailSubmissions();
   const double now = clock_.MonotonicS();
   if (now - last_tick_s >= settings_.tick_s) {

@@ -2,6 +2,7 @@
 // The daemon's timings: how long it waits for things before acting. The defaults are what a
 // machine runs with; tests (and people tuning a daemon) shorten them through environment
 // variables read by `gpulane daemon` alone (docs/config.md, "Test and tuning knobs").
+#include <cstddef>
 #include <functional>
 #include <string>
 
@@ -17,21 +18,46 @@ struct DaemonSettings {
   /// supervisor that is merely slow to start is started a second time (the job's lock still
   /// keeps the two from both running it).
   double requeue_grace_s = 10;
-  /// A client that has sent part of a request gets a time-out error after this long without a
-  /// byte more, and is disconnected.
+  /// A client whose request is not complete this long after its first byte arrived gets a
+  /// time-out error and is disconnected (a deadline: bytes trickling in do not extend it).
   double read_timeout_s = proto::kReadTimeoutS;
+  /// A connection with nothing under way (no part of a request, no request being answered, no
+  /// wait, no reply left to write) is closed after this long without traffic (seconds).
+  double idle_timeout_s = 300;
+  /// Connections one uid may hold at once (root is exempt: admins can always get in); the next
+  /// one gets a `unavailable` error and is closed.
+  std::size_t max_connections_per_uid = 64;
+  /// Connections of all users at once; the daemon lowers it to its RLIMIT_NOFILE minus
+  /// kFdMargin. The last kRootReserve of them are kept for root.
+  std::size_t max_connections = 1024;
+  /// Bytes of unanswered request data (partial frames, and requests waiting behind a streamed
+  /// reply) that all connections together may hold; over it, the connection holding the most is
+  /// answered with an error and closed. At least proto::kMaxRequestBytes, so that one whole
+  /// request always fits.
+  std::size_t partial_budget_bytes = 64u << 20;
   /// How often the daemon checks supervisors' liveness and clients' read time-outs (status
   /// changes and requests are handled as they come, not on the tick).
   double tick_s = 1;
 };
 
-/// Bounds of the environment variables below (seconds, inclusive).
+/// Descriptors the daemon keeps for itself besides client connections (store, inotify, logs,
+/// a supervisor's launch): max_connections is at most RLIMIT_NOFILE minus this.
+inline constexpr std::size_t kFdMargin = 64;
+/// Connections of max_connections that only root may take.
+inline constexpr std::size_t kRootReserve = 8;
+
+/// Bounds of the environment variables below (seconds, counts, bytes; inclusive).
 inline constexpr double kMinRequeueGraceS = 0.1, kMaxRequeueGraceS = 3600;
 inline constexpr double kMinReadTimeoutS = 0.1, kMaxReadTimeoutS = 600;
 inline constexpr double kMinTickS = 0.01, kMaxTickS = 10;
+inline constexpr double kMinIdleTimeoutS = 0.1, kMaxIdleTimeoutS = 86400;
+inline constexpr std::size_t kMinConnections = 1, kMaxConnections = 1u << 20;
+inline constexpr std::size_t kMinPartialBudgetBytes = proto::kMaxRequestBytes, kMaxPartialBudgetBytes = std::size_t{64} << 30;
 
-/// The defaults, changed by GPULANE_DAEMON_REQUEUE_GRACE, GPULANE_DAEMON_READ_TIMEOUT and
-/// GPULANE_DAEMON_TICK when set (durations as util/units.h reads them: "0.5", "500ms", "2s").
+/// The defaults, changed by GPULANE_DAEMON_REQUEUE_GRACE, GPULANE_DAEMON_READ_TIMEOUT,
+/// GPULANE_DAEMON_TICK and GPULANE_DAEMON_IDLE_TIMEOUT (durations as util/units.h reads them:
+/// "0.5", "500ms", "2s"), GPULANE_DAEMON_MAX_CONNECTIONS and GPULANE_DAEMON_MAX_CONNECTIONS_PER_UID
+/// (counts) and GPULANE_DAEMON_PARTIAL_BUDGET (a size: "64MiB") when set.
 /// `getenv` looks a variable up (nullptr: unset); by default std::getenv. Errors: kInvalidArgument naming the variable,
 /// its value and the allowed range, when a value cannot be read or lies outside the bounds above.
 using EnvLookup = std::function<const char*(const char* name)>;

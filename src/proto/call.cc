@@ -38,7 +38,12 @@ std::string EncodeRequest(nlohmann::json request) {
 Result<nlohmann::json> ExchangeEncoded(int fd, const std::string& frame, double timeout_s, bool error_replies) {
   Status sent = WriteBytes(fd, frame, 10);
   if (!sent.ok()) {
+    // A daemon that refuses the connection (too many) answers and closes before reading: its
+    // reason is there to be read.
+    auto refusal = ReadFrame(fd, kMaxResponseBytes, 0.5);
     close(fd);
+    if (refusal && !refusal->value("ok", true))
+      return MakeError(KindFromName(refusal->value("code", "internal")), refusal->value("error", "the daemon refused"));
     return sent.error();
   }
   auto reply = ReadFrame(fd, kMaxResponseBytes, timeout_s);

@@ -1,6 +1,7 @@
 #include "proto/wire.h"
 
 #include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -57,7 +58,10 @@ Status WriteBytes(int fd, std::string_view out, double timeout_s) {
   auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
   std::size_t sent = 0;
   while (sent < out.size()) {
-    ssize_t n = write(fd, out.data() + sent, out.size() - sent);
+    // Not SIGPIPE when the daemon has closed its end (a refused connection): EPIPE, and the caller
+    // reads the reason it left.
+    ssize_t n = send(fd, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == ENOTSOCK) n = write(fd, out.data() + sent, out.size() - sent);
     if (n > 0) {
       sent += static_cast<std::size_t>(n);
       continue;

@@ -5,7 +5,7 @@
 // Framing: each message is a 4-byte big-endian length followed by that many bytes of UTF-8 JSON.
 // Requests are objects {"v": 1, "op": "...", ...}; responses {"v": 1, "ok": true, ...} or
 // {"v": 1, "ok": false, "error": "<one line>", "code": "<kind>"}. Requests are capped at
-// kMaxRequestBytes and must arrive within kReadTimeoutS; a bad, oversized, truncated or
+// kMaxRequestBytes and must arrive whole within kReadTimeoutS of their first byte; a bad, oversized, truncated or
 // wrong-version request gets an error response and the daemon keeps serving.
 #include <cstddef>
 #include <cstdint>
@@ -22,7 +22,7 @@ namespace gpulane::proto {
 inline constexpr int kVersion = 2;  ///< 2: a submission's spec carries "request" (proto/request_json.h)
 inline constexpr std::size_t kMaxRequestBytes = 8u << 20;    ///< 8 MiB: a submission with its environment
 inline constexpr std::size_t kMaxResponseBytes = 512u << 20; ///< a queue listing of 100,000 jobs fits
-inline constexpr double kReadTimeoutS = 5;           ///< the daemon's default (daemon/settings.h changes it)
+inline constexpr double kReadTimeoutS = 5;           ///< seconds from a request's first byte to its last: the daemon's default (daemon/settings.h changes it)
 inline constexpr std::size_t kMaxRequestDepth = 64;  ///< arrays and objects within each other; deeper is refused
 
 /// Appends the frame of `message` to `out`.
@@ -42,6 +42,10 @@ class FrameReader {
   std::optional<std::string> Next(bool* too_big);
   /// True while part of a frame is buffered.
   bool partial() const { return !buffer_.empty(); }
+  /// Bytes buffered: a partial frame, and whole frames not yet taken by Next.
+  std::size_t buffered() const { return buffer_.size(); }
+  /// Drops everything buffered (and frees its memory).
+  void Clear() { std::string().swap(buffer_); }
 
  private:
   std::size_t max_bytes_;

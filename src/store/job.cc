@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <set>
+#include <utility>
 
 #include <fmt/format.h>
+
 
 #include "proto/request_json.h"
 
@@ -25,8 +28,11 @@ json DepsToJson(const std::vector<JobRef>& deps) {
   return out;
 }
 
-// Numbers (job ids) or strings in the job id notation ("12", "12_3", "12_[1-3]").
-Result<std::vector<JobRef>> DepsFromJson(const json& j, const char* field) {
+// Numbers (job ids) or strings in the job id notation ("12", "12_3", "12_[1-3]"), each kept once;
+// `seen` holds those of the fields read before. More than `max` in all is an error, found before
+// the rest is expanded.
+Result<std::vector<JobRef>> DepsFromJson(const json& j, const char* field, std::set<std::pair<std::int64_t, int>>& seen,
+                                         std::size_t max) {
   auto bad = [&](const std::string& why) {
     return MakeError(ErrorKind::kInvalidArgument, fmt::format("spec: {}: {}", field, why));
   };
@@ -36,7 +42,16 @@ Result<std::vector<JobRef>> DepsFromJson(const json& j, const char* field) {
   for (const json& dep : j[field]) {
     auto refs = JobRefsFromJson(dep);
     if (!refs) return bad(refs.error().message);
-    deps.insert(deps.end(), refs->begin(), refs->end());
+    for (const JobRef& ref : *refs) {
+      if (!seen.insert({ref.id, ref.task.value_or(-1)}).second) continue;
+      if (seen.size() > max)
+        return MakeError(ErrorKind::kInvalidArgument,
+                         fmt::format("--after and --after-any name more than {} jobs, the most one job may wait for: wait "
+                                     "for an array by its id (one name for all its tasks), or for one job that waits "
+                                     "for the others",
+                                     max));
+      deps.push_back(ref);
+    }
   }
   return deps;
 }
@@ -114,17 +129,47 @@ JobLogs LogsFromJson(const json& j) {
   return logs;
 }
 
+std::size_t StringBytes(const std::vector<std::string>& strings) {
+  std::size_t bytes = 0;
+  for (const auto& s : strings) bytes += s.size() + 1;
+  return bytes;
+}
+
+namespace {
+// "1.5 MiB": sizes near the limits, told apart to a tenth (FormatBytes rounds MiB down).
+std::string Mib(std::size_t bytes) { return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20)); }
+}  // namespace
+
+Status CheckSpecLimits(const JobSpec& spec) {
+  if (std::size_t bytes = StringBytes(spec.argv); bytes > kMaxArgvBytes)
+    return MakeError(ErrorKind::kInvalidArgument,
+                     fmt::format("the command line is {}, more than the {} a job may have: pass large inputs in a file",
+                                 Mib(bytes), Mib(kMaxArgvBytes)));
+  if (std::size_t bytes = StringBytes(spec.env); bytes > kMaxEnvBytes) {
+    std::string largest;
+    std::size_t largest_bytes = 0;
+    for (const auto& e : spec.env)
+      if (e.size() > largest_bytes) largest_bytes = e.size(), largest = e.substr(0, e.find('='));
+    return MakeError(ErrorKind::kInvalidArgument,
+                     fmt::format("the environment is {}, more than the {} a job may carry (the largest variable is {}, "
+                                 "{}): unset large variables (env -u {} gpulane submit ...) or pass such data in a file",
+                                 Mib(bytes), Mib(kMaxEnvBytes), largest.substr(0, 64), Mib(largest_bytes),
+                                 largest.substr(0, 64)));
+  }
+  return Status::Ok();
+}
+
 json SpecToJson(const JobSpec& s, bool with_env) {
-  json j = {{"argv", s.argv},         {"cwd", s.cwd},
+  json j = {{"argv", s.argv.get()},         {"cwd", s.cwd},
             {"request", proto::RequestToJson(s.request)},
             {"name", s.name},         {"after_ok", DepsToJson(s.after_ok)},
             {"after_any", DepsToJson(s.after_any)}, {"output_path", s.output_path},
             {"error_path", s.error_path}, {"kill_grace_s", s.kill_grace_s}};
-  if (with_env) j["env"] = s.env;
+  if (with_env) j["env"] = s.env.get();
   return j;
 }
 
-Status SpecFromJson(const json& j, JobSpec* s) {
+Status SpecFromJson(const json& j, JobSpec* s, SpecLimits limits) {
   auto bad = [](const std::string& why) { return Status(MakeError(ErrorKind::kInvalidArgument, "spec: " + why)); };
   if (!j.is_object()) return bad("must be a JSON object");
   auto request = j.contains("request") ? proto::RequestFromJson(j["request"])
@@ -143,11 +188,15 @@ Status SpecFromJson(const json& j, JobSpec* s) {
     return bad("argv (list of strings), cwd (string) and the optional fields must have their documented types");
   }
   if (s->argv.empty()) return bad("argv is empty: give the command to run");
+  std::set<std::pair<std::int64_t, int>> seen;
+  const std::size_t max_deps = limits == SpecLimits::kSubmitted ? kMaxDependencies : SIZE_MAX;
   for (auto [field, deps] : {std::pair{"after_ok", &s->after_ok}, std::pair{"after_any", &s->after_any}}) {
-    auto parsed = DepsFromJson(j, field);
+    auto parsed = DepsFromJson(j, field, seen, max_deps);
     if (!parsed) return parsed.error();
     *deps = std::move(parsed).value();
   }
+  if (limits == SpecLimits::kSubmitted)
+    if (Status within = CheckSpecLimits(*s); !within.ok()) return within;
   if (!(s->kill_grace_s >= 0 && s->kill_grace_s <= 3600)) return bad("kill_grace_s must be between 0 and 3600 seconds");
   return Status::Ok();
 }

@@ -2,7 +2,10 @@
 // A queued job as the daemon, its store and its supervisor see it.
 #include <sys/types.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <initializer_list>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,17 +25,60 @@ const char* StateName(JobState s);              ///< "pending", "held", ...
 std::optional<JobState> ParseState(const std::string& name);
 bool IsFinished(JobState s);                    ///< completed, failed, cancelled, timeout
 
+/// A list that the copies of a spec share (an array's 1,000 tasks hold one environment between
+/// them, in the daemon and in the store): copying is cheap, and a change replaces the whole list.
+template <typename T>
+class SharedList {
+ public:
+  SharedList() = default;
+  SharedList(std::vector<T> items) : items_(std::make_shared<const std::vector<T>>(std::move(items))) {}  // NOLINT: implicit
+  SharedList(std::initializer_list<T> items) : SharedList(std::vector<T>(items)) {}
+  const std::vector<T>& get() const { return items_ ? *items_ : Empty(); }
+  operator const std::vector<T>&() const { return get(); }  // NOLINT: implicit
+  auto begin() const { return get().begin(); }
+  auto end() const { return get().end(); }
+  const T* data() const { return get().data(); }
+  std::size_t size() const { return get().size(); }
+  bool empty() const { return get().empty(); }
+  const T& front() const { return get().front(); }
+  const T& back() const { return get().back(); }
+  const T& operator[](std::size_t i) const { return get()[i]; }
+  friend bool operator==(const SharedList& a, const SharedList& b) { return a.get() == b.get(); }
+  friend bool operator==(const SharedList& a, const std::vector<T>& b) { return a.get() == b; }
+  /// True when both hold the very same list (not just equal ones).
+  bool SharesWith(const SharedList& other) const { return items_ == other.items_; }
+
+ private:
+  static const std::vector<T>& Empty() {
+    static const std::vector<T> empty;
+    return empty;
+  }
+  std::shared_ptr<const std::vector<T>> items_;
+};
+
+/// What one submission may carry (checked at submission, by the client and by the daemon; specs
+/// stored before these limits are still read). Bytes count each string with its terminating NUL,
+/// as execve does.
+inline constexpr std::size_t kMaxArgvBytes = 1u << 20;  ///< the command line: 1 MiB
+inline constexpr std::size_t kMaxEnvBytes = 1u << 20;   ///< the environment: 1 MiB
+/// Jobs one job may wait for: --after and --after-any together, after duplicates are removed and
+/// ranges ("12_[1-500]") expanded.
+inline constexpr std::size_t kMaxDependencies = 1000;
+
+/// Bytes of `strings` as execve counts them (each with its NUL).
+std::size_t StringBytes(const std::vector<std::string>& strings);
+
 /// Everything captured at submission.
 struct JobSpec {
-  std::vector<std::string> argv;
+  SharedList<std::string> argv;
   std::string cwd;
-  std::vector<std::string> env;  ///< "KEY=VALUE", as the submitting shell had it
+  SharedList<std::string> env;  ///< "KEY=VALUE", as the submitting shell had it
   sched::Request request;        ///< GPUs, priority, time limit: the one request type, stored as given
   std::string name;
   /// Start only after these completed with exit code 0 (a job, an array's id: all its tasks, or
   /// one task "12_3"); in JSON numbers, and "12_3" strings for tasks.
-  std::vector<JobRef> after_ok;
-  std::vector<JobRef> after_any;  ///< start only after these ended, however
+  SharedList<JobRef> after_ok;
+  SharedList<JobRef> after_any;  ///< start only after these ended, however
   std::string output_path;       ///< stdout log, placeholders expanded; "" = <cwd>/gpulane-<id>.out
   std::string error_path;        ///< stderr log; "" = the same file as stdout
   double kill_grace_s = 10;
@@ -103,8 +149,18 @@ Result<std::vector<int>> ArrayIndicesFromJson(const nlohmann::json& value);
 
 /// The spec as JSON; without the environment unless `with_env`.
 nlohmann::json SpecToJson(const JobSpec& spec, bool with_env = true);
-/// Parse a spec. Errors: kInvalidArgument naming the missing, mistyped or out-of-range field.
-Status SpecFromJson(const nlohmann::json& j, JobSpec* spec);
+/// Which limits SpecFromJson applies.
+enum class SpecLimits {
+  kStored,     ///< a spec the store or a supervisor reads: accepted as it was accepted once
+  kSubmitted,  ///< a new submission: kMaxArgvBytes, kMaxEnvBytes, kMaxDependencies
+};
+/// Parse a spec; dependencies named twice are kept once (in the order first given). Errors:
+/// kInvalidArgument naming the missing, mistyped or out-of-range field, and for kSubmitted a
+/// command line, environment or dependency list over its limit (CheckSpecLimits).
+Status SpecFromJson(const nlohmann::json& j, JobSpec* spec, SpecLimits limits = SpecLimits::kStored);
+/// kMaxArgvBytes and kMaxEnvBytes (dependencies are checked as they are parsed). Errors:
+/// kInvalidArgument, one line naming the size, the limit and what to do instead.
+Status CheckSpecLimits(const JobSpec& spec);
 /// The job for clients (without env unless `with_env`).
 nlohmann::json JobToJson(const Job& job, bool with_env);
 

@@ -3,6 +3,9 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <functional>
+#include <iterator>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -48,6 +51,12 @@ constexpr const char* kInsertJob =
 
 constexpr const char* kSetArrayId = "UPDATE jobs SET array_job_id = ?1 WHERE id >= ?1 AND id <= ?2";
 
+// An array's spec, stored once for all its tasks (whose own spec column is then empty).
+constexpr const char* kInsertArraySpec = "INSERT INTO array_specs (array_job_id, spec) VALUES (?1, ?2)";
+constexpr const char* kSelectArraySpec = "SELECT spec FROM array_specs WHERE array_job_id = ?1";
+constexpr const char* kSelectHead = "SELECT id, array_job_id, state FROM jobs WHERE id = ?1";
+constexpr const char* kSelectTaskId = "SELECT id FROM jobs WHERE array_job_id = ?1 AND array_index = ?2";
+
 constexpr const char* kColumns =
     "id, array_job_id, array_index, uid, gid, user, spec, state, reason, submit_time, start_time, end_time, "
     "exit_code, gpus, supervisor_pid, logs";
@@ -65,15 +74,25 @@ std::string Text(sqlite3_stmt* s, int i) {
   return t ? reinterpret_cast<const char*>(t) : "";
 }
 
-bool ReadRow(sqlite3_stmt* s, Job* job) {
+// The spec of array `array_job_id` (kSelectArraySpec), nullptr when there is none.
+using ArraySpecLookup = std::function<std::shared_ptr<const JobSpec>(std::int64_t array_job_id)>;
+
+// One row of kColumns; an array task's empty spec column is its array's spec (array_spec).
+bool ReadRow(sqlite3_stmt* s, Job* job, const ArraySpecLookup& array_spec) {
   job->id = sqlite3_column_int64(s, 0);
   job->array_job_id = OptInt(s, 1);
   if (auto v = OptInt(s, 2)) job->array_index = static_cast<int>(*v);
   job->uid = static_cast<std::uint32_t>(sqlite3_column_int64(s, 3));
   job->gid = static_cast<std::uint32_t>(sqlite3_column_int64(s, 4));
   job->user = Text(s, 5);
-  auto spec = nlohmann::json::parse(Text(s, 6), nullptr, false);
-  if (spec.is_discarded() || !SpecFromJson(spec, &job->spec).ok()) return false;
+  if (job->array_job_id && sqlite3_column_bytes(s, 6) == 0) {
+    auto shared = array_spec(*job->array_job_id);
+    if (!shared) return false;
+    job->spec = *shared;  // its lists are shared, not copied
+  } else {
+    auto spec = nlohmann::json::parse(Text(s, 6), nullptr, false);
+    if (spec.is_discarded() || !SpecFromJson(spec, &job->spec).ok()) return false;
+  }
   auto state = ParseState(Text(s, 7));
   if (!state) return false;
   job->state = *state;
@@ -201,7 +220,14 @@ Status JobStore::Migrate() {
       " 'submit_time_s', submit_time,"
       " 'time_limit_s', json_extract(spec, '$.time_limit_s'))),"
       " '$.gpus', '$.priority', '$.time_limit_s');",
+      // 4: an array's spec is stored once, in array_specs, and its tasks' spec column is empty (a
+      // 1 MiB environment times 1,000 tasks was 1 GB); a task is found by array and index.
+      "CREATE TABLE array_specs (array_job_id INTEGER PRIMARY KEY, spec TEXT NOT NULL);"
+      "INSERT INTO array_specs (array_job_id, spec) SELECT id, spec FROM jobs WHERE array_job_id = id;"
+      "UPDATE jobs SET spec = '' WHERE array_job_id IS NOT NULL AND array_job_id IN (SELECT array_job_id FROM array_specs);"
+      "CREATE INDEX jobs_array_task ON jobs(array_job_id, array_index) WHERE array_job_id IS NOT NULL;",
   };
+  static_assert(std::size(kSteps) == kSchemaVersion, "one step per schema version");
   for (int v = current; v < kSchemaVersion; ++v) {
     Status s = Exec("BEGIN IMMEDIATE");
     if (!s.ok()) return s;
@@ -223,7 +249,8 @@ Result<std::vector<std::int64_t>> JobStore::Insert(std::vector<Job>& jobs, bool 
   if (!s.ok()) return s.error();
   Stmt insert(Cached(kInsertJob));
   Stmt set_array(Cached(kSetArrayId));
-  if (!insert.ok() || !set_array.ok()) {
+  Stmt insert_spec(Cached(kInsertArraySpec));
+  if (!insert.ok() || !set_array.ok() || !insert_spec.ok()) {
     Rollback();
     return DbError(db_, "database: prepare insert");
   }
@@ -234,7 +261,9 @@ Result<std::vector<std::int64_t>> JobStore::Insert(std::vector<Job>& jobs, bool 
     insert.Bind(3, static_cast<std::int64_t>(job.uid));
     insert.Bind(4, static_cast<std::int64_t>(job.gid));
     insert.Bind(5, job.user);
-    insert.Bind(6, SpecToJson(job.spec).dump());
+    // An array's tasks share one spec (handlers copy it into each): stored once, with the first task's id.
+    if (array) insert.Bind(6, std::string());
+    else insert.Bind(6, SpecToJson(job.spec).dump());
     insert.Bind(7, std::string(StateName(job.state)));
     insert.Bind(8, job.reason);
     insert.Bind(9, job.submit_time);
@@ -247,6 +276,15 @@ Result<std::vector<std::int64_t>> JobStore::Insert(std::vector<Job>& jobs, bool 
     insert.Reset();
     job.id = sqlite3_last_insert_rowid(db_);
     ids.push_back(job.id);
+    if (array && ids.size() == 1) {
+      insert_spec.Bind(1, job.id);
+      insert_spec.Bind(2, SpecToJson(job.spec).dump());
+      if (insert_spec.Step() != SQLITE_DONE) {
+        Error e = DbError(db_, "database: insert array spec");
+        Rollback();
+        return e;
+      }
+    }
   }
   if (array && !ids.empty()) {
     set_array.Bind(1, ids.front());
@@ -294,20 +332,43 @@ Status JobStore::Update(const std::vector<const Job*>& jobs) {
   return Exec("COMMIT");
 }
 
-Result<std::vector<Job>> JobStore::List(const JobFilter& filter) {
-  std::string sql = fmt::format("SELECT {} FROM jobs WHERE 1", kColumns);
+namespace {
+
+// The SELECT of `what` over the jobs `filter` picks.
+std::string FilterSql(const char* what, const JobFilter& filter) {
+  std::string sql = fmt::format("SELECT {} FROM jobs WHERE 1", what);
   if (!filter.include_finished) sql += " AND state IN ('pending','held','launching','running')";
   if (filter.uid) sql += fmt::format(" AND uid = {}", *filter.uid);
   if (filter.min_id) sql += fmt::format(" AND id >= {}", *filter.min_id);
+  if (filter.max_id) sql += fmt::format(" AND id <= {}", *filter.max_id);
   sql += filter.limit ? fmt::format(" ORDER BY id DESC LIMIT {}", filter.limit) : " ORDER BY id";
+  return sql;
+}
+
+}  // namespace
+
+Result<std::vector<Job>> JobStore::List(const JobFilter& filter) {
+  const std::string sql = FilterSql(kColumns, filter);
   Stmt select(db_, sql.c_str());
   if (!select.ok()) return DbError(db_, "database: list jobs");
   std::vector<Job> out;
   int rc;
   while ((rc = select.Step()) == SQLITE_ROW) {
     Job job;
-    if (ReadRow(select.get(), &job)) out.push_back(std::move(job));
+    if (ReadRow(select.get(), &job, [this](std::int64_t array) { return ArraySpec(array); })) out.push_back(std::move(job));
   }
+  if (rc != SQLITE_DONE) return DbError(db_, "database: list jobs");
+  if (filter.limit) std::reverse(out.begin(), out.end());
+  return out;
+}
+
+Result<std::vector<std::int64_t>> JobStore::ListIds(const JobFilter& filter) {
+  const std::string sql = FilterSql("id", filter);
+  Stmt select(db_, sql.c_str());
+  if (!select.ok()) return DbError(db_, "database: list jobs");
+  std::vector<std::int64_t> out;
+  int rc;
+  while ((rc = select.Step()) == SQLITE_ROW) out.push_back(sqlite3_column_int64(select.get(), 0));
   if (rc != SQLITE_DONE) return DbError(db_, "database: list jobs");
   if (filter.limit) std::reverse(out.begin(), out.end());
   return out;
@@ -322,8 +383,19 @@ Result<std::optional<Job>> JobStore::Get(std::int64_t id) {
   if (rc == SQLITE_DONE) return std::optional<Job>();
   if (rc != SQLITE_ROW) return DbError(db_, "database: get job");
   Job job;
-  if (!ReadRow(select.get(), &job)) return MakeError(ErrorKind::kInternal, fmt::format("job {} is damaged in the database", id));
+  if (!ReadRow(select.get(), &job, [this](std::int64_t array) { return ArraySpec(array); })) return MakeError(ErrorKind::kInternal, fmt::format("job {} is damaged in the database", id));
   return std::optional<Job>(std::move(job));
+}
+
+Result<std::optional<JobStore::JobHead>> JobStore::Head(std::int64_t id) {
+  Stmt select(Cached(kSelectHead));
+  select.Bind(1, id);
+  int rc = select.Step();
+  if (rc == SQLITE_DONE) return std::optional<JobHead>();
+  if (rc != SQLITE_ROW) return DbError(db_, "database: get job");
+  auto state = ParseState(Text(select.get(), 2));
+  if (!state) return MakeError(ErrorKind::kInternal, fmt::format("job {} is damaged in the database", id));
+  return std::optional<JobHead>(JobHead{id, OptInt(select.get(), 1), *state});
 }
 
 Result<std::vector<JobState>> JobStore::FinishedArrayStates(std::int64_t array_job_id) {
@@ -348,6 +420,29 @@ Result<std::vector<JobStore::Task>> JobStore::ArrayTasks(std::int64_t array_job_
     out.push_back({sqlite3_column_int64(select.get(), 0), sqlite3_column_int(select.get(), 1)});
   if (rc != SQLITE_DONE) return DbError(db_, "database: array tasks");
   return out;
+}
+
+std::shared_ptr<const JobSpec> JobStore::ArraySpec(std::int64_t array_job_id) {
+  if (auto it = array_specs_.find(array_job_id); it != array_specs_.end()) return it->second;
+  Stmt select(Cached(kSelectArraySpec));
+  select.Bind(1, array_job_id);
+  if (select.Step() != SQLITE_ROW) return nullptr;
+  auto spec = nlohmann::json::parse(Text(select.get(), 0), nullptr, false);
+  auto parsed = std::make_shared<JobSpec>();
+  if (spec.is_discarded() || !SpecFromJson(spec, parsed.get()).ok()) return nullptr;
+  if (array_specs_.size() >= kArraySpecsKept) array_specs_.clear();  // specs never change: any may go
+  array_specs_.emplace(array_job_id, parsed);
+  return parsed;
+}
+
+Result<std::optional<std::int64_t>> JobStore::TaskId(std::int64_t array_job_id, int index) {
+  Stmt select(Cached(kSelectTaskId));
+  select.Bind(1, array_job_id);
+  select.Bind(2, static_cast<std::int64_t>(index));
+  int rc = select.Step();
+  if (rc == SQLITE_DONE) return std::optional<std::int64_t>();
+  if (rc != SQLITE_ROW) return DbError(db_, "database: find array task");
+  return std::optional<std::int64_t>(sqlite3_column_int64(select.get(), 0));
 }
 
 Result<std::int64_t> JobStore::MaxId() {

@@ -3,6 +3,7 @@
 // once it is on disk), schema versioned with PRAGMA user_version and migrated forward, quick_check
 // at open (a damaged database is an error, never silently replaced), busy_timeout so a reader
 // (an admin's sqlite3 shell) does not break the daemon.
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,6 +23,7 @@ struct JobFilter {
   bool include_finished = false;
   std::optional<std::uint32_t> uid;
   std::optional<std::int64_t> min_id;  ///< only ids >= this
+  std::optional<std::int64_t> max_id;  ///< only ids <= this
   std::size_t limit = 0;               ///< 0: no limit (newest finished first when include_finished)
 };
 
@@ -33,11 +35,12 @@ class JobStore {
   static Result<std::unique_ptr<JobStore>> Open(const std::string& path);
   ~JobStore();
 
-  /// The schema version this code writes.
-  static constexpr int kSchemaVersion = 3;
+  /// The schema version this code writes (4: an array's spec stored once, in array_specs).
+  static constexpr int kSchemaVersion = 4;
 
   /// Inserts jobs in one transaction (one fsync), assigning ids in order; array tasks get their
-  /// array_job_id set to the first task's id when `array` is true. Returns the ids.
+  /// array_job_id set to the first task's id when `array` is true, and then share one stored
+  /// spec: the first job's (every task of an array has the same). Returns the ids.
   Result<std::vector<std::int64_t>> Insert(std::vector<Job>& jobs, bool array);
   /// Writes the mutable fields (state, reason, times, exit code, GPUs, supervisor, logs) of each job in
   /// one transaction.
@@ -46,8 +49,18 @@ class JobStore {
   Result<std::vector<Job>> LoadUnfinished();
   /// One job, or nullopt.
   Result<std::optional<Job>> Get(std::int64_t id);
+  /// What a dependency check needs of a job, read without its spec.
+  struct JobHead {
+    std::int64_t id = 0;
+    std::optional<std::int64_t> array_job_id;
+    JobState state = JobState::kPending;
+  };
+  /// Job `id`'s head, or nullopt when there is no such job.
+  Result<std::optional<JobHead>> Head(std::int64_t id);
   /// Jobs matching `filter`, by id.
   Result<std::vector<Job>> List(const JobFilter& filter);
+  /// The ids of List(filter), read without the jobs (8 bytes a job, not a spec each).
+  Result<std::vector<std::int64_t>> ListIds(const JobFilter& filter);
   /// The end states of the tasks of array `array_job_id` that have finished.
   Result<std::vector<JobState>> FinishedArrayStates(std::int64_t array_job_id);
   /// One task of an array: its job id and array index.
@@ -59,6 +72,8 @@ class JobStore {
   /// empty when `array_job_id` is not an array's id. Reads at most the kMaxArrayTasks rows from
   /// `array_job_id` on (tasks take consecutive ids).
   Result<std::vector<Task>> ArrayTasks(std::int64_t array_job_id);
+  /// The job id of task `index` of array `array_job_id` (an index lookup); nullopt when none.
+  Result<std::optional<std::int64_t>> TaskId(std::int64_t array_job_id, int index);
   /// The largest id ever used (0 when none).
   Result<std::int64_t> MaxId();
 
@@ -73,8 +88,13 @@ class JobStore {
   sqlite3_stmt* Cached(const char* sql);
   /// Runs `sql` (a statement without results) through Cached.
   Status Run(const char* sql);
+  /// The stored spec of array `array_job_id`, parsed once and shared by every task read
+  /// (array_specs_); nullptr when there is none or it cannot be read.
+  std::shared_ptr<const JobSpec> ArraySpec(std::int64_t array_job_id);
   sqlite3* db_;
   std::vector<std::pair<const char*, sqlite3_stmt*>> cached_;
+  static constexpr std::size_t kArraySpecsKept = 64;  ///< array specs kept parsed at most
+  std::map<std::int64_t, std::shared_ptr<const JobSpec>> array_specs_;
 };
 
 }  // namespace gpulane::store

@@ -2,6 +2,7 @@
 // (another daemon, a new state folder) and an older gpulane-<id>.out is in the way; `gpulane logs N`
 // shows job N's output and nothing else; a FIFO (or anything but a regular file) is never opened.
 #include <fcntl.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <sstream>
 
 #include "support/daemon_fixture.h"
 #include "support/text.h"
@@ -109,6 +111,87 @@ TEST(DaemonLogs, AFifoAsTheLogFailsTheJobAtOnceNamingIt) {
   EXPECT_TRUE(Contains(d.Show(again)["reason"], "error log")) << d.Show(again).dump();
   EXPECT_FALSE(fs::exists(mark));
   close(reader);
+}
+
+}  // namespace
+}  // namespace gpulane::test
+
+namespace gpulane::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Field `n` (1-based) of /proc/<pid>/stat (after the command's parenthesised name).
+long StatField(pid_t pid, int n) {
+  std::string stat = ReadFile(fmt::format("/proc/{}/stat", pid));
+  std::istringstream rest(stat.substr(stat.rfind(')') + 2));
+  std::string word;
+  for (int i = 3; i <= n && rest >> word; ++i) {
+  }
+  return std::stol(word);
+}
+
+// A job's log replaced, after it ran, by a terminal (its folder turned into a symlink to /dev/pts)
+// or a FIFO: `gpulane logs` answers with one error line at once, the daemon does not take the
+// terminal as its own (it has none: its own session), and it goes on serving.
+TEST(DaemonLogs, ALogTurnedIntoATerminalOrAFifoIsRefusedAndTheDaemonKeepsNoTerminal) {
+  TestDaemon d;
+  const int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  ASSERT_GE(master, 0);
+  ASSERT_EQ(grantpt(master), 0);
+  ASSERT_EQ(unlockpt(master), 0);
+  const fs::path pts = ptsname(master);
+  const fs::path folder = d.work() / "pts";
+  fs::create_directories(folder);
+  const std::int64_t tty_job = d.Submit({"-o", (folder / pts.filename()).string(), "--", "echo", "to a file"});
+  const std::int64_t fifo_job = d.Submit({"-o", (d.work() / "fifo.out").string(), "--", "echo", "to a file"});
+  ASSERT_EQ(d.Gpulane({"wait", std::to_string(tty_job), std::to_string(fifo_job)}).exit_code, 0);
+  ASSERT_EQ(d.Gpulane({"logs", std::to_string(tty_job)}).out, "to a file\n");
+  fs::rename(folder, d.work() / "pts.was");
+  fs::create_directory_symlink(pts.parent_path(), folder);
+  fs::remove(d.work() / "fifo.out");
+  ASSERT_EQ(mkfifo((d.work() / "fifo.out").c_str(), 0644), 0);
+
+  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"logs", std::to_string(tty_job)}, {}, 20), 7, "is not a regular file"));
+  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"logs", std::to_string(fifo_job)}, {}, 20), 7, "is not a regular file"));
+  EXPECT_EQ(StatField(d.pid(), 7), 0) << "the daemon has no controlling terminal";
+  EXPECT_EQ(StatField(d.pid(), 6), d.pid()) << "the daemon leads a session of its own";
+  // ^C on the terminal reaches nobody in the daemon.
+  ASSERT_EQ(write(master, "\x03\x1c", 2), 2);
+  ASSERT_TRUE(d.Barrier());
+  EXPECT_FALSE(d.WaitForExit(0)) << "the daemon is still running";
+  nlohmann::json ping = d.Call({{"op", "ping"}});
+  EXPECT_EQ(ping.value("ok", false), true) << ping.dump();
+  close(master);
+}
+
+// The daemon (root) opens a job's log with its owner's rights: a log path that its owner turned
+// into a way into a folder only root may enter is refused, and what is in there is never shown.
+TEST(DaemonLogs, LogsAreOpenedWithTheOwnersRightsNotRoots) {
+  if (!CanSwitchUsers()) GTEST_SKIP() << "needs root and setpriv to act as another user";
+  std::string why;
+  auto user = EnsureTestUser("gpulane-test-a", &why);
+  if (!user) GTEST_SKIP() << why;
+  TestDaemon d({.system_mode = true});
+  const fs::path home = d.UserDir(*user), logs = home / "logs";
+  fs::create_directories(logs);
+  ASSERT_EQ(chown(logs.c_str(), user->uid, user->gid), 0);
+  RunResult submitted = d.GpulaneAs(*user, {"submit", "-o", (logs / "out.log").string(), "--", "echo", "mine"});
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
+  const std::string id = std::to_string(std::stoll(submitted.out));
+  ASSERT_EQ(d.Gpulane({"wait", id}).exit_code, 0);
+  ASSERT_EQ(d.GpulaneAs(*user, {"logs", id}).out, "mine\n");
+  // A folder only root may enter, holding a file of the user's (say, one root copied there).
+  const fs::path private_dir = d.dir() / "root-only";
+  fs::create_directories(private_dir);
+  fs::permissions(private_dir, fs::perms::owner_all);
+  { std::ofstream(private_dir / "out.log") << "root's secret\n"; }
+  ASSERT_EQ(chown((private_dir / "out.log").c_str(), user->uid, user->gid), 0);
+  fs::rename(logs, home / "logs.was");
+  fs::create_directory_symlink(private_dir, logs);
+  RunResult refused = d.GpulaneAs(*user, {"logs", id});
+  EXPECT_TRUE(IsGpulaneError(refused, 9, "as gpulane-test-a: Permission denied"));
+  EXPECT_FALSE(Contains(refused.out + refused.err, "secret"));
 }
 
 }  // namespace

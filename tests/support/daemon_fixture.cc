@@ -8,6 +8,7 @@
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -268,6 +269,54 @@ bool RawConnection::ClosedByPeer(double timeout_s) {
     buffer_.append(buf, static_cast<std::size_t>(n));
   }
   return false;
+}
+
+std::unique_ptr<RawConnection> ConnectAs(const std::string& socket_path, const TestUser& user) {
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return std::make_unique<RawConnection>(-1);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, socket_path.c_str(), sizeof addr.sun_path - 1);
+  const pid_t child = fork();
+  if (child == 0) {  // only system calls from here: the test process has threads
+    close(pair[0]);
+    if (syscall(SYS_setgroups, 0, nullptr) != 0 || syscall(SYS_setresgid, user.gid, user.gid, user.gid) != 0 ||
+        syscall(SYS_setresuid, user.uid, user.uid, user.uid) != 0)
+      _exit(1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) _exit(2);
+    char byte = 'x';
+    iovec iov{&byte, 1};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(cmsg), &fd, sizeof fd);
+    _exit(sendmsg(pair[1], &msg, 0) == 1 ? 0 : 3);
+  }
+  close(pair[1]);
+  int fd = -1;
+  if (child > 0) {
+    char byte = 0;
+    iovec iov{&byte, 1};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    if (recvmsg(pair[0], &msg, MSG_CMSG_CLOEXEC) == 1)
+      if (cmsghdr* cmsg = CMSG_FIRSTHDR(&msg); cmsg && cmsg->cmsg_type == SCM_RIGHTS) std::memcpy(&fd, CMSG_DATA(cmsg), sizeof fd);
+    waitpid(child, nullptr, 0);
+  }
+  close(pair[0]);
+  return std::make_unique<RawConnection>(fd);
 }
 
 // ---- The daemon -------------------------------------------------------------------------------

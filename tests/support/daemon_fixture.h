@@ -104,6 +104,10 @@ class RawConnection {
   std::string buffer_;
 };
 
+/// A connection to `socket_path` made by a child process running as `user` (so that the daemon's
+/// SO_PEERCRED says that user), handed to this process; not connected() when that failed.
+std::unique_ptr<RawConnection> ConnectAs(const std::string& socket_path, const TestUser& user);
+
 /// A frame: the 4-byte big-endian length of `payload`, then `payload`.
 std::string Frame(const std::string& payload);
 

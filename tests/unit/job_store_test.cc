@@ -168,3 +168,102 @@ TEST(JobStoreArrays, ArrayTasksAreFoundByTheArraysId) {
 
 }  // namespace
 }  // namespace gpulane::store
+
+namespace gpulane::store {
+namespace {
+
+// A value of `sql`'s first row and column as text ("" when none).
+std::string QueryText(const std::string& path, const char* sql) {
+  sqlite3* raw = nullptr;
+  std::string out;
+  if (sqlite3_open(path.c_str(), &raw) == SQLITE_OK) {
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v2(raw, sql, -1, &stmt, nullptr) == SQLITE_OK && sqlite3_step(stmt) == SQLITE_ROW &&
+        sqlite3_column_text(stmt, 0))
+      out = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+    sqlite3_finalize(stmt);
+  }
+  sqlite3_close(raw);
+  return out;
+}
+
+// Schema 3 stored every task of an array with a copy of its spec: schema 4 keeps one, in
+// array_specs, and the tasks read back exactly as before.
+TEST(JobStoreMigration, SchemaThreeArraysGetTheirSpecStoredOnce) {
+  TempDb db;
+  const std::string spec =
+      R"({"argv":["python","train.py"],"cwd":"/home/alice","env":["SECRET=1","PATH=/usr/bin"],)"
+      R"("request":{"count":1,"priority":0},"name":"train","after_ok":[],"after_any":[],)"
+      R"("output_path":"","error_path":"","kill_grace_s":10.0})";
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(db.path().c_str(), &raw), SQLITE_OK);
+    std::string v3 =
+        "CREATE TABLE jobs (id INTEGER PRIMARY KEY AUTOINCREMENT, array_job_id INTEGER, array_index INTEGER,"
+        " uid INTEGER NOT NULL, gid INTEGER NOT NULL, user TEXT NOT NULL, spec TEXT NOT NULL, state TEXT NOT NULL,"
+        " reason TEXT NOT NULL DEFAULT '', submit_time REAL NOT NULL, start_time REAL, end_time REAL,"
+        " exit_code INTEGER, gpus TEXT NOT NULL DEFAULT '[]', supervisor_pid INTEGER, logs TEXT);"
+        "CREATE INDEX jobs_unfinished ON jobs(state) WHERE state IN ('pending','held','launching','running');"
+        "CREATE INDEX jobs_uid ON jobs(uid);";
+    v3 += "INSERT INTO jobs (uid, gid, user, spec, state, submit_time) VALUES (1000, 1000, 'alice', '" + spec +
+          "', 'completed', 1.0);";
+    for (int index : {0, 4, 7})
+      v3 += "INSERT INTO jobs (array_job_id, array_index, uid, gid, user, spec, state, submit_time) VALUES (2, " +
+            std::to_string(index) + ", 1000, 1000, 'alice', '" + spec + "', 'pending', 2.0);";
+    v3 += "PRAGMA user_version=3;";
+    ASSERT_EQ(sqlite3_exec(raw, v3.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(raw);
+    sqlite3_close(raw);
+  }
+  {
+    auto store = JobStore::Open(db.path());
+    ASSERT_TRUE(store) << store.error().message;
+    auto jobs = (*store)->List({.include_finished = true});
+    ASSERT_TRUE(jobs) << jobs.error().message;
+    ASSERT_EQ(jobs->size(), 4u) << "no row was dropped";
+    for (const Job& job : *jobs) {
+      EXPECT_EQ(job.spec.argv, (std::vector<std::string>{"python", "train.py"}));
+      EXPECT_EQ(job.spec.env, (std::vector<std::string>{"SECRET=1", "PATH=/usr/bin"}));
+      EXPECT_EQ(job.spec.name, "train");
+    }
+    EXPECT_EQ((*jobs)[3].array_index, 7);
+    EXPECT_TRUE((*jobs)[1].spec.env.SharesWith((*jobs)[3].spec.env)) << "the tasks share one environment";
+    EXPECT_FALSE((*jobs)[0].spec.env.SharesWith((*jobs)[1].spec.env));
+    auto task = (*store)->TaskId(2, 4);
+    ASSERT_TRUE(task && *task);
+    EXPECT_EQ(**task, 3);
+  }
+  EXPECT_EQ(QueryText(db.path(), "PRAGMA user_version"), "4");
+  EXPECT_EQ(QueryText(db.path(), "SELECT count(*) FROM array_specs"), "1");
+  EXPECT_EQ(QueryText(db.path(), "SELECT count(*) FROM jobs WHERE spec = ''"), "3");
+  EXPECT_EQ(QueryText(db.path(), "SELECT spec FROM jobs WHERE id = 1"), spec) << "a job that is no array keeps its own";
+}
+
+// New arrays: the spec once, whatever the number of tasks; each task reads it back.
+TEST(JobStoreArrays, AnArraysSpecIsStoredOnce) {
+  TempDb db;
+  auto store = JobStore::Open(db.path());
+  ASSERT_TRUE(store) << store.error().message;
+  Job job = MakeJob();
+  job.spec.env = std::vector<std::string>{"BIG=" + std::string(100000, 'x')};
+  std::vector<Job> tasks;
+  for (int i = 0; i < 200; ++i) {
+    tasks.push_back(job);
+    tasks.back().array_index = i;
+  }
+  auto ids = (*store)->Insert(tasks, true);
+  ASSERT_TRUE(ids) << ids.error().message;
+  EXPECT_EQ(QueryText(db.path(), "SELECT count(*) FROM array_specs"), "1");
+  EXPECT_LT(std::stoll(QueryText(db.path(), "SELECT sum(length(spec)) FROM jobs")) +
+                std::stoll(QueryText(db.path(), "SELECT sum(length(spec)) FROM array_specs")),
+            200000);
+  auto last = (*store)->Get(ids->back());
+  ASSERT_TRUE(last && *last);
+  EXPECT_EQ((**last).spec.env, job.spec.env);
+  EXPECT_EQ((**last).array_index, 199);
+  auto head = (*store)->Head(ids->front());
+  ASSERT_TRUE(head && *head);
+  EXPECT_EQ((**head).array_job_id, ids->front());
+}
+
+}  // namespace
+}  // namespace gpulane::store

@@ -86,8 +86,11 @@ class JobTableTest : public ::testing::Test {
     job.user = "alice";
     job.spec.argv = {"true"};
     job.spec.cwd = "/tmp";
-    for (auto id : after_ok) job.spec.after_ok.push_back({id, std::nullopt});
-    for (auto id : after_any) job.spec.after_any.push_back({id, std::nullopt});
+    std::vector<sched::JobRef> ok, any;
+    for (auto id : after_ok) ok.push_back({id, std::nullopt});
+    for (auto id : after_any) any.push_back({id, std::nullopt});
+    job.spec.after_ok = ok;
+    job.spec.after_any = any;
     job.spec.request.priority = priority;
     job.submit_time = 1.0;
     return job;
