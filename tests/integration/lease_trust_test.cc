@@ -1,0 +1,116 @@
+// Hostile users against the shared lease directory (issue 9, item 8), through the real
+// binary: every lease and ticket file is written by some user, so what it says must not decide for
+// another user (lease/lease_dir.h, "Threat model").
+//
+// Each test is named after the attack it replays; each would fail before the fix (said in its
+// comment) and shows a positive outcome after it, with no sleep to synchronise. The two-user parts
+// need root (files and processes of another user: nobody, uid 65534) and are skipped otherwise.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fmt/format.h>
+
+#include "integration/run_support.h"
+#include "support/daemon_fixture.h"
+#include "support/planted.h"
+
+namespace gpulane::test {
+namespace {
+
+constexpr std::uint32_t kNobody = 65534;
+
+// Whose a planted file is: another user's (nobody's) as root; else the test's own (still no root's:
+// what a user may not vouch for holds for her own files too).
+std::optional<std::uint32_t> Attacker() { return geteuid() == 0 ? std::optional(kNobody) : std::nullopt; }
+
+// The id of the ticket `pid` (a waiting gpulane run) holds, "" when it holds none.
+std::string TicketIdOf(const FakeMachine& machine, pid_t pid) {
+  for (const json& t : LeaseDirRecords(machine, ".wait"))
+    if (t.value("pid", 0) == pid) return t.value("id", "");
+  return "";
+}
+
+json Request(json fields) {
+  json r = {{"count", 1}, {"share_foreign", false}, {"order", "memory"}, {"priority", 0}, {"gpu_list", ""}};
+  for (auto& [k, v] : fields.items()) r[k] = v;
+  return r;
+}
+
+// A waiting run takes its decision from the ticket it holds, not from another file with its id.
+// Before: the victim took the decision of the forged ticket (first in line by its priority), a
+// share of GPU0 next to the foreign process there, and ran its exclusive job on GPU0 at once.
+TEST(LeaseForgery, ATicketCopyingAWaitersIdDoesNotDecideForIt) {
+  json state = IdleMachine(2);
+  SleepProcess foreign;  // someone's work on GPU0, outside gpulane
+  AddProcess(state["devices"][0], foreign.pid(), 10 * kGiB);
+  FakeMachine machine(state);
+  const Gate gate(machine.dir() / "gate");
+  const fs::path log = machine.dir() / "jobs.log";
+  std::vector<std::string> held = {"--gpus", "1", "--"};
+  for (const auto& a : HeldJob("holder", log.string(), gate)) held.push_back(a);
+  Child holder = StartRun(machine, held);
+  ASSERT_TRUE(Eventually([&] { return CountEvents(log, "start") == 1; }, 30)) << holder.ErrSoFar();
+  Child victim = StartRun(machine, {"-g", "1", "--", "printenv", "CUDA_VISIBLE_DEVICES"});
+  ASSERT_TRUE(Eventually([&] { return SaysWaiting(victim); }, 30)) << victim.ErrSoFar();
+  const std::string id = TicketIdOf(machine, victim.pid());
+  ASSERT_FALSE(id.empty());
+
+  const json forged = {{"id", id}, {"seq", 1}, {"pid", victim.pid()},
+                       {"request", Request({{"priority", 1000}, {"mem_bytes", kGiB}, {"share_foreign", true},
+                                            {"allowed_uuids", {state["devices"][0]["uuid"]}}})}};
+  PlantedFile copy(machine.dir() / "leases" / "w00000000000000000001.forged01.wait", forged.dump(),
+                   PlantedFile::Holder::kTest, Attacker());
+  gate.Open();  // GPU1 frees up: the victim's own ticket gets it
+  auto done = victim.Wait(60);
+  ASSERT_TRUE(done) << victim.ErrSoFar();
+  EXPECT_EQ(done->exit_code, 0) << done->err;
+  EXPECT_EQ(done->out, "1\n") << "the victim ran on the GPU its own ticket was granted, not on the busy GPU0";
+  ASSERT_TRUE(holder.Wait(60));
+}
+
+// The attack of a ticket that stands first in line by what it says: a priority only admins may
+// give (through the system daemon) or a seq from long ago. Before: it held GPU0 for itself and the
+// victim waited behind it forever ("held for an earlier request") while nobody used the GPU.
+void ExpectTheVictimIsServedFirst(int forged_priority, std::uint64_t forged_seq) {
+  FakeMachine machine(IdleMachine(1));
+  const Gate gate(machine.dir() / "gate");
+  const fs::path log = machine.dir() / "jobs.log";
+  std::vector<std::string> held = {"--"};
+  for (const auto& a : HeldJob("holder", log.string(), gate)) held.push_back(a);
+  Child holder = StartRun(machine, held);
+  ASSERT_TRUE(Eventually([&] { return CountEvents(log, "start") == 1; }, 30)) << holder.ErrSoFar();
+  Child victim = StartRun(machine, {"--", "printenv", "CUDA_VISIBLE_DEVICES"});
+  ASSERT_TRUE(Eventually([&] { return SaysWaiting(victim); }, 30)) << victim.ErrSoFar();
+
+  const json forged = {{"id", "w00000000000000000001.forged02"}, {"seq", forged_seq}, {"pid", getpid()},
+                       {"request", Request({{"priority", forged_priority}})}};
+  PlantedFile ticket(machine.dir() / "leases" / "w00000000000000000001.forged02.wait", forged.dump(),
+                     PlantedFile::Holder::kTest, Attacker());
+  gate.Open();
+  auto done = victim.Wait(60);
+  ASSERT_TRUE(done) << "the victim still waits behind the forged ticket: " << LastStatus(victim);
+  EXPECT_EQ(done->exit_code, 0) << done->err;
+  EXPECT_EQ(done->out, "0\n");
+  ASSERT_TRUE(holder.Wait(60));
+}
+
+TEST(LeaseForgery, AForgedHighPriorityTicketDoesNotJumpTheLine) {
+  ExpectTheVictimIsServedFirst(1000, static_cast<std::uint64_t>(time(nullptr)) * 1000000000ULL);
+}
+
+TEST(LeaseForgery, AForgedEarlySeqTicketDoesNotJumpTheLine) { ExpectTheVictimIsServedFirst(0, 1); }
+
+}  // namespace
+}  // namespace gpulane::test
