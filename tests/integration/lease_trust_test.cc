@@ -1,4 +1,4 @@
-// Hostile users against the shared lease directory (issue 9, item 8), through the real
+// Hostile users against the shared lease directory (issue 9, items 8 and 9), through the real
 // binary: every lease and ticket file is written by some user, so what it says must not decide for
 // another user (lease/lease_dir.h, "Threat model").
 //
@@ -111,6 +111,53 @@ TEST(LeaseForgery, AForgedHighPriorityTicketDoesNotJumpTheLine) {
 }
 
 TEST(LeaseForgery, AForgedEarlySeqTicketDoesNotJumpTheLine) { ExpectTheVictimIsServedFirst(0, 1); }
+
+// A shared lease of GPU0 whose "pid" is an ancestor of the GPU process there (here the test, the
+// parent of its sleep; on a real server sshd or a login shell, everybody's ancestor).
+json SharedLeaseOfGpu0(const json& state, pid_t pid) {
+  return {{"job_id", "r1"}, {"pid", pid}, {"pgid", 0}, {"command", "decoy"}, {"started_s", 1.0},
+          {"gpus", {{{"uuid", state["devices"][0]["uuid"]}, {"mem_bytes", 2 * kGiB}}}}};
+}
+
+// Forged lease pid (item 9): another user's lease naming a common ancestor of this user's GPU
+// process. Before: the process counted as that lease's, so GPU0, busy with it, was handed out
+// to a shared request that does not share with foreign processes.
+TEST(LeaseForgery, AForgedLeasePidDoesNotMakeAnotherUsersGpuProcessLeased) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root: a lease file of another user";
+  json state = IdleMachine(1);
+  SleepProcess mine;  // root's (the test's) work on GPU0
+  AddProcess(state["devices"][0], mine.pid(), 10 * kGiB);
+  FakeMachine machine(state);
+  const fs::path leases = machine.dir() / "leases";
+  {  // Control: root's own lease naming its own process's ancestor does own it.
+    PlantedFile own = PlantLease(leases, SharedLeaseOfGpu0(state, getpid()));
+    RunResult r = RunOn(machine, {"--no-wait", "--mem", "1GiB", "--", "printenv", "CUDA_VISIBLE_DEVICES"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  }
+  PlantedFile forged(leases / "r1.forged03.lease", SharedLeaseOfGpu0(state, getpid()).dump(), PlantedFile::Holder::kTest,
+                     kNobody);
+  RunResult r = RunOn(machine, {"--no-wait", "--mem", "1GiB", "--", "printenv", "CUDA_VISIBLE_DEVICES"});
+  EXPECT_TRUE(IsError(r, 5, fmt::format("GPU0: in use by root's sleep (pid {})", mine.pid())));
+}
+
+// The same user's lease whose "pid" the process holding its lock does not vouch for (no
+// descendant of it). Before: the pid written in the file decided, and the process was the lease's.
+TEST(LeaseForgery, ALeasePidThatItsLockHolderDoesNotVouchForOwnsNothing) {
+  json state = IdleMachine(1);
+  SleepProcess mine;
+  AddProcess(state["devices"][0], mine.pid(), 10 * kGiB);
+  FakeMachine machine(state);
+  const fs::path leases = machine.dir() / "leases";
+  const std::vector<std::string> shared = {"--no-wait", "--mem", "1GiB", "--", "true"};
+  {  // Control: held by the test itself, the process it names (itself) is vouched for.
+    PlantedFile held(leases / "r1.control4.lease", SharedLeaseOfGpu0(state, getpid()).dump(), PlantedFile::Holder::kTest);
+    RunResult r = RunOn(machine, shared);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  }
+  PlantedFile forged(leases / "r1.forged04.lease", SharedLeaseOfGpu0(state, getpid()).dump(), PlantedFile::Holder::kChild);
+  RunResult r = RunOn(machine, shared);
+  EXPECT_TRUE(IsError(r, 5, fmt::format("(pid {})", mine.pid()))) << "the sleep is foreign to the lease";
+}
 
 }  // namespace
 }  // namespace gpulane::test
