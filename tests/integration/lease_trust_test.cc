@@ -1,6 +1,7 @@
-// Hostile users against the shared lease directory (issue 9, items 8 and 9), through the real
-// binary: every lease and ticket file is written by some user, so what it says must not decide for
-// another user (lease/lease_dir.h, "Threat model").
+// Hostile users against the shared lease directory and the per-user socket (issue 9, items 8-10),
+// through the real binary: every lease and ticket file is written by some user, so what it says
+// must not decide for another user (lease/lease_dir.h, "Threat model"); and a client must not tell
+// a daemon that is neither root nor itself anything (daemon/paths.h).
 //
 // Each test is named after the attack it replays; each would fail before the fix (said in its
 // comment) and shows a positive outcome after it, with no sleep to synchronise. The two-user parts
@@ -157,6 +158,119 @@ TEST(LeaseForgery, ALeasePidThatItsLockHolderDoesNotVouchForOwnsNothing) {
   PlantedFile forged(leases / "r1.forged04.lease", SharedLeaseOfGpu0(state, getpid()).dump(), PlantedFile::Holder::kChild);
   RunResult r = RunOn(machine, shared);
   EXPECT_TRUE(IsError(r, 5, fmt::format("(pid {})", mine.pid()))) << "the sleep is foreign to the lease";
+}
+
+// ---- /tmp squatting (item 10) -------------------------------------------------------------------
+
+// A process of another user listening on a socket (a fake daemon): reports how many bytes the
+// first client to connect sent before it closed (0: nothing).
+class FakeDaemon {
+ public:
+  FakeDaemon(const fs::path& socket, std::uint32_t uid) {
+    int ready[2];
+    if (pipe2(ready, O_CLOEXEC) != 0 || pipe2(report_, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
+    const pid_t test = getpid();
+    pid_ = fork();
+    if (pid_ == 0) {
+      if (setgid(uid) != 0 || setuid(uid) != 0) _exit(126);
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != test) _exit(1);
+      sockaddr_un addr{};
+      addr.sun_family = AF_UNIX;
+      std::strncpy(addr.sun_path, socket.c_str(), sizeof addr.sun_path - 1);
+      int s = ::socket(AF_UNIX, SOCK_STREAM, 0);
+      if (bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(s, 4) != 0) _exit(2);
+      chmod(socket.c_str(), 0777);
+      if (write(ready[1], "r", 1) != 1) _exit(3);
+      int c = accept(s, nullptr, nullptr);
+      char buf[65536];
+      long n = c < 0 ? -1 : static_cast<long>(read(c, buf, sizeof buf));
+      if (write(report_[1], &n, sizeof n) != sizeof n) _exit(4);
+      _exit(0);
+    }
+    close(ready[1]);
+    close(report_[1]);
+    char r = 0;
+    started_ = read(ready[0], &r, 1) == 1;
+    close(ready[0]);
+  }
+  ~FakeDaemon() {
+    close(report_[0]);
+    KillAndReap(pid_);
+  }
+  bool started() const { return started_; }
+  /// Bytes the first client sent; nullopt when none connected within `timeout_s`.
+  std::optional<long> BytesReceived(double timeout_s) {
+    pollfd p{report_[0], POLLIN, 0};
+    long n = 0;
+    if (poll(&p, 1, static_cast<int>(timeout_s * 1000)) != 1 || read(report_[0], &n, sizeof n) != sizeof n) return std::nullopt;
+    return n;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int report_[2] = {-1, -1};
+  bool started_ = false;
+};
+
+// A fake daemon of another user on the socket a client asks. Before: `submit` sent it the job with
+// its environment (here a token), then waited for its reply.
+TEST(TmpSquatting, AFakeDaemonOfAnotherUserIsToldNothing) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root: a process of another user";
+  FakeMachine machine(IdleMachine(1));
+  char tmpl[] = "/tmp/gpulane-squatted-XXXXXX";  // a folder nobody may write to, as /tmp/gpulane-<uid> would be
+  const fs::path dir = mkdtemp(tmpl);
+  ASSERT_EQ(chown(dir.c_str(), kNobody, kNobody), 0);
+  ASSERT_EQ(chmod(dir.c_str(), 0755), 0);
+  struct RemoveAtEnd {
+    fs::path dir;
+    ~RemoveAtEnd() { fs::remove_all(dir); }
+  } remove{dir};
+  const fs::path socket = dir / "gpulane.sock";
+  FakeDaemon fake(socket, kNobody);
+  ASSERT_TRUE(fake.started());
+  RunResult r = RunGpulane({"submit", "--", "true"}, RunEnv(machine, {{"GPULANE_SOCKET", socket.string()},
+                                                                      {"GPULANE_SYSTEM_DAEMON", "0"},
+                                                                      {"SECRET_TOKEN", "hunter2"}}));
+  EXPECT_TRUE(IsError(r, 7, fmt::format("the process listening on {} runs as nobody (uid {}), not as root or you",
+                                        socket.string(), kNobody)));
+  const std::optional<long> sent = fake.BytesReceived(30);
+  ASSERT_TRUE(sent) << "the client never connected";
+  EXPECT_EQ(*sent, 0) << "the client sent the fake daemon its request";
+}
+
+// /tmp/gpulane-<uid> made by another user first (or a symlink, or open to others): a client
+// without XDG_RUNTIME_DIR refuses it before connecting. Before: it connected to whatever listened
+// there and sent it the submission.
+TEST(TmpSquatting, APreCreatedTmpFolderOfAnotherOwnerOrModeIsRefused) {
+  if (!CanSwitchUsers()) GTEST_SKIP() << "needs root and setpriv to act as a test user";
+  if (fs::exists("/run/gpulane/gpulane.sock")) GTEST_SKIP() << "a system daemon's socket exists here";
+  std::string why;
+  auto victim = EnsureTestUser("gpulane-test-a", &why);
+  if (!victim) GTEST_SKIP() << why;
+  TestDaemon d(DaemonOptions{.system_mode = true, .start = false});  // folders the test user may enter
+  const fs::path dir = fmt::format("/tmp/gpulane-{}", victim->uid);
+  fs::remove_all(dir);
+  const Env no_runtime_dir = {{"XDG_RUNTIME_DIR", "\x01unset"}, {"GPULANE_SOCKET", "\x01unset"},
+                              {"GPULANE_STATE_DIR", d.state_dir().string()}, {"GPULANE_SYSTEM_DAEMON", "0"}};
+  auto submit = [&] { return d.GpulaneAs(*victim, {"submit", "--", "true"}, no_runtime_dir); };
+
+  fs::create_directory(dir);
+  ASSERT_EQ(chown(dir.c_str(), kNobody, kNobody), 0);
+  ASSERT_EQ(chmod(dir.c_str(), 0777), 0);
+  EXPECT_TRUE(IsError(submit(), 7, fmt::format("{} belongs to nobody (uid {}), not you", dir.string(), kNobody)));
+  fs::remove_all(dir);
+
+  fs::create_directory_symlink(d.dir(), dir);
+  EXPECT_TRUE(IsError(submit(), 7, fmt::format("{} is a symbolic link", dir.string())));
+  fs::remove(dir);
+
+  fs::create_directory(dir);
+  ASSERT_EQ(chown(dir.c_str(), victim->uid, victim->gid), 0);
+  ASSERT_EQ(chmod(dir.c_str(), 0755), 0);
+  EXPECT_TRUE(IsError(submit(), 7, fmt::format("{} has mode 0755, not 0700", dir.string())));
+  fs::remove_all(dir);
+  EXPECT_TRUE(d.UserDaemonPids().empty()) << "no daemon was started in a folder that is not the user's";
 }
 
 }  // namespace
