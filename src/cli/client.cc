@@ -47,7 +47,7 @@ void StartUserDaemon(const daemon::DaemonPaths& paths) {
     for (std::size_t i = 1; i <= mkdir_state.size(); ++i)
       if (i == mkdir_state.size() || mkdir_state[i] == '/') mkdir(mkdir_state.substr(0, i).c_str(), 0700);
     int null_fd = open("/dev/null", O_RDWR);
-    int log_fd = open((state + "/daemon.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    int log_fd = open((state + "/daemon.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0600);
     dup2(null_fd, 0);
     dup2(log_fd >= 0 ? log_fd : null_fd, 1);
     dup2(log_fd >= 0 ? log_fd : null_fd, 2);
@@ -87,32 +87,55 @@ std::string SystemDaemonDown(const std::string& socket, double waited_s) {
                                     : "ask an admin to run 'systemctl start gpulane'");
 }
 
+// A connection to the daemon on `socket` that may be told the caller's requests, or -1 when nothing
+// listens there. A socket in the shared /tmp is used only inside the caller's own private folder,
+// and only a daemon of root's or the caller's own is trusted. Errors: kUnsafe (said which and why).
+Result<int> ConnectTrusted(const std::string& socket) {
+  if (Status safe = daemon::SecureUserPaths({socket, "", false}, /*create=*/false); !safe.ok()) return safe.error();
+  int fd = ConnectTo(socket);
+  if (fd < 0) return -1;
+  if (Status peer = proto::CheckDaemonPeer(fd, socket); !peer.ok()) {
+    close(fd);
+    return peer.error();
+  }
+  return fd;
+}
+
 // A connection to a daemon that answers now or, when the system daemon is installed, within
 // d.wait_s. nullopt: none answers and none is installed.
 Result<std::optional<int>> ConnectRunning(const Discovery& d) {
   if (!d.system_only) {
-    for (const auto& socket : d.sockets)
-      if (int fd = ConnectTo(socket); fd >= 0) return std::optional<int>(fd);
+    for (const auto& socket : d.sockets) {
+      auto fd = ConnectTrusted(socket);
+      if (!fd) return fd.error();
+      if (*fd >= 0) return std::optional<int>(*fd);
+    }
     return std::optional<int>();
   }
   const std::string& socket = d.sockets.front();
   const double wait_s = std::min(d.wait_s, 1e6);  // a day and more: no overflow in the clock's nanoseconds
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait_s));
   while (true) {
-    if (int fd = ConnectTo(socket); fd >= 0) return std::optional<int>(fd);
+    auto fd = ConnectTrusted(socket);
+    if (!fd) return fd.error();
+    if (*fd >= 0) return std::optional<int>(*fd);
     const Clock::duration left = deadline - Clock::now();
     if (left <= Clock::duration::zero()) return MakeError(ErrorKind::kUnavailable, SystemDaemonDown(socket, d.wait_s));
     std::this_thread::sleep_for(std::min<Clock::duration>(left, std::chrono::milliseconds(20)));
   }
 }
 
-// Starts the per-user daemon and connects to it once it listens (10 s at most).
+// Starts the per-user daemon and connects to it once it listens (10 s at most). Its folders in the
+// shared /tmp, if it uses any, are made private first (or refused: kUnsafe).
 Result<int> StartAndConnect() {
   daemon::DaemonPaths user = daemon::UserPaths();
+  if (Status safe = daemon::SecureUserPaths(user, /*create=*/true); !safe.ok()) return safe.error();
   StartUserDaemon(user);
   const auto deadline = Clock::now() + std::chrono::seconds(10);
   while (Clock::now() < deadline) {
-    if (int fd = ConnectTo(user.socket); fd >= 0) return fd;
+    auto fd = ConnectTrusted(user.socket);
+    if (!fd) return fd.error();
+    if (*fd >= 0) return *fd;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return MakeError(ErrorKind::kUnavailable,

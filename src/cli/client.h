@@ -6,6 +6,10 @@
 // SystemDaemonWaitS() while it restarts; a per-user daemon is never started. Otherwise the
 // system socket, then the user's own; only CallOrStart (submit) starts the per-user daemon when
 // neither answers.
+//
+// Nothing is sent before the answering process is known to be root or the caller
+// (proto::CheckDaemonPeer), and a socket in the shared /tmp only inside the caller's own private
+// folder (daemon::SecureUserPaths): else the call fails with kUnsafe (exit 7).
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -31,7 +35,8 @@ Result<double> SystemDaemonWaitS();
 /// `timeout_s`: how long to wait for the reply, < 0 forever. Errors: kUnavailable when the system
 /// daemon does not answer within SystemDaemonWaitS() or a per-user one cannot be started;
 /// kInvalidArgument for a bad config file or GPULANE_SYSTEM_DAEMON(_WAIT) value; kIo when the
-/// daemon goes away mid-call.
+/// daemon goes away mid-call; kUnsafe when another user's process answers, or /tmp/gpulane-<uid>
+/// is not the caller's private folder.
 Result<nlohmann::json> CallOrStart(nlohmann::json request, double timeout_s = 30);
 
 /// Like CallOrStart, but never starts a daemon: for commands that read or wait for existing jobs.

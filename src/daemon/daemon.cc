@@ -192,7 +192,12 @@ int RunDaemon(bool user_mode) {
     return kExitUsage;
   }
   SystemClock clock;
-  Daemon daemon(user_mode ? UserPaths() : SystemPaths(), *config, *settings, clock);
+  const DaemonPaths paths = user_mode ? UserPaths() : SystemPaths();
+  if (Status safe = user_mode ? SecureUserPaths(paths, /*create=*/true) : Status::Ok(); !safe.ok()) {
+    fmt::print(stderr, "gpulane daemon: error: {}\n", safe.error().message);
+    return ExitCodeFor(safe.error().kind);
+  }
+  Daemon daemon(paths, *config, *settings, clock);
   return daemon.Run();
 }
 

@@ -3,8 +3,15 @@
 //   system mode (root, systemd unit): socket /run/gpulane/gpulane.sock, state /var/lib/gpulane
 //   user mode (started by `gpulane submit` when no system daemon is installed):
 //     socket $XDG_RUNTIME_DIR/gpulane/gpulane.sock (else /tmp/gpulane-<uid>/gpulane.sock)
-//     state  $XDG_STATE_HOME/gpulane (else ~/.local/state/gpulane)
+//     state  $XDG_STATE_HOME/gpulane (else ~/.local/state/gpulane, else /tmp/gpulane-<uid>/state/gpulane)
 // GPULANE_SOCKET and GPULANE_STATE_DIR override both (tests, several instances).
+//
+// /tmp/gpulane-<uid> lies in a folder every user may write to (su, cron and ssh without
+// pam_systemd leave XDG_RUNTIME_DIR unset): another user could create it first, listen on its
+// socket as a fake daemon and read the submissions sent there (their environment: keys, tokens).
+// So it is used only as the user's own private folder (SecureUserPaths: created mode 0700,
+// refused when it is anything else), and clients talk only to a daemon that runs as root or as
+// themselves (proto::CheckDaemonPeer).
 #include <string>
 #include <vector>
 
@@ -27,6 +34,19 @@ struct DaemonPaths {
 
 DaemonPaths SystemPaths();
 DaemonPaths UserPaths();
+
+/// The shared-/tmp fallback of user mode: /tmp/gpulane-<uid> (uid: getuid()).
+std::string UserTmpDir();
+
+/// Checks that `dir` is the caller's private folder: a real directory (no symlink), owned by the
+/// caller (geteuid), mode 0700 exactly. When it is missing: created with mode 0700 if `create`,
+/// else fine (nothing is there to trust or distrust). Errors: kUnsafe (what is wrong with it and
+/// how to fix it, one line), kIo (it cannot be created).
+Status EnsurePrivateDir(const std::string& dir, bool create);
+
+/// EnsurePrivateDir(UserTmpDir(), create) when the socket or the state folder of `paths` lies in
+/// it; nothing to check otherwise (XDG_RUNTIME_DIR and the home folder are the user's own).
+Status SecureUserPaths(const DaemonPaths& paths, bool create);
 
 /// The sockets to ask for GPU snapshots, in order: $GPULANE_SOCKET alone when set, else the system
 /// daemon's, then the user's own. Any daemon's snapshot will do: they all read the same GPUs.

@@ -7,6 +7,7 @@
 #include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include <fmt/format.h>
 #include <map>
 #include <random>
+#include <set>
 
 namespace gpulane::lease {
 namespace {
@@ -50,6 +52,33 @@ bool ReadAll(int fd, std::string* out) {
     out->append(buf, static_cast<std::size_t>(n));
     if (out->size() > kMaxRecordBytes) return false;
   }
+}
+
+// The text of /proc/locks ("" when it cannot be read: then no lock's holder is known).
+std::string ReadProcLocks() {
+  std::string text;
+  int fd = open("/proc/locks", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return text;
+  char buf[16384];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
+    if (n > 0) text.append(buf, static_cast<std::size_t>(n));
+  close(fd);
+  return text;
+}
+
+// The uid a lease file names ("uid"): none when absent; false when it is there but no uid at all
+// (then the file is no lease).
+bool ContentUid(const nlohmann::json& j, std::optional<std::uint32_t>* uid) {
+  auto it = j.find("uid");
+  if (it == j.end() || it->is_null()) return true;
+  if (!it->is_number_unsigned() || it->get<std::uint64_t>() > UINT32_MAX) return false;
+  *uid = it->get<std::uint32_t>();
+  return true;
+}
+
+std::uint64_t CtimeNs(const struct stat& st) {
+  return static_cast<std::uint64_t>(st.st_ctim.tv_sec) * 1000000000ULL + static_cast<std::uint64_t>(st.st_ctim.tv_nsec);
 }
 
 Status CheckDirectory(const std::string& path, const struct stat& st) {
@@ -107,6 +136,53 @@ std::string UserNameOf(std::uint32_t uid) {
   char buf[4096];
   std::string name = getpwuid_r(uid, &pw, buf, sizeof buf, &result) == 0 && result ? result->pw_name : fmt::format("uid {}", uid);
   return names.emplace(uid, std::move(name)).first->second;
+}
+
+bool TrustLease(LeaseRecord& r, std::optional<std::uint32_t> content_uid, const FileFacts& facts) {
+  if (content_uid && *content_uid != facts.owner_uid) return false;
+  r.uid = facts.owner_uid;
+  r.user = UserNameOf(r.uid);
+  r.holder = facts.holder;
+  r.dev = facts.dev;
+  r.ino = facts.ino;
+  return true;
+}
+
+bool TrustTicket(TicketRecord& t, std::optional<std::uint32_t> content_uid, const FileFacts& facts) {
+  t.dev = facts.dev;
+  t.ino = facts.ino;
+  if (facts.owner_uid == 0) {
+    t.request.uid = content_uid.value_or(0);  // root speaks for the user whose job it supervises
+  } else {
+    if (content_uid && *content_uid != facts.owner_uid) return false;
+    t.request.uid = facts.owner_uid;
+    t.request.priority = std::min(t.request.priority, 0);
+    t.seq = std::min(std::max(t.seq, facts.ctime_ns), kMaxTicketSeq);
+  }
+  t.request.user = UserNameOf(t.request.uid);
+  return true;
+}
+
+std::map<FileKey, pid_t> ParseFlockHolders(std::string_view text) {
+  std::map<FileKey, pid_t> holders;
+  while (!text.empty()) {
+    const std::size_t end = std::min(text.find('\n'), text.size());
+    const std::string line(text.substr(0, end));
+    text.remove_prefix(std::min(end + 1, text.size()));
+    // "12: FLOCK  ADVISORY  WRITE 4121 00:1b:7067 0 EOF"; a waiter's line has "->" after the number.
+    char type[16], mode[16], access[16];
+    long pid = 0;
+    unsigned major = 0, minor = 0;
+    unsigned long long ino = 0;
+    int n = 0;
+    if (std::sscanf(line.c_str(), "%*d: %15s %15s %15s %ld %x:%x:%llu%n", type, mode, access, &pid, &major, &minor,
+                    &ino, &n) != 7 ||
+        n == 0)
+      continue;
+    if (std::strcmp(type, "FLOCK") != 0 || std::strcmp(access, "WRITE") != 0 || pid <= 0) continue;
+    holders[{static_cast<std::uint64_t>(makedev(major, minor)), static_cast<std::uint64_t>(ino)}] = static_cast<pid_t>(pid);
+  }
+  return holders;
 }
 
 HeldFile& HeldFile::operator=(HeldFile&& other) noexcept {
@@ -216,6 +292,9 @@ DirContents LeaseDir::Read() const {
   }
   rewinddir(dir);
   const uid_t me = geteuid();
+  std::optional<std::map<FileKey, pid_t>> holders;  // read at the first live file, once
+  std::set<FileKey> seen;
+  std::map<FileKey, std::size_t> lease_at;  // where in out.leases each lease file is
   while (struct dirent* e = readdir(dir)) {
     std::string name = e->d_name;
     bool is_lease = EndsWith(name, ".lease"), is_ticket = EndsWith(name, ".wait");
@@ -232,28 +311,45 @@ DirContents LeaseDir::Read() const {
       close(f);
       continue;
     }
+    const FileKey key{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)};
+    if (!seen.insert(key).second) {  // another name of a file already read (a hard link): counted once
+      if (auto at = lease_at.find(key); at != lease_at.end()) out.leases[at->second].other_names.push_back(name);
+      close(f);
+      continue;
+    }
     std::string content;
     bool read_ok = ReadAll(f, &content);
     close(f);
     if (!read_ok) continue;
     auto j = nlohmann::json::parse(content, nullptr, false);
     if (j.is_discarded()) continue;
+    if (!holders) holders = ParseFlockHolders(ReadProcLocks());
+    const auto holder = holders->find(key);
+    const FileFacts facts{st.st_uid, key.first, key.second, CtimeNs(st), holder == holders->end() ? 0 : holder->second};
     if (is_lease) {
       LeaseRecord r;
-      if (!FromJson(j, &r)) continue;
-      r.uid = st.st_uid;
-      r.user = UserNameOf(st.st_uid);
+      std::optional<std::uint32_t> uid;
+      if (!FromJson(j, &r) || !ContentUid(j, &uid) || !TrustLease(r, uid, facts)) continue;
       r.name = name;
+      lease_at[key] = out.leases.size();
       out.leases.push_back(std::move(r));
     } else {
       TicketRecord t;
       if (!FromJson(j, &t)) continue;
-      t.request.uid = st.st_uid;
-      t.request.user = UserNameOf(st.st_uid);
+      const auto& request = j.at("request");
+      const bool names_uid = request.contains("uid") && !request["uid"].is_null();
+      if (!TrustTicket(t, names_uid ? std::optional(t.request.uid) : std::nullopt, facts)) continue;
       out.tickets.push_back(std::move(t));
     }
   }
   closedir(dir);
+  // A ticket nested in a job stands in that job's own line: only the job's owner may put one there.
+  std::erase_if(out.tickets, [&](const TicketRecord& t) {
+    if (t.parent.empty()) return false;
+    for (const LeaseRecord& l : out.leases)
+      if (IsNamed(l, t.parent)) return l.uid != t.request.uid;
+    return false;  // its job has ended: it stands in no line anyone decides
+  });
   std::sort(out.tickets.begin(), out.tickets.end(), LineOrder);
   return out;
 }
@@ -283,7 +379,9 @@ Result<HeldFile> LeaseDir::CreateFile(const std::string& final_name, const std::
 
 Result<HeldFile> LeaseDir::CreateLease(const LeaseRecord& record, std::optional<std::uint32_t> owner_uid,
                                        std::optional<std::uint32_t> owner_gid) const {
-  return CreateFile(fmt::format("{}.{}.lease", record.job_id, RandomHex().substr(0, 8)), ToJson(record).dump(),
+  LeaseRecord written = record;
+  written.uid = owner_uid.value_or(geteuid());  // the file's owner: a lease naming another uid is none
+  return CreateFile(fmt::format("{}.{}.lease", record.job_id, RandomHex().substr(0, 8)), ToJson(written).dump(),
                     /*inheritable=*/true, owner_uid, owner_gid);
 }
 
@@ -295,8 +393,16 @@ Result<HeldFile> LeaseDir::CreateTicket(TicketRecord& record) const {
   }
   seq = std::min(seq, kMaxTicketSeq);
   record.seq = seq;
+  if (geteuid() != 0) record.request.uid = geteuid();  // only root speaks for another user
   record.id = fmt::format("w{:020}.{}", seq, RandomHex().substr(0, 8));
-  return CreateFile(record.id + ".wait", ToJson(record).dump(), /*inheritable=*/false);
+  auto held = CreateFile(record.id + ".wait", ToJson(record).dump(), /*inheritable=*/false);
+  if (!held) return held;
+  struct stat st {};
+  if (fstat(held->fd(), &st) != 0)
+    return MakeError(ErrorKind::kIo, fmt::format("cannot read back a ticket in lease directory {}: {}", path_, std::strerror(errno)));
+  record.dev = static_cast<std::uint64_t>(st.st_dev);
+  record.ino = static_cast<std::uint64_t>(st.st_ino);
+  return held;
 }
 
 }  // namespace gpulane::lease

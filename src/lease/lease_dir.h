@@ -11,15 +11,42 @@
 //    lives exactly as long as the last process holding it, also if `gpulane run` is SIGKILLed.
 //  - A file whose lock can be taken is stale: ignored, and removed when its owner or root sees it.
 //  - Files are opened O_NOFOLLOW, checked to be regular, read only; gpulane never writes to a file
-//    it did not create, and its owner (fstat), not its content, says whose lease it is.
+//    it did not create.
 //  - The directory must be owned by root or by the caller and, if others may write to it, sticky,
 //    so no user can remove or replace another's lease.
 //  - inotify on the directory wakes waiters within milliseconds when a lease file is closed for the
 //    last time (IN_CLOSE_WRITE, also when its holder is killed) or removed.
+//
+// Threat model: every user can write files here, so a file's content is only its owner's word, and
+// nothing a user writes may decide for another user. What the kernel vouches for decides instead:
+//  - Whose it is: the file's owner (fstat). A file whose content names another uid ("uid" of a
+//    lease, "request.uid" of a ticket) contradicts its owner and is ignored; only root's files may
+//    speak for another user (the system daemon's supervisors run as root and write their jobs'
+//    tickets; their leases are handed to the job's user, fchown).
+//  - Which file it is: its inode (dev, ino). A waiter knows its own ticket by the inode of the file
+//    it holds open, never by the id written in it (another user may copy that id); a file seen
+//    twice (a hard link) counts once.
+//  - Its place in line (TrustTicket): priority above 0 only from root's tickets (the system daemon
+//    wrote them after checking that the submitter is root or in daemon.admin_group; a per-user
+//    daemon cannot vouch for that, so its jobs wait at priority 0 at most); a user's own ticket may
+//    lower its priority. Its seq no earlier than the file's last status change (ctime: set by the
+//    kernel at creation, rename and write, and no user can set it back), so nobody can take a place
+//    before the moment the ticket appeared; root's tickets keep theirs (a queued job's submission
+//    time). A ticket nested in a job must be its owner's job (the parent lease's owner).
+//  - Which processes a lease owns (lease/occupancy.h): only its owner's, and only those descending
+//    from the process that holds its lock (/proc/locks, `holder`), or in its job's process group:
+//    a "pid" in the file that is no descendant of the lock's holder owns nothing.
+// What a user can still do by writing files: claim GPUs for herself out of turn (as she could by
+// using them without gpulane: her processes are foreign to everyone else either way) and wait in
+// line like any request.
 #include <sys/types.h>
 
+#include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "lease/records.h"
@@ -61,6 +88,33 @@ class DirLock {
   int fd_;
 };
 
+/// What the kernel vouches for of one lease or ticket file, read through its open descriptor.
+struct FileFacts {
+  std::uint32_t owner_uid = 0;
+  std::uint64_t dev = 0, ino = 0;
+  std::uint64_t ctime_ns = 0;  ///< last status change, nanoseconds since the epoch
+  pid_t holder = 0;            ///< the process holding its exclusive flock (0: unknown)
+};
+
+/// Fills what `r` says about itself from `facts`: uid and user from the owner, holder and identity.
+/// `content_uid`: the "uid" the file names, if any. False when that is another uid than the owner's
+/// (the file contradicts its owner: no lease).
+bool TrustLease(LeaseRecord& r, std::optional<std::uint32_t> content_uid, const FileFacts& facts);
+
+/// The same for a ticket, and its place in line: a file of root speaks for the uid it names
+/// (`content_uid`, else root) with its priority and seq as written. Any other owner's ticket is
+/// that owner's (false when `content_uid` names another), its priority at most 0 and its seq no
+/// earlier than facts.ctime_ns.
+bool TrustTicket(TicketRecord& t, std::optional<std::uint32_t> content_uid, const FileFacts& facts);
+
+/// (st_dev, st_ino) of a file.
+using FileKey = std::pair<std::uint64_t, std::uint64_t>;
+
+/// The holders of exclusive flocks in `proc_locks` (the text of /proc/locks): file -> pid. Lines of
+/// waiters ("->"), POSIX, OFD and shared locks are left out, and so are pids this PID namespace
+/// does not see (0).
+std::map<FileKey, pid_t> ParseFlockHolders(std::string_view proc_locks);
+
 /// What the directory holds right now.
 struct DirContents {
   std::vector<LeaseRecord> leases;    ///< live leases
@@ -84,14 +138,19 @@ class LeaseDir {
 
   /// Takes the decision lock (blocking).
   DirLock Lock() const;
-  /// Reads live leases and tickets; removes stale files the caller owns (or all, as root).
+  /// Reads live leases and tickets as far as their owners vouch for them (TrustLease,
+  /// TrustTicket; a file seen twice counts once; a ticket nested in another user's job is left
+  /// out); removes stale files the caller owns (or all, as root).
   DirContents Read() const;
   /// Creates a lease file for `record` (left open and locked, inheritable: not O_CLOEXEC), owned
-  /// by `owner_uid`/`owner_gid` when given (root creating a lease on a user's behalf).
+  /// by `owner_uid`/`owner_gid` when given (root creating a lease on a user's behalf); the "uid"
+  /// it records is that owner.
   Result<HeldFile> CreateLease(const LeaseRecord& record, std::optional<std::uint32_t> owner_uid = std::nullopt,
                                std::optional<std::uint32_t> owner_gid = std::nullopt) const;
   /// Creates a ticket. Its seq is record.seq when set (the job's submission time, so a queued job
-  /// keeps its place), else larger than every live ticket's. Call under Lock().
+  /// keeps its place), else larger than every live ticket's. Sets record.id, .seq, .dev and .ino
+  /// (the identity its waiter knows it by), and, but for root, record.request.uid to the caller's.
+  /// Call under Lock().
   Result<HeldFile> CreateTicket(TicketRecord& record) const;
   /// Starts watching the directory with inotify, if not yet: returns true when it just started, so
   /// the caller re-reads the directory before sleeping on watch_fd() (nothing in between is missed).

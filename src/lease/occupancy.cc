@@ -11,23 +11,51 @@ bool Holds(const LeaseRecord& lease, const std::string& uuid) {
   return false;
 }
 
-// The lease whose job `pid` belongs to, or -1: the one whose holder is the closest ancestor (or
-// whose job's process group holds a process on the way up).
-int OwnerOf(std::uint32_t pid, const std::vector<LeaseRecord>& leases, ProcessTable& table) {
+// The process a lease's job descends from: the supervisor its file names when the kernel confirms
+// it, being the process that holds the file's lock or a descendant of it; else 0 (none: the lease
+// owns processes through its job's process group alone). A "pid" written in the file is only its
+// owner's word: the common ancestor of other users' processes (sshd, a shell's parent) is no
+// supervisor of hers.
+std::uint32_t AnchorOf(const LeaseRecord& lease, ProcessTable& table) {
+  if (lease.holder <= 0 || lease.pid <= 1) return 0;
+  const auto pid = static_cast<std::uint32_t>(lease.pid), holder = static_cast<std::uint32_t>(lease.holder);
+  return pid == holder || BelongsTo(table, pid, holder, 0) ? pid : 0;
+}
+
+std::vector<std::uint32_t> AnchorsOf(const std::vector<LeaseRecord>& leases, ProcessTable& table) {
+  std::vector<std::uint32_t> anchors;
+  anchors.reserve(leases.size());
+  for (const LeaseRecord& lease : leases) anchors.push_back(AnchorOf(lease, table));
+  return anchors;
+}
+
+// The real uid of a GPU process: as annotated with the snapshot, else asked now; nullopt unknown.
+std::optional<std::uint32_t> UidOf(const GpuProcess& p, ProcessTable& table) {
+  if (p.uid) return p.uid;
+  if (auto info = table.Lookup(p.pid)) return info->uid;
+  return std::nullopt;
+}
+
+// The lease whose job `pid` (of user `uid`) belongs to, or -1: among the leases of that user, the
+// one whose anchor is the closest ancestor (or whose job's process group holds a process on the
+// way up). Another user's lease never owns it, whatever its file says.
+int OwnerOf(std::uint32_t pid, std::uint32_t uid, const std::vector<LeaseRecord>& leases,
+            const std::vector<std::uint32_t>& anchors, ProcessTable& table) {
   for (int depth = 0; depth < 64 && pid > 1; ++depth) {
     for (std::size_t i = 0; i < leases.size(); ++i)
-      if (static_cast<std::uint32_t>(leases[i].pid) == pid) return static_cast<int>(i);
+      if (anchors[i] == pid && leases[i].uid == uid) return static_cast<int>(i);
     auto links = table.Links(pid);
     if (!links) return -1;
     for (std::size_t i = 0; i < leases.size(); ++i)
-      if (leases[i].pgid != 0 && links->pgid == static_cast<std::uint32_t>(leases[i].pgid)) return static_cast<int>(i);
+      if (leases[i].pgid > 0 && links->pgid == static_cast<std::uint32_t>(leases[i].pgid) && leases[i].uid == uid)
+        return static_cast<int>(i);
     pid = links->ppid;
   }
   return -1;
 }
 
-void Classify(const GpuDevice& d, const std::vector<LeaseRecord>& leases, ProcessTable& table,
-              const OccupancyOptions& options, sched::GpuState& g, std::vector<std::uint64_t>& used_by_lease,
+void Classify(const GpuDevice& d, const std::vector<LeaseRecord>& leases, const std::vector<std::uint32_t>& anchors,
+              ProcessTable& table, const OccupancyOptions& options, sched::GpuState& g, std::vector<std::uint64_t>& used_by_lease,
               std::vector<StrayProcess>& strays) {
   if (!d.processes) {
     g.processes_known = false;
@@ -48,7 +76,8 @@ void Classify(const GpuDevice& d, const std::vector<LeaseRecord>& leases, Proces
       continue;
     }
     g.has_context = true;
-    const int owner = OwnerOf(p.pid, leases, table);
+    const std::optional<std::uint32_t> uid = UidOf(p, table);
+    const int owner = uid ? OwnerOf(p.pid, *uid, leases, anchors, table) : -1;
     if (owner >= 0 && Holds(leases[owner], d.uuid)) {
       used_by_lease[owner] += mem;
       continue;
@@ -90,10 +119,11 @@ std::string DescribeProcess(const GpuProcess& p) {
 Occupancy BuildOccupancy(const GpuSnapshot& snapshot, const std::vector<LeaseRecord>& leases, ProcessTable& processes,
                          const OccupancyOptions& options) {
   Occupancy out;
+  const std::vector<std::uint32_t> anchors = AnchorsOf(leases, processes);
   for (const GpuDevice& d : snapshot.devices) {
     sched::GpuState g = BaseState(d, snapshot);
     std::vector<std::uint64_t> used_by_lease(leases.size(), 0);
-    Classify(d, leases, processes, options, g, used_by_lease, out.strays);
+    Classify(d, leases, anchors, processes, options, g, used_by_lease, out.strays);
     for (std::size_t i = 0; i < leases.size(); ++i) {
       if (&leases[i] == options.transparent) continue;
       for (const LeasedGpu& lg : leases[i].gpus) {
@@ -115,8 +145,13 @@ Occupancy BuildOccupancy(const GpuSnapshot& snapshot, const std::vector<LeaseRec
 const LeaseRecord* FindParentLease(const std::vector<LeaseRecord>& leases, const std::optional<std::string>& job_id,
                                    std::uint32_t self_pid, ProcessTable& processes) {
   if (!job_id || job_id->empty()) return nullptr;
-  for (const LeaseRecord& lease : leases)
-    if (lease.job_id == *job_id && BelongsTo(processes, self_pid, static_cast<std::uint32_t>(lease.pid), 0)) return &lease;
+  const auto self = processes.Lookup(self_pid);
+  if (!self) return nullptr;
+  for (const LeaseRecord& lease : leases) {
+    if (lease.job_id != *job_id || lease.uid != self->uid) continue;
+    const std::uint32_t anchor = AnchorOf(lease, processes);
+    if (anchor != 0 && BelongsTo(processes, self_pid, anchor, 0)) return &lease;
+  }
   return nullptr;
 }
 
@@ -133,12 +168,17 @@ Result<LineView> ViewOfLine(const std::vector<LeaseRecord>& leases, const std::v
   LineView view;
   if (!parent_name.empty()) {
     for (const LeaseRecord& lease : leases)
-      if (lease.name == parent_name) view.parent = &lease;
+      if (IsNamed(lease, parent_name)) view.parent = &lease;
     if (!view.parent)
       return MakeError(ErrorKind::kNotFound, "the gpulane job this runs inside has ended (its lease is gone)");
   }
   view.occupancy = BuildOccupancy(snapshot, leases, processes, {view.parent, ended_pids});
-  view.tickets = TicketsOfLine(tickets, parent_name);
+  if (!view.parent) {
+    view.tickets = TicketsOfLine(tickets, "");
+  } else {
+    for (const auto& t : tickets)  // under any name of its file
+      if (!t.parent.empty() && IsNamed(*view.parent, t.parent)) view.tickets.push_back(t);
+  }
   return view;
 }
 

@@ -50,19 +50,23 @@ struct OccupancyOptions {
 /// Builds the occupancy of `snapshot` (processes annotated from /proc, AnnotateProcesses) under
 /// `leases`. A process NVML lists whose pid no longer exists is ignored and its memory counted as
 /// free (NVML may lag a process's exit); one /proc never showed is foreign (another PID
-/// namespace). A process belongs to a lease when the lease holds this GPU and the lease's
-/// supervisor pid is among its ancestors or the process is in the job's process group; any other
-/// process is foreign. A shared lease reserves max(0, declared - used by its processes) on top of
-/// what NVML shows as used. Unreported memory or process lists stay unknown (nullopt / false),
-/// never empty or zero.
+/// namespace). A process belongs to a lease only when it is its owner's (the process's real uid is
+/// the lease file's owner), the lease holds this GPU, and the lease's supervisor is among its
+/// ancestors or the process is in the job's process group; any other process is foreign. The
+/// supervisor counts only as far as the kernel confirms it: the "pid" the file names must be the
+/// process holding the file's lock (LeaseRecord::holder) or a descendant of it, else the lease owns
+/// its job's process group alone. A shared lease reserves max(0, declared - used by its processes)
+/// on top of what NVML shows as used. Unreported memory or process lists stay unknown (nullopt /
+/// false), never empty or zero.
 /// A process belongs to the lease whose holder is its closest ancestor (or whose process group it
 /// is in), so a job nested in another one owns its own processes.
 Occupancy BuildOccupancy(const GpuSnapshot& snapshot, const std::vector<LeaseRecord>& leases, ProcessTable& processes,
                          const OccupancyOptions& options = {});
 
 /// The lease of the gpulane job this process runs inside, if any: the live lease whose job id is
-/// `job_id` (the GPULANE_JOB_ID this process inherited) and whose holder is an ancestor of
-/// `self_pid` (so an environment variable alone cannot claim another job's lease).
+/// `job_id` (the GPULANE_JOB_ID this process inherited), whose owner is `self_pid`'s user and
+/// whose supervisor (as confirmed by its lock, BuildOccupancy) is an ancestor of `self_pid` (so
+/// neither an environment variable nor a "pid" written in a file can claim another job's lease).
 const LeaseRecord* FindParentLease(const std::vector<LeaseRecord>& leases, const std::optional<std::string>& job_id,
                                    std::uint32_t self_pid, ProcessTable& processes);
 

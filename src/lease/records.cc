@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "proto/request_json.h"
@@ -33,7 +34,7 @@ json ToJson(const LeaseRecord& r) {
     if (g.mem_bytes) e["mem_bytes"] = *g.mem_bytes;
     gpus.push_back(e);
   }
-  json j = {{"job_id", r.job_id}, {"user", r.user}, {"pid", r.pid}, {"pgid", r.pgid},
+  json j = {{"job_id", r.job_id}, {"uid", r.uid}, {"user", r.user}, {"pid", r.pid}, {"pgid", r.pgid},
             {"command", r.command}, {"gpus", gpus}, {"started_s", r.started_s}};
   if (!r.parent.empty()) j["parent"] = r.parent;
   return j;
@@ -86,6 +87,10 @@ bool LineOrder(const TicketRecord& a, const TicketRecord& b) {
   if (a.request.priority != b.request.priority) return a.request.priority > b.request.priority;
   if (a.seq != b.seq) return a.seq < b.seq;
   return a.id < b.id;
+}
+
+bool IsNamed(const LeaseRecord& r, const std::string& name) {
+  return r.name == name || std::find(r.other_names.begin(), r.other_names.end(), name) != r.other_names.end();
 }
 
 std::string Describe(const LeaseRecord& r) { return fmt::format("{} (job {})", r.user, r.job_id); }

@@ -20,28 +20,38 @@ struct LeasedGpu {
   std::optional<std::uint64_t> mem_bytes;
 };
 
-/// A live lease. `uid` comes from the file's owner, never from its content.
+/// A live lease. `uid`, `holder` and the file's identity come from the kernel (the file's owner,
+/// /proc/locks, fstat), never from its content (lease/lease_dir.h says how far content is trusted).
 struct LeaseRecord {
   std::string job_id;      ///< "r4121" for `gpulane run` (its pid), "12" for daemon jobs
-  std::uint32_t uid = 0;   ///< owner of the lease file
+  std::uint32_t uid = 0;   ///< owner of the lease file (stored too, as a check: a file that names another uid is no lease)
   std::string user;        ///< login name of `uid`
-  pid_t pid = 0;           ///< the supervisor (`gpulane run` or the job's supervisor process)
+  pid_t pid = 0;           ///< the supervisor (`gpulane run` or the job's supervisor process), as written
   pid_t pgid = 0;          ///< the job's process group, 0 until the job starts
+  pid_t holder = 0;        ///< the process holding the file's lock (/proc/locks; set when read, 0: unknown)
+  std::uint64_t dev = 0, ino = 0;  ///< the file's identity (fstat; set when read)
   std::string command;     ///< the job's command line, for people
   std::vector<LeasedGpu> gpus;
   double started_s = 0;    ///< seconds since the epoch
   std::string parent;      ///< nested: the file name of the lease of the job it runs inside ("" = none)
   std::string name;        ///< its file name in the lease directory (set when read, not stored)
+  std::vector<std::string> other_names;  ///< more names of the same file (hard links someone made; set when read)
 };
+
+/// Whether `name` is a name of the lease's file (LeaseRecord::name or one of its other names).
+bool IsNamed(const LeaseRecord& r, const std::string& name);
 
 /// A request waiting in line. The line is ordered by the request's priority (higher first), then
 /// `seq` (LineOrder).
+/// As read from the directory, priority and seq are what the file's owner may vouch for
+/// (LeaseDir::Read, TrustTicket), which for other users than root is less than the content says.
 struct TicketRecord {
-  std::string id;          ///< file name stem, unique
+  std::string id;          ///< file name stem; for people and file names only: two files may hold the same id
   std::uint64_t seq = 0;   ///< position key: nanoseconds since the epoch (the request's submission time)
   pid_t pid = 0;           ///< the process waiting (`gpulane run` or a queued job's supervisor)
-  sched::Request request;  ///< what it asks; request.uid and .user come from the file's owner, never its content
+  sched::Request request;  ///< what it asks; request.uid and .user come from the file's owner (root: from its content)
   std::string parent;      ///< nested: the file name of the lease of the job it runs inside ("" = none)
+  std::uint64_t dev = 0, ino = 0;  ///< the file's identity (fstat; set when created or read): what a waiter knows its own ticket by
 };
 
 /// The largest seq a ticket may have (nanoseconds since the epoch: the year 2116). A ticket with a

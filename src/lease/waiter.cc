@@ -134,7 +134,7 @@ Status LeaseWaiter::JoinLine() {
   return Status::Ok();
 }
 
-Status LeaseWaiter::NarrowTicket(std::vector<std::string> allowed_uuids) {
+Status LeaseWaiter::NarrowTicket(std::vector<std::string> allowed_uuids, const GpuSnapshot& snapshot) {
   if (nested()) {
     std::vector<std::string> within;
     for (const auto& uuid : allowed_uuids)
@@ -142,6 +142,14 @@ Status LeaseWaiter::NarrowTicket(std::vector<std::string> allowed_uuids) {
     allowed_uuids = std::move(within);
   }
   if (ticket_.request.allowed_uuids == allowed_uuids) return Status::Ok();
+  // Every GPU is what the ticket allows already: leave the file as it is. Each write moves its
+  // change time, which is as early as another user's ticket may stand in line (TrustTicket).
+  const bool every_gpu = !ticket_.request.allowed_uuids && allowed_uuids.size() == snapshot.devices.size() &&
+                         std::all_of(snapshot.devices.begin(), snapshot.devices.end(), [&](const GpuDevice& d) {
+                           return !d.uuid.empty() &&
+                                  std::find(allowed_uuids.begin(), allowed_uuids.end(), d.uuid) != allowed_uuids.end();
+                         });
+  if (every_gpu) return Status::Ok();
   // Joined early with any GPU allowed; now that the GPUs are known, narrow it down.
   ticket_.request.allowed_uuids = std::move(allowed_uuids);
   DirLock lock = dir_.Lock();
@@ -155,7 +163,9 @@ Result<sched::Decision> LeaseWaiter::Decide(const GpuSnapshot& snapshot, Process
   auto decisions = sched::Schedule(std::move(view->occupancy.gpus), LineOf(view->tickets), sched::Limits{request_.margin_bytes});
   *earlier_granted = false;
   for (std::size_t i = 0; i < view->tickets.size(); ++i) {
-    if (view->tickets[i].id == ticket_.id) return std::move(decisions[i]);
+    // Its own ticket is the file it holds, known by its inode: any user can write a ticket with
+    // this one's id, and must not hand it her decision.
+    if (view->tickets[i].dev == ticket_.dev && view->tickets[i].ino == ticket_.ino) return std::move(decisions[i]);
     *earlier_granted = *earlier_granted || decisions[i].granted;
   }
   return MakeError(ErrorKind::kIo, "this request's ticket vanished from the lease directory; try again");
@@ -170,7 +180,7 @@ Result<Grant> LeaseWaiter::Acquire() {
   double snapshot_time = env_.MonotonicS();
   auto allowed = ResolveAllowedGpus(request_.request.gpu_list, request_.visible_devices, *snapshot);
   if (!allowed) return allowed.error();
-  if (Status narrowed = NarrowTicket(*allowed); !narrowed.ok()) return narrowed.error();
+  if (Status narrowed = NarrowTicket(*allowed, *snapshot); !narrowed.ok()) return narrowed.error();
   const sched::Request& request = ticket_.request;
   const unsigned gpu_count = static_cast<unsigned>(snapshot->devices.size());
   ProcfsProcessTable table;

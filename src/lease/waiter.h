@@ -88,7 +88,9 @@ class LeaseWaiter {
 
  private:
   Result<GpuSnapshot> ReadSnapshot();
-  Status NarrowTicket(std::vector<std::string> allowed_uuids);
+  /// Narrows the ticket to `allowed_uuids` (rewriting its file unless it allows every GPU of
+  /// `snapshot` already).
+  Status NarrowTicket(std::vector<std::string> allowed_uuids, const GpuSnapshot& snapshot);
   /// This ticket's decision under the directory lock; sets *earlier_granted when a request before
   /// it in line is granted in the same decision. Errors: kIo (the ticket is gone), kNotFound.
   Result<sched::Decision> Decide(const GpuSnapshot& snapshot, ProcessTable& table, bool* earlier_granted);
@@ -100,7 +102,7 @@ class LeaseWaiter {
   LeaseRecord record_;
   std::function<void(const std::string&)> on_status_;
   WaitEnv& env_;
-  TicketRecord ticket_;   ///< this request's ticket as written
+  TicketRecord ticket_;   ///< this request's ticket as written, with its file's identity (dev, ino)
   HeldFile held_ticket_;  ///< this request's place in line, until it gets its lease
   std::vector<std::string> parent_uuids_;  ///< nested: the GPUs of the job it runs inside
   std::set<std::uint32_t> seen_alive_;     ///< GPU processes seen alive in /proc in earlier snapshots

@@ -25,7 +25,14 @@ std::string EncodeRequest(nlohmann::json request);
 /// Exchange for a request encoded by EncodeRequest.
 Result<nlohmann::json> ExchangeEncoded(int fd, const std::string& frame, double timeout_s, bool error_replies = false);
 
-/// ConnectTo + Exchange. Errors: kUnavailable when nothing listens on `socket_path`.
+/// Checks who listens on the connected socket `fd` (SO_PEERCRED) before anything is sent: a
+/// gpulane daemon runs as root (the system daemon) or as the caller (a per-user one); any other
+/// user's process on a socket the caller looks for is someone posing as a daemon (a squatted
+/// /tmp/gpulane-<uid>). Errors: kUnsafe, one line naming that user and the fix.
+Status CheckDaemonPeer(int fd, const std::string& socket_path);
+
+/// ConnectTo + CheckDaemonPeer + Exchange. Errors: kUnavailable when nothing listens on
+/// `socket_path`; kUnsafe when another user's process does.
 Result<nlohmann::json> CallExisting(const std::string& socket_path, nlohmann::json request, double timeout_s);
 
 }  // namespace gpulane::proto

@@ -56,31 +56,57 @@ bool RunsSleep(pid_t pid) {
 
 }  // namespace
 
-PlantedFile::PlantedFile(const fs::path& path, const std::string& content) : path_(path) {
+PlantedFile::PlantedFile(const fs::path& path, const std::string& content, Holder holder,
+                         std::optional<std::uint32_t> owner)
+    : path_(path) {
   // Created under a temporary name, locked, filled, then renamed into place: it appears whole and
   // already locked, as gpulane's own files do (LeaseDir::CreateFile).
   const fs::path tmp = path.parent_path() / (".tmp-plant-" + RandomHex8());
   fd_ = open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd_ < 0) throw std::runtime_error(fmt::format("cannot create {}: {}", tmp.string(), std::strerror(errno)));
   fchmod(fd_, 0644);
-  if (flock(fd_, LOCK_EX | LOCK_NB) != 0 ||
-      write(fd_, content.data(), content.size()) != static_cast<ssize_t>(content.size()) ||
-      renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) != 0) {
-    const int err = errno;
+  auto fail = [&](const std::string& why) {
     unlink(tmp.c_str());
     close(fd_);
-    throw std::runtime_error(fmt::format("cannot plant {}: {}", path.string(), std::strerror(err)));
+    fd_ = -1;
+    if (holder_ > 0) KillAndReap(holder_);
+    throw std::runtime_error(fmt::format("cannot plant {}: {}", path.string(), why));
+  };
+  if (holder == Holder::kTest && flock(fd_, LOCK_EX | LOCK_NB) != 0) fail(std::strerror(errno));
+  if (holder == Holder::kChild) {
+    // The child locks the open file it shares with the test, keeps a descriptor of it across the
+    // exec and sleeps: the lock is the file's as long as either holds it, the holder the child.
+    int sync[2];
+    if (pipe2(sync, O_CLOEXEC) != 0) fail("pipe2 failed");
+    const pid_t test = getpid();
+    holder_ = fork();
+    if (holder_ < 0) fail("fork failed");
+    if (holder_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != test || flock(fd_, LOCK_EX | LOCK_NB) != 0 || dup(fd_) < 0) _exit(1);  // dup: not close-on-exec
+      ExecSleep();
+    }
+    close(sync[1]);
+    WaitForExec(sync[0]);
+    close(sync[0]);
+    if (!RunsSleep(holder_)) fail("its lock holder did not start");
   }
+  if (write(fd_, content.data(), content.size()) != static_cast<ssize_t>(content.size()) ||
+      (owner && fchown(fd_, *owner, static_cast<gid_t>(-1)) != 0) ||
+      renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) != 0)
+    fail(std::strerror(errno));
 }
 
-PlantedFile::PlantedFile(PlantedFile&& other) noexcept : path_(std::move(other.path_)), fd_(other.fd_) {
+PlantedFile::PlantedFile(PlantedFile&& other) noexcept : path_(std::move(other.path_)), fd_(other.fd_), holder_(other.holder_) {
   other.fd_ = -1;
+  other.holder_ = -1;
 }
 
 PlantedFile::~PlantedFile() {
   if (fd_ < 0) return;
   unlink(path_.c_str());
   close(fd_);
+  if (holder_ > 0) KillAndReap(holder_);
 }
 
 void PlantedFile::GiveTo(std::uint32_t uid) {

@@ -20,7 +20,13 @@ namespace gpulane::test {
 /// on destruction. The descriptor is close-on-exec: processes the test starts do not hold it.
 class PlantedFile {
  public:
-  PlantedFile(const std::filesystem::path& path, const std::string& content);
+  /// Whose flock holds the file: the test's own (its descriptor) or that of a `sleep` child
+  /// started for it (so /proc/locks names that child as the holder: a process that is nobody's
+  /// ancestor), which ends with the file.
+  enum class Holder { kTest, kChild };
+  /// `owner`: whose file it is from the moment it appears (root only; GiveTo changes it later).
+  PlantedFile(const std::filesystem::path& path, const std::string& content, Holder holder = Holder::kTest,
+              std::optional<std::uint32_t> owner = std::nullopt);
   ~PlantedFile();
   PlantedFile(PlantedFile&& other) noexcept;
   PlantedFile& operator=(PlantedFile&&) = delete;
@@ -29,10 +35,13 @@ class PlantedFile {
   /// Gives the file to another user (root only), as if that user had planted it: gpulane takes a
   /// record's user from its file's owner.
   void GiveTo(std::uint32_t uid);
+  /// The child holding the lock (Holder::kChild), else -1.
+  pid_t holder() const { return holder_; }
 
  private:
   std::filesystem::path path_;
   int fd_ = -1;
+  pid_t holder_ = -1;
 };
 
 /// A live lease in `lease_dir` (format: src/lease/records.h LeaseRecord; at least "job_id",

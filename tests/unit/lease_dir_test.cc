@@ -5,12 +5,15 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+
+#include "support/planted.h"
 
 namespace gpulane::lease {
 namespace {
@@ -103,6 +106,7 @@ TEST_F(LeaseDirTest, DamagedOrForeignFilesAreNoLeases) {
 }
 
 TEST_F(LeaseDirTest, TheLineIsByPriorityThenArrival) {
+  if (geteuid() != 0) GTEST_SKIP() << "priority above 0 counts only in root's tickets";
   LeaseDir dir = Open();
   TicketRecord first = Ticket(0), urgent = Ticket(5), later = Ticket(0), low = Ticket(-1);
   auto a = dir.CreateTicket(first);
@@ -120,6 +124,7 @@ TEST_F(LeaseDirTest, TheLineIsByPriorityThenArrival) {
 }
 
 TEST_F(LeaseDirTest, AQueuedJobKeepsItsSubmissionTimeAsItsPlace) {
+  if (geteuid() != 0) GTEST_SKIP() << "a seq before its file was made counts only in root's tickets (the system daemon's supervisors)";
   LeaseDir dir = Open();
   TicketRecord now = Ticket(0), submitted_earlier = Ticket(0, 1000);
   auto a = dir.CreateTicket(now);
@@ -146,6 +151,150 @@ TEST_F(LeaseDirTest, ATicketRoundTripsItsRequest) {
   EXPECT_EQ(tickets[0].request.order, sched::Order::kPci);
   EXPECT_EQ(tickets[0].parent, t.parent);
   EXPECT_EQ(tickets[0].request.user, UserNameOf(geteuid()));
+}
+
+TEST(FlockHolders, OnlyExclusiveFlocksOfVisibleProcessesAreRead) {
+  const auto holders = ParseFlockHolders(
+      "1: FLOCK  ADVISORY  WRITE 4121 00:1b:7067 0 EOF\n"
+      "1: -> FLOCK  ADVISORY  WRITE 4200 00:1b:7067 0 EOF\n"  // a waiter for the same lock
+      "2: POSIX  ADVISORY  WRITE 24358 fe:00:11166394 0 EOF\n"
+      "3: OFDLCK ADVISORY  WRITE -1 fe:00:11166395 0 EOF\n"
+      "4: FLOCK  ADVISORY  READ 777 fe:00:11166396 0 EOF\n"
+      "5: FLOCK  ADVISORY  WRITE 0 fe:00:11166397 0 EOF\n"  // a holder in another PID namespace
+      "6: FLOCK  ADVISORY  WRITE 31 103:1a2:12345678901 0 EOF\n"
+      "garbage\n");
+  ASSERT_EQ(holders.size(), 2u);
+  EXPECT_EQ(holders.at(FileKey(makedev(0, 0x1b), 7067)), 4121);
+  EXPECT_EQ(holders.at(FileKey(makedev(0x103, 0x1a2), 12345678901ULL)), 31);
+}
+
+TEST_F(LeaseDirTest, ALeaseKnowsTheProcessHoldingItsLockAndItsInode) {
+  LeaseDir dir = Open();
+  auto held = dir.CreateLease(Record("r1"));
+  ASSERT_TRUE(held.ok());
+  struct stat st {};
+  ASSERT_EQ(fstat(held->fd(), &st), 0);
+  const auto leases = dir.Read().leases;
+  ASSERT_EQ(leases.size(), 1u);
+  EXPECT_EQ(leases[0].holder, getpid()) << "from /proc/locks";
+  EXPECT_EQ(leases[0].ino, st.st_ino);
+  EXPECT_EQ(leases[0].uid, geteuid());
+}
+
+FileFacts Facts(std::uint32_t owner, std::uint64_t ctime_ns = 5000) { return {owner, 1, 2, ctime_ns, 0}; }
+
+// Item 8: what a ticket says of its priority, place and user counts only as far as its owner may
+// vouch for it.
+TEST(TrustTicket, AUsersTicketHasAtMostPriorityZeroAndNoPlaceBeforeItsFileAppeared) {
+  TicketRecord t;
+  t.seq = 1;
+  t.request.priority = 1000;
+  ASSERT_TRUE(TrustTicket(t, 1001, Facts(1001)));
+  EXPECT_EQ(t.request.priority, 0);
+  EXPECT_EQ(t.seq, 5000u) << "no earlier than its file's change time";
+  EXPECT_EQ(t.request.uid, 1001u);
+  EXPECT_EQ(t.dev, 1u);
+  EXPECT_EQ(t.ino, 2u);
+
+  TicketRecord lower;
+  lower.seq = 9000;
+  lower.request.priority = -3;
+  ASSERT_TRUE(TrustTicket(lower, std::nullopt, Facts(1001)));
+  EXPECT_EQ(lower.request.priority, -3) << "a user may lower her own";
+  EXPECT_EQ(lower.seq, 9000u);
+  EXPECT_EQ(lower.request.uid, 1001u) << "its owner's, when it names none";
+
+  TicketRecord forged;
+  EXPECT_FALSE(TrustTicket(forged, 1002, Facts(1001))) << "naming another user than its owner: no ticket";
+}
+
+TEST(TrustTicket, RootsTicketSpeaksForTheUserItNamesWithItsPriorityAndPlace) {
+  TicketRecord t;
+  t.seq = 1;
+  t.request.priority = 7;
+  ASSERT_TRUE(TrustTicket(t, 1001, Facts(0)));
+  EXPECT_EQ(t.request.priority, 7) << "the system daemon checked the submitter";
+  EXPECT_EQ(t.seq, 1u) << "a queued job's submission time";
+  EXPECT_EQ(t.request.uid, 1001u);
+  TicketRecord own;
+  ASSERT_TRUE(TrustTicket(own, std::nullopt, Facts(0)));
+  EXPECT_EQ(own.request.uid, 0u);
+}
+
+TEST(TrustLease, ALeaseIsItsFilesOwnersAndNamingAnotherUidMakesItNone) {
+  LeaseRecord r;
+  r.user = "root";
+  ASSERT_TRUE(TrustLease(r, std::nullopt, {1001, 3, 4, 0, 42}));
+  EXPECT_EQ(r.uid, 1001u);
+  EXPECT_EQ(r.holder, 42);
+  EXPECT_EQ(r.ino, 4u);
+  EXPECT_EQ(r.user, UserNameOf(1001)) << "the name in the file is not taken";
+  EXPECT_FALSE(TrustLease(r, 0, {1001, 3, 4, 0, 42}));
+}
+
+// The directory as another user leaves it (root only: files of another owner).
+class LeaseDirOtherUserTest : public LeaseDirTest {
+ protected:
+  static constexpr std::uint32_t kNobody = 65534;
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root: files of another user";
+    LeaseDirTest::SetUp();
+  }
+};
+
+// Item 8: a copy of a waiter's ticket id in another user's file, first in line by what it says.
+TEST_F(LeaseDirOtherUserTest, ACopiedTicketIdIsAnotherTicketKnownApartByItsInode) {
+  LeaseDir dir = Open();
+  TicketRecord mine = Ticket(0);
+  auto held = dir.CreateTicket(mine);
+  ASSERT_TRUE(held.ok());
+  nlohmann::json forged = ToJson(mine);
+  forged["seq"] = 1;
+  forged["request"]["priority"] = 1000;
+  forged["request"]["uid"] = kNobody;
+  test::PlantedFile copy(root_ / "leases" / "w00000000000000000001.forged00.wait", forged.dump(),
+                         test::PlantedFile::Holder::kTest, kNobody);
+  const auto tickets = dir.Read().tickets;
+  ASSERT_EQ(tickets.size(), 2u);
+  EXPECT_EQ(tickets[0].id, tickets[1].id) << "two files, one id";
+  EXPECT_EQ(tickets[0].ino, mine.ino) << "its own ticket stays first: the copy has priority 0 and a later place";
+  EXPECT_EQ(tickets[1].request.priority, 0);
+  EXPECT_EQ(tickets[1].request.user, UserNameOf(kNobody));
+  EXPECT_NE(tickets[1].ino, mine.ino);
+}
+
+TEST_F(LeaseDirOtherUserTest, EntriesNamingAnotherUserThanTheirOwnerAreIgnored) {
+  LeaseDir dir = Open();
+  nlohmann::json lease = ToJson(Record("r1"));
+  lease["uid"] = 0;
+  test::PlantedFile l(root_ / "leases" / "r1.forged00.lease", lease.dump(), test::PlantedFile::Holder::kTest, kNobody);
+  TicketRecord t = Ticket(0);
+  t.id = "w1.forged";
+  t.seq = 1;
+  nlohmann::json ticket = ToJson(t);
+  ticket["request"]["uid"] = 0;
+  test::PlantedFile w(root_ / "leases" / "w1.forged.wait", ticket.dump(), test::PlantedFile::Holder::kTest, kNobody);
+  const DirContents contents = dir.Read();
+  EXPECT_TRUE(contents.leases.empty()) << "nobody's file saying it is root's lease";
+  EXPECT_TRUE(contents.tickets.empty()) << "nobody's file saying it is root's ticket";
+}
+
+TEST_F(LeaseDirOtherUserTest, AHardLinkCountsOnceAndATicketInAnotherUsersJobIsNone) {
+  LeaseDir dir = Open();
+  auto lease = dir.CreateLease(Record("7"));
+  ASSERT_TRUE(lease.ok());
+  ASSERT_EQ(link((root_ / "leases" / lease->name()).c_str(), (root_ / "leases" / "7.linked00.lease").c_str()), 0);
+  const DirContents linked = dir.Read();
+  ASSERT_EQ(linked.leases.size(), 1u) << "one file under two names";
+  EXPECT_TRUE(IsNamed(linked.leases[0], lease->name()));
+  EXPECT_TRUE(IsNamed(linked.leases[0], "7.linked00.lease")) << "a nested request finds its job under either";
+  TicketRecord t = Ticket(0);
+  t.id = "w1.nested";
+  t.request.uid = kNobody;
+  t.parent = lease->name();  // root's job
+  test::PlantedFile w(root_ / "leases" / "w1.nested.wait", ToJson(t).dump(), test::PlantedFile::Holder::kTest, kNobody);
+  EXPECT_TRUE(dir.Read().tickets.empty()) << "nobody's ticket in root's job's own line";
+  unlink((root_ / "leases" / "7.linked00.lease").c_str());
 }
 
 }  // namespace

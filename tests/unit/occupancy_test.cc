@@ -21,8 +21,9 @@ class FakeProcesses : public ProcessTable {
   void End(std::uint32_t pid) { links_.erase(pid); }
   std::optional<ProcessInfo> Lookup(std::uint32_t pid) override {
     if (!links_.count(pid)) return std::nullopt;
-    return ProcessInfo{1000, users_[pid], "python", "python train.py"};
+    return ProcessInfo{UidOf(users_[pid]), users_[pid], "python", "python train.py"};
   }
+  static std::uint32_t UidOf(const std::string& user) { return user == "root" ? 0 : user == "bob" ? 1001 : 1000; }
   std::optional<ProcessLinks> Links(std::uint32_t pid) override {
     auto it = links_.find(pid);
     if (it == links_.end()) return std::nullopt;
@@ -58,11 +59,14 @@ void RunOn(GpuSnapshot& s, unsigned gpu, std::uint32_t pid, std::uint64_t used =
   s.devices[gpu].processes->push_back(p);
 }
 
+// alice's lease whose file names supervisor `holder`, who also holds its lock.
 LeaseRecord Lease(std::string job, pid_t holder, std::vector<unsigned> gpus, std::optional<std::uint64_t> mem = {}) {
   LeaseRecord l;
   l.job_id = job;
+  l.uid = 1000;
   l.user = "alice";
   l.pid = holder;
+  l.holder = holder;
   l.name = job + ".00000000.lease";
   for (unsigned g : gpus) l.gpus.push_back({Uuid(g), mem});
   return l;
@@ -197,6 +201,71 @@ TEST(Occupancy, FindParentLeaseNeedsAnAncestorNotJustTheJobId) {
   EXPECT_EQ(FindParentLease(leases, std::string("7"), 701, procs), &leases[0]);
   EXPECT_EQ(FindParentLease(leases, std::string("7"), 800, procs), nullptr) << "job 7 is no ancestor of 800";
   EXPECT_EQ(FindParentLease(leases, std::nullopt, 701, procs), nullptr);
+}
+
+// Forged lease pid (issue 9, item 9): bob's lease file names a common ancestor of alice's GPU
+// process (her login shell's parent, say sshd). It must not make alice's process bob's.
+TEST(Occupancy, ALeaseOwnsOnlyItsOwnersProcessesWhateverPidItNames) {
+  FakeProcesses procs;
+  procs.Add(900, 1, 900, "root");    // sshd: everybody's ancestor
+  procs.Add(901, 900, 901, "alice");  // alice's python, started without gpulane
+  procs.Add(950, 900, 950, "bob");    // bob's process holding his lease's lock
+  GpuSnapshot s = Gpus(1);
+  RunOn(s, 0, 901);
+  AnnotateProcesses(s, procs);
+  LeaseRecord forged = Lease("r950", 900, {0});
+  forged.uid = 1001;
+  forged.user = "bob";
+  forged.holder = 950;
+  Occupancy o = BuildOccupancy(s, {forged}, procs);
+  ASSERT_EQ(o.gpus[0].foreign.size(), 1u) << "alice's process is foreign to bob's lease";
+  EXPECT_EQ(o.gpus[0].foreign[0], "alice's python (pid 901)");
+
+  forged.holder = 900;  // even had it the lock's holder for its pid (root's sshd)
+  o = BuildOccupancy(s, {forged}, procs);
+  EXPECT_EQ(o.gpus[0].foreign.size(), 1u) << "a lease owns only its owner's processes";
+  forged.pid = 950, forged.holder = 950, forged.pgid = 901;  // or alice's process group
+  o = BuildOccupancy(s, {forged}, procs);
+  EXPECT_EQ(o.gpus[0].foreign.size(), 1u) << "another user's process group is not the lease's job";
+}
+
+// The supervisor a lease's file names counts only when it is the process holding the file's lock
+// or one of its descendants; otherwise the lease owns its job's process group alone.
+TEST(Occupancy, ALeasesPidCountsOnlyWhenTheLocksHolderVouchesForIt) {
+  FakeProcesses procs;
+  procs.Add(1100, 1, 1100);     // alice's shell
+  procs.Add(1101, 1100, 1101);  // alice's notebook, started without gpulane
+  procs.Add(1200, 1, 1200);     // alice's gpulane run, holding the lease's lock
+  procs.Add(1201, 1200, 1201);  // its job
+  GpuSnapshot s = Gpus(1);
+  RunOn(s, 0, 1101);
+  RunOn(s, 0, 1201);
+  AnnotateProcesses(s, procs);
+  LeaseRecord lease = Lease("r1200", 1200, {0});
+  EXPECT_TRUE(BuildOccupancy(s, {lease}, procs).gpus[0].foreign.size() == 1u) << "the notebook is foreign, the job not";
+  lease.pid = 1100;  // the file names the shell: no descendant of the lock's holder
+  Occupancy o = BuildOccupancy(s, {lease}, procs);
+  EXPECT_EQ(o.gpus[0].foreign.size(), 2u) << "an unconfirmed pid owns nothing, not even the job";
+  lease.pgid = 1201;
+  o = BuildOccupancy(s, {lease}, procs);
+  ASSERT_EQ(o.gpus[0].foreign.size(), 1u) << "the job's process group still does";
+  EXPECT_EQ(o.gpus[0].foreign[0], "alice's python (pid 1101)");
+  lease.pid = 1201, lease.pgid = 0;  // a descendant of the holder: the holder vouches for it
+  EXPECT_EQ(BuildOccupancy(s, {lease}, procs).gpus[0].foreign.size(), 1u);
+  lease.pid = 1200, lease.holder = 0;  // /proc/locks does not show the holder (another PID namespace)
+  EXPECT_EQ(BuildOccupancy(s, {lease}, procs).gpus[0].foreign.size(), 2u);
+}
+
+TEST(Occupancy, FindParentLeaseNeedsTheCallersOwnLeaseHeldByAnAncestor) {
+  FakeProcesses procs;
+  procs.Add(700, 1, 700);
+  procs.Add(701, 700, 701);
+  procs.Add(702, 700, 702, "bob");  // a process of bob's below alice's supervisor (su)
+  std::vector<LeaseRecord> leases = {Lease("7", 700, {0})};
+  EXPECT_EQ(FindParentLease(leases, std::string("7"), 701, procs), &leases[0]);
+  EXPECT_EQ(FindParentLease(leases, std::string("7"), 702, procs), nullptr) << "alice's job is not bob's";
+  leases[0].holder = 0;
+  EXPECT_EQ(FindParentLease(leases, std::string("7"), 701, procs), nullptr) << "no lock holder vouches for its pid";
 }
 
 TEST(Occupancy, TicketsOfANestedLineAreOnlyThoseOfTheSameParent) {
