@@ -69,6 +69,8 @@ class Daemon {
   Status Setup();
   Status OpenSocket();
   void Recover();
+  /// Records the store's largest job id in its marker (store_marker.h) when it has grown.
+  void UpdateStoreMarker();
   // Event loop (server.cc).
   void Loop();
   void LoopTurn(double& last_tick_s);
@@ -110,6 +112,9 @@ class Daemon {
   bool HandleWait(Connection& c, const nlohmann::json& req);
   void CommitSubmissions();
   nlohmann::json JobForClient(const store::Job& job, bool with_env) const;
+  /// `reply` with "warnings": lines for people about the job store (unavailable since when, rows
+  /// that cannot be read), when there are any (queue, snapshot).
+  nlohmann::json WithStoreWarnings(nlohmann::json reply) const;
   std::vector<unsigned> GpuIndices(const store::Job& job) const;
   // Jobs: the job table (job_table.h).
   /// Ends a job (JobTable::Finish).
@@ -156,6 +161,7 @@ class Daemon {
     nlohmann::json failed;  ///< the ids of the request that named no job (answered with the jobs)
   };
   std::vector<Waiter> waiters_;
+  std::int64_t marked_max_id_ = 0;  ///< the largest job id the store's marker records
   bool stop_ = false;
   bool schedule_needed_ = true;  ///< something changed that may let a queued job start (also JobTable's own)
 };

@@ -89,6 +89,7 @@ class Resolver {
                                                          store::FormatTaskIndices(indices)));
     }
     const Job* job = Find(ref.id);
+    if (!job && damaged_.count(ref.id)) return damaged_.at(ref.id);
     if (!job) return MakeError(ErrorKind::kNotFound, fmt::format("no job {}", text));
     if (!job->array_job_id || *job->array_job_id != ref.id) return Named{store::JobIdText(*job), {ref.id}, false};
     Named array{text, Tasks(ref.id).ids, true};
@@ -101,6 +102,7 @@ class Resolver {
     if (auto it = active_.find(id); it != active_.end()) return &it->second;
     if (auto it = stored_.find(id); it != stored_.end()) return &it->second;
     auto stored = store_.Get(id);
+    if (!stored && stored.error().kind == ErrorKind::kStore) damaged_.emplace(id, stored.error());
     if (!stored || !*stored) return nullptr;
     return &stored_.emplace(id, std::move(**stored)).first->second;
   }
@@ -127,6 +129,7 @@ class Resolver {
   const std::map<std::int64_t, Job>& active_;
   std::map<std::int64_t, Job> stored_;
   std::map<std::int64_t, Array> arrays_;
+  std::map<std::int64_t, Error> damaged_;  ///< rows found that cannot be read (kStore), by id
 };
 
 // What a command over several jobs did: the jobs it acted on, and a line and a code for each id it
@@ -170,11 +173,11 @@ class Outcome {
 // "job 12_3" or "array 12", for messages.
 std::string What(const Named& named) { return fmt::format("{} {}", named.array ? "array" : "job", named.text); }
 
-// The unfinished jobs of `named`.
+// The unfinished jobs of `named` (not those that have ended while their end waits for the store).
 std::vector<Job*> Live(std::map<std::int64_t, Job>& active, const Named& named) {
   std::vector<Job*> live;
   for (auto id : named.ids)
-    if (auto it = active.find(id); it != active.end()) live.push_back(&it->second);
+    if (auto it = active.find(id); it != active.end() && !store::IsFinished(it->second.state)) live.push_back(&it->second);
   return live;
 }
 
@@ -459,6 +462,21 @@ void Daemon::CommitSubmissions() {
   submits_.clear();
 }
 
+json Daemon::WithStoreWarnings(json reply) const {
+  json warnings = json::array();
+  if (std::string line = jobs_->StoreTroubleLine(); !line.empty()) warnings.push_back(std::move(line));
+  if (const auto& damaged = jobs_->damaged(); !damaged.empty()) {
+    std::string ids;
+    for (std::size_t i = 0; i < damaged.size() && i < 10; ++i) ids += (i ? ", " : "") + std::to_string(damaged[i].id);
+    if (damaged.size() > 10) ids += fmt::format(" and {} more", damaged.size() - 10);
+    warnings.push_back(fmt::format("job{} {} cannot be read from the job store: kept there as {}, not run (see the "
+                                   "daemon's log)",
+                                   damaged.size() == 1 ? "" : "s", ids, damaged.size() == 1 ? "it is" : "they are"));
+  }
+  if (!warnings.empty()) reply["warnings"] = std::move(warnings);
+  return reply;
+}
+
 std::vector<unsigned> Daemon::GpuIndices(const Job& job) const {
   std::vector<unsigned> indices;
   for (const auto& uuid : job.gpu_uuids) {
@@ -480,7 +498,7 @@ json Daemon::HandleSnapshot(const json& req) {
   if (!snapshot) return Err(snapshot.error().kind, snapshot.error().message);
   ProcfsProcessTable processes;
   AnnotateProcesses(*snapshot, processes);
-  return Ok({{"snapshot", SnapshotToJson(*snapshot)}});
+  return WithStoreWarnings(Ok({{"snapshot", SnapshotToJson(*snapshot)}}));
 }
 
 json Daemon::HandleQueue(const Peer& peer, const json& req) {
@@ -502,11 +520,11 @@ json Daemon::HandleQueue(const Peer& peer, const json& req) {
     std::string table = QueueTableHeader();
     table.reserve(table.size() + selected.size() * 96);
     for (const Job* job : selected) AppendQueueRow(*job, GpuIndices(*job), now, table);
-    return Ok({{"table", std::move(table)}, {"count", selected.size()}});
+    return WithStoreWarnings(Ok({{"table", std::move(table)}, {"count", selected.size()}}));
   }
   json jobs = json::array();
   for (const Job* job : selected) jobs.push_back(JobForClient(*job, false));
-  return Ok({{"jobs", std::move(jobs)}});
+  return WithStoreWarnings(Ok({{"jobs", std::move(jobs)}}));
 }
 
 void Daemon::StartQueueStream(Connection& c, const json& req) {
@@ -524,7 +542,7 @@ void Daemon::StartQueueStream(Connection& c, const json& req) {
   stream->json = kind == "json";
   stream->jobs = std::move(selection).value();
   stream->now = Now();
-  Reply(c, Ok({{"stream", kind}, {"count", stream->jobs.ids.size()}}));
+  Reply(c, WithStoreWarnings(Ok({{"stream", kind}, {"count", stream->jobs.ids.size()}})));
   c.stream = std::move(stream);
 }
 
@@ -647,7 +665,7 @@ json Daemon::HandleCancel(const Peer& peer, const json& req) {
     } else {
       std::vector<Job*> matched;
       for (auto& [id, job] : jobs_->active())
-        if ((user.empty() ? peer.admin || job.uid == peer.uid : job.user == user) && (name.empty() || job.spec.name == name))
+        if (!store::IsFinished(job.state) && (user.empty() ? peer.admin || job.uid == peer.uid : job.user == user) && (name.empty() || job.spec.name == name))
           matched.push_back(&job);
       if (matched.empty()) out.Failed(ErrorKind::kNotFound, filter, fmt::format("no queued or running job matches {}", filter));
       for (Job* job : matched) cancel(*job);
@@ -656,7 +674,8 @@ json Daemon::HandleCancel(const Peer& peer, const json& req) {
   if (!never_ran.empty()) {
     // One transaction (one fsync) for all of them: cancelling a 10,000-task array takes a moment, not minutes.
     Status s = store_->Update(std::vector<const Job*>(never_ran.begin(), never_ran.end()));
-    if (!s.ok()) Log("cannot store cancellations: " + s.error().message);
+    jobs_->NoteWrite(s);
+    if (!s.ok()) Log("cannot store cancellations: " + s.error().message + "; written again on later turns");
     for (Job* job : never_ran) Finish(*job, JobState::kCancelled, std::nullopt, job->reason, job->end_time, s.ok());
   }
   return out.Reply("cancelled");
