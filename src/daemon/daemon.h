@@ -97,7 +97,9 @@ class Daemon {
   void CheckConnections(double now);
   // Requests (handlers.cc).
   void HandleRequest(Connection& c, const std::string& payload);
-  nlohmann::json HandleSubmit(const Peer& peer, const nlohmann::json& req, std::vector<store::Job>* jobs);
+  /// Checks a submission and makes its jobs (*jobs) and its idempotency key (*key, "" without one);
+  /// an error reply, or null.
+  nlohmann::json HandleSubmit(const Peer& peer, const nlohmann::json& req, std::vector<store::Job>* jobs, std::string* key);
   nlohmann::json HandleQueue(const Peer& peer, const nlohmann::json& req);
   /// A queue request with "stream": answers the header, then PumpStream sends the text part by part.
   void StartQueueStream(Connection& c, const nlohmann::json& req);
@@ -153,6 +155,7 @@ class Daemon {
     int fd;
     std::vector<store::Job> jobs;
     bool array;
+    std::string key;  ///< the client's idempotency key ("" without one)
   };
   std::vector<PendingSubmit> submits_;                  ///< acknowledged after the group commit
   struct Waiter {

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -328,9 +329,10 @@ void Daemon::HandleRequest(Connection& c, const std::string& payload) {
       Reply(c, Ok({{"pid", getpid()}, {"mode", paths_.system ? "system" : "user"}, {"gpus", gpu_count_}}));
     } else if (op == "submit") {
       std::vector<Job> jobs;
-      json error = HandleSubmit(c.peer, req, &jobs);
+      std::string key;
+      json error = HandleSubmit(c.peer, req, &jobs, &key);
       if (!error.is_null()) Reply(c, error);
-      else submits_.push_back({c.fd, std::move(jobs), req.contains("array")});
+      else submits_.push_back({c.fd, std::move(jobs), req.contains("array"), std::move(key)});
     } else if (op == "snapshot") {
       Reply(c, HandleSnapshot(req));
     } else if (op == "queue") {
@@ -354,9 +356,22 @@ void Daemon::HandleRequest(Connection& c, const std::string& payload) {
   }
 }
 
-json Daemon::HandleSubmit(const Peer& peer, const json& req, std::vector<Job>* jobs) {
+json Daemon::HandleSubmit(const Peer& peer, const json& req, std::vector<Job>* jobs, std::string* key) {
   Job job;
   if (!req.contains("spec")) return Err(ErrorKind::kInvalidArgument, "submit: the spec is missing");
+  if (req.contains("idempotency_key")) {
+    const json& k = req["idempotency_key"];
+    const bool valid = k.is_string() && !k.get_ref<const std::string&>().empty() &&
+                       k.get_ref<const std::string&>().size() <= proto::kMaxIdempotencyKeyBytes &&
+                       std::all_of(k.get_ref<const std::string&>().begin(), k.get_ref<const std::string&>().end(), [](char ch) {
+                         return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.' || ch == ':';
+                       });
+    if (!valid)
+      return Err(ErrorKind::kInvalidArgument,
+                 fmt::format("submit: \"idempotency_key\" must be a string of 1 to {} letters, digits and - _ . :",
+                             proto::kMaxIdempotencyKeyBytes));
+    *key = k.get<std::string>();
+  }
   if (Status s = store::SpecFromJson(req["spec"], &job.spec, store::SpecLimits::kSubmitted); !s.ok()) return Err(s.error().kind, "submit: " + s.error().message);
   // A client that sends no kill grace (gpulane submit always sends its user's) gets the machine's.
   if (!req["spec"].contains("kill_grace_s")) job.spec.kill_grace_s = config_.kill_grace_s;
@@ -421,43 +436,96 @@ void Daemon::CommitSubmissions() {
   // arrays each need their own to number their tasks, so they commit separately. Each reply is
   // written as soon as its commit is durable, not after the rest of the loop's turn (which may
   // walk the whole queue to launch jobs).
-  auto answer = [this](Connection& c, const json& reply) {
-    Reply(c, reply);
-    WriteTo(c);
+  auto answer = [this](int fd, const json& reply) {
+    auto it = connections_.find(fd);
+    if (it == connections_.end()) return;
+    Reply(it->second, reply);
+    WriteTo(it->second);
+  };
+  auto accepted = [](const std::vector<std::int64_t>& ids, bool array, bool repeated) {
+    json reply = Ok({{"ids", ids}});
+    if (array) reply["array_job_id"] = ids.front();
+    if (repeated) reply["repeated"] = true;
+    return reply;
+  };
+  // Idempotency keys: a key stored before gets that submission's ids, and nothing is queued; one
+  // repeated within this round gets the ids of its first submission once that is stored.
+  std::map<std::pair<std::uint32_t, std::string>, std::size_t> first_of_key;  // -> index in submits_
+  std::vector<std::optional<std::size_t>> repeat_of(submits_.size());
+  std::vector<std::optional<std::vector<std::int64_t>>> stored_ids(submits_.size());
+  std::vector<bool> skip(submits_.size(), false);
+  for (std::size_t i = 0; i < submits_.size(); ++i) {
+    PendingSubmit& sub = submits_[i];
+    if (sub.key.empty()) continue;
+    const auto key = std::pair{sub.jobs.front().uid, sub.key};
+    if (auto first = first_of_key.find(key); first != first_of_key.end()) {
+      repeat_of[i] = first->second;
+      skip[i] = true;
+      continue;
+    }
+    auto found = store_->FindSubmission(key.first, key.second);
+    if (!found) {
+      answer(sub.fd, Err(ErrorKind::kIo, "the job could not be stored: " + found.error().message));
+      skip[i] = true;
+    } else if (*found && !(*found)->empty()) {
+      Log(fmt::format("submission of {} with a known idempotency key: answered with job {} again", sub.jobs.front().user,
+                      (*found)->front()));
+      answer(sub.fd, accepted(**found, sub.array, true));
+      skip[i] = true;
+    } else {
+      first_of_key.emplace(key, i);
+    }
+  }
+  auto key_of = [&](std::size_t i, std::size_t first) {
+    const PendingSubmit& sub = submits_[i];
+    return store::SubmissionKey{sub.jobs.front().uid, sub.key, first, sub.jobs.size()};
   };
   std::vector<Job> batch;
-  std::vector<std::pair<int, std::size_t>> owners;  // fd, count
+  std::vector<std::pair<std::size_t, std::size_t>> owners;  // index in submits_, count
+  std::vector<store::SubmissionKey> batch_keys;
   auto flush_batch = [&]() {
     if (batch.empty()) return;
-    auto ids = store_->Insert(batch, false);
+    auto ids = store_->Insert(batch, false, batch_keys);
+    jobs_->NoteWrite(ids ? Status::Ok() : Status(ids.error()));
     std::size_t k = 0;
-    for (auto& [fd, count] : owners) {
-      auto it = connections_.find(fd);
-      json reply = ids ? Ok({{"ids", std::vector<std::int64_t>(ids->begin() + k, ids->begin() + k + count)}})
-                       : Err(ErrorKind::kIo, "the job could not be stored: " + ids.error().message);
-      if (it != connections_.end()) answer(it->second, reply);
+    for (auto& [index, count] : owners) {
+      if (ids) stored_ids[index] = std::vector<std::int64_t>(ids->begin() + k, ids->begin() + k + count);
+      answer(submits_[index].fd, ids ? accepted(*stored_ids[index], false, false)
+                                     : Err(ErrorKind::kIo, "the job could not be stored: " + ids.error().message));
       k += count;
     }
     if (ids)
       for (auto& job : batch) jobs_->Add(std::move(job));
     batch.clear();
     owners.clear();
+    batch_keys.clear();
   };
-  for (auto& s : submits_) {
+  for (std::size_t i = 0; i < submits_.size(); ++i) {
+    if (skip[i]) continue;
+    PendingSubmit& s = submits_[i];
     if (s.array) {
-      auto ids = store_->Insert(s.jobs, true);
-      auto it = connections_.find(s.fd);
-      if (it != connections_.end())
-        answer(it->second, ids ? Ok({{"ids", *ids}, {"array_job_id", ids->front()}})
-                               : Err(ErrorKind::kIo, "the array could not be stored: " + ids.error().message));
+      std::vector<store::SubmissionKey> keys;
+      if (!s.key.empty()) keys.push_back(key_of(i, 0));
+      auto ids = store_->Insert(s.jobs, true, keys);
+      jobs_->NoteWrite(ids ? Status::Ok() : Status(ids.error()));
+      if (ids) stored_ids[i] = *ids;
+      answer(s.fd, ids ? accepted(*ids, true, false) : Err(ErrorKind::kIo, "the array could not be stored: " + ids.error().message));
       if (ids)
         for (auto& job : s.jobs) jobs_->Add(std::move(job));
       continue;
     }
-    owners.emplace_back(s.fd, s.jobs.size());
+    if (!s.key.empty()) batch_keys.push_back(key_of(i, batch.size()));
+    owners.emplace_back(i, s.jobs.size());
     for (auto& job : s.jobs) batch.push_back(std::move(job));
   }
   flush_batch();
+  for (std::size_t i = 0; i < submits_.size(); ++i) {
+    if (!repeat_of[i]) continue;
+    const auto& ids = stored_ids[*repeat_of[i]];
+    answer(submits_[i].fd, ids ? accepted(*ids, submits_[i].array, true)
+                               : Err(ErrorKind::kIo, "the job could not be stored (its first submission with this "
+                                                     "idempotency key was not stored either)"));
+  }
   if (any_runnable) schedule_needed_ = true;
   submits_.clear();
 }
