@@ -43,6 +43,11 @@ int RunQueue(bool as_json, bool all, const std::string& user) {
   if (!as_json) request["format"] = "table";  // for an older daemon
   auto answer = StreamIfRunning(request, WriteOut);
   if (!answer) return Fail(answer.error());
+  // The daemon's word on its job store (unavailable since when; rows it cannot read): stderr, so
+  // the listing on stdout stays exact.
+  if (*answer && (*answer)->contains("warnings"))
+    for (const auto& line : (**answer)["warnings"])
+      if (line.is_string()) Warn(line.get<std::string>());
   Status written = Status::Ok();
   if (!*answer) written = WriteOut(as_json ? "[]\n" : QueueTableHeader());
   else if ((*answer)->contains("stream")) written = Status::Ok();  // written as it came

@@ -66,6 +66,7 @@ std::string Render(const GpuSnapshot& snapshot, const StatusContext& context, co
   if (snapshot.nvml_order_differs())
     text += "note: NVML (and nvidia-smi) number these GPUs differently from PCI bus order; gpulane shows PCI "
             "order, which CUDA uses with CUDA_DEVICE_ORDER=PCI_BUS_ID (nvml:N is nvidia-smi's number)\n";
+  for (const auto& line : snapshot.warnings) text += "warning: " + line + "\n";  // the daemon's: its job store
   return text;
 }
 

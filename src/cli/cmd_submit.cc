@@ -1,6 +1,9 @@
 // gpulane submit: queue a job (or an array of tasks) with the daemon; prints its id.
+#include <sys/random.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fmt/format.h>
 #include <memory>
 
@@ -21,7 +24,7 @@ namespace {
 
 struct SubmitOptions {
   RequestOptions request;
-  std::string name, after, after_any, array, output, error, kill_grace;
+  std::string name, after, after_any, array, output, error, kill_grace, idempotency_key;
   bool hold = false;
   std::vector<std::string> command;
 };
@@ -38,6 +41,21 @@ Result<std::vector<store::JobRef>> ParseDeps(const std::string& text, const char
     deps.insert(deps.end(), refs->begin(), refs->end());
   }
   return deps;
+}
+
+// A fresh idempotency key: 128 random bits as 32 hex digits (getrandom). Errors: kIo.
+Result<std::string> NewIdempotencyKey() {
+  unsigned char bytes[16];
+  std::size_t got = 0;
+  while (got < sizeof bytes) {
+    ssize_t n = getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return MakeError(ErrorKind::kIo, fmt::format("cannot read random bytes for the submission's key: {}", std::strerror(errno)));
+    got += static_cast<std::size_t>(n);
+  }
+  std::string key;
+  for (unsigned char b : bytes) key += fmt::format("{:02x}", b);
+  return key;
 }
 
 int RunSubmit(const SubmitOptions& o) {
@@ -72,7 +90,15 @@ int RunSubmit(const SubmitOptions& o) {
   spec.cwd = cwd;
   spec.env = exec::CurrentEnvironment();
   if (Status within = store::CheckSpecLimits(spec); !within.ok()) return Fail(within.error());  // as the daemon would
-  nlohmann::json request = {{"op", "submit"}, {"spec", store::SpecToJson(spec)}, {"hold", o.hold}};
+  // The daemon answers a repeated key with the first submission's ids instead of queuing again,
+  // so a submission sent again after a lost answer runs once (docs/protocol.md, "submit").
+  std::string key = o.idempotency_key;
+  if (key.empty()) {
+    auto fresh = NewIdempotencyKey();
+    if (!fresh) return Fail(fresh.error());
+    key = *fresh;
+  }
+  nlohmann::json request = {{"op", "submit"}, {"spec", store::SpecToJson(spec)}, {"hold", o.hold}, {"idempotency_key", key}};
   std::vector<int> indices;
   if (!o.array.empty()) {
     auto parsed = store::ParseTaskIndices(o.array);
@@ -85,6 +111,8 @@ int RunSubmit(const SubmitOptions& o) {
   if (!reply) return Fail(reply.error());
   auto ids = (*reply)["ids"].get<std::vector<std::int64_t>>();
   fmt::print("{}\n", ids.front());
+  if (reply->value("repeated", false))
+    Warn(fmt::format("idempotency key {}: submitted before as job {}; nothing new was queued", key, ids.front()));
   if (request.contains("array"))
     fmt::print(stderr, "gpulane: array job {}: {} tasks, {}_[{}] (job ids {}-{})\n", ids.front(), ids.size(), ids.front(),
                store::FormatTaskIndices(indices), ids.front(), ids.back());
@@ -109,11 +137,16 @@ void RegisterSubmit(CLI::App& app, Runner* run) {
   sub->add_option("-e,--error", o->error, "stderr log, appended to (default: with stdout)")->type_name("PATH");
   sub->add_option("--kill-grace", o->kill_grace, "Time between SIGTERM and SIGKILL for what the job leaves behind (default: run.kill_grace of the config, else 10s)")->type_name("DURATION");
   sub->add_flag("--hold", o->hold, "Queue it held: it starts only after 'gpulane release'");
+  sub->add_option("--idempotency-key", o->idempotency_key,
+                  "Name this submission (1-128 letters, digits, - _ . :): submitting again with the same key queues "
+                  "nothing and prints the first submission's id (default: a random key of each submit)")
+      ->type_name("KEY");
   sub->prefix_command();
   sub->allow_extras();
   sub->callback([o, sub, run] {
     // An empty value ("--mem ''") is an error, not "not given" (as for gpulane run).
-    for (const char* name : {"--name", "--after", "--after-any", "--array", "--output", "--error", "--kill-grace"}) {
+    for (const char* name : {"--name", "--after", "--after-any", "--array", "--output", "--error", "--kill-grace",
+                             "--idempotency-key"}) {
       const CLI::Option* opt = sub->get_option(name);
       if (opt->count() > 0 && (opt->results().empty() || opt->results().back().empty())) {
         std::string option = name;

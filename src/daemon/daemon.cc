@@ -21,6 +21,7 @@
 #include <ctime>
 #include <fmt/format.h>
 
+#include "daemon/store_marker.h"
 #include "util/exit_codes.h"
 #include "gpu/nvml_backend.h"
 
@@ -88,9 +89,18 @@ Status Daemon::Setup() {
   if (lock_fd_ < 0 || flock(lock_fd_, LOCK_EX | LOCK_NB) != 0)
     return MakeError(ErrorKind::kUnavailable,
                      fmt::format("another gpulane daemon already uses {}", paths_.state_dir));
-  auto store = store::JobStore::Open(paths_.state_dir + "/jobs.db");
+  // Never silently on an empty or older queue than the one this daemon last ran on (store_marker.h).
+  const std::string db_path = paths_.state_dir + "/jobs.db";
+  if (Status known = CheckStoreFileAgainstMarker(db_path); !known.ok()) return known;
+  const int busy_ms = static_cast<int>(settings_.store_busy_timeout_s * 1000);
+  auto store = store::JobStore::Open(db_path, busy_ms);
   if (!store) return store.error();
   store_ = std::move(store).value();
+  auto max_id = store_->MaxId();
+  if (!max_id) return max_id.error();
+  if (Status same = CheckStoreIdsAgainstMarker(db_path, *max_id); !same.ok()) return same;
+  if (Status marked = WriteStoreMarker(db_path, *max_id); !marked.ok()) return marked;
+  marked_max_id_ = *max_id;
   auto backend = NvmlBackend::Open();
   if (!backend) return backend.error();
   backend_ = std::move(backend).value();
@@ -105,8 +115,11 @@ Status Daemon::Setup() {
   launcher_ = std::make_unique<ForkExecLauncher>(std::string(exe, static_cast<std::size_t>(n)), jobs_dir_,
                                                  paths_.state_dir + "/supervisor.log");
   const unsigned max_waiting = config_.max_waiting_supervisors ? config_.max_waiting_supervisors : sched::DefaultMaxWaiting(gpu_count_);
-  jobs_ = std::make_unique<JobTable>(*store_, jobs_dir_, clock_, *launcher_, JobTableLimits{settings_.requeue_grace_s, max_waiting},
-                                     [this](const std::string& line) { Log(line); });
+  JobTableLimits limits{settings_.requeue_grace_s, max_waiting};
+  limits.busy_timeout_ms = busy_ms;
+  limits.retry_busy_timeout_ms = std::min(busy_ms, limits.retry_busy_timeout_ms);
+  limits.retry_interval_s = settings_.tick_s;
+  jobs_ = std::make_unique<JobTable>(*store_, jobs_dir_, clock_, *launcher_, limits, [this](const std::string& line) { Log(line); });
 
   sigset_t set;
   sigemptyset(&set);
@@ -148,6 +161,16 @@ Status Daemon::OpenSocket() {
   if (rc != 0 || listen(listen_fd_, 512) != 0)
     return MakeError(ErrorKind::kIo, fmt::format("cannot listen on {}: {}", paths_.socket, std::strerror(errno)));
   return Status::Ok();
+}
+
+void Daemon::UpdateStoreMarker() {
+  auto max_id = store_->MaxId();
+  if (!max_id || *max_id <= marked_max_id_) return;
+  if (Status s = WriteStoreMarker(paths_.state_dir + "/jobs.db", *max_id); !s.ok()) {
+    Log("cannot update the job store's marker: " + s.error().message);
+    return;
+  }
+  marked_max_id_ = *max_id;
 }
 
 void Daemon::Recover() {

@@ -69,6 +69,8 @@ class Daemon {
   Status Setup();
   Status OpenSocket();
   void Recover();
+  /// Records the store's largest job id in its marker (store_marker.h) when it has grown.
+  void UpdateStoreMarker();
   // Event loop (server.cc).
   void Loop();
   void LoopTurn(double& last_tick_s);
@@ -95,7 +97,9 @@ class Daemon {
   void CheckConnections(double now);
   // Requests (handlers.cc).
   void HandleRequest(Connection& c, const std::string& payload);
-  nlohmann::json HandleSubmit(const Peer& peer, const nlohmann::json& req, std::vector<store::Job>* jobs);
+  /// Checks a submission and makes its jobs (*jobs) and its idempotency key (*key, "" without one);
+  /// an error reply, or null.
+  nlohmann::json HandleSubmit(const Peer& peer, const nlohmann::json& req, std::vector<store::Job>* jobs, std::string* key);
   nlohmann::json HandleQueue(const Peer& peer, const nlohmann::json& req);
   /// A queue request with "stream": answers the header, then PumpStream sends the text part by part.
   void StartQueueStream(Connection& c, const nlohmann::json& req);
@@ -110,6 +114,9 @@ class Daemon {
   bool HandleWait(Connection& c, const nlohmann::json& req);
   void CommitSubmissions();
   nlohmann::json JobForClient(const store::Job& job, bool with_env) const;
+  /// `reply` with "warnings": lines for people about the job store (unavailable since when, rows
+  /// that cannot be read), when there are any (queue, snapshot).
+  nlohmann::json WithStoreWarnings(nlohmann::json reply) const;
   std::vector<unsigned> GpuIndices(const store::Job& job) const;
   // Jobs: the job table (job_table.h).
   /// Ends a job (JobTable::Finish).
@@ -148,6 +155,7 @@ class Daemon {
     int fd;
     std::vector<store::Job> jobs;
     bool array;
+    std::string key;  ///< the client's idempotency key ("" without one)
   };
   std::vector<PendingSubmit> submits_;                  ///< acknowledged after the group commit
   struct Waiter {
@@ -156,6 +164,7 @@ class Daemon {
     nlohmann::json failed;  ///< the ids of the request that named no job (answered with the jobs)
   };
   std::vector<Waiter> waiters_;
+  std::int64_t marked_max_id_ = 0;  ///< the largest job id the store's marker records
   bool stop_ = false;
   bool schedule_needed_ = true;  ///< something changed that may let a queued job start (also JobTable's own)
 };

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -89,6 +90,7 @@ class Resolver {
                                                          store::FormatTaskIndices(indices)));
     }
     const Job* job = Find(ref.id);
+    if (!job && damaged_.count(ref.id)) return damaged_.at(ref.id);
     if (!job) return MakeError(ErrorKind::kNotFound, fmt::format("no job {}", text));
     if (!job->array_job_id || *job->array_job_id != ref.id) return Named{store::JobIdText(*job), {ref.id}, false};
     Named array{text, Tasks(ref.id).ids, true};
@@ -101,6 +103,7 @@ class Resolver {
     if (auto it = active_.find(id); it != active_.end()) return &it->second;
     if (auto it = stored_.find(id); it != stored_.end()) return &it->second;
     auto stored = store_.Get(id);
+    if (!stored && stored.error().kind == ErrorKind::kStore) damaged_.emplace(id, stored.error());
     if (!stored || !*stored) return nullptr;
     return &stored_.emplace(id, std::move(**stored)).first->second;
   }
@@ -127,6 +130,7 @@ class Resolver {
   const std::map<std::int64_t, Job>& active_;
   std::map<std::int64_t, Job> stored_;
   std::map<std::int64_t, Array> arrays_;
+  std::map<std::int64_t, Error> damaged_;  ///< rows found that cannot be read (kStore), by id
 };
 
 // What a command over several jobs did: the jobs it acted on, and a line and a code for each id it
@@ -170,11 +174,11 @@ class Outcome {
 // "job 12_3" or "array 12", for messages.
 std::string What(const Named& named) { return fmt::format("{} {}", named.array ? "array" : "job", named.text); }
 
-// The unfinished jobs of `named`.
+// The unfinished jobs of `named` (not those that have ended while their end waits for the store).
 std::vector<Job*> Live(std::map<std::int64_t, Job>& active, const Named& named) {
   std::vector<Job*> live;
   for (auto id : named.ids)
-    if (auto it = active.find(id); it != active.end()) live.push_back(&it->second);
+    if (auto it = active.find(id); it != active.end() && !store::IsFinished(it->second.state)) live.push_back(&it->second);
   return live;
 }
 
@@ -325,9 +329,10 @@ void Daemon::HandleRequest(Connection& c, const std::string& payload) {
       Reply(c, Ok({{"pid", getpid()}, {"mode", paths_.system ? "system" : "user"}, {"gpus", gpu_count_}}));
     } else if (op == "submit") {
       std::vector<Job> jobs;
-      json error = HandleSubmit(c.peer, req, &jobs);
+      std::string key;
+      json error = HandleSubmit(c.peer, req, &jobs, &key);
       if (!error.is_null()) Reply(c, error);
-      else submits_.push_back({c.fd, std::move(jobs), req.contains("array")});
+      else submits_.push_back({c.fd, std::move(jobs), req.contains("array"), std::move(key)});
     } else if (op == "snapshot") {
       Reply(c, HandleSnapshot(req));
     } else if (op == "queue") {
@@ -351,9 +356,22 @@ void Daemon::HandleRequest(Connection& c, const std::string& payload) {
   }
 }
 
-json Daemon::HandleSubmit(const Peer& peer, const json& req, std::vector<Job>* jobs) {
+json Daemon::HandleSubmit(const Peer& peer, const json& req, std::vector<Job>* jobs, std::string* key) {
   Job job;
   if (!req.contains("spec")) return Err(ErrorKind::kInvalidArgument, "submit: the spec is missing");
+  if (req.contains("idempotency_key")) {
+    const json& k = req["idempotency_key"];
+    const bool valid = k.is_string() && !k.get_ref<const std::string&>().empty() &&
+                       k.get_ref<const std::string&>().size() <= proto::kMaxIdempotencyKeyBytes &&
+                       std::all_of(k.get_ref<const std::string&>().begin(), k.get_ref<const std::string&>().end(), [](char ch) {
+                         return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.' || ch == ':';
+                       });
+    if (!valid)
+      return Err(ErrorKind::kInvalidArgument,
+                 fmt::format("submit: \"idempotency_key\" must be a string of 1 to {} letters, digits and - _ . :",
+                             proto::kMaxIdempotencyKeyBytes));
+    *key = k.get<std::string>();
+  }
   if (Status s = store::SpecFromJson(req["spec"], &job.spec, store::SpecLimits::kSubmitted); !s.ok()) return Err(s.error().kind, "submit: " + s.error().message);
   // A client that sends no kill grace (gpulane submit always sends its user's) gets the machine's.
   if (!req["spec"].contains("kill_grace_s")) job.spec.kill_grace_s = config_.kill_grace_s;
@@ -418,45 +436,113 @@ void Daemon::CommitSubmissions() {
   // arrays each need their own to number their tasks, so they commit separately. Each reply is
   // written as soon as its commit is durable, not after the rest of the loop's turn (which may
   // walk the whole queue to launch jobs).
-  auto answer = [this](Connection& c, const json& reply) {
-    Reply(c, reply);
-    WriteTo(c);
+  auto answer = [this](int fd, const json& reply) {
+    auto it = connections_.find(fd);
+    if (it == connections_.end()) return;
+    Reply(it->second, reply);
+    WriteTo(it->second);
+  };
+  auto accepted = [](const std::vector<std::int64_t>& ids, bool array, bool repeated) {
+    json reply = Ok({{"ids", ids}});
+    if (array) reply["array_job_id"] = ids.front();
+    if (repeated) reply["repeated"] = true;
+    return reply;
+  };
+  // Idempotency keys: a key stored before gets that submission's ids, and nothing is queued; one
+  // repeated within this round gets the ids of its first submission once that is stored.
+  std::map<std::pair<std::uint32_t, std::string>, std::size_t> first_of_key;  // -> index in submits_
+  std::vector<std::optional<std::size_t>> repeat_of(submits_.size());
+  std::vector<std::optional<std::vector<std::int64_t>>> stored_ids(submits_.size());
+  std::vector<bool> skip(submits_.size(), false);
+  for (std::size_t i = 0; i < submits_.size(); ++i) {
+    PendingSubmit& sub = submits_[i];
+    if (sub.key.empty()) continue;
+    const auto key = std::pair{sub.jobs.front().uid, sub.key};
+    if (auto first = first_of_key.find(key); first != first_of_key.end()) {
+      repeat_of[i] = first->second;
+      skip[i] = true;
+      continue;
+    }
+    auto found = store_->FindSubmission(key.first, key.second);
+    if (!found) {
+      answer(sub.fd, Err(ErrorKind::kIo, "the job could not be stored: " + found.error().message));
+      skip[i] = true;
+    } else if (*found && !(*found)->empty()) {
+      Log(fmt::format("submission of {} with a known idempotency key: answered with job {} again", sub.jobs.front().user,
+                      (*found)->front()));
+      answer(sub.fd, accepted(**found, sub.array, true));
+      skip[i] = true;
+    } else {
+      first_of_key.emplace(key, i);
+    }
+  }
+  auto key_of = [&](std::size_t i, std::size_t first) {
+    const PendingSubmit& sub = submits_[i];
+    return store::SubmissionKey{sub.jobs.front().uid, sub.key, first, sub.jobs.size()};
   };
   std::vector<Job> batch;
-  std::vector<std::pair<int, std::size_t>> owners;  // fd, count
+  std::vector<std::pair<std::size_t, std::size_t>> owners;  // index in submits_, count
+  std::vector<store::SubmissionKey> batch_keys;
   auto flush_batch = [&]() {
     if (batch.empty()) return;
-    auto ids = store_->Insert(batch, false);
+    auto ids = store_->Insert(batch, false, batch_keys);
+    jobs_->NoteWrite(ids ? Status::Ok() : Status(ids.error()));
     std::size_t k = 0;
-    for (auto& [fd, count] : owners) {
-      auto it = connections_.find(fd);
-      json reply = ids ? Ok({{"ids", std::vector<std::int64_t>(ids->begin() + k, ids->begin() + k + count)}})
-                       : Err(ErrorKind::kIo, "the job could not be stored: " + ids.error().message);
-      if (it != connections_.end()) answer(it->second, reply);
+    for (auto& [index, count] : owners) {
+      if (ids) stored_ids[index] = std::vector<std::int64_t>(ids->begin() + k, ids->begin() + k + count);
+      answer(submits_[index].fd, ids ? accepted(*stored_ids[index], false, false)
+                                     : Err(ErrorKind::kIo, "the job could not be stored: " + ids.error().message));
       k += count;
     }
     if (ids)
       for (auto& job : batch) jobs_->Add(std::move(job));
     batch.clear();
     owners.clear();
+    batch_keys.clear();
   };
-  for (auto& s : submits_) {
+  for (std::size_t i = 0; i < submits_.size(); ++i) {
+    if (skip[i]) continue;
+    PendingSubmit& s = submits_[i];
     if (s.array) {
-      auto ids = store_->Insert(s.jobs, true);
-      auto it = connections_.find(s.fd);
-      if (it != connections_.end())
-        answer(it->second, ids ? Ok({{"ids", *ids}, {"array_job_id", ids->front()}})
-                               : Err(ErrorKind::kIo, "the array could not be stored: " + ids.error().message));
+      std::vector<store::SubmissionKey> keys;
+      if (!s.key.empty()) keys.push_back(key_of(i, 0));
+      auto ids = store_->Insert(s.jobs, true, keys);
+      jobs_->NoteWrite(ids ? Status::Ok() : Status(ids.error()));
+      if (ids) stored_ids[i] = *ids;
+      answer(s.fd, ids ? accepted(*ids, true, false) : Err(ErrorKind::kIo, "the array could not be stored: " + ids.error().message));
       if (ids)
         for (auto& job : s.jobs) jobs_->Add(std::move(job));
       continue;
     }
-    owners.emplace_back(s.fd, s.jobs.size());
+    if (!s.key.empty()) batch_keys.push_back(key_of(i, batch.size()));
+    owners.emplace_back(i, s.jobs.size());
     for (auto& job : s.jobs) batch.push_back(std::move(job));
   }
   flush_batch();
+  for (std::size_t i = 0; i < submits_.size(); ++i) {
+    if (!repeat_of[i]) continue;
+    const auto& ids = stored_ids[*repeat_of[i]];
+    answer(submits_[i].fd, ids ? accepted(*ids, submits_[i].array, true)
+                               : Err(ErrorKind::kIo, "the job could not be stored (its first submission with this "
+                                                     "idempotency key was not stored either)"));
+  }
   if (any_runnable) schedule_needed_ = true;
   submits_.clear();
+}
+
+json Daemon::WithStoreWarnings(json reply) const {
+  json warnings = json::array();
+  if (std::string line = jobs_->StoreTroubleLine(); !line.empty()) warnings.push_back(std::move(line));
+  if (const auto& damaged = jobs_->damaged(); !damaged.empty()) {
+    std::string ids;
+    for (std::size_t i = 0; i < damaged.size() && i < 10; ++i) ids += (i ? ", " : "") + std::to_string(damaged[i].id);
+    if (damaged.size() > 10) ids += fmt::format(" and {} more", damaged.size() - 10);
+    warnings.push_back(fmt::format("job{} {} cannot be read from the job store: kept there as {}, not run (see the "
+                                   "daemon's log)",
+                                   damaged.size() == 1 ? "" : "s", ids, damaged.size() == 1 ? "it is" : "they are"));
+  }
+  if (!warnings.empty()) reply["warnings"] = std::move(warnings);
+  return reply;
 }
 
 std::vector<unsigned> Daemon::GpuIndices(const Job& job) const {
@@ -480,7 +566,7 @@ json Daemon::HandleSnapshot(const json& req) {
   if (!snapshot) return Err(snapshot.error().kind, snapshot.error().message);
   ProcfsProcessTable processes;
   AnnotateProcesses(*snapshot, processes);
-  return Ok({{"snapshot", SnapshotToJson(*snapshot)}});
+  return WithStoreWarnings(Ok({{"snapshot", SnapshotToJson(*snapshot)}}));
 }
 
 json Daemon::HandleQueue(const Peer& peer, const json& req) {
@@ -502,11 +588,11 @@ json Daemon::HandleQueue(const Peer& peer, const json& req) {
     std::string table = QueueTableHeader();
     table.reserve(table.size() + selected.size() * 96);
     for (const Job* job : selected) AppendQueueRow(*job, GpuIndices(*job), now, table);
-    return Ok({{"table", std::move(table)}, {"count", selected.size()}});
+    return WithStoreWarnings(Ok({{"table", std::move(table)}, {"count", selected.size()}}));
   }
   json jobs = json::array();
   for (const Job* job : selected) jobs.push_back(JobForClient(*job, false));
-  return Ok({{"jobs", std::move(jobs)}});
+  return WithStoreWarnings(Ok({{"jobs", std::move(jobs)}}));
 }
 
 void Daemon::StartQueueStream(Connection& c, const json& req) {
@@ -524,7 +610,7 @@ void Daemon::StartQueueStream(Connection& c, const json& req) {
   stream->json = kind == "json";
   stream->jobs = std::move(selection).value();
   stream->now = Now();
-  Reply(c, Ok({{"stream", kind}, {"count", stream->jobs.ids.size()}}));
+  Reply(c, WithStoreWarnings(Ok({{"stream", kind}, {"count", stream->jobs.ids.size()}})));
   c.stream = std::move(stream);
 }
 
@@ -647,7 +733,7 @@ json Daemon::HandleCancel(const Peer& peer, const json& req) {
     } else {
       std::vector<Job*> matched;
       for (auto& [id, job] : jobs_->active())
-        if ((user.empty() ? peer.admin || job.uid == peer.uid : job.user == user) && (name.empty() || job.spec.name == name))
+        if (!store::IsFinished(job.state) && (user.empty() ? peer.admin || job.uid == peer.uid : job.user == user) && (name.empty() || job.spec.name == name))
           matched.push_back(&job);
       if (matched.empty()) out.Failed(ErrorKind::kNotFound, filter, fmt::format("no queued or running job matches {}", filter));
       for (Job* job : matched) cancel(*job);
@@ -656,7 +742,8 @@ json Daemon::HandleCancel(const Peer& peer, const json& req) {
   if (!never_ran.empty()) {
     // One transaction (one fsync) for all of them: cancelling a 10,000-task array takes a moment, not minutes.
     Status s = store_->Update(std::vector<const Job*>(never_ran.begin(), never_ran.end()));
-    if (!s.ok()) Log("cannot store cancellations: " + s.error().message);
+    jobs_->NoteWrite(s);
+    if (!s.ok()) Log("cannot store cancellations: " + s.error().message + "; written again on later turns");
     for (Job* job : never_ran) Finish(*job, JobState::kCancelled, std::nullopt, job->reason, job->end_time, s.ok());
   }
   return out.Reply("cancelled");

@@ -4,6 +4,7 @@
 
 #include <signal.h>
 
+#include <ctime>
 #include <exception>
 #include <fmt/format.h>
 
@@ -14,13 +15,31 @@ namespace gpulane::daemon {
 using store::Job;
 using store::JobState;
 
+namespace {
+
+// "14:02": the local time of `wall_s` (seconds since the epoch), for people.
+std::string ClockTime(double wall_s) {
+  const std::time_t t = static_cast<std::time_t>(wall_s);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char text[16];
+  std::strftime(text, sizeof text, "%H:%M", &tm);
+  return text;
+}
+
+}  // namespace
+
 JobTable::JobTable(store::JobStore& store, std::string jobs_dir, const Clock& clock, SupervisorLauncher& launcher,
                    JobTableLimits limits, LogSink log)
-    : store_(store), jobs_dir_(std::move(jobs_dir)), clock_(clock), launcher_(launcher), limits_(limits), log_(std::move(log)) {}
+    : store_(store), jobs_dir_(std::move(jobs_dir)), clock_(clock), launcher_(launcher), limits_(limits), log_(std::move(log)) {
+  store_.SetBusyTimeout(limits_.busy_timeout_ms);
+}
 
 Result<std::size_t> JobTable::Recover() {
-  auto jobs = store_.LoadUnfinished();
+  auto jobs = store_.LoadUnfinished(&damaged_);
   if (!jobs) return jobs.error();
+  for (const auto& row : damaged_)
+    log_(fmt::format("job {} is damaged in the database ({}): kept there as it is and not run", row.id, row.why));
   for (auto& job : *jobs) active_.emplace(job.id, std::move(job));
   // ImportStatus may finish a job (one that ended while no daemon ran), which erases it from
   // active_: collect the ids first.
@@ -54,32 +73,101 @@ void JobTable::Finish(Job& job, JobState state, std::optional<int> exit_code, co
   job.reason = reason;
   job.end_time = end_time;
   schedule_needed_ = true;
-  if (!stored) {
-    if (Status s = store_.Update({&job}); !s.ok()) log_(fmt::format("cannot store the end of job {}: {}", job.id, s.error().message));
-  }
   const std::int64_t id = job.id;
-  dirty_.erase(id);
   if (!job.array_job_id) finished_[id] = AsDependencyState(state);  // arrays: answered from the store once all tasks ended
   cancel_requested_.erase(id);
   hold_requested_.erase(id);
   launched_at_.erase(id);
+  if (!stored) {
+    Status s = store_.Update({&job});
+    NoteWrite(s);
+    if (!s.ok()) {
+      // Kept, files and all, until FlushDirty has stored it: a restart collects it again.
+      unstored_ends_.insert(id);
+      dirty_.erase(id);
+      log_(fmt::format("cannot store the end of job {} ({}): {}; its files are kept and the write is retried", id,
+                       store::StateName(state), s.error().message));
+      return;
+    }
+  }
+  Forget(job);
+}
+
+void JobTable::Forget(Job& job) {
+  const std::int64_t id = job.id;
+  dirty_.erase(id);
+  unstored_ends_.erase(id);
   JobFiles(jobs_dir_, id).Remove();
-  log_(fmt::format("job {} ({}) {}{}{}", id, job.user, store::StateName(state),
-                   exit_code ? fmt::format(" with exit code {}", *exit_code) : "", reason.empty() ? "" : ": " + reason));
+  log_(fmt::format("job {} ({}) {}{}{}", id, job.user, store::StateName(job.state),
+                   job.exit_code ? fmt::format(" with exit code {}", *job.exit_code) : "",
+                   job.reason.empty() ? "" : ": " + job.reason));
   active_.erase(id);
 }
 
+bool JobTable::RetryDue() const { return !trouble_ || clock_.MonotonicS() - failed_at_s_ >= limits_.retry_interval_s; }
+
 void JobTable::FlushDirty() {
+  if (!RetryDue()) return;
   std::vector<const Job*> jobs;
-  for (auto id : dirty_) {
-    auto it = active_.find(id);
-    if (it != active_.end()) jobs.push_back(&it->second);
+  for (const auto* ids : {&dirty_, &unstored_ends_})
+    for (auto id : *ids) {
+      auto it = active_.find(id);
+      if (it != active_.end()) jobs.push_back(&it->second);
+    }
+  if (jobs.empty()) {
+    dirty_.clear();
+    unstored_ends_.clear();
+    if (trouble_) NoteWrite(store_.CheckWritable());  // a failed submission or cancellation: is it over?
+    return;
   }
-  if (!jobs.empty()) {
-    Status s = store_.Update(jobs);
-    if (!s.ok()) log_("cannot store job updates: " + s.error().message);
-  }
+  Status s = store_.Update(jobs);
+  NoteWrite(s);
+  if (!s.ok()) return;  // all kept for the next turn
   dirty_.clear();
+  const std::set<std::int64_t> ended = std::exchange(unstored_ends_, {});
+  for (auto id : ended)
+    if (auto it = active_.find(id); it != active_.end()) Forget(it->second);
+}
+
+void JobTable::NoteWrite(const Status& written) {
+  if (written.ok()) {
+    if (!trouble_) return;
+    const std::size_t n = UnstoredUpdates();
+    log_(fmt::format("the job store takes writes again (unavailable since {}); {} job update{} stored",
+                     ClockTime(trouble_->since_wall_s), n, n == 1 ? "" : "s"));
+    trouble_.reset();
+    store_.SetBusyTimeout(limits_.busy_timeout_ms);
+    schedule_needed_ = true;
+    return;
+  }
+  failed_at_s_ = clock_.MonotonicS();
+  if (!trouble_) {
+    trouble_ = StoreTrouble{Now(), written.error().message};
+    // Until it recovers, each turn tries again without waiting long for the lock.
+    store_.SetBusyTimeout(limits_.retry_busy_timeout_ms);
+    log_("the job store is unavailable: " + written.error().message +
+         "; job updates are kept and written again on every tick, ended jobs keep their files until their end is "
+         "stored, and nothing new starts meanwhile");
+    return;
+  }
+  trouble_->error = written.error().message;
+}
+
+std::size_t JobTable::UnstoredUpdates() const {
+  std::size_t n = unstored_ends_.size();
+  for (auto id : dirty_) n += active_.count(id) && !unstored_ends_.count(id);
+  return n;
+}
+
+std::string JobTable::StoreTroubleLine() const {
+  if (!trouble_) return "";
+  const std::string when = ClockTime(trouble_->since_wall_s);
+  // The error as SQLite words it, after our own "database: update job: " prefix.
+  std::string why = trouble_->error;
+  if (auto colon = why.rfind(": "); colon != std::string::npos) why = why.substr(colon + 2);
+  const std::size_t waiting = UnstoredUpdates();
+  return fmt::format("the job store is unavailable since {}: {}; {} job update{} waiting", when, why, waiting,
+                     waiting == 1 ? "" : "s");
 }
 
 void JobTable::CheckSupervisors() {
@@ -157,6 +245,12 @@ void JobTable::ImportStatusOf(Job& job) {
       job.logs = status->logs;
       MarkDirty(job);
     }
+    return;
+  }
+  if (!status && !alive && job.state == JobState::kRunning) {
+    // Stored as running, but neither its supervisor nor its record is there any more: it ran, so
+    // it is never started again.
+    Finish(job, JobState::kFailed, std::nullopt, "its supervisor and its record of the job's end are gone", Now());
     return;
   }
   // Waiting for GPUs, or not yet started.

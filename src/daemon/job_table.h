@@ -8,6 +8,11 @@
 // Recovery is the same code as normal operation: a restarted daemon reads every supervisor's
 // status and lock, so it re-adopts running jobs, collects results that arrived while it was down,
 // and never starts a job twice (a job whose supervisor reported "running" is never started again).
+//
+// A failed store write loses nothing: the jobs it was about stay changed in the table (an ended
+// job stays in it, in its end state, with its files kept, so a restart would collect it again),
+// FlushDirty writes them again on every later turn, nothing new is launched meanwhile, and
+// StoreTroubleLine() says so for `status` and `queue` until a write succeeds.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -38,6 +43,19 @@ struct JobTableLimits {
   double requeue_grace_s = 10;
   /// Launched jobs that may wait for GPUs at once (daemon.max_waiting, sched::DefaultMaxWaiting).
   unsigned max_waiting = 4;
+  /// How long a store write waits for another connection's lock (milliseconds): normally, and
+  /// while the store is unavailable (each later turn retries, so the loop is never stalled long).
+  int busy_timeout_ms = store::kDefaultBusyTimeoutMs;
+  int retry_busy_timeout_ms = 100;
+  /// While the store is unavailable, FlushDirty and LaunchEligible try it again at most this often
+  /// (seconds; the daemon's tick).
+  double retry_interval_s = 1;
+};
+
+/// Since when the store refuses writes, and why (nullopt in JobTable while writes succeed).
+struct StoreTrouble {
+  double since_wall_s = 0;  ///< seconds since the epoch of the first failed write
+  std::string error;        ///< the last failure, as SQLite words it ("database is locked")
 };
 
 class JobTable {
@@ -49,6 +67,7 @@ class JobTable {
 
   /// Start-up: loads every unfinished job from the store and reads the status of each one that had
   /// been handed to a supervisor (adopting, collecting or requeueing it as ImportStatus does).
+  /// Rows that cannot be read are logged by id and left in the store (damaged()).
   /// Returns how many had been handed to supervisors. Errors: the store's (kIo).
   Result<std::size_t> Recover();
 
@@ -87,14 +106,36 @@ class JobTable {
               std::optional<double> end_time, bool stored = false);
   /// Stores the job's changes at the next FlushDirty.
   void MarkDirty(const store::Job& job) { dirty_.insert(job.id); }
-  /// Stores every changed job in one transaction (errors are logged).
+  /// Stores every changed job, and every ended job whose end is not stored yet, in one
+  /// transaction; only once that is durable are ended jobs' files removed and the jobs forgotten.
+  /// A failure keeps them all for the next call (logged when the trouble starts and ends). While
+  /// the store is unavailable it tries again only every retry_interval_s, and with nothing to
+  /// write checks that the store takes writes (JobStore::CheckWritable), so the trouble ends.
   void FlushDirty();
+
+  /// Records the outcome of a store write made outside the table (a submission, a cancellation).
+  void NoteWrite(const Status& written);
+  /// Since when, and why, store writes fail; nullopt while they succeed.
+  const std::optional<StoreTrouble>& store_trouble() const { return trouble_; }
+  /// Job changes that are not stored yet (waiting for the store).
+  std::size_t UnstoredUpdates() const;
+  /// "the job store is unavailable since 14:02: database is locked; 2 job updates waiting", for
+  /// people; "" while writes succeed.
+  std::string StoreTroubleLine() const;
+  /// The unfinished jobs' rows that could not be read at Recover (kept in the store, not run).
+  const std::vector<store::DamagedRow>& damaged() const { return damaged_; }
+  /// True when job `id` has ended but its end is not durable yet (it is still in active()).
+  bool EndUnstored(std::int64_t id) const { return unstored_ends_.count(id) > 0; }
 
   /// True (once) when something changed that may let a queued job start.
   bool TakeScheduleNeeded() { return std::exchange(schedule_needed_, false); }
 
  private:
   void ImportStatusOf(store::Job& job);
+  /// The end of `job` is durable: forget its files and the job.
+  void Forget(store::Job& job);
+  /// False while the store is unavailable and its last failure is less than retry_interval_s ago.
+  bool RetryDue() const;
   void RequeueOrWait(store::Job& job, bool reported);
   sched::DependencyState DependencyStateOf(const sched::JobRef& job);
   void Launch(store::Job& job);
@@ -114,6 +155,10 @@ class JobTable {
   std::set<std::int64_t> hold_requested_;               ///< held while their supervisor waits for GPUs
   std::map<std::int64_t, double> launched_at_;          ///< monotonic seconds each launching job was launched (or found)
   std::set<std::int64_t> dirty_;                        ///< jobs whose changes are not yet in the store
+  std::set<std::int64_t> unstored_ends_;                ///< ended jobs (still in active_) whose end is not yet stored
+  std::optional<StoreTrouble> trouble_;
+  double failed_at_s_ = 0;                              ///< monotonic seconds of the last failed write
+  std::vector<store::DamagedRow> damaged_;
   bool schedule_needed_ = true;
 };
 

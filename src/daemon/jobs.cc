@@ -70,13 +70,26 @@ DependencyState JobTable::DependencyStateOf(const sched::JobRef& ref) {
   return state;
 }
 
+// Pending jobs' reason while the store takes no writes (no launch can be recorded).
+constexpr const char* kStoreUnavailableReason = "not started: the job store is unavailable";
+
 void JobTable::LaunchEligible() {
+  if (!unstored_ends_.empty() || !RetryDue()) {
+    // The store failed the last write (FlushDirty tries again): ended jobs are stored before
+    // anything new starts, and a launch is tried at most every retry_interval_s. (While nothing
+    // waits, the launch's own write finds out whether the store takes writes again.)
+    for (auto& [id, job] : active_)
+      if (job.state == JobState::kPending) job.reason = kStoreUnavailableReason;
+    return;
+  }
   sched::LaunchLimits limits{limits_.max_waiting, 0};
   std::vector<sched::QueuedJob> queue;
   for (auto& [id, job] : active_) {
     if (job.state == JobState::kLaunching) ++limits.already_waiting;
     // Held jobs are left out rather than passed as held: 100,000 of them would cost ~6 ms a decision.
-    if (job.state == JobState::kPending) queue.push_back({id, job.spec.request.priority, false, job.spec.after_ok, job.spec.after_any});
+    if (job.state != JobState::kPending) continue;
+    if (job.reason == kStoreUnavailableReason) job.reason.clear();
+    queue.push_back({id, job.spec.request.priority, false, job.spec.after_ok, job.spec.after_any});
   }
   sched::LaunchPlan plan = sched::PlanLaunches(std::move(queue), [this](const sched::JobRef& dep) { return DependencyStateOf(dep); }, limits);
   for (const auto& [id, reason] : plan.blocked) active_.at(id).reason = reason;
@@ -88,15 +101,21 @@ void JobTable::LaunchEligible() {
   for (std::int64_t id : plan.launch) {
     Job& job = active_.at(id);
     job.state = JobState::kLaunching;
-    launched_at_[id] = clock_.MonotonicS();
     job.reason = "waiting for GPUs";
     to_launch.push_back(&job);
   }
   Status s = store_.Update(std::vector<const Job*>(to_launch.begin(), to_launch.end()));
+  NoteWrite(s);
   if (!s.ok()) {
+    // Not launched: back to pending as they were, tried again once the store takes writes.
     log_("cannot mark jobs launching: " + s.error().message);
+    for (std::size_t i = 0; i < to_launch.size(); ++i) {
+      to_launch[i]->state = JobState::kPending;
+      to_launch[i]->reason = kStoreUnavailableReason;
+    }
     return;
   }
+  for (Job* job : to_launch) launched_at_[job->id] = clock_.MonotonicS();
   for (Job* job : to_launch) Launch(*job);
 }
 

@@ -260,6 +260,7 @@ void Daemon::ReadStatusEvents() {
 // Liveness of supervisors, clients' deadlines and idle connections.
 void Daemon::Tick() {
   jobs_->CheckSupervisors();
+  UpdateStoreMarker();
   schedule_needed_ = true;
   CheckConnections(clock_.MonotonicS());
   for (const auto& [reason, count] : refused_)

@@ -55,6 +55,8 @@ Result<DaemonSettings> SettingsFromEnvironment(const EnvLookup& lookup) {
                         ReadSeconds(env, "GPULANE_DAEMON_READ_TIMEOUT", kMinReadTimeoutS, kMaxReadTimeoutS, &s.read_timeout_s),
                         ReadSeconds(env, "GPULANE_DAEMON_TICK", kMinTickS, kMaxTickS, &s.tick_s),
                         ReadSeconds(env, "GPULANE_DAEMON_IDLE_TIMEOUT", kMinIdleTimeoutS, kMaxIdleTimeoutS, &s.idle_timeout_s),
+                        ReadSeconds(env, "GPULANE_DAEMON_STORE_BUSY_TIMEOUT", kMinStoreBusyTimeoutS, kMaxStoreBusyTimeoutS,
+                                    &s.store_busy_timeout_s),
                         ReadCount(env, "GPULANE_DAEMON_MAX_CONNECTIONS", kMinConnections, kMaxConnections, &s.max_connections),
                         ReadCount(env, "GPULANE_DAEMON_MAX_CONNECTIONS_PER_UID", kMinConnections, kMaxConnections,
                                   &s.max_connections_per_uid),

@@ -38,6 +38,9 @@ struct DaemonSettings {
   /// How often the daemon checks supervisors' liveness and clients' read time-outs (status
   /// changes and requests are handled as they come, not on the tick).
   double tick_s = 1;
+  /// How long a write to the job store waits for another process's lock before it counts as
+  /// failed (seconds; later retries wait JobTableLimits::retry_busy_timeout_ms).
+  double store_busy_timeout_s = 5;
 };
 
 /// Descriptors the daemon keeps for itself besides client connections (store, inotify, logs,
@@ -51,11 +54,12 @@ inline constexpr double kMinRequeueGraceS = 0.1, kMaxRequeueGraceS = 3600;
 inline constexpr double kMinReadTimeoutS = 0.1, kMaxReadTimeoutS = 600;
 inline constexpr double kMinTickS = 0.01, kMaxTickS = 10;
 inline constexpr double kMinIdleTimeoutS = 0.1, kMaxIdleTimeoutS = 86400;
+inline constexpr double kMinStoreBusyTimeoutS = 0.01, kMaxStoreBusyTimeoutS = 60;
 inline constexpr std::size_t kMinConnections = 1, kMaxConnections = 1u << 20;
 inline constexpr std::size_t kMinPartialBudgetBytes = proto::kMaxRequestBytes, kMaxPartialBudgetBytes = std::size_t{64} << 30;
 
 /// The defaults, changed by GPULANE_DAEMON_REQUEUE_GRACE, GPULANE_DAEMON_READ_TIMEOUT,
-/// GPULANE_DAEMON_TICK and GPULANE_DAEMON_IDLE_TIMEOUT (durations as util/units.h reads them:
+/// GPULANE_DAEMON_TICK, GPULANE_DAEMON_IDLE_TIMEOUT and GPULANE_DAEMON_STORE_BUSY_TIMEOUT (durations as util/units.h reads them:
 /// "0.5", "500ms", "2s"), GPULANE_DAEMON_MAX_CONNECTIONS and GPULANE_DAEMON_MAX_CONNECTIONS_PER_UID
 /// (counts) and GPULANE_DAEMON_PARTIAL_BUDGET (a size: "64MiB") when set.
 /// `getenv` looks a variable up (nullptr: unset); by default std::getenv. Errors: kInvalidArgument naming the variable,

@@ -88,6 +88,9 @@ struct GpuSnapshot {
   std::optional<std::string> nvml_version;
   std::optional<int> cuda_driver_version;  ///< e.g. 13000 for CUDA 13.0
   std::vector<GpuDevice> devices;           ///< sorted by PCI bus ID; devices[i].pci_index == i
+  /// Lines for people from the daemon that took the snapshot ("the job store is unavailable since
+  /// 14:02: ..."); empty when NVML was read directly.
+  std::vector<std::string> warnings;
 
   /// True when NVML's numbering differs from PCI bus order (CUDA with PCI_BUS_ID, and gpulane).
   bool nvml_order_differs() const {

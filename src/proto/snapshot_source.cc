@@ -38,6 +38,9 @@ Result<GpuSnapshot> SnapshotSource::Read(const ReadOptions& options) {
       auto snapshot = SnapshotFromJson((*reply)["snapshot"]);
       if (snapshot) {
         daemon_failed_at_s_ = -1;
+        if (reply->contains("warnings") && (*reply)["warnings"].is_array())
+          for (const auto& line : (*reply)["warnings"])
+            if (line.is_string()) snapshot->warnings.push_back(line.get<std::string>());
         return snapshot;
       }
     }

@@ -113,6 +113,7 @@ const char* KindName(ErrorKind kind) {
     case ErrorKind::kPermission: return "permission";
     case ErrorKind::kWrongState: return "wrong_state";
     case ErrorKind::kUnavailable: return "unavailable";
+    case ErrorKind::kStore: return "store";
     case ErrorKind::kInternal: return "internal";
   }
   return "internal";
@@ -121,7 +122,7 @@ const char* KindName(ErrorKind kind) {
 ErrorKind KindFromName(const std::string& name) {
   for (ErrorKind k : {ErrorKind::kInvalidArgument, ErrorKind::kNoDriver, ErrorKind::kNvml, ErrorKind::kNotEnoughGpus,
                       ErrorKind::kTimeout, ErrorKind::kUnsafe, ErrorKind::kIo, ErrorKind::kNotFound, ErrorKind::kPermission,
-                      ErrorKind::kWrongState, ErrorKind::kUnavailable, ErrorKind::kInternal})
+                      ErrorKind::kWrongState, ErrorKind::kUnavailable, ErrorKind::kStore, ErrorKind::kInternal})
     if (name == KindName(k)) return k;
   return ErrorKind::kInternal;
 }

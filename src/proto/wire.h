@@ -24,6 +24,8 @@ inline constexpr std::size_t kMaxRequestBytes = 8u << 20;    ///< 8 MiB: a submi
 inline constexpr std::size_t kMaxResponseBytes = 512u << 20; ///< a queue listing of 100,000 jobs fits
 inline constexpr double kReadTimeoutS = 5;           ///< seconds from a request's first byte to its last: the daemon's default (daemon/settings.h changes it)
 inline constexpr std::size_t kMaxRequestDepth = 64;  ///< arrays and objects within each other; deeper is refused
+/// The longest idempotency key a submit may carry, in bytes (gpulane submit sends 32 hex digits).
+inline constexpr std::size_t kMaxIdempotencyKeyBytes = 128;
 
 /// Appends the frame of `message` to `out`.
 void AppendFrame(const nlohmann::json& message, std::string& out);

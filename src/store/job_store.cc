@@ -1,6 +1,7 @@
 #include "store/job_store.h"
 
 #include <sqlite3.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <functional>
@@ -57,6 +58,10 @@ constexpr const char* kSelectArraySpec = "SELECT spec FROM array_specs WHERE arr
 constexpr const char* kSelectHead = "SELECT id, array_job_id, state FROM jobs WHERE id = ?1";
 constexpr const char* kSelectTaskId = "SELECT id FROM jobs WHERE array_job_id = ?1 AND array_index = ?2";
 
+constexpr const char* kInsertKey = "INSERT INTO submissions (uid, key, first_id, count) VALUES (?1, ?2, ?3, ?4)";
+
+constexpr const char* kFindKey = "SELECT first_id, count FROM submissions WHERE uid = ?1 AND key = ?2";
+
 constexpr const char* kColumns =
     "id, array_job_id, array_index, uid, gid, user, spec, state, reason, submit_time, start_time, end_time, "
     "exit_code, gpus, supervisor_pid, logs";
@@ -78,7 +83,8 @@ std::string Text(sqlite3_stmt* s, int i) {
 using ArraySpecLookup = std::function<std::shared_ptr<const JobSpec>(std::int64_t array_job_id)>;
 
 // One row of kColumns; an array task's empty spec column is its array's spec (array_spec).
-bool ReadRow(sqlite3_stmt* s, Job* job, const ArraySpecLookup& array_spec) {
+// Returns why it cannot be read ("" when it could).
+std::string ReadRowFields(sqlite3_stmt* s, Job* job, const ArraySpecLookup& array_spec) {
   job->id = sqlite3_column_int64(s, 0);
   job->array_job_id = OptInt(s, 1);
   if (auto v = OptInt(s, 2)) job->array_index = static_cast<int>(*v);
@@ -87,14 +93,15 @@ bool ReadRow(sqlite3_stmt* s, Job* job, const ArraySpecLookup& array_spec) {
   job->user = Text(s, 5);
   if (job->array_job_id && sqlite3_column_bytes(s, 6) == 0) {
     auto shared = array_spec(*job->array_job_id);
-    if (!shared) return false;
+    if (!shared) return fmt::format("the spec of its array {} cannot be read", *job->array_job_id);
     job->spec = *shared;  // its lists are shared, not copied
   } else {
     auto spec = nlohmann::json::parse(Text(s, 6), nullptr, false);
-    if (spec.is_discarded() || !SpecFromJson(spec, &job->spec).ok()) return false;
+    if (spec.is_discarded()) return "its spec is not JSON";
+    if (Status parsed = SpecFromJson(spec, &job->spec); !parsed.ok()) return "its spec: " + parsed.error().message;
   }
   auto state = ParseState(Text(s, 7));
-  if (!state) return false;
+  if (!state) return fmt::format("its state '{}' is unknown", Text(s, 7).substr(0, 40));
   job->state = *state;
   job->reason = Text(s, 8);
   job->submit_time = sqlite3_column_double(s, 9);
@@ -107,7 +114,15 @@ bool ReadRow(sqlite3_stmt* s, Job* job, const ArraySpecLookup& array_spec) {
   // NULL: a job stored before log files were recorded (schema 1).
   if (sqlite3_column_type(s, 15) == SQLITE_NULL) job->logs.unrecorded = true;
   else job->logs = LogsFromJson(nlohmann::json::parse(Text(s, 15), nullptr, false));
-  return true;
+  return "";
+}
+
+std::string ReadRow(sqlite3_stmt* s, Job* job, const ArraySpecLookup& array_spec) {
+  try {
+    return ReadRowFields(s, job, array_spec);
+  } catch (const std::exception& e) {  // a value of the wrong type somewhere in its JSON
+    return e.what();
+  }
 }
 
 Error DbError(sqlite3* db, const std::string& what) {
@@ -116,7 +131,14 @@ Error DbError(sqlite3* db, const std::string& what) {
 
 }  // namespace
 
-Result<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path) {
+Result<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path, int busy_timeout_ms) {
+  // A file nobody may write: SQLite would open it for reading only (or root would write it
+  // anyway); either way it is not a store to run a daemon on.
+  struct stat st {};
+  if (path != ":memory:" && stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && !(st.st_mode & S_IWUSR))
+    return MakeError(ErrorKind::kStore, fmt::format("the job database {} is read-only (mode {:04o}): make it writable "
+                                                    "(chmod u+w) or restore a writable copy",
+                                                    path, st.st_mode & 07777));
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
@@ -125,13 +147,17 @@ Result<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path) {
     return MakeError(ErrorKind::kIo, fmt::format("cannot open the job database {}: {}", path, why));
   }
   std::unique_ptr<JobStore> store(new JobStore(db));
-  sqlite3_busy_timeout(db, 5000);
+  if (sqlite3_db_readonly(db, "main") == 1)
+    return MakeError(ErrorKind::kStore, fmt::format("the job database {} can only be opened for reading (a read-only "
+                                                    "file system or folder?): gpulane needs to write it",
+                                                    path));
+  sqlite3_busy_timeout(db, busy_timeout_ms);
   // quick_check first: on a damaged file it (or the pragmas) fail, and we stop instead of starting empty.
   {
     Stmt check(db, "PRAGMA quick_check");
     std::string result = check.ok() && check.Step() == SQLITE_ROW ? Text(check.get(), 0) : sqlite3_errmsg(db);
     if (result != "ok")
-      return MakeError(ErrorKind::kInternal,
+      return MakeError(ErrorKind::kStore,
                        fmt::format("the job database {} is damaged ({}): move it aside and restore a backup, or "
                                    "start afresh by removing it (queued jobs would be lost)",
                                    path, result));
@@ -144,6 +170,8 @@ Result<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path) {
   if (!migrated.ok()) return migrated.error();
   return store;
 }
+
+void JobStore::SetBusyTimeout(int busy_timeout_ms) { sqlite3_busy_timeout(db_, busy_timeout_ms); }
 
 JobStore::~JobStore() {
   for (auto& [sql, stmt] : cached_) sqlite3_finalize(stmt);
@@ -189,7 +217,7 @@ Status JobStore::Migrate() {
   Stmt version(db_, "PRAGMA user_version");
   int current = version.Step() == SQLITE_ROW ? sqlite3_column_int(version.get(), 0) : 0;
   if (current > kSchemaVersion)
-    return MakeError(ErrorKind::kInternal, fmt::format("the job database has schema version {}, newer than this "
+    return MakeError(ErrorKind::kStore, fmt::format("the job database has schema version {}, newer than this "
                                                        "gpulane's {}: run the newer gpulane",
                                                        current, kSchemaVersion));
   // Each step moves the schema from version i to i + 1 inside one transaction.
@@ -226,6 +254,12 @@ Status JobStore::Migrate() {
       "INSERT INTO array_specs (array_job_id, spec) SELECT id, spec FROM jobs WHERE array_job_id = id;"
       "UPDATE jobs SET spec = '' WHERE array_job_id IS NOT NULL AND array_job_id IN (SELECT array_job_id FROM array_specs);"
       "CREATE INDEX jobs_array_task ON jobs(array_job_id, array_index) WHERE array_job_id IS NOT NULL;",
+      // 5: submissions' idempotency keys (unique per uid) and the ids each one got; its jobs take
+      // consecutive ids (one transaction of the one writer).
+      "CREATE TABLE submissions ("
+      " uid INTEGER NOT NULL, key TEXT NOT NULL,"
+      " first_id INTEGER NOT NULL, count INTEGER NOT NULL,"
+      " PRIMARY KEY (uid, key)) WITHOUT ROWID;",
   };
   static_assert(std::size(kSteps) == kSchemaVersion, "one step per schema version");
   for (int v = current; v < kSchemaVersion; ++v) {
@@ -243,7 +277,8 @@ Status JobStore::Migrate() {
   return Status::Ok();
 }
 
-Result<std::vector<std::int64_t>> JobStore::Insert(std::vector<Job>& jobs, bool array) {
+Result<std::vector<std::int64_t>> JobStore::Insert(std::vector<Job>& jobs, bool array,
+                                                   const std::vector<SubmissionKey>& keys) {
   // Every submission comes through here: its statements are prepared once (Cached), not each time.
   Status s = Run("BEGIN IMMEDIATE");
   if (!s.ok()) return s.error();
@@ -296,6 +331,25 @@ Result<std::vector<std::int64_t>> JobStore::Insert(std::vector<Job>& jobs, bool 
     }
     for (Job& job : jobs) job.array_job_id = ids.front();
   }
+  if (!keys.empty()) {
+    Stmt record(Cached(kInsertKey));
+    for (const SubmissionKey& key : keys) {
+      if (!record.ok() || key.count == 0 || key.first + key.count > ids.size()) {
+        Rollback();
+        return MakeError(ErrorKind::kInternal, "database: a submission key names no jobs");
+      }
+      record.Bind(1, static_cast<std::int64_t>(key.uid));
+      record.Bind(2, key.key);
+      record.Bind(3, ids[key.first]);
+      record.Bind(4, static_cast<std::int64_t>(key.count));
+      if (record.Step() != SQLITE_DONE) {
+        Error e = DbError(db_, "database: record the submission's idempotency key");
+        Rollback();
+        return e;
+      }
+      record.Reset();
+    }
+  }
   s = Run("COMMIT");
   if (!s.ok()) {
     Rollback();
@@ -306,7 +360,7 @@ Result<std::vector<std::int64_t>> JobStore::Insert(std::vector<Job>& jobs, bool 
 
 Status JobStore::Update(const std::vector<const Job*>& jobs) {
   if (jobs.empty()) return Status::Ok();
-  Status s = Exec("BEGIN IMMEDIATE");
+  Status s = Run("BEGIN IMMEDIATE");
   if (!s.ok()) return s;
   Stmt update(db_,
               "UPDATE jobs SET state=?2, reason=?3, start_time=?4, end_time=?5, exit_code=?6, gpus=?7, "
@@ -329,7 +383,9 @@ Status JobStore::Update(const std::vector<const Job*>& jobs) {
     }
     update.Reset();
   }
-  return Exec("COMMIT");
+  s = Run("COMMIT");
+  if (!s.ok()) Rollback();
+  return s;
 }
 
 namespace {
@@ -347,7 +403,21 @@ std::string FilterSql(const char* what, const JobFilter& filter) {
 
 }  // namespace
 
-Result<std::vector<Job>> JobStore::List(const JobFilter& filter) {
+Result<std::optional<std::vector<std::int64_t>>> JobStore::FindSubmission(std::uint32_t uid, const std::string& key) {
+  Stmt find(Cached(kFindKey));
+  if (!find.ok()) return DbError(db_, "database: find a submission's key");
+  find.Bind(1, static_cast<std::int64_t>(uid));
+  find.Bind(2, key);
+  const int rc = find.Step();
+  if (rc == SQLITE_DONE) return std::optional<std::vector<std::int64_t>>();
+  if (rc != SQLITE_ROW) return DbError(db_, "database: find a submission's key");
+  const std::int64_t first = sqlite3_column_int64(find.get(), 0), count = sqlite3_column_int64(find.get(), 1);
+  std::vector<std::int64_t> ids;
+  for (std::int64_t i = 0; i < count; ++i) ids.push_back(first + i);
+  return std::optional<std::vector<std::int64_t>>(std::move(ids));
+}
+
+Result<std::vector<Job>> JobStore::List(const JobFilter& filter, std::vector<DamagedRow>* damaged) {
   const std::string sql = FilterSql(kColumns, filter);
   Stmt select(db_, sql.c_str());
   if (!select.ok()) return DbError(db_, "database: list jobs");
@@ -355,7 +425,9 @@ Result<std::vector<Job>> JobStore::List(const JobFilter& filter) {
   int rc;
   while ((rc = select.Step()) == SQLITE_ROW) {
     Job job;
-    if (ReadRow(select.get(), &job, [this](std::int64_t array) { return ArraySpec(array); })) out.push_back(std::move(job));
+    std::string why = ReadRow(select.get(), &job, [this](std::int64_t array) { return ArraySpec(array); });
+    if (why.empty()) out.push_back(std::move(job));
+    else if (damaged) damaged->push_back({job.id, std::move(why)});
   }
   if (rc != SQLITE_DONE) return DbError(db_, "database: list jobs");
   if (filter.limit) std::reverse(out.begin(), out.end());
@@ -374,7 +446,20 @@ Result<std::vector<std::int64_t>> JobStore::ListIds(const JobFilter& filter) {
   return out;
 }
 
-Result<std::vector<Job>> JobStore::LoadUnfinished() { return List(JobFilter{}); }
+Result<std::vector<Job>> JobStore::LoadUnfinished(std::vector<DamagedRow>* damaged) {
+  auto jobs = List(JobFilter{}, damaged);
+  if (!jobs || !damaged) return jobs;
+  // A row whose state is none of gpulane's is neither finished nor unfinished: reported too.
+  Stmt odd(db_,
+           "SELECT id, state FROM jobs WHERE state NOT IN "
+           "('pending','held','launching','running','completed','failed','cancelled','timeout') ORDER BY id");
+  int rc;
+  while ((rc = odd.Step()) == SQLITE_ROW)
+    damaged->push_back({sqlite3_column_int64(odd.get(), 0),
+                        fmt::format("its state '{}' is unknown", Text(odd.get(), 1).substr(0, 40))});
+  if (rc != SQLITE_DONE) return DbError(db_, "database: list jobs");
+  return jobs;
+}
 
 Result<std::optional<Job>> JobStore::Get(std::int64_t id) {
   Stmt select(db_, fmt::format("SELECT {} FROM jobs WHERE id = ?1", kColumns).c_str());
@@ -383,7 +468,10 @@ Result<std::optional<Job>> JobStore::Get(std::int64_t id) {
   if (rc == SQLITE_DONE) return std::optional<Job>();
   if (rc != SQLITE_ROW) return DbError(db_, "database: get job");
   Job job;
-  if (!ReadRow(select.get(), &job, [this](std::int64_t array) { return ArraySpec(array); })) return MakeError(ErrorKind::kInternal, fmt::format("job {} is damaged in the database", id));
+  if (std::string why = ReadRow(select.get(), &job, [this](std::int64_t array) { return ArraySpec(array); }); !why.empty())
+    return MakeError(ErrorKind::kStore, fmt::format("job {} is damaged in the database ({}): it is kept there as it is and "
+                                                    "not run; see the daemon's log",
+                                                    id, why));
   return std::optional<Job>(std::move(job));
 }
 
@@ -443,6 +531,14 @@ Result<std::optional<std::int64_t>> JobStore::TaskId(std::int64_t array_job_id, 
   if (rc == SQLITE_DONE) return std::optional<std::int64_t>();
   if (rc != SQLITE_ROW) return DbError(db_, "database: find array task");
   return std::optional<std::int64_t>(sqlite3_column_int64(select.get(), 0));
+}
+
+Status JobStore::CheckWritable() {
+  Status s = Run("BEGIN IMMEDIATE");
+  if (!s.ok()) return s;
+  s = Run("COMMIT");
+  if (!s.ok()) Rollback();
+  return s;
 }
 
 Result<std::int64_t> JobStore::MaxId() {

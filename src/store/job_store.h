@@ -2,7 +2,8 @@
 // Durable job state in SQLite: WAL journal, synchronous=FULL (a submission is acknowledged only
 // once it is on disk), schema versioned with PRAGMA user_version and migrated forward, quick_check
 // at open (a damaged database is an error, never silently replaced), busy_timeout so a reader
-// (an admin's sqlite3 shell) does not break the daemon.
+// (an admin's sqlite3 shell) does not break the daemon. A row that cannot be read is reported by
+// its id (DamagedRow) and left in the database as it is, never dropped or overwritten.
 #include <map>
 #include <memory>
 #include <optional>
@@ -27,27 +28,60 @@ struct JobFilter {
   std::size_t limit = 0;               ///< 0: no limit (newest finished first when include_finished)
 };
 
+/// A stored row that could not be read (its spec or state does not parse): kept in the database,
+/// left out of what List returns, and reported by id.
+struct DamagedRow {
+  std::int64_t id = 0;
+  std::string why;  ///< "its spec is not JSON", "its state 'x' is unknown"
+};
+
+/// A submission's idempotency key (docs/protocol.md, "submit"): the client's name for one
+/// submission, unique per uid. A repeated key gets the ids of the first submission.
+struct SubmissionKey {
+  std::uint32_t uid = 0;
+  std::string key;
+  std::size_t first = 0;  ///< index into Insert's `jobs` of the submission's first job
+  std::size_t count = 0;  ///< how many jobs (array tasks) it has, from `first` on
+};
+
+/// How long a statement waits for another connection's lock before it fails with "database is
+/// locked" (SQLite's busy_timeout), in milliseconds.
+inline constexpr int kDefaultBusyTimeoutMs = 5000;
+
 class JobStore {
  public:
-  /// Opens (creating) the database at `path` (":memory:" for tests). Errors: kIo when it cannot be
-  /// opened, kInternal with "database ... is damaged" when quick_check fails or the schema is newer
-  /// than this gpulane knows.
-  static Result<std::unique_ptr<JobStore>> Open(const std::string& path);
+  /// Opens (creating) the database at `path` (":memory:" for tests), waiting up to
+  /// `busy_timeout_ms` milliseconds for another connection's lock at each statement. Errors: kIo
+  /// when it cannot be opened; kStore when quick_check fails ("database ... is damaged"), the
+  /// schema is newer than this gpulane knows, or the file is read-only (its mode has no owner write
+  /// bit, or SQLite could open it only for reading): a daemon would fail at its first write.
+  static Result<std::unique_ptr<JobStore>> Open(const std::string& path, int busy_timeout_ms = kDefaultBusyTimeoutMs);
   ~JobStore();
 
-  /// The schema version this code writes (4: an array's spec stored once, in array_specs).
-  static constexpr int kSchemaVersion = 4;
+  /// The schema version this code writes (4: an array's spec stored once, in array_specs; 5:
+  /// submissions' idempotency keys).
+  static constexpr int kSchemaVersion = 5;
+
+  /// Changes how long each later statement waits for another connection's lock (milliseconds).
+  void SetBusyTimeout(int busy_timeout_ms);
 
   /// Inserts jobs in one transaction (one fsync), assigning ids in order; array tasks get their
   /// array_job_id set to the first task's id when `array` is true, and then share one stored
-  /// spec: the first job's (every task of an array has the same). Returns the ids.
-  Result<std::vector<std::int64_t>> Insert(std::vector<Job>& jobs, bool array);
+  /// spec: the first job's (every task of an array has the same). Records each of `keys` with the
+  /// ids of its jobs in the same transaction (kIo, nothing stored, when one is already there:
+  /// callers look keys up with FindSubmission first). Returns the ids.
+  Result<std::vector<std::int64_t>> Insert(std::vector<Job>& jobs, bool array, const std::vector<SubmissionKey>& keys = {});
+  /// The ids of the submission stored with idempotency key `key` of user `uid`, in order; nullopt
+  /// when there is none.
+  Result<std::optional<std::vector<std::int64_t>>> FindSubmission(std::uint32_t uid, const std::string& key);
   /// Writes the mutable fields (state, reason, times, exit code, GPUs, supervisor, logs) of each job in
   /// one transaction.
   Status Update(const std::vector<const Job*>& jobs);
-  /// Every job not finished, oldest first.
-  Result<std::vector<Job>> LoadUnfinished();
-  /// One job, or nullopt.
+  /// Every job not finished, oldest first; rows that cannot be read are added to `damaged` (when
+  /// given) instead.
+  Result<std::vector<Job>> LoadUnfinished(std::vector<DamagedRow>* damaged = nullptr);
+  /// One job, or nullopt. Errors: kStore "job N is damaged in the database: ..." for a row that
+  /// cannot be read; kIo.
   Result<std::optional<Job>> Get(std::int64_t id);
   /// What a dependency check needs of a job, read without its spec.
   struct JobHead {
@@ -57,8 +91,8 @@ class JobStore {
   };
   /// Job `id`'s head, or nullopt when there is no such job.
   Result<std::optional<JobHead>> Head(std::int64_t id);
-  /// Jobs matching `filter`, by id.
-  Result<std::vector<Job>> List(const JobFilter& filter);
+  /// Jobs matching `filter`, by id; rows that cannot be read are added to `damaged` (when given).
+  Result<std::vector<Job>> List(const JobFilter& filter, std::vector<DamagedRow>* damaged = nullptr);
   /// The ids of List(filter), read without the jobs (8 bytes a job, not a spec each).
   Result<std::vector<std::int64_t>> ListIds(const JobFilter& filter);
   /// The end states of the tasks of array `array_job_id` that have finished.
@@ -74,6 +108,9 @@ class JobStore {
   Result<std::vector<Task>> ArrayTasks(std::int64_t array_job_id);
   /// The job id of task `index` of array `array_job_id` (an index lookup); nullopt when none.
   Result<std::optional<std::int64_t>> TaskId(std::int64_t array_job_id, int index);
+  /// Takes the write lock and lets it go (an empty write transaction): whether writes would get
+  /// through now. Errors: kIo ("database is locked").
+  Status CheckWritable();
   /// The largest id ever used (0 when none).
   Result<std::int64_t> MaxId();
 

@@ -20,6 +20,10 @@ enum ExitCode : int {
   kExitUnavailable = 10,    ///< the daemon cannot be reached or started
   kExitJobDidNotRun = 11,   ///< wait: the job was cancelled or its dependency failed before it ran
   kExitWrongState = 12,     ///< the job is not in a state the command applies to (hold of a running job)
+  /// The job store cannot be trusted, so the daemon does not start on it (or a job's row cannot be
+  /// read): damaged, read-only, zero-length or missing where a store with jobs was recorded, or
+  /// holding fewer jobs than it did (daemon/store_marker.h).
+  kExitStore = 13,
   kExitCannotExecute = 126, ///< run: the command exists but could not be executed
   kExitNotFound = 127,      ///< run: the command was not found
 };
@@ -37,6 +41,7 @@ inline int ExitCodeFor(ErrorKind kind) {
     case ErrorKind::kPermission: return kExitPermission;
     case ErrorKind::kWrongState: return kExitWrongState;
     case ErrorKind::kUnavailable: return kExitUnavailable;
+    case ErrorKind::kStore: return kExitStore;
     case ErrorKind::kIo:
     case ErrorKind::kInternal: return kExitFailure;
   }

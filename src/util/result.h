@@ -19,6 +19,7 @@ enum class ErrorKind {
   kPermission,       ///< not allowed: another user's job
   kWrongState,       ///< the job is not in a state the command applies to (release of a running job)
   kUnavailable,      ///< the daemon cannot be reached or started
+  kStore,            ///< the job store cannot be trusted: damaged, read-only, emptier than it was
   kInternal,         ///< anything else
 };
 

@@ -1,0 +1,258 @@
+// Storage faults through the real binary (issue 9, items 15-17): a job store locked by another
+// process while a job ends, a zero-length, read-only or partly unreadable jobs.db at start, and a
+// submission sent twice (a client that retries after a lost answer) with one idempotency key.
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <memory>
+
+#include "support/daemon_fixture.h"
+#include "support/text.h"
+
+namespace gpulane::test {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr auto npos = std::string::npos;
+
+std::string Id(std::int64_t id) { return std::to_string(id); }
+
+// Another process's hold on the database: BEGIN EXCLUSIVE until Release (as an admin's sqlite3
+// shell or a backup would). Readers go on (WAL); every writer waits for it.
+class ExclusiveLock {
+ public:
+  explicit ExclusiveLock(const fs::path& db) {
+    EXPECT_EQ(sqlite3_open(db.c_str(), &db_), SQLITE_OK);
+    EXPECT_EQ(sqlite3_exec(db_, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db_);
+  }
+  ~ExclusiveLock() { Release(); }
+  void Release() {
+    if (!db_) return;
+    EXPECT_EQ(sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db_);
+    db_ = nullptr;
+  }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+// Runs `sql` on the (stopped) daemon's database.
+void ExecSql(const fs::path& db, const std::string& sql) {
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
+  EXPECT_EQ(sqlite3_exec(raw, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(raw);
+  sqlite3_close(raw);
+}
+
+// The daemon refused to start: exit 13 (kExitStore), one line on stderr containing every `part`.
+::testing::AssertionResult RefusedToStart(const RunResult& r, const std::vector<std::string>& parts) {
+  auto fail = [&](const std::string& why) {
+    return ::testing::AssertionFailure() << why << "\nexit " << r.exit_code << "\nstdout: " << r.out << "\nstderr: " << r.err;
+  };
+  if (r.exit_code != 13) return fail("exit code is not 13");
+  if (!r.out.empty()) return fail("something on stdout");
+  if (LineCount(r.err) != 1 || r.err.rfind("gpulane daemon: error: ", 0) != 0) return fail("not one error line");
+  for (const auto& part : parts)
+    if (r.err.find(part) == npos) return fail("no '" + part + "'");
+  return ::testing::AssertionSuccess();
+}
+
+fs::path Db(const TestDaemon& d) { return d.state_dir() / "jobs.db"; }
+
+// ---- item 15: a write that fails -----------------------------------------------------------
+
+TEST(DaemonStoreFaults, AJobThatEndsWhileTheStoreIsLockedIsRecordedOnceTheLockGoesAndNeverRunsAgain) {
+  TestDaemon d({.daemon_env = {{"GPULANE_DAEMON_STORE_BUSY_TIMEOUT", "200ms"}, {"GPULANE_DAEMON_TICK", "100ms"}}});
+  const fs::path log = d.work() / "marks.log", gate = d.work() / "gate";
+  const std::int64_t id = d.Submit(MarkedJob(log.string(), gate.string(), 5));
+  ASSERT_TRUE(d.WaitForState(id, "running"));
+  const fs::path status = d.state_dir() / "jobs" / (Id(id) + ".status.json");
+  auto lock = std::make_unique<ExclusiveLock>(Db(d));
+  Touch(gate);  // the job ends; its supervisor records it; the daemon cannot store it
+  const std::string not_stored = "cannot store the end of job " + Id(id) + " (failed): ";
+  ASSERT_TRUE(Eventually([&] { return d.Log().find(not_stored) != npos; }, 30)) << d.Log();
+  RunResult queue = d.Gpulane({"queue"});
+  EXPECT_EQ(queue.exit_code, 0);
+  EXPECT_EQ(LineCount(queue.err), 1) << queue.err;
+  EXPECT_EQ(queue.err.rfind("gpulane: warning: the job store is unavailable since ", 0), 0u) << queue.err;
+  EXPECT_NE(queue.err.find(": database is locked; 1 job update waiting\n"), npos) << queue.err;
+  RunResult status_view = d.Gpulane({"status"});
+  EXPECT_EQ(status_view.exit_code, 0) << status_view.err;
+  EXPECT_NE(status_view.out.find("warning: the job store is unavailable since "), npos) << status_view.out;
+  EXPECT_TRUE(fs::exists(status)) << "the job's record is kept until its end is stored";
+
+  lock->Release();
+  RunResult wait = d.Gpulane({"wait", Id(id)});
+  EXPECT_EQ(wait.exit_code, 5) << wait.out << wait.err;
+  EXPECT_EQ(wait.out, Id(id) + " failed 5\n");
+  EXPECT_FALSE(fs::exists(status)) << "removed once the end is durable";
+  EXPECT_EQ(d.Gpulane({"queue"}).err, "") << "the warning goes with the trouble";
+  EXPECT_NE(d.Log().find("the job store takes writes again"), npos) << d.Log();
+
+  // A restart finds it done, and does not run it again.
+  d.Kill9();
+  ASSERT_TRUE(d.Start());
+  json all = d.Queue({"--all"});
+  ASSERT_EQ(all.size(), 1u) << all.dump();
+  EXPECT_EQ(all[0]["state"], "failed");
+  EXPECT_EQ(all[0]["exit_code"], 5);
+  ASSERT_TRUE(d.RunJobNeedingEveryGpu());
+  EXPECT_EQ(CountMarks(ReadMarks(log), "start", id), 1) << "the job ran exactly once";
+}
+
+TEST(DaemonStoreFaults, ASubmissionWhileTheStoreIsLockedIsRefusedAndNothingIsQueued) {
+  TestDaemon d({.daemon_env = {{"GPULANE_DAEMON_STORE_BUSY_TIMEOUT", "100ms"}}});
+  ExclusiveLock lock(Db(d));
+  RunResult r = d.Gpulane({"submit", "--", "true"});
+  EXPECT_TRUE(IsGpulaneError(r, 1, "the job could not be stored: ")) << r.err;
+  EXPECT_NE(r.err.find("database is locked"), npos) << r.err;
+  lock.Release();
+  EXPECT_EQ(d.Queue({"--all"}).size(), 0u) << "an unacknowledged submission is not queued";
+}
+
+// ---- item 16: a store that cannot be trusted at start ------------------------------------
+
+TEST(DaemonStoreFaults, AZeroLengthStoreWhereAStoreWithJobsWasIsRefused) {
+  TestDaemon d;
+  const std::int64_t id = d.Submit({"--hold", "--", "true"});
+  d.Kill9();
+  ASSERT_TRUE(d.Start());  // records the store's ids at start
+  d.Kill9();
+  fs::resize_file(Db(d), 0);
+  fs::remove(d.state_dir() / "jobs.db-wal");
+  fs::remove(d.state_dir() / "jobs.db-shm");
+  const std::string marker = (d.state_dir() / "jobs.db.known").string();
+  RunResult r = d.Gpulane({"daemon", "--user"});
+  EXPECT_TRUE(RefusedToStart(r, {"is empty (0 bytes), but " + marker + " records a store with job ids up to " + Id(id),
+                                 "remove " + marker + " to start afresh"}));
+  // The admin's way out: without the marker it starts on the empty store.
+  fs::remove(marker);
+  ASSERT_TRUE(d.Start());
+  EXPECT_EQ(d.Queue({"--all"}).size(), 0u);
+}
+
+TEST(DaemonStoreFaults, AStoreWithFewerJobsThanTheMarkerRecordsIsRefused) {
+  TestDaemon d;
+  d.Submit({"--hold", "--", "true"});
+  const std::int64_t second = d.Submit({"--hold", "--", "true"});
+  d.Kill9();
+  ASSERT_TRUE(d.Start());
+  d.Kill9();
+  ExecSql(Db(d), "DELETE FROM jobs WHERE id = " + Id(second));  // as an older backup would have it
+  RunResult r = d.Gpulane({"daemon", "--user"});
+  EXPECT_TRUE(RefusedToStart(r, {"has job ids up to " + Id(second - 1) + ", but", "records ids up to " + Id(second)}));
+}
+
+TEST(DaemonStoreFaults, AReadOnlyStoreIsRefusedAtStart) {
+  TestDaemon d;
+  d.Kill9();
+  ASSERT_EQ(chmod(Db(d).c_str(), 0444), 0);
+  RunResult r = d.Gpulane({"daemon", "--user"});
+  EXPECT_TRUE(RefusedToStart(r, {"jobs.db is read-only (mode 0444)"}));
+  ASSERT_EQ(chmod(Db(d).c_str(), 0600), 0);
+  ASSERT_TRUE(d.Start());
+}
+
+TEST(DaemonStoreFaults, ARowThatCannotBeReadIsReportedByIdAndKept) {
+  TestDaemon d;
+  const std::int64_t good = d.Submit({"--hold", "--name", "good", "--", "true"});
+  const std::int64_t bad = d.Submit({"--hold", "--name", "bad", "--", "true"});
+  d.Kill9();
+  ExecSql(Db(d), "UPDATE jobs SET spec = '{broken' WHERE id = " + Id(bad));
+  ASSERT_TRUE(d.Start());
+  EXPECT_NE(d.Log().find("job " + Id(bad) + " is damaged in the database (its spec is not JSON): kept there as it is and not run"),
+            npos)
+      << d.Log();
+  RunResult show = d.Gpulane({"show", Id(bad)});
+  EXPECT_EQ(show.exit_code, 13) << show.out << show.err;
+  EXPECT_EQ(show.err, "gpulane: error: job " + Id(bad) +
+                          " is damaged in the database (its spec is not JSON): it is kept there as it is and not run; "
+                          "see the daemon's log\n")
+      << "not 'no job " << bad << "'";
+  RunResult queue = d.Gpulane({"queue", "--json"});
+  EXPECT_EQ(queue.exit_code, 0);
+  json jobs = json::parse(queue.out);
+  ASSERT_EQ(jobs.size(), 1u);
+  EXPECT_EQ(jobs[0]["id"], good);
+  EXPECT_EQ(queue.err, "gpulane: warning: job " + Id(bad) +
+                           " cannot be read from the job store: kept there as it is, not run (see the daemon's log)\n");
+  // New jobs never take its id, and its row is as it was.
+  EXPECT_GT(d.Submit({"--hold", "--", "true"}), bad);
+  d.Kill9();
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(Db(d).c_str(), &raw), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(raw, ("SELECT spec FROM jobs WHERE id = " + Id(bad)).c_str(), -1, &stmt, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW) << "kept, not dropped";
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)), "{broken");
+  sqlite3_finalize(stmt);
+  sqlite3_close(raw);
+}
+
+// ---- item 17: a submission sent twice --------------------------------------------------------
+
+TEST(DaemonStoreFaults, ASubmissionRetriedWithItsKeyAfterTheClientDiedIsQueuedOnce) {
+  TestDaemon d;
+  json request = d.SubmitRequest({"true"}, /*hold=*/true);
+  request["v"] = 2;
+  request["idempotency_key"] = "0123456789abcdef0123456789abcdef";
+  {
+    RawConnection dying(d.socket());
+    ASSERT_TRUE(dying.SendFrame(request.dump()));
+  }  // the client is gone before its answer
+  ASSERT_TRUE(d.Barrier());
+  RawConnection retry(d.socket());
+  ASSERT_TRUE(retry.SendFrame(request.dump()));
+  auto reply = retry.Read(30);
+  ASSERT_TRUE(reply && reply->value("ok", false)) << (reply ? reply->dump() : "no reply");
+  EXPECT_EQ((*reply)["repeated"], true);
+  json all = d.Queue({"--all"});
+  ASSERT_EQ(all.size(), 1u) << "one job for the two sends: " << all.dump();
+  EXPECT_EQ((*reply)["ids"], json::array({all[0]["id"]}));
+
+  // Both sent before either is answered (two connections; often one group commit): one job.
+  request["idempotency_key"] = "same-turn";
+  RawConnection a(d.socket()), b(d.socket());
+  ASSERT_TRUE(a.SendFrame(request.dump()) && b.SendFrame(request.dump()));
+  auto first = a.Read(30), second = b.Read(30);
+  ASSERT_TRUE(first && second && first->value("ok", false) && second->value("ok", false));
+  EXPECT_EQ((*first)["ids"], (*second)["ids"]);
+  EXPECT_EQ(d.Queue({"--all"}).size(), 2u);
+
+  // An array's key: the repeat gets every task's id and the array's id.
+  request["idempotency_key"] = "an-array";
+  request["array"] = {0, 1, 2};
+  json tasks = d.Call(request), again = d.Call(request);
+  ASSERT_TRUE(tasks.value("ok", false)) << tasks.dump();
+  EXPECT_EQ(again["ids"], tasks["ids"]);
+  EXPECT_EQ(again["array_job_id"], tasks["array_job_id"]);
+  EXPECT_EQ(d.Queue({"--all"}).size(), 5u);
+}
+
+TEST(DaemonStoreFaults, SubmitWithTheSameIdempotencyKeyTwicePrintsTheSameJob) {
+  TestDaemon d;
+  RunResult first = d.Gpulane({"submit", "--hold", "--idempotency-key", "nightly-2026-12-01", "--", "true"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(first.err, "");
+  RunResult second = d.Gpulane({"submit", "--hold", "--idempotency-key", "nightly-2026-12-01", "--", "true"});
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_EQ(second.out, first.out);
+  EXPECT_EQ(second.err, "gpulane: warning: idempotency key nightly-2026-12-01: submitted before as job " +
+                            Lines(first.out).at(0) + "; nothing new was queued\n");
+  // Without a key of one's own every submit gets a fresh one: two submits, two jobs.
+  RunResult third = d.Gpulane({"submit", "--hold", "--", "true"});
+  RunResult fourth = d.Gpulane({"submit", "--hold", "--", "true"});
+  EXPECT_NE(third.out, fourth.out);
+  EXPECT_EQ(d.Queue({"--all"}).size(), 3u);
+  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"submit", "--idempotency-key", "no spaces", "--", "true"}), 2,
+                             "\"idempotency_key\" must be a string of 1 to 128 letters, digits and - _ . :"));
+}
+
+}  // namespace
+}  // namespace gpulane::test
