@@ -40,6 +40,20 @@ Result<Config> ReadConfigFiles() {
 
 }  // namespace
 
+// Bounds of the [run] durations, so that no file (a user's own included) makes a waiter spin:
+// nvml_poll 0.1 s .. 1 h; stray_check 0 (never) or 0.05 s .. 1 h; kill_grace at most 1 h.
+static Status CheckRunBounds(std::string_view key, double seconds) {
+  constexpr double kHourS = 3600;
+  if (key == "nvml_poll" && (seconds < 0.1 || seconds > kHourS))
+    return MakeError(ErrorKind::kInvalidArgument, fmt::format("run.nvml_poll = {:g}s is out of range: give 100ms to 1h", seconds));
+  if (key == "stray_check" && seconds != 0 && (seconds < 0.05 || seconds > kHourS))
+    return MakeError(ErrorKind::kInvalidArgument,
+                     fmt::format("run.stray_check = {:g}s is out of range: give 0 (never) or 50ms to 1h", seconds));
+  if (key == "kill_grace" && seconds > kHourS)
+    return MakeError(ErrorKind::kInvalidArgument, fmt::format("run.kill_grace = {:g}s is out of range: give at most 1h", seconds));
+  return Status::Ok();
+}
+
 Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
   if (access(path.c_str(), F_OK) != 0) return Status::Ok();
   toml::table table;
@@ -112,6 +126,8 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
       }
       if (!std::isfinite(*target) || *target < 0)
         return Bad(path, node.source(), fmt::format("run.{} must be a duration like \"10s\", not negative", key.str()));
+      if (Status bounded = CheckRunBounds(key.str(), *target); !bounded.ok())
+        return Bad(path, node.source(), bounded.error().message);
     }
   }
   return Status::Ok();

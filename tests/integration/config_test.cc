@@ -29,6 +29,9 @@ TEST(Config, ABrokenFileStopsEveryCommandWithItsFileAndLine) {
       {"[run]\nkill_grace = \"10s\"\nkill_grase = \"5s\"\n", 3, "run.kill_grase"},  // unknown key
       {"[run]\n\nnvml_poll = [1, 2]\n", 3, "run.nvml_poll"},         // wrong type
       {"[lease]\nmemory_margin = \"1GiB\"\n[jobs]\nx = 1\n", 3, "jobs"},  // unknown section
+      {"[run]\nnvml_poll = 0\n", 2, "run.nvml_poll = 0s is out of range"},  // a waiter would spin
+      {"[run]\nstray_check = \"1ms\"\n", 2, "run.stray_check"},               // too often
+      {"[run]\nkill_grace = \"2d\"\n", 2, "run.kill_grace"},                  // a cancel that never ends
   };
   const std::vector<std::vector<std::string>> commands = {
       {"status"}, {"pick"}, {"queue"}, {"submit", "--", "true"}, {"show", "1"}, {"cancel", "1"}, {"run", "--", "true"},
