@@ -232,7 +232,7 @@ TEST(JobStoreMigration, SchemaThreeArraysGetTheirSpecStoredOnce) {
     ASSERT_TRUE(task && *task);
     EXPECT_EQ(**task, 3);
   }
-  EXPECT_EQ(QueryText(db.path(), "PRAGMA user_version"), "4");
+  EXPECT_EQ(QueryText(db.path(), "PRAGMA user_version"), "5");  // migrated through 4 (array specs) to the current 5 (idempotency keys)
   EXPECT_EQ(QueryText(db.path(), "SELECT count(*) FROM array_specs"), "1");
   EXPECT_EQ(QueryText(db.path(), "SELECT count(*) FROM jobs WHERE spec = ''"), "3");
   EXPECT_EQ(QueryText(db.path(), "SELECT spec FROM jobs WHERE id = 1"), spec) << "a job that is no array keeps its own";
