@@ -1,5 +1,7 @@
 #include "lease/lease_dir.h"
 
+#include <time.h>
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <pwd.h>
@@ -148,6 +150,14 @@ bool TrustLease(LeaseRecord& r, std::optional<std::uint32_t> content_uid, const 
   return true;
 }
 
+// The resolution of the clock that stamps files' times (CLOCK_REALTIME_COARSE), in ns; 10 ms
+// when it cannot be read (the tick of a HZ=100 kernel, the coarsest in use).
+std::uint64_t CoarseClockResolutionNs() {
+  timespec res{};
+  if (clock_getres(CLOCK_REALTIME_COARSE, &res) != 0) return 10'000'000;
+  return static_cast<std::uint64_t>(res.tv_sec) * 1'000'000'000ULL + static_cast<std::uint64_t>(res.tv_nsec);
+}
+
 bool TrustTicket(TicketRecord& t, std::optional<std::uint32_t> content_uid, const FileFacts& facts) {
   t.dev = facts.dev;
   t.ino = facts.ino;
@@ -157,7 +167,11 @@ bool TrustTicket(TicketRecord& t, std::optional<std::uint32_t> content_uid, cons
     if (content_uid && *content_uid != facts.owner_uid) return false;
     t.request.uid = facts.owner_uid;
     t.request.priority = std::min(t.request.priority, 0);
-    t.seq = std::min(std::max(t.seq, facts.ctime_ns), kMaxTicketSeq);
+    // Not before the file existed. A file's ctime comes from the kernel's coarse clock, which lags
+    // CLOCK_REALTIME by up to its resolution (a tick), so a seq read from the fine clock just
+    // before this file was made may exceed ctime: add the resolution to keep such earlier tickets
+    // ahead (clock_gettime(2): CLOCK_REALTIME_COARSE).
+    t.seq = std::min(std::max(t.seq, facts.ctime_ns + CoarseClockResolutionNs()), kMaxTicketSeq);
   }
   t.request.user = UserNameOf(t.request.uid);
   return true;

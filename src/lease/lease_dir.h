@@ -106,6 +106,9 @@ bool TrustLease(LeaseRecord& r, std::optional<std::uint32_t> content_uid, const 
 /// that owner's (false when `content_uid` names another), its priority at most 0 and its seq no
 /// earlier than facts.ctime_ns.
 bool TrustTicket(TicketRecord& t, std::optional<std::uint32_t> content_uid, const FileFacts& facts);
+/// The resolution of the clock that stamps files' times (CLOCK_REALTIME_COARSE), in ns: a user's
+/// ticket is placed no earlier than its file's ctime plus this (TrustTicket).
+std::uint64_t CoarseClockResolutionNs();
 
 /// (st_dev, st_ino) of a file.
 using FileKey = std::pair<std::uint64_t, std::uint64_t>;
