@@ -8,7 +8,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 traces=${1:-../shared/traces}
-[[ -d $traces ]] || traces=/work/shared/traces
 gpulane=${GPULANE:-build/gpulane}
 limits=${TIME_LIMIT_FROM:-factor:2}
 declare -a names=(msr-itp philly alibaba)
