@@ -2,12 +2,14 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -20,14 +22,63 @@ namespace fs = std::filesystem;
 
 // GPULANE_TEST_GPULANE and GPULANE_TEST_FAKE_NVML_DIR point these tests at another build's gpulane
 // and fake NVML (scripts/test-sanitizers.sh tsan: a ThreadSanitizer build of those two alone).
+namespace {
+
+// True when every folder above `file` lets other users through (o+x).
+bool OthersCanReach(const fs::path& file) {
+  for (fs::path dir = file.parent_path(); !dir.empty(); dir = dir.parent_path()) {
+    struct stat st{};
+    if (stat(dir.c_str(), &st) != 0 || !(st.st_mode & S_IXOTH)) return false;
+    if (dir == dir.root_path()) break;
+  }
+  return true;
+}
+
+// `file`, or where the tests' second users can run it: a clone in a folder of mode 0700 (a
+// mktemp -d folder, a Debian 12 home) keeps them from the build, so the file is hard-linked (or
+// copied) once into /tmp/gpulane-test-files/<dev>-<ino>-<mtime>/, shared by all test processes.
+// Only root's tests have second users; as anyone else the file is used where it is.
+std::string ReachableByOthers(const std::string& path) {
+  static std::map<std::string, std::string> reachable;
+  if (auto it = reachable.find(path); it != reachable.end()) return it->second;
+  std::error_code ec;
+  const fs::path file = fs::canonical(path, ec);
+  if (ec || geteuid() != 0 || OthersCanReach(file)) return reachable[path] = path;
+  struct stat st{};
+  if (stat(file.c_str(), &st) != 0) return reachable[path] = path;
+  const fs::path root = "/tmp/gpulane-test-files";
+  fs::create_directory(root, ec);
+  struct stat root_st{};
+  if (lstat(root.c_str(), &root_st) != 0 || !S_ISDIR(root_st.st_mode) || root_st.st_uid != 0) return reachable[path] = path;
+  chmod(root.c_str(), 0755);
+  const fs::path dir = root / (std::to_string(st.st_dev) + "-" + std::to_string(st.st_ino) + "-" + std::to_string(st.st_mtim.tv_sec) +
+                               "." + std::to_string(st.st_mtim.tv_nsec));
+  const fs::path target = dir / fs::path(path).filename();
+  if (!fs::exists(target)) {
+    const fs::path tmp = root / (".tmp-" + std::to_string(getpid()));
+    fs::remove_all(tmp, ec);
+    fs::create_directory(tmp, ec);
+    chmod(tmp.c_str(), 0755);
+    const fs::path staged = tmp / target.filename();
+    fs::create_hard_link(file, staged, ec);
+    if (ec) fs::copy_file(file, staged, ec);
+    if (!ec && rename(tmp.c_str(), dir.c_str()) != 0) fs::remove_all(tmp, ec);  // another process was first
+    if (!fs::exists(target)) return reachable[path] = path;
+  }
+  return reachable[path] = target.string();
+}
+
+}  // namespace
+
 std::string GpulaneBinary() {
   const char* other = std::getenv("GPULANE_TEST_GPULANE");
-  return other && *other ? other : GPULANE_TEST_BINARY;
+  return ReachableByOthers(other && *other ? other : GPULANE_TEST_BINARY);
 }
 
 std::string FakeNvmlLibrary(const std::string& variant) {
   const char* other = std::getenv("GPULANE_TEST_FAKE_NVML_DIR");
-  return std::string(other && *other ? other : GPULANE_TEST_FAKE_NVML_DIR) + "/" + variant + "/libnvidia-ml.so.1";
+  return ReachableByOthers(std::string(other && *other ? other : GPULANE_TEST_FAKE_NVML_DIR) + "/" + variant +
+                           "/libnvidia-ml.so.1");
 }
 
 std::string ReadFile(const fs::path& path) {
