@@ -39,8 +39,10 @@ struct DaemonSettings {
   /// changes and requests are handled as they come, not on the tick).
   double tick_s = 1;
   /// How long a write to the job store waits for another process's lock before it counts as
-  /// failed (seconds; later retries wait JobTableLimits::retry_busy_timeout_ms).
-  double store_busy_timeout_s = 5;
+  /// failed (seconds; later retries wait JobTableLimits::retry_busy_timeout_ms). The loop waits
+  /// meanwhile, so it is short: a failed write is kept and retried, and a refused submission is
+  /// told so at once.
+  double store_busy_timeout_s = 0.25;
 };
 
 /// Descriptors the daemon keeps for itself besides client connections (store, inotify, logs,
