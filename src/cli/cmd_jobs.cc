@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "util/exit_codes.h"
+#include "util/terminal_text.h"
 
 namespace gpulane::cli {
 namespace {
@@ -38,7 +39,7 @@ int RunCancel(const std::vector<std::string>& words, const std::string& user, co
                              : NoJobWithoutDaemon(ids->front()));
   const json& reply = **answer;
   const int code = ReportFailures(reply);
-  for (const auto& id : reply.value("cancelled_text", json::array())) fmt::print("{}\n", id.get<std::string>());
+  for (const auto& id : reply.value("cancelled_text", json::array())) fmt::print("{}\n", EscapeForTerminal(id.get<std::string>()));
   return code;
 }
 
@@ -96,7 +97,8 @@ int RunWait(const std::vector<std::string>& words) {
   for (const auto& job : reply["jobs"]) {
     const std::string state = job["state"];
     const bool ran = job.contains("exit_code");
-    fmt::print("{} {}{}\n", job.value("id_text", std::to_string(job["id"].get<std::int64_t>())), state,
+    fmt::print("{} {}{}\n", EscapeForTerminal(job.value("id_text", std::to_string(job["id"].get<std::int64_t>()))),
+               EscapeForTerminal(state),
                ran ? fmt::format(" {}", job["exit_code"].get<int>()) : "");
     int job_code = ran ? job["exit_code"].get<int>() : kExitJobDidNotRun;
     if (code == kExitOk) code = job_code;

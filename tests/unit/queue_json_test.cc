@@ -131,6 +131,27 @@ TEST(QueueJson, NumbersAsNlohmannPrintsThem) {
   EXPECT_EQ(Rendered(jobs), Expected(jobs));
 }
 
+// The writer's own string escaping (printable ASCII is copied, the rest goes through the JSON
+// library): every C0 control and DEL as JSON writes it (\u00XX or the short forms), so the text
+// carries no raw control byte to a terminal, and parsing it gives back the exact bytes.
+TEST(QueueJson, ControlCharactersAreJsonEscapesAndReadBackExactly) {
+  store::Job job = Minimal();
+  job.spec.name = "\x1b]52;c;aGkK\x07";  // OSC 52: write the clipboard
+  job.reason.clear();
+  for (int c = 1; c < 0x20; ++c) job.reason += static_cast<char>(c);
+  job.reason += "\x7f\xc2\x9b";
+  std::vector<Listed> jobs = {{job, {}}};
+  const std::string rendered = Rendered(jobs);
+  EXPECT_EQ(rendered, Expected(jobs));
+  EXPECT_NE(rendered.find("\"name\": \"\\u001b]52;c;aGkK\\u0007\""), std::string::npos) << rendered;
+  EXPECT_NE(rendered.find("\\u0001\\u0002"), std::string::npos);
+  EXPECT_NE(rendered.find("\\b\\t\\n\\u000b\\f\\r"), std::string::npos);
+  for (char c : rendered) EXPECT_FALSE((static_cast<unsigned char>(c) < 0x20 && c != '\n')) << static_cast<int>(c);
+  const json back = json::parse(rendered);
+  EXPECT_EQ(back[0]["spec"]["name"], job.spec.name);
+  EXPECT_EQ(back[0]["reason"], job.reason);
+}
+
 // Random jobs: any combination of present and absent fields, random doubles and strings.
 TEST(QueueJson, RandomJobs) {
   std::mt19937_64 rng(20261201);
