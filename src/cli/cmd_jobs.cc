@@ -9,6 +9,7 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "util/bytes_json.h"
 #include "util/exit_codes.h"
 #include "util/terminal_text.h"
 
@@ -121,7 +122,9 @@ int RunLogs(const std::string& word, bool follow, bool err) {
     if (!answer) return Fail(answer.error());
     if (!*answer) return Fail(NoJobWithoutDaemon(id));
     const json& reply = **answer;
-    const std::string data = reply["data"];
+    std::string data;  // bytes: a string, or {"b64": ...} for output that is not UTF-8 (util/bytes_json.h)
+    if (!BytesFromJson(reply["data"], &data))
+      return Fail(MakeError(ErrorKind::kInternal, "the daemon's answer to logs holds no output data"));
     std::fwrite(data.data(), 1, data.size(), stdout);
     std::fflush(stdout);
     offset = reply["offset"].get<std::uint64_t>();

@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "render/queue_table.h"
+#include "util/bytes_json.h"
 #include "util/exit_codes.h"
 #include "util/terminal_text.h"
 #include "util/units.h"
@@ -63,13 +64,24 @@ std::string Text(const json& object, const char* key) {
   return it != object.end() && it->is_string() ? EscapeForTerminal(it->get_ref<const std::string&>()) : "";
 }
 
+// A byte member (argv's elements, cwd, paths: a string or {"b64": ...}, util/bytes_json.h) for the
+// terminal: the bytes it holds, escaped, so that an argument "\xff" shows as such.
+std::string BytesText(const json& value) {
+  std::string bytes;
+  return BytesFromJson(value, &bytes) ? EscapeForTerminal(bytes) : "?";
+}
+std::string BytesText(const json& object, const char* key) {
+  auto it = object.find(key);
+  return it == object.end() ? "" : BytesText(*it);
+}
+
 // The files the job's output went to ("output /p/train.log (from byte 1200)" for an appended file).
 void PrintLogs(const json& logs) {
   auto line = [&](const char* label, const std::string& path, std::uint64_t offset) {
     if (path.empty()) return;
     fmt::print("  {:<9} {}{}\n", label, path, offset ? fmt::format(" (from byte {})", offset) : "");
   };
-  const std::string out = Text(logs, "stdout_path"), err = Text(logs, "stderr_path");
+  const std::string out = BytesText(logs, "stdout_path"), err = BytesText(logs, "stderr_path");
   line("output", out, logs.value("stdout_offset", std::uint64_t{0}));
   if (err != out) line("errors", err, logs.value("stderr_offset", std::uint64_t{0}));
 }
@@ -79,11 +91,11 @@ void PrintLogs(const json& logs) {
 void PrintJob(const json& job) {
   const json& spec = job["spec"];
   std::string argv;
-  for (const auto& a : spec["argv"]) argv += (argv.empty() ? "" : " ") + EscapeForTerminal(a.get<std::string>());
+  for (const auto& a : spec["argv"]) argv += (argv.empty() ? "" : " ") + BytesText(a);
   const std::string id = job.contains("id_text") ? Text(job, "id_text") : std::to_string(job["id"].get<std::int64_t>());
   fmt::print("job {}  {}  {}\n", id, Text(job, "user"), Text(job, "state"));
   fmt::print("  name      {}\n  command   {}\n  directory {}\n  gpus      {}\n", Text(spec, "name"), argv,
-             Text(spec, "cwd"), GpusColumn(spec));
+             BytesText(spec, "cwd"), GpusColumn(spec));
   if (job.contains("array_index"))
     fmt::print("  array     {} (task {}, job id {})\n", job["array_job_id"].get<std::int64_t>(),
                job["array_index"].get<int>(), job["id"].get<std::int64_t>());

@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include "util/bytes_json.h"
+
 namespace gpulane {
 namespace {
 
@@ -150,6 +152,28 @@ TEST(QueueJson, ControlCharactersAreJsonEscapesAndReadBackExactly) {
   const json back = json::parse(rendered);
   EXPECT_EQ(back[0]["spec"]["name"], job.spec.name);
   EXPECT_EQ(back[0]["reason"], job.reason);
+}
+
+// argv, directory and log paths that are not UTF-8 are {"b64": ...} objects, as the spec codec
+// writes them (util/bytes_json.h), and decode to the exact bytes.
+TEST(QueueJson, BytesThatAreNotUtf8AreBase64Objects) {
+  store::Job job = Minimal();
+  job.spec.argv = {"printf", "%s", "\xff\xfe"};
+  job.spec.cwd = "/home/alice/\xff";
+  job.logs = {"/home/alice/\xff/gpulane-7.out", "/home/alice/\xff/gpulane-7.out", 0, 0, std::nullopt, std::nullopt};
+  std::vector<Listed> jobs = {{job, {}}};
+  const std::string rendered = Rendered(jobs);
+  EXPECT_EQ(rendered, Expected(jobs));
+  const json back = json::parse(rendered);
+  EXPECT_EQ(back[0]["spec"]["argv"][2], (json{{"b64", "//4="}}));
+  std::vector<std::string> argv;
+  ASSERT_TRUE(BytesListFromJson(back[0]["spec"]["argv"], &argv));
+  EXPECT_EQ(argv, job.spec.argv);
+  std::string cwd, log;
+  ASSERT_TRUE(BytesFromJson(back[0]["spec"]["cwd"], &cwd));
+  ASSERT_TRUE(BytesFromJson(back[0]["logs"]["stdout_path"], &log));
+  EXPECT_EQ(cwd, job.spec.cwd);
+  EXPECT_EQ(log, job.logs.stdout_path);
 }
 
 // Random jobs: any combination of present and absent fields, random doubles and strings.
