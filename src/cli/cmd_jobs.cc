@@ -9,7 +9,9 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "util/bytes_json.h"
 #include "util/exit_codes.h"
+#include "util/terminal_text.h"
 
 namespace gpulane::cli {
 namespace {
@@ -38,7 +40,7 @@ int RunCancel(const std::vector<std::string>& words, const std::string& user, co
                              : NoJobWithoutDaemon(ids->front()));
   const json& reply = **answer;
   const int code = ReportFailures(reply);
-  for (const auto& id : reply.value("cancelled_text", json::array())) fmt::print("{}\n", id.get<std::string>());
+  for (const auto& id : reply.value("cancelled_text", json::array())) fmt::print("{}\n", EscapeForTerminal(id.get<std::string>()));
   return code;
 }
 
@@ -96,7 +98,8 @@ int RunWait(const std::vector<std::string>& words) {
   for (const auto& job : reply["jobs"]) {
     const std::string state = job["state"];
     const bool ran = job.contains("exit_code");
-    fmt::print("{} {}{}\n", job.value("id_text", std::to_string(job["id"].get<std::int64_t>())), state,
+    fmt::print("{} {}{}\n", EscapeForTerminal(job.value("id_text", std::to_string(job["id"].get<std::int64_t>()))),
+               EscapeForTerminal(state),
                ran ? fmt::format(" {}", job["exit_code"].get<int>()) : "");
     int job_code = ran ? job["exit_code"].get<int>() : kExitJobDidNotRun;
     if (code == kExitOk) code = job_code;
@@ -119,7 +122,9 @@ int RunLogs(const std::string& word, bool follow, bool err) {
     if (!answer) return Fail(answer.error());
     if (!*answer) return Fail(NoJobWithoutDaemon(id));
     const json& reply = **answer;
-    const std::string data = reply["data"];
+    std::string data;  // bytes: a string, or {"b64": ...} for output that is not UTF-8 (util/bytes_json.h)
+    if (!BytesFromJson(reply["data"], &data))
+      return Fail(MakeError(ErrorKind::kInternal, "the daemon's answer to logs holds no output data"));
     std::fwrite(data.data(), 1, data.size(), stdout);
     std::fflush(stdout);
     offset = reply["offset"].get<std::uint64_t>();

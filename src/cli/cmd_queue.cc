@@ -11,7 +11,9 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "render/queue_table.h"
+#include "util/bytes_json.h"
 #include "util/exit_codes.h"
+#include "util/terminal_text.h"
 #include "util/units.h"
 
 namespace gpulane::cli {
@@ -56,31 +58,49 @@ int RunQueue(bool as_json, bool all, const std::string& user) {
   return written.ok() ? kExitOk : Fail(written.error());
 }
 
+// A text member of a job object for the terminal: escaped (util/terminal_text.h), "" when absent.
+std::string Text(const json& object, const char* key) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? EscapeForTerminal(it->get_ref<const std::string&>()) : "";
+}
+
+// A byte member (argv's elements, cwd, paths: a string or {"b64": ...}, util/bytes_json.h) for the
+// terminal: the bytes it holds, escaped, so that an argument "\xff" shows as such.
+std::string BytesText(const json& value) {
+  std::string bytes;
+  return BytesFromJson(value, &bytes) ? EscapeForTerminal(bytes) : "?";
+}
+std::string BytesText(const json& object, const char* key) {
+  auto it = object.find(key);
+  return it == object.end() ? "" : BytesText(*it);
+}
+
 // The files the job's output went to ("output /p/train.log (from byte 1200)" for an appended file).
 void PrintLogs(const json& logs) {
   auto line = [&](const char* label, const std::string& path, std::uint64_t offset) {
     if (path.empty()) return;
     fmt::print("  {:<9} {}{}\n", label, path, offset ? fmt::format(" (from byte {})", offset) : "");
   };
-  const std::string out = logs.value("stdout_path", ""), err = logs.value("stderr_path", "");
+  const std::string out = BytesText(logs, "stdout_path"), err = BytesText(logs, "stderr_path");
   line("output", out, logs.value("stdout_offset", std::uint64_t{0}));
   if (err != out) line("errors", err, logs.value("stderr_offset", std::uint64_t{0}));
 }
 
-// One job, as `gpulane show` prints it.
+// One job, as `gpulane show` prints it. Every text the job's owner (or NVML) chose is escaped for
+// the terminal; `show --json` prints the exact values instead.
 void PrintJob(const json& job) {
   const json& spec = job["spec"];
   std::string argv;
-  for (const auto& a : spec["argv"]) argv += (argv.empty() ? "" : " ") + a.get<std::string>();
-  const std::string id = job.value("id_text", std::to_string(job["id"].get<std::int64_t>()));
-  fmt::print("job {}  {}  {}\n", id, job["user"].get<std::string>(), job["state"].get<std::string>());
-  fmt::print("  name      {}\n  command   {}\n  directory {}\n  gpus      {}\n", spec.value("name", ""), argv,
-             spec.value("cwd", ""), GpusColumn(spec));
+  for (const auto& a : spec["argv"]) argv += (argv.empty() ? "" : " ") + BytesText(a);
+  const std::string id = job.contains("id_text") ? Text(job, "id_text") : std::to_string(job["id"].get<std::int64_t>());
+  fmt::print("job {}  {}  {}\n", id, Text(job, "user"), Text(job, "state"));
+  fmt::print("  name      {}\n  command   {}\n  directory {}\n  gpus      {}\n", Text(spec, "name"), argv,
+             BytesText(spec, "cwd"), GpusColumn(spec));
   if (job.contains("array_index"))
     fmt::print("  array     {} (task {}, job id {})\n", job["array_job_id"].get<std::int64_t>(),
                job["array_index"].get<int>(), job["id"].get<std::int64_t>());
-  if (!job.value("reason", "").empty()) fmt::print("  reason    {}\n", job["reason"].get<std::string>());
-  if (!job["gpu_uuids"].empty()) fmt::print("  gpu uuids {}\n", job["gpu_uuids"].dump());
+  if (!job.value("reason", "").empty()) fmt::print("  reason    {}\n", Text(job, "reason"));
+  if (!job["gpu_uuids"].empty()) fmt::print("  gpu uuids {}\n", EscapeForTerminal(job["gpu_uuids"].dump()));
   if (job.contains("exit_code")) fmt::print("  exit code {}\n", job["exit_code"].get<int>());
   if (job.contains("logs")) PrintLogs(job["logs"]);
 }

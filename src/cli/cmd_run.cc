@@ -19,6 +19,7 @@
 #include "lease/waiter.h"
 #include "util/config.h"
 #include "util/strings.h"
+#include "util/terminal_text.h"
 #include "util/units.h"
 
 namespace gpulane::cli {
@@ -83,15 +84,17 @@ int RunRun(const RunOptions& o) {
 
   const bool tty = isatty(STDERR_FILENO) == 1;
   exec::LeasedJobHooks hooks;
+  // The waiting line names other users' jobs and processes (lease job ids, process names): escaped
+  // (util/terminal_text.h), so that only our own "erase the line" code reaches the terminal.
   hooks.on_waiting = [tty](const std::string& line) {
-    if (tty) fmt::print(stderr, "\r\x1b[K{}", line.empty() ? "" : "gpulane: " + line);
-    else if (!line.empty()) fmt::print(stderr, "gpulane: {}\n", line);
+    if (tty) fmt::print(stderr, "\r\x1b[K{}", line.empty() ? "" : "gpulane: " + EscapeForTerminal(line));
+    else if (!line.empty()) fmt::print(stderr, "gpulane: {}\n", EscapeForTerminal(line));
   };
   hooks.on_granted = [&](const lease::Grant& grant) {
     TimingMark("GPUs leased");
     if (grant.waited_s >= 1 && !o.quiet)
       fmt::print(stderr, "gpulane: got GPU{} {} after waiting {}\n", grant.gpus.size() > 1 ? "s" : "",
-                 FormatVisibleDevices(grant.snapshot, grant.gpus, false), FormatSeconds(grant.waited_s));
+                 EscapeForTerminal(FormatVisibleDevices(grant.snapshot, grant.gpus, false)), FormatSeconds(grant.waited_s));
     return Status::Ok();
   };
   hooks.on_warning = [](const std::string& line) { Warn(line); };
@@ -99,7 +102,7 @@ int RunRun(const RunOptions& o) {
   if (!outcome) return Fail(outcome.error());
   if (outcome->interrupted_by_signal) return 128 + outcome->interrupted_by_signal;
   const exec::JobOutcome& ran = *outcome->job;
-  if (ran.exec_failed) fmt::print(stderr, "gpulane: error: {}\n", ran.exec_error);
+  if (ran.exec_failed) PrintDiagnostic("error", ran.exec_error);
   if (ran.leftovers_terminated > 0 && !o.quiet)
     fmt::print(stderr, "gpulane: ended {} process{} the job left behind{}\n", ran.leftovers_terminated,
                ran.leftovers_terminated > 1 ? "es" : "",

@@ -61,7 +61,11 @@ StatusContext MakeContext(const GpuSnapshot& snapshot, bool warn) {
 }
 
 std::string Render(const GpuSnapshot& snapshot, const StatusContext& context, const StatusOptions& o, bool color) {
-  if (o.json) return StatusToJson(snapshot, context).dump(o.watch_given ? -1 : 2) + "\n";
+  // A process may name itself with bytes that are not UTF-8: those cannot be a JSON string and are
+  // written as U+FFFD (a strict dump would throw; docs/status-json.md).
+  if (o.json)
+    return StatusToJson(snapshot, context).dump(o.watch_given ? -1 : 2, ' ', false, nlohmann::json::error_handler_t::replace) +
+           "\n";
   std::string text = RenderStatusText(snapshot, context, {color, o.full_processes});
   if (snapshot.nvml_order_differs())
     text += "note: NVML (and nvidia-smi) number these GPUs differently from PCI bus order; gpulane shows PCI "

@@ -17,15 +17,20 @@
 #include "store/job_id.h"
 #include "util/config.h"
 #include "util/strings.h"
+#include "util/terminal_text.h"
 
 namespace gpulane::cli {
 
+void PrintDiagnostic(std::string_view level, std::string_view message) {
+  fmt::print(stderr, "gpulane: {}: {}\n", level, EscapeForTerminal(message));
+}
+
 int Fail(const Error& error) {
-  fmt::print(stderr, "gpulane: error: {}\n", error.message);
+  PrintDiagnostic("error", error.message);
   return ExitCodeFor(error.kind);
 }
 
-void Warn(const std::string& message) { fmt::print(stderr, "gpulane: warning: {}\n", message); }
+void Warn(const std::string& message) { PrintDiagnostic("warning", message); }
 
 Result<std::unique_ptr<GpuBackend>> OpenBackend() {
   return std::unique_ptr<GpuBackend>(new proto::SnapshotSource(daemon::SnapshotSockets()));
@@ -53,8 +58,7 @@ int ReportFailures(const nlohmann::json& reply) {
   }
   for (const auto& f : failed) {
     const std::string line = f.value("error", "failed");
-    if (nothing_done) fmt::print(stderr, "gpulane: error: {}\n", line);
-    else Warn(line);
+    PrintDiagnostic(nothing_done ? "error" : "warning", line);
   }
   return ExitCodeFor(proto::KindFromName(failed.front().value("code", "internal")));
 }

@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -15,9 +16,14 @@
 
 namespace gpulane::cli {
 
-/// Prints "gpulane: error: <message>" on stderr and returns the exit code for the error's kind.
+/// Prints "gpulane: <level>: <message>" on stderr as one line, the message escaped for the terminal
+/// (util/terminal_text.h: messages quote job names, paths, process names and daemon replies, which
+/// other users choose). Every error and warning line of the CLI goes through here.
+void PrintDiagnostic(std::string_view level, std::string_view message);
+/// Prints "gpulane: error: <message>" on stderr (PrintDiagnostic) and returns the exit code for
+/// the error's kind.
 int Fail(const Error& error);
-/// Prints "gpulane: warning: <message>" on stderr.
+/// Prints "gpulane: warning: <message>" on stderr (PrintDiagnostic).
 void Warn(const std::string& message);
 
 /// The job ids of a command line ("12", "12_3", "12_[1-3,7]"; a word may hold several separated by

@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "gpulane: error: {}; see 'gpulane --help'\n", e.what());
+    cli::PrintDiagnostic("error", fmt::format("{}; see 'gpulane --help'", e.what()));
     return kExitUsage;
   }
   if (!run) return kExitUsage;

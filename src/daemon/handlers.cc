@@ -28,6 +28,7 @@
 #include "render/queue_table.h"
 #include "os/process_table.h"
 #include "store/job_id.h"
+#include "util/bytes_json.h"
 
 namespace gpulane::daemon {
 namespace {
@@ -871,7 +872,8 @@ json Daemon::HandleLogs(const Peer& peer, const json& req) {
   ssize_t n = data.empty() ? 0 : pread(fd, data.data(), data.size(), static_cast<off_t>(from));
   close(fd);
   data.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
-  return Ok({{"data", data}, {"offset", offset + data.size()}, {"finished", finished}, {"path", path}});
+  // The output is bytes, and a 4 MiB part may end inside a character: {"b64": ...} unless UTF-8.
+  return Ok({{"data", BytesToJson(data)}, {"offset", offset + data.size()}, {"finished", finished}, {"path", BytesToJson(path)}});
 }
 
 bool Daemon::HandleWait(Connection& c, const json& req) {

@@ -91,7 +91,10 @@ Status JobFiles::WriteStatus(const SupervisorStatus& s) const {
   // "waiting" and "running" need only survive the daemon's crashes (the page cache does that) and
   // sit on the path from a GPU's release to the next job's start, where two disk flushes cost
   // 8-11 ms (bench/results/queue-*.md). The outcome ("done") is flushed to disk.
-  return WriteAtomically(dir_, status_path(), j.dump(), 0644, /*sync=*/s.phase == "done");
+  // The reason is text for people; one that quotes bytes that are not UTF-8 must still make a status
+  // file (a strict dump would throw), so such bytes become U+FFFD here.
+  return WriteAtomically(dir_, status_path(), j.dump(-1, ' ', false, json::error_handler_t::replace), 0644,
+                         /*sync=*/s.phase == "done");
 }
 
 std::optional<SupervisorStatus> JobFiles::ReadStatus() const {

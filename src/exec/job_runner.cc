@@ -26,6 +26,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "util/terminal_text.h"
+
 namespace gpulane::exec {
 namespace {
 
@@ -438,9 +440,12 @@ Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>&
   if (logs_opened && on_logs) on_logs(outcome.logs);
   if (exec_failed) {
     outcome.exec_failed = true;
-    outcome.exec_error = failure->at_exec ? fmt::format("cannot run '{}': {}", spec.argv.front(), std::strerror(failure->err))
-                         : failure->err  ? fmt::format("cannot {} for the job: {}", failure->what, std::strerror(failure->err))
-                                         : fmt::format("cannot {}", failure->what);
+    // Quotes the command and paths, which are bytes: made visible (util/terminal_text.h), so the
+    // message is text that a terminal, a status file (JSON) and the job's reason all take.
+    outcome.exec_error = EscapeForTerminal(
+        failure->at_exec ? fmt::format("cannot run '{}': {}", spec.argv.front(), std::strerror(failure->err))
+        : failure->err   ? fmt::format("cannot {} for the job: {}", failure->what, std::strerror(failure->err))
+                         : fmt::format("cannot {}", failure->what));
   } else if (on_started) {
     on_started(child);
   }

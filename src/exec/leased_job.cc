@@ -12,6 +12,7 @@
 #include "os/process_table.h"
 #include "util/clock.h"
 #include "util/strings.h"
+#include "util/terminal_text.h"
 
 namespace gpulane::exec {
 namespace {
@@ -82,7 +83,10 @@ Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir
   // one that comes in between stays pending instead of killing gpulane with its job half-started.
   const sigset_t stops = StopSignals(job.wait.extra_signals);
   sigprocmask(SIG_BLOCK, &stops, nullptr);
-  lease::LeaseWaiter waiter(backend, dir, job.wait, job.job_id, Join(job.job.argv, " "), hooks.on_waiting);
+  // The lease's "command" is for people and its file is JSON: the argv's bytes made visible
+  // (util/terminal_text.h), which also keeps bytes that are not UTF-8 out of the JSON text.
+  lease::LeaseWaiter waiter(backend, dir, job.wait, job.job_id, EscapeForTerminal(Join(job.job.argv, " ")),
+                            hooks.on_waiting);
   // In line before the GPUs are read: NVML's start-up takes tens of milliseconds, and a request
   // started earlier must be in line before a later one decides.
   if (Status joined = waiter.JoinLine(); !joined.ok()) return joined.error();

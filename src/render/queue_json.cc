@@ -7,6 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/bytes_json.h"
+#include "util/utf8.h"
+
 namespace gpulane {
 namespace {
 
@@ -77,6 +80,23 @@ class Writer {
   template <typename T>
   void Int(T v) { AppendInt(v, out_); }
 
+  // Bytes as util/bytes_json.h writes them: a string when UTF-8, else {"b64": "..."}.
+  void Bytes(std::string_view v) {
+    if (IsValidUtf8(v)) return String(v);
+    BeginObject();
+    Key("b64");
+    String(Base64Encode(v));
+    EndObject();
+  }
+  void BytesList(const std::vector<std::string>& values) {
+    BeginArray();
+    for (const auto& v : values) {
+      Element();
+      Bytes(v);
+    }
+    EndArray();
+  }
+
   void Strings(const std::vector<std::string>& values) {
     BeginArray();
     for (const auto& v : values) {
@@ -110,7 +130,7 @@ class Writer {
   std::string& out_;
   int indent_;
   // Whether the object or list open at each depth has no member yet; a job is 4 deep at most
-  // (job, spec, request, allowed_uuids).
+  // (job, spec, request, allowed_uuids; job, spec, argv, a {"b64"} argument).
   std::array<bool, 8> empty_{};
   int depth_ = 0;
 };
@@ -176,17 +196,17 @@ void Spec(Writer& w, const store::JobSpec& s) {
   w.Key("after_ok");
   Deps(w, s.after_ok);
   w.Key("argv");
-  w.Strings(s.argv);
+  w.BytesList(s.argv);
   w.Key("cwd");
-  w.String(s.cwd);
+  w.Bytes(s.cwd);
   w.Key("error_path");
-  w.String(s.error_path);
+  w.Bytes(s.error_path);
   w.Key("kill_grace_s");
   w.Double(s.kill_grace_s);
   w.Key("name");
   w.String(s.name);
   w.Key("output_path");
-  w.String(s.output_path);
+  w.Bytes(s.output_path);
   w.Key("request");
   Request(w, s.request);
   w.EndObject();
@@ -202,7 +222,7 @@ void Logs(Writer& w, const store::JobLogs& logs) {
   w.Key("stderr_offset");
   w.Int(logs.stderr_offset);
   w.Key("stderr_path");
-  w.String(logs.stderr_path);
+  w.Bytes(logs.stderr_path);
   if (logs.stdout_end) {
     w.Key("stdout_end");
     w.Int(*logs.stdout_end);
@@ -210,7 +230,7 @@ void Logs(Writer& w, const store::JobLogs& logs) {
   w.Key("stdout_offset");
   w.Int(logs.stdout_offset);
   w.Key("stdout_path");
-  w.String(logs.stdout_path);
+  w.Bytes(logs.stdout_path);
   w.EndObject();
 }
 

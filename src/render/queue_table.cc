@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "util/terminal_text.h"
 #include "util/units.h"
 
 namespace gpulane {
@@ -27,15 +28,26 @@ std::string WhereOrWhy(const store::Job& job, const std::vector<unsigned>& gpu_i
   return job.reason;
 }
 
+// The name as the column shows it: escaped for the terminal, and when longer than 16 bytes cut to
+// 15 (never inside a character: the escaped text is well-formed UTF-8) with a "~".
+std::string NameColumn(const std::string& name) {
+  std::string out = EscapeForTerminal(name);
+  if (out.size() <= 16) return out;
+  std::size_t cut = 15;
+  while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xc0) == 0x80) --cut;
+  return out.substr(0, cut) + "~";
+}
+
 }  // namespace
 
 std::string QueueTableHeader() { return fmt::format(kRow, "ID", "USER", "NAME", "GPUS", "STATE", "AGE", "WHERE / WHY"); }
 
 void AppendQueueRow(const store::Job& job, const std::vector<unsigned>& gpu_indices, double now, std::string& out) {
-  std::string name = job.spec.name;
-  if (name.size() > 16) name = name.substr(0, 15) + "~";
-  fmt::format_to(std::back_inserter(out), kRow, store::JobIdText(job), job.user, name, GpusColumn(job.spec.request),
-                 store::StateName(job.state), FormatSeconds(now - job.submit_time), WhereOrWhy(job, gpu_indices));
+  // The client copies this text to a terminal as it comes: every field a user chose (the name, the
+  // reason, which may quote a command) is escaped here (util/terminal_text.h).
+  fmt::format_to(std::back_inserter(out), kRow, store::JobIdText(job), EscapeForTerminal(job.user), NameColumn(job.spec.name),
+                 GpusColumn(job.spec.request), store::StateName(job.state), FormatSeconds(now - job.submit_time),
+                 EscapeForTerminal(WhereOrWhy(job, gpu_indices)));
 }
 
 }  // namespace gpulane

@@ -4,10 +4,16 @@
 #include <vector>
 
 #include "render/status_view.h"
+#include "util/terminal_text.h"
 #include "util/units.h"
 
 namespace gpulane {
 namespace {
+
+// Every text field of the view comes from someone else (NVML, /proc: a process's name and command
+// line are its owner's to choose, lease files: their writers', the host name) and passes through
+// this before it is laid out; only the palette's own codes reach the terminal as escapes.
+std::string Safe(std::string_view text) { return EscapeForTerminal(text); }
 
 // ANSI SGR codes, used only when colour is on.
 struct Palette {
@@ -37,8 +43,8 @@ std::string Header(const GpuSnapshot& s, const StatusContext& c, const Palette& 
   std::tm tm{};
   localtime_r(&c.now, &tm);
   std::strftime(when, sizeof when, "%a %b %e %H:%M:%S %Y", &tm);
-  std::string line = fmt::format("{}  {}", p.Paint(c.hostname, kBold), when);
-  if (s.driver_version) line += fmt::format("  driver {}", *s.driver_version);
+  std::string line = fmt::format("{}  {}", p.Paint(Safe(c.hostname), kBold), when);
+  if (s.driver_version) line += fmt::format("  driver {}", Safe(*s.driver_version));
   if (s.cuda_driver_version) line += fmt::format("  CUDA {}", FormatCudaVersion(*s.cuda_driver_version));
   return line + "\n";
 }
@@ -69,13 +75,13 @@ std::string ComputeModeMark(const GpuDevice& d, const Palette& p) {
 std::string StrayMarkText(const GpuDevice& d, const GpuProcess& proc, const StatusContext& c, const Palette& p) {
   auto stray = c.strays.find({d.pci_index, proc.pid});
   if (stray == c.strays.end()) return "";
-  return " " + p.Paint(fmt::format("!job {} did not lease GPU{}", stray->second.job_id, d.pci_index), kRed);
+  return " " + p.Paint(fmt::format("!job {} did not lease GPU{}", Safe(stray->second.job_id), d.pci_index), kRed);
 }
 
 // "alice:python/123(512M)"; a graphics process carries its type first: "root:Xorg/99(G 45M)", "(C+G)".
 std::string ProcessShort(const GpuProcess& proc, const Palette& p) {
-  std::string who = proc.user ? p.Paint(*proc.user, kBold) : std::string("?");
-  std::string what = proc.command ? fmt::format("{}/{}", *proc.command, proc.pid) : std::to_string(proc.pid);
+  std::string who = proc.user ? p.Paint(Safe(*proc.user), kBold) : std::string("?");
+  std::string what = proc.command ? fmt::format("{}/{}", Safe(*proc.command), proc.pid) : std::to_string(proc.pid);
   std::vector<std::string> notes;
   if (proc.kind != ProcessKind::kCompute) notes.push_back(KindMark(proc.kind));
   if (proc.used_memory_bytes) notes.push_back(fmt::format("{}M", BytesToMib(*proc.used_memory_bytes)));
@@ -86,10 +92,10 @@ std::string ProcessShort(const GpuProcess& proc, const Palette& p) {
 std::string GpuLine(const GpuDevice& d, const GpuSnapshot& s, const StatusContext& c, const Palette& p) {
   std::string index = p.Paint(fmt::format("[{}]", d.pci_index), kCyan);
   std::string nvml = s.nvml_order_differs() ? p.Paint(fmt::format(" nvml:{}", d.nvml_index), kDim) : "";
-  std::string name = p.Paint(fmt::format("{:<12}", d.name.value_or("?")), kBlue);
+  std::string name = p.Paint(fmt::format("{:<12}", Safe(d.name.value_or("?"))), kBlue);
   if (d.failed())
-    return fmt::format("{}{} {} | {} {}\n", index, nvml, name, p.Paint(fmt::format("failed: {}", *d.error), kRed),
-                       d.uuid);
+    return fmt::format("{}{} {} | {} {}\n", index, nvml, name, p.Paint(fmt::format("failed: {}", Safe(*d.error)), kRed),
+                       Safe(d.uuid));
   const char* temp_color = d.temperature_c.value_or(0) >= 80 ? kRed : kYellow;
   std::string temp = p.Paint(Or(d.temperature_c, "{:>3}°C", "  -°C"), temp_color);
   std::string util = p.Paint(Or(d.utilization_gpu_pct, "{:>3} %", "  - %"), kGreen);
@@ -109,7 +115,7 @@ std::string GpuLine(const GpuDevice& d, const GpuSnapshot& s, const StatusContex
   else
     for (const auto& proc : *d.processes) procs += ProcessShort(proc, p) + StrayMarkText(d, proc, c, p) + " ";
   auto holder = c.holders.find(d.uuid);
-  if (holder != c.holders.end()) procs += p.Paint(fmt::format("[{}] ", holder->second), kCyan);
+  if (holder != c.holders.end()) procs += p.Paint(fmt::format("[{}] ", Safe(holder->second)), kCyan);
   if (!c.visible.Allows(d.pci_index)) procs += p.Paint("(not in CUDA_VISIBLE_DEVICES)", kDim);
   while (!procs.empty() && procs.back() == ' ') procs.pop_back();
   return fmt::format("{}{} {} | {} {} | {} / {} MiB | {} | {}\n", index, nvml, name, temp, util, used, total, power,
@@ -122,9 +128,10 @@ std::string ProcessLines(const GpuDevice& d, const StatusContext& c, const Palet
   if (!d.processes) return out;
   for (const auto& proc : *d.processes) {
     std::string mem = proc.used_memory_bytes ? fmt::format("{} MiB", BytesToMib(*proc.used_memory_bytes)) : "- MiB";
-    out += fmt::format("    {:>7}  {:<10} {:>10}  {:<3}  {}{}{}\n", proc.pid, proc.user.value_or("?"), mem,
-                       KindMark(proc.kind), proc.cmdline.value_or(p.Paint("(not visible in this PID namespace)", kDim)),
-                       proc.mig_uuid ? "  on " + *proc.mig_uuid : "", StrayMarkText(d, proc, c, p));
+    out += fmt::format("    {:>7}  {:<10} {:>10}  {:<3}  {}{}{}\n", proc.pid, Safe(proc.user.value_or("?")), mem,
+                       KindMark(proc.kind),
+                       proc.cmdline ? Safe(*proc.cmdline) : p.Paint("(not visible in this PID namespace)", kDim),
+                       proc.mig_uuid ? "  on " + Safe(*proc.mig_uuid) : "", StrayMarkText(d, proc, c, p));
   }
   return out;
 }

@@ -9,6 +9,7 @@
 
 
 #include "proto/request_json.h"
+#include "util/bytes_json.h"
 
 namespace gpulane::store {
 
@@ -110,7 +111,7 @@ JobLogs LogsOf(const Job& job) {
 }
 
 json LogsToJson(const JobLogs& logs) {
-  json j = {{"stdout_path", logs.stdout_path}, {"stderr_path", logs.stderr_path},
+  json j = {{"stdout_path", BytesToJson(logs.stdout_path)}, {"stderr_path", BytesToJson(logs.stderr_path)},
             {"stdout_offset", logs.stdout_offset}, {"stderr_offset", logs.stderr_offset}};
   if (logs.stdout_end) j["stdout_end"] = *logs.stdout_end;
   if (logs.stderr_end) j["stderr_end"] = *logs.stderr_end;
@@ -120,8 +121,9 @@ json LogsToJson(const JobLogs& logs) {
 JobLogs LogsFromJson(const json& j) {
   JobLogs logs;
   if (!j.is_object()) return logs;
-  logs.stdout_path = j.value("stdout_path", "");
-  logs.stderr_path = j.value("stderr_path", "");
+  // Paths are bytes (util/bytes_json.h); a member in neither form reads as "" (none recorded).
+  for (auto [key, path] : {std::pair{"stdout_path", &logs.stdout_path}, std::pair{"stderr_path", &logs.stderr_path}})
+    if (auto it = j.find(key); it != j.end() && !BytesFromJson(*it, path)) path->clear();
   logs.stdout_offset = j.value("stdout_offset", std::uint64_t{0});
   logs.stderr_offset = j.value("stderr_offset", std::uint64_t{0});
   if (j.contains("stdout_end")) logs.stdout_end = j["stdout_end"].get<std::uint64_t>();
@@ -160,12 +162,13 @@ Status CheckSpecLimits(const JobSpec& spec) {
 }
 
 json SpecToJson(const JobSpec& s, bool with_env) {
-  json j = {{"argv", s.argv.get()},         {"cwd", s.cwd},
+  // argv, cwd, env and the log paths are bytes: a value that is not UTF-8 is {"b64": ...} (util/bytes_json.h).
+  json j = {{"argv", BytesListToJson(s.argv)}, {"cwd", BytesToJson(s.cwd)},
             {"request", proto::RequestToJson(s.request)},
             {"name", s.name},         {"after_ok", DepsToJson(s.after_ok)},
-            {"after_any", DepsToJson(s.after_any)}, {"output_path", s.output_path},
-            {"error_path", s.error_path}, {"kill_grace_s", s.kill_grace_s}};
-  if (with_env) j["env"] = s.env.get();
+            {"after_any", DepsToJson(s.after_any)}, {"output_path", BytesToJson(s.output_path)},
+            {"error_path", BytesToJson(s.error_path)}, {"kill_grace_s", s.kill_grace_s}};
+  if (with_env) j["env"] = BytesListToJson(s.env);
   return j;
 }
 
@@ -176,18 +179,32 @@ Status SpecFromJson(const json& j, JobSpec* s, SpecLimits limits) {
                                        : Result<sched::Request>(MakeError(ErrorKind::kInvalidArgument, "request: missing"));
   if (!request) return MakeError(ErrorKind::kInvalidArgument, "spec: " + request.error().message);
   s->request = std::move(request).value();
+  // The byte fields: a JSON string, or {"b64": "..."} for bytes that are not UTF-8 (util/bytes_json.h).
+  const auto bytes = [&j](const char* key, std::string* out) {
+    auto it = j.find(key);
+    return it == j.end() ? (out->clear(), true) : BytesFromJson(*it, out);
+  };
+  std::vector<std::string> argv, env;
+  const bool bytes_ok = j.contains("argv") && BytesListFromJson(j["argv"], &argv) && j.contains("cwd") &&
+                        bytes("cwd", &s->cwd) && bytes("output_path", &s->output_path) &&
+                        bytes("error_path", &s->error_path) && (!j.contains("env") || BytesListFromJson(j["env"], &env));
+  const char* types = "argv (list of strings), cwd (string) and the optional fields must have their documented types";
+  if (!bytes_ok) return bad(types);
+  s->argv = std::move(argv);
+  s->env = std::move(env);
   try {
-    s->argv = j.at("argv").get<std::vector<std::string>>();
-    s->cwd = j.at("cwd").get<std::string>();
-    s->env = j.value("env", std::vector<std::string>{});
     s->name = j.value("name", "");
-    s->output_path = j.value("output_path", "");
-    s->error_path = j.value("error_path", "");
     s->kill_grace_s = j.value("kill_grace_s", 10.0);
   } catch (const json::exception&) {
-    return bad("argv (list of strings), cwd (string) and the optional fields must have their documented types");
+    return bad(types);
   }
   if (s->argv.empty()) return bad("argv is empty: give the command to run");
+  // The kernel takes these as C strings: a NUL would cut the value short, so the job would not run
+  // with the bytes it was given.
+  const auto has_nul = [](const std::string& v) { return v.find('\0') != std::string::npos; };
+  if (std::any_of(s->argv.begin(), s->argv.end(), has_nul) || std::any_of(s->env.begin(), s->env.end(), has_nul) ||
+      has_nul(s->cwd) || has_nul(s->output_path) || has_nul(s->error_path))
+    return bad("argv, env, cwd and the log paths cannot hold NUL bytes");
   std::set<std::pair<std::int64_t, int>> seen;
   const std::size_t max_deps = limits == SpecLimits::kSubmitted ? kMaxDependencies : SIZE_MAX;
   for (auto [field, deps] : {std::pair{"after_ok", &s->after_ok}, std::pair{"after_any", &s->after_any}}) {

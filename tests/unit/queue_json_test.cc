@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include "util/bytes_json.h"
+
 namespace gpulane {
 namespace {
 
@@ -129,6 +131,49 @@ TEST(QueueJson, NumbersAsNlohmannPrintsThem) {
   big.logs = {"/a", "/b", std::numeric_limits<std::uint64_t>::max(), 0, std::nullopt, 0};
   jobs.push_back({big, {std::numeric_limits<unsigned>::max()}});
   EXPECT_EQ(Rendered(jobs), Expected(jobs));
+}
+
+// The writer's own string escaping (printable ASCII is copied, the rest goes through the JSON
+// library): every C0 control and DEL as JSON writes it (\u00XX or the short forms), so the text
+// carries no raw control byte to a terminal, and parsing it gives back the exact bytes.
+TEST(QueueJson, ControlCharactersAreJsonEscapesAndReadBackExactly) {
+  store::Job job = Minimal();
+  job.spec.name = "\x1b]52;c;aGkK\x07";  // OSC 52: write the clipboard
+  job.reason.clear();
+  for (int c = 1; c < 0x20; ++c) job.reason += static_cast<char>(c);
+  job.reason += "\x7f\xc2\x9b";
+  std::vector<Listed> jobs = {{job, {}}};
+  const std::string rendered = Rendered(jobs);
+  EXPECT_EQ(rendered, Expected(jobs));
+  EXPECT_NE(rendered.find("\"name\": \"\\u001b]52;c;aGkK\\u0007\""), std::string::npos) << rendered;
+  EXPECT_NE(rendered.find("\\u0001\\u0002"), std::string::npos);
+  EXPECT_NE(rendered.find("\\b\\t\\n\\u000b\\f\\r"), std::string::npos);
+  for (char c : rendered) EXPECT_FALSE((static_cast<unsigned char>(c) < 0x20 && c != '\n')) << static_cast<int>(c);
+  const json back = json::parse(rendered);
+  EXPECT_EQ(back[0]["spec"]["name"], job.spec.name);
+  EXPECT_EQ(back[0]["reason"], job.reason);
+}
+
+// argv, directory and log paths that are not UTF-8 are {"b64": ...} objects, as the spec codec
+// writes them (util/bytes_json.h), and decode to the exact bytes.
+TEST(QueueJson, BytesThatAreNotUtf8AreBase64Objects) {
+  store::Job job = Minimal();
+  job.spec.argv = {"printf", "%s", "\xff\xfe"};
+  job.spec.cwd = "/home/alice/\xff";
+  job.logs = {"/home/alice/\xff/gpulane-7.out", "/home/alice/\xff/gpulane-7.out", 0, 0, std::nullopt, std::nullopt};
+  std::vector<Listed> jobs = {{job, {}}};
+  const std::string rendered = Rendered(jobs);
+  EXPECT_EQ(rendered, Expected(jobs));
+  const json back = json::parse(rendered);
+  EXPECT_EQ(back[0]["spec"]["argv"][2], (json{{"b64", "//4="}}));
+  std::vector<std::string> argv;
+  ASSERT_TRUE(BytesListFromJson(back[0]["spec"]["argv"], &argv));
+  EXPECT_EQ(argv, job.spec.argv);
+  std::string cwd, log;
+  ASSERT_TRUE(BytesFromJson(back[0]["spec"]["cwd"], &cwd));
+  ASSERT_TRUE(BytesFromJson(back[0]["logs"]["stdout_path"], &log));
+  EXPECT_EQ(cwd, job.spec.cwd);
+  EXPECT_EQ(log, job.logs.stdout_path);
 }
 
 // Random jobs: any combination of present and absent fields, random doubles and strings.
