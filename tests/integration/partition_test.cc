@@ -108,5 +108,17 @@ TEST(Partition, StatusShowsEachPartitionOpenOrClosed) {
   EXPECT_TRUE(Contains(r.out, fmt::format("partition later (GPUs 0): closed, opens {} 00:00\n", WeekdayAhead(2)))) << r.out;
 }
 
+
+// A queued job: the partition travels with the submission into the store, and the job's
+// supervisor runs it on the partition's GPU.
+TEST(Partition, AQueuedJobRunsOnThePartitionsGpus) {
+  TestDaemon d({.config = "[partitions.second]\ngpus = [1]\n"});
+  const std::int64_t id = d.Submit({"--partition", "second", "--", "sh", "-c", "echo $CUDA_VISIBLE_DEVICES"});
+  ASSERT_GT(id, 0);
+  ASSERT_EQ(d.Gpulane({"wait", std::to_string(id)}).exit_code, 0);
+  EXPECT_EQ(d.Gpulane({"logs", std::to_string(id)}).out, "1\n") << "GPU0 is free too: only the partition's GPU";
+  EXPECT_EQ(d.Show(id)["spec"]["request"]["partition"], "second");
+}
+
 }  // namespace
 }  // namespace gpulane::test
