@@ -13,8 +13,10 @@
 #include "lease/lease_dir.h"
 #include "lease/occupancy.h"
 #include "os/process_table.h"
+#include "sched/partition.h"
 #include "util/config.h"
 #include "util/exit_codes.h"
+#include "util/week_window.h"
 
 namespace gpulane::cli {
 namespace {
@@ -50,6 +52,15 @@ int RunPick(const PickOptions& o) {
   auto view = lease::ViewOfLine(contents.leases, contents.tickets, *snapshot, table, parent ? parent->name : "");
   if (!view) return Fail(view.error());
   request->allowed_uuids = lease::WithinParent(std::move(allowed).value(), parent);
+  // --partition (or sched.default_partition): only its GPUs, and nothing while it is closed.
+  if (auto partition = sched::SelectPartition(*config, request->partition); !partition) {
+    return Fail(partition.error());
+  } else if (*partition) {
+    std::vector<std::string> uuids;
+    for (const auto& d : snapshot->devices) uuids.push_back(d.uuid);
+    if (Status s = sched::RestrictToPartition(**partition, *request, uuids); !s.ok()) return Fail(s.error());
+    if (Status s = sched::RequireOpen(**partition, LocalWeekSeconds(std::time(nullptr))); !s.ok()) return Fail(s.error());
+  }
   const sched::Decision decision =
       lease::DecideNewcomer(view->occupancy, view->tickets, *request, sched::Limits{config->memory_margin_bytes});
   auto chosen = sched::GrantedNow(*request, decision, static_cast<unsigned>(snapshot->devices.size()));

@@ -58,6 +58,7 @@ Result<lease::WaitRequest> ParseRequest(const RunOptions& o, const Config& confi
   w.nvml_poll_s = config.nvml_poll_s;
   if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) w.visible_devices = visible;
   w.margin_bytes = config.memory_margin_bytes;
+  w.partitions = config.partitions;
   return w;
 }
 

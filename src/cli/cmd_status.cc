@@ -18,6 +18,8 @@
 #include "os/process_table.h"
 #include "render/status_view.h"
 #include "util/config.h"
+#include "util/week_window.h"
+#include "sched/partition.h"
 #include "util/units.h"
 
 namespace gpulane::cli {
@@ -71,6 +73,11 @@ std::string Render(const GpuSnapshot& snapshot, const StatusContext& context, co
     text += "note: NVML (and nvidia-smi) number these GPUs differently from PCI bus order; gpulane shows PCI "
             "order, which CUDA uses with CUDA_DEVICE_ORDER=PCI_BUS_ID (nvml:N is nvidia-smi's number)\n";
   for (const auto& line : snapshot.warnings) text += "warning: " + line + "\n";  // the daemon's: its job store
+  // The machine's partitions, open or closed now (local time).
+  if (auto config = LoadConfig(); config) {
+    const double week_s = LocalWeekSeconds(std::time(nullptr));
+    for (const PartitionConfig& p : config->partitions) text += sched::StatusLine(p, week_s) + "\n";
+  }
   return text;
 }
 

@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include "lease/lease_dir.h"
+#include "sched/partition.h"
+#include "util/config.h"
 #include "util/units.h"
 
 namespace gpulane::cli {
@@ -26,6 +28,9 @@ void RequestOptions::Register(CLI::App* sub, RequestOptionSet set) {
   if (set.time_limit)
     sub->add_option("--time-limit", time_limit_, "Stop the job after this long (SIGTERM, then SIGKILL), e.g. 4h")
         ->type_name("DURATION");
+  sub->add_option("--partition", partition_,
+                  "Only this partition's GPUs, inside its time windows (the machine's [partitions.NAME]; default: sched.default_partition)")
+      ->type_name("NAME");
   if (set.priority) sub->add_option("--priority", priority_, "Higher runs first (default 0; only admins may go above 0)");
 }
 
@@ -33,7 +38,7 @@ Result<sched::Request> RequestOptions::ToRequest() const {
   auto usage = [](std::string m) { return MakeError(ErrorKind::kInvalidArgument, std::move(m)); };
   auto given = [&](const char* name) { return sub_->count(name) > 0; };
   // An empty value ("--mem ''") is an error, not "not given".
-  for (const char* name : {"--mem", "--min-free", "--gpus", "--time-limit"})
+  for (const char* name : {"--mem", "--min-free", "--gpus", "--time-limit", "--partition"})
     if (sub_->get_option_no_throw(name) && given(name) && sub_->get_option(name)->as<std::string>().empty())
       return usage(fmt::format("{} '': give a value", name));
   sched::Request r;
@@ -57,6 +62,16 @@ Result<sched::Request> RequestOptions::ToRequest() const {
     auto s = ParseDurationS(time_limit_);
     if (!s) return usage("--time-limit: " + s.error().message);
     r.time_limit_s = *s;
+  }
+  // The partition is named, or the default filled in, here, so that the request carries it to
+  // the waiter, the daemon and the store; its GPUs are applied once the GPUs are known.
+  auto config = LoadConfig();
+  if (!config) return config.error();
+  auto partition = sched::SelectPartition(*config, partition_);
+  if (!partition) return partition.error();
+  if (*partition) {
+    r.partition = (*partition)->name;
+    if (Status s = sched::ApplyPartition(**partition, r, std::nullopt); !s.ok()) return s.error();
   }
   r.priority = priority_;
   r.uid = static_cast<std::uint32_t>(getuid());

@@ -2,7 +2,7 @@
 // The request options `pick`, `run` and `submit` share, registered and parsed in this one place
 // into the one request type (sched::Request):
 //   -g/--gpu-count N (also -n/--count), --mem SIZE, --min-free SIZE, --max-util PCT, --gpus LIST,
-//   --share-foreign, --order memory|util|pci, --time-limit DURATION (run, submit),
+//   --share-foreign, --order memory|util|pci, --partition NAME, --time-limit DURATION (run, submit),
 //   --priority N (submit).
 #include <string>
 
@@ -28,7 +28,9 @@ class RequestOptions {
   void Register(CLI::App* sub, RequestOptionSet set = {});
   /// Checks and converts what was given. The request's uid, user and submission time are the
   /// caller's (getuid, its login name unless daemon_identifies, now); allowed_uuids stays
-  /// unresolved (nullopt) until the GPUs are known.
+  /// unresolved (nullopt) until the GPUs are known. The partition (--partition, else the machine's
+  /// sched.default_partition) is checked to exist and its limits applied (sched::ApplyPartition);
+  /// its GPUs and windows are the caller's to apply (cli/common.h PartitionGate).
   /// Errors: kInvalidArgument naming the option and the fix ("--mem '': give a size, e.g. 30GiB").
   Result<sched::Request> ToRequest() const;
 
@@ -36,7 +38,7 @@ class RequestOptions {
   CLI::App* sub_ = nullptr;
   RequestOptionSet set_;
   int count_ = 1;
-  std::string mem_, min_free_, gpus_, order_ = "memory", time_limit_;
+  std::string mem_, min_free_, gpus_, order_ = "memory", time_limit_, partition_;
   int max_util_ = -1;
   int priority_ = 0;
   bool share_foreign_ = false;

@@ -34,6 +34,7 @@ lease::WaitRequest MakeRequest(const store::Job& job, const Config& config) {
   w.visible_devices = exec::EnvValue(job.spec.env, "CUDA_VISIBLE_DEVICES");
   w.nvml_poll_s = config.nvml_poll_s;
   w.margin_bytes = config.memory_margin_bytes;
+  w.partitions = config.partitions;
   if (geteuid() == 0) {
     w.owner_uid = job.uid;
     w.owner_gid = job.gid;

@@ -16,9 +16,11 @@
 #include "gpu/visible_devices.h"
 #include "lease/occupancy.h"
 #include "os/process_table.h"
+#include "sched/partition.h"
 #include "sched/policy.h"
 #include "util/strings.h"
 #include "util/units.h"
+#include "util/week_window.h"
 
 namespace gpulane::lease {
 namespace {
@@ -174,12 +176,50 @@ Result<sched::Decision> LeaseWaiter::Decide(const GpuSnapshot& snapshot, Process
 Result<Grant> LeaseWaiter::Acquire() {
   const double start = env_.MonotonicS();
   SignalWatch signals(request_.extra_signals);
+  // The request's partition: outside its windows nothing is granted (sched/partition.h).
+  const PartitionConfig* partition = nullptr;
+  if (!request_.request.partition.empty()) {
+    for (const auto& p : request_.partitions)
+      if (p.name == request_.request.partition) partition = &p;
+    if (!partition)
+      return MakeError(ErrorKind::kInvalidArgument,
+                       fmt::format("partition {} is not in this machine's config any more", request_.request.partition));
+  }
+  auto week_now = [&] { return LocalWeekSeconds(static_cast<std::time_t>(env_.WallS())); };
+  // Closed at the start: wait outside the line (reserving nothing) until it opens.
+  while (partition && !sched::IsOpen(*partition, week_now())) {
+    if (request_.no_wait) return sched::RequireOpen(*partition, week_now()).error();
+    if (on_status_ && !request_.quiet) on_status_(fmt::format("waiting: {}", sched::ClosedText(*partition, week_now())));
+    auto change = sched::NextChange(*partition, week_now());
+    double wait_s = change ? change->in_s : 60;
+    if (request_.timeout_s) {
+      const double left = *request_.timeout_s - (env_.MonotonicS() - start);
+      if (left <= 0)
+        return MakeError(ErrorKind::kTimeout, fmt::format("gave up after {} (--timeout): {}", FormatSeconds(env_.MonotonicS() - start),
+                                                          sched::ClosedText(*partition, week_now())));
+      wait_s = std::min(wait_s, left);
+    }
+    if (env_.WaitReadable({signals.fd()}, wait_s) & 1u) {
+      Grant g;
+      g.interrupted_by_signal = signals.Take();
+      if (on_status_) on_status_("");
+      return g;
+    }
+  }
   if (Status joined = JoinLine(); !joined.ok()) return joined.error();
   auto snapshot = ReadSnapshot();
   if (!snapshot) return snapshot.error();
   double snapshot_time = env_.MonotonicS();
   auto allowed = ResolveAllowedGpus(request_.request.gpu_list, request_.visible_devices, *snapshot);
   if (!allowed) return allowed.error();
+  if (partition) {
+    sched::Request narrowed = request_.request;
+    narrowed.allowed_uuids = *allowed;
+    std::vector<std::string> uuids;
+    for (const auto& d : snapshot->devices) uuids.push_back(d.uuid);
+    if (Status s = sched::RestrictToPartition(*partition, narrowed, uuids); !s.ok()) return s.error();
+    allowed = *narrowed.allowed_uuids;
+  }
   if (Status narrowed = NarrowTicket(*allowed, *snapshot); !narrowed.ok()) return narrowed.error();
   const sched::Request& request = ticket_.request;
   const unsigned gpu_count = static_cast<unsigned>(snapshot->devices.size());
@@ -211,6 +251,13 @@ Result<Grant> LeaseWaiter::Acquire() {
       } else {
         deferred_since.reset();
       }
+      // Its partition closed while it waited in line: it starts nothing until it opens again.
+      if (mine->granted && partition && !sched::IsOpen(*partition, week_now())) {
+        if (request_.no_wait) return sched::RequireOpen(*partition, week_now()).error();
+        mine->granted = false;
+        mine->reasons = {fmt::format("partition {} closed until {}", partition->name, sched::OpensText(*partition, week_now()))};
+        if (auto change = sched::NextChange(*partition, week_now())) mine->recheck_at_s = env_.WallS() + change->in_s;
+      }
       if (mine->granted && !defer) {
         record_.started_s = env_.WallS();
         record_.gpus.clear();
@@ -237,6 +284,7 @@ Result<Grant> LeaseWaiter::Acquire() {
     // time runs out; a deferred grant looks again after a short while in any case.
     double wait_s = std::max(0.0, request_.nvml_poll_s - (env_.MonotonicS() - snapshot_time));
     if (defer) wait_s = std::min(wait_s, 0.02);
+    if (mine->recheck_at_s) wait_s = std::min(wait_s, std::max(0.0, *mine->recheck_at_s - env_.WallS()));
     if (request_.timeout_s && !defer) {
       const double left = *request_.timeout_s - (env_.MonotonicS() - start);
       if (left <= 0)

@@ -16,6 +16,7 @@
 #include "sched/policy.h"
 #include "sched/request.h"
 #include "util/clock.h"
+#include "util/config.h"
 #include "util/result.h"
 
 namespace gpulane::lease {
@@ -35,6 +36,10 @@ struct WaitRequest {
   double nvml_poll_s = 1;
   std::vector<int> extra_signals;  ///< also end the wait (interrupted_by_signal) on these
   std::uint64_t margin_bytes = 1ULL << 30;
+  /// The machine's partitions (Config::partitions): the one request.partition names restricts the
+  /// GPUs, and while it is closed (local time, on the WaitEnv's wall clock) nothing is granted:
+  /// --no-wait fails with kNotEnoughGpus, a waiting request waits for it to open.
+  std::vector<PartitionConfig> partitions;
 };
 
 /// GPUs taken: the lease (held; inherit its fd to the job) and the snapshot they were chosen from.

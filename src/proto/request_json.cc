@@ -17,6 +17,7 @@ json RequestToJson(const sched::Request& r) {
   if (r.max_util_pct) j["max_util_pct"] = *r.max_util_pct;
   if (r.allowed_uuids) j["allowed_uuids"] = *r.allowed_uuids;
   if (r.time_limit_s) j["time_limit_s"] = *r.time_limit_s;
+  if (!r.partition.empty()) j["partition"] = r.partition;
   return j;
 }
 
@@ -73,7 +74,8 @@ Result<sched::Request> RequestFromJson(const json& j) {
       !ReadField(j, "share_foreign", &r.share_foreign, &why) || !ReadField(j, "order", &order, &why) ||
       !ReadField(j, "gpu_list", &r.gpu_list, &why) || !ReadField(j, "uid", &r.uid, &why) ||
       !ReadField(j, "user", &r.user, &why) || !ReadField(j, "priority", &r.priority, &why) ||
-      !ReadField(j, "submit_time_s", &r.submit_time_s, &why) || !ReadOptional(j, "time_limit_s", &r.time_limit_s, &why))
+      !ReadField(j, "submit_time_s", &r.submit_time_s, &why) || !ReadOptional(j, "time_limit_s", &r.time_limit_s, &why) ||
+      !ReadField(j, "partition", &r.partition, &why))
     return bad(why);
   auto parsed_order = sched::ParseOrder(order);
   if (!parsed_order) return bad(fmt::format("\"order\" must be memory, util or pci, not '{}'", order));

@@ -4,9 +4,11 @@
 //
 //   {"count": 2, "mem_bytes": 32212254720, "min_free_bytes": 0, "max_util_pct": 50,
 //    "share_foreign": false, "order": "memory", "gpu_list": "0,1", "allowed_uuids": ["GPU-..."],
-//    "uid": 1000, "user": "alice", "priority": 0, "submit_time_s": 1764580000.25, "time_limit_s": 14400}
+//    "uid": 1000, "user": "alice", "priority": 0, "submit_time_s": 1764580000.25, "time_limit_s": 14400,
+//    "partition": "day"}
 //
-// Optional fields are absent when unset (allowed_uuids absent: any GPU). Sizes are bytes.
+// Optional fields are absent when unset (allowed_uuids absent: any GPU; partition absent: none,
+// as written before partitions existed). Sizes are bytes.
 #include <nlohmann/json.hpp>
 
 #include "sched/request.h"

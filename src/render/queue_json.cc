@@ -171,6 +171,10 @@ void Request(Writer& w, const sched::Request& r) {
   }
   w.Key("order");
   w.String(sched::OrderName(r.order));
+  if (!r.partition.empty()) {
+    w.Key("partition");
+    w.String(r.partition);
+  }
   w.Key("priority");
   w.Int(r.priority);
   w.Key("share_foreign");

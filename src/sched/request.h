@@ -45,6 +45,9 @@ struct Request {
   /// against the machine's GPUs (gpu/visible_devices.h ResolveAllowedGpus). nullopt: any GPU (not
   /// resolved yet; a ticket taken before NVML was read).
   std::optional<std::vector<std::string>> allowed_uuids;
+  /// --partition as the user gave it, else the machine's sched.default_partition when the request
+  /// was parsed ("" = none: every GPU, any time; sched/partition.h).
+  std::string partition;
 
   // ---- who and when ----------------------------------------------------------------------------
   std::uint32_t uid = 0;       ///< who asks; from the kernel (SO_PEERCRED, a file's owner), never from input

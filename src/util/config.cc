@@ -38,6 +38,65 @@ Result<Config> ReadConfigFiles() {
   return config;
 }
 
+// [partitions.NAME] tables (docs/config.md); a file that has any replaces the earlier files' set.
+Status LoadPartitions(const std::string& path, bool trusted, const toml::table& partitions, Config& config) {
+  std::vector<PartitionConfig> loaded;
+  for (auto&& [name, node] : partitions) {
+    const std::string where = fmt::format("partitions.{}", name.str());
+    if (!trusted) return Bad(path, node.source(), where + " may only be set in /etc/gpulane/config.toml");
+    auto table = node.as_table();
+    if (!table) return Bad(path, node.source(), fmt::format("{} must be a table: [{}] with gpus = [0, 1]", where, where));
+    PartitionConfig p;
+    p.name = std::string(name.str());
+    bool has_gpus = false;
+    for (auto&& [key, value] : *table) {
+      const std::string k = fmt::format("{}.{}", where, key.str());
+      if (key == "gpus") {
+        auto list = value.as_array();
+        if (!list || list->empty()) return Bad(path, value.source(), k + " must be a list of GPU indices or UUIDs, e.g. [0, 1]");
+        for (auto&& gpu : *list) {
+          if (auto index = gpu.value<std::int64_t>(); index && gpu.is_integer()) {
+            if (*index < 0) return Bad(path, gpu.source(), k + ": a GPU index is 0 or more");
+            p.gpus.push_back(std::to_string(*index));
+          } else if (auto uuid = gpu.value<std::string>(); uuid && !uuid->empty()) {
+            p.gpus.push_back(*uuid);
+          } else {
+            return Bad(path, gpu.source(), k + " must be a list of GPU indices or UUIDs, e.g. [0, 1]");
+          }
+        }
+        has_gpus = true;
+      } else if (key == "windows") {
+        auto list = value.as_array();
+        if (!list || list->empty()) return Bad(path, value.source(), k + " must be a list like [\"Mon-Fri 08:00-20:00\"]");
+        for (auto&& w : *list) {
+          auto text = w.value<std::string>();
+          if (!text) return Bad(path, w.source(), k + " must be a list like [\"Mon-Fri 08:00-20:00\"]");
+          auto window = ParseWeekWindow(*text);
+          if (!window) return Bad(path, w.source(), k + ": " + window.error().message);
+          p.windows.push_back(*window);
+        }
+      } else if (key == "max_time_limit") {
+        auto text = value.value<std::string>();
+        auto seconds = text ? ParseDurationS(*text) : Result<double>(MakeError(ErrorKind::kInvalidArgument, "give a duration"));
+        if (!seconds || !std::isfinite(*seconds) || *seconds <= 0)
+          return Bad(path, value.source(), k + " must be a positive duration like \"12h\"");
+        p.max_time_limit_s = *seconds;
+      } else if (key == "max_gpus_per_user") {
+        auto n = value.value<std::int64_t>();
+        if (!value.is_integer() || !n || *n < 1) return Bad(path, value.source(), k + " must be a positive integer");
+        p.max_gpus_per_user = static_cast<unsigned>(*n);
+      } else {
+        return Bad(path, value.source(),
+                   fmt::format("unknown key {} (known: gpus, windows, max_time_limit, max_gpus_per_user)", k));
+      }
+    }
+    if (!has_gpus) return Bad(path, node.source(), where + " needs gpus = [...] (GPU indices or UUIDs)");
+    loaded.push_back(std::move(p));
+  }
+  config.partitions = std::move(loaded);
+  return Status::Ok();
+}
+
 }  // namespace
 
 // Bounds of the [run] durations, so that no file (a user's own included) makes a waiter spin:
@@ -63,8 +122,9 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
     return Bad(path, e.source(), std::string(e.description()));
   }
   for (auto&& [key, node] : table) {
-    if (key != "lease" && key != "run" && key != "daemon")
-      return Bad(path, node.source(), fmt::format("unknown key {} (the sections are [lease], [run], [daemon])", key.str()));
+    if (key != "lease" && key != "run" && key != "daemon" && key != "partitions" && key != "sched")
+      return Bad(path, node.source(),
+                 fmt::format("unknown key {} (the sections are [lease], [run], [daemon], [sched], [partitions.NAME])", key.str()));
     if (!node.is_table()) return Bad(path, node.source(), fmt::format("{} must be a section: [{}]", key.str(), key.str()));
   }
   if (auto lease = table["lease"].as_table()) {
@@ -105,6 +165,26 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
         return Bad(path, node.source(), fmt::format("unknown key daemon.{}", key.str()));
       }
     }
+  }
+  if (auto partitions = table["partitions"].as_table()) {
+    if (Status s = LoadPartitions(path, trusted, *partitions, config); !s.ok()) return s;
+  }
+  if (auto sched = table["sched"].as_table()) {
+    for (auto&& [key, node] : *sched) {
+      if (!trusted) return Bad(path, node.source(), fmt::format("sched.{} may only be set in /etc/gpulane/config.toml", key.str()));
+      if (key != "default_partition") return Bad(path, node.source(), fmt::format("unknown key sched.{} (known: default_partition)", key.str()));
+      auto text = node.value<std::string>();
+      if (!text || text->empty()) return Bad(path, node.source(), "sched.default_partition must be the name of a [partitions.NAME] table");
+      config.default_partition = *text;
+    }
+  }
+  if (!config.default_partition.empty()) {
+    bool known = false;
+    for (const auto& p : config.partitions) known = known || p.name == config.default_partition;
+    if (!known)
+      return Bad(path, table["sched"]["default_partition"].node() ? table["sched"]["default_partition"].node()->source() : table.source(),
+                 fmt::format("sched.default_partition = \"{}\": no [partitions.{}] table", config.default_partition,
+                             config.default_partition));
   }
   if (auto run = table["run"].as_table()) {
     for (auto&& [key, node] : *run) {

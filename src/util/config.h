@@ -6,11 +6,23 @@
 // Later files override earlier ones, except keys that protect other users (lease_dir,
 // memory_margin): those only the machine's file may set.
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "util/result.h"
+#include "util/week_window.h"
 
 namespace gpulane {
+
+/// One [partitions.NAME] table of the machine's file (sched/partition.h decides with it).
+struct PartitionConfig {
+  std::string name;
+  std::vector<std::string> gpus;        ///< gpus: PCI-order indices ("0") or UUIDs, as written
+  std::vector<WeekWindow> windows;      ///< windows: when it starts jobs; empty = always
+  std::optional<double> max_time_limit_s;    ///< max_time_limit, seconds; also the time limit of a job without one
+  std::optional<unsigned> max_gpus_per_user;  ///< max_gpus_per_user: GPUs one request may ask for in it
+};
 
 struct Config {
   std::string lease_dir;                          ///< [lease] dir; "" = /run/gpulane/leases
@@ -21,6 +33,8 @@ struct Config {
   std::string admin_group;                        ///< [daemon] admin_group: may act on every job
   unsigned max_waiting_supervisors = 0;           ///< [daemon] max_waiting: queued jobs waiting for GPUs at once (0: 2 per GPU, at least 4)
   std::string daemon_mode = "auto";               ///< [daemon] mode: "auto", "system" or "user" (daemon/paths.h: SystemDaemonInstalled)
+  std::vector<PartitionConfig> partitions;        ///< [partitions.NAME], in the file's order (machine's file only)
+  std::string default_partition;                  ///< [sched] default_partition: for requests without --partition ("" = none)
 };
 
 /// Loads the files above, once per process: the first call reads them, later calls return that

@@ -207,6 +207,7 @@ TEST(QueueJson, RandomJobs) {
     job.spec.kill_grace_s = real();
     job.spec.request.submit_time_s = real();
     if (coin()) job.spec.request.time_limit_s = real();
+    if (coin()) job.spec.request.partition = text();
     if (coin()) job.spec.request.mem_bytes.reset();
     if (coin()) job.spec.request.allowed_uuids.reset();
     std::vector<unsigned> indices;

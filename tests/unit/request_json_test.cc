@@ -24,9 +24,11 @@ TEST(RequestJson, EveryFieldRoundTrips) {
   r.priority = -2;
   r.submit_time_s = 1764580000.25;
   r.time_limit_s = 7200;
+  r.partition = "day";
   auto back = RequestFromJson(json::parse(RequestToJson(r).dump()));
   ASSERT_TRUE(back.ok()) << back.error().message;
   EXPECT_EQ(RequestToJson(*back), RequestToJson(r));
+  EXPECT_EQ(back->partition, "day");
   EXPECT_EQ(back->allowed_uuids, r.allowed_uuids);
   EXPECT_EQ(back->order, sched::Order::kLeastUtil);
 }
@@ -37,6 +39,8 @@ TEST(RequestJson, AbsentOptionalFieldsStayUnset) {
   EXPECT_FALSE(r->mem_bytes.has_value());
   EXPECT_FALSE(r->allowed_uuids.has_value()) << "absent means any GPU, not none";
   EXPECT_FALSE(r->time_limit_s.has_value());
+  EXPECT_EQ(r->partition, "") << "written before partitions existed: none";
+  EXPECT_FALSE(RequestToJson(*r).contains("partition")) << "and none is not written";
 }
 
 TEST(RequestJson, OutOfRangeAndMistypedFieldsAreRefusedByName) {

@@ -2,11 +2,13 @@
 // with virtual time, a real lease directory in a temporary folder, and a WaitEnv whose sleeps
 // advance the clock at once, so waits of minutes take microseconds and nothing sleeps.
 #include "lease/waiter.h"
+#include "util/week_window.h"
 
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 
@@ -198,6 +200,67 @@ TEST_F(WaiterTest, AJobIdThatIsNotAnAncestorsLeaseDoesNotNestTheRequest) {
   auto r = Acquire(gpus, claimed, "r2");
   ASSERT_FALSE(r.ok()) << "GPULANE_JOB_ID alone does not open another job's GPUs";
   EXPECT_NE(r.error().message.find("GPU0: leased by"), std::string::npos) << r.error().message;
+}
+
+
+// A partition whose window opens `opens_in_s` after the virtual clock's start (local time, whole
+// minutes) and stays open an hour.
+PartitionConfig WindowFromNow(double wall_s, double opens_in_s, std::vector<std::string> gpus) {
+  const double at = LocalWeekSeconds(static_cast<std::time_t>(wall_s + opens_in_s));
+  const unsigned minute = static_cast<unsigned>(at / 60), day = minute / kMinutesPerDay, start = minute % kMinutesPerDay;
+  const unsigned end = (start + 60) % kMinutesPerDay;
+  auto clock = [](unsigned m) {
+    char text[8];
+    std::snprintf(text, sizeof text, "%02u:%02u", m / 60, m % 60);
+    return std::string(text);
+  };
+  PartitionConfig p;
+  p.name = "day";
+  p.gpus = std::move(gpus);
+  auto w = ParseWeekWindow(std::string(DayName(day)) + " " + clock(start) + "-" + clock(end));
+  EXPECT_TRUE(w) << w.error().message;
+  p.windows.push_back(*w);
+  return p;
+}
+
+TEST_F(WaiterTest, AClosedPartitionWaitsOutsideTheLineUntilItsWindowOpens) {
+  ScriptedGpus gpus(clock_, [](double) { return Gpus(2); });
+  WaitRequest w = Request(1);
+  w.request.partition = "day";
+  w.partitions = {WindowFromNow(clock_.WallS(), 2 * 3600, {"1"})};
+  auto r = Acquire(gpus, w);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->gpus, std::vector<unsigned>{1}) << "only the partition's GPU, though GPU0 is free too";
+  EXPECT_GE(r->waited_s, 2 * 3600 - 60) << "not before the window (whole minutes) opened";
+  EXPECT_LT(r->waited_s, 2 * 3600 + 2);
+  EXPECT_LT(clock_.sleeps, 10) << "it slept until the opening, not polling";
+  EXPECT_EQ(gpus.reads, 1) << "nor reading the GPUs while closed";
+}
+
+TEST_F(WaiterTest, NoWaitInAClosedPartitionFailsWithWhenItOpens) {
+  ScriptedGpus gpus(clock_, [](double) { return Gpus(2); });
+  WaitRequest w = Request(1);
+  w.no_wait = true;
+  w.request.partition = "day";
+  w.partitions = {WindowFromNow(clock_.WallS(), 3 * 3600, {"0", "1"})};
+  auto r = Acquire(gpus, w);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().kind, ErrorKind::kNotEnoughGpus);
+  EXPECT_EQ(r.error().message.rfind("partition day is closed until ", 0), 0u) << r.error().message;
+  EXPECT_EQ(clock_.sleeps, 0);
+  // Once it is open, the same request gets a GPU at once.
+  clock_.now_s += 3 * 3600 + 60;
+  auto open = Acquire(gpus, w, "r2");
+  ASSERT_TRUE(open.ok()) << open.error().message;
+}
+
+TEST_F(WaiterTest, APartitionMissingFromTheConfigIsABadRequest) {
+  ScriptedGpus gpus(clock_, [](double) { return Gpus(1); });
+  WaitRequest w = Request(1);
+  w.request.partition = "gone";
+  auto r = Acquire(gpus, w);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().kind, ErrorKind::kInvalidArgument);
 }
 
 }  // namespace
