@@ -304,6 +304,17 @@ const Job* QueueSelection::Find(std::int64_t id, const std::map<std::int64_t, Jo
   return nullptr;
 }
 
+namespace {
+// What a request's "v" holds, for the version error: an integer is echoed, anything else is only
+// named by its type (a client's value is never copied into a reply: it may be megabytes long).
+std::string DescribeVersion(const json& req) {
+  if (!req.contains("v")) return "missing";
+  const json& v = req["v"];
+  if (v.is_number_integer() || v.is_number_unsigned()) return v.dump();
+  return std::string("of type ") + v.type_name();
+}
+}  // namespace
+
 void Daemon::HandleRequest(Connection& c, const std::string& payload) {
   json req = json::parse(payload, nullptr, false);
   if (req.is_discarded() || !req.is_object()) {
@@ -313,7 +324,7 @@ void Daemon::HandleRequest(Connection& c, const std::string& payload) {
   if (!req.contains("v") || req["v"] != proto::kVersion) {
     Reply(c, Err(ErrorKind::kInvalidArgument,
                  fmt::format("protocol version {} is not supported (this daemon speaks {}): use a matching gpulane",
-                             req.contains("v") ? req["v"].dump() : "missing", proto::kVersion)));
+                             DescribeVersion(req), proto::kVersion)));
     return;
   }
   if (!req.contains("op") || !req["op"].is_string()) {

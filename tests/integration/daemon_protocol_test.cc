@@ -205,6 +205,21 @@ TEST(DaemonProtocol, DeeplyNestedRequestGetsAnErrorAndTheDaemonGoesOn) {
   ExpectServing(d);
 }
 
+// Issue 9 item 2's remainder: the version error echoed whatever "v" held, so a 1 MiB string came
+// back in the reply. Now only an integer is echoed; anything else is named by its type.
+TEST(DaemonProtocol, AHugeVersionValueIsNotEchoedInTheError) {
+  TestDaemon d;
+  RawConnection c(d.socket());
+  ASSERT_TRUE(c.SendFrame(R"({"v":")" + std::string(1 << 20, 'x') + R"(","op":"ping"})"));
+  auto reply = c.Read(30);
+  ASSERT_TRUE(IsErrorReply(reply, "invalid_argument", "protocol version of type string is not supported"));
+  EXPECT_LT(reply->dump().size(), 400u) << "the reply must not carry the client's value";
+  RawConnection c2(d.socket());
+  ASSERT_TRUE(c2.SendFrame(R"({"v":7,"op":"ping"})"));
+  EXPECT_TRUE(IsErrorReply(c2.Read(30), "invalid_argument", "protocol version 7 is not supported"));
+  ExpectServing(d);
+}
+
 // Found by fuzz_request: the daemon converted a submission's array indices with get<int>, so a float
 // index (1e20) was undefined behaviour (the ASan+UBSan build's daemon halted on it) and 2^32 was
 // taken as task 0. Each is refused now with the --array error, nothing is queued, the daemon goes on.
