@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <map>
 #include <memory>
 
 #include "cli/commands.h"
@@ -12,6 +13,7 @@
 #include "gpu/visible_devices.h"
 #include "lease/lease_dir.h"
 #include "lease/occupancy.h"
+#include "lease/waiter.h"
 #include "os/process_table.h"
 #include "sched/partition.h"
 #include "util/config.h"
@@ -61,8 +63,10 @@ int RunPick(const PickOptions& o) {
     if (Status s = sched::RestrictToPartition(**partition, *request, uuids); !s.ok()) return Fail(s.error());
     if (Status s = sched::RequireOpen(**partition, LocalWeekSeconds(std::time(nullptr))); !s.ok()) return Fail(s.error());
   }
+  std::map<std::string, double> first_seen_free_s;  // pick looks once: every free GPU is free since now
+  lease::NoteFreeSince(view->occupancy.gpus, request->submit_time_s, first_seen_free_s);
   const sched::Decision decision =
-      lease::DecideNewcomer(view->occupancy, view->tickets, *request, sched::Limits{config->memory_margin_bytes});
+      lease::DecideNewcomer(view->occupancy, view->tickets, *request, lease::DecisionLimits(*config, request->submit_time_s));
   auto chosen = sched::GrantedNow(*request, decision, static_cast<unsigned>(snapshot->devices.size()));
   if (!chosen) return Fail(chosen.error());
   const std::string devices = FormatVisibleDevices(*snapshot, *chosen, o.uuid);

@@ -55,10 +55,8 @@ Result<lease::WaitRequest> ParseRequest(const RunOptions& o, const Config& confi
   }
   w.no_wait = o.no_wait;
   w.quiet = o.quiet;
-  w.nvml_poll_s = config.nvml_poll_s;
+  lease::ApplyConfig(config, w);
   if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) w.visible_devices = visible;
-  w.margin_bytes = config.memory_margin_bytes;
-  w.partitions = config.partitions;
   return w;
 }
 

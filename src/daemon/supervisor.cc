@@ -32,9 +32,7 @@ lease::WaitRequest MakeRequest(const store::Job& job, const Config& config) {
   // the same nanosecond's rounding.
   w.seq = static_cast<std::uint64_t>(std::llround(job.submit_time * 1e9)) + static_cast<std::uint64_t>(job.id % 1000);
   w.visible_devices = exec::EnvValue(job.spec.env, "CUDA_VISIBLE_DEVICES");
-  w.nvml_poll_s = config.nvml_poll_s;
-  w.margin_bytes = config.memory_margin_bytes;
-  w.partitions = config.partitions;
+  lease::ApplyConfig(config, w);
   if (geteuid() == 0) {
     w.owner_uid = job.uid;
     w.owner_gid = job.gid;

@@ -1,5 +1,7 @@
 #include "lease/occupancy.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace gpulane::lease {
@@ -124,11 +126,18 @@ Occupancy BuildOccupancy(const GpuSnapshot& snapshot, const std::vector<LeaseRec
     sched::GpuState g = BaseState(d, snapshot);
     std::vector<std::uint64_t> used_by_lease(leases.size(), 0);
     Classify(d, leases, anchors, processes, options, g, used_by_lease, out.strays);
+    bool leased = false, every_end_known = true;
+    double ends_s = 0;
     for (std::size_t i = 0; i < leases.size(); ++i) {
       if (&leases[i] == options.transparent) continue;
       for (const LeasedGpu& lg : leases[i].gpus) {
         if (lg.uuid != d.uuid) continue;
         g.has_context = true;
+        leased = true;
+        if (leases[i].time_limit_s)
+          ends_s = std::max(ends_s, leases[i].started_s + *leases[i].time_limit_s);
+        else
+          every_end_known = false;
         if (!lg.mem_bytes) {
           g.exclusive_holder = Describe(leases[i]);
         } else {
@@ -137,6 +146,9 @@ Occupancy BuildOccupancy(const GpuSnapshot& snapshot, const std::vector<LeaseRec
         }
       }
     }
+    // Free again at the latest lease end when every lease on it has a time limit (backfill plans
+    // against it, sched/policy.h); one without: unknown.
+    if (leased && every_end_known) g.busy_until_s = ends_s;
     out.gpus.push_back(std::move(g));
   }
   return out;

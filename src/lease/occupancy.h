@@ -57,7 +57,8 @@ struct OccupancyOptions {
 /// process holding the file's lock (LeaseRecord::holder) or a descendant of it, else the lease owns
 /// its job's process group alone. A shared lease reserves max(0, declared - used by its processes)
 /// on top of what NVML shows as used. Unreported memory or process lists stay unknown (nullopt /
-/// false), never empty or zero.
+/// false), never empty or zero. A leased GPU's busy_until_s is the latest end (started_s +
+/// time_limit_s) of its leases when every one has a time limit; else unknown (nullopt).
 /// A process belongs to the lease whose holder is its closest ancestor (or whose process group it
 /// is in), so a job nested in another one owns its own processes.
 Occupancy BuildOccupancy(const GpuSnapshot& snapshot, const std::vector<LeaseRecord>& leases, ProcessTable& processes,

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "proto/request_json.h"
@@ -37,6 +38,7 @@ json ToJson(const LeaseRecord& r) {
   json j = {{"job_id", r.job_id}, {"uid", r.uid}, {"user", r.user}, {"pid", r.pid}, {"pgid", r.pgid},
             {"command", r.command}, {"gpus", gpus}, {"started_s", r.started_s}};
   if (!r.parent.empty()) j["parent"] = r.parent;
+  if (r.time_limit_s) j["time_limit_s"] = *r.time_limit_s;
   return j;
 }
 
@@ -55,6 +57,13 @@ bool FromJson(const json& j, LeaseRecord* r) {
     r->command = j.value("command", "");
     r->started_s = j.value("started_s", 0.0);
     r->parent = j.value("parent", "");
+    // A time limit that is not a positive finite number of seconds (at most 100 years) is no time
+    // limit: the lease's end is unknown, never "now".
+    r->time_limit_s.reset();
+    if (auto it = j.find("time_limit_s"); it != j.end() && it->is_number()) {
+      const double t = it->get<double>();
+      if (std::isfinite(t) && t > 0 && t <= 100.0 * 365 * 86400) r->time_limit_s = t;
+    }
     r->gpus.clear();
     for (const auto& g : j.at("gpus")) {
       LeasedGpu lg{g.at("uuid").get<std::string>(), std::nullopt};

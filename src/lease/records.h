@@ -33,6 +33,11 @@ struct LeaseRecord {
   std::string command;     ///< the job's command line, for people
   std::vector<LeasedGpu> gpus;
   double started_s = 0;    ///< seconds since the epoch
+  /// The job's --time-limit, seconds: it is stopped at started_s + time_limit_s (then its kill
+  /// grace), so the policy may plan a reservation (backfill) against that end. nullopt: none. As
+  /// written by the file's owner, who can only make her own lease look longer or shorter: a
+  /// wrong end delays other jobs' backfill at worst, never hands out a leased GPU.
+  std::optional<double> time_limit_s;
   std::string parent;      ///< nested: the file name of the lease of the job it runs inside ("" = none)
   std::string name;        ///< its file name in the lease directory (set when read, not stored)
   std::vector<std::string> other_names;  ///< more names of the same file (hard links someone made; set when read)

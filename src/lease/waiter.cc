@@ -23,6 +23,30 @@
 #include "util/week_window.h"
 
 namespace gpulane::lease {
+
+void ApplyConfig(const Config& config, WaitRequest& w) {
+  w.nvml_poll_s = config.nvml_poll_s;
+  w.margin_bytes = config.memory_margin_bytes;
+  w.partitions = config.partitions;
+  w.policy = sched::ParsePolicy(config.sched_policy).value_or(sched::PolicyKind::kDefault);
+  w.max_reserve_idle_s = config.max_reserve_idle_s;
+}
+
+void NoteFreeSince(std::vector<sched::GpuState>& gpus, double now_s, std::map<std::string, double>& first_seen_free_s) {
+  for (sched::GpuState& g : gpus) {
+    const bool free = !g.has_context && g.foreign.empty() && g.processes_known;
+    if (!free) {
+      first_seen_free_s.erase(g.uuid);
+      continue;
+    }
+    g.free_since_s = first_seen_free_s.emplace(g.uuid, now_s).first->second;
+  }
+}
+
+sched::Limits DecisionLimits(const Config& config, std::optional<double> now_s) {
+  return sched::Limits{config.memory_margin_bytes, sched::ParsePolicy(config.sched_policy).value_or(sched::PolicyKind::kDefault),
+                       now_s, config.max_reserve_idle_s};
+}
 namespace {
 
 class RealEnv : public WaitEnv {
@@ -162,7 +186,10 @@ Result<sched::Decision> LeaseWaiter::Decide(const GpuSnapshot& snapshot, Process
   const DirContents contents = dir_.Read();
   auto view = ViewOfLine(contents.leases, contents.tickets, snapshot, table, ticket_.parent, &seen_alive_);
   if (!view) return view.error();
-  auto decisions = sched::Schedule(std::move(view->occupancy.gpus), LineOf(view->tickets), sched::Limits{request_.margin_bytes});
+  const double now_s = env_.WallS();
+  NoteFreeSince(view->occupancy.gpus, now_s, free_since_s_);
+  sched::Limits limits{request_.margin_bytes, request_.policy, now_s, request_.max_reserve_idle_s};
+  auto decisions = sched::Schedule(std::move(view->occupancy.gpus), LineOf(view->tickets), limits);
   *earlier_granted = false;
   for (std::size_t i = 0; i < view->tickets.size(); ++i) {
     // Its own ticket is the file it holds, known by its inode: any user can write a ticket with
@@ -260,6 +287,7 @@ Result<Grant> LeaseWaiter::Acquire() {
       }
       if (mine->granted && !defer) {
         record_.started_s = env_.WallS();
+        record_.time_limit_s = request.time_limit_s;
         record_.gpus.clear();
         for (unsigned i : mine->gpus) record_.gpus.push_back({snapshot->devices[i].uuid, request.mem_bytes});
         auto lease = dir_.CreateLease(record_, request_.owner_uid, request_.owner_gid);

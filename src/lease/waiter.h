@@ -5,6 +5,7 @@
 // every `nvml_poll_s` for processes outside gpulane.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -36,11 +37,32 @@ struct WaitRequest {
   double nvml_poll_s = 1;
   std::vector<int> extra_signals;  ///< also end the wait (interrupted_by_signal) on these
   std::uint64_t margin_bytes = 1ULL << 30;
+  /// [sched] policy and max_reserve_idle (SchedSettings): decisions are made on the wall clock of
+  /// the WaitEnv, with the leases' ends (LeaseRecord::time_limit_s), so a job with a --time-limit
+  /// may backfill and a free GPU is held for a start nobody can predict at most
+  /// max_reserve_idle_s, counted from when this waiter first saw it free (sched/policy.h).
+  sched::PolicyKind policy = sched::PolicyKind::kDefault;
+  double max_reserve_idle_s = sched::kDefaultMaxReserveIdleS;
   /// The machine's partitions (Config::partitions): the one request.partition names restricts the
   /// GPUs, and while it is closed (local time, on the WaitEnv's wall clock) nothing is granted:
   /// --no-wait fails with kNotEnoughGpus, a waiting request waits for it to open.
   std::vector<PartitionConfig> partitions;
 };
+
+/// Sets what `config` says about deciding (lease.memory_margin, run.nvml_poll, [sched] policy and
+/// max_reserve_idle, the partitions) on `w`: the same for `gpulane run` and queued jobs.
+void ApplyConfig(const Config& config, WaitRequest& w);
+
+/// Sets free_since_s of every free GPU (no lease, no process, its process list known) of `gpus` to
+/// when this caller first saw it free, as kept in `first_seen_free_s` (UUID -> seconds on the
+/// clock of `now_s`; a GPU seen free for the first time is free since `now_s`, one not free is
+/// forgotten). The bound on holding a free GPU for a start nobody can predict counts from there:
+/// nobody keeps a record of when a GPU became free, so each waiter counts from its own sight of it.
+void NoteFreeSince(std::vector<sched::GpuState>& gpus, double now_s, std::map<std::string, double>& first_seen_free_s);
+
+/// The settings of one decision under `config` made at `now_s` (seconds since the epoch; nullopt:
+/// no backfill and no bound on holds, sched::Limits::now_s), for `pick`.
+sched::Limits DecisionLimits(const Config& config, std::optional<double> now_s);
 
 /// GPUs taken: the lease (held; inherit its fd to the job) and the snapshot they were chosen from.
 struct Grant {
@@ -111,6 +133,9 @@ class LeaseWaiter {
   HeldFile held_ticket_;  ///< this request's place in line, until it gets its lease
   std::vector<std::string> parent_uuids_;  ///< nested: the GPUs of the job it runs inside
   std::set<std::uint32_t> seen_alive_;     ///< GPU processes seen alive in /proc in earlier snapshots
+  /// Per GPU (UUID): when this waiter first saw it free (no lease, no process), on the WaitEnv's
+  /// wall clock; the bound on holding a free GPU for an unknown start counts from there.
+  std::map<std::string, double> free_since_s_;
 };
 
 }  // namespace gpulane::lease

@@ -32,8 +32,9 @@
 //    same backfill rule; no bound: with an unknown start its reserved GPUs stay held.
 //  - kFifo (strict first come, first served): nothing starts while an earlier request waits.
 //  - kFirstFit (task-spooler-like skip-ahead): nobody reserves; whatever fits now starts.
-// Backfill and the bound need a clock reading (Limits::now_s); without one (today's pick, run and
-// daemon) kDefault is first come, first served with reservations as above.
+// Backfill and the bound need a clock reading (Limits::now_s): pick, run and queued jobs decide on
+// the wall clock with the leases' ends from their time limits (lease/waiter.h); without one
+// kDefault is first come, first served with reservations as above.
 #include <cstdint>
 #include <functional>
 #include <optional>

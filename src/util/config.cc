@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fmt/format.h>
@@ -172,7 +173,26 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
   if (auto sched = table["sched"].as_table()) {
     for (auto&& [key, node] : *sched) {
       if (!trusted) return Bad(path, node.source(), fmt::format("sched.{} may only be set in /etc/gpulane/config.toml", key.str()));
-      if (key != "default_partition") return Bad(path, node.source(), fmt::format("unknown key sched.{} (known: default_partition)", key.str()));
+      if (key == "policy") {
+        auto text = node.value<std::string>();
+        const bool known = text && std::any_of(std::begin(kSchedPolicyNames), std::end(kSchedPolicyNames),
+                                               [&](const char* name) { return *text == name; });
+        if (!known)
+          return Bad(path, node.source(), "sched.policy must be \"default\", \"easy\", \"fifo\" or \"firstfit\" (docs/config.md)");
+        config.sched_policy = *text;
+        continue;
+      }
+      if (key == "max_reserve_idle") {
+        auto text = node.value<std::string>();
+        auto seconds = text ? ParseDurationS(*text) : Result<double>(MakeError(ErrorKind::kInvalidArgument, "not a string"));
+        if (!seconds || !std::isfinite(*seconds) || *seconds < 0 || *seconds > 86400)
+          return Bad(path, node.source(), "sched.max_reserve_idle must be a duration from \"0s\" to \"1d\", like \"10m\"");
+        config.max_reserve_idle_s = *seconds;
+        continue;
+      }
+      if (key != "default_partition")
+        return Bad(path, node.source(),
+                   fmt::format("unknown key sched.{} (known: default_partition, policy, max_reserve_idle)", key.str()));
       auto text = node.value<std::string>();
       if (!text || text->empty()) return Bad(path, node.source(), "sched.default_partition must be the name of a [partitions.NAME] table");
       config.default_partition = *text;

@@ -35,7 +35,17 @@ struct Config {
   std::string daemon_mode = "auto";               ///< [daemon] mode: "auto", "system" or "user" (daemon/paths.h: SystemDaemonInstalled)
   std::vector<PartitionConfig> partitions;        ///< [partitions.NAME], in the file's order (machine's file only)
   std::string default_partition;                  ///< [sched] default_partition: for requests without --partition ("" = none)
+  /// [sched] policy: "default", "easy", "fifo" or "firstfit" (sched::ParsePolicy; sched/policy.h
+  /// says what each does). Machine's file only.
+  std::string sched_policy = "default";
+  /// [sched] max_reserve_idle: the longest a free GPU is held for a waiting job whose start
+  /// nobody can predict (sched::kDefaultMaxReserveIdleS, 10 min), seconds; 0 .. 1 day.
+  double max_reserve_idle_s = 600;
 };
+
+/// The names [sched] policy accepts, as sched::PolicyName spells them (a unit test checks the two
+/// agree: util/ cannot include sched/).
+inline constexpr const char* kSchedPolicyNames[] = {"default", "easy", "fifo", "firstfit"};
 
 /// Loads the files above, once per process: the first call reads them, later calls return that
 /// same result (main() calls it before any command runs, so every command sees one set of settings

@@ -167,6 +167,23 @@ TEST(Occupancy, ASharedLeaseReservesWhatItDeclaredButHasNotAllocated) {
   EXPECT_TRUE(o.gpus[0].foreign.empty());
 }
 
+// Backfill plans against when a leased GPU is free again: the latest end of its leases, known
+// only when every one of them has a time limit.
+TEST(Occupancy, ALeasedGpuIsBusyUntilItsLatestLeaseEndsWhenEveryLeaseHasATimeLimit) {
+  FakeProcesses procs;
+  GpuSnapshot s = Gpus(3);
+  LeaseRecord a = Lease("12", 500, {0, 1}, 10 * kGiB), b = Lease("13", 501, {0}, 10 * kGiB), c = Lease("14", 502, {1}, 10 * kGiB);
+  a.started_s = 1000;
+  a.time_limit_s = 60;
+  b.started_s = 1010;
+  b.time_limit_s = 100;
+  c.started_s = 1000;  // no time limit
+  Occupancy o = BuildOccupancy(s, {a, b, c}, procs);
+  EXPECT_EQ(o.gpus[0].busy_until_s, 1110.0) << "the later of 1060 and 1110";
+  EXPECT_FALSE(o.gpus[1].busy_until_s) << "job 14 has no time limit: unknown";
+  EXPECT_FALSE(o.gpus[2].busy_until_s) << "not leased";
+}
+
 // A pipeline job (lease of its supervisor 600) runs a step through gpulane run (lease of 602).
 TEST(Occupancy, ANestedJobOwnsItsProcessesAndItsParentHoldsNothingAgainstItsSteps) {
   FakeProcesses procs;

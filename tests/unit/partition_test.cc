@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "sched/partition.h"
+#include "sched/policy.h"
 #include "util/config.h"
 #include "util/week_window.h"
 
@@ -251,6 +252,30 @@ TEST_F(PartitionConfigFile, TheDayAndNightExample) {
   EXPECT_EQ(config.default_partition, "day");
 }
 
+// [sched] policy and max_reserve_idle: every name sched::ParsePolicy knows, and only those (the
+// config cannot include sched/, so it keeps its own list: this checks the two agree).
+TEST_F(PartitionConfigFile, SchedPolicyAndMaxReserveIdle) {
+  Config defaults;
+  EXPECT_EQ(defaults.sched_policy, "default");
+  EXPECT_EQ(defaults.max_reserve_idle_s, sched::kDefaultMaxReserveIdleS);
+  for (const char* name : kSchedPolicyNames) {
+    auto policy = sched::ParsePolicy(name);
+    ASSERT_TRUE(policy) << name;
+    EXPECT_STREQ(sched::PolicyName(*policy), name);
+  }
+  for (sched::PolicyKind kind : {sched::PolicyKind::kDefault, sched::PolicyKind::kEasy, sched::PolicyKind::kFifo,
+                                 sched::PolicyKind::kFirstFit}) {
+    Config config;
+    Status s = Load(std::string("[sched]\npolicy = \"") + sched::PolicyName(kind) + "\"\nmax_reserve_idle = \"2m\"\n", config);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    EXPECT_EQ(config.sched_policy, sched::PolicyName(kind));
+    EXPECT_EQ(config.max_reserve_idle_s, 120.0);
+  }
+  Config config;
+  Status user = Load("[sched]\npolicy = \"fifo\"\n", config, /*trusted=*/false);
+  ASSERT_FALSE(user.ok()) << "a user cannot choose the machine's policy";
+}
+
 TEST_F(PartitionConfigFile, MistakesAreOneLineNamingTheKeyAndLine) {
   struct Bad {
     std::string text;
@@ -266,6 +291,9 @@ TEST_F(PartitionConfigFile, MistakesAreOneLineNamingTheKeyAndLine) {
       {"[partitions.day]\ngpus = [0]\nmax_gpus_per_user = 0\n", 3, "partitions.day.max_gpus_per_user must be a positive integer"},
       {"[partitions.day]\ngpus = [0]\n[sched]\ndefault_partition = \"night\"\n", 4, "no [partitions.night] table"},
       {"[sched]\nbackfill = true\n", 2, "unknown key sched.backfill"},
+      {"[sched]\npolicy = \"slurm\"\n", 2, "sched.policy must be \"default\", \"easy\", \"fifo\" or \"firstfit\""},
+      {"[sched]\nmax_reserve_idle = \"2d\"\n", 2, "sched.max_reserve_idle must be a duration from \"0s\" to \"1d\""},
+      {"[sched]\nmax_reserve_idle = 600\n", 2, "sched.max_reserve_idle must be a duration"},
   };
   for (const Bad& b : bad) {
     Config config;

@@ -34,6 +34,25 @@ TEST(LeaseRecords, WellFormedFilesRead) {
   EXPECT_EQ(r.gpus[1].mem_bytes, 21474836480ULL);
 }
 
+// A lease's time limit (backfill plans against its end) round-trips; one that is no positive
+// finite number of seconds is read as none (an unknown end), never as zero ("ends now").
+TEST(LeaseRecords, ATimeLimitRoundTripsAndANonsenseOneIsUnknown) {
+  LeaseRecord r;
+  ASSERT_TRUE(FromJson(Lease(), &r));
+  EXPECT_FALSE(r.time_limit_s) << "absent: no time limit";
+  r.time_limit_s = 3600;
+  LeaseRecord back;
+  ASSERT_TRUE(FromJson(ToJson(r), &back));
+  EXPECT_EQ(back.time_limit_s, 3600.0);
+  for (const char* limit : {"0", "-5", "1e300", "\"1h\"", "null"}) {
+    json j = Lease();
+    j["time_limit_s"] = json::parse(limit);
+    LeaseRecord odd;
+    ASSERT_TRUE(FromJson(j, &odd)) << "still a lease: " << limit;
+    EXPECT_FALSE(odd.time_limit_s) << limit;
+  }
+}
+
 // Found by fuzz_records (UBSan): a seq of 20 digits parses as a float (2.2e19, over 2^64), and
 // get<std::uint64_t> converted it with undefined behaviour.
 TEST(LeaseRecords, ATicketWhoseSeqIsAFloatIsNoTicket) {

@@ -203,6 +203,95 @@ TEST_F(WaiterTest, AJobIdThatIsNotAnAncestorsLeaseDoesNotNestTheRequest) {
 }
 
 
+// Issue 10 (a): a queued -g 2 job waiting for a GPU held by a process outside gpulane reserved the
+// other, idle GPU for as long as that process lived. Its start is unknown, so the free GPU is held
+// for it at most max_reserve_idle (10 min), counted from when the waiter saw it free; then a later
+// job gets it, and the head job's decision says so.
+TEST_F(WaiterTest, AFreeGpuHeldForAJobBehindAForeignProcessGoesToTheNextJobAfterMaxReserveIdle) {
+  ScriptedGpus gpus(clock_, [](double) { return WithForeign(Gpus(2), 0); });
+  WaitRequest head = Request(2);
+  head.request.submit_time_s = clock_.WallS();
+  LeaseWaiter head_waiter(gpus, *dir_, head, "r1", "head", {}, clock_);
+  ASSERT_TRUE(head_waiter.JoinLine().ok());
+
+  WaitRequest later = Request(1);
+  later.request.submit_time_s = clock_.WallS();
+  later.no_wait = true;
+  auto refused = Acquire(gpus, later, "r2");
+  ASSERT_FALSE(refused.ok()) << "at first GPU1 is held for the job ahead";
+  EXPECT_NE(refused.error().message.find("GPU1: held for an earlier request"), std::string::npos) << refused.error().message;
+
+  later.no_wait = false;
+  later.timeout_s = 3600;  // a regression (held forever) fails with kTimeout instead of hanging
+  const double before = clock_.now_s;
+  auto r = Acquire(gpus, later, "r3");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->gpus, std::vector<unsigned>{1});
+  EXPECT_GE(clock_.now_s - before, sched::kDefaultMaxReserveIdleS) << "not before the hold's bound";
+  EXPECT_LT(clock_.now_s - before, sched::kDefaultMaxReserveIdleS + 1.5) << "the waiter woke at the bound, not at the next minute";
+}
+
+TEST_F(WaiterTest, MaxReserveIdleComesFromTheRequestAndPolicyEasyHoldsForever) {
+  ScriptedGpus gpus(clock_, [](double) { return WithForeign(Gpus(2), 0); });
+  WaitRequest head = Request(2);
+  LeaseWaiter head_waiter(gpus, *dir_, head, "r1", "head", {}, clock_);
+  ASSERT_TRUE(head_waiter.JoinLine().ok());
+  WaitRequest later = Request(1);
+  later.max_reserve_idle_s = 30;
+  later.timeout_s = 3600;
+  auto r = Acquire(gpus, later, "r2");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_GE(r->waited_s, 30);
+  EXPECT_LT(r->waited_s, 31.5);
+
+  WaitRequest easy = Request(1);
+  easy.policy = sched::PolicyKind::kEasy;
+  easy.max_reserve_idle_s = 30;
+  easy.timeout_s = 3600;
+  r->lease.Release();
+  auto held = Acquire(gpus, easy, "r3");
+  ASSERT_FALSE(held.ok()) << "easy holds the first waiter's GPUs for as long as its start is unknown";
+  EXPECT_EQ(held.error().kind, ErrorKind::kTimeout);
+}
+
+// Backfill, live: a GPU reserved for the job ahead goes to a later job whose --time-limit ends
+// before that job can start (when the lease it waits for ends, from that lease's time limit); a
+// job whose limit ends later, or that has none, waits.
+TEST_F(WaiterTest, AJobWhoseTimeLimitEndsBeforeTheReservationStartsBackfillsOntoTheReservedGpu) {
+  ScriptedGpus gpus(clock_, [](double) { return Gpus(2); });
+  WaitRequest first = Request(1);
+  first.request.time_limit_s = 100;
+  first.request.gpu_list = {"0"};
+  auto running = Acquire(gpus, first, "r1");
+  ASSERT_TRUE(running.ok()) << running.error().message;
+  ASSERT_EQ(running->gpus, std::vector<unsigned>{0});
+
+  LeaseWaiter head_waiter(gpus, *dir_, Request(2), "r2", "head", {}, clock_);
+  ASSERT_TRUE(head_waiter.JoinLine().ok());
+
+  WaitRequest too_long = Request(1);
+  too_long.no_wait = true;
+  too_long.request.time_limit_s = 200;
+  auto refused = Acquire(gpus, too_long, "r3");
+  ASSERT_FALSE(refused.ok()) << "its 200 s would end after the head job's start in 100 s";
+  EXPECT_NE(refused.error().message.find("this job's time limit of 3m 20s ends later"), std::string::npos)
+      << refused.error().message;
+  WaitRequest unlimited = Request(1);
+  unlimited.no_wait = true;
+  auto refused_too = Acquire(gpus, unlimited, "r4");
+  ASSERT_FALSE(refused_too.ok());
+  EXPECT_NE(refused_too.error().message.find("only a job with a --time-limit that ends before then may use it"),
+            std::string::npos)
+      << refused_too.error().message;
+
+  WaitRequest short_job = Request(1);
+  short_job.no_wait = true;
+  short_job.request.time_limit_s = 50;
+  auto backfilled = Acquire(gpus, short_job, "r5");
+  ASSERT_TRUE(backfilled.ok()) << backfilled.error().message;
+  EXPECT_EQ(backfilled->gpus, std::vector<unsigned>{1});
+}
+
 // A partition whose window opens `opens_in_s` after the virtual clock's start (local time, whole
 // minutes) and stays open an hour.
 PartitionConfig WindowFromNow(double wall_s, double opens_in_s, std::vector<std::string> gpus) {
