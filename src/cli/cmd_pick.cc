@@ -65,8 +65,9 @@ int RunPick(const PickOptions& o) {
   }
   std::map<std::string, double> first_seen_free_s;  // pick looks once: every free GPU is free since now
   lease::NoteFreeSince(view->occupancy.gpus, request->submit_time_s, first_seen_free_s);
-  const sched::Decision decision =
-      lease::DecideNewcomer(view->occupancy, view->tickets, *request, lease::DecisionLimits(*config, request->submit_time_s));
+  sched::Limits limits = lease::DecisionLimits(*config, request->submit_time_s);
+  if (!parent) lease::AddUserLimits(*config, contents.leases, view->tickets, request->uid, limits);
+  const sched::Decision decision = lease::DecideNewcomer(view->occupancy, view->tickets, *request, limits);
   auto chosen = sched::GrantedNow(*request, decision, static_cast<unsigned>(snapshot->devices.size()));
   if (!chosen) return Fail(chosen.error());
   const std::string devices = FormatVisibleDevices(*snapshot, *chosen, o.uuid);

@@ -6,7 +6,9 @@
 #include <fmt/format.h>
 
 #include "lease/lease_dir.h"
+#include "os/user_groups.h"
 #include "sched/partition.h"
+#include "sched/user_limits.h"
 #include "util/config.h"
 #include "util/units.h"
 
@@ -77,6 +79,12 @@ Result<sched::Request> RequestOptions::ToRequest() const {
   r.uid = static_cast<std::uint32_t>(getuid());
   if (!set_.daemon_identifies) r.user = lease::UserNameOf(r.uid);
   r.submit_time_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  // The machine's [limits] for this user (the daemon checks a submission again, as the peer).
+  if (sched::AnyLimits(*config)) {
+    const LimitsConfig limits = sched::LimitsOf(*config, r.uid, lease::UserNameOf(r.uid), GroupNamesOf(r.uid));
+    if (Status s = sched::ApplyTimeLimits(limits, lease::UserNameOf(r.uid), r); !s.ok()) return s.error();
+    if (Status s = sched::CheckGpuLimitEver(limits, lease::UserNameOf(r.uid), r.count); !s.ok()) return s.error();
+  }
   if (Status s = sched::CheckRequest(r); !s.ok()) return s.error();
   return r;
 }

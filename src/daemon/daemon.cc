@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "daemon/store_marker.h"
+#include "sched/user_limits.h"
 #include "util/exit_codes.h"
 #include "gpu/nvml_backend.h"
 
@@ -119,6 +120,8 @@ Status Daemon::Setup() {
   limits.busy_timeout_ms = busy_ms;
   limits.retry_busy_timeout_ms = std::min(busy_ms, limits.retry_busy_timeout_ms);
   limits.retry_interval_s = settings_.tick_s;
+  if (sched::AnyLimits(config_))
+    limits.max_gpus_of = [this](std::uint32_t uid, const std::string& user) { return LimitsOfUid(uid, user).max_gpus; };
   jobs_ = std::make_unique<JobTable>(*store_, jobs_dir_, clock_, *launcher_, limits, [this](const std::string& line) { Log(line); });
 
   sigset_t set;

@@ -129,6 +129,12 @@ class Daemon {
   void AnswerWaiters();
   bool CanAct(const Peer& peer, const store::Job& job) const { return peer.admin || peer.uid == job.uid; }
   void Log(const std::string& message) const;
+  /// [limits] of user `uid` (sched::LimitsOf with the groups the user database gives), looked up
+  /// once per uid for the daemon's life (a group change takes a daemon restart).
+  const LimitsConfig& LimitsOfUid(std::uint32_t uid, const std::string& user);
+  /// Unfinished queued jobs of `uid`, counted once per loop turn over every job (so a flood of
+  /// submissions costs one pass per turn, not one per submission) plus those accepted since.
+  std::size_t& UnfinishedOf(std::uint32_t uid);
 
   DaemonPaths paths_;
   Config config_;
@@ -158,6 +164,8 @@ class Daemon {
     std::string key;  ///< the client's idempotency key ("" without one)
   };
   std::vector<PendingSubmit> submits_;                  ///< acknowledged after the group commit
+  std::map<std::uint32_t, LimitsConfig> limits_of_uid_;  ///< LimitsOfUid's cache
+  std::optional<std::map<std::uint32_t, std::size_t>> unfinished_of_uid_;  ///< UnfinishedOf's count for this turn
   struct Waiter {
     int fd;
     std::vector<std::int64_t> ids;

@@ -27,6 +27,8 @@
 #include "render/queue_json.h"
 #include "render/queue_table.h"
 #include "os/process_table.h"
+#include "os/user_groups.h"
+#include "sched/user_limits.h"
 #include "store/job_id.h"
 #include "util/bytes_json.h"
 
@@ -391,6 +393,10 @@ json Daemon::HandleSubmit(const Peer& peer, const json& req, std::vector<Job>* j
   request.uid = peer.uid;
   request.user = peer.user;
   request.submit_time_s = Now();
+  const LimitsConfig& user_limits = LimitsOfUid(peer.uid, peer.user);
+  if (Status s = sched::ApplyTimeLimits(user_limits, peer.user, request); !s.ok()) return Err(s.error().kind, s.error().message);
+  if (Status s = sched::CheckGpuLimitEver(user_limits, peer.user, request.count); !s.ok())
+    return Err(s.error().kind, s.error().message);
   if (request.priority > 0 && !peer.admin)
     return Err(ErrorKind::kPermission,
                fmt::format("--priority {}: only root and members of daemon.admin_group may raise a job's priority above "
@@ -424,22 +430,49 @@ json Daemon::HandleSubmit(const Peer& peer, const json& req, std::vector<Job>* j
   job.user = peer.user;
   job.submit_time = request.submit_time_s;
   job.state = req.value("hold", false) ? JobState::kHeld : JobState::kPending;
+  std::size_t& unfinished = UnfinishedOf(peer.uid);
   if (req.contains("array")) {
     auto indices = store::ArrayIndicesFromJson(req["array"]);  // found by fuzz_request: a float index was UB
     if (!indices) return Err(indices.error().kind, indices.error().message);
+    if (Status s = sched::CheckQueuedLimit(user_limits, peer.user, unfinished, indices->size()); !s.ok())
+      return Err(s.error().kind, s.error().message);
+    unfinished += indices->size();
     for (int i : *indices) {
       Job task = job;
       task.array_index = i;
       jobs->push_back(std::move(task));
     }
   } else {
+    if (Status s = sched::CheckQueuedLimit(user_limits, peer.user, unfinished, 1); !s.ok())
+      return Err(s.error().kind, s.error().message);
+    ++unfinished;
     jobs->push_back(std::move(job));
   }
   return json();
 }
 
+const LimitsConfig& Daemon::LimitsOfUid(std::uint32_t uid, const std::string& user) {
+  auto it = limits_of_uid_.find(uid);
+  if (it == limits_of_uid_.end())
+    it = limits_of_uid_.emplace(uid, sched::LimitsOf(config_, uid, user, sched::AnyLimits(config_) ? GroupNamesOf(uid)
+                                                                                                      : std::vector<std::string>{}))
+             .first;
+  return it->second;
+}
+
+std::size_t& Daemon::UnfinishedOf(std::uint32_t uid) {
+  if (!unfinished_of_uid_) {
+    unfinished_of_uid_.emplace();
+    for (const auto& [id, job] : jobs_->active()) ++(*unfinished_of_uid_)[job.uid];
+  }
+  return (*unfinished_of_uid_)[uid];
+}
+
 void Daemon::CommitSubmissions() {
-  if (submits_.empty()) return;
+  if (submits_.empty()) {
+    unfinished_of_uid_.reset();
+    return;
+  }
   // Held submissions cannot start anything: no need to walk the queue for them afterwards.
   bool any_runnable = false;
   for (const auto& sub : submits_)
@@ -540,6 +573,7 @@ void Daemon::CommitSubmissions() {
   }
   if (any_runnable) schedule_needed_ = true;
   submits_.clear();
+  unfinished_of_uid_.reset();  // counted afresh in the next turn that has a submission
 }
 
 json Daemon::WithStoreWarnings(json reply) const {

@@ -50,6 +50,10 @@ struct JobTableLimits {
   /// While the store is unavailable, FlushDirty and LaunchEligible try it again at most this often
   /// (seconds; the daemon's tick).
   double retry_interval_s = 1;
+  /// limits.max_gpus of a user (uid, login name; nullopt: no limit). A pending job whose user's
+  /// launching and running jobs hold (or asked for) that many GPUs with it is not handed to a
+  /// supervisor, so one user's flood does not fill the max_waiting slots. Unset: no limits.
+  std::function<std::optional<unsigned>(std::uint32_t uid, const std::string& user)> max_gpus_of;
 };
 
 /// Since when the store refuses writes, and why (nullopt in JobTable while writes succeed).

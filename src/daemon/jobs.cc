@@ -4,6 +4,7 @@
 
 #include "daemon/job_files.h"
 #include "daemon/job_table.h"
+#include "sched/user_limits.h"
 
 namespace gpulane::daemon {
 
@@ -83,12 +84,26 @@ void JobTable::LaunchEligible() {
     return;
   }
   sched::LaunchLimits limits{limits_.max_waiting, 0};
+  // limits.max_gpus: GPUs each user's launched jobs hold or wait for (gpulane run's leases are
+  // counted in the lease line itself, sched::Schedule).
+  std::map<std::uint32_t, unsigned> gpus_of_uid;
+  if (limits_.max_gpus_of)
+    for (const auto& [id, job] : active_)
+      if (job.state == JobState::kLaunching || job.state == JobState::kRunning) gpus_of_uid[job.uid] += job.spec.request.count;
   std::vector<sched::QueuedJob> queue;
   for (auto& [id, job] : active_) {
     if (job.state == JobState::kLaunching) ++limits.already_waiting;
     // Held jobs are left out rather than passed as held: 100,000 of them would cost ~6 ms a decision.
     if (job.state != JobState::kPending) continue;
     if (job.reason == kStoreUnavailableReason) job.reason.clear();
+    if (limits_.max_gpus_of) {
+      const unsigned held = gpus_of_uid[job.uid];
+      if (auto why = sched::GpuLimitReason(LimitsConfig{limits_.max_gpus_of(job.uid, job.user), {}, {}, {}}, job.user, held,
+                                           job.spec.request.count)) {
+        job.reason = *why;
+        continue;
+      }
+    }
     queue.push_back({id, job.spec.request.priority, false, job.spec.after_ok, job.spec.after_any});
   }
   sched::LaunchPlan plan = sched::PlanLaunches(std::move(queue), [this](const sched::JobRef& dep) { return DependencyStateOf(dep); }, limits);
@@ -100,10 +115,23 @@ void JobTable::LaunchEligible() {
   std::vector<Job*> to_launch;
   for (std::int64_t id : plan.launch) {
     Job& job = active_.at(id);
+    // Two jobs of one user near its limits.max_gpus: only as many as fit are launched; the rest
+    // stay pending (the next round, which counts these as launched, leaves them out).
+    if (limits_.max_gpus_of) {
+      unsigned& held = gpus_of_uid[job.uid];
+      if (auto why = sched::GpuLimitReason(LimitsConfig{limits_.max_gpus_of(job.uid, job.user), {}, {}, {}}, job.user, held,
+                                           job.spec.request.count)) {
+        job.reason = *why;
+        schedule_needed_ = true;
+        continue;
+      }
+      held += job.spec.request.count;
+    }
     job.state = JobState::kLaunching;
     job.reason = "waiting for GPUs";
     to_launch.push_back(&job);
   }
+  if (to_launch.empty()) return;
   Status s = store_.Update(std::vector<const Job*>(to_launch.begin(), to_launch.end()));
   NoteWrite(s);
   if (!s.ok()) {

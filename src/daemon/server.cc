@@ -360,6 +360,7 @@ void Daemon::FailSubmissions() {
       Reply(it->second, proto::ErrorResponse(ErrorKind::kInternal, "the daemon could not store the submission: see its log"));
   }
   submits_.clear();
+  unfinished_of_uid_.reset();
 }
 
 }  // namespace gpulane::daemon

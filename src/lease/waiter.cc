@@ -16,7 +16,9 @@
 #include "gpu/visible_devices.h"
 #include "lease/occupancy.h"
 #include "os/process_table.h"
+#include "os/user_groups.h"
 #include "sched/partition.h"
+#include "sched/user_limits.h"
 #include "sched/policy.h"
 #include "util/strings.h"
 #include "util/units.h"
@@ -30,6 +32,25 @@ void ApplyConfig(const Config& config, WaitRequest& w) {
   w.partitions = config.partitions;
   w.policy = sched::ParsePolicy(config.sched_policy).value_or(sched::PolicyKind::kDefault);
   w.max_reserve_idle_s = config.max_reserve_idle_s;
+  w.limits_config = config;
+}
+
+void AddUserLimits(const Config& config, const std::vector<LeaseRecord>& leases, const std::vector<TicketRecord>& tickets,
+                   std::optional<std::uint32_t> newcomer_uid, sched::Limits& limits,
+                   std::map<std::uint32_t, std::optional<unsigned>>* cache) {
+  if (!sched::AnyLimits(config)) return;
+  std::map<std::uint32_t, std::optional<unsigned>> local;
+  if (!cache) cache = &local;
+  auto add = [&](std::uint32_t uid) {
+    auto it = cache->find(uid);
+    if (it == cache->end())
+      it = cache->emplace(uid, sched::LimitsOf(config, uid, UserNameOf(uid), GroupNamesOf(uid)).max_gpus).first;
+    if (it->second) limits.max_gpus_by_uid[uid] = *it->second;
+  };
+  for (const TicketRecord& t : tickets) add(t.request.uid);
+  if (newcomer_uid) add(*newcomer_uid);
+  for (const LeaseRecord& lease : leases)
+    if (lease.parent.empty()) limits.gpus_in_use_by_uid[lease.uid] += static_cast<unsigned>(lease.gpus.size());
 }
 
 void NoteFreeSince(std::vector<sched::GpuState>& gpus, double now_s, std::map<std::string, double>& first_seen_free_s) {
@@ -189,6 +210,7 @@ Result<sched::Decision> LeaseWaiter::Decide(const GpuSnapshot& snapshot, Process
   const double now_s = env_.WallS();
   NoteFreeSince(view->occupancy.gpus, now_s, free_since_s_);
   sched::Limits limits{request_.margin_bytes, request_.policy, now_s, request_.max_reserve_idle_s};
+  if (!nested()) AddUserLimits(request_.limits_config, contents.leases, view->tickets, std::nullopt, limits, &max_gpus_cache_);
   auto decisions = sched::Schedule(std::move(view->occupancy.gpus), LineOf(view->tickets), limits);
   *earlier_granted = false;
   for (std::size_t i = 0; i < view->tickets.size(); ++i) {

@@ -43,6 +43,8 @@ struct WaitRequest {
   /// max_reserve_idle_s, counted from when this waiter first saw it free (sched/policy.h).
   sched::PolicyKind policy = sched::PolicyKind::kDefault;
   double max_reserve_idle_s = sched::kDefaultMaxReserveIdleS;
+  /// The machine's config, for [limits] (limits.max_gpus of every user in line: AddUserLimits).
+  Config limits_config;
   /// The machine's partitions (Config::partitions): the one request.partition names restricts the
   /// GPUs, and while it is closed (local time, on the WaitEnv's wall clock) nothing is granted:
   /// --no-wait fails with kNotEnoughGpus, a waiting request waits for it to open.
@@ -59,6 +61,16 @@ void ApplyConfig(const Config& config, WaitRequest& w);
 /// forgotten). The bound on holding a free GPU for a start nobody can predict counts from there:
 /// nobody keeps a record of when a GPU became free, so each waiter counts from its own sight of it.
 void NoteFreeSince(std::vector<sched::GpuState>& gpus, double now_s, std::map<std::string, double>& first_seen_free_s);
+
+/// Per-user GPU limits for one decision: fills `limits.max_gpus_by_uid` for every user in
+/// `tickets` and `newcomer_uid` (limits.max_gpus under `config`, sched::LimitsOf with the user's
+/// groups from the user database; cached in `*cache` when given, uid -> limit) and
+/// `limits.gpus_in_use_by_uid` from `leases` (each GPU of a lease counts once for its owner; a
+/// nested lease counts nothing, it runs on its job's GPUs). Leaves `limits` alone when no
+/// [limits] are configured.
+void AddUserLimits(const Config& config, const std::vector<LeaseRecord>& leases, const std::vector<TicketRecord>& tickets,
+                   std::optional<std::uint32_t> newcomer_uid, sched::Limits& limits,
+                   std::map<std::uint32_t, std::optional<unsigned>>* cache = nullptr);
 
 /// The settings of one decision under `config` made at `now_s` (seconds since the epoch; nullopt:
 /// no backfill and no bound on holds, sched::Limits::now_s), for `pick`.
@@ -136,6 +148,7 @@ class LeaseWaiter {
   /// Per GPU (UUID): when this waiter first saw it free (no lease, no process), on the WaitEnv's
   /// wall clock; the bound on holding a free GPU for an unknown start counts from there.
   std::map<std::string, double> free_since_s_;
+  std::map<std::uint32_t, std::optional<unsigned>> max_gpus_cache_;  ///< uid -> limits.max_gpus (AddUserLimits)
 };
 
 }  // namespace gpulane::lease

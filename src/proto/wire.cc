@@ -114,6 +114,7 @@ const char* KindName(ErrorKind kind) {
     case ErrorKind::kWrongState: return "wrong_state";
     case ErrorKind::kUnavailable: return "unavailable";
     case ErrorKind::kStore: return "store";
+    case ErrorKind::kOverLimit: return "over_limit";
     case ErrorKind::kInternal: return "internal";
   }
   return "internal";
@@ -122,7 +123,7 @@ const char* KindName(ErrorKind kind) {
 ErrorKind KindFromName(const std::string& name) {
   for (ErrorKind k : {ErrorKind::kInvalidArgument, ErrorKind::kNoDriver, ErrorKind::kNvml, ErrorKind::kNotEnoughGpus,
                       ErrorKind::kTimeout, ErrorKind::kUnsafe, ErrorKind::kIo, ErrorKind::kNotFound, ErrorKind::kPermission,
-                      ErrorKind::kWrongState, ErrorKind::kUnavailable, ErrorKind::kStore, ErrorKind::kInternal})
+                      ErrorKind::kWrongState, ErrorKind::kUnavailable, ErrorKind::kStore, ErrorKind::kOverLimit, ErrorKind::kInternal})
     if (name == KindName(k)) return k;
   return ErrorKind::kInternal;
 }

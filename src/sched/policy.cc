@@ -1,5 +1,7 @@
 #include "sched/policy.h"
 
+#include "sched/user_limits.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -270,8 +272,26 @@ std::vector<Decision> Schedule(std::vector<GpuState> gpus, std::span<const Reque
   auto waiting_matters = [&] {
     return policy == PolicyKind::kDefault || policy == PolicyKind::kFifo || (policy == PolicyKind::kEasy && !easy_reserved);
   };
+  std::map<std::uint32_t, unsigned> in_use_by_uid;
+  if (!limits.max_gpus_by_uid.empty()) in_use_by_uid = limits.gpus_in_use_by_uid;
   for (std::size_t k = 0; k < line.size(); ++k) {
     const Request& r = line[k];
+    // Its user's limits.max_gpus: over it, it waits and reserves nothing (it cannot start, so it
+    // must not keep GPUs from anyone).
+    if (auto cap = limits.max_gpus_by_uid.find(r.uid); cap != limits.max_gpus_by_uid.end()) {
+      const unsigned held = in_use_by_uid[r.uid];
+      if (auto why = GpuLimitReason(LimitsConfig{cap->second, {}, {}, {}}, r.user, held, r.count)) {
+        if (limits.grants_only) {
+          defer_wait();
+          continue;
+        }
+        Decision d;
+        d.position = ++waiting;
+        d.reasons.push_back(*why);
+        emit(std::move(d));
+        continue;
+      }
+    }
     if (limits.grants_only && k > 0) {
       if (changed) {  // a grant or a reservation since the last count
         open = 0;
@@ -322,6 +342,7 @@ std::vector<Decision> Schedule(std::vector<GpuState> gpus, std::span<const Reque
     }
     if (d.granted) {
       changed = true;
+      if (!limits.max_gpus_by_uid.empty()) in_use_by_uid[r.uid] += r.count;
       Occupy(c, gpus, r, d.gpus);
       emit(std::move(d));
       continue;

@@ -37,6 +37,7 @@
 // kDefault is first come, first served with reservations as above.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -125,6 +126,12 @@ struct Limits {
   /// may be fewer than the requests, and those past the end wait. Grants are exactly those of the
   /// full decision.
   bool grants_only = false;
+  /// limits.max_gpus per user (uid; absent: no limit): a request that would take its user past it
+  /// waits, reserving nothing, with the reason (sched/user_limits.h).
+  std::map<std::uint32_t, unsigned> max_gpus_by_uid;
+  /// GPUs each user's leases hold now (uid -> count, lease/occupancy's GpusInUseByUid); grants of
+  /// this decision are added as it goes.
+  std::map<std::uint32_t, unsigned> gpus_in_use_by_uid;
 };
 
 /// Decides for every request in `line` (first in line first) against `gpus` (index i at

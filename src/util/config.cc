@@ -98,6 +98,58 @@ Status LoadPartitions(const std::string& path, bool trusted, const toml::table& 
   return Status::Ok();
 }
 
+// One table of limit values (`where`: "limits", "limits.users.alice") into `out`.
+Status LoadLimitValues(const std::string& path, const std::string& where, const toml::table& table, LimitsConfig& out) {
+  for (auto&& [key, node] : table) {
+    const std::string name = fmt::format("{}.{}", where, key.str());
+    if (key == "max_gpus" || key == "max_queued") {
+      auto n = node.value<std::int64_t>();
+      const std::int64_t most = key == "max_gpus" ? 1024 : 1000000;
+      if (!n || *n < 0 || *n > most)
+        return Bad(path, node.source(), fmt::format("{} must be an integer from 0 to {}", name, most));
+      if (key == "max_gpus") out.max_gpus = static_cast<unsigned>(*n);
+      else out.max_queued = static_cast<std::size_t>(*n);
+    } else if (key == "max_time_limit" || key == "default_time_limit") {
+      auto text = node.value<std::string>();
+      auto seconds = text ? ParseDurationS(*text) : Result<double>(MakeError(ErrorKind::kInvalidArgument, "not a string"));
+      if (!seconds || !std::isfinite(*seconds) || *seconds <= 0 || *seconds > 365.0 * 86400)
+        return Bad(path, node.source(), fmt::format("{} must be a duration from 1s to 365d, like \"3d\"", name));
+      (key == "max_time_limit" ? out.max_time_limit_s : out.default_time_limit_s) = *seconds;
+    } else if (where == "limits" && (key == "users" || key == "groups")) {
+      continue;  // the tables of names, read by LoadLimits
+    } else {
+      return Bad(path, node.source(),
+                 fmt::format("unknown key {} (known: max_gpus, max_queued, max_time_limit, default_time_limit{})", name,
+                             where == "limits" ? ", users.NAME, groups.NAME" : ""));
+    }
+  }
+  if (out.max_time_limit_s && out.default_time_limit_s && *out.default_time_limit_s > *out.max_time_limit_s)
+    return Bad(path, table.source(), fmt::format("{}.default_time_limit is longer than its max_time_limit", where));
+  return Status::Ok();
+}
+
+// [limits], [limits.users.NAME], [limits.groups.NAME] (machine's file only).
+Status LoadLimits(const std::string& path, bool trusted, const toml::table& limits, Config& config) {
+  if (!trusted) return Bad(path, limits.source(), "limits may only be set in /etc/gpulane/config.toml");
+  if (Status s = LoadLimitValues(path, "limits", limits, config.limits); !s.ok()) return s;
+  for (const char* kind : {"users", "groups"}) {
+    const toml::node* node = limits.get(kind);
+    if (!node) continue;
+    auto names = node->as_table();
+    if (!names) return Bad(path, node->source(), fmt::format("limits.{} must hold tables: [limits.{}.NAME]", kind, kind));
+    auto& list = std::string(kind) == "users" ? config.user_limits : config.group_limits;
+    for (auto&& [name, value] : *names) {
+      const std::string where = fmt::format("limits.{}.{}", kind, name.str());
+      auto table = value.as_table();
+      if (!table) return Bad(path, value.source(), fmt::format("{} must be a table: [{}] with max_gpus = 4", where, where));
+      LimitsConfig values;
+      if (Status s = LoadLimitValues(path, where, *table, values); !s.ok()) return s;
+      list.emplace_back(std::string(name.str()), values);
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 // Bounds of the [run] durations, so that no file (a user's own included) makes a waiter spin:
@@ -123,9 +175,10 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
     return Bad(path, e.source(), std::string(e.description()));
   }
   for (auto&& [key, node] : table) {
-    if (key != "lease" && key != "run" && key != "daemon" && key != "partitions" && key != "sched")
+    if (key != "lease" && key != "run" && key != "daemon" && key != "partitions" && key != "sched" && key != "limits")
       return Bad(path, node.source(),
-                 fmt::format("unknown key {} (the sections are [lease], [run], [daemon], [sched], [partitions.NAME])", key.str()));
+                 fmt::format("unknown key {} (the sections are [lease], [run], [daemon], [sched], [limits], [partitions.NAME])",
+                             key.str()));
     if (!node.is_table()) return Bad(path, node.source(), fmt::format("{} must be a section: [{}]", key.str(), key.str()));
   }
   if (auto lease = table["lease"].as_table()) {
@@ -169,6 +222,14 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
   }
   if (auto partitions = table["partitions"].as_table()) {
     if (Status s = LoadPartitions(path, trusted, *partitions, config); !s.ok()) return s;
+  }
+  if (auto limits = table["limits"].as_table()) {
+    // A file that has [limits] replaces the earlier files' limits as a whole.
+    Config fresh;
+    config.limits = fresh.limits;
+    config.user_limits.clear();
+    config.group_limits.clear();
+    if (Status s = LoadLimits(path, trusted, *limits, config); !s.ok()) return s;
   }
   if (auto sched = table["sched"].as_table()) {
     for (auto&& [key, node] : *sched) {

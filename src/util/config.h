@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "util/result.h"
@@ -22,6 +23,16 @@ struct PartitionConfig {
   std::vector<WeekWindow> windows;      ///< windows: when it starts jobs; empty = always
   std::optional<double> max_time_limit_s;    ///< max_time_limit, seconds; also the time limit of a job without one
   std::optional<unsigned> max_gpus_per_user;  ///< max_gpus_per_user: GPUs one request may ask for in it
+};
+
+/// One set of limit values: the [limits] table, or one [limits.users.NAME] / [limits.groups.NAME]
+/// (sched/user_limits.h resolves and applies them). Absent: no limit (or, in a user's or group's
+/// table, the next level's value).
+struct LimitsConfig {
+  std::optional<unsigned> max_gpus;              ///< max_gpus: GPUs one user's jobs (run and queued) hold at once
+  std::optional<std::size_t> max_queued;         ///< max_queued: one user's unfinished queued jobs (submit refuses more)
+  std::optional<double> max_time_limit_s;        ///< max_time_limit: the longest --time-limit, seconds
+  std::optional<double> default_time_limit_s;    ///< default_time_limit: the time limit of a job without one, seconds
 };
 
 struct Config {
@@ -41,6 +52,9 @@ struct Config {
   /// [sched] max_reserve_idle: the longest a free GPU is held for a waiting job whose start
   /// nobody can predict (sched::kDefaultMaxReserveIdleS, 10 min), seconds; 0 .. 1 day.
   double max_reserve_idle_s = 600;
+  LimitsConfig limits;                                            ///< [limits]: everyone's (root has none)
+  std::vector<std::pair<std::string, LimitsConfig>> user_limits;  ///< [limits.users.NAME], in the file's order
+  std::vector<std::pair<std::string, LimitsConfig>> group_limits; ///< [limits.groups.NAME], in the file's order
 };
 
 /// The names [sched] policy accepts, as sched::PolicyName spells them (a unit test checks the two

@@ -24,6 +24,7 @@ enum ExitCode : int {
   /// read): damaged, read-only, zero-length or missing where a store with jobs was recorded, or
   /// holding fewer jobs than it did (daemon/store_marker.h).
   kExitStore = 13,
+  kExitOverLimit = 14,      ///< a configured limit refuses the request now ([limits]: too many queued jobs)
   kExitCannotExecute = 126, ///< run: the command exists but could not be executed
   kExitNotFound = 127,      ///< run: the command was not found
 };
@@ -42,6 +43,7 @@ inline int ExitCodeFor(ErrorKind kind) {
     case ErrorKind::kWrongState: return kExitWrongState;
     case ErrorKind::kUnavailable: return kExitUnavailable;
     case ErrorKind::kStore: return kExitStore;
+    case ErrorKind::kOverLimit: return kExitOverLimit;
     case ErrorKind::kIo:
     case ErrorKind::kInternal: return kExitFailure;
   }

@@ -20,6 +20,7 @@ enum class ErrorKind {
   kWrongState,       ///< the job is not in a state the command applies to (release of a running job)
   kUnavailable,      ///< the daemon cannot be reached or started
   kStore,            ///< the job store cannot be trusted: damaged, read-only, emptier than it was
+  kOverLimit,        ///< a configured limit ([limits], docs/config.md) refuses it now: e.g. too many queued jobs
   kInternal,         ///< anything else
 };
 

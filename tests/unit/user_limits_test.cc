@@ -1,0 +1,187 @@
+// Per-user limits (sched/user_limits.h, [limits] in the config): which values a user gets, what
+// they refuse, and how the lease line honours limits.max_gpus (sched::Schedule): a request over
+// its user's limit waits and reserves nothing, so it keeps no GPU from other users.
+#include "sched/user_limits.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "sched/policy.h"
+
+namespace gpulane::sched {
+namespace {
+
+namespace fs = std::filesystem;
+
+Config Limits3() {
+  Config c;
+  c.limits.max_gpus = 2;
+  c.limits.max_queued = 100;
+  c.limits.max_time_limit_s = 86400;
+  c.limits.default_time_limit_s = 3600;
+  LimitsConfig alice;
+  alice.max_gpus = 8;
+  c.user_limits.push_back({"alice", alice});
+  LimitsConfig ml, interns;
+  ml.max_gpus = 4;
+  ml.max_queued = 1000;
+  interns.max_gpus = 1;
+  c.group_limits.push_back({"ml", ml});
+  c.group_limits.push_back({"interns", interns});
+  return c;
+}
+
+TEST(UserLimits, TheUsersTableThenTheFirstGroupThatSetsAFieldThenTheDefaults) {
+  const Config c = Limits3();
+  LimitsConfig alice = LimitsOf(c, 1000, "alice", {"ml"});
+  EXPECT_EQ(alice.max_gpus, 8u) << "her own table";
+  EXPECT_EQ(alice.max_queued, 1000u) << "not in her table: her group ml's";
+  EXPECT_EQ(alice.max_time_limit_s, 86400.0) << "nor in ml's: [limits]";
+  LimitsConfig bob = LimitsOf(c, 1001, "bob", {"interns", "ml"});
+  EXPECT_EQ(bob.max_gpus, 4u) << "ml comes first in the file, whatever order bob's groups are in";
+  LimitsConfig carol = LimitsOf(c, 1002, "carol", {"staff"});
+  EXPECT_EQ(carol.max_gpus, 2u);
+  EXPECT_EQ(carol.default_time_limit_s, 3600.0);
+  LimitsConfig root = LimitsOf(c, 0, "root", {"ml"});
+  EXPECT_FALSE(root.max_gpus || root.max_queued || root.max_time_limit_s || root.default_time_limit_s) << "root has none";
+  EXPECT_TRUE(AnyLimits(c));
+  EXPECT_FALSE(AnyLimits(Config{}));
+}
+
+TEST(UserLimits, TimeLimitsFillInTheDefaultAndRefuseLongerOnes) {
+  const LimitsConfig limits = LimitsOf(Limits3(), 1002, "carol", {});
+  Request none;
+  ASSERT_TRUE(ApplyTimeLimits(limits, "carol", none).ok());
+  EXPECT_EQ(none.time_limit_s, 3600.0);
+  Request shorter;
+  shorter.time_limit_s = 60;
+  ASSERT_TRUE(ApplyTimeLimits(limits, "carol", shorter).ok());
+  EXPECT_EQ(shorter.time_limit_s, 60.0);
+  Request longer;
+  longer.time_limit_s = 2 * 86400;
+  Status s = ApplyTimeLimits(limits, "carol", longer);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().kind, ErrorKind::kInvalidArgument);
+  EXPECT_EQ(s.error().message, "--time-limit 48h 00m: carol may ask for at most 24h 00m (limits.max_time_limit): ask for less");
+}
+
+TEST(UserLimits, QueuedJobsAndGpusOverTheLimitAreRefusedNamingTheWayOut) {
+  LimitsConfig limits;
+  limits.max_queued = 3;
+  limits.max_gpus = 2;
+  EXPECT_TRUE(CheckQueuedLimit(limits, "bob", 2, 1).ok());
+  Status one = CheckQueuedLimit(limits, "bob", 3, 1);
+  ASSERT_FALSE(one.ok());
+  EXPECT_EQ(one.error().kind, ErrorKind::kOverLimit);
+  EXPECT_EQ(one.error().message,
+            "bob has 3 unfinished queued jobs; one more would pass the limit of 3 (limits.max_queued): wait for some to end, "
+            "or cancel some");
+  EXPECT_FALSE(CheckQueuedLimit(limits, "bob", 0, 4).ok()) << "an array of 4 tasks counts 4";
+  EXPECT_TRUE(CheckQueuedLimit(LimitsConfig{}, "bob", 1000000, 1000).ok()) << "no limit";
+  EXPECT_EQ(GpuLimitReason(limits, "bob", 1, 1), std::nullopt);
+  EXPECT_EQ(GpuLimitReason(limits, "bob", 2, 1), "bob holds 2 GPUs of the 2 limits.max_gpus allows");
+  Status never = CheckGpuLimitEver(limits, "bob", 3);
+  ASSERT_FALSE(never.ok());
+  EXPECT_EQ(never.error().message, "-g 3: bob may hold at most 2 GPUs at once (limits.max_gpus): ask for fewer");
+}
+
+std::vector<GpuState> Idle(unsigned n) {
+  std::vector<GpuState> gpus(n);
+  for (unsigned i = 0; i < n; ++i) {
+    gpus[i].index = i;
+    gpus[i].uuid = "GPU-" + std::to_string(i);
+    gpus[i].total_bytes = gpus[i].free_bytes = 80ULL << 30;
+  }
+  return gpus;
+}
+
+Request Of(std::uint32_t uid, std::string user, unsigned count) {
+  Request r;
+  r.uid = uid;
+  r.user = std::move(user);
+  r.count = count;
+  return r;
+}
+
+TEST(UserLimits, InTheLineARequestOverItsUsersLimitWaitsAndReservesNothing) {
+  Limits limits;
+  limits.max_gpus_by_uid = {{1000, 2}};
+  limits.gpus_in_use_by_uid = {{1000, 1}};
+  // alice (1000) holds 1 of her 2; her -g 2 would make 3: it waits, and bob's -g 4 behind it takes
+  // every free GPU it would otherwise have reserved.
+  auto d = Schedule(Idle(4), {Of(1000, "alice", 2), Of(1001, "bob", 4)}, limits);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_FALSE(d[0].granted);
+  EXPECT_TRUE(d[0].gpus.empty()) << "no reservation";
+  EXPECT_EQ(d[0].reasons, std::vector<std::string>{"alice holds 1 GPU of the 2 limits.max_gpus allows"});
+  EXPECT_FALSE(d[0].impossible);
+  EXPECT_TRUE(d[1].granted);
+  EXPECT_EQ(d[1].gpus.size(), 4u);
+  // Grants of one decision count: her first -g 1 fits, the second does not.
+  auto two = Schedule(Idle(4), {Of(1000, "alice", 1), Of(1000, "alice", 1)}, limits);
+  EXPECT_TRUE(two[0].granted);
+  EXPECT_FALSE(two[1].granted);
+  EXPECT_EQ(two[1].reasons, std::vector<std::string>{"alice holds 2 GPUs of the 2 limits.max_gpus allows"});
+  // The simulator's grants-only mode grants the same.
+  limits.grants_only = true;
+  auto quick = Schedule(Idle(4), {Of(1000, "alice", 1), Of(1000, "alice", 1), Of(1001, "bob", 3)}, limits);
+  ASSERT_GE(quick.size(), 1u);
+  EXPECT_TRUE(quick[0].granted);
+  ASSERT_EQ(quick.size(), 3u);
+  EXPECT_FALSE(quick[1].granted);
+  EXPECT_TRUE(quick[2].granted);
+}
+
+// The [limits] tables as a config file gives them, and their mistakes.
+TEST(UserLimits, TheConfigTables) {
+  char tmpl[] = "/tmp/gpulane-limits-XXXXXX";
+  const fs::path dir = mkdtemp(tmpl);
+  const std::string file = (dir / "config.toml").string();
+  auto load = [&](const std::string& text, Config& config, bool trusted = true) {
+    std::ofstream(file, std::ios::trunc) << text;
+    return LoadConfigFile(file, trusted, config);
+  };
+  Config config;
+  Status s = load(
+      "[limits]\nmax_gpus = 2\nmax_queued = 500\nmax_time_limit = \"3d\"\ndefault_time_limit = \"1d\"\n"
+      "[limits.users.alice]\nmax_gpus = 8\n[limits.groups.ml]\nmax_queued = 2000\n",
+      config);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(config.limits.max_gpus, 2u);
+  EXPECT_EQ(config.limits.max_queued, 500u);
+  EXPECT_EQ(config.limits.max_time_limit_s, 3 * 86400.0);
+  EXPECT_EQ(config.limits.default_time_limit_s, 86400.0);
+  ASSERT_EQ(config.user_limits.size(), 1u);
+  EXPECT_EQ(config.user_limits[0].first, "alice");
+  EXPECT_EQ(config.user_limits[0].second.max_gpus, 8u);
+  ASSERT_EQ(config.group_limits.size(), 1u);
+  EXPECT_EQ(config.group_limits[0].second.max_queued, 2000u);
+  struct Bad {
+    std::string text, says;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {"[limits]\nmax_gpu = 2\n", "unknown key limits.max_gpu (known: max_gpus, max_queued, max_time_limit, default_time_limit"},
+           {"[limits]\nmax_gpus = -1\n", "limits.max_gpus must be an integer from 0 to 1024"},
+           {"[limits]\nmax_queued = \"many\"\n", "limits.max_queued must be an integer"},
+           {"[limits]\nmax_time_limit = 3600\n", "limits.max_time_limit must be a duration from 1s to 365d"},
+           {"[limits]\nmax_time_limit = \"1h\"\ndefault_time_limit = \"2h\"\n", "limits.default_time_limit is longer than its max_time_limit"},
+           {"[limits.users.bob]\nmax_gpus = 1\nqueue = 3\n", "unknown key limits.users.bob.queue"},
+           {"[limits.users]\nbob = 3\n", "limits.users.bob must be a table"},
+       }) {
+    Config c;
+    Status bad = load(b.text, c);
+    ASSERT_FALSE(bad.ok()) << b.text;
+    EXPECT_NE(bad.error().message.find(b.says), std::string::npos) << bad.error().message;
+    EXPECT_EQ(bad.error().message.find('\n'), std::string::npos);
+  }
+  Config user;
+  Status untrusted = load("[limits]\nmax_gpus = 100\n", user, /*trusted=*/false);
+  ASSERT_FALSE(untrusted.ok()) << "a user cannot lift her own limits";
+  EXPECT_NE(untrusted.error().message.find("limits may only be set in /etc/gpulane/config.toml"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace gpulane::sched
