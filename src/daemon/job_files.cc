@@ -54,6 +54,28 @@ std::string JobFiles::spec_path() const { return fmt::format("{}/{}.spec.json", 
 std::string JobFiles::status_path() const { return fmt::format("{}/{}.status.json", dir_, id_); }
 std::string JobFiles::lock_path() const { return fmt::format("{}/{}.lock", dir_, id_); }
 std::string JobFiles::exec_path() const { return fmt::format("{}/{}.exec", dir_, id_); }
+std::string JobFiles::reserve_path() const { return fmt::format("{}/{}.reserve", dir_, id_); }
+
+Status JobFiles::Reserve(std::uint64_t bytes) const {
+  const std::string path = reserve_path();
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return MakeError(ErrorKind::kIo, fmt::format("cannot create {}: {}", path, std::strerror(errno)));
+  // Written, not only fallocated: tmpfs and ext4 alike then hold the blocks until the file goes.
+  std::string zeros(static_cast<std::size_t>(bytes), '\0');
+  const bool ok = write(fd, zeros.data(), zeros.size()) == static_cast<ssize_t>(zeros.size());
+  const int err = errno;
+  close(fd);
+  if (ok) return Status::Ok();
+  unlink(path.c_str());
+  return MakeError(ErrorKind::kIo, fmt::format("cannot write {}: {}", path, std::strerror(err)));
+}
+
+Status JobFiles::WriteStatusReserved(const SupervisorStatus& status) const {
+  Status written = WriteStatus(status);
+  if (!written.ok() && unlink(reserve_path().c_str()) == 0) written = WriteStatus(status);
+  if (written.ok()) unlink(reserve_path().c_str());
+  return written;
+}
 
 LostSupervisorAction DecideLostSupervisor(const std::optional<SupervisorStatus>& status, bool exec_marked,
                                           bool stored_running) {
@@ -160,6 +182,7 @@ void JobFiles::Remove() const {
   unlink(status_path().c_str());
   unlink(lock_path().c_str());
   unlink(exec_path().c_str());
+  unlink(reserve_path().c_str());
 }
 
 std::optional<std::int64_t> JobIdOfFile(const std::string& name) {

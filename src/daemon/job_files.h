@@ -6,6 +6,8 @@
 //   <id>.exec         the exec mark: one byte, '0' when the supervisor creates it, overwritten with
 //                     '1' by the job's forked child right before its execve (docs/security.md,
 //                     "The supervisor window"): the evidence that the job's command may have started
+//   <id>.reserve      space the supervisor sets aside while its job runs and gives up when a full
+//                     disk keeps it from recording the job's end (WriteStatusReserved)
 // They let a job outlive a daemon restart: the supervisor records the exit status even while no
 // daemon runs, and a restarted daemon reads it back.
 #include <signal.h>
@@ -68,6 +70,7 @@ class JobFiles {
   std::string status_path() const;
   std::string lock_path() const;
   std::string exec_path() const;
+  std::string reserve_path() const;
 
   /// Writes the spec (the whole job, with its environment), mode 0600, durably.
   Status WriteSpec(const store::Job& job) const;
@@ -76,6 +79,13 @@ class JobFiles {
   /// disk (fsync of file and folder). After a power loss a job whose "running" record was lost is
   /// queued again, as one that was interrupted.
   Status WriteStatus(const SupervisorStatus& status) const;
+  /// Sets `bytes` of the state folder's space aside in <id>.reserve (allocated, not sparse), for
+  /// WriteStatusReserved. Errors: kIo (the file is removed again).
+  Status Reserve(std::uint64_t bytes) const;
+  /// WriteStatus; when that fails and the reserve is there, removes the reserve (freeing its
+  /// space) and tries once more, so a job's end is recorded even when the folder filled up while
+  /// the job ran. The reserve is removed either way once the status is written.
+  Status WriteStatusReserved(const SupervisorStatus& status) const;
   /// nullopt when there is none yet.
   std::optional<SupervisorStatus> ReadStatus() const;
   /// True while a supervisor holds the lock.
@@ -87,7 +97,7 @@ class JobFiles {
   Result<int> OpenExecMark() const;
   /// True when the exec mark says '1' (the job's child was about to exec, or did).
   bool ExecMarked() const;
-  /// Removes all four files.
+  /// Removes all five files.
   void Remove() const;
 
  private:

@@ -25,6 +25,10 @@
 namespace gpulane::daemon {
 namespace {
 
+// What the supervisor sets aside for recording its job's end (a "done" status is under 64 KiB but
+// for a reason quoting a long path, and usually under 1 KiB).
+constexpr std::uint64_t kEndReserveBytes = 64 * 1024;
+
 double Now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -60,16 +64,17 @@ void Note(const JobFiles& files, const SupervisorStatus& status) {
     fmt::print(stderr, "gpulane _supervise: cannot record progress: {}\n", s.error().message);
 }
 
-// Records the outcome ("done"). It exists nowhere else until written, so a write that fails (a full
-// state folder) is tried again, every second at most, until it succeeds: the supervisor keeps its
-// lock meanwhile, so the daemon shows the job running (and a restarted one adopts it) instead of
-// taking it for lost. Returns 0 once written.
+// Records the outcome ("done"). It exists nowhere else until written: when the state folder filled
+// up while the job ran, the reserve set aside at the start is given up for it (JobFiles::
+// WriteStatusReserved); should even that fail, the write is tried again, every second at most,
+// until it succeeds, the supervisor keeping its lock meanwhile, so the daemon shows the job running
+// (and a restarted one adopts it) instead of taking it for lost. Returns 0 once written.
 int Finish(const JobFiles& files, SupervisorStatus status) {
   status.phase = "done";
   status.end_time = Now();
   double wait_s = 0.05;
   for (int attempt = 0;; ++attempt) {
-    Status written = files.WriteStatus(status);
+    Status written = files.WriteStatusReserved(status);
     if (written.ok()) {
       if (attempt > 0) fmt::print(stderr, "gpulane _supervise: recorded the job's end after {} attempts\n", attempt + 1);
       return 0;
@@ -173,6 +178,10 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
     return 1;
   }
   status.marks_exec = true;
+  // Room for the job's end on a state folder that fills up meanwhile; without it (a folder full
+  // already) the end is recorded once there is room again.
+  if (Status reserved = files.Reserve(kEndReserveBytes); !reserved.ok())
+    fmt::print(stderr, "gpulane _supervise: job {}: {}; going on without a reserve\n", id, reserved.error().message);
   Note(files, status);
   auto config = LoadConfig();
   if (!config) {
