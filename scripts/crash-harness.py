@@ -27,9 +27,11 @@ the harness checks:
   double GPU    no two jobs' [start, end] intervals overlap on one GPU (marks), and the sampler
                 never saw two held exclusive leases of one GPU at once.
 It prints the figures (kill points of each kind, jobs, states) and "PASS" or "FAIL: ..." and exits
-0 or 1. One class of loss is known and open (docs/security.md): a supervisor killed after it
-recorded its job `running` and before the job's exec leaves a job that never ran, recorded failed;
-such a loss is marked "known open" and, with --tolerate-known-open (CI), alone does not fail the run. Needs build/gpulane and build/fake_nvml (./scripts/setup.sh or ./scripts/test.sh).
+0 or 1. Every loss fails the run: the one class that used to be tolerated, the supervisor window (a
+supervisor killed after it recorded its job `running` and before the job's exec), is closed
+(docs/security.md, "The supervisor window"), and --tolerate-known-open is kept only so that old
+command lines still work; it changes nothing. Needs build/gpulane and build/fake_nvml
+(./scripts/setup.sh or ./scripts/test.sh).
 """
 import argparse
 import fcntl
@@ -354,9 +356,7 @@ class Harness:
                 failures.append("lost: job %d is still %s" % (jid, job["state"]))
             n = len(starts.get("q%d" % jid, []))
             if n == 0:
-                window = job["state"] == "failed" and "supervisor ended without recording" in job.get("reason", "")
-                failures.append("lost%s: job %d (%s, %s) never ran" % (
-                    " (known open: supervisor window)" if window else "", jid, job["state"], job.get("reason", "")))
+                failures.append("lost: job %d (%s, %s) never ran" % (jid, job["state"], job.get("reason", "")))
         unacked_ran = sum(1 for j in jobs if j not in self.acked)  # of those listed
         runs_started = sum(1 for t in starts if t.startswith("r"))
         return failures, states, unacked_ran, runs_started, len(intervals)
@@ -389,8 +389,8 @@ def main():
     ap.add_argument("--settle-timeout", type=float, default=600, help="seconds for every job to end at the end")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder (marks, daemon log)")
     ap.add_argument("--tolerate-known-open", action="store_true",
-                    help="exit 0 when the only failures are the known open supervisor window (CI: scripts/gates.sh); "
-                         "they are printed all the same")
+                    help="no effect: the supervisor window it tolerated is closed (docs/security.md); kept so that "
+                         "old command lines still work")
     args = ap.parse_args()
     if args.count is not None:
         args.kills = args.count
@@ -414,18 +414,12 @@ def main():
                   len(h.acked), ", ".join("%d %s" % (n, s) for s, n in sorted(states.items())), h.unacked,
                   unacked_ran, runs_started, h.launched_runs, intervals, h.samples))
         lost = sum(1 for f in failures if f.startswith("lost"))
-        known = [f for f in failures if f.startswith("lost (known open")]
         twice = sum(1 for f in failures if f.startswith("run twice"))
         double = sum(1 for f in failures if f.startswith("double GPU"))
         print("lost %d, run twice %d, double-assigned %d (%.0f s)" % (lost, twice, double, time.time() - started))
         for f in failures[:30]:
             print("  " + f)
-        if known:
-            print("%d of the lost jobs are the known open supervisor window (docs/security.md): a supervisor killed "
-                  "after it recorded the job running and before the job's exec leaves a job that never ran, "
-                  "recorded failed%s" % (len(known), "; tolerated (--tolerate-known-open)" if args.tolerate_known_open
-                                          else ""))
-        ok = not failures or (args.tolerate_known_open and len(known) == len(failures))
+        ok = not failures
         if failures:
             args.keep = True
     except Exception as e:  # the harness itself failed: a FAIL too
@@ -436,7 +430,7 @@ def main():
     if not ok:
         print("FAIL (seed %d%s)" % (args.seed, ", folder kept: " + h.dir if args.keep else ""))
         return 1
-    print("PASS" if not (args.keep and h.args.tolerate_known_open) else "PASS but for the known open losses above")
+    print("PASS")
     return 0
 
 

@@ -53,6 +53,56 @@ std::optional<std::string> Slurp(const std::string& path) {
 std::string JobFiles::spec_path() const { return fmt::format("{}/{}.spec.json", dir_, id_); }
 std::string JobFiles::status_path() const { return fmt::format("{}/{}.status.json", dir_, id_); }
 std::string JobFiles::lock_path() const { return fmt::format("{}/{}.lock", dir_, id_); }
+std::string JobFiles::exec_path() const { return fmt::format("{}/{}.exec", dir_, id_); }
+std::string JobFiles::reserve_path() const { return fmt::format("{}/{}.reserve", dir_, id_); }
+
+Status JobFiles::Reserve(std::uint64_t bytes) const {
+  const std::string path = reserve_path();
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return MakeError(ErrorKind::kIo, fmt::format("cannot create {}: {}", path, std::strerror(errno)));
+  // Written, not only fallocated: tmpfs and ext4 alike then hold the blocks until the file goes.
+  std::string zeros(static_cast<std::size_t>(bytes), '\0');
+  const bool ok = write(fd, zeros.data(), zeros.size()) == static_cast<ssize_t>(zeros.size());
+  const int err = errno;
+  close(fd);
+  if (ok) return Status::Ok();
+  unlink(path.c_str());
+  return MakeError(ErrorKind::kIo, fmt::format("cannot write {}: {}", path, std::strerror(err)));
+}
+
+Status JobFiles::WriteStatusReserved(const SupervisorStatus& status) const {
+  Status written = WriteStatus(status);
+  if (!written.ok() && unlink(reserve_path().c_str()) == 0) written = WriteStatus(status);
+  if (written.ok()) unlink(reserve_path().c_str());
+  return written;
+}
+
+LostSupervisorAction DecideLostSupervisor(const std::optional<SupervisorStatus>& status, bool exec_marked,
+                                          bool stored_running) {
+  if (status && status->phase == "done") return LostSupervisorAction::kCollect;
+  if (status && status->phase == "running")
+    return status->marks_exec && !exec_marked ? LostSupervisorAction::kRequeue : LostSupervisorAction::kFail;
+  // Stored as running, with neither a status nor a supervisor: it ran (its record is gone).
+  if (!status && stored_running) return LostSupervisorAction::kFail;
+  return LostSupervisorAction::kGrace;
+}
+
+Result<int> JobFiles::OpenExecMark() const {
+  const std::string path = exec_path();
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return MakeError(ErrorKind::kIo, fmt::format("cannot create {}: {}", path, std::strerror(errno)));
+  if (pwrite(fd, "0", 1, 0) != 1) {
+    const int err = errno;
+    close(fd);
+    return MakeError(ErrorKind::kIo, fmt::format("cannot write {}: {}", path, std::strerror(err)));
+  }
+  return fd;
+}
+
+bool JobFiles::ExecMarked() const {
+  auto text = Slurp(exec_path());
+  return text && !text->empty() && (*text)[0] == '1';
+}
 
 Status JobFiles::WriteSpec(const store::Job& job) const {
   json j = store::JobToJson(job, /*with_env=*/true);
@@ -83,7 +133,7 @@ Result<store::Job> JobFiles::ReadSpec() const {
 Status JobFiles::WriteStatus(const SupervisorStatus& s) const {
   json j = {{"phase", s.phase}, {"pid", s.pid}, {"reason", s.reason}, {"gpu_uuids", s.gpu_uuids},
             {"timed_out", s.timed_out}, {"interrupted", s.interrupted}, {"start_failed", s.start_failed},
-            {"held", s.held}};
+            {"held", s.held}, {"marks_exec", s.marks_exec}};
   if (s.start_time) j["start_time"] = *s.start_time;
   if (s.end_time) j["end_time"] = *s.end_time;
   if (s.exit_code) j["exit_code"] = *s.exit_code;
@@ -111,6 +161,7 @@ std::optional<SupervisorStatus> JobFiles::ReadStatus() const {
   s.interrupted = j.value("interrupted", false);
   s.start_failed = j.value("start_failed", false);
   s.held = j.value("held", false);
+  s.marks_exec = j.value("marks_exec", false);
   if (j.contains("start_time")) s.start_time = j["start_time"].get<double>();
   if (j.contains("end_time")) s.end_time = j["end_time"].get<double>();
   if (j.contains("exit_code")) s.exit_code = j["exit_code"].get<int>();
@@ -130,6 +181,8 @@ void JobFiles::Remove() const {
   unlink(spec_path().c_str());
   unlink(status_path().c_str());
   unlink(lock_path().c_str());
+  unlink(exec_path().c_str());
+  unlink(reserve_path().c_str());
 }
 
 std::optional<std::int64_t> JobIdOfFile(const std::string& name) {

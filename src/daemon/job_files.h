@@ -3,6 +3,11 @@
 //   <id>.spec.json    the job (written by the daemon before the supervisor starts; 0600)
 //   <id>.lock         held (flock) by the supervisor for its whole life: its liveness
 //   <id>.status.json  what the supervisor last reported: waiting, running, done (written atomically)
+//   <id>.exec         the exec mark: one byte, '0' when the supervisor creates it, overwritten with
+//                     '1' by the job's forked child right before its execve (docs/security.md,
+//                     "The supervisor window"): the evidence that the job's command may have started
+//   <id>.reserve      space the supervisor sets aside while its job runs and gives up when a full
+//                     disk keeps it from recording the job's end (WriteStatusReserved)
 // They let a job outlive a daemon restart: the supervisor records the exit status even while no
 // daemon runs, and a restarted daemon reads it back.
 #include <signal.h>
@@ -31,7 +36,28 @@ struct SupervisorStatus {
   bool start_failed = false;      ///< the command could not be started
   bool held = false;              ///< gave up its place in line on `gpulane hold`, never started
   store::JobLogs logs;            ///< running, done: the files the job's output goes to, once opened
+  /// This supervisor's child marks its exec in <id>.exec, so "running" without that mark means the
+  /// job's command never started. False in the status of a supervisor of an older gpulane, whose
+  /// "running" always counts as started.
+  bool marks_exec = false;
 };
+
+/// What the daemon does with a launched or running job whose supervisor holds no lock (it is gone,
+/// or has not taken its lock yet), decided from the job's files alone (DecideLostSupervisor).
+enum class LostSupervisorAction {
+  kCollect,   ///< "done": record the outcome the supervisor wrote
+  kFail,      ///< the job's command may have started: record it failed, never start it again
+  kRequeue,   ///< the job's command never started: put it back in line at once
+  kGrace,     ///< not reported, or waiting for GPUs: a lost launch, requeued once the launch grace is over
+};
+
+/// The decision for a job stored as `stored_running` (true: kRunning; false: kLaunching) whose
+/// supervisor holds no lock, from its status file (`status`, nullopt when there is none) and its
+/// exec mark (`exec_marked`: <id>.exec says '1'). A lock nobody holds means no process of the
+/// supervisor is left: neither the supervisor nor its forked child before the child's execve (the
+/// child shares the lock until then), so nothing can write the mark any more.
+LostSupervisorAction DecideLostSupervisor(const std::optional<SupervisorStatus>& status, bool exec_marked,
+                                          bool stored_running);
 
 /// The signal the daemon sends a supervisor that waits for GPUs when its job is held: leave the
 /// line without starting the job. Ignored once the job runs (never forwarded to it).
@@ -43,6 +69,8 @@ class JobFiles {
   std::string spec_path() const;
   std::string status_path() const;
   std::string lock_path() const;
+  std::string exec_path() const;
+  std::string reserve_path() const;
 
   /// Writes the spec (the whole job, with its environment), mode 0600, durably.
   Status WriteSpec(const store::Job& job) const;
@@ -51,11 +79,25 @@ class JobFiles {
   /// disk (fsync of file and folder). After a power loss a job whose "running" record was lost is
   /// queued again, as one that was interrupted.
   Status WriteStatus(const SupervisorStatus& status) const;
+  /// Sets `bytes` of the state folder's space aside in <id>.reserve (allocated, not sparse), for
+  /// WriteStatusReserved. Errors: kIo (the file is removed again).
+  Status Reserve(std::uint64_t bytes) const;
+  /// WriteStatus; when that fails and the reserve is there, removes the reserve (freeing its
+  /// space) and tries once more, so a job's end is recorded even when the folder filled up while
+  /// the job ran. The reserve is removed either way once the status is written.
+  Status WriteStatusReserved(const SupervisorStatus& status) const;
   /// nullopt when there is none yet.
   std::optional<SupervisorStatus> ReadStatus() const;
   /// True while a supervisor holds the lock.
   bool SupervisorAlive() const;
-  /// Removes all three files.
+  /// Creates (or resets) the exec mark with '0' and returns a descriptor open for writing
+  /// (close-on-exec) through which the job's child writes '1' over that byte: overwriting a byte
+  /// already written needs no new space, so a full disk cannot keep the mark from being written.
+  /// Errors: kIo.
+  Result<int> OpenExecMark() const;
+  /// True when the exec mark says '1' (the job's child was about to exec, or did).
+  bool ExecMarked() const;
+  /// Removes all five files.
   void Remove() const;
 
  private:

@@ -228,11 +228,29 @@ void JobTable::ImportStatusOf(Job& job) {
     Finish(job, end, status->exit_code, status->reason, status->end_time.value_or(Now()));
     return;
   }
-  if (status && status->phase == "running") {
-    if (!alive) {  // the supervisor died with the job: never start it again
-      Finish(job, JobState::kFailed, std::nullopt, "its supervisor ended without recording the job's end", Now());
-      return;
+  if (!alive) {
+    // Nobody holds the lock: neither the supervisor nor its child before the exec is left, and
+    // what the files say now is final (DecideLostSupervisor).
+    const bool running = status && status->phase == "running";
+    switch (DecideLostSupervisor(status, running && files.ExecMarked(), job.state == JobState::kRunning)) {
+      case LostSupervisorAction::kCollect:  // "done" was collected above
+        return;
+      case LostSupervisorAction::kFail:  // it may have run: never start it again
+        Finish(job, JobState::kFailed, std::nullopt,
+               running ? "its supervisor ended without recording the job's end"
+                       : "its supervisor and its record of the job's end are gone",
+               Now());
+        return;
+      case LostSupervisorAction::kRequeue:
+        RequeueNeverStarted(job, files);
+        return;
+      case LostSupervisorAction::kGrace:
+        RequeueOrWait(job, status.has_value());
+        return;
     }
+    return;
+  }
+  if (status && status->phase == "running") {
     if (job.state != JobState::kRunning) {
       job.state = JobState::kRunning;
       job.start_time = status->start_time;
@@ -247,18 +265,38 @@ void JobTable::ImportStatusOf(Job& job) {
     }
     return;
   }
-  if (!status && !alive && job.state == JobState::kRunning) {
-    // Stored as running, but neither its supervisor nor its record is there any more: it ran, so
-    // it is never started again.
-    Finish(job, JobState::kFailed, std::nullopt, "its supervisor and its record of the job's end are gone", Now());
+  // Waiting for GPUs.
+  if (status) job.reason = status->reason;
+}
+
+// `job`'s supervisor recorded it running and is gone, and the job's command never started (no exec
+// mark): back in line, as a lost launch is. Its status becomes "waiting" first, so the next
+// supervisor may take the job, and so that a daemon restarted before the new state is stored finds
+// a launch that was lost (requeued again, once) rather than a job that ran.
+void JobTable::RequeueNeverStarted(Job& job, const JobFiles& files) {
+  const std::int64_t id = job.id;
+  if (cancel_requested_.count(id)) {
+    Finish(job, JobState::kCancelled, std::nullopt, "cancelled before it started", Now());
     return;
   }
-  // Waiting for GPUs, or not yet started.
-  if (alive) {
-    if (status) job.reason = status->reason;
+  SupervisorStatus waiting;
+  waiting.reason = "requeued: its supervisor ended before the job's command started";
+  if (Status s = files.WriteStatus(waiting); !s.ok()) {
+    log_(fmt::format("cannot requeue job {}, whose supervisor ended before its command started: {}; tried again", id,
+                     s.error().message));
     return;
   }
-  RequeueOrWait(job, status.has_value());
+  job.state = JobState::kPending;
+  job.reason = waiting.reason;
+  job.start_time.reset();
+  job.gpu_uuids.clear();
+  job.logs = {};
+  job.supervisor_pid.reset();
+  launched_at_.erase(id);
+  log_(fmt::format("job {} ({}) requeued: its supervisor ended after recording it running, before its command started",
+                   id, job.user));
+  MarkDirty(job);
+  schedule_needed_ = true;
 }
 
 // The supervisor of launched `job` holds no lock: either it has not taken it yet (just launched,

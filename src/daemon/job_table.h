@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "daemon/job_files.h"
 #include "daemon/launcher.h"
 #include "sched/launch.h"
 #include "store/job_store.h"
@@ -141,6 +142,7 @@ class JobTable {
   /// False while the store is unavailable and its last failure is less than retry_interval_s ago.
   bool RetryDue() const;
   void RequeueOrWait(store::Job& job, bool reported);
+  void RequeueNeverStarted(store::Job& job, const JobFiles& files);
   sched::DependencyState DependencyStateOf(const sched::JobRef& job);
   void Launch(store::Job& job);
   double Now() const { return clock_.WallS(); }

@@ -6,8 +6,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <string_view>
+#include <thread>
 #include <fmt/format.h>
 
 #include "daemon/job_files.h"
@@ -20,6 +24,10 @@
 
 namespace gpulane::daemon {
 namespace {
+
+// What the supervisor sets aside for recording its job's end (a "done" status is under 64 KiB but
+// for a reason quoting a long path, and usually under 1 KiB).
+constexpr std::uint64_t kEndReserveBytes = 64 * 1024;
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -54,10 +62,43 @@ void Note(const JobFiles& files, const SupervisorStatus& status) {
     fmt::print(stderr, "gpulane _supervise: cannot record progress: {}\n", s.error().message);
 }
 
+// Records the outcome ("done"). It exists nowhere else until written: when the state folder filled
+// up while the job ran, the reserve set aside at the start is given up for it (JobFiles::
+// WriteStatusReserved); should even that fail, the write is tried again, every second at most,
+// until it succeeds, the supervisor keeping its lock meanwhile, so the daemon shows the job running
+// (and a restarted one adopts it) instead of taking it for lost. Returns 0 once written.
 int Finish(const JobFiles& files, SupervisorStatus status) {
   status.phase = "done";
   status.end_time = Now();
-  return files.WriteStatus(status).ok() ? 0 : 1;
+  double wait_s = 0.05;
+  for (int attempt = 0;; ++attempt) {
+    Status written = files.WriteStatusReserved(status);
+    if (written.ok()) {
+      if (attempt > 0) fmt::print(stderr, "gpulane _supervise: recorded the job's end after {} attempts\n", attempt + 1);
+      return 0;
+    }
+    if (attempt == 0)
+      fmt::print(stderr, "gpulane _supervise: cannot record the job's end: {}; trying again until it can\n",
+                 written.error().message);
+    // A retry's pause, not a synchronisation.
+    std::this_thread::sleep_for(std::chrono::duration<double>(wait_s));
+    wait_s = std::min(wait_s * 2, 1.0);
+  }
+}
+
+// The test fault point (docs/security.md, "The supervisor window"): with
+// GPULANE_TEST_SUPERVISOR_DIES="<point>:<file>" in its environment, a supervisor kills itself with
+// SIGKILL at `point` ("running": its job recorded running, before the fork; "forked": right after
+// the fork, before the child's exec is confirmed; "started": once the exec is confirmed) if it can
+// remove <file>: once per file, whichever supervisor comes first. For tests only.
+void MaybeDieAt(std::string_view point) {
+  const char* fault = std::getenv("GPULANE_TEST_SUPERVISOR_DIES");
+  if (!fault) return;
+  const std::string_view spec(fault);
+  const auto colon = spec.find(':');
+  if (colon == std::string_view::npos || spec.substr(0, colon) != point) return;
+  const std::string token(spec.substr(colon + 1));
+  if (!token.empty() && unlink(token.c_str()) == 0) kill(getpid(), SIGKILL);
 }
 
 
@@ -127,6 +168,18 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
     status.reason = job.error().message;
     return Finish(files, status);
   }
+  // The exec mark, reset: this supervisor's child sets it just before its exec (job_files.h).
+  auto exec_mark = files.OpenExecMark();
+  if (!exec_mark) {
+    // Nothing recorded, nothing run: the daemon puts the job back in line after the grace.
+    fmt::print(stderr, "gpulane _supervise: job {}: {}; not started\n", id, exec_mark.error().message);
+    return 1;
+  }
+  status.marks_exec = true;
+  // Room for the job's end on a state folder that fills up meanwhile; without it (a folder full
+  // already) the end is recorded once there is room again.
+  if (Status reserved = files.Reserve(kEndReserveBytes); !reserved.ok())
+    fmt::print(stderr, "gpulane _supervise: job {}: {}; going on without a reserve\n", id, reserved.error().message);
   Note(files, status);
   auto config = LoadConfig();
   if (!config) {
@@ -143,6 +196,7 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
   // GPU snapshots from the daemon, which holds NVML open; NVML itself only while none answers.
   proto::SnapshotSource backend(SnapshotSockets());
   exec::LeasedJobHooks hooks;
+  bool running_recorded = false;
   hooks.on_waiting = [&](const std::string& line) {
     if (line.empty() || line == status.reason) return;
     status.reason = line;
@@ -153,8 +207,12 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
     status.reason.clear();
     status.start_time = Now();
     for (unsigned i : grant.gpus) status.gpu_uuids.push_back(grant.snapshot.devices[i].uuid);
-    return files.WriteStatus(status);  // not recorded: the job must not start
+    Status written = files.WriteStatus(status);  // not recorded: the job must not start
+    running_recorded = written.ok();
+    if (running_recorded) MaybeDieAt("running");
+    return written;
   };
+  hooks.on_started = [&](pid_t) { MaybeDieAt("started"); };
   hooks.on_logs = [&](const exec::OpenedLogs& logs) {
     // Where the output really goes (a default name may have been taken), for `gpulane logs/show`.
     status.logs = {logs.stdout_path, logs.stderr_path, logs.stdout_offset, logs.stderr_offset};
@@ -171,8 +229,12 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
   };
   exec::LeasedJob leased = MakeLeasedJob(*job, *config);
   leased.stray_check_s = config->stray_check_s;
+  leased.job.exec_mark_fd = *exec_mark;
+  leased.job.on_forked = [](pid_t) { MaybeDieAt("forked"); };
   auto outcome = exec::RunLeasedJob(backend, *dir, leased, hooks);
-  if (!outcome && status.phase == "running") return 1;  // "running" was not durable: nothing ran
+  // "running" was not recorded: nothing ran, and the status says "waiting" (requeued). Once it was,
+  // a failure before the job's start (no fork) is recorded as this job's failure to start.
+  if (!outcome && status.phase == "running" && !running_recorded) return 1;
   RecordOutcome(outcome, status);
   return Finish(files, status);
 }

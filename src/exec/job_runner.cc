@@ -411,15 +411,22 @@ Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>&
     sigprocmask(SIG_SETMASK, &none, nullptr);
     ChildReport failure;
     if (PrepareChild(spec, groups, pipe_fds[1], &failure)) {
-      execve(program.c_str(), argv.data(), envp.data());
-      ChildFailed(&failure, errno, "run");
-      failure.at_exec = true;
+      // The exec mark: the last step before execve; nothing that could fail (but execve) comes after.
+      if (spec.exec_mark_fd >= 0 && pwrite(spec.exec_mark_fd, "1", 1, 0) != 1) {
+        ChildFailed(&failure, errno, "record the start");
+      } else {
+        execve(program.c_str(), argv.data(), envp.data());
+        ChildFailed(&failure, errno, "run");
+        failure.at_exec = true;
+        if (spec.exec_mark_fd >= 0) pwrite(spec.exec_mark_fd, "0", 1, 0);  // it did not start after all
+      }
     }
     WriteReport(pipe_fds[1], failure);
     _exit(failure.at_exec && failure.err == ENOENT ? 127 : 126);
   }
   setpgid(child, child);
   close(pipe_fds[1]);
+  if (spec.on_forked) spec.on_forked(child);
   // The logs the child opened, then a failure if it could not start; nothing more once it execs.
   auto report = std::make_unique<ChildReport>();
   auto failure = std::make_unique<ChildReport>();

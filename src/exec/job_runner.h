@@ -38,6 +38,15 @@ struct JobSpec {
   /// look at the GPUs the job uses: exec/leased_job.h).
   std::function<void()> on_tick;
   double tick_s = 0;
+  /// >= 0: a descriptor (close-on-exec, so the job never gets it) through which the forked child
+  /// overwrites the first byte with '1' right before its execve, and with '0' again when execve
+  /// fails: the evidence that the command may have started, which outlives a supervisor killed
+  /// between its fork and the exec (daemon/job_files.h, the exec mark). When that write fails the
+  /// command is not started (exec_failed).
+  int exec_mark_fd = -1;
+  /// Called in the parent right after the fork, with the child's pid, before the child's reports
+  /// are read (the test fault point "forked" of the supervisor: daemon/supervisor.cc).
+  std::function<void(pid_t)> on_forked;
 };
 
 /// The log files a job's command writes to, as they were opened.

@@ -2,11 +2,16 @@
 // process while a job ends, a zero-length, read-only or partly unreadable jobs.db at start, and a
 // submission sent twice (a client that retries after a lost answer) with one idempotency key.
 #include <sqlite3.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 
 #include "support/daemon_fixture.h"
@@ -102,6 +107,76 @@ TEST(DaemonStoreFaults, AJobThatEndsWhileTheStoreIsLockedIsRecordedOnceTheLockGo
   ASSERT_EQ(all.size(), 1u) << all.dump();
   EXPECT_EQ(all[0]["state"], "failed");
   EXPECT_EQ(all[0]["exit_code"], 5);
+  ASSERT_TRUE(d.RunJobNeedingEveryGpu());
+  EXPECT_EQ(CountMarks(ReadMarks(log), "start", id), 1) << "the job ran exactly once";
+}
+
+// A small tmpfs mounted on `path` for the test's life (root only): its own full disk. Unmounted
+// lazily at the end, before the daemon's folder is removed.
+class SmallTmpfs {
+ public:
+  explicit SmallTmpfs(const fs::path& path) : path_(path) {
+    fs::create_directories(path);
+    if (mount("tmpfs", path.c_str(), "tmpfs", 0, "size=8m,mode=0700") == 0) mounted_ = true;
+    else why_ = std::strerror(errno);
+  }
+  ~SmallTmpfs() {
+    if (mounted_) umount2(path_.c_str(), MNT_DETACH);
+  }
+  bool mounted() const { return mounted_; }
+  const std::string& why() const { return why_; }
+  // Writes a file in it until the file system has no room left (ENOSPC); Free removes it.
+  void Fill() {
+    std::ofstream out(path_ / ".filler", std::ios::binary);
+    const std::string chunk(4096, '\0');
+    for (int i = 0; i < 1'000'000 && out.write(chunk.data(), chunk.size()) && out.flush(); ++i) {
+    }
+    out.close();
+    for (int i = 0; i < 4096; ++i) {  // the last partial page, 512 bytes at a time
+      std::ofstream tail(path_ / ".filler", std::ios::binary | std::ios::app);
+      if (!(tail.write(chunk.data(), 512) && tail.flush())) break;
+    }
+  }
+  void Free() { fs::remove(path_ / ".filler"); }
+
+ private:
+  fs::path path_;
+  bool mounted_ = false;
+  std::string why_;
+};
+
+// scripts/storage-faults.py state-disk-full-finish: the job ends while the state folder is full.
+// Its supervisor records the end all the same (in the space it set aside at the job's start) and
+// exits; the daemon keeps the end (and the job's files) until the store takes it, records it
+// completed once there is room again, and a restarted daemon neither loses nor repeats it.
+TEST(DaemonStoreFaults, AJobThatEndsWhileTheStateFolderIsFullIsRecordedOnceThereIsRoomAndNeverRunsAgain) {
+  if (geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root";
+  TestDaemon d({.start = false, .daemon_env = {{"GPULANE_DAEMON_TICK", "100ms"}}});
+  SmallTmpfs state(d.state_dir());
+  if (!state.mounted()) GTEST_SKIP() << "cannot mount a tmpfs: " << state.why();
+  ASSERT_TRUE(d.Start());
+  const fs::path log = d.work() / "marks.log", gate = d.work() / "gate";
+  const std::int64_t id = d.Submit(MarkedJob(log.string(), gate.string(), 0));
+  ASSERT_TRUE(d.WaitForState(id, "running"));
+  state.Fill();
+  {
+    std::ofstream probe(d.state_dir() / ".probe", std::ios::binary);
+    probe << std::string(4096, 'x');
+    probe.flush();
+    EXPECT_FALSE(probe.good()) << "the state folder is full";
+  }
+  fs::remove(d.state_dir() / ".probe");
+  Touch(gate);
+  ASSERT_TRUE(Eventually([&] { return CountMarks(ReadMarks(log), "end", id) == 1; }, 30));
+  EXPECT_TRUE(Eventually([&] { return d.SupervisorPids().empty(); }, 30))
+      << "the supervisor recorded the job's end on the full folder and exited";
+  EXPECT_NE(d.State(id), "failed") << "not taken for a supervisor that died";
+  state.Free();
+  RunResult wait = d.Gpulane({"wait", Id(id)});
+  EXPECT_EQ(wait.out, Id(id) + " completed 0\n") << wait.err << d.Log();
+  d.Kill9();
+  ASSERT_TRUE(d.Start());
+  EXPECT_EQ(d.State(id), "completed");
   ASSERT_TRUE(d.RunJobNeedingEveryGpu());
   EXPECT_EQ(CountMarks(ReadMarks(log), "start", id), 1) << "the job ran exactly once";
 }

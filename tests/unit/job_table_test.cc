@@ -118,6 +118,12 @@ class JobTableTest : public ::testing::Test {
     s.gpu_uuids = {"GPU-1"};
     return s;
   }
+  // "running" from a supervisor that marks its job's exec (job_files.h).
+  static SupervisorStatus RunningMarked() {
+    SupervisorStatus s = Running();
+    s.marks_exec = true;
+    return s;
+  }
   static SupervisorStatus Done(std::optional<int> exit_code) {
     SupervisorStatus s = Running();
     s.phase = "done";
@@ -323,6 +329,116 @@ TEST_F(JobTableTest, AHeldSupervisorsJobIsHeldUntilReleased) {
   clock_.Advance(kGraceS * 2);
   Turn();
   EXPECT_TRUE(launcher_.started.empty()) << "held jobs are not started";
+}
+
+// ---- the supervisor window: a supervisor lost between recording "running" and the job's exec ----
+
+// What the daemon does with a launched or running job whose supervisor holds no lock, for each
+// state of the job's files.
+TEST(LostSupervisorDecision, EachStateOfTheJobsFiles) {
+  using A = LostSupervisorAction;
+  SupervisorStatus waiting, running, legacy_running, done;
+  waiting.marks_exec = running.marks_exec = done.marks_exec = true;
+  running.phase = legacy_running.phase = "running";
+  done.phase = "done";
+  for (bool stored_running : {false, true}) {
+    SCOPED_TRACE(stored_running ? "stored running" : "stored launching");
+    EXPECT_EQ(DecideLostSupervisor(done, false, stored_running), A::kCollect);
+    EXPECT_EQ(DecideLostSupervisor(done, true, stored_running), A::kCollect);
+    // Recorded running, and the child never reached its exec: the command never started.
+    EXPECT_EQ(DecideLostSupervisor(running, false, stored_running), A::kRequeue);
+    // The child marked its exec: the command may have started, so never again.
+    EXPECT_EQ(DecideLostSupervisor(running, true, stored_running), A::kFail);
+    // A supervisor of an older gpulane writes no mark: its "running" counts as started.
+    EXPECT_EQ(DecideLostSupervisor(legacy_running, false, stored_running), A::kFail);
+    // Waiting for GPUs (or requeued already): a lost launch, given back to the line.
+    EXPECT_EQ(DecideLostSupervisor(waiting, false, stored_running), A::kGrace);
+  }
+  EXPECT_EQ(DecideLostSupervisor(std::nullopt, false, false), A::kGrace) << "launched, no report yet";
+  EXPECT_EQ(DecideLostSupervisor(std::nullopt, false, true), A::kFail) << "ran, and its record is gone";
+}
+
+TEST_F(JobTableTest, ASupervisorLostAfterRecordingRunningBeforeTheExecIsRequeuedOnceAndStartedAgain) {
+  const std::int64_t id = Stored(JobState::kLaunching);
+  HoldLock(id);
+  auto mark = Files(id).OpenExecMark();  // as the supervisor does at its start: '0'
+  ASSERT_TRUE(mark) << mark.error().message;
+  close(*mark);
+  Report(id, RunningMarked());
+  ASSERT_TRUE(Table().Recover());
+  EXPECT_EQ(TableState(id), "running");
+  EXPECT_EQ(StoredState(id), "running");
+  ReleaseLock(id);  // killed before its fork: no exec mark
+  Table().CheckSupervisors();
+  EXPECT_EQ(TableState(id), "pending") << "at once: no grace for a supervisor that reported and is gone";
+  const Job& requeued = Table().active().at(id);
+  EXPECT_EQ(requeued.reason, "requeued: its supervisor ended before the job's command started");
+  EXPECT_FALSE(requeued.start_time);
+  EXPECT_TRUE(requeued.gpu_uuids.empty());
+  auto status = Files(id).ReadStatus();
+  ASSERT_TRUE(status);
+  EXPECT_EQ(status->phase, "waiting") << "the next supervisor may take the job";
+  EXPECT_TRUE(Logged("requeued: its supervisor ended after recording it running"));
+  Table().FlushDirty();
+  EXPECT_EQ(StoredState(id), "pending");
+  Table().LaunchEligible();
+  EXPECT_EQ(launcher_.started, Ids{id});
+  // Once: further turns before the grace start nothing more.
+  Turn();
+  Turn();
+  EXPECT_EQ(launcher_.started, Ids{id});
+  EXPECT_EQ(TableState(id), "launching");
+}
+
+TEST_F(JobTableTest, ASupervisorLostAfterItsChildMarkedTheExecFailsTheJobAndNeverStartsItAgain) {
+  const std::int64_t id = Stored(JobState::kRunning);
+  auto mark = Files(id).OpenExecMark();
+  ASSERT_TRUE(mark);
+  ASSERT_EQ(pwrite(*mark, "1", 1, 0), 1);  // the child's write before its execve
+  close(*mark);
+  Report(id, RunningMarked());
+  ASSERT_TRUE(Table().Recover());
+  EXPECT_EQ(TableState(id), "");
+  Job stored = StoredJob(id);
+  EXPECT_EQ(std::string(store::StateName(stored.state)), "failed");
+  EXPECT_EQ(stored.reason, "its supervisor ended without recording the job's end");
+  EXPECT_FALSE(fs::exists(Files(id).exec_path())) << "its files are removed, the mark too";
+  clock_.Advance(kGraceS * 10);
+  Turn();
+  EXPECT_TRUE(launcher_.started.empty());
+}
+
+TEST_F(JobTableTest, ARequeueOfANeverStartedJobSurvivesADaemonRestartBeforeItWasStored) {
+  const std::int64_t id = Stored(JobState::kRunning);
+  Report(id, RunningMarked());  // and no exec mark: its command never started
+  ASSERT_TRUE(Table().Recover());
+  EXPECT_EQ(TableState(id), "pending");
+  // Had the daemon died before storing that (Recover stored it), the store would still say
+  // "running": a new daemon on such a store and the rewritten status file.
+  table_.reset();
+  Job row = StoredJob(id);
+  row.state = JobState::kRunning;
+  ASSERT_TRUE(store_->Update({&row}).ok());
+  ASSERT_TRUE(Table().Recover());
+  EXPECT_NE(StoredState(id), "failed") << "a launch that was lost, not a job that ran";
+  clock_.Advance(kGraceS);
+  Turn();
+  EXPECT_EQ(launcher_.started, Ids{id}) << "requeued after the grace, as any lost launch";
+  EXPECT_EQ(TableState(id), "launching");
+}
+
+TEST_F(JobTableTest, ACancelledJobWhoseSupervisorWasLostBeforeTheExecIsCancelledNotRequeued) {
+  const std::int64_t id = Stored(JobState::kLaunching);
+  HoldLock(id);
+  Report(id, RunningMarked());
+  ASSERT_TRUE(Table().Recover());
+  Table().RequestCancel(id);
+  ReleaseLock(id);
+  Turn();
+  EXPECT_EQ(TableState(id), "");
+  EXPECT_EQ(StoredState(id), "cancelled");
+  EXPECT_EQ(StoredJob(id).reason, "cancelled before it started");
+  EXPECT_TRUE(launcher_.started.empty());
 }
 
 // ---- launches ---------------------------------------------------------------------------------
