@@ -12,6 +12,7 @@
 #include "cli/common.h"
 #include "sched/policy.h"
 #include "sim/metrics.h"
+#include "sim/plot.h"
 #include "sim/simulator.h"
 #include "sim/trace.h"
 #include "util/exit_codes.h"
@@ -36,6 +37,7 @@ struct SimulateOptions {
   std::string max_reserve_idle = "10m";
   bool json = false;
   std::string per_job_csv;
+  std::string plot;
 };
 
 // Seconds for a table: "45 s", "12.3 min", "5.2 h", "3.1 d".
@@ -132,6 +134,16 @@ int RunSimulate(const SimulateOptions& o) {
     if (!csv.flush()) return Fail(MakeError(ErrorKind::kIo, StrCat("cannot write ", o.per_job_csv)));
   }
 
+  if (!o.plot.empty()) {
+    std::vector<sim::PolicySeries> series;
+    for (const Run& r : runs) series.push_back({sched::PolicyName(r.policy), r.outcomes});
+    const std::string title = fmt::format("{} ({}): {} jobs on {} GPUs, offered load {:.2f}, time limits from {}", o.trace, o.format,
+                                          trace->jobs.size(), o.gpus, trace->offered_load, o.time_limit_from);
+    std::ofstream page(o.plot, std::ios::trunc);
+    page << sim::PlotHtml(title, trace->jobs, series, o.gpus, *gpu_mem);
+    if (!page.flush()) return Fail(MakeError(ErrorKind::kIo, StrCat("--plot: cannot write ", o.plot)));
+  }
+
   if (o.json) {
     nlohmann::json out;
     out["trace"] = {{"path", o.trace}, {"format", o.format}, {"jobs_read", read}, {"jobs", trace->jobs.size()},
@@ -189,6 +201,7 @@ void RegisterSimulate(CLI::App& app, Runner* run) {
   sub->add_option("--max-reserve-idle", o->max_reserve_idle, "default policy: longest hold of a free GPU for an unknown start (default 10m)");
   sub->add_flag("--json", o->json, "Print the results as JSON");
   sub->add_option("--per-job-csv", o->per_job_csv, "Write every job's submit, start, end and wait per policy to this CSV file");
+  sub->add_option("--plot", o->plot, "Write an HTML page (inline SVG) comparing the policies: CDF of waits, utilisation over time");
   sub->callback([o, run] { *run = [o] { return RunSimulate(*o); }; });
 }
 
