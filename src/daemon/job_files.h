@@ -57,6 +57,8 @@ class JobFiles {
   bool SupervisorAlive() const;
   /// Removes all three files.
   void Remove() const;
+  /// Removes the status file alone.
+  void RemoveStatus() const;
 
  private:
   std::string dir_;
