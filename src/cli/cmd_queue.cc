@@ -103,7 +103,7 @@ std::string LocalTime(const json& object, const char* key) {
 void PrintAttempts(const json& job) {
   const int retries = job["spec"].value("retries", 0);
   const auto it = job.find("attempts");
-  if (it == job.end() || !it->is_array() || (retries == 0 && it->size() <= 1)) return;
+  if (it == job.end() || !it->is_array() || it->empty() || (retries == 0 && it->size() <= 1)) return;
   fmt::print("  attempts  {} of at most {} (--retry {})\n", it->size(), retries + 1, retries);
   for (const json& a : *it) {
     std::string outcome = a.contains("exit_code") ? fmt::format("exit code {}", a["exit_code"].get<int>()) : Text(a, "state");

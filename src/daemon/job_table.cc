@@ -315,10 +315,13 @@ void JobTable::RetryJob(Job& job, const SupervisorStatus& status) {
   next.exit_code.reset();
   next.gpu_uuids.clear();
   next.supervisor_pid.reset();
+  const bool in_trouble = trouble_.has_value();
   Status s = store_.Update({&next});
   NoteWrite(s);
   if (!s.ok()) {
-    log_(fmt::format("cannot store the retry of job {}: {}; tried again", id, s.error().message));
+    if (!in_trouble)  // said once; the store's trouble is logged (and shown) until it ends
+      log_(fmt::format("cannot store the retry of job {}: {}; its status is read again on every tick", id,
+                       s.error().message));
     return;
   }
   dirty_.erase(id);

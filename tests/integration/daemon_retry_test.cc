@@ -84,6 +84,18 @@ TEST(DaemonRetry, AJobThatAlwaysFailsEndsFailedAfterItsLastRetry) {
             "gpulane: attempt 3 of 3 (retry 2 of 2) after exit code 5\n");
 }
 
+TEST(DaemonRetry, ACommandThatCouldNotStartIsRetriedAsAFailure) {
+  TestDaemon d;
+  const std::int64_t id = d.Submit({"--retry", "1", "--", "./no-such-command"});
+  RunResult wait = d.Gpulane({"wait", Id(id)}, {}, 60);
+  EXPECT_EQ(wait.exit_code, 127) << wait.out << wait.err;
+  json shown = d.Show(id);
+  EXPECT_EQ(shown["state"], "failed");
+  ASSERT_EQ(shown["attempts"].size(), 2u) << shown.dump();
+  EXPECT_EQ(ExitCodes(shown["attempts"]), (std::vector<int>{127, 127}));
+  EXPECT_TRUE(Contains(shown["attempts"][0].value("reason", ""), "no-such-command")) << shown.dump();
+}
+
 TEST(DaemonRetry, ACancelledJobIsNotRetried) {
   TestDaemon d;
   const std::int64_t id = d.Submit({"--retry", "3", "--", "sh", "-c", "echo $GPULANE_RETRY >> tries.txt; exec sleep 120"});
