@@ -86,6 +86,35 @@ void PrintLogs(const json& logs) {
   if (err != out) line("errors", err, logs.value("stderr_offset", std::uint64_t{0}));
 }
 
+// "2026-12-01 14:02:05": seconds since the epoch in local time; "-" when absent.
+std::string LocalTime(const json& object, const char* key) {
+  auto it = object.find(key);
+  if (it == object.end() || !it->is_number()) return "-";
+  const std::time_t t = static_cast<std::time_t>(it->get<double>());
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S", &tm);
+  return text;
+}
+
+// A retried job's attempts (or any job submitted with --retry), one line each:
+//   attempt 1  2026-12-01 14:02:05 - 14:02:06  exit code 3  GPU0
+void PrintAttempts(const json& job) {
+  const int retries = job["spec"].value("retries", 0);
+  const auto it = job.find("attempts");
+  if (it == job.end() || !it->is_array() || it->empty() || (retries == 0 && it->size() <= 1)) return;
+  fmt::print("  attempts  {} of at most {} (--retry {})\n", it->size(), retries + 1, retries);
+  for (const json& a : *it) {
+    std::string outcome = a.contains("exit_code") ? fmt::format("exit code {}", a["exit_code"].get<int>()) : Text(a, "state");
+    if (!a.value("reason", "").empty()) outcome += ": " + Text(a, "reason");
+    std::string gpus;
+    for (const auto& i : a.value("gpu_indices", json::array())) gpus += fmt::format("{}GPU{}", gpus.empty() ? "" : ",", i.get<unsigned>());
+    fmt::print("    {:>3}  {} - {}  {}{}\n", a.value("attempt", 0) + 1, LocalTime(a, "start_time"), LocalTime(a, "end_time"),
+               outcome, gpus.empty() ? "" : "  " + gpus);
+  }
+}
+
 // One job, as `gpulane show` prints it. Every text the job's owner (or NVML) chose is escaped for
 // the terminal; `show --json` prints the exact values instead.
 void PrintJob(const json& job) {
@@ -103,6 +132,7 @@ void PrintJob(const json& job) {
   if (!job["gpu_uuids"].empty()) fmt::print("  gpu uuids {}\n", EscapeForTerminal(job["gpu_uuids"].dump()));
   if (job.contains("exit_code")) fmt::print("  exit code {}\n", job["exit_code"].get<int>());
   if (job.contains("logs")) PrintLogs(job["logs"]);
+  PrintAttempts(job);
 }
 
 // One job (a job, a task), or with an array's id or 12_[1-3] each task, a blank line between.

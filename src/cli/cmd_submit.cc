@@ -24,7 +24,7 @@ namespace {
 
 struct SubmitOptions {
   RequestOptions request;
-  std::string name, after, after_any, array, output, error, kill_grace, idempotency_key;
+  std::string name, after, after_any, array, output, error, kill_grace, idempotency_key, retry;
   bool hold = false;
   std::vector<std::string> command;
 };
@@ -41,6 +41,18 @@ Result<std::vector<store::JobRef>> ParseDeps(const std::string& text, const char
     deps.insert(deps.end(), refs->begin(), refs->end());
   }
   return deps;
+}
+
+// --retry N: a whole number from 0 to store::kMaxRetries. Errors: kInvalidArgument naming the range.
+Result<int> ParseRetries(const std::string& text) {
+  int value = -1;
+  const bool digits = !text.empty() && text.size() <= 3 && text.find_first_not_of("0123456789") == std::string::npos;
+  if (digits) value = std::stoi(text);
+  if (value < 0 || value > store::kMaxRetries)
+    return MakeError(ErrorKind::kInvalidArgument,
+                     fmt::format("--retry '{}': give how many times to run a failed job again, from 0 to {}", text,
+                                 store::kMaxRetries));
+  return value;
 }
 
 // A fresh idempotency key: 128 random bits as 32 hex digits (getrandom). Errors: kIo.
@@ -82,6 +94,11 @@ int RunSubmit(const SubmitOptions& o) {
     auto s = ParseDurationS(o.kill_grace);
     if (!s) return usage("--kill-grace: " + s.error().message);
     spec.kill_grace_s = *s;
+  }
+  if (!o.retry.empty()) {
+    auto retries = ParseRetries(o.retry);
+    if (!retries) return Fail(retries.error());
+    spec.retries = *retries;
   }
   spec.output_path = o.output;
   spec.error_path = o.error;
@@ -136,6 +153,10 @@ void RegisterSubmit(CLI::App& app, Runner* run) {
       ->type_name("PATH");
   sub->add_option("-e,--error", o->error, "stderr log, appended to (default: with stdout)")->type_name("PATH");
   sub->add_option("--kill-grace", o->kill_grace, "Time between SIGTERM and SIGKILL for what the job leaves behind (default: run.kill_grace of the config, else 10s)")->type_name("DURATION");
+  sub->add_option("--retry", o->retry,
+                  "Run the job again when it fails (a non-zero exit, or it could not start), at most N times (0-100, "
+                  "default 0); not after a cancel or a timeout. The job gets GPULANE_RETRY=0, 1, ...")
+      ->type_name("N");
   sub->add_flag("--hold", o->hold, "Queue it held: it starts only after 'gpulane release'");
   sub->add_option("--idempotency-key", o->idempotency_key,
                   "Name this submission (1-128 letters, digits, - _ . :): submitting again with the same key queues "
@@ -146,7 +167,7 @@ void RegisterSubmit(CLI::App& app, Runner* run) {
   sub->callback([o, sub, run] {
     // An empty value ("--mem ''") is an error, not "not given" (as for gpulane run).
     for (const char* name : {"--name", "--after", "--after-any", "--array", "--output", "--error", "--kill-grace",
-                             "--idempotency-key"}) {
+                             "--idempotency-key", "--retry"}) {
       const CLI::Option* opt = sub->get_option(name);
       if (opt->count() > 0 && (opt->results().empty() || opt->results().back().empty())) {
         std::string option = name;

@@ -718,6 +718,15 @@ json Daemon::HandleShow(const Peer& peer, const json& req) {
       if (!job) continue;
       json j = JobForClient(*job, CanAct(peer, *job));
       if (!CanAct(peer, *job)) j["spec"]["env"] = "(hidden: another user's job)";
+      // Every attempt (a retried job has several), each with its GPUs' indices as the job's.
+      json attempts = store::AllAttemptsToJson(*job);
+      for (json& a : attempts) {
+        json indices = json::array();
+        for (const auto& uuid : a["gpu_uuids"])
+          if (auto it = gpu_index_.find(uuid.get<std::string>()); it != gpu_index_.end()) indices.push_back(it->second);
+        a["gpu_indices"] = std::move(indices);
+      }
+      j["attempts"] = std::move(attempts);
       jobs.push_back(std::move(j));
     }
   }

@@ -107,6 +107,7 @@ bool JobFiles::ExecMarked() const {
 Status JobFiles::WriteSpec(const store::Job& job) const {
   json j = store::JobToJson(job, /*with_env=*/true);
   j["gid"] = job.gid;
+  j["attempts"] = store::AttemptsToJson(job.attempts);  // the earlier ones: a retry's number, its log line
   return WriteAtomically(dir_, spec_path(), j.dump(), 0600, /*sync=*/true);
 }
 
@@ -124,6 +125,8 @@ Result<store::Job> JobFiles::ReadSpec() const {
     if (j.contains("array_index")) job.array_index = j["array_index"].get<int>();
     if (j.contains("array_job_id")) job.array_job_id = j["array_job_id"].get<std::int64_t>();
     if (!store::SpecFromJson(j.at("spec"), &job.spec).ok()) throw std::runtime_error("spec");
+    if (j.contains("attempts")) job.attempts = store::AttemptsFromJson(j["attempts"]);
+    if (j.contains("logs")) job.logs = store::LogsFromJson(j["logs"]);
   } catch (const std::exception&) {
     return MakeError(ErrorKind::kInternal, fmt::format("the spec of job {} is damaged", id_));
   }
@@ -184,6 +187,8 @@ void JobFiles::Remove() const {
   unlink(exec_path().c_str());
   unlink(reserve_path().c_str());
 }
+
+void JobFiles::RemoveStatus() const { unlink(status_path().c_str()); }
 
 std::optional<std::int64_t> JobIdOfFile(const std::string& name) {
   std::size_t dot = name.find('.');

@@ -99,6 +99,8 @@ class JobFiles {
   bool ExecMarked() const;
   /// Removes all five files.
   void Remove() const;
+  /// Removes the status file alone.
+  void RemoveStatus() const;
 
  private:
   std::string dir_;

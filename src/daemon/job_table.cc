@@ -4,6 +4,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <ctime>
 #include <exception>
 #include <fmt/format.h>
@@ -217,14 +218,20 @@ void JobTable::ImportStatusOf(Job& job) {
     return;
   }
   if (status && status->phase == "done") {
+    const store::AttemptEnd how = AttemptEndOf(*status, cancel_requested_.count(id) > 0);
+    if (store::ShouldRetry(how, static_cast<int>(job.attempts.size()), job.spec.retries)) {
+      RetryJob(job, *status);
+      return;
+    }
     hold_requested_.erase(id);
     if (status->start_time) job.start_time = status->start_time;
     if (!status->gpu_uuids.empty()) job.gpu_uuids = status->gpu_uuids;
-    if (!status->logs.stdout_path.empty() || !status->logs.stderr_path.empty()) job.logs = status->logs;
-    JobState end = cancel_requested_.count(id) || status->interrupted ? JobState::kCancelled
-                   : status->timed_out                                 ? JobState::kTimeout
-                   : status->exit_code && *status->exit_code == 0 && !status->start_failed ? JobState::kCompleted
-                                                                                           : JobState::kFailed;
+    if (!status->logs.stdout_path.empty() || !status->logs.stderr_path.empty())
+      job.logs = LogsOfAttempt(job, status->logs);
+    JobState end = how == store::AttemptEnd::kCancelled ? JobState::kCancelled
+                   : how == store::AttemptEnd::kTimeout ? JobState::kTimeout
+                   : how == store::AttemptEnd::kCompleted ? JobState::kCompleted
+                                                          : JobState::kFailed;
     Finish(job, end, status->exit_code, status->reason, status->end_time.value_or(Now()));
     return;
   }
@@ -259,9 +266,11 @@ void JobTable::ImportStatusOf(Job& job) {
       MarkDirty(job);
     }
     // The log files come in a second report, once the job's command has opened them.
-    if ((!status->logs.stdout_path.empty() || !status->logs.stderr_path.empty()) && job.logs != status->logs) {
-      job.logs = status->logs;
-      MarkDirty(job);
+    if (!status->logs.stdout_path.empty() || !status->logs.stderr_path.empty()) {
+      if (store::JobLogs logs = LogsOfAttempt(job, status->logs); job.logs != logs) {
+        job.logs = std::move(logs);
+        MarkDirty(job);
+      }
     }
     return;
   }
@@ -296,6 +305,71 @@ void JobTable::RequeueNeverStarted(Job& job, const JobFiles& files) {
   log_(fmt::format("job {} ({}) requeued: its supervisor ended after recording it running, before its command started",
                    id, job.user));
   MarkDirty(job);
+  schedule_needed_ = true;
+}
+
+store::AttemptEnd AttemptEndOf(const SupervisorStatus& status, bool cancel_requested) {
+  if (cancel_requested || status.interrupted) return store::AttemptEnd::kCancelled;
+  if (status.timed_out) return store::AttemptEnd::kTimeout;
+  if (status.start_failed || !status.exit_code) return store::AttemptEnd::kStartFailed;
+  return *status.exit_code == 0 ? store::AttemptEnd::kCompleted : store::AttemptEnd::kFailedExit;
+}
+
+store::JobLogs LogsOfAttempt(const store::Job& job, store::JobLogs reported) {
+  if (job.attempts.empty()) return reported;
+  // A retry appends to the files of the first attempt: the job's part of them starts where that
+  // attempt's did (its separator line and every attempt's output are the job's).
+  if (!job.logs.stdout_path.empty() && job.logs.stdout_path == reported.stdout_path)
+    reported.stdout_offset = std::min(reported.stdout_offset, job.logs.stdout_offset);
+  if (!job.logs.stderr_path.empty() && job.logs.stderr_path == reported.stderr_path)
+    reported.stderr_offset = std::min(reported.stderr_offset, job.logs.stderr_offset);
+  return reported;
+}
+
+// Attempt job.attempts.size() of `job` ended in a failure that is retried: recorded as an earlier
+// attempt and the job back in line. Stored before its files go, so that a crash in between
+// collects the same end again (and decides the same); while the store takes no writes, the job
+// stays as it is and the status is read again on the next tick.
+void JobTable::RetryJob(Job& job, const SupervisorStatus& status) {
+  const std::int64_t id = job.id;
+  Job next = job;
+  store::JobAttempt ended;
+  ended.state = JobState::kFailed;
+  ended.reason = status.reason;
+  ended.start_time = status.start_time ? status.start_time : job.start_time;
+  ended.end_time = status.end_time.value_or(Now());
+  ended.exit_code = status.exit_code;
+  ended.gpu_uuids = status.gpu_uuids.empty() ? job.gpu_uuids : status.gpu_uuids;
+  if (!status.logs.stdout_path.empty() || !status.logs.stderr_path.empty()) next.logs = LogsOfAttempt(job, status.logs);
+  next.logs.stdout_end.reset();  // the next attempt writes on
+  next.logs.stderr_end.reset();
+  next.attempts.push_back(ended);
+  next.state = JobState::kPending;
+  next.reason = fmt::format("retry {} of {} after {}", next.attempts.size(), next.spec.retries,
+                            ended.exit_code ? fmt::format("exit code {}", *ended.exit_code)
+                                            : (ended.reason.empty() ? std::string("a failure") : ended.reason));
+  next.start_time.reset();
+  next.end_time.reset();
+  next.exit_code.reset();
+  next.gpu_uuids.clear();
+  next.supervisor_pid.reset();
+  const bool in_trouble = trouble_.has_value();
+  Status s = store_.Update({&next});
+  NoteWrite(s);
+  if (!s.ok()) {
+    if (!in_trouble)  // said once; the store's trouble is logged (and shown) until it ends
+      log_(fmt::format("cannot store the retry of job {}: {}; its status is read again on every tick", id,
+                       s.error().message));
+    return;
+  }
+  dirty_.erase(id);
+  hold_requested_.erase(id);
+  launched_at_.erase(id);
+  JobFiles(jobs_dir_, id).Remove();
+  log_(fmt::format("job {} ({}) failed{} and is retried ({} of {})", id, job.user,
+                   ended.exit_code ? fmt::format(" with exit code {}", *ended.exit_code) : "", next.attempts.size(),
+                   next.spec.retries));
+  job = std::move(next);
   schedule_needed_ = true;
 }
 

@@ -37,6 +37,17 @@ using LogSink = std::function<void(const std::string& line)>;
 /// A job's state as its dependents see it (sched/launch.h): unfinished until it has ended.
 sched::DependencyState AsDependencyState(store::JobState state);
 
+struct SupervisorStatus;  // daemon/job_files.h
+
+/// How a supervisor's "done" status ended the attempt, for the retry decision (store::ShouldRetry):
+/// a cancel (requested, or the supervisor interrupted), a timeout, a command that did not start
+/// (also a "done" without an exit status), a zero or a non-zero exit status.
+store::AttemptEnd AttemptEndOf(const SupervisorStatus& status, bool cancel_requested);
+/// The logs a supervisor reported for the current attempt of `job`, as the job's: a retry appends
+/// to the first attempt's files, so where they are the same files, the job's part starts where the
+/// first attempt's did.
+store::JobLogs LogsOfAttempt(const store::Job& job, store::JobLogs reported);
+
 /// The table's timings and cap.
 struct JobTableLimits {
   /// A launched job whose supervisor has not taken its lock this long after the launch (or after
@@ -143,6 +154,9 @@ class JobTable {
   bool RetryDue() const;
   void RequeueOrWait(store::Job& job, bool reported);
   void RequeueNeverStarted(store::Job& job, const JobFiles& files);
+  /// Records the attempt that `status` ended as an earlier one and puts `job` back in line (a
+  /// failure ShouldRetry retries); stored before the job's files are removed.
+  void RetryJob(store::Job& job, const SupervisorStatus& status);
   sched::DependencyState DependencyStateOf(const sched::JobRef& job);
   void Launch(store::Job& job);
   double Now() const { return clock_.WallS(); }

@@ -149,6 +149,10 @@ void JobTable::LaunchEligible() {
 
 void JobTable::Launch(Job& job) {
   JobFiles files(jobs_dir_, job.id);
+  // A retry's earlier supervisor left its "done" status if the daemon stopped between storing the
+  // retry and removing the files: it is that attempt's, and would stop the new supervisor. (Its
+  // lock stays, as for any requeued job.)
+  if (auto old = job.attempts.empty() ? std::nullopt : files.ReadStatus(); old && old->phase == "done") files.RemoveStatus();
   if (Status s = files.WriteSpec(job); !s.ok()) {
     Finish(job, JobState::kFailed, std::nullopt, s.error().message, Now());
     return;

@@ -117,11 +117,18 @@ exec::LeasedJob MakeLeasedJob(const store::Job& job, const Config& config) {
   spec.stdout_path = store::OutputPath(job);
   spec.stdout_new_file = store::HasDefaultOutputPath(job);  // never append to an older job's gpulane-<id>.out
   spec.stderr_path = store::ErrorPath(job);
+  if (!job.attempts.empty() && !job.logs.stdout_path.empty()) {
+    // A retry appends to the files its first attempt opened (a default name was chosen afresh then).
+    spec.stdout_path = job.logs.stdout_path;
+    spec.stdout_new_file = false;
+    spec.stderr_path = job.logs.stderr_path.empty() ? job.logs.stdout_path : job.logs.stderr_path;
+  }
   if (geteuid() == 0) {
     spec.uid = job.uid;
     spec.gid = job.gid;
   }
   if (job.array_index) leased.extra_env.push_back(fmt::format("GPULANE_ARRAY_INDEX={}", *job.array_index));
+  leased.extra_env.push_back(fmt::format("GPULANE_RETRY={}", job.attempts.size()));  // 0: the first run
   return leased;
 }
 
@@ -227,6 +234,17 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
       fmt::print(stderr, "gpulane _supervise: job {}: {} (warning not in its log: {})\n", job->id, line,
                  appended.error().message);
   };
+  if (!job->attempts.empty() && !(job->logs.stderr_path.empty() && job->logs.stdout_path.empty())) {
+    // "gpulane: attempt 2 of 4 (retry 1 of 3) after exit code 1" in the job's stderr log, before
+    // this attempt writes anything; into the first attempt's file (a default name was taken then).
+    const std::string& log = job->logs.stderr_path.empty() ? job->logs.stdout_path : job->logs.stderr_path;
+    const bool as_root = geteuid() == 0;
+    const std::string line = store::RetryLine(static_cast<int>(job->attempts.size()), job->spec.retries, job->attempts.back());
+    Status appended = exec::AppendLineToLog(log, as_root ? std::optional(job->uid) : std::nullopt,
+                                            as_root ? std::optional(job->gid) : std::nullopt, "gpulane: " + line);
+    if (!appended.ok())
+      fmt::print(stderr, "gpulane _supervise: job {}: {} (not in its log: {})\n", job->id, line, appended.error().message);
+  }
   exec::LeasedJob leased = MakeLeasedJob(*job, *config);
   leased.stray_check_s = config->stray_check_s;
   leased.job.exec_mark_fd = *exec_mark;

@@ -36,6 +36,11 @@ class FsIdentity {
 
 Status AppendWarningToLog(const std::string& path, std::optional<std::uint32_t> uid, std::optional<std::uint32_t> gid,
                           const std::string& line) {
+  return AppendLineToLog(path, uid, gid, fmt::format("gpulane: warning: {}", line));
+}
+
+Status AppendLineToLog(const std::string& path, std::optional<std::uint32_t> uid, std::optional<std::uint32_t> gid,
+                       const std::string& line) {
   if (path.empty()) return MakeError(ErrorKind::kIo, "the job has no log file");
   int fd = -1;
   {
@@ -48,7 +53,7 @@ Status AppendWarningToLog(const std::string& path, std::optional<std::uint32_t> 
     close(fd);
     return MakeError(ErrorKind::kIo, fmt::format("{} is not a regular file of the job's owner", path));
   }
-  const std::string text = fmt::format("gpulane: warning: {}\n", line);
+  const std::string text = line + "\n";
   const bool written = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   close(fd);
   if (!written) return MakeError(ErrorKind::kIo, fmt::format("cannot write to {}", path));

@@ -14,5 +14,9 @@ namespace gpulane::exec {
 /// Errors: kIo naming the file and why.
 Status AppendWarningToLog(const std::string& path, std::optional<std::uint32_t> uid, std::optional<std::uint32_t> gid,
                           const std::string& line);
+/// Appends `line` and a newline to the job's log `path`, as AppendWarningToLog does (same rights,
+/// same checks), without the "gpulane: warning: " prefix. Errors: kIo naming the file and why.
+Status AppendLineToLog(const std::string& path, std::optional<std::uint32_t> uid, std::optional<std::uint32_t> gid,
+                       const std::string& line);
 
 }  // namespace gpulane::exec

@@ -213,6 +213,8 @@ void Spec(Writer& w, const store::JobSpec& s) {
   w.Bytes(s.output_path);
   w.Key("request");
   Request(w, s.request);
+  w.Key("retries");
+  w.Int(s.retries);
   w.EndObject();
 }
 
@@ -251,6 +253,10 @@ void AppendQueueJobJson(const store::Job& job, const std::vector<unsigned>& gpu_
   if (job.array_job_id) {
     w.Key("array_job_id");
     w.Int(*job.array_job_id);
+  }
+  if (!job.attempts.empty()) {
+    w.Key("attempt");
+    w.Int(job.attempts.size());
   }
   if (job.end_time) {
     w.Key("end_time");

@@ -17,7 +17,7 @@ std::string GpusColumn(const sched::Request& g) {
   return out;
 }
 
-std::string WhereOrWhy(const store::Job& job, const std::vector<unsigned>& gpu_indices) {
+std::string WhereOrWhyOfAttempt(const store::Job& job, const std::vector<unsigned>& gpu_indices) {
   if (job.state == store::JobState::kRunning && !gpu_indices.empty()) {
     std::string out;
     for (unsigned i : gpu_indices) out += fmt::format("{}GPU{}", out.empty() ? "" : ",", i);
@@ -26,6 +26,15 @@ std::string WhereOrWhy(const store::Job& job, const std::vector<unsigned>& gpu_i
   if (job.exit_code && job.state != store::JobState::kRunning)
     return fmt::format("exit {}{}", *job.exit_code, job.reason.empty() ? "" : "; " + job.reason);
   return job.reason;
+}
+
+// A retried job's column starts with its attempt: "retry 1/3, GPU0".
+std::string WhereOrWhy(const store::Job& job, const std::vector<unsigned>& gpu_indices) {
+  std::string out = WhereOrWhyOfAttempt(job, gpu_indices);
+  if (job.attempts.empty()) return out;
+  // A waiting retry's reason says it already ("retry 1 of 3 after exit code 1").
+  if (job.state == store::JobState::kPending && out.rfind("retry ", 0) == 0) return out;
+  return fmt::format("retry {}/{}{}{}", job.attempts.size(), job.spec.retries, out.empty() ? "" : ", ", out);
 }
 
 // The name as the column shows it: escaped for the terminal, and when longer than 16 bytes cut to

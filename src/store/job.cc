@@ -167,7 +167,7 @@ json SpecToJson(const JobSpec& s, bool with_env) {
             {"request", proto::RequestToJson(s.request)},
             {"name", s.name},         {"after_ok", DepsToJson(s.after_ok)},
             {"after_any", DepsToJson(s.after_any)}, {"output_path", BytesToJson(s.output_path)},
-            {"error_path", BytesToJson(s.error_path)}, {"kill_grace_s", s.kill_grace_s}};
+            {"error_path", BytesToJson(s.error_path)}, {"kill_grace_s", s.kill_grace_s}, {"retries", s.retries}};
   if (with_env) j["env"] = BytesListToJson(s.env);
   return j;
 }
@@ -195,6 +195,15 @@ Status SpecFromJson(const json& j, JobSpec* s, SpecLimits limits) {
   try {
     s->name = j.value("name", "");
     s->kill_grace_s = j.value("kill_grace_s", 10.0);
+    s->retries = 0;
+    if (auto it = j.find("retries"); it != j.end()) {
+      // An integer, compared before any conversion (get<int> of 1e20 is undefined behaviour).
+      const bool in_range = it->is_number_unsigned()  ? it->get<std::uint64_t>() <= static_cast<std::uint64_t>(kMaxRetries)
+                            : it->is_number_integer() ? it->get<std::int64_t>() >= 0 && it->get<std::int64_t>() <= kMaxRetries
+                                                      : false;
+      if (!in_range) return bad(fmt::format("retries must be a whole number from 0 to {}", kMaxRetries));
+      s->retries = it->get<int>();
+    }
   } catch (const json::exception&) {
     return bad(types);
   }
@@ -252,6 +261,72 @@ Result<std::vector<int>> ArrayIndicesFromJson(const json& value) {
   return indices;
 }
 
+bool ShouldRetry(AttemptEnd end, int attempt, int retries) {
+  const bool recorded_failure = end == AttemptEnd::kFailedExit || end == AttemptEnd::kStartFailed;
+  return recorded_failure && attempt >= 0 && attempt < retries;
+}
+
+std::string RetryLine(int attempt, int retries, const JobAttempt& previous) {
+  std::string after = previous.exit_code ? fmt::format("exit code {}", *previous.exit_code)
+                                         : (previous.reason.empty() ? std::string("a failure") : previous.reason);
+  return fmt::format("attempt {} of {} (retry {} of {}) after {}", attempt + 1, retries + 1, attempt, retries, after);
+}
+
+namespace {
+
+json AttemptToJson(const JobAttempt& a) {
+  json j = {{"state", StateName(a.state)}, {"reason", a.reason}, {"gpu_uuids", a.gpu_uuids}};
+  if (a.start_time) j["start_time"] = *a.start_time;
+  if (a.end_time) j["end_time"] = *a.end_time;
+  if (a.exit_code) j["exit_code"] = *a.exit_code;
+  return j;
+}
+
+}  // namespace
+
+json AttemptsToJson(const std::vector<JobAttempt>& attempts) {
+  json out = json::array();
+  for (const JobAttempt& a : attempts) out.push_back(AttemptToJson(a));
+  return out;
+}
+
+std::vector<JobAttempt> AttemptsFromJson(const json& j) {
+  std::vector<JobAttempt> out;
+  if (!j.is_array()) return out;
+  try {
+    for (const json& e : j) {
+      JobAttempt a;
+      a.state = ParseState(e.value("state", "failed")).value_or(JobState::kFailed);
+      a.reason = e.value("reason", "");
+      if (e.contains("start_time")) a.start_time = e["start_time"].get<double>();
+      if (e.contains("end_time")) a.end_time = e["end_time"].get<double>();
+      if (e.contains("exit_code")) a.exit_code = e["exit_code"].get<int>();
+      a.gpu_uuids = e.value("gpu_uuids", std::vector<std::string>{});
+      out.push_back(std::move(a));
+    }
+  } catch (const json::exception&) {
+    return {};
+  }
+  return out;
+}
+
+json AllAttemptsToJson(const Job& job) {
+  json out = AttemptsToJson(job.attempts);
+  const bool current_started = job.start_time || job.end_time || job.state == JobState::kRunning;
+  if (current_started) {
+    JobAttempt now;
+    now.state = job.state;
+    now.reason = job.reason;
+    now.start_time = job.start_time;
+    now.end_time = job.end_time;
+    now.exit_code = job.exit_code;
+    now.gpu_uuids = job.gpu_uuids;
+    out.push_back(AttemptToJson(now));
+  }
+  for (std::size_t i = 0; i < out.size(); ++i) out[i]["attempt"] = i;
+  return out;
+}
+
 std::string JobIdText(const Job& job) {
   if (job.array_job_id && job.array_index) return fmt::format("{}_{}", *job.array_job_id, *job.array_index);
   return std::to_string(job.id);
@@ -266,6 +341,7 @@ json JobToJson(const Job& job, bool with_env) {
   if (job.start_time) j["start_time"] = *job.start_time;
   if (job.end_time) j["end_time"] = *job.end_time;
   if (job.exit_code) j["exit_code"] = *job.exit_code;
+  if (!job.attempts.empty()) j["attempt"] = job.attempts.size();
   if (JobLogs logs = LogsOf(job); !logs.stdout_path.empty() || !logs.stderr_path.empty()) j["logs"] = LogsToJson(logs);
   return j;
 }

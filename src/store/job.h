@@ -64,6 +64,8 @@ inline constexpr std::size_t kMaxEnvBytes = 1u << 20;   ///< the environment: 1 
 /// Jobs one job may wait for: --after and --after-any together, after duplicates are removed and
 /// ranges ("12_[1-500]") expanded.
 inline constexpr std::size_t kMaxDependencies = 1000;
+/// The most retries one job may ask for (--retry N: 0 to this).
+inline constexpr int kMaxRetries = 100;
 
 /// Bytes of `strings` as execve counts them (each with its NUL).
 std::size_t StringBytes(const std::vector<std::string>& strings);
@@ -82,6 +84,9 @@ struct JobSpec {
   std::string output_path;       ///< stdout log, placeholders expanded; "" = <cwd>/gpulane-<id>.out
   std::string error_path;        ///< stderr log; "" = the same file as stdout
   double kill_grace_s = 10;
+  /// Runs again after a failure (a non-zero exit, or a command that could not be started), at most
+  /// this many times (--retry N, 0 to kMaxRetries); never after a cancel or a timeout.
+  int retries = 0;
 };
 
 /// The log files a job's command writes to, as its supervisor opened them (exec::OpenedLogs).
@@ -96,6 +101,38 @@ struct JobLogs {
   bool unrecorded = false;
   bool operator==(const JobLogs&) const = default;
 };
+
+/// One earlier run of a job that was retried (--retry): how it went. The job's current (or last)
+/// attempt is the job's own fields (start_time, end_time, exit_code, gpu_uuids).
+struct JobAttempt {
+  JobState state = JobState::kFailed;  ///< how it ended (only failures are retried)
+  std::string reason;                  ///< what went wrong, for people ("" for a plain non-zero exit)
+  std::optional<double> start_time, end_time;
+  std::optional<int> exit_code;        ///< exit status, or 128 + signal; none when the command did not start
+  std::vector<std::string> gpu_uuids;
+  bool operator==(const JobAttempt&) const = default;
+};
+
+/// How one attempt of a job ended, as far as a retry is concerned.
+enum class AttemptEnd {
+  kCompleted,    ///< exit status 0
+  kFailedExit,   ///< a non-zero exit status (also 128 + signal: killed)
+  kStartFailed,  ///< recorded as never started: the command or its logs could not be opened, the
+                 ///< GPUs could not be waited for (a node fault); the job provably did not run
+  kCancelled,    ///< gpulane cancel, or its supervisor stopped by a signal
+  kTimeout,      ///< --time-limit ran out
+  kLost,         ///< no record of its end (its supervisor died while it ran): it may have
+                 ///< completed, so it is never run again
+};
+
+/// Whether a job whose attempt `attempt` (0: the first run, 1: the first retry, ...) ended `end`
+/// runs again, when it may be retried `retries` times: only a recorded failure (kFailedExit,
+/// kStartFailed) is, and only while attempt < retries. Pure: the daemon's and the tests' one rule.
+bool ShouldRetry(AttemptEnd end, int attempt, int retries);
+
+/// "attempt 2 of 4 (retry 1 of 3) after exit code 1": the line a retried job's log gets before
+/// attempt `attempt` (1 or more) of a job with `retries`, after `previous` ended.
+std::string RetryLine(int attempt, int retries, const JobAttempt& previous);
 
 /// A job: its spec, who owns it, and where it stands.
 struct Job {
@@ -114,7 +151,18 @@ struct Job {
   std::vector<std::string> gpu_uuids;
   std::optional<pid_t> supervisor_pid;
   JobLogs logs;                    ///< the files its output went to (default names are never reused)
+  /// The attempts before the current one, oldest first (retries): the current attempt's number is
+  /// attempts.size() (0 for the first run), its GPULANE_RETRY.
+  std::vector<JobAttempt> attempts;
 };
+
+/// Earlier attempts as stored (a JSON list of {state, reason, start_time, end_time, exit_code,
+/// gpu_uuids}) and back; what cannot be read reads as no attempts.
+nlohmann::json AttemptsToJson(const std::vector<JobAttempt>& attempts);
+std::vector<JobAttempt> AttemptsFromJson(const nlohmann::json& j);
+/// Every attempt of the job for clients (show's "attempts"): the earlier ones, then the current
+/// one once it has started or ended, each with "attempt" (0, 1, ...).
+nlohmann::json AllAttemptsToJson(const Job& job);
 
 /// Expands %j (job id), %a (array index), %A (array job id), %u (user) and %% in a log path
 /// pattern; a relative result is taken from the job's working directory.

@@ -64,7 +64,7 @@ constexpr const char* kFindKey = "SELECT first_id, count FROM submissions WHERE 
 
 constexpr const char* kColumns =
     "id, array_job_id, array_index, uid, gid, user, spec, state, reason, submit_time, start_time, end_time, "
-    "exit_code, gpus, supervisor_pid, logs";
+    "exit_code, gpus, supervisor_pid, logs, attempts";
 
 std::optional<double> OptDouble(sqlite3_stmt* s, int i) {
   if (sqlite3_column_type(s, i) == SQLITE_NULL) return std::nullopt;
@@ -114,6 +114,7 @@ std::string ReadRowFields(sqlite3_stmt* s, Job* job, const ArraySpecLookup& arra
   // NULL: a job stored before log files were recorded (schema 1).
   if (sqlite3_column_type(s, 15) == SQLITE_NULL) job->logs.unrecorded = true;
   else job->logs = LogsFromJson(nlohmann::json::parse(Text(s, 15), nullptr, false));
+  job->attempts = AttemptsFromJson(nlohmann::json::parse(Text(s, 16), nullptr, false));
   return "";
 }
 
@@ -260,6 +261,8 @@ Status JobStore::Migrate() {
       " uid INTEGER NOT NULL, key TEXT NOT NULL,"
       " first_id INTEGER NOT NULL, count INTEGER NOT NULL,"
       " PRIMARY KEY (uid, key)) WITHOUT ROWID;",
+      // 6: the earlier attempts of retried jobs (--retry; JSON, store::AttemptsToJson).
+      "ALTER TABLE jobs ADD COLUMN attempts TEXT NOT NULL DEFAULT '[]';",
   };
   static_assert(std::size(kSteps) == kSchemaVersion, "one step per schema version");
   for (int v = current; v < kSchemaVersion; ++v) {
@@ -364,7 +367,7 @@ Status JobStore::Update(const std::vector<const Job*>& jobs) {
   if (!s.ok()) return s;
   Stmt update(db_,
               "UPDATE jobs SET state=?2, reason=?3, start_time=?4, end_time=?5, exit_code=?6, gpus=?7, "
-              "supervisor_pid=?8, logs=?9 WHERE id=?1");
+              "supervisor_pid=?8, logs=?9, attempts=?10 WHERE id=?1");
   for (const Job* job : jobs) {
     update.Bind(1, job->id);
     update.Bind(2, std::string(StateName(job->state)));
@@ -376,6 +379,7 @@ Status JobStore::Update(const std::vector<const Job*>& jobs) {
     update.BindOpt(8, job->supervisor_pid);
     if (job->logs.unrecorded) update.BindNull(9);
     else update.Bind(9, LogsToJson(job->logs).dump());
+    update.Bind(10, AttemptsToJson(job->attempts).dump());
     if (update.Step() != SQLITE_DONE) {
       Error e = DbError(db_, "database: update job");
       Rollback();

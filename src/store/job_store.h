@@ -59,8 +59,8 @@ class JobStore {
   ~JobStore();
 
   /// The schema version this code writes (4: an array's spec stored once, in array_specs; 5:
-  /// submissions' idempotency keys).
-  static constexpr int kSchemaVersion = 5;
+  /// submissions' idempotency keys; 6: retried jobs' earlier attempts).
+  static constexpr int kSchemaVersion = 6;
 
   /// Changes how long each later statement waits for another connection's lock (milliseconds).
   void SetBusyTimeout(int busy_timeout_ms);
@@ -74,8 +74,8 @@ class JobStore {
   /// The ids of the submission stored with idempotency key `key` of user `uid`, in order; nullopt
   /// when there is none.
   Result<std::optional<std::vector<std::int64_t>>> FindSubmission(std::uint32_t uid, const std::string& key);
-  /// Writes the mutable fields (state, reason, times, exit code, GPUs, supervisor, logs) of each job in
-  /// one transaction.
+  /// Writes the mutable fields (state, reason, times, exit code, GPUs, supervisor, logs, earlier
+  /// attempts) of each job in one transaction.
   Status Update(const std::vector<const Job*>& jobs);
   /// Every job not finished, oldest first; rows that cannot be read are added to `damaged` (when
   /// given) instead.

@@ -189,6 +189,67 @@ std::string QueryText(const std::string& path, const char* sql) {
 
 // Schema 3 stored every task of an array with a copy of its spec: schema 4 keeps one, in
 // array_specs, and the tasks read back exactly as before.
+// A retried job's earlier attempts and its --retry survive a restart (a new store on the file).
+TEST(JobStore, KeepsARetriedJobsAttemptsAndRetries) {
+  TempDb db;
+  JobAttempt failed;
+  failed.exit_code = 3;
+  failed.start_time = 10;
+  failed.end_time = 11;
+  failed.gpu_uuids = {"GPU-1"};
+  std::int64_t id = 0;
+  {
+    auto store = JobStore::Open(db.path());
+    ASSERT_TRUE(store) << store.error().message;
+    std::vector<Job> jobs = {MakeJob()};
+    jobs[0].spec.retries = 3;
+    ASSERT_TRUE((*store)->Insert(jobs, false));
+    id = jobs[0].id;
+    jobs[0].attempts = {failed, failed};
+    ASSERT_TRUE((*store)->Update({&jobs[0]}).ok());
+  }
+  auto store = JobStore::Open(db.path());
+  ASSERT_TRUE(store) << store.error().message;
+  auto job = (*store)->Get(id);
+  ASSERT_TRUE(job && *job);
+  EXPECT_EQ((**job).spec.retries, 3);
+  EXPECT_EQ((**job).attempts, (std::vector<JobAttempt>{failed, failed}));
+}
+
+// Schema 5 (before retries): its jobs read back with no earlier attempts and no retries, and
+// take attempts afterwards.
+TEST(JobStoreMigration, SchemaFiveJobsGetNoAttempts) {
+  TempDb db;
+  {
+    auto store = JobStore::Open(db.path());
+    ASSERT_TRUE(store) << store.error().message;
+    std::vector<Job> jobs = {MakeJob()};
+    ASSERT_TRUE((*store)->Insert(jobs, false));
+  }
+  {  // back to schema 5 as it was: no attempts column, no "retries" in the spec
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(db.path().c_str(), &raw), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(raw,
+                           "ALTER TABLE jobs DROP COLUMN attempts; UPDATE jobs SET spec = json_remove(spec, '$.retries');"
+                           "PRAGMA user_version=5;",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK)
+        << sqlite3_errmsg(raw);
+    sqlite3_close(raw);
+  }
+  auto store = JobStore::Open(db.path());
+  ASSERT_TRUE(store) << store.error().message;
+  auto job = (*store)->Get(1);
+  ASSERT_TRUE(job && *job);
+  EXPECT_TRUE((**job).attempts.empty());
+  EXPECT_EQ((**job).spec.retries, 0);
+  (**job).attempts = {JobAttempt{}};
+  ASSERT_TRUE((*store)->Update({&**job}).ok());
+  auto again = (*store)->Get(1);
+  ASSERT_TRUE(again && *again);
+  EXPECT_EQ((**again).attempts.size(), 1u);
+}
+
 TEST(JobStoreMigration, SchemaThreeArraysGetTheirSpecStoredOnce) {
   TempDb db;
   const std::string spec =
@@ -232,7 +293,9 @@ TEST(JobStoreMigration, SchemaThreeArraysGetTheirSpecStoredOnce) {
     ASSERT_TRUE(task && *task);
     EXPECT_EQ(**task, 3);
   }
-  EXPECT_EQ(QueryText(db.path(), "PRAGMA user_version"), "5");  // migrated through 4 (array specs) to the current 5 (idempotency keys)
+  // Migrated through 4 (array specs) and 5 (idempotency keys) to the current 6 (retried jobs' attempts).
+  EXPECT_EQ(QueryText(db.path(), "PRAGMA user_version"), "6");
+  EXPECT_EQ(QueryText(db.path(), "SELECT attempts FROM jobs WHERE id = 1"), "[]") << "older jobs had no earlier attempts";
   EXPECT_EQ(QueryText(db.path(), "SELECT count(*) FROM array_specs"), "1");
   EXPECT_EQ(QueryText(db.path(), "SELECT count(*) FROM jobs WHERE spec = ''"), "3");
   EXPECT_EQ(QueryText(db.path(), "SELECT spec FROM jobs WHERE id = 1"), spec) << "a job that is no array keeps its own";

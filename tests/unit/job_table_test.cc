@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fmt/format.h>
 #include <fstream>
 #include <memory>
 
@@ -565,6 +566,141 @@ TEST_F(JobTableTest, FindAnswersForActiveAndFinishedJobs) {
   Table().active().at(queued).reason = "changed in the table";
   EXPECT_EQ(Table().Find(queued)->reason, "changed in the table") << "the table's copy, not the store's";
   EXPECT_FALSE(Table().Find(9999));
+}
+
+
+// ---- retries (--retry) ------------------------------------------------------------------------
+
+namespace retries {
+
+// A job of `retries` stored running with its supervisor (the test) holding its lock.
+std::int64_t StoredRunning(store::JobStore& store, int retries) {
+  Job job;
+  job.uid = 1000;
+  job.gid = 1000;
+  job.user = "alice";
+  job.spec.argv = {"false"};
+  job.spec.cwd = "/tmp";
+  job.spec.retries = retries;
+  job.submit_time = 1.0;
+  std::vector<Job> jobs = {job};
+  auto ids = store.Insert(jobs, false);
+  EXPECT_TRUE(ids) << ids.error().message;
+  jobs[0].state = JobState::kRunning;
+  EXPECT_TRUE(store.Update({&jobs[0]}).ok());
+  return jobs[0].id;
+}
+
+}  // namespace retries
+
+TEST_F(JobTableTest, AFailedAttemptIsRecordedAndTheJobGoesBackInLineUntilTheRetriesAreSpent) {
+  const std::int64_t id = retries::StoredRunning(*store_, 2);
+  HoldLock(id);
+  Report(id, Running());
+  ASSERT_TRUE(Table().Recover());
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    SupervisorStatus failed = Done(3);
+    failed.start_time = 100.0 + attempt;
+    failed.gpu_uuids = {attempt == 0 ? "GPU-0" : "GPU-1"};
+    Report(id, failed);
+    ReleaseLock(id);
+    Table().CheckSupervisors();
+    ASSERT_EQ(TableState(id), "pending") << "attempt " << attempt << " is retried";
+    Job stored = StoredJob(id);
+    EXPECT_EQ(std::string(store::StateName(stored.state)), "pending") << "the retry is durable at once";
+    ASSERT_EQ(stored.attempts.size(), static_cast<std::size_t>(attempt + 1));
+    EXPECT_EQ(stored.attempts.back().exit_code, 3);
+    EXPECT_EQ(stored.attempts.back().start_time, 100.0 + attempt);
+    EXPECT_EQ(stored.attempts.back().gpu_uuids, failed.gpu_uuids);
+    EXPECT_FALSE(stored.exit_code) << "the new attempt has not ended";
+    EXPECT_FALSE(stored.start_time);
+    EXPECT_FALSE(fs::exists(Files(id).status_path())) << "the ended attempt's files are gone";
+    EXPECT_EQ(Table().active().at(id).reason, fmt::format("retry {} of 2 after exit code 3", attempt + 1));
+    // Started again, as the next attempt.
+    launcher_.started.clear();
+    Table().LaunchEligible();
+    ASSERT_EQ(launcher_.started, Ids{id});
+    auto spec = Files(id).ReadSpec();
+    ASSERT_TRUE(spec) << spec.error().message;
+    EXPECT_EQ(spec->attempts.size(), static_cast<std::size_t>(attempt + 1)) << "the supervisor learns its attempt";
+    HoldLock(id);  // the next supervisor
+    Report(id, Running());
+    Table().CheckSupervisors();
+    ASSERT_EQ(TableState(id), "running");
+  }
+  Report(id, Done(3));
+  ReleaseLock(id);
+  Table().CheckSupervisors();
+  EXPECT_EQ(TableState(id), "") << "the last attempt ends the job";
+  Job stored = StoredJob(id);
+  EXPECT_EQ(std::string(store::StateName(stored.state)), "failed");
+  EXPECT_EQ(stored.exit_code, 3);
+  EXPECT_EQ(stored.attempts.size(), 2u) << "the earlier attempts; the last is the job's own fields";
+}
+
+TEST_F(JobTableTest, CancelledTimedOutAndLostAttemptsAreNeverRetried) {
+  const std::int64_t cancelled = retries::StoredRunning(*store_, 5), timed_out = retries::StoredRunning(*store_, 5),
+                     lost = retries::StoredRunning(*store_, 5), requested = retries::StoredRunning(*store_, 5);
+  for (auto id : {cancelled, timed_out, requested}) {
+    HoldLock(id);
+    Report(id, Running());
+  }
+  Report(lost, Running());  // no lock: its supervisor died while the job ran; it may have completed
+  ASSERT_TRUE(Table().Recover());
+  SupervisorStatus interrupted = Done(143);
+  interrupted.interrupted = true;
+  Report(cancelled, interrupted);
+  ReleaseLock(cancelled);
+  SupervisorStatus late = Done(143);
+  late.timed_out = true;
+  Report(timed_out, late);
+  ReleaseLock(timed_out);
+  Table().RequestCancel(requested);
+  Report(requested, Done(143));
+  ReleaseLock(requested);
+  Turn();
+  EXPECT_TRUE(Table().active().empty());
+  EXPECT_TRUE(launcher_.started.empty()) << "none runs again";
+  EXPECT_EQ(StoredState(cancelled), "cancelled");
+  EXPECT_EQ(StoredState(timed_out), "timeout");
+  EXPECT_EQ(StoredState(lost), "failed");
+  EXPECT_EQ(StoredState(requested), "cancelled");
+  for (auto id : {cancelled, timed_out, lost, requested}) EXPECT_TRUE(StoredJob(id).attempts.empty()) << id;
+}
+
+TEST_F(JobTableTest, AFailureRecordedWhileNoDaemonRanIsRetriedAtRecovery) {
+  const std::int64_t id = retries::StoredRunning(*store_, 1);
+  HoldLock(id);
+  Report(id, Running());
+  Report(id, Done(1));
+  ReleaseLock(id);
+  // The supervisor recorded the failure while no daemon ran: the restarted one retries the job as
+  // a running daemon would have.
+  ASSERT_TRUE(Table().Recover());
+  EXPECT_EQ(TableState(id), "pending");
+  EXPECT_EQ(StoredJob(id).attempts.size(), 1u);
+  Table().LaunchEligible();
+  Report(id, Done(0));
+  Table().CheckSupervisors();
+  EXPECT_EQ(StoredState(id), "completed");
+  EXPECT_EQ(StoredJob(id).attempts.size(), 1u);
+}
+
+TEST_F(JobTableTest, AStaleDoneStatusOfARetriedAttemptIsRemovedBeforeTheNextSupervisorStarts) {
+  // Stored as retried (pending, one earlier attempt), but the daemon died before removing the
+  // earlier supervisor's "done" status: the new supervisor must not take it for its own.
+  const std::int64_t id = retries::StoredRunning(*store_, 2);
+  Job job = StoredJob(id);
+  job.state = JobState::kPending;
+  job.attempts = {store::JobAttempt{}};
+  ASSERT_TRUE(store_->Update({&job}).ok());
+  Report(id, Done(1));
+  ASSERT_TRUE(Table().Recover());
+  Table().LaunchEligible();
+  ASSERT_EQ(launcher_.started, Ids{id});
+  EXPECT_FALSE(fs::exists(Files(id).status_path()));
+  Table().CheckSupervisors();
+  EXPECT_EQ(TableState(id), "launching") << "not ended by the earlier attempt's status";
 }
 
 }  // namespace

@@ -205,6 +205,8 @@ TEST(QueueJson, RandomJobs) {
     job.spec.argv = {text(), text()};
     job.spec.cwd = "/" + text();
     job.spec.kill_grace_s = real();
+    job.spec.retries = static_cast<int>(rng() % (store::kMaxRetries + 1));
+    job.attempts.resize(coin() ? 0 : rng() % 4);  // a retried job: "attempt"
     job.spec.request.submit_time_s = real();
     if (coin()) job.spec.request.time_limit_s = real();
     if (coin()) job.spec.request.partition = text();

@@ -45,5 +45,26 @@ TEST(QueueTable, LongNamesAreCutBetweenCharacters) {
   EXPECT_NE(Row(Job("seventeen-bytes..")).find(" seventeen-bytes~ "), std::string::npos);
 }
 
+TEST(QueueTable, ARetriedJobShowsItsAttempt) {
+  store::Job job = Job("train");
+  job.spec.retries = 3;
+  job.state = store::JobState::kRunning;
+  EXPECT_EQ(Row(job).find("retry"), std::string::npos) << "the first run says nothing";
+  job.attempts.resize(1);
+  store::Job running = job;
+  running.gpu_uuids = {"GPU-a"};
+  std::string out;
+  AppendQueueRow(running, {1}, 100, out);
+  EXPECT_NE(out.find("  retry 1/3, GPU1\n"), std::string::npos) << out;
+  job.state = store::JobState::kPending;
+  job.reason = "retry 1 of 3 after exit code 1";
+  EXPECT_NE(Row(job).find("  retry 1 of 3 after exit code 1\n"), std::string::npos) << "said once: " << Row(job);
+  job.state = store::JobState::kFailed;
+  job.attempts.resize(3);
+  job.exit_code = 2;
+  job.reason = "";
+  EXPECT_NE(Row(job).find("  retry 3/3, exit 2\n"), std::string::npos) << Row(job);
+}
+
 }  // namespace
 }  // namespace gpulane

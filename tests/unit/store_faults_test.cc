@@ -175,6 +175,35 @@ class StoreFaultsTest : public ::testing::Test {
 
 // ---- item 15: failed writes ----------------------------------------------------------------
 
+// A failure to retry (--retry) whose retry cannot be stored: the job stays as it was, with its
+// supervisor's record, until a turn stores the retry; only then are the files removed.
+TEST_F(StoreFaultsTest, ARetryThatCannotBeStoredWaitsWithItsRecordForALaterTurn) {
+  std::vector<Job> jobs = {MakeJob()};
+  jobs[0].spec.retries = 1;
+  ASSERT_TRUE(store_->Insert(jobs, false));
+  const std::int64_t id = jobs[0].id;
+  jobs[0].state = JobState::kLaunching;
+  ASSERT_TRUE(store_->Update({&jobs[0]}).ok());
+  HoldLock(id);
+  Report(id, Running());
+  ASSERT_TRUE(Table().Recover());
+  Locker lock(db_path());
+  SupervisorEnds(id, 3);
+  for (int i = 0; i < 3; ++i) Turn();
+  EXPECT_EQ(StoredState(id), "running");
+  EXPECT_EQ(TableState(id), "running") << "not requeued before the retry is durable";
+  EXPECT_TRUE(fs::exists(Files(id).status_path())) << "the attempt's record stays";
+  EXPECT_TRUE(launcher_.started.empty());
+  EXPECT_EQ(CountLogged("cannot store the retry of job"), 1);
+  lock.Release();
+  Turn();
+  Job stored = StoredJob(id);
+  EXPECT_EQ(std::string(store::StateName(stored.state)), "launching") << "retried, and launched in the same turn";
+  ASSERT_EQ(stored.attempts.size(), 1u);
+  EXPECT_EQ(stored.attempts[0].exit_code, 3);
+  EXPECT_EQ(launcher_.started, std::vector<std::int64_t>{id});
+}
+
 TEST_F(StoreFaultsTest, AnEndThatCannotBeStoredKeepsTheJobAndItsFilesUntilALaterTurnStoresIt) {
   const std::int64_t id = AdoptedRunningJob();
   Locker lock(db_path());

@@ -1,0 +1,174 @@
+// gpulane submit --retry N through the binary, with a user-mode daemon on the fake machine: a job
+// that fails runs again (GPULANE_RETRY = its attempt), up to N times, never after a cancel or a
+// timeout; show lists every attempt, queue says "retry 1/3", the logs get a line per retry, an
+// --after dependant waits for the final outcome, and a daemon restart keeps the attempts.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fmt/format.h>
+
+#include "support/daemon_fixture.h"
+#include "support/harness.h"
+#include "support/text.h"
+
+namespace gpulane::test {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string Id(std::int64_t id) { return std::to_string(id); }
+
+std::vector<int> ExitCodes(const json& attempts) {
+  std::vector<int> out;
+  for (const auto& a : attempts) out.push_back(a.value("exit_code", -1));
+  return out;
+}
+
+TEST(DaemonRetry, AJobThatFailsTwiceCompletesOnItsThirdAttempt) {
+  TestDaemon d;
+  const std::string out = (d.work() / "retry.out").string(), err = (d.work() / "retry.err").string();
+  const std::int64_t id = d.Submit({"--retry", "3", "-o", out, "-e", err, "--", "sh", "-c",
+                                    "echo \"run $GPULANE_RETRY\"; test \"$GPULANE_RETRY\" = 2 || exit 3"});
+  RunResult wait = d.Gpulane({"wait", Id(id)}, {}, 120);
+  EXPECT_EQ(wait.exit_code, 0) << wait.out << wait.err;
+  json shown = d.Show(id);
+  EXPECT_EQ(shown["state"], "completed");
+  EXPECT_EQ(shown["exit_code"], 0);
+  EXPECT_EQ(shown["attempt"], 2);
+  EXPECT_EQ(shown["spec"]["retries"], 3);
+  ASSERT_TRUE(shown["attempts"].is_array()) << shown.dump();
+  ASSERT_EQ(shown["attempts"].size(), 3u) << shown.dump();
+  EXPECT_EQ(ExitCodes(shown["attempts"]), (std::vector<int>{3, 3, 0}));
+  double previous_end = 0;
+  for (std::size_t i = 0; i < 3; ++i) {
+    const json& a = shown["attempts"][i];
+    EXPECT_EQ(a["attempt"], i);
+    ASSERT_TRUE(a.contains("start_time") && a.contains("end_time")) << a.dump();
+    EXPECT_GE(a["start_time"].get<double>(), previous_end) << "one attempt after the other";
+    previous_end = a["end_time"].get<double>();
+    EXPECT_EQ(a["gpu_indices"].size(), 1u) << a.dump();
+    EXPECT_EQ(a["gpu_uuids"].size(), 1u) << a.dump();
+  }
+  // Every attempt appended to the same files; stderr has a line before each retry.
+  EXPECT_EQ(ReadFile(out), "run 0\nrun 1\nrun 2\n");
+  EXPECT_EQ(ReadFile(err),
+            "gpulane: attempt 2 of 4 (retry 1 of 3) after exit code 3\n"
+            "gpulane: attempt 3 of 4 (retry 2 of 3) after exit code 3\n");
+  RunResult logs = d.Gpulane({"logs", Id(id)});
+  EXPECT_EQ(logs.out, "run 0\nrun 1\nrun 2\n") << "the job's output is every attempt's";
+  // The text form lists the attempts too.
+  RunResult text = d.Gpulane({"show", Id(id)});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_TRUE(Contains(text.out, "attempts  3 of at most 4 (--retry 3)")) << text.out;
+  EXPECT_TRUE(Contains(text.out, "exit code 3")) << text.out;
+  // A restarted daemon still knows them (they are in the store).
+  d.Kill9();
+  ASSERT_TRUE(d.Start());
+  EXPECT_EQ(ExitCodes(d.Show(id)["attempts"]), (std::vector<int>{3, 3, 0}));
+}
+
+TEST(DaemonRetry, AJobThatAlwaysFailsEndsFailedAfterItsLastRetry) {
+  TestDaemon d;
+  const std::int64_t id = d.Submit({"--retry", "2", "--", "sh", "-c", "echo $GPULANE_RETRY >> tries.txt; exit 5"});
+  RunResult wait = d.Gpulane({"wait", Id(id)}, {}, 120);
+  EXPECT_EQ(wait.exit_code, 5) << "the last attempt's status" << wait.out << wait.err;
+  json shown = d.Show(id);
+  EXPECT_EQ(shown["state"], "failed");
+  EXPECT_EQ(ExitCodes(shown["attempts"]), (std::vector<int>{5, 5, 5})) << shown.dump();
+  EXPECT_EQ(ReadFile(d.work() / "tries.txt"), "0\n1\n2\n") << "three runs, no fourth";
+  // Its default log (stdout and stderr together) holds the retry lines, in one file.
+  RunResult logs = d.Gpulane({"logs", Id(id)});
+  EXPECT_EQ(logs.out,
+            "gpulane: attempt 2 of 3 (retry 1 of 2) after exit code 5\n"
+            "gpulane: attempt 3 of 3 (retry 2 of 2) after exit code 5\n");
+}
+
+TEST(DaemonRetry, ACommandThatCouldNotStartIsRetriedAsAFailure) {
+  TestDaemon d;
+  const std::int64_t id = d.Submit({"--retry", "1", "--", "./no-such-command"});
+  RunResult wait = d.Gpulane({"wait", Id(id)}, {}, 60);
+  EXPECT_EQ(wait.exit_code, 127) << wait.out << wait.err;
+  json shown = d.Show(id);
+  EXPECT_EQ(shown["state"], "failed");
+  ASSERT_EQ(shown["attempts"].size(), 2u) << shown.dump();
+  EXPECT_EQ(ExitCodes(shown["attempts"]), (std::vector<int>{127, 127}));
+  EXPECT_TRUE(Contains(shown["attempts"][0].value("reason", ""), "no-such-command")) << shown.dump();
+}
+
+TEST(DaemonRetry, ACancelledJobIsNotRetried) {
+  TestDaemon d;
+  const std::int64_t id = d.Submit({"--retry", "3", "--", "sh", "-c", "echo $GPULANE_RETRY >> tries.txt; exec sleep 120"});
+  ASSERT_TRUE(d.WaitForState(id, "running"));
+  ASSERT_TRUE(Eventually([&] { return fs::exists(d.work() / "tries.txt"); }));
+  RunResult cancel = d.Gpulane({"cancel", Id(id)});
+  ASSERT_EQ(cancel.exit_code, 0) << cancel.err;
+  d.Gpulane({"wait", Id(id)}, {}, 60);
+  json shown = d.Show(id);
+  EXPECT_EQ(shown["state"], "cancelled");
+  EXPECT_EQ(shown["attempts"].size(), 1u) << shown.dump();
+  EXPECT_FALSE(shown.contains("attempt"));
+  ASSERT_TRUE(d.Barrier());
+  EXPECT_EQ(ReadFile(d.work() / "tries.txt"), "0\n") << "ran once";
+}
+
+TEST(DaemonRetry, ATimedOutJobIsNotRetried) {
+  TestDaemon d;
+  const std::int64_t id = d.Submit({"--retry", "3", "--time-limit", "1s", "--kill-grace", "1s", "--", "sh", "-c",
+                                    "echo $GPULANE_RETRY >> tries.txt; exec sleep 120"});
+  RunResult wait = d.Gpulane({"wait", Id(id)}, {}, 60);
+  EXPECT_NE(wait.exit_code, 0);
+  json shown = d.Show(id);
+  EXPECT_EQ(shown["state"], "timeout");
+  EXPECT_EQ(shown["attempts"].size(), 1u) << shown.dump();
+  ASSERT_TRUE(d.Barrier());
+  EXPECT_EQ(ReadFile(d.work() / "tries.txt"), "0\n");
+}
+
+TEST(DaemonRetry, ADependantStartsOnlyAfterTheFinalSuccess) {
+  TestDaemon d;
+  const std::int64_t first = d.Submit({"--hold", "--retry", "2", "--", "sh", "-c",
+                                       "echo first $GPULANE_RETRY >> order.txt; test \"$GPULANE_RETRY\" = 1 || exit 1"});
+  const std::int64_t after = d.Submit({"--after", Id(first), "--", "sh", "-c", "echo after >> order.txt"});
+  ASSERT_EQ(d.Gpulane({"release", Id(first)}).exit_code, 0);
+  RunResult wait = d.Gpulane({"wait", Id(after)}, {}, 120);
+  EXPECT_EQ(wait.exit_code, 0) << wait.out << wait.err;
+  EXPECT_EQ(ReadFile(d.work() / "order.txt"), "first 0\nfirst 1\nafter\n") << "not after the first failure";
+  EXPECT_EQ(d.State(first), "completed");
+}
+
+TEST(DaemonRetry, QueueShowsTheRetryAndARestartedDaemonKeepsCounting) {
+  TestDaemon d;
+  const std::int64_t id = d.Submit({"--retry", "3", "--", "sh", "-c",
+                                    "test \"$GPULANE_RETRY\" = 0 && exit 1; while [ ! -e gate ]; do sleep 0.05; done"});
+  ASSERT_TRUE(Eventually([&] { return d.State(id) == "running" && d.Show(id).value("attempt", 0) == 1; }, 60));
+  RunResult queue = d.Gpulane({"queue"});
+  EXPECT_TRUE(Contains(queue.out, "retry 1/3")) << queue.out;
+  EXPECT_EQ(d.Queue()[0]["attempt"], 1);
+  // The daemon goes away while the retry runs; the restarted one adopts it with its history.
+  d.Kill9();
+  ASSERT_TRUE(d.Start());
+  ASSERT_TRUE(d.WaitForState(id, "running"));
+  Touch(d.work() / "gate");
+  RunResult wait = d.Gpulane({"wait", Id(id)}, {}, 60);
+  EXPECT_EQ(wait.exit_code, 0) << wait.out << wait.err;
+  EXPECT_EQ(ExitCodes(d.Show(id)["attempts"]), (std::vector<int>{1, 0}));
+}
+
+TEST(DaemonRetry, TheRetryCountIsBounded) {
+  TestDaemon d;
+  for (const char* bad : {"-1", "1000", "101", "x", "1.5"})
+    EXPECT_TRUE(IsGpulaneError(d.Gpulane({"submit", "--retry", bad, "--", "true"}), 2, "from 0 to 100")) << bad;
+  // The daemon checks it as well.
+  json request = d.SubmitRequest({"true"});
+  request["spec"]["retries"] = 1000;
+  json reply = d.Call(request);
+  EXPECT_EQ(reply["ok"], false) << reply.dump();
+  EXPECT_EQ(reply.value("code", ""), "invalid_argument");
+  EXPECT_TRUE(Contains(reply.value("error", ""), "0 to 100")) << reply.dump();
+  const std::int64_t id = d.Submit({"--retry", "100", "--", "true"});
+  EXPECT_EQ(d.Show(id)["spec"]["retries"], 100);
+}
+
+}  // namespace
+}  // namespace gpulane::test
