@@ -1,5 +1,7 @@
 #include "support/harness.h"
 
+#include <gtest/gtest.h>
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -253,7 +255,15 @@ RunResult RunGpulane(const std::vector<std::string>& args, const Env& env, doubl
   return result.value_or(RunResult{});
 }
 
-Child StartProcess(const std::vector<std::string>& argv) { return Child(argv, {}); }
+Child StartProcess(const std::vector<std::string>& argv) {
+  Child child(argv, {});
+  // Until its exec the child is still this test program (its /proc comm and cmdline say so): a
+  // test that reads the process's name right away must see argv[0]'s, so wait for the exec.
+  const std::string cmdline = "/proc/" + std::to_string(child.pid()) + "/cmdline";
+  if (!argv.empty() && !Eventually([&] { return ReadFile(cmdline).rfind(argv[0] + '\0', 0) == 0; }, 10))
+    ADD_FAILURE() << "the process " << argv[0] << " did not start";
+  return child;
+}
 
 bool Eventually(const std::function<bool()>& predicate, double timeout_s) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
