@@ -11,10 +11,13 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "render/queue_table.h"
+#include "sched/partition.h"
 #include "util/bytes_json.h"
+#include "util/config.h"
 #include "util/exit_codes.h"
 #include "util/terminal_text.h"
 #include "util/units.h"
+#include "util/week_window.h"
 
 namespace gpulane::cli {
 namespace {
@@ -55,6 +58,14 @@ int RunQueue(bool as_json, bool all, const std::string& user) {
   else if ((*answer)->contains("stream")) written = Status::Ok();  // written as it came
   else if (as_json) written = WriteOut((**answer)["jobs"].dump(2) + "\n");
   else written = WriteOut((**answer)["table"].get_ref<const std::string&>());
+  // Under the table: the machine's partitions, open or closed now and until when (as `status`).
+  if (written.ok() && !as_json)
+    if (auto config = LoadConfig(); config && !config->partitions.empty()) {
+      std::string lines;
+      const double week_s = LocalWeekSeconds(std::time(nullptr));
+      for (const PartitionConfig& p : config->partitions) lines += sched::StatusLine(p, week_s) + "\n";
+      written = WriteOut(lines);
+    }
   return written.ok() ? kExitOk : Fail(written.error());
 }
 

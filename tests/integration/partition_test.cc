@@ -108,6 +108,16 @@ TEST(Partition, StatusShowsEachPartitionOpenOrClosed) {
   EXPECT_TRUE(Contains(r.out, fmt::format("partition later (GPUs 0): closed, opens {} 00:00\n", WeekdayAhead(2)))) << r.out;
 }
 
+TEST(Partition, QueueShowsEachPartitionUnderTheTableButNotInJson) {
+  PartitionMachine m;
+  RunResult r = m.Gpulane({"queue"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "partition day (GPUs 2-3): open, no time windows\n")) << r.out;
+  EXPECT_TRUE(Contains(r.out, fmt::format("partition later (GPUs 0): closed, opens {} 00:00\n", WeekdayAhead(2)))) << r.out;
+  RunResult json = m.Gpulane({"queue", "--json"});
+  EXPECT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_EQ(json.out, "[]\n") << "the JSON listing stays the jobs alone";
+}
 
 // A queued job: the partition travels with the submission into the store, and the job's
 // supervisor runs it on the partition's GPU.
