@@ -36,6 +36,8 @@ struct SimulateOptions {
   std::string max_reserve_idle = "10m";
   bool json = false;
   std::string per_job_csv;
+  bool no_fair_share = false;
+  std::string half_life = "1d";
 };
 
 // Seconds for a table: "45 s", "12.3 min", "5.2 h", "3.1 d".
@@ -63,6 +65,9 @@ int RunSimulate(const SimulateOptions& o) {
   if (!gpu_mem) return Fail(gpu_mem.error());
   auto idle = ParseDurationS(o.max_reserve_idle);
   if (!idle) return Fail(idle.error());
+  auto half_life = ParseDurationS(o.half_life);
+  if (!half_life) return Fail(half_life.error());
+  if (!(*half_life >= 60)) return Fail(MakeError(ErrorKind::kInvalidArgument, "--fair-share-half-life: give at least 1min, e.g. 1d"));
   std::vector<sched::PolicyKind> policies;
   for (const std::string& name : Split(o.policies, ',')) {
     auto p = sched::ParsePolicy(std::string(Trim(name)));
@@ -106,6 +111,9 @@ int RunSimulate(const SimulateOptions& o) {
     so.gpu_mem_bytes = *gpu_mem;
     so.policy = p;
     so.max_reserve_idle_s = *idle;
+    so.fair_share = !o.no_fair_share;
+    so.fair_share_settings.half_life_s = *half_life;
+    so.user_names = trace->users;
     const auto start = std::chrono::steady_clock::now();
     Run run{p};
     auto outcomes = sim::Simulate(trace->jobs, so, &run.stats);
@@ -138,7 +146,8 @@ int RunSimulate(const SimulateOptions& o) {
                     {"users", trace->users.size()}, {"offered_load", trace->offered_load}, {"notes", trace->notes},
                     {"read_s", read_s}};
     out["machine"] = {{"gpus", o.gpus}, {"gpu_mem_bytes", *gpu_mem}, {"max_reserve_idle_s", *idle},
-                      {"time_limit_from", o.time_limit_from}};
+                      {"time_limit_from", o.time_limit_from}, {"fair_share", !o.no_fair_share},
+                      {"fair_share_half_life_s", *half_life}};
     out["policies"] = nlohmann::json::array();
     for (const Run& r : runs) {
       nlohmann::json p = MetricsJson(r.metrics);
@@ -187,6 +196,9 @@ void RegisterSimulate(CLI::App& app, Runner* run) {
   sub->add_option("--users", o->users, "Map the trace's users onto K (traces without users: K users by a hash, default 8)");
   sub->add_option("--limit-jobs", o->limit_jobs, "Simulate only the first N jobs");
   sub->add_option("--max-reserve-idle", o->max_reserve_idle, "default policy: longest hold of a free GPU for an unknown start (default 10m)");
+  sub->add_flag("--no-fair-share", o->no_fair_share,
+                "default policy: keep the waiting jobs in submission order instead of the daemon's fair-share order");
+  sub->add_option("--fair-share-half-life", o->half_life, "default policy: half-life of past GPU use (default 1d, as sched.fair_share_half_life)");
   sub->add_flag("--json", o->json, "Print the results as JSON");
   sub->add_option("--per-job-csv", o->per_job_csv, "Write every job's submit, start, end and wait per policy to this CSV file");
   sub->callback([o, run] { *run = [o] { return RunSimulate(*o); }; });
