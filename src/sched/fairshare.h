@@ -28,9 +28,12 @@ namespace gpulane::sched {
 inline constexpr double kDefaultFairShareHalfLifeS = 86400;
 /// sched.priority_weight_fair_share's default.
 inline constexpr double kDefaultWeightFairShare = 1.0;
-/// sched.priority_weight_age's default: a job that waited max_age gains what a tenth of the
-/// fair-share factor's range is worth, so age breaks near ties and does not override fair share.
-inline constexpr double kDefaultWeightAge = 0.1;
+/// sched.priority_weight_age's default: a job that waited max_age gains what the whole
+/// fair-share factor's range is worth, so no stream of later jobs of lighter users keeps it
+/// waiting longer than max_age (the policy's no-starvation rule); younger jobs go by fair share,
+/// each day in line worth 1/7 of the range. With a tenth of it, a user over their share starved
+/// for months in replays (docs/simulate-results.md).
+inline constexpr double kDefaultWeightAge = 1.0;
 /// sched.priority_max_age's default: seven days.
 inline constexpr double kDefaultMaxAgeS = 7 * 86400;
 

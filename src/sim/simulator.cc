@@ -135,10 +135,20 @@ Result<std::vector<Outcome>> Simulate(const std::vector<Job>& jobs, const SimOpt
   };
   // The waiting jobs in the daemon's order: each user's fair-share factor (sched::FairShareFactor
   // over the users that used something or wait), then age; a k-way merge of the users' lines,
-  // which are in age order already.
+  // which are in age order already. Only as much of the order is built as Schedule reads: with
+  // grants_only it stops early, and a request's decision depends only on those before it, so a
+  // prefix that Schedule did not use up decides exactly as the whole line would.
+  using Head = std::pair<double, std::pair<std::size_t, std::size_t>>;  // (priority, (jobs - job, user)): a max-heap
+  std::priority_queue<Head> heads;
+  std::vector<std::size_t> pos(user_count, 0);
+  std::size_t ordered_n = 0;
+  auto push_head = [&](std::size_t u, double now) {
+    if (pos[u] >= waiting_of[u].size()) return;
+    const std::size_t j = waiting_of[u][pos[u]];
+    heads.push({sched::PriorityOf(factor[u], now - jobs[j].submit_s, fs).value, {jobs.size() - j, u}});
+  };
   auto order_line = [&](double now) {
     double total_usage = 0, total_share = 0;
-    std::fill(usage.begin(), usage.end(), 0.0);
     for (std::size_t u = 0; u < user_count; ++u) usage[u] = sched::DecayTo(ended_gpu_s[u], ended_at_s[u], now, fs.half_life_s);
     for (std::size_t j : running)
       usage[jobs[j].user] += sched::DecayedUsageGpuS({"", out[j].start_s, std::nullopt, GpuShare(jobs[j], o.gpu_mem_bytes)}, now,
@@ -149,24 +159,30 @@ Result<std::vector<Outcome>> Simulate(const std::vector<Job>& jobs, const SimOpt
     }
     for (std::size_t u = 0; u < user_count; ++u)
       factor[u] = sched::FairShareFactor(total_usage > 0 ? usage[u] / total_usage : 0, total_share > 0 ? share[u] / total_share : 0);
-    using Head = std::pair<double, std::pair<std::size_t, std::size_t>>;  // (priority, (-job, user)) max-heap
-    std::priority_queue<Head> heads;
-    std::vector<std::size_t> pos(user_count, 0);
-    auto push = [&](std::size_t u) {
-      if (pos[u] >= waiting_of[u].size()) return;
-      const std::size_t j = waiting_of[u][pos[u]];
-      heads.push({sched::PriorityOf(factor[u], now - jobs[j].submit_s, fs).value, {jobs.size() - j, u}});
-    };
-    for (std::size_t u = 0; u < user_count; ++u) push(u);
-    ordered.clear();
-    ordered_jobs.clear();
-    while (!heads.empty()) {
+    heads = {};
+    std::fill(pos.begin(), pos.end(), 0);
+    for (std::size_t u = 0; u < user_count; ++u) push_head(u, now);
+    ordered_n = 0;
+  };
+  // Extends the ordered prefix to `n` requests (fewer when fewer wait).
+  auto extend = [&](std::size_t n, double now) {
+    if (ordered.size() < n) {
+      ordered.resize(n);
+      ordered_jobs.resize(n);
+    }
+    while (ordered_n < n && !heads.empty()) {
       const std::size_t u = heads.top().second.second;
       heads.pop();
       const std::size_t j = waiting_of[u][pos[u]++];
-      ordered.push_back(request_of(jobs[j]));
-      ordered_jobs.push_back(j);
-      push(u);
+      const Job& job = jobs[j];
+      sched::Request& r = ordered[ordered_n];
+      r.count = job.gpus;
+      r.mem_bytes.reset();
+      if (job.mem_bytes) r.mem_bytes = job.mem_bytes;
+      r.submit_time_s = job.submit_s;
+      r.time_limit_s = job.time_limit_s;
+      ordered_jobs[ordered_n++] = j;
+      push_head(u, now);
     }
   };
 
@@ -214,9 +230,17 @@ Result<std::vector<Outcome>> Simulate(const std::vector<Job>& jobs, const SimOpt
     if (waiting == 0) continue;
     limits.now_s = now;
     ++counts.decisions;
-    if (fair) order_line(now);
-    const std::vector<sched::Decision> decisions =
-        sched::Schedule(state, fair ? std::span<const sched::Request>(ordered) : line.Requests(), limits);
+    std::vector<sched::Decision> decisions;
+    if (fair) {
+      order_line(now);
+      for (std::size_t n = 64;; n *= 4) {
+        extend(n, now);
+        decisions = sched::Schedule(state, std::span<const sched::Request>(ordered.data(), ordered_n), limits);
+        if (decisions.size() < ordered_n || heads.empty()) break;  // Schedule stopped before the end, or this is all of it
+      }
+    } else {
+      decisions = sched::Schedule(state, line.Requests(), limits);
+    }
     granted.clear();
     recheck = kInf;
     for (std::size_t k = 0; k < decisions.size(); ++k) {

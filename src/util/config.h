@@ -38,7 +38,7 @@ struct Config {
   std::string default_partition;                  ///< [sched] default_partition: for requests without --partition ("" = none)
   double fair_share_half_life_s = 86400;          ///< [sched] fair_share_half_life: past GPU use counts half after this long
   double priority_weight_fair_share = 1.0;        ///< [sched] priority_weight_fair_share (sched/fairshare.h)
-  double priority_weight_age = 0.1;               ///< [sched] priority_weight_age
+  double priority_weight_age = 1.0;               ///< [sched] priority_weight_age
   double priority_max_age_s = 7 * 86400;          ///< [sched] priority_max_age: the age factor is 1 from this long in line
   std::map<std::string, double> shares;           ///< [shares]: "alice" or "@group" -> share (unlisted: 1)
 };

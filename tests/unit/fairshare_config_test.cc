@@ -39,7 +39,7 @@ TEST_F(FairShareConfigFile, DefaultsAndValues) {
   ASSERT_TRUE(Load("", defaults).ok());
   EXPECT_EQ(defaults.fair_share_half_life_s, 86400);
   EXPECT_EQ(defaults.priority_weight_fair_share, 1.0);
-  EXPECT_EQ(defaults.priority_weight_age, 0.1);
+  EXPECT_EQ(defaults.priority_weight_age, 1.0);
   EXPECT_EQ(defaults.priority_max_age_s, 7 * 86400);
   EXPECT_TRUE(defaults.shares.empty());
   Config c;

@@ -74,11 +74,13 @@ TEST(FairShare, FactorIsOneUnusedHalfAtTheShareAndWeightedByShares) {
 }
 
 TEST(FairShare, AgeRaisesPriorityUpToItsCap) {
-  FairShareSettings s;  // weights 1 and 0.1, max age 7 d
+  FairShareSettings s;  // weights 1 and 1, max age 7 d
   EXPECT_DOUBLE_EQ(PriorityOf(0.5, 0, s).value, 0.5);
-  EXPECT_DOUBLE_EQ(PriorityOf(0.5, 3.5 * kDayS, s).value, 0.5 + 0.05);
+  EXPECT_DOUBLE_EQ(PriorityOf(0.5, 3.5 * kDayS, s).value, 0.5 + 0.5);
+  EXPECT_DOUBLE_EQ(PriorityOf(0.5, 7 * kDayS, s).value, 1.5);
+  EXPECT_DOUBLE_EQ(PriorityOf(0.5, 70 * kDayS, s).value, 1.5) << "capped";
+  s.weight_age = 0.1;
   EXPECT_DOUBLE_EQ(PriorityOf(0.5, 7 * kDayS, s).value, 0.6);
-  EXPECT_DOUBLE_EQ(PriorityOf(0.5, 70 * kDayS, s).value, 0.6) << "capped";
   EXPECT_GT(PriorityOf(0.5, kHourS, s).value, PriorityOf(0.5, 0, s).value);
 }
 
@@ -143,8 +145,27 @@ TEST(FairShareOrder, AgeLetsAnOldJobOvertakeANearTie) {
   line.Add(1, "alice", now - 6 * kDayS);  // old
   line.Add(2, "bob", now);
   EXPECT_EQ(line.Order(now), (std::vector<std::int64_t>{1, 2})) << "six days of age outweigh a 5 % difference in use";
+  line.jobs[0].id = 1;
+  line.job_user_submit[0].second = now - 600;
+  EXPECT_EQ(line.Order(now), (std::vector<std::int64_t>{2, 1})) << "ten minutes do not";
   line.settings.weight_age = 0;
   EXPECT_EQ(line.Order(now), (std::vector<std::int64_t>{2, 1})) << "without the age factor the lighter user goes first";
+}
+
+TEST(FairShareOrder, NoJobWaitsLongerThanMaxAgeBehindLaterJobsOfLighterUsers) {
+  Line line;
+  const double now = 30 * kDayS;
+  // Alice had all of the use (factor 2^-2 = 0.25); bob none (1). Her job overtakes bob's new one
+  // once its age factor makes up the difference: after 0.75 x max_age (5.25 d), at the latest max_age.
+  line.usage = {{"alice", now - 2 * kDayS, now, 8}};
+  line.Add(1, "alice", now - 5 * kDayS);
+  line.Add(2, "bob", now);
+  EXPECT_EQ(line.Order(now), (std::vector<std::int64_t>{2, 1}));
+  line.jobs.clear();
+  line.job_user_submit.clear();
+  line.Add(1, "alice", now - 5.5 * kDayS);
+  line.Add(2, "bob", now);
+  EXPECT_EQ(line.Order(now), (std::vector<std::int64_t>{1, 2})) << "after 5.25 d her job goes first";
 }
 
 TEST(FairShareOrder, ALoweredPriorityGoesAfterEveryFairShareOrderedJob) {
