@@ -38,6 +38,10 @@ struct SimulateOptions {
   bool json = false;
   std::string per_job_csv;
   std::string plot;
+  bool no_fair_share = false;
+  std::string half_life = "1d";
+  double weight_age = sched::kDefaultWeightAge;
+  std::string max_age = "7d";
 };
 
 // Seconds for a table: "45 s", "12.3 min", "5.2 h", "3.1 d".
@@ -65,6 +69,13 @@ int RunSimulate(const SimulateOptions& o) {
   if (!gpu_mem) return Fail(gpu_mem.error());
   auto idle = ParseDurationS(o.max_reserve_idle);
   if (!idle) return Fail(idle.error());
+  auto half_life = ParseDurationS(o.half_life);
+  if (!half_life) return Fail(half_life.error());
+  if (!(*half_life >= 60)) return Fail(MakeError(ErrorKind::kInvalidArgument, "--fair-share-half-life: give at least 1min, e.g. 1d"));
+  auto max_age = ParseDurationS(o.max_age);
+  if (!max_age) return Fail(max_age.error());
+  if (!(*max_age >= 60)) return Fail(MakeError(ErrorKind::kInvalidArgument, "--priority-max-age: give at least 1min, e.g. 7d"));
+  if (!(o.weight_age >= 0)) return Fail(MakeError(ErrorKind::kInvalidArgument, "--priority-weight-age: give a number >= 0, e.g. 1"));
   std::vector<sched::PolicyKind> policies;
   for (const std::string& name : Split(o.policies, ',')) {
     auto p = sched::ParsePolicy(std::string(Trim(name)));
@@ -108,6 +119,11 @@ int RunSimulate(const SimulateOptions& o) {
     so.gpu_mem_bytes = *gpu_mem;
     so.policy = p;
     so.max_reserve_idle_s = *idle;
+    so.fair_share = !o.no_fair_share;
+    so.fair_share_settings.half_life_s = *half_life;
+    so.fair_share_settings.weight_age = o.weight_age;
+    so.fair_share_settings.max_age_s = *max_age;
+    so.user_names = trace->users;
     const auto start = std::chrono::steady_clock::now();
     Run run{p};
     auto outcomes = sim::Simulate(trace->jobs, so, &run.stats);
@@ -150,7 +166,9 @@ int RunSimulate(const SimulateOptions& o) {
                     {"users", trace->users.size()}, {"offered_load", trace->offered_load}, {"notes", trace->notes},
                     {"read_s", read_s}};
     out["machine"] = {{"gpus", o.gpus}, {"gpu_mem_bytes", *gpu_mem}, {"max_reserve_idle_s", *idle},
-                      {"time_limit_from", o.time_limit_from}};
+                      {"time_limit_from", o.time_limit_from}, {"fair_share", !o.no_fair_share},
+                      {"fair_share_half_life_s", *half_life}, {"priority_weight_age", o.weight_age},
+                      {"priority_max_age_s", *max_age}};
     out["policies"] = nlohmann::json::array();
     for (const Run& r : runs) {
       nlohmann::json p = MetricsJson(r.metrics);
@@ -199,6 +217,11 @@ void RegisterSimulate(CLI::App& app, Runner* run) {
   sub->add_option("--users", o->users, "Map the trace's users onto K (traces without users: K users by a hash, default 8)");
   sub->add_option("--limit-jobs", o->limit_jobs, "Simulate only the first N jobs");
   sub->add_option("--max-reserve-idle", o->max_reserve_idle, "default policy: longest hold of a free GPU for an unknown start (default 10m)");
+  sub->add_flag("--no-fair-share", o->no_fair_share,
+                "default policy: keep the waiting jobs in submission order instead of the daemon's fair-share order");
+  sub->add_option("--fair-share-half-life", o->half_life, "default policy: half-life of past GPU use (default 1d, as sched.fair_share_half_life)");
+  sub->add_option("--priority-weight-age", o->weight_age, "default policy: weight of the age factor (as sched.priority_weight_age)");
+  sub->add_option("--priority-max-age", o->max_age, "default policy: the age factor reaches 1 after this long (as sched.priority_max_age, default 7d)");
   sub->add_flag("--json", o->json, "Print the results as JSON");
   sub->add_option("--per-job-csv", o->per_job_csv, "Write every job's submit, start, end and wait per policy to this CSV file");
   sub->add_option("--plot", o->plot, "Write an HTML page (inline SVG) comparing the policies: CDF of waits, utilisation over time");

@@ -24,5 +24,6 @@ void RegisterSubmit(CLI::App& app, Runner* run);
 void RegisterQueue(CLI::App& app, Runner* run);
 void RegisterJobCommands(CLI::App& app, Runner* run);
 void RegisterSimulate(CLI::App& app, Runner* run);
+void RegisterShare(CLI::App& app, Runner* run);
 
 }  // namespace gpulane::cli

@@ -32,6 +32,7 @@ constexpr Family kFamilies[] = {
     {gpulane::cli::RegisterJobCommands, {"cancel", "hold", "release", "wait", "logs"}},
     {gpulane::cli::RegisterDaemon, {"daemon", "_supervise"}},
     {gpulane::cli::RegisterSimulate, {"simulate"}},
+    {gpulane::cli::RegisterShare, {"share"}},
 };
 
 // Registers the subcommand `first` (the first argument) names, alone: building every option of

@@ -41,6 +41,30 @@ Status MakeDirs(const std::string& path, mode_t mode) {
   return Status::Ok();
 }
 
+// The names of the groups `user` belongs to (primary group `gid` included), for "@group" shares.
+std::vector<std::string> GroupsOfUser(const std::string& user, std::uint32_t uid, std::uint32_t gid) {
+  (void)uid;
+  passwd pw{};
+  passwd* found_pw = nullptr;
+  std::vector<char> pw_buffer(16384);
+  if (getpwnam_r(user.c_str(), &pw, pw_buffer.data(), pw_buffer.size(), &found_pw) == 0 && found_pw) gid = found_pw->pw_gid;
+  std::vector<gid_t> gids(64);
+  int n = static_cast<int>(gids.size());
+  if (getgrouplist(user.c_str(), gid, gids.data(), &n) < 0) {
+    gids.resize(static_cast<std::size_t>(n));
+    if (getgrouplist(user.c_str(), gid, gids.data(), &n) < 0) return {};
+  }
+  gids.resize(static_cast<std::size_t>(n));
+  std::vector<std::string> out;
+  for (gid_t g : gids) {
+    group entry{};
+    group* found = nullptr;
+    std::vector<char> buffer(16384);
+    if (getgrgid_r(g, &entry, buffer.data(), buffer.size(), &found) == 0 && found) out.emplace_back(found->gr_name);
+  }
+  return out;
+}
+
 }  // namespace
 
 Daemon::Daemon(DaemonPaths paths, Config config, DaemonSettings settings, const Clock& clock)
@@ -122,7 +146,16 @@ Status Daemon::Setup() {
   limits.retry_interval_s = settings_.tick_s;
   if (sched::AnyLimits(config_))
     limits.max_gpus_of = [this](std::uint32_t uid, const std::string& user) { return LimitsOfUid(uid, user).max_gpus; };
+  limits.fair_share.half_life_s = config_.fair_share_half_life_s;
+  limits.fair_share.weight_fair_share = config_.priority_weight_fair_share;
+  limits.fair_share.weight_age = config_.priority_weight_age;
+  limits.fair_share.max_age_s = config_.priority_max_age_s;
+  limits.fair_share.shares = config_.shares;
+  for (const auto& d : snapshot->devices)
+    if (d.memory_total_bytes)
+      limits.gpu_total_bytes = std::min(limits.gpu_total_bytes.value_or(*d.memory_total_bytes), *d.memory_total_bytes);
   jobs_ = std::make_unique<JobTable>(*store_, jobs_dir_, clock_, *launcher_, limits, [this](const std::string& line) { Log(line); });
+  jobs_->SetGroupsLookup(GroupsOfUser);
 
   sigset_t set;
   sigemptyset(&set);

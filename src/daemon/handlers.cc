@@ -26,6 +26,7 @@
 #include "lease/occupancy.h"
 #include "render/queue_json.h"
 #include "render/queue_table.h"
+#include "render/share_table.h"
 #include "os/process_table.h"
 #include "os/user_groups.h"
 #include "sched/user_limits.h"
@@ -354,6 +355,10 @@ void Daemon::HandleRequest(Connection& c, const std::string& payload) {
       else Reply(c, HandleQueue(c.peer, req));
     } else if (op == "show") {
       Reply(c, HandleShow(c.peer, req));
+    } else if (op == "share") {
+      // Every user's share, decayed use and fair-share factor (`gpulane share`): not secret, as
+      // `queue` shows every user's jobs.
+      Reply(c, WithStoreWarnings(Ok({{"users", ShareRowsToJson(jobs_->ShareTable())}, {"half_life_s", jobs_->half_life_s()}})));
     } else if (op == "cancel") {
       Reply(c, HandleCancel(c.peer, req));
     } else if (op == "hold" || op == "release") {

@@ -42,6 +42,21 @@ Result<std::size_t> JobTable::Recover() {
   for (const auto& row : damaged_)
     log_(fmt::format("job {} is damaged in the database ({}): kept there as it is and not run", row.id, row.why));
   for (auto& job : *jobs) active_.emplace(job.id, std::move(job));
+  // Past use for fair share: the ended jobs whose use has not decayed to nothing.
+  const double now = Now();
+  auto used = store_.UsageSince(now - kUsageKeptHalfLives * limits_.fair_share.half_life_s);
+  if (!used) {
+    log_("cannot read past GPU use for fair share: " + used.error().message + "; every user starts from none");
+  } else {
+    for (const auto& row : *used) {
+      const sched::UsageRecord record{row.user, row.start_time, row.end_time,
+                                      sched::GpuShareOfRequest(row.gpus, row.mem_bytes, limits_.gpu_total_bytes)};
+      EndedUsage& u = ended_usage_[row.user];
+      u.gpu_s = sched::DecayTo(u.gpu_s, u.at_s, now, limits_.fair_share.half_life_s) +
+                sched::DecayedUsageGpuS(record, now, limits_.fair_share.half_life_s);
+      u.at_s = now;
+    }
+  }
   // ImportStatus may finish a job (one that ended while no daemon ran), which erases it from
   // active_: collect the ids first.
   std::vector<std::int64_t> handed_over;
@@ -79,6 +94,7 @@ void JobTable::Finish(Job& job, JobState state, std::optional<int> exit_code, co
   cancel_requested_.erase(id);
   hold_requested_.erase(id);
   launched_at_.erase(id);
+  RecordUsage(job);
   if (!stored) {
     Status s = store_.Update({&job});
     NoteWrite(s);
@@ -92,6 +108,53 @@ void JobTable::Finish(Job& job, JobState state, std::optional<int> exit_code, co
     }
   }
   Forget(job);
+}
+
+double JobTable::GpusHeld(const Job& job) const {
+  const unsigned gpus = job.gpu_uuids.empty() ? job.spec.request.count : static_cast<unsigned>(job.gpu_uuids.size());
+  return sched::GpuShareOfRequest(gpus, job.spec.request.mem_bytes, limits_.gpu_total_bytes);
+}
+
+void JobTable::RecordUsage(const Job& job) {
+  if (!job.start_time) return;  // never ran
+  const double now = Now(), h = limits_.fair_share.half_life_s;
+  const double end = std::min(job.end_time.value_or(now), now);
+  EndedUsage& u = ended_usage_[job.user];
+  u.gpu_s = sched::DecayTo(u.gpu_s, u.at_s, now, h) + sched::DecayedUsageGpuS({job.user, *job.start_time, end, GpusHeld(job)}, now, h);
+  u.at_s = now;
+}
+
+std::map<std::string, sched::UserShare> JobTable::FairShareAt(double now_s) {
+  const double h = limits_.fair_share.half_life_s;
+  std::map<std::string, double> usage;
+  std::erase_if(ended_usage_, [&](const auto& entry) {  // decayed to nothing: forgotten
+    return sched::DecayTo(entry.second.gpu_s, entry.second.at_s, now_s, h) < 1e-6;
+  });
+  for (const auto& [user, u] : ended_usage_) usage[user] = sched::DecayTo(u.gpu_s, u.at_s, now_s, h);
+  std::map<std::string, double> shares;
+  auto share_of = [&](const std::string& user, std::uint32_t uid, std::uint32_t gid) {
+    if (shares.count(user)) return;
+    auto known = groups_of_.find(user);
+    if (known == groups_of_.end())
+      known = groups_of_.emplace(user, groups_ ? groups_(user, uid, gid) : std::vector<std::string>{}).first;
+    shares[user] = sched::ShareOf(user, known->second, limits_.fair_share.shares);
+  };
+  for (const auto& [id, job] : active_) {
+    if (job.state == JobState::kRunning && job.start_time)  // running jobs count so far
+      usage[job.user] += sched::DecayedUsageGpuS({job.user, *job.start_time, std::nullopt, GpusHeld(job)}, now_s, h);
+    if (!IsFinished(job.state)) share_of(job.user, job.uid, job.gid);
+  }
+  for (const auto& [user, used] : usage)
+    if (!shares.count(user)) share_of(user, 0, 0);
+  std::map<std::string, sched::UserShare> out;
+  for (auto& row : sched::FairShareTable(shares, usage)) out.emplace(row.user, std::move(row));
+  return out;
+}
+
+std::vector<sched::UserShare> JobTable::ShareTable() {
+  std::vector<sched::UserShare> out;
+  for (auto& [user, row] : FairShareAt(Now())) out.push_back(std::move(row));
+  return out;
 }
 
 void JobTable::Forget(Job& job) {

@@ -24,6 +24,7 @@
 
 #include "daemon/job_files.h"
 #include "daemon/launcher.h"
+#include "sched/fairshare.h"
 #include "sched/launch.h"
 #include "store/job_store.h"
 #include "util/clock.h"
@@ -66,7 +67,16 @@ struct JobTableLimits {
   /// launching and running jobs hold (or asked for) that many GPUs with it is not handed to a
   /// supervisor, so one user's flood does not fill the max_waiting slots. Unset: no limits.
   std::function<std::optional<unsigned>(std::uint32_t uid, const std::string& user)> max_gpus_of;
+  /// The priority's settings ([sched] and [shares]): pending jobs are ordered by it within their
+  /// --priority class (sched/fairshare.h).
+  sched::FairShareSettings fair_share;
+  /// Memory of the machine's GPUs (the smallest), for the fraction of a GPU a --mem job uses;
+  /// nullopt: unknown (a --mem job counts as its whole GPUs).
+  std::optional<std::uint64_t> gpu_total_bytes;
 };
+
+/// The groups of a user by name (for "@group" shares); the daemon asks the user database.
+using GroupsLookup = std::function<std::vector<std::string>(const std::string& user, std::uint32_t uid, std::uint32_t gid)>;
 
 /// Since when the store refuses writes, and why (nullopt in JobTable while writes succeed).
 struct StoreTrouble {
@@ -143,6 +153,14 @@ class JobTable {
   /// True when job `id` has ended but its end is not durable yet (it is still in active()).
   bool EndUnstored(std::int64_t id) const { return unstored_ends_.count(id) > 0; }
 
+  /// How a user's groups are found (default: none, so only users' own [shares] entries count).
+  void SetGroupsLookup(GroupsLookup groups) { groups_ = std::move(groups); }
+  /// The fair-share table at the table's clock (`gpulane share`): every user who used GPUs within
+  /// the kept history or has an unfinished job, with share, decayed usage and factor, by name.
+  std::vector<sched::UserShare> ShareTable();
+  /// The half-life the usage decays with, seconds.
+  double half_life_s() const { return limits_.fair_share.half_life_s; }
+
   /// True (once) when something changed that may let a queued job start.
   bool TakeScheduleNeeded() { return std::exchange(schedule_needed_, false); }
 
@@ -160,6 +178,12 @@ class JobTable {
   sched::DependencyState DependencyStateOf(const sched::JobRef& job);
   void Launch(store::Job& job);
   double Now() const { return clock_.WallS(); }
+  /// The GPUs `job` holds (or held) as a fraction of whole GPUs.
+  double GpusHeld(const store::Job& job) const;
+  /// Records the use of `job` (ended, with a start time) for fair share.
+  void RecordUsage(const store::Job& job);
+  /// The fair-share table at `now_s`, by user (usage_ pruned of what has decayed to nothing).
+  std::map<std::string, sched::UserShare> FairShareAt(double now_s);
 
   store::JobStore& store_;
   std::string jobs_dir_;
@@ -180,6 +204,17 @@ class JobTable {
   double failed_at_s_ = 0;                              ///< monotonic seconds of the last failed write
   std::vector<store::DamagedRow> damaged_;
   bool schedule_needed_ = true;
+  GroupsLookup groups_;
+  std::map<std::string, std::vector<std::string>> groups_of_;  ///< groups_ answers, by user (asked once per user)
+  /// Ended jobs' decayed use of GPUs per user, as of a time (sched::DecayTo brings it forward):
+  /// loaded at Recover from the store's ended jobs of the last kUsageKeptHalfLives half-lives,
+  /// added to at each end.
+  struct EndedUsage {
+    double gpu_s = 0;
+    double at_s = 0;
+  };
+  std::map<std::string, EndedUsage> ended_usage_;
+  static constexpr double kUsageKeptHalfLives = 30;  ///< older use weighs less than 1e-9 of new
 };
 
 }  // namespace gpulane::daemon

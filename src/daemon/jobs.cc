@@ -6,6 +6,8 @@
 #include "daemon/job_table.h"
 #include "sched/user_limits.h"
 
+#include <fmt/format.h>
+
 namespace gpulane::daemon {
 
 using store::Job;
@@ -91,6 +93,15 @@ void JobTable::LaunchEligible() {
     for (const auto& [id, job] : active_)
       if (job.state == JobState::kLaunching || job.state == JobState::kRunning) gpus_of_uid[job.uid] += job.spec.request.count;
   std::vector<sched::QueuedJob> queue;
+  // Within a --priority class, jobs go by their fair-share priority (sched/fairshare.h): the
+  // user's factor (one per user) and the job's age.
+  const double now = Now();
+  const std::map<std::string, sched::UserShare> shares = FairShareAt(now);
+  const sched::FairShareSettings& fs = limits_.fair_share;
+  auto factor_of = [&](const std::string& user) {
+    auto it = shares.find(user);
+    return it == shares.end() ? 1.0 : it->second.factor;
+  };
   for (auto& [id, job] : active_) {
     if (job.state == JobState::kLaunching) ++limits.already_waiting;
     // Held jobs are left out rather than passed as held: 100,000 of them would cost ~6 ms a decision.
@@ -104,9 +115,29 @@ void JobTable::LaunchEligible() {
         continue;
       }
     }
-    queue.push_back({id, job.spec.request.priority, false, job.spec.after_ok, job.spec.after_any});
+    const double priority = sched::PriorityOf(factor_of(job.user), now - job.submit_time, fs).value;
+    queue.push_back({id, job.spec.request.priority, false, job.spec.after_ok, job.spec.after_any, priority});
   }
   sched::LaunchPlan plan = sched::PlanLaunches(std::move(queue), [this](const sched::JobRef& dep) { return DependencyStateOf(dep); }, limits);
+  // Why the jobs looked at wait (those the plan does not start, cancel or block): their priority,
+  // their user's use, and the job just ahead of them in line.
+  {
+    std::set<std::int64_t> decided(plan.launch.begin(), plan.launch.end());
+    for (const auto& r : plan.blocked) decided.insert(r.id);
+    for (const auto& r : plan.cancel) decided.insert(r.id);
+    std::optional<sched::JobAhead> ahead;
+    for (std::int64_t id : plan.order) {
+      Job& job = active_.at(id);
+      const sched::JobPriority p = sched::PriorityOf(factor_of(job.user), now - job.submit_time, fs);
+      if (!decided.count(id)) {
+        auto share = shares.find(job.user);
+        job.reason = sched::WaitReason(job.user, share == shares.end() ? sched::UserShare{} : share->second, p, ahead,
+                                       fs.half_life_s);
+        if (job.spec.request.priority != 0) job.reason = fmt::format("--priority {}, {}", job.spec.request.priority, job.reason);
+      }
+      ahead = sched::JobAhead{job.user, id, p.value};
+    }
+  }
   for (const auto& [id, reason] : plan.blocked) active_.at(id).reason = reason;
   for (const auto& [id, reason] : plan.cancel) Finish(active_.at(id), JobState::kCancelled, std::nullopt, reason, Now());
   if (plan.launch.empty()) return;

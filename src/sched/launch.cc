@@ -10,6 +10,7 @@ namespace {
 
 bool InLineBefore(const QueuedJob& a, const QueuedJob& b) {
   if (a.priority != b.priority) return a.priority > b.priority;
+  if (a.fair_priority != b.fair_priority) return a.fair_priority > b.fair_priority;
   return a.id < b.id;
 }
 
@@ -66,11 +67,12 @@ std::size_t LaunchLookahead(unsigned max_waiting) { return 4 * static_cast<std::
 LaunchPlan PlanLaunches(std::vector<QueuedJob> queue, const DependencyLookup& lookup, const LaunchLimits& limits) {
   LaunchPlan plan;
   std::erase_if(queue, [](const QueuedJob& j) { return j.held; });
-  if (limits.already_waiting >= limits.max_waiting || queue.empty()) return plan;
+  if (queue.empty()) return plan;
   // Only the first few in line matter; ordering all of a long queue on every event would not scale.
   const std::size_t look = std::min(queue.size(), LaunchLookahead(limits.max_waiting));
   std::partial_sort(queue.begin(), queue.begin() + static_cast<std::ptrdiff_t>(look), queue.end(), InLineBefore);
   queue.resize(look);
+  for (const QueuedJob& job : queue) plan.order.push_back(job.id);
   for (const QueuedJob& job : queue) {
     if (limits.already_waiting + plan.launch.size() >= limits.max_waiting) break;
     Verdict v = Judge(job, lookup);

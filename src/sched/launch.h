@@ -5,8 +5,10 @@
 // who may join it.
 //
 // Rules:
-//  - Line order: higher priority first, then lower id. The daemon numbers jobs in the order it
-//    accepts them, so among equal priorities this is submission order.
+//  - Line order: higher --priority first; within a --priority class, higher fair-share priority
+//    first (QueuedJob::fair_priority, sched/fairshare.h: the user's share and past use, the job's
+//    age); then lower id. The daemon numbers jobs in the order it accepts them, so among equal
+//    priorities this is submission order.
 //  - Held jobs are skipped (they stay where they are in line).
 //  - --after: a job starts once every such dependency completed; one that ended otherwise (failed,
 //    cancelled, timed out) dooms it: it is cancelled, naming the dependency and how it ended.
@@ -61,6 +63,7 @@ struct QueuedJob {
   bool held = false;                      ///< skipped until released (callers may also leave held jobs out)
   std::span<const JobRef> after_ok;   ///< --after: these must complete (exit 0)
   std::span<const JobRef> after_any;  ///< --after-any: these must end, however
+  double fair_priority = 0;           ///< within a priority class, higher goes first (sched::PriorityOf)
 };
 
 /// The cap on supervisors waiting for GPUs.
@@ -87,6 +90,9 @@ struct LaunchPlan {
   std::vector<std::int64_t> launch;  ///< hand these to supervisors, in line order
   std::vector<JobReason> cancel;     ///< cancel these (never to run), with why
   std::vector<JobReason> blocked;    ///< these wait for a dependency, with why
+  /// Every job looked at (the head of the line, held ones left out), in line order: launched,
+  /// cancelled, blocked and those left waiting by the cap alike.
+  std::vector<std::int64_t> order;
 };
 
 /// Decides for `queue` (any order; jobs other than pending or held must not be in it). `lookup`

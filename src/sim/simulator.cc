@@ -109,21 +109,106 @@ Result<std::vector<Outcome>> Simulate(const std::vector<Job>& jobs, const SimOpt
   };
   for (unsigned i = 0; i < o.gpus; ++i) refresh(i);
 
+  // Fair share (kDefault): the waiting jobs per user in submission order, each user's ended use
+  // (decayed, as of a time) and the running jobs; the line is put in priority order at each decision.
+  const bool fair = o.fair_share && o.policy == sched::PolicyKind::kDefault;
+  const sched::FairShareSettings& fs = o.fair_share_settings;
+  std::size_t user_count = 0;
+  for (const Job& j : jobs) user_count = std::max<std::size_t>(user_count, j.user + 1);
+  std::vector<std::vector<std::size_t>> waiting_of(fair ? user_count : 0);
+  std::vector<double> ended_gpu_s(user_count, 0), ended_at_s(user_count, 0), share(user_count, 1.0);
+  for (std::size_t u = 0; u < user_count && u < o.user_names.size(); ++u)
+    share[u] = sched::ShareOf(o.user_names[u], {}, fs.shares);
+  std::vector<std::size_t> running;
+  std::vector<char> started(jobs.size(), 0);
+  std::size_t waiting = 0;
+  std::vector<sched::Request> ordered;
+  std::vector<std::size_t> ordered_jobs;
+  std::vector<double> usage(user_count), factor(user_count);
+  auto request_of = [&](const Job& j) {
+    sched::Request r;
+    r.count = j.gpus;
+    if (j.mem_bytes) r.mem_bytes = j.mem_bytes;
+    r.submit_time_s = j.submit_s;
+    r.time_limit_s = j.time_limit_s;
+    return r;
+  };
+  // The waiting jobs in the daemon's order: each user's fair-share factor (sched::FairShareFactor
+  // over the users that used something or wait), then age; a k-way merge of the users' lines,
+  // which are in age order already. Only as much of the order is built as Schedule reads: with
+  // grants_only it stops early, and a request's decision depends only on those before it, so a
+  // prefix that Schedule did not use up decides exactly as the whole line would.
+  using Head = std::pair<double, std::pair<std::size_t, std::size_t>>;  // (priority, (jobs - job, user)): a max-heap
+  std::priority_queue<Head> heads;
+  std::vector<std::size_t> pos(user_count, 0);
+  std::size_t ordered_n = 0;
+  auto push_head = [&](std::size_t u, double now) {
+    if (pos[u] >= waiting_of[u].size()) return;
+    const std::size_t j = waiting_of[u][pos[u]];
+    heads.push({sched::PriorityOf(factor[u], now - jobs[j].submit_s, fs).value, {jobs.size() - j, u}});
+  };
+  auto order_line = [&](double now) {
+    double total_usage = 0, total_share = 0;
+    for (std::size_t u = 0; u < user_count; ++u) usage[u] = sched::DecayTo(ended_gpu_s[u], ended_at_s[u], now, fs.half_life_s);
+    for (std::size_t j : running)
+      usage[jobs[j].user] += sched::DecayedUsageGpuS({"", out[j].start_s, std::nullopt, GpuShare(jobs[j], o.gpu_mem_bytes)}, now,
+                                                    fs.half_life_s);
+    for (std::size_t u = 0; u < user_count; ++u) {
+      total_usage += usage[u];
+      if (usage[u] > 0 || !waiting_of[u].empty()) total_share += share[u];
+    }
+    for (std::size_t u = 0; u < user_count; ++u)
+      factor[u] = sched::FairShareFactor(total_usage > 0 ? usage[u] / total_usage : 0, total_share > 0 ? share[u] / total_share : 0);
+    heads = {};
+    std::fill(pos.begin(), pos.end(), 0);
+    for (std::size_t u = 0; u < user_count; ++u) push_head(u, now);
+    ordered_n = 0;
+  };
+  // Extends the ordered prefix to `n` requests (fewer when fewer wait).
+  auto extend = [&](std::size_t n, double now) {
+    if (ordered.size() < n) {
+      ordered.resize(n);
+      ordered_jobs.resize(n);
+    }
+    while (ordered_n < n && !heads.empty()) {
+      const std::size_t u = heads.top().second.second;
+      heads.pop();
+      const std::size_t j = waiting_of[u][pos[u]++];
+      const Job& job = jobs[j];
+      sched::Request& r = ordered[ordered_n];
+      r.count = job.gpus;
+      r.mem_bytes.reset();
+      if (job.mem_bytes) r.mem_bytes = job.mem_bytes;
+      r.submit_time_s = job.submit_s;
+      r.time_limit_s = job.time_limit_s;
+      ordered_jobs[ordered_n++] = j;
+      push_head(u, now);
+    }
+  };
+
   std::size_t next = 0;  // next arrival
   double recheck = kInf;
   std::vector<std::size_t> granted;
   SimStats counts;
-  while (next < jobs.size() || !ends.empty() || !line.empty()) {
+  while (next < jobs.size() || !ends.empty() || waiting > 0) {
     double now = kInf;
     if (next < jobs.size()) now = jobs[next].submit_s;
     if (!ends.empty()) now = std::min(now, ends.top().first);
-    if (!line.empty()) now = std::min(now, recheck);
+    if (waiting > 0) now = std::min(now, recheck);
     if (!std::isfinite(now))
-      return MakeError(ErrorKind::kInternal, StrCat(line.size(), " jobs wait with nothing running and nothing to come (policy ",
+      return MakeError(ErrorKind::kInternal, StrCat(waiting, " jobs wait with nothing running and nothing to come (policy ",
                                                     sched::PolicyName(o.policy), ")"));
     while (!ends.empty() && ends.top().first <= now) {
       const std::size_t j = ends.top().second;
       ends.pop();
+      if (fair) {
+        const unsigned u = jobs[j].user;
+        ended_gpu_s[u] = sched::DecayTo(ended_gpu_s[u], ended_at_s[u], now, fs.half_life_s) +
+                         sched::DecayedUsageGpuS({"", out[j].start_s, out[j].end_s, GpuShare(jobs[j], o.gpu_mem_bytes)}, now,
+                                                 fs.half_life_s);
+        ended_at_s[u] = now;
+        running.erase(std::find(running.begin(), running.end(), j));
+      }
       for (unsigned i : placed[j]) {
         Gpu& g = gpus[i];
         g.jobs.erase(std::find(g.jobs.begin(), g.jobs.end(), j));
@@ -136,28 +221,36 @@ Result<std::vector<Outcome>> Simulate(const std::vector<Job>& jobs, const SimOpt
       }
     }
     while (next < jobs.size() && jobs[next].submit_s <= now) {
-      const Job& j = jobs[next];
-      sched::Request r;
-      r.count = j.gpus;
-      if (j.mem_bytes) r.mem_bytes = j.mem_bytes;
-      r.submit_time_s = j.submit_s;
-      r.time_limit_s = j.time_limit_s;
-      line.Push(std::move(r), next);
+      if (fair) waiting_of[jobs[next].user].push_back(next);
+      else line.Push(request_of(jobs[next]), next);
+      ++waiting;
       ++next;
     }
-    counts.max_waiting = std::max(counts.max_waiting, line.size());
-    if (line.empty()) continue;
+    counts.max_waiting = std::max(counts.max_waiting, waiting);
+    if (waiting == 0) continue;
     limits.now_s = now;
     ++counts.decisions;
-    const std::vector<sched::Decision> decisions = sched::Schedule(state, line.Requests(), limits);
+    std::vector<sched::Decision> decisions;
+    if (fair) {
+      order_line(now);
+      for (std::size_t n = 64;; n *= 4) {
+        extend(n, now);
+        decisions = sched::Schedule(state, std::span<const sched::Request>(ordered.data(), ordered_n), limits);
+        if (decisions.size() < ordered_n || heads.empty()) break;  // Schedule stopped before the end, or this is all of it
+      }
+    } else {
+      decisions = sched::Schedule(state, line.Requests(), limits);
+    }
     granted.clear();
     recheck = kInf;
     for (std::size_t k = 0; k < decisions.size(); ++k) {
       const sched::Decision& d = decisions[k];
       if (d.recheck_at_s && *d.recheck_at_s > now) recheck = std::min(recheck, *d.recheck_at_s);
       if (!d.granted) continue;
-      const std::size_t j = line.Job(k);
+      const std::size_t j = fair ? ordered_jobs[k] : line.Job(k);
       granted.push_back(k);
+      started[j] = 1;
+      if (fair) running.push_back(j);
       const Job& job = jobs[j];
       Outcome& result = out[j];
       result.start_s = now;
@@ -174,7 +267,15 @@ Result<std::vector<Outcome>> Simulate(const std::vector<Job>& jobs, const SimOpt
       }
       ends.emplace(result.end_s, j);
     }
-    line.Remove(granted);
+    waiting -= granted.size();
+    if (fair) {
+      for (std::size_t k : granted) {
+        auto& mine = waiting_of[jobs[ordered_jobs[k]].user];
+        if (!mine.empty()) std::erase_if(mine, [&](std::size_t j) { return started[j] != 0; });
+      }
+    } else {
+      line.Remove(granted);
+    }
   }
   if (stats) *stats = counts;
   return out;

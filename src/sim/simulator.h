@@ -4,8 +4,10 @@
 // that asks sched::Schedule, the very function `pick`, `run` and the daemon call, which waiting
 // jobs start at each event. No I/O, no real clock.
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "sched/fairshare.h"
 #include "sched/policy.h"
 #include "sim/trace.h"
 #include "util/result.h"
@@ -18,6 +20,12 @@ struct SimOptions {
   std::uint64_t gpu_mem_bytes = 80ULL << 30;  ///< memory of each, bytes
   sched::PolicyKind policy = sched::PolicyKind::kDefault;
   double max_reserve_idle_s = sched::kDefaultMaxReserveIdleS;  ///< Limits::max_reserve_idle_s, seconds
+  /// kDefault orders the waiting jobs as the daemon does (sched/fairshare.h): by their user's
+  /// fair-share factor (every user's share 1 unless `fair_share.shares` names them by the
+  /// trace's user names in `user_names`) and their age; other policies keep submission order.
+  bool fair_share = true;
+  sched::FairShareSettings fair_share_settings;
+  std::vector<std::string> user_names;  ///< Trace::users, for [shares] by name (may be empty)
 };
 
 /// What happened to one job.

@@ -490,6 +490,34 @@ Result<std::optional<JobStore::JobHead>> JobStore::Head(std::int64_t id) {
   return std::optional<JobHead>(JobHead{id, OptInt(select.get(), 1), *state});
 }
 
+Result<std::vector<JobStore::UsageRow>> JobStore::UsageSince(double end_after_s) {
+  // An array task's spec column is empty: its request is in array_specs.
+  Stmt select(db_,
+              "SELECT user, start_time, end_time, json_array_length(gpus),"
+              " json_extract(s, '$.request.count'), json_extract(s, '$.request.mem_bytes') FROM ("
+              "  SELECT user, start_time, end_time, gpus, CASE WHEN spec = '' THEN"
+              "   (SELECT a.spec FROM array_specs a WHERE a.array_job_id = jobs.array_job_id) ELSE spec END AS s"
+              "  FROM jobs WHERE start_time IS NOT NULL AND end_time IS NOT NULL AND end_time >= ?1"
+              "  AND state NOT IN ('pending','held','launching','running') ORDER BY id)");
+  select.Bind(1, end_after_s);
+  std::vector<UsageRow> out;
+  int rc;
+  while ((rc = select.Step()) == SQLITE_ROW) {
+    sqlite3_stmt* st = select.get();
+    UsageRow row;
+    row.user = Text(st, 0);
+    row.start_time = sqlite3_column_double(st, 1);
+    row.end_time = sqlite3_column_double(st, 2);
+    const std::int64_t held = sqlite3_column_type(st, 3) == SQLITE_NULL ? 0 : sqlite3_column_int64(st, 3);
+    const std::int64_t asked = sqlite3_column_type(st, 4) == SQLITE_NULL ? 1 : sqlite3_column_int64(st, 4);
+    row.gpus = static_cast<unsigned>(std::clamp<std::int64_t>(held > 0 ? held : asked, 0, sched::kMaxGpuCount));
+    if (sqlite3_column_type(st, 5) != SQLITE_NULL) row.mem_bytes = static_cast<std::uint64_t>(std::max<std::int64_t>(0, sqlite3_column_int64(st, 5)));
+    out.push_back(std::move(row));
+  }
+  if (rc != SQLITE_DONE) return DbError(db_, "database: usage");
+  return out;
+}
+
 Result<std::vector<JobState>> JobStore::FinishedArrayStates(std::int64_t array_job_id) {
   Stmt select(db_, "SELECT state FROM jobs WHERE array_job_id = ?1 AND state NOT IN ('pending','held','launching','running')");
   select.Bind(1, array_job_id);

@@ -111,6 +111,18 @@ class JobStore {
   /// Takes the write lock and lets it go (an empty write transaction): whether writes would get
   /// through now. Errors: kIo ("database is locked").
   Status CheckWritable();
+  /// One ended job's use of GPUs, for fair share (sched/fairshare.h): who, when, how many GPUs it
+  /// held (its recorded GPUs, else its request's count) and its --mem declaration.
+  struct UsageRow {
+    std::string user;
+    double start_time = 0;  ///< seconds since the epoch
+    double end_time = 0;
+    unsigned gpus = 1;
+    std::optional<std::uint64_t> mem_bytes;
+  };
+  /// Every finished job that ran (a start time) and ended at or after `end_after_s`, by id. Read
+  /// from the columns the jobs already have (no schema change): the GPUs recorded, the spec's request.
+  Result<std::vector<UsageRow>> UsageSince(double end_after_s);
   /// The largest id ever used (0 when none).
   Result<std::int64_t> MaxId();
 

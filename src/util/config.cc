@@ -175,9 +175,11 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
     return Bad(path, e.source(), std::string(e.description()));
   }
   for (auto&& [key, node] : table) {
-    if (key != "lease" && key != "run" && key != "daemon" && key != "partitions" && key != "sched" && key != "limits")
+    if (key != "lease" && key != "run" && key != "daemon" && key != "partitions" && key != "sched" && key != "limits" &&
+        key != "shares")
       return Bad(path, node.source(),
-                 fmt::format("unknown key {} (the sections are [lease], [run], [daemon], [sched], [limits], [partitions.NAME])",
+                 fmt::format("unknown key {} (the sections are [lease], [run], [daemon], [sched], [limits], [shares], "
+                             "[partitions.NAME])",
                              key.str()));
     if (!node.is_table()) return Bad(path, node.source(), fmt::format("{} must be a section: [{}]", key.str(), key.str()));
   }
@@ -251,13 +253,48 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
         config.max_reserve_idle_s = *seconds;
         continue;
       }
-      if (key != "default_partition")
+      if (key == "default_partition") {
+        auto text = node.value<std::string>();
+        if (!text || text->empty()) return Bad(path, node.source(), "sched.default_partition must be the name of a [partitions.NAME] table");
+        config.default_partition = *text;
+      } else if (key == "fair_share_half_life" || key == "priority_max_age") {
+        // A duration ("1d", "12h") or seconds; at least one minute, at most a year.
+        std::optional<double> seconds = node.value<double>();
+        if (auto text = node.value<std::string>()) {
+          auto parsed = ParseDurationS(*text);
+          if (!parsed) return Bad(path, node.source(), fmt::format("sched.{}: {}", key.str(), parsed.error().message));
+          seconds = *parsed;
+        }
+        if (!seconds || !std::isfinite(*seconds) || *seconds < 60 || *seconds > 366.0 * 86400)
+          return Bad(path, node.source(), fmt::format("sched.{} must be a duration from 1min to 366d, like \"1d\"", key.str()));
+        (key == "fair_share_half_life" ? config.fair_share_half_life_s : config.priority_max_age_s) = *seconds;
+      } else if (key == "priority_weight_fair_share" || key == "priority_weight_age") {
+        auto weight = node.value<double>();
+        if (!weight || !std::isfinite(*weight) || *weight < 0 || *weight > 1e6)
+          return Bad(path, node.source(), fmt::format("sched.{} must be a number from 0 to 1000000, like 1.0", key.str()));
+        (key == "priority_weight_fair_share" ? config.priority_weight_fair_share : config.priority_weight_age) = *weight;
+      } else {
         return Bad(path, node.source(),
-                   fmt::format("unknown key sched.{} (known: default_partition, policy, max_reserve_idle)", key.str()));
-      auto text = node.value<std::string>();
-      if (!text || text->empty()) return Bad(path, node.source(), "sched.default_partition must be the name of a [partitions.NAME] table");
-      config.default_partition = *text;
+                   fmt::format("unknown key sched.{} (known: default_partition, policy, max_reserve_idle, fair_share_half_life, "
+                               "priority_weight_fair_share, priority_weight_age, priority_max_age)",
+                               key.str()));
+      }
     }
+  }
+  if (auto shares = table["shares"].as_table()) {
+    // A file that has [shares] replaces the earlier files' shares, as [partitions] does.
+    std::map<std::string, double> loaded;
+    for (auto&& [key, node] : *shares) {
+      if (!trusted) return Bad(path, node.source(), fmt::format("shares.{} may only be set in /etc/gpulane/config.toml", key.str()));
+      auto share = node.value<double>();
+      if (!share || !std::isfinite(*share) || *share <= 0 || *share > 1e6)
+        return Bad(path, node.source(),
+                   fmt::format("shares.{} must be a number above 0 and at most 1000000, like 2 (unlisted users have 1)", key.str()));
+      if (key.str().empty() || key.str() == "@")
+        return Bad(path, node.source(), "a [shares] key must be a user name or \"@group\"");
+      loaded[std::string(key.str())] = *share;
+    }
+    config.shares = std::move(loaded);
   }
   if (!config.default_partition.empty()) {
     bool known = false;

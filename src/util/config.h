@@ -6,6 +6,7 @@
 // Later files override earlier ones, except keys that protect other users (lease_dir,
 // memory_margin): those only the machine's file may set.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -55,6 +56,11 @@ struct Config {
   LimitsConfig limits;                                            ///< [limits]: everyone's (root has none)
   std::vector<std::pair<std::string, LimitsConfig>> user_limits;  ///< [limits.users.NAME], in the file's order
   std::vector<std::pair<std::string, LimitsConfig>> group_limits; ///< [limits.groups.NAME], in the file's order
+  double fair_share_half_life_s = 86400;          ///< [sched] fair_share_half_life: past GPU use counts half after this long
+  double priority_weight_fair_share = 1.0;        ///< [sched] priority_weight_fair_share (sched/fairshare.h)
+  double priority_weight_age = 1.0;               ///< [sched] priority_weight_age
+  double priority_max_age_s = 7 * 86400;          ///< [sched] priority_max_age: the age factor is 1 from this long in line
+  std::map<std::string, double> shares;           ///< [shares]: "alice" or "@group" -> share (unlisted: 1)
 };
 
 /// The names [sched] policy accepts, as sched::PolicyName spells them (a unit test checks the two

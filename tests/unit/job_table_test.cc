@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
@@ -701,6 +702,68 @@ TEST_F(JobTableTest, AStaleDoneStatusOfARetriedAttemptIsRemovedBeforeTheNextSupe
   EXPECT_FALSE(fs::exists(Files(id).status_path()));
   Table().CheckSupervisors();
   EXPECT_EQ(TableState(id), "launching") << "not ended by the earlier attempt's status";
+}
+
+// ---- fair share ---------------------------------------------------------------------------------
+
+TEST_F(JobTableTest, AHeavyUsersPendingJobsWaitBehindALightUsersLaterOneAcrossARestart) {
+  limits_.max_waiting = 1;
+  // Alice's job ran 4 GPUs for two hours and ended an hour ago (as a daemon before the restart
+  // stored it); she has two jobs waiting, bob one submitted after them.
+  Job used = MakeJob({}, {}, 0);
+  used.spec.request.count = 4;
+  std::vector<Job> ran = {used};
+  ASSERT_TRUE(store_->Insert(ran, false));
+  ran[0].state = JobState::kCompleted;
+  ran[0].start_time = clock_.WallS() - 3 * 3600;
+  ran[0].end_time = clock_.WallS() - 3600;
+  ran[0].gpu_uuids = {"GPU-1", "GPU-2", "GPU-3", "GPU-4"};
+  ASSERT_TRUE(store_->Update({&ran[0]}).ok());
+  const std::int64_t a1 = Stored(JobState::kPending), a2 = Stored(JobState::kPending);
+  Job of_bob = MakeJob({}, {}, 0);
+  of_bob.user = "bob";
+  of_bob.uid = 1001;
+  of_bob.submit_time = 2.0;
+  std::vector<Job> b = {of_bob};
+  ASSERT_TRUE(store_->Insert(b, false));
+  const std::int64_t b1 = b[0].id;
+  ASSERT_TRUE(Table().Recover());
+  Table().LaunchEligible();
+  EXPECT_EQ(launcher_.started, (Ids{b1})) << "bob's job first: alice's past use survived the restart in the store";
+  const std::string why = Table().active().at(a1).reason;
+  EXPECT_NE(why.find("alice used 7.6 GPU-h"), std::string::npos) << why;  // 8 GPU-h one to three hours ago, decayed
+  EXPECT_NE(why.find(fmt::format("behind bob's job {}", b1)), std::string::npos) << why;
+  EXPECT_NE(Table().active().at(a2).reason.find(fmt::format("behind alice's job {}", a1)), std::string::npos);
+  auto shares = Table().ShareTable();
+  ASSERT_EQ(shares.size(), 2u);
+  EXPECT_EQ(shares[0].user, "alice");
+  EXPECT_NEAR(shares[0].usage_gpu_s, 4 * 3600 * 24 / std::log(2.0) * (std::exp2(-1.0 / 24) - std::exp2(-3.0 / 24)), 1);
+  EXPECT_NEAR(shares[0].factor, 0.25, 1e-9) << "all the use, half the shares: 2^-2";
+  EXPECT_EQ(shares[1].factor, 1);
+}
+
+TEST_F(JobTableTest, ARunningJobsUseCountsSoFarAndItsEndIsKept) {
+  limits_.max_waiting = 1;
+  const std::int64_t running = Stored(JobState::kLaunching);
+  HoldLock(running);
+  SupervisorStatus status = Running();
+  status.start_time = clock_.WallS();
+  Report(running, status);
+  ASSERT_TRUE(Table().Recover());
+  clock_.Advance(3600);
+  auto shares = Table().ShareTable();
+  ASSERT_EQ(shares.size(), 1u);
+  EXPECT_NEAR(shares[0].usage_gpu_s, 24 * 3600 / std::log(2.0) * (1 - std::exp2(-1.0 / 24)), 1) << "an hour of one GPU so far";
+  SupervisorStatus done = status;
+  done.phase = "done";
+  done.exit_code = 0;
+  done.end_time = clock_.WallS();
+  Report(running, done);
+  Table().ImportStatus(running);
+  clock_.Advance(86400);
+  shares = Table().ShareTable();
+  ASSERT_EQ(shares.size(), 1u);
+  EXPECT_NEAR(shares[0].usage_gpu_s, 0.5 * 24 * 3600 / std::log(2.0) * (1 - std::exp2(-1.0 / 24)), 1) << "halved a day later";
 }
 
 }  // namespace
