@@ -48,7 +48,9 @@ rc=0
 for mode in "${modes[@]}"; do
   dir=build-$mode
   case "$mode" in
-    asan) sanitize=address,undefined targets=() select=() ;;
+    # Left out under ASan only: it bounds the daemon's RSS growth (64 MiB), which ASan's shadow
+    # memory and quarantine inflate (140 MiB measured); the normal build runs it in every suite.
+    asan) sanitize=address,undefined targets=() select=(-E '^DaemonAmplification\.AMebibyteEnvironmentTimesAThousandTasksIsStoredOnce$') ;;
     tsan) sanitize=thread select=(-R "$TSAN_TESTS")
           targets=(--target gpulane fake_nvml fake_nvml_no_v3 fake_nvml_legacy fake_nvml_no_graphics) ;;
   esac

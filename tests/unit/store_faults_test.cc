@@ -228,7 +228,7 @@ TEST_F(StoreFaultsTest, AnEndThatCannotBeStoredKeepsTheJobAndItsFilesUntilALater
   lock.Release();
   Turn();
   Job stored = StoredJob(id);
-  EXPECT_EQ(store::StateName(stored.state), "failed");
+  EXPECT_EQ(std::string(store::StateName(stored.state)), "failed");
   EXPECT_EQ(stored.exit_code, 3);
   EXPECT_EQ(stored.end_time, 1'700'000'200.0);
   EXPECT_EQ(TableState(id), "") << "forgotten once stored";
@@ -250,7 +250,7 @@ TEST_F(StoreFaultsTest, ADaemonThatDiesBeforeTheEndIsStoredCollectsItAfterTheRes
   }
   ASSERT_TRUE(Table().Recover());
   Job stored = StoredJob(id);
-  EXPECT_EQ(store::StateName(stored.state), "failed");
+  EXPECT_EQ(std::string(store::StateName(stored.state)), "failed");
   EXPECT_EQ(stored.exit_code, 4);
   for (int i = 0; i < 3; ++i) {
     clock_.Advance(3600);
