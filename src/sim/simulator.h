@@ -4,6 +4,8 @@
 // that asks sched::Schedule, the very function `pick`, `run` and the daemon call, which waiting
 // jobs start at each event. No I/O, no real clock.
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "sched/policy.h"
@@ -12,12 +14,22 @@
 
 namespace gpulane::sim {
 
+/// Where shares (memory-declared jobs) go among the GPUs they fit on.
+enum class Placement {
+  kBestFit,   ///< "bestfit": the request's default order (sched::DefaultOrder: best fit for shares)
+  kMostFree,  ///< "mostfree": every job asks for --order memory, most free first (the default before best fit)
+};
+/// "bestfit", "mostfree".
+const char* PlacementName(Placement placement);
+std::optional<Placement> ParsePlacement(const std::string& name);
+
 /// The simulated machine and the policy.
 struct SimOptions {
   unsigned gpus = 8;                          ///< identical GPUs
   std::uint64_t gpu_mem_bytes = 80ULL << 30;  ///< memory of each, bytes
   sched::PolicyKind policy = sched::PolicyKind::kDefault;
   double max_reserve_idle_s = sched::kDefaultMaxReserveIdleS;  ///< Limits::max_reserve_idle_s, seconds
+  Placement placement = Placement::kBestFit;
 };
 
 /// What happened to one job.
@@ -27,10 +39,17 @@ struct Outcome {
   bool timed_out = false;  ///< stopped at its time limit before its duration
 };
 
-/// Event counts, for benchmarks.
+/// Event counts, for benchmarks, and how fragmented the GPUs were. Means are over time, from the
+/// first submission to the last end.
 struct SimStats {
   std::size_t decisions = 0;  ///< calls of sched::Schedule
   std::size_t max_waiting = 0;  ///< longest line
+  double shared_gpus_mean = 0;  ///< GPUs holding at least one share (partly used), mean
+  double idle_gpus_mean = 0;    ///< GPUs with nothing on them (whole GPUs free), mean
+  /// Seconds during which a whole-GPU job waited for k GPUs while fewer than k GPUs had nothing on
+  /// them but at least k would have, had the running shares been packed onto as few GPUs as their
+  /// declared memory needs (ceil(sum / GPU memory)): waiting caused by how shares were spread.
+  double fragmented_s = 0;
 };
 
 /// Replays `jobs` (submission order, each possible on this machine: Transform ensures it) and
