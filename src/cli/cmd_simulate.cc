@@ -28,6 +28,7 @@ struct SimulateOptions {
   unsigned gpus = 8;
   std::string gpu_mem = "80GiB";
   std::string policies = "fifo,firstfit,easy,default";
+  std::string placements = "bestfit";
   std::optional<unsigned> max_gpus_per_job;
   std::string oversize = "clip";
   std::optional<double> load;
@@ -57,7 +58,9 @@ nlohmann::json MetricsJson(const sim::Metrics& m) {
           {"wait_median_s", m.wait_median_s}, {"wait_p95_s", m.wait_p95_s}, {"wait_p99_s", m.wait_p99_s},
           {"jct_mean_s", m.jct_mean_s}, {"jct_p99_s", m.jct_p99_s},     {"bounded_slowdown_mean", m.bsld_mean},
           {"makespan_s", m.makespan_s}, {"jain_slowdown", m.jain},      {"users", m.users},
-          {"starved_24h", m.starved},   {"timed_out", m.timed_out}};
+          {"starved_24h", m.starved},   {"timed_out", m.timed_out},     {"whole_jobs", m.whole_jobs},
+          {"whole_wait_mean_s", m.whole_wait_mean_s}, {"whole_wait_p99_s", m.whole_wait_p99_s},
+          {"shared_wait_mean_s", m.shared_wait_mean_s}, {"shared_wait_p99_s", m.shared_wait_p99_s}};
 }
 
 int RunSimulate(const SimulateOptions& o) {
@@ -81,6 +84,12 @@ int RunSimulate(const SimulateOptions& o) {
     auto p = sched::ParsePolicy(std::string(Trim(name)));
     if (!p) return Fail(MakeError(ErrorKind::kInvalidArgument, StrCat("--policy ", name, ": give fifo, firstfit, easy or default (several: comma-separated)")));
     policies.push_back(*p);
+  }
+  std::vector<sim::Placement> placements;
+  for (const std::string& name : Split(o.placements, ',')) {
+    auto p = sim::ParsePlacement(std::string(Trim(name)));
+    if (!p) return Fail(MakeError(ErrorKind::kInvalidArgument, StrCat("--placement ", name, ": give bestfit or mostfree (both: comma-separated)")));
+    placements.push_back(*p);
   }
   if (o.oversize != "clip" && o.oversize != "drop")
     return Fail(MakeError(ErrorKind::kInvalidArgument, StrCat("--oversize ", o.oversize, ": give clip or drop")));
@@ -107,52 +116,59 @@ int RunSimulate(const SimulateOptions& o) {
 
   struct Run {
     sched::PolicyKind policy;
+    sim::Placement placement;
     std::vector<sim::Outcome> outcomes;
     sim::Metrics metrics;
     sim::SimStats stats;
     double wall_s = 0;
   };
   std::vector<Run> runs;
-  for (sched::PolicyKind p : policies) {
-    sim::SimOptions so;
-    so.gpus = o.gpus;
-    so.gpu_mem_bytes = *gpu_mem;
-    so.policy = p;
-    so.max_reserve_idle_s = *idle;
-    so.fair_share = !o.no_fair_share;
-    so.fair_share_settings.half_life_s = *half_life;
-    so.fair_share_settings.weight_age = o.weight_age;
-    so.fair_share_settings.max_age_s = *max_age;
-    so.user_names = trace->users;
-    const auto start = std::chrono::steady_clock::now();
-    Run run{p};
-    auto outcomes = sim::Simulate(trace->jobs, so, &run.stats);
-    if (!outcomes) return Fail(outcomes.error());
-    run.outcomes = std::move(outcomes).value();
-    run.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    run.metrics = sim::ComputeMetrics(trace->jobs, run.outcomes, o.gpus, *gpu_mem);
-    runs.push_back(std::move(run));
-  }
+  for (sched::PolicyKind p : policies)
+    for (sim::Placement placement : placements) {
+      sim::SimOptions so;
+      so.gpus = o.gpus;
+      so.gpu_mem_bytes = *gpu_mem;
+      so.policy = p;
+      so.max_reserve_idle_s = *idle;
+      so.placement = placement;
+      so.fair_share = !o.no_fair_share;
+      so.fair_share_settings.half_life_s = *half_life;
+      so.fair_share_settings.weight_age = o.weight_age;
+      so.fair_share_settings.max_age_s = *max_age;
+      so.user_names = trace->users;
+      const auto start = std::chrono::steady_clock::now();
+      Run run{p, placement};
+      auto outcomes = sim::Simulate(trace->jobs, so, &run.stats);
+      if (!outcomes) return Fail(outcomes.error());
+      run.outcomes = std::move(outcomes).value();
+      run.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      run.metrics = sim::ComputeMetrics(trace->jobs, run.outcomes, o.gpus, *gpu_mem);
+      runs.push_back(std::move(run));
+    }
 
   if (!o.per_job_csv.empty()) {
     std::ofstream csv(o.per_job_csv, std::ios::trunc);
     if (!csv) return Fail(MakeError(ErrorKind::kIo, StrCat("cannot write ", o.per_job_csv)));
-    csv << "policy,job,user,gpus,mem_bytes,submit_s,time_limit_s,duration_s,start_s,end_s,wait_s,timed_out\n";
+    csv << "policy,job,user,gpus,mem_bytes,submit_s,time_limit_s,duration_s,start_s,end_s,wait_s,timed_out,placement\n";
     for (const Run& r : runs)
       for (std::size_t i = 0; i < trace->jobs.size(); ++i) {
         const sim::Job& j = trace->jobs[i];
         const sim::Outcome& x = r.outcomes[i];
-        csv << fmt::format("{},{},{},{},{},{:.3f},{},{:.3f},{:.3f},{:.3f},{:.3f},{}\n", sched::PolicyName(r.policy), j.id,
+        csv << fmt::format("{},{},{},{},{},{:.3f},{},{:.3f},{:.3f},{:.3f},{:.3f},{},{}\n", sched::PolicyName(r.policy), j.id,
                            trace->users[j.user], j.gpus, j.mem_bytes, j.submit_s,
                            j.time_limit_s ? fmt::format("{:.3f}", *j.time_limit_s) : std::string(), j.duration_s, x.start_s,
-                           x.end_s, x.start_s - j.submit_s, x.timed_out ? 1 : 0);
+                           x.end_s, x.start_s - j.submit_s, x.timed_out ? 1 : 0, sim::PlacementName(r.placement));
       }
     if (!csv.flush()) return Fail(MakeError(ErrorKind::kIo, StrCat("cannot write ", o.per_job_csv)));
   }
 
   if (!o.plot.empty()) {
     std::vector<sim::PolicySeries> series;
-    for (const Run& r : runs) series.push_back({sched::PolicyName(r.policy), r.outcomes});
+    const bool both_placements = placements.size() > 1;
+    for (const Run& r : runs)
+      series.push_back({both_placements ? StrCat(sched::PolicyName(r.policy), " ", sim::PlacementName(r.placement))
+                                        : std::string(sched::PolicyName(r.policy)),
+                        r.outcomes});
     const std::string title = fmt::format("{} ({}): {} jobs on {} GPUs, offered load {:.2f}, time limits from {}", o.trace, o.format,
                                           trace->jobs.size(), o.gpus, trace->offered_load, o.time_limit_from);
     std::ofstream page(o.plot, std::ios::trunc);
@@ -173,6 +189,10 @@ int RunSimulate(const SimulateOptions& o) {
     for (const Run& r : runs) {
       nlohmann::json p = MetricsJson(r.metrics);
       p["policy"] = sched::PolicyName(r.policy);
+      p["placement"] = sim::PlacementName(r.placement);
+      p["shared_gpus_mean"] = r.stats.shared_gpus_mean;
+      p["idle_gpus_mean"] = r.stats.idle_gpus_mean;
+      p["fragmented_s"] = r.stats.fragmented_s;
       p["decisions"] = r.stats.decisions;
       p["max_waiting"] = r.stats.max_waiting;
       p["wall_s"] = r.wall_s;
@@ -184,16 +204,21 @@ int RunSimulate(const SimulateOptions& o) {
   fmt::print("trace {} ({}): {} jobs on {} GPUs of {}, offered load {:.3f}, time limits from {}\n", o.trace, o.format,
              trace->jobs.size(), o.gpus, FormatBytes(*gpu_mem), trace->offered_load, o.time_limit_from);
   for (const std::string& note : trace->notes) fmt::print("  {}\n", note);
-  fmt::print("\n{:<9} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>9} {:>5} {:>7}\n", "policy", "util", "wait mean",
-             "median", "p95", "p99", "JCT mean", "JCT p99", "bsld", "makespan", "jain", "starved");
+  fmt::print("\n{:<9} {:<9} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>9} {:>5} {:>7} {:>9} {:>6} {:>6} {:>9}\n", "policy",
+             "placement", "util", "wait mean", "median", "p95", "p99", "JCT mean", "JCT p99", "bsld", "makespan", "jain", "starved",
+             "whole wt", "shared", "idle", "frag");
   for (const Run& r : runs) {
     const sim::Metrics& m = r.metrics;
-    fmt::print("{:<9} {:>4.1f}% {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8.2f} {:>9} {:>5.3f} {:>7}\n", sched::PolicyName(r.policy),
-               100 * m.utilisation, Short(m.wait_mean_s), Short(m.wait_median_s), Short(m.wait_p95_s), Short(m.wait_p99_s),
-               Short(m.jct_mean_s), Short(m.jct_p99_s), m.bsld_mean, Short(m.makespan_s), m.jain, m.starved);
+    fmt::print("{:<9} {:<9} {:>4.1f}% {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8.2f} {:>9} {:>5.3f} {:>7} {:>9} {:>6.2f} {:>6.2f} {:>9}\n",
+               sched::PolicyName(r.policy), sim::PlacementName(r.placement), 100 * m.utilisation, Short(m.wait_mean_s),
+               Short(m.wait_median_s), Short(m.wait_p95_s), Short(m.wait_p99_s), Short(m.jct_mean_s), Short(m.jct_p99_s), m.bsld_mean,
+               Short(m.makespan_s), m.jain, m.starved, Short(m.whole_wait_mean_s), r.stats.shared_gpus_mean, r.stats.idle_gpus_mean,
+               Short(r.stats.fragmented_s));
   }
   fmt::print("\nbsld: mean bounded slowdown (10 s bound); jain: Jain's index over {} users' mean slowdowns; starved: waited > 24 h\n",
              runs.empty() ? 0 : runs.front().metrics.users);
+  fmt::print("whole wt: mean wait of whole-GPU jobs; shared, idle: mean GPUs partly used by shares, with nothing on them; frag: time a\n"
+             "whole-GPU job waited for GPUs that packing the shares tighter would have left free\n");
   return kExitOk;
 }
 
@@ -209,6 +234,8 @@ void RegisterSimulate(CLI::App& app, Runner* run) {
   sub->add_option("--gpus", o->gpus, "GPUs of the simulated machine (default 8)");
   sub->add_option("--gpu-mem", o->gpu_mem, "Memory of each simulated GPU (default 80GiB)");
   sub->add_option("--policy", o->policies, "Policies to compare, comma-separated: fifo,firstfit,easy,default (default: all four)");
+  sub->add_option("--placement", o->placements,
+                  "Where shares go: bestfit (fullest GPU that fits, the default), mostfree (most free first, as before); both: comma-separated");
   sub->add_option("--max-gpus-per-job", o->max_gpus_per_job, "Jobs asking for more GPUs are clipped or dropped (--oversize; default: --gpus)");
   sub->add_option("--oversize", o->oversize, "What to do with jobs over --max-gpus-per-job: clip (default) or drop");
   sub->add_option("--load", o->load, "Scale inter-arrival times so the offered load is this fraction of the machine, e.g. 0.9");

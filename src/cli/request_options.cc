@@ -25,8 +25,10 @@ void RequestOptions::Register(CLI::App* sub, RequestOptionSet set) {
   sub->add_option("--gpus", gpus_, "Only these GPUs: indices or UUIDs, comma-separated")->type_name("LIST");
   sub->add_flag("--share-foreign", share_foreign_,
                 "Allow GPUs that run processes outside gpulane's leases (default: they are taken)");
-  sub->add_option("--order", order_, "memory (most free first, default), util (least busy first), pci")
-      ->check(CLI::IsMember({"memory", "util", "pci"}));
+  sub->add_option("--order", order_,
+                  "How to rank the GPUs that qualify: memory (most free first; default for whole GPUs), util (least busy first), "
+                  "pci, bestfit (least memory left once placed; default with --mem)")
+      ->check(CLI::IsMember({"memory", "util", "pci", "bestfit"}));
   if (set.time_limit)
     sub->add_option("--time-limit", time_limit_, "Stop the job after this long (SIGTERM, then SIGKILL), e.g. 4h")
         ->type_name("DURATION");
@@ -59,7 +61,7 @@ Result<sched::Request> RequestOptions::ToRequest() const {
   if (max_util_ >= 0) r.max_util_pct = static_cast<unsigned>(max_util_);
   r.gpu_list = gpus_;
   r.share_foreign = share_foreign_;
-  r.order = sched::ParseOrder(order_).value_or(sched::Order::kMostFree);
+  if (given("--order")) r.order = sched::ParseOrder(order_);  // not given: the default (sched::DefaultOrder)
   if (sub_->get_option_no_throw("--time-limit") && given("--time-limit")) {
     auto s = ParseDurationS(time_limit_);
     if (!s) return usage("--time-limit: " + s.error().message);

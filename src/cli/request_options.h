@@ -2,7 +2,7 @@
 // The request options `pick`, `run` and `submit` share, registered and parsed in this one place
 // into the one request type (sched::Request):
 //   -g/--gpu-count N (also -n/--count), --mem SIZE, --min-free SIZE, --max-util PCT, --gpus LIST,
-//   --share-foreign, --order memory|util|pci, --partition NAME, --time-limit DURATION (run, submit),
+//   --share-foreign, --order memory|util|pci|bestfit, --partition NAME, --time-limit DURATION (run, submit),
 //   --priority N (submit).
 #include <string>
 

@@ -9,9 +9,9 @@ namespace gpulane::proto {
 using nlohmann::json;
 
 json RequestToJson(const sched::Request& r) {
-  json j = {{"count", r.count},          {"share_foreign", r.share_foreign}, {"order", sched::OrderName(r.order)},
-            {"gpu_list", r.gpu_list},    {"uid", r.uid},                     {"user", r.user},
-            {"priority", r.priority},    {"submit_time_s", r.submit_time_s}};
+  json j = {{"count", r.count}, {"share_foreign", r.share_foreign}, {"gpu_list", r.gpu_list}, {"uid", r.uid},
+            {"user", r.user},   {"priority", r.priority},           {"submit_time_s", r.submit_time_s}};
+  if (r.order) j["order"] = sched::OrderName(*r.order);
   if (r.mem_bytes) j["mem_bytes"] = *r.mem_bytes;
   if (r.min_free_bytes) j["min_free_bytes"] = *r.min_free_bytes;
   if (r.max_util_pct) j["max_util_pct"] = *r.max_util_pct;
@@ -67,19 +67,22 @@ Result<sched::Request> RequestFromJson(const json& j) {
   auto bad = [](const std::string& why) { return MakeError(ErrorKind::kInvalidArgument, "request: " + why); };
   if (!j.is_object()) return bad("must be a JSON object");
   sched::Request r;
-  std::string why, order = sched::OrderName(r.order);
+  std::optional<std::string> order;
+  std::string why;
   if (!ReadField(j, "count", &r.count, &why) || !ReadOptional(j, "mem_bytes", &r.mem_bytes, &why) ||
       !ReadOptional(j, "min_free_bytes", &r.min_free_bytes, &why) ||
       !ReadOptional(j, "max_util_pct", &r.max_util_pct, &why) ||
-      !ReadField(j, "share_foreign", &r.share_foreign, &why) || !ReadField(j, "order", &order, &why) ||
+      !ReadField(j, "share_foreign", &r.share_foreign, &why) || !ReadOptional(j, "order", &order, &why) ||
       !ReadField(j, "gpu_list", &r.gpu_list, &why) || !ReadField(j, "uid", &r.uid, &why) ||
       !ReadField(j, "user", &r.user, &why) || !ReadField(j, "priority", &r.priority, &why) ||
       !ReadField(j, "submit_time_s", &r.submit_time_s, &why) || !ReadOptional(j, "time_limit_s", &r.time_limit_s, &why) ||
       !ReadField(j, "partition", &r.partition, &why))
     return bad(why);
-  auto parsed_order = sched::ParseOrder(order);
-  if (!parsed_order) return bad(fmt::format("\"order\" must be memory, util or pci, not '{}'", order));
-  r.order = *parsed_order;
+  if (order) {
+    auto parsed_order = sched::ParseOrder(*order);
+    if (!parsed_order) return bad(fmt::format("\"order\" must be memory, util, pci or bestfit, not '{}'", *order));
+    r.order = *parsed_order;
+  }
   if (auto it = j.find("allowed_uuids"); it != j.end() && !it->is_null()) {
     if (!it->is_array()) return bad("\"allowed_uuids\" must be a list of GPU UUIDs");
     if (it->size() > sched::kMaxGpuCount) return bad("\"allowed_uuids\" names too many GPUs");

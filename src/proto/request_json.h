@@ -8,7 +8,10 @@
 //    "partition": "day"}
 //
 // Optional fields are absent when unset (allowed_uuids absent: any GPU; partition absent: none,
-// as written before partitions existed). Sizes are bytes.
+// as written before partitions existed; order absent: no --order given, the request's default
+// order, sched::DefaultOrder). Requests written before that distinction always carry "order"
+// (most free, "memory", unless the user chose another) and so read back with the order they were
+// placed by then. Sizes are bytes.
 #include <nlohmann/json.hpp>
 
 #include "sched/request.h"

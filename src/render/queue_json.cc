@@ -169,8 +169,10 @@ void Request(Writer& w, const sched::Request& r) {
     w.Key("min_free_bytes");
     w.Int(*r.min_free_bytes);
   }
-  w.Key("order");
-  w.String(sched::OrderName(r.order));
+  if (r.order) {  // as RequestToJson: absent when no --order was given
+    w.Key("order");
+    w.String(sched::OrderName(*r.order));
+  }
   if (!r.partition.empty()) {
     w.Key("partition");
     w.String(r.partition);

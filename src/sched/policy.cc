@@ -158,6 +158,7 @@ void StableSort(std::vector<unsigned>& v, std::size_t n, Less less) {
   }
 }
 
+// `indices` (GPUs that qualify for the request now) best first in `order` (request.h Order).
 std::vector<unsigned> Rank(const std::vector<GpuState>& gpus, std::vector<unsigned> indices, Order order) {
   // Unreported values rank after every reported one (never as if they were 0 % busy or all free).
   auto free_of = [&](unsigned i) -> std::int64_t {
@@ -167,6 +168,13 @@ std::vector<unsigned> Rank(const std::vector<GpuState>& gpus, std::vector<unsign
   auto util_of = [&](unsigned i) { return gpus[i].util_pct.value_or(101); };
   std::stable_sort(indices.begin(), indices.end(), [&](unsigned a, unsigned b) {
     if (order == Order::kPci) return a < b;
+    if (order == Order::kBestFit) {
+      // Every GPU here fits the request, so the room left after placing it is its free memory
+      // less the same amount (declared + margin) on each: least free first, unreported last.
+      const std::int64_t fa = free_of(a), fb = free_of(b);
+      if (fa != fb) return fb < 0 || (fa >= 0 && fa < fb);
+      if (gpus[a].shared_leases != gpus[b].shared_leases) return gpus[a].shared_leases < gpus[b].shared_leases;
+    }
     if (order == Order::kLeastUtil && util_of(a) != util_of(b)) return util_of(a) < util_of(b);
     if (free_of(a) != free_of(b)) return free_of(a) > free_of(b);
     if (util_of(a) != util_of(b)) return util_of(a) < util_of(b);
@@ -330,13 +338,14 @@ std::vector<Decision> Schedule(std::vector<GpuState> gpus, std::span<const Reque
       if (v.wait == Wait::kNow) (v.backfill ? backfill_now : free_now).push_back(i);
       if (v.wait != Wait::kNever) possible.push_back(i);
     }
+    const Order order = EffectiveOrder(r);
     if (free_now.size() >= r.count) {
       d.granted = true;
-      d.gpus = ChooseLinkedSet(Rank(gpus, free_now, r.order), r.count, linked);
+      d.gpus = ChooseLinkedSet(Rank(gpus, free_now, order), r.count, linked);
     } else if (free_now.size() + backfill_now.size() >= r.count) {
       // Backfill: every unreserved free GPU, then the best reserved ones it ends in time for.
-      std::vector<unsigned> ranked = Rank(gpus, free_now, r.order);
-      for (unsigned i : Rank(gpus, backfill_now, r.order)) ranked.push_back(i);
+      std::vector<unsigned> ranked = Rank(gpus, free_now, order);
+      for (unsigned i : Rank(gpus, backfill_now, order)) ranked.push_back(i);
       d.granted = true;
       d.gpus = ChooseLinkedSet(ranked, r.count, linked);
     }

@@ -15,6 +15,13 @@
 //    It keeps the GPU from every request without share_foreign.
 //  - Unknown is not free: a GPU whose process list NVML does not report qualifies only with
 //    share_foreign; one whose memory it does not report never qualifies for --mem or --min-free.
+//  - Placement: among the GPUs a granted request qualifies for, it takes the best ranked in its
+//    order (Request::order, else DefaultOrder): memory requests (--mem) best fit, the GPU with the
+//    least memory left once it is placed (ties: fewest shared leases, then most free's ties), so
+//    shares pack onto GPUs already shared and whole GPUs stay free for exclusive and large jobs;
+//    whole-GPU requests most free memory first. An explicit --order (memory, util, pci, bestfit)
+//    is kept. Several GPUs: a set whose every pair is joined by NVLink when there is one among
+//    those that qualify (ChooseLinkedSet), else the top of the ranking.
 //  - A GPU in EXCLUSIVE_PROCESS (or EXCLUSIVE_THREAD) compute mode that already has a context,
 //    foreign or gpulane's, takes no other job (CUDA would refuse the second context); a PROHIBITED,
 //    failed or MIG-enabled GPU never qualifies.
@@ -153,8 +160,9 @@ Result<std::vector<unsigned>> GrantedNow(const Request& request, const Decision&
 /// here can ever qualify (...): ask for fewer". `decision.impossible` must be true.
 std::string ImpossibleReason(const Request& request, const Decision& decision, unsigned gpu_count);
 
-/// Chooses `count` GPUs among `ranked` (best first), preferring a set whose every pair is joined by
-/// NVLink (`linked(a, b)`); falls back to the top of the ranking.
+/// Chooses `count` GPUs among `ranked` (best first in the request's order), preferring a set whose
+/// every pair is joined by NVLink (`linked(a, b)`): the first fully linked set grown greedily from
+/// each ranked GPU in turn; falls back to the top of the ranking.
 std::vector<unsigned> ChooseLinkedSet(const std::vector<unsigned>& ranked, unsigned count,
                                       const std::function<bool(unsigned, unsigned)>& linked);
 

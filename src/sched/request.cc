@@ -13,15 +13,20 @@ const char* OrderName(Order order) {
     case Order::kMostFree: return "memory";
     case Order::kLeastUtil: return "util";
     case Order::kPci: return "pci";
+    case Order::kBestFit: return "bestfit";
   }
   return "memory";
 }
 
 std::optional<Order> ParseOrder(const std::string& name) {
-  for (Order o : {Order::kMostFree, Order::kLeastUtil, Order::kPci})
+  for (Order o : {Order::kMostFree, Order::kLeastUtil, Order::kPci, Order::kBestFit})
     if (name == OrderName(o)) return o;
   return std::nullopt;
 }
+
+Order DefaultOrder(const Request& r) { return r.mem_bytes ? Order::kBestFit : Order::kMostFree; }
+
+Order EffectiveOrder(const Request& r) { return r.order.value_or(DefaultOrder(r)); }
 
 Status CheckRequest(const Request& r) {
   auto bad = [](std::string message) { return Status(MakeError(ErrorKind::kInvalidArgument, std::move(message))); };

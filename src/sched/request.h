@@ -12,14 +12,19 @@
 
 namespace gpulane::sched {
 
-/// How to rank GPUs that qualify.
+/// How to rank GPUs that qualify. Without --order a request gets DefaultOrder's.
 enum class Order {
-  kMostFree,   ///< most free memory first; ties: lower utilisation, then PCI order (default)
+  kMostFree,   ///< most free memory first; ties: lower utilisation, then PCI order (whole GPUs' default)
   kLeastUtil,  ///< lowest GPU utilisation first; ties: most free memory, then PCI order
   kPci,        ///< PCI bus order
+  /// Best fit: least free memory left after placing the request first (for --mem: free now minus
+  /// the margin minus what it declares); ties: fewest shared leases, then as kMostFree (lower
+  /// utilisation, PCI order). Memory-declared requests' default: shares pack onto GPUs already
+  /// shared, so whole GPUs stay free for large and exclusive jobs.
+  kBestFit,
 };
 
-/// "memory", "util", "pci": the names of --order.
+/// "memory", "util", "pci", "bestfit": the names of --order.
 const char* OrderName(Order order);
 /// The Order named `name`, or nullopt.
 std::optional<Order> ParseOrder(const std::string& name);
@@ -39,7 +44,8 @@ struct Request {
   std::optional<std::uint64_t> min_free_bytes;  ///< each GPU needs at least this much free memory
   std::optional<unsigned> max_util_pct;         ///< each GPU at most this busy, 0..100
   bool share_foreign = false;                   ///< GPUs running processes outside gpulane may qualify
-  Order order = Order::kMostFree;
+  /// --order as the user gave it; nullopt: not given, DefaultOrder applies (EffectiveOrder).
+  std::optional<Order> order;
   std::string gpu_list;                         ///< --gpus as the user gave it ("" = no restriction)
   /// The GPUs it may use, by UUID: --gpus within the caller's CUDA_VISIBLE_DEVICES, resolved
   /// against the machine's GPUs (gpu/visible_devices.h ResolveAllowedGpus). nullopt: any GPU (not
@@ -61,6 +67,12 @@ struct Request {
 /// utilisation over 100 %, a non-positive time limit). Errors: kInvalidArgument naming the option
 /// and the fix ("-g 0: ask for at least 1 GPU").
 Status CheckRequest(const Request& request);
+
+/// The order a request without --order gets: kBestFit when it declares memory (--mem), else
+/// kMostFree.
+Order DefaultOrder(const Request& request);
+/// The order `request`'s GPUs are ranked in: its --order, else DefaultOrder.
+Order EffectiveOrder(const Request& request);
 
 /// True when `uuid` is among the GPUs `request` may use.
 bool Allows(const Request& request, const std::string& uuid);

@@ -27,7 +27,7 @@ Metrics ComputeMetrics(const std::vector<Job>& jobs, const std::vector<Outcome>&
   Metrics m;
   m.jobs = jobs.size();
   if (jobs.empty()) return m;
-  std::vector<double> waits, jcts;
+  std::vector<double> waits, jcts, whole_waits, shared_waits;
   waits.reserve(jobs.size());
   jcts.reserve(jobs.size());
   double first = jobs.front().submit_s, last = 0, used = 0, bsld = 0;
@@ -39,6 +39,7 @@ Metrics ComputeMetrics(const std::vector<Job>& jobs, const std::vector<Outcome>&
     last = std::max(last, o.end_s);
     const double wait = o.start_s - j.submit_s, run = o.end_s - o.start_s;
     waits.push_back(wait);
+    (j.mem_bytes ? shared_waits : whole_waits).push_back(wait);
     jcts.push_back(o.end_s - j.submit_s);
     used += GpuShare(j, gpu_mem_bytes) * run;
     const double slowdown = std::max(1.0, (wait + run) / std::max(run, kSlowdownBoundS));
@@ -61,6 +62,16 @@ Metrics ComputeMetrics(const std::vector<Job>& jobs, const std::vector<Outcome>&
   m.wait_mean_s = wait_sum / n;
   m.jct_mean_s = jct_sum / n;
   m.bsld_mean = bsld / n;
+  auto mean_p99 = [](std::vector<double>& v, double* mean, double* p99) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    *mean = v.empty() ? 0 : sum / static_cast<double>(v.size());
+    std::sort(v.begin(), v.end());
+    *p99 = Percentile(v, 99);
+  };
+  m.whole_jobs = whole_waits.size();
+  mean_p99(whole_waits, &m.whole_wait_mean_s, &m.whole_wait_p99_s);
+  mean_p99(shared_waits, &m.shared_wait_mean_s, &m.shared_wait_p99_s);
   std::sort(waits.begin(), waits.end());
   std::sort(jcts.begin(), jcts.end());
   m.wait_median_s = Percentile(waits, 50);

@@ -20,6 +20,9 @@ struct Metrics {
   std::size_t jobs = 0;
   double utilisation = 0;     ///< GPU-seconds used (shares as fractions) / (GPUs x makespan), 0..1
   double wait_mean_s = 0, wait_median_s = 0, wait_p95_s = 0, wait_p99_s = 0;  ///< start - submit
+  std::size_t whole_jobs = 0;  ///< jobs asking for whole GPUs (Job::mem_bytes 0)
+  double whole_wait_mean_s = 0, whole_wait_p99_s = 0;    ///< their waits
+  double shared_wait_mean_s = 0, shared_wait_p99_s = 0;  ///< the other jobs' (shares) waits
   double jct_mean_s = 0, jct_p99_s = 0;  ///< job completion time: end - submit
   double bsld_mean = 0;       ///< mean of max(1, (wait + run) / max(run, kSlowdownBoundS))
   double makespan_s = 0;      ///< last end - first submission

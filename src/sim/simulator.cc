@@ -65,6 +65,14 @@ struct Gpu {
 
 }  // namespace
 
+const char* PlacementName(Placement placement) { return placement == Placement::kMostFree ? "mostfree" : "bestfit"; }
+
+std::optional<Placement> ParsePlacement(const std::string& name) {
+  for (Placement p : {Placement::kBestFit, Placement::kMostFree})
+    if (name == PlacementName(p)) return p;
+  return std::nullopt;
+}
+
 Result<std::vector<Outcome>> Simulate(const std::vector<Job>& jobs, const SimOptions& o, SimStats* stats) {
   std::vector<Outcome> out(jobs.size());
   for (const Job& j : jobs)
@@ -131,6 +139,7 @@ Result<std::vector<Outcome>> Simulate(const std::vector<Job>& jobs, const SimOpt
     if (j.mem_bytes) r.mem_bytes = j.mem_bytes;
     r.submit_time_s = j.submit_s;
     r.time_limit_s = j.time_limit_s;
+    if (o.placement == Placement::kMostFree) r.order = sched::Order::kMostFree;
     return r;
   };
   // The waiting jobs in the daemon's order: each user's fair-share factor (sched::FairShareFactor
@@ -181,6 +190,8 @@ Result<std::vector<Outcome>> Simulate(const std::vector<Job>& jobs, const SimOpt
       if (job.mem_bytes) r.mem_bytes = job.mem_bytes;
       r.submit_time_s = job.submit_s;
       r.time_limit_s = job.time_limit_s;
+      r.order.reset();
+      if (o.placement == Placement::kMostFree) r.order = sched::Order::kMostFree;
       ordered_jobs[ordered_n++] = j;
       push_head(u, now);
     }
@@ -190,6 +201,32 @@ Result<std::vector<Outcome>> Simulate(const std::vector<Job>& jobs, const SimOpt
   double recheck = kInf;
   std::vector<std::size_t> granted;
   SimStats counts;
+  // Fragmentation: whole-GPU jobs waiting, by GPUs wanted; time integrals of the GPU counts.
+  std::vector<std::size_t> whole_waiting(o.gpus + 1, 0);
+  double first_s = jobs.empty() ? 0 : jobs.front().submit_s, last_s = first_s;
+  double shared_integral = 0, idle_integral = 0;
+  // Adds the state of the GPUs (unchanged since the previous event) over [last_s, now).
+  auto integrate = [&](double now) {
+    const double dt = now - last_s;
+    last_s = now;
+    if (!(dt > 0)) return;
+    unsigned shared = 0, idle = 0, exclusive = 0;
+    std::uint64_t declared = 0;
+    for (const Gpu& g : gpus) {
+      if (g.jobs.empty()) ++idle;
+      else if (g.exclusive) ++exclusive;
+      else ++shared;
+      declared += g.declared;
+    }
+    shared_integral += shared * dt;
+    idle_integral += idle * dt;
+    unsigned smallest = 0;  // fewest GPUs a waiting whole-GPU job wants
+    for (unsigned k = 1; k <= o.gpus && smallest == 0; ++k)
+      if (whole_waiting[k] > 0) smallest = k;
+    if (smallest == 0 || idle >= smallest) return;
+    const std::uint64_t packed = (declared + o.gpu_mem_bytes - 1) / o.gpu_mem_bytes;  // GPUs the shares need at least
+    if (o.gpus - exclusive >= packed + smallest) counts.fragmented_s += dt;
+  };
   while (next < jobs.size() || !ends.empty() || waiting > 0) {
     double now = kInf;
     if (next < jobs.size()) now = jobs[next].submit_s;
@@ -198,6 +235,7 @@ Result<std::vector<Outcome>> Simulate(const std::vector<Job>& jobs, const SimOpt
     if (!std::isfinite(now))
       return MakeError(ErrorKind::kInternal, StrCat(waiting, " jobs wait with nothing running and nothing to come (policy ",
                                                     sched::PolicyName(o.policy), ")"));
+    integrate(now);
     while (!ends.empty() && ends.top().first <= now) {
       const std::size_t j = ends.top().second;
       ends.pop();
@@ -221,6 +259,7 @@ Result<std::vector<Outcome>> Simulate(const std::vector<Job>& jobs, const SimOpt
       }
     }
     while (next < jobs.size() && jobs[next].submit_s <= now) {
+      if (!jobs[next].mem_bytes) ++whole_waiting[jobs[next].gpus];
       if (fair) waiting_of[jobs[next].user].push_back(next);
       else line.Push(request_of(jobs[next]), next);
       ++waiting;
@@ -252,6 +291,7 @@ Result<std::vector<Outcome>> Simulate(const std::vector<Job>& jobs, const SimOpt
       started[j] = 1;
       if (fair) running.push_back(j);
       const Job& job = jobs[j];
+      if (!job.mem_bytes) --whole_waiting[job.gpus];
       Outcome& result = out[j];
       result.start_s = now;
       const bool stopped = job.time_limit_s && *job.time_limit_s < job.duration_s;
@@ -276,6 +316,10 @@ Result<std::vector<Outcome>> Simulate(const std::vector<Job>& jobs, const SimOpt
     } else {
       line.Remove(granted);
     }
+  }
+  if (last_s > first_s) {
+    counts.shared_gpus_mean = shared_integral / (last_s - first_s);
+    counts.idle_gpus_mean = idle_integral / (last_s - first_s);
   }
   if (stats) *stats = counts;
   return out;

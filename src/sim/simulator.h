@@ -4,6 +4,7 @@
 // that asks sched::Schedule, the very function `pick`, `run` and the daemon call, which waiting
 // jobs start at each event. No I/O, no real clock.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,15 @@
 #include "util/result.h"
 
 namespace gpulane::sim {
+
+/// Where shares (memory-declared jobs) go among the GPUs they fit on.
+enum class Placement {
+  kBestFit,   ///< "bestfit": the request's default order (sched::DefaultOrder: best fit for shares)
+  kMostFree,  ///< "mostfree": every job asks for --order memory, most free first (the default before best fit)
+};
+/// "bestfit", "mostfree".
+const char* PlacementName(Placement placement);
+std::optional<Placement> ParsePlacement(const std::string& name);
 
 /// The simulated machine and the policy.
 struct SimOptions {
@@ -26,6 +36,7 @@ struct SimOptions {
   bool fair_share = true;
   sched::FairShareSettings fair_share_settings;
   std::vector<std::string> user_names;  ///< Trace::users, for [shares] by name (may be empty)
+  Placement placement = Placement::kBestFit;
 };
 
 /// What happened to one job.
@@ -35,10 +46,17 @@ struct Outcome {
   bool timed_out = false;  ///< stopped at its time limit before its duration
 };
 
-/// Event counts, for benchmarks.
+/// Event counts, for benchmarks, and how fragmented the GPUs were. Means are over time, from the
+/// first submission to the last end.
 struct SimStats {
   std::size_t decisions = 0;  ///< calls of sched::Schedule
   std::size_t max_waiting = 0;  ///< longest line
+  double shared_gpus_mean = 0;  ///< GPUs holding at least one share (partly used), mean
+  double idle_gpus_mean = 0;    ///< GPUs with nothing on them (whole GPUs free), mean
+  /// Seconds during which a whole-GPU job waited for k GPUs while fewer than k GPUs had nothing on
+  /// them but at least k would have, had the running shares been packed onto as few GPUs as their
+  /// declared memory needs (ceil(sum / GPU memory)): waiting caused by how shares were spread.
+  double fragmented_s = 0;
 };
 
 /// Replays `jobs` (submission order, each possible on this machine: Transform ensures it) and

@@ -51,9 +51,30 @@ TEST(SimulateCommand, PrintsATableAndWritesEveryJobPerPolicy) {
   std::string line;
   std::size_t lines = 0;
   std::getline(in, line);
-  EXPECT_EQ(line, "policy,job,user,gpus,mem_bytes,submit_s,time_limit_s,duration_s,start_s,end_s,wait_s,timed_out");
+  EXPECT_EQ(line, "policy,job,user,gpus,mem_bytes,submit_s,time_limit_s,duration_s,start_s,end_s,wait_s,timed_out,placement");
   while (std::getline(in, line)) ++lines;
   EXPECT_EQ(lines, 400u) << "200 jobs x 2 policies";
+}
+
+TEST(SimulateCommand, ComparesPlacementsInOneRun) {
+  const RunResult r = RunGpulane({"simulate", SmallTrace(), "--gpus", "4", "--policy", "default", "--placement",
+                                  "mostfree,bestfit", "--json"},
+                                 {});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json out = nlohmann::json::parse(r.out);
+  ASSERT_EQ(out["policies"].size(), 2u);
+  EXPECT_EQ(out["policies"][0]["placement"], "mostfree");
+  EXPECT_EQ(out["policies"][1]["placement"], "bestfit");
+  for (const auto& p : out["policies"]) {
+    EXPECT_EQ(p["policy"], "default");
+    EXPECT_GE(p["shared_gpus_mean"].get<double>(), 0.0);
+    EXPECT_LE(p["shared_gpus_mean"].get<double>() + p["idle_gpus_mean"].get<double>(), 4.0 + 1e-9);
+    EXPECT_GE(p["fragmented_s"].get<double>(), 0.0);
+    EXPECT_LE(p["whole_jobs"].get<unsigned>(), 200u);
+  }
+  const RunResult plain = RunGpulane({"simulate", SmallTrace(), "--gpus", "4", "--policy", "default", "--json"}, {});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(nlohmann::json::parse(plain.out)["policies"][0]["placement"], "bestfit") << "the default";
 }
 
 TEST(SimulateCommand, RefusesBadOptionsWithExit2) {
@@ -62,6 +83,7 @@ TEST(SimulateCommand, RefusesBadOptionsWithExit2) {
         {"simulate", SmallTrace(), "--format", "slurm"},
         {"simulate", SmallTrace(), "--time-limit-from", "factor:-1"},
         {"simulate", SmallTrace(), "--load", "0"},
+        {"simulate", SmallTrace(), "--placement", "worstfit"},
         {"simulate", "/nonexistent/trace.csv"}}) {
     const RunResult r = RunGpulane(args, {});
     EXPECT_NE(r.exit_code, 0) << args[2];

@@ -4,6 +4,7 @@
 // decision grants.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <random>
 
 #include "sched/policy.h"
@@ -247,6 +248,8 @@ TEST(Policies, GrantsOnlyGrantsExactlyWhatTheFullDecisionGrants) {
         r.count = 1;
         r.mem_bytes = (1 + pick(60)) * kGiB;
       }
+      if (pick(4) == 0)  // an explicit --order; else the default (best fit for --mem)
+        r.order = std::array{Order::kMostFree, Order::kLeastUtil, Order::kPci, Order::kBestFit}[pick(4)];
       line.push_back(r);
     }
     for (PolicyKind p : {PolicyKind::kDefault, PolicyKind::kFifo, PolicyKind::kFirstFit, PolicyKind::kEasy}) {

@@ -248,12 +248,100 @@ TEST(Schedule, MemoryUsedOutsideGpulaneLeavesLessRoom) {
   EXPECT_TRUE(Schedule(gpus, {r}, Limits{1 * kGiB})[0].granted);
 }
 
-TEST(Schedule, MemoryRequestsSpreadToTheGpuWithMostRoom) {
-  auto gpus = Idle(2, 80 * kGiB);
-  std::vector<Request> line = {Shared("a", 30 * kGiB, 2), Shared("b", 30 * kGiB, 2), Shared("c", 30 * kGiB, 2)};
-  auto d = Schedule(gpus, line, Limits{1 * kGiB});
+// A GPU shared by `leases` memory-declared leases that declared `declared` in all, none of it allocated yet.
+void ShareOut(std::vector<GpuState>& gpus, unsigned i, unsigned leases, std::uint64_t declared) {
+  gpus[i].has_context = true;
+  gpus[i].shared_leases = leases;
+  gpus[i].unallocated_reservation_bytes = declared;
+}
+
+TEST(Schedule, SharesPackOntoTheFullestGpuThatFits) {
+  auto gpus = Idle(3, 80 * kGiB);
+  ShareOut(gpus, 0, 1, 60 * kGiB);  // 19 GiB of room (1 GiB margin)
+  ShareOut(gpus, 1, 1, 30 * kGiB);  // 49 GiB
+  const Limits limits{1 * kGiB};
+  // 30 GiB: not on GPU0; GPU1 leaves 19 GiB, the idle GPU2 would leave 49.
+  auto d = Schedule(gpus, {Shared("a", 30 * kGiB, 3)}, limits);
+  ASSERT_TRUE(d[0].granted) << ReasonsOf(d[0]);
+  EXPECT_EQ(d[0].gpus, Indices{1});
+  // 10 GiB fits everywhere; GPU0 is the fullest.
+  d = Schedule(gpus, {Shared("b", 10 * kGiB, 3)}, limits);
+  EXPECT_EQ(d[0].gpus, Indices{0});
+  // Within one decision: each share sees the ones granted before it.
+  d = Schedule(Idle(2, 80 * kGiB), {Shared("a", 30 * kGiB, 2), Shared("b", 30 * kGiB, 2), Shared("c", 30 * kGiB, 2)}, limits);
   for (const auto& x : d) ASSERT_TRUE(x.granted) << ReasonsOf(x);
-  EXPECT_NE(d[0].gpus, d[1].gpus) << "the second goes where the first's reservation is not";
+  EXPECT_EQ(d[0].gpus, Indices{0});
+  EXPECT_EQ(d[1].gpus, Indices{0}) << "onto the shared GPU, not the idle one";
+  EXPECT_EQ(d[2].gpus, Indices{1}) << "79 GiB of room on GPU0 holds two, not three";
+}
+
+TEST(Schedule, BestFitTiesGoToFewestSharedLeasesThenLeastBusyThenPciOrder) {
+  auto gpus = Idle(4, 80 * kGiB);
+  ShareOut(gpus, 0, 2, 40 * kGiB);
+  ShareOut(gpus, 1, 1, 40 * kGiB);
+  ShareOut(gpus, 2, 1, 40 * kGiB);
+  ShareOut(gpus, 3, 1, 40 * kGiB);
+  gpus[1].util_pct = 50;
+  gpus[2].util_pct = 20;
+  gpus[3].util_pct = 20;
+  auto d = Schedule(gpus, {Shared("a", 10 * kGiB, 4)}, kNoMargin);
+  EXPECT_EQ(d[0].gpus, Indices{2}) << "same room left everywhere: one lease, not two; 20 %, not 50 %; then PCI order";
+}
+
+TEST(Schedule, AnExclusiveRequestStillFindsAWholeGpuAfterShares) {
+  // Three 30 GiB shares then a whole GPU on 3 GPUs: best fit puts two shares on GPU0 and the third
+  // on GPU1, so GPU2 is whole. Most free first (the old default, still --order memory) spreads them
+  // over all three and the whole-GPU job waits.
+  std::vector<Request> line = {Shared("a", 30 * kGiB, 3), Shared("b", 30 * kGiB, 3), Shared("c", 30 * kGiB, 3),
+                               Whole("x", 1, 3)};
+  auto d = Schedule(Idle(3, 80 * kGiB), line, Limits{1 * kGiB});
+  for (const auto& x : d) ASSERT_TRUE(x.granted) << ReasonsOf(x);
+  EXPECT_EQ(d[3].gpus, Indices{2});
+  for (int k = 0; k < 3; ++k) line[k].order = Order::kMostFree;
+  d = Schedule(Idle(3, 80 * kGiB), line, Limits{1 * kGiB});
+  EXPECT_NE(d[0].gpus, d[1].gpus);
+  EXPECT_NE(d[1].gpus, d[2].gpus);
+  EXPECT_FALSE(d[3].granted) << "every GPU partly used";
+}
+
+TEST(Schedule, AnExplicitOrderIsKeptForShares) {
+  auto gpus = Idle(3, 80 * kGiB);
+  ShareOut(gpus, 0, 1, 40 * kGiB);
+  ShareOut(gpus, 1, 1, 60 * kGiB);
+  gpus[0].util_pct = 90;
+  gpus[2].util_pct = 50;
+  Request r = Shared("a", 10 * kGiB, 3);
+  EXPECT_EQ(Schedule(gpus, {r}, kNoMargin)[0].gpus, Indices{1}) << "default: best fit";
+  r.order = Order::kMostFree;
+  EXPECT_EQ(Schedule(gpus, {r}, kNoMargin)[0].gpus, Indices{2});
+  r.order = Order::kLeastUtil;
+  EXPECT_EQ(Schedule(gpus, {r}, kNoMargin)[0].gpus, Indices{1});
+  r.order = Order::kPci;
+  EXPECT_EQ(Schedule(gpus, {r}, kNoMargin)[0].gpus, Indices{0});
+  r.order = Order::kBestFit;
+  EXPECT_EQ(Schedule(gpus, {r}, kNoMargin)[0].gpus, Indices{1});
+}
+
+TEST(Schedule, SharesOnSeveralGpusStillPreferNvlinkedSets) {
+  auto gpus = Idle(4, 80 * kGiB);
+  // Pairs (0,2) and (1,3) are linked. By best fit alone: 1 (fullest), then 0.
+  gpus[0].nvlink_peers = {2};
+  gpus[2].nvlink_peers = {0};
+  gpus[1].nvlink_peers = {3};
+  gpus[3].nvlink_peers = {1};
+  ShareOut(gpus, 1, 1, 50 * kGiB);
+  ShareOut(gpus, 0, 1, 40 * kGiB);
+  ShareOut(gpus, 2, 1, 10 * kGiB);
+  Request r = Shared("pair", 20 * kGiB, 4);
+  r.count = 2;
+  auto d = Schedule(gpus, {r}, kNoMargin);
+  ASSERT_TRUE(d[0].granted) << ReasonsOf(d[0]);
+  EXPECT_EQ(d[0].gpus, (Indices{1, 3})) << "the linked set grown from the best fit";
+  // With GPU3 unable to take it, the linked pair (0,2) beats the unlinked top two (1,0).
+  ShareOut(gpus, 3, 1, 70 * kGiB);
+  d = Schedule(gpus, {r}, kNoMargin);
+  ASSERT_TRUE(d[0].granted) << ReasonsOf(d[0]);
+  EXPECT_EQ(d[0].gpus, (Indices{0, 2}));
 }
 
 // ---- Exclusive and shared leases do not mix ---------------------------------------------------
@@ -496,7 +584,7 @@ TEST(Schedule, UnreportedUtilisationFailsAUtilisationLimit) {
 
 // ---- Which GPUs ---------------------------------------------------------------------------------
 
-TEST(Schedule, OrderPicksMostFreeLeastBusyOrFirstInPciOrder) {
+TEST(Schedule, OrderPicksMostFreeLeastBusyFirstInPciOrderOrBestFit) {
   auto gpus = Idle(3);
   gpus[0].free_bytes = 10 * kGiB;
   gpus[0].util_pct = 0;
@@ -508,6 +596,8 @@ TEST(Schedule, OrderPicksMostFreeLeastBusyOrFirstInPciOrder) {
   EXPECT_EQ(Schedule(gpus, {r}, kNoMargin)[0].gpus, Indices{1});
   r.order = Order::kLeastUtil;
   EXPECT_EQ(Schedule(gpus, {r}, kNoMargin)[0].gpus, Indices{0});
+  r.order = Order::kBestFit;
+  EXPECT_EQ(Schedule(gpus, {r}, kNoMargin)[0].gpus, Indices{0}) << "whole GPUs get best fit only when asked";
   r.order = Order::kPci;
   gpus[0].exclusive_holder = "alice (job r1)";
   EXPECT_EQ(Schedule(gpus, {r}, kNoMargin)[0].gpus, Indices{1});

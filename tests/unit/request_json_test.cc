@@ -33,6 +33,31 @@ TEST(RequestJson, EveryFieldRoundTrips) {
   EXPECT_EQ(back->order, sched::Order::kLeastUtil);
 }
 
+TEST(RequestJson, AnOrderNotGivenStaysTheDefaultAndAnOldRecordsOrderIsKept) {
+  // No --order: nothing written, and it reads back as not given (best fit for --mem).
+  sched::Request r;
+  r.mem_bytes = 20ULL << 30;
+  const json written = RequestToJson(r);
+  EXPECT_FALSE(written.contains("order")) << written.dump();
+  auto back = RequestFromJson(json::parse(written.dump()));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_FALSE(back->order.has_value());
+  EXPECT_EQ(sched::EffectiveOrder(*back), sched::Order::kBestFit);
+  // Every chosen order, bestfit included, round-trips as chosen.
+  for (sched::Order o : {sched::Order::kMostFree, sched::Order::kLeastUtil, sched::Order::kPci, sched::Order::kBestFit}) {
+    r.order = o;
+    auto again = RequestFromJson(json::parse(RequestToJson(r).dump()));
+    ASSERT_TRUE(again.ok()) << again.error().message;
+    EXPECT_EQ(again->order, o) << sched::OrderName(o);
+  }
+  // A request stored before the default changed always carries "order": it keeps being placed
+  // most free first, as it was when written.
+  auto old = RequestFromJson(json{{"count", 1}, {"mem_bytes", 20ULL << 30}, {"share_foreign", false}, {"order", "memory"}});
+  ASSERT_TRUE(old.ok()) << old.error().message;
+  EXPECT_EQ(old->order, sched::Order::kMostFree);
+  EXPECT_EQ(sched::EffectiveOrder(*old), sched::Order::kMostFree);
+}
+
 TEST(RequestJson, AbsentOptionalFieldsStayUnset) {
   auto r = RequestFromJson(json{{"count", 1}});
   ASSERT_TRUE(r.ok()) << r.error().message;

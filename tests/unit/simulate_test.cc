@@ -132,6 +132,32 @@ TEST(Simulate, SharedJobsPackOntoOneGpuByDeclaredMemory) {
   EXPECT_EQ(out[2].start_s, 100) << "the third does not";
 }
 
+TEST(Simulate, BestFitKeepsAWholeGpuFreeAndMostFreeSpreadsTheShares) {
+  // 2 GPUs of 80 GiB: two 30 GiB shares (t=0 and t=1, 100 s each), then a whole-GPU job (t=2, 10 s).
+  Job a = MakeJob(0, 100, 1), b = MakeJob(1, 100, 1), c = MakeJob(2, 10, 1);
+  a.mem_bytes = b.mem_bytes = 30ULL << 30;
+  SimOptions o;
+  o.gpus = 2;
+  SimStats best, spread;
+  auto packed = *Simulate({a, b, c}, o, &best);
+  EXPECT_EQ(packed[2].start_s, 2) << "both shares on GPU 0, GPU 1 whole";
+  EXPECT_EQ(best.fragmented_s, 0);
+  EXPECT_DOUBLE_EQ(best.shared_gpus_mean, 1.0) << "GPU 0 shared from 0 to 101, the whole span";
+  EXPECT_DOUBLE_EQ(best.idle_gpus_mean, (2.0 + 89.0) / 101) << "GPU 1 idle but from 2 to 12";
+  o.placement = Placement::kMostFree;
+  auto out = *Simulate({a, b, c}, o, &spread);
+  EXPECT_EQ(out[2].start_s, 100) << "one share on each GPU: the whole-GPU job waits for the first to end";
+  EXPECT_DOUBLE_EQ(spread.fragmented_s, 98) << "from 2 to 100 the shares (60 GiB) would have fit on one GPU";
+  EXPECT_DOUBLE_EQ(spread.shared_gpus_mean, 200.0 / 110);
+  const Metrics m = ComputeMetrics({a, b, c}, out, 2, 80ULL << 30);
+  EXPECT_EQ(m.whole_jobs, 1u);
+  EXPECT_DOUBLE_EQ(m.whole_wait_mean_s, 98);
+  EXPECT_DOUBLE_EQ(m.shared_wait_mean_s, 0);
+  EXPECT_STREQ(PlacementName(Placement::kMostFree), "mostfree");
+  EXPECT_EQ(ParsePlacement("bestfit"), Placement::kBestFit);
+  EXPECT_FALSE(ParsePlacement("worstfit").has_value());
+}
+
 TEST(Simulate, EveryPolicyRunsEveryJobOfTheFixtureOnce) {
   auto trace = ReadTrace(std::string(GPULANE_TEST_FIXTURES_DIR) + "/simulate/small.csv", Format::kCsv, 80ULL << 30);
   ASSERT_TRUE(trace.ok()) << trace.error().message;
