@@ -11,7 +11,9 @@
 #   allocation adds its bytes (nothing is given back before exit, like PyTorch's caching allocator).
 #   A normal exit or SIGTERM removes the entry again; after SIGKILL it stays until
 #   scripts/acceptance-selftest/fake_gpu_driver.py (the stand-in for the driver) removes it.
-# - torch.cuda.synchronize() sleeps 20 ms, standing in for GPU work.
+# - torch.cuda.synchronize() sleeps 20 ms, standing in for GPU work. A tensor of one known value
+#   (ones, zeros, fill_, a matmul of two such) keeps it: (ones(n, n) @ ones(n, n))[0, 0].item() == n.
+# - get_device_properties(i).uuid prints as torch's does, without the "GPU-" prefix.
 # FAKE_TORCH_PID_OFFSET=N lists pid+N instead, as NVML does from another PID namespace.
 # FAKE_TORCH_REVERSE_ORDER=1 numbers the devices in reverse PCI order (a wrong CUDA numbering).
 import atexit
@@ -137,14 +139,31 @@ class device:
 
 
 class Tensor:
-    def __init__(self, shape, dt, dev):
-        self.shape, self.dtype, self.device = shape, dt, dev
+    """Shape, dtype and device only; a tensor whose elements are all one known number (torch.ones,
+    fill_, a matmul of two such) keeps that number, so c[0, 0].item() can be checked."""
 
-    def fill_(self, _value):
+    def __init__(self, shape, dt, dev, value=None):
+        self.shape, self.dtype, self.device, self._value = shape, dt, dev, value
+
+    def fill_(self, value):
+        self._value = float(value)
         return self
 
     def __matmul__(self, other):
-        return Tensor((self.shape[0], other.shape[-1]), self.dtype, self.device)
+        value = None
+        if self._value is not None and other._value is not None:
+            value = self._value * other._value * int(self.shape[-1])
+        return Tensor((self.shape[0], other.shape[-1]), self.dtype, self.device, value)
+
+    def __getitem__(self, _index):
+        return Tensor((), self.dtype, self.device, self._value)
+
+    def item(self):
+        if self._value is None:
+            raise RuntimeError("stand-in torch: the value of this tensor is not known (random or uninitialised)")
+        return self._value
+
+    __float__ = item
 
 
 def _numel(shape):
@@ -154,12 +173,12 @@ def _numel(shape):
     return n
 
 
-def _make(shape, dt=None, device=None):
+def _make(shape, dt=None, device=None, value=None):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     dt = dt or float32
     _allocate(_numel(shape) * dt.itemsize, device)
-    return Tensor(tuple(shape), dt, device)
+    return Tensor(tuple(shape), dt, device, value)
 
 
 def empty(*shape, dtype=None, device=None):
@@ -167,7 +186,11 @@ def empty(*shape, dtype=None, device=None):
 
 
 def ones(*shape, dtype=None, device=None):
-    return _make(shape, dtype, device)
+    return _make(shape, dtype, device, 1.0)
+
+
+def zeros(*shape, dtype=None, device=None):
+    return _make(shape, dtype, device, 0.0)
 
 
 def randn(*shape, dtype=None, device=None):

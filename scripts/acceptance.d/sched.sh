@@ -1,0 +1,366 @@
+# shellcheck shell=bash
+# Scheduling sections of scripts/gpu-acceptance.sh (sourced by it after run.sh, whose run_setup,
+# run_teardown, run_limit and RUN_ENV they use; plus its helpers and $GL, $WORK, $ART, $DRY, $ROOT):
+#   sched_partition  a machine config (GPULANE_CONFIG, written here; root only, so the file is trusted
+#                    with [partitions]) with `solo` = GPU 0 and `closed` = a window on another weekday:
+#                    `gpulane run --partition solo -- python3 -c '...uuid'` runs on GPU 0 (torch's UUID =
+#                    status --json's GPU 0, compared without the "GPU-" prefix); `pick --partition closed`
+#                    and `run --no-wait --partition closed` exit 5 "closed until"; status lists both;
+#                    an unknown partition is exit 2
+#   sched_backfill   one GPU (--gpus 0): a holder `run --mem 30GiB --time-limit 1h` (a torch job holding
+#                    1 GiB until told to stop), a head `run -g 1` waiting behind it (its reservation
+#                    starts when the holder's time limit ends); then `run --no-wait --mem 10GiB` without
+#                    a time limit and with --time-limit 2h exit 5 ("only a job with a --time-limit",
+#                    "ends later"), with --time-limit 10m it runs a CUDA matmul (exit 0, result and UUID
+#                    checked); the head has not started; the holder is ended and the head runs (exit 0).
+#                    Prints how long the head's start took after the holder ended.
+#   sched_retry      a per-user daemon (fresh GPULANE_SOCKET/GPULANE_STATE_DIR, GPULANE_SYSTEM_DAEMON=0):
+#                    `submit --retry 2` of a job that inits CUDA, prints torch's UUID and exits 3 on
+#                    GPULANE_RETRY=0, else 0; `gpulane wait` exits 0, `show --json` has 2 attempts with
+#                    exit codes 3 and 0 on the GPU each attempt's UUID line in the -o file names.
+# Each section uses a fresh lease directory (mode 1777) under $WORK, never /run/gpulane/leases, and
+# changes no GPU setting. Time: about 45 s together on 1 x H200 (most of it importing torch: 6 jobs
+# and run_setup's CUDA check per section); every command runs under `timeout`.
+#
+# Dry run: the stand-in torch of scripts/acceptance-selftest (RUN_ENV's PYTHONPATH), over the fake
+# NVML's 2 GPUs (hence --gpus 0 in sched_backfill); the "CUDA work" is simulated, the scheduling real.
+
+# The jobs (python3 -c). UUID: what torch prints for device 0 (no "GPU-" prefix on torch 2.x).
+SCHED_PY_UUID='import torch; print(torch.cuda.get_device_properties(0).uuid)'
+# A matmul of ones: every element of the result is 1024; prints its start and end times.
+SCHED_PY_MATMUL='import time
+print("start %.3f" % time.time(), flush=True)
+import torch
+a = torch.ones(1024, 1024, device="cuda")
+c = a @ a
+torch.cuda.synchronize()
+print("uuid", torch.cuda.get_device_properties(0).uuid)
+print("matmul", c[0, 0].item())
+print("end %.3f" % time.time(), flush=True)'
+# Holds 1 GiB (written) until the file argv[1] exists, at most argv[2] seconds; prints its end time.
+SCHED_PY_HOLD='import os, sys, time
+import torch
+x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+x.fill_(1)
+torch.cuda.synchronize()
+print("uuid", torch.cuda.get_device_properties(0).uuid)
+print("holding 1 GiB", flush=True)
+t = time.time()
+while not os.path.exists(sys.argv[1]) and time.time() - t < float(sys.argv[2]):
+    time.sleep(0.02)
+print("end %.3f" % time.time(), flush=True)'
+# Inits CUDA, appends "retry N UUID" to stdout, exits 3 on the first attempt, 0 after.
+SCHED_PY_RETRY='import os, sys, torch
+x = torch.ones(1024, device="cuda")
+torch.cuda.synchronize()
+r = os.environ.get("GPULANE_RETRY")
+print("retry", r, torch.cuda.get_device_properties(0).uuid, flush=True)
+sys.exit(3 if r == "0" else 0)'
+
+# sched_norm UUID: lower case, without a "GPU-" prefix.
+sched_norm() { local u=${1,,}; echo "${u#gpu-}"; }
+
+# sched_gl [-t SECONDS] ARGS...: like run_cmd for `gpulane ARGS`, with the jobs' environment
+# (RUN_ENV: the stand-in torch in a dry run); a python3 -c program is shown on one line.
+sched_gl() {
+  local limit=60
+  if [ "$1" = "-t" ]; then limit=$2; shift 2; fi
+  local shown="$*"
+  echo "\$ gpulane ${shown//$'\n'/; }"
+  env "${RUN_ENV[@]}" timeout -k 5 "$limit" "$GL" "$@" >"$WORK/stdout" 2>"$WORK/stderr"
+  RC=$?
+  sed 's/^/    /' "$WORK/stdout"
+  [ -s "$WORK/stderr" ] && sed 's/^/    stderr: /' "$WORK/stderr"
+  echo "    (exit $RC)"
+  [ "$RC" -ne 124 ] || echo "    (killed after ${limit}s)"
+  return 0
+}
+
+# sched_config NAME: writes $WORK/NAME.toml from stdin and exports GPULANE_CONFIG to it (machine keys
+# such as [partitions] and [sched] are taken from it only because root runs this).
+sched_config() {
+  cat >"$WORK/$1.toml"
+  export GPULANE_CONFIG=$WORK/$1.toml
+  echo "GPULANE_CONFIG=$GPULANE_CONFIG:"
+  sed 's/^/    /' "$GPULANE_CONFIG"
+}
+
+# sched_sim_note WHAT: with the fake NVML, says what was real (gpulane's WHAT) and, in a dry run,
+# SKIPs the CUDA side, which the stand-in torch only pretends to do.
+sched_sim_note() {
+  [ "$RUN_SIM" -eq 1 ] || return 0
+  info "SIMULATED GPUs and PyTorch (fake NVML): checks gpulane's $1, not CUDA"
+  [ "$DRY" -eq 1 ] && skip "real CUDA contexts and matmuls on an H200: dry run ($DRY_WHY), the stand-in torch only pretends"
+  return 0
+}
+
+# sched_free [PICK_ARGS...]: the precondition of a section: `gpulane pick PICK_ARGS` finds a free GPU
+# now (else a process outside gpulane, e.g. a leftover of an earlier section, would make every job
+# here wait out its limit). Reports a FAIL and returns 1 when not.
+sched_free() {
+  gl pick "$@" >/dev/null 2>"$WORK/sched_pick.err" && return 0
+  fail "precondition: gpulane pick${*:+ $*} finds a free GPU now ($(head -1 "$WORK/sched_pick.err")); section not run"
+  return 1
+}
+
+# The UUID status --json gives GPU 0 (run_setup wrote $WORK/run_status.json).
+sched_uuid0() { pyq "$WORK/run_status.json" 'next(g["uuid"] for g in d["gpus"] if g["index"] == 0)'; }
+
+sec_sched_partition() {
+  section "scheduling: partitions (solo = GPU 0; closed: a window on another weekday)"
+  [ "$(id -u)" -eq 0 ] || { skip "needs root: [partitions] from GPULANE_CONFIG counts only in root's own file"; return; }
+  if ! run_setup sched_partition || ! sched_free --gpus 0; then run_teardown; return; fi
+  local uuid0 day
+  uuid0=$(sched_uuid0)
+  day=$(LC_ALL=C date -d '+2 days' +%a)  # the day after tomorrow: never today
+  sched_config sched_partition <<EOF
+[partitions.solo]
+gpus = [0]
+
+[partitions.closed]
+gpus = [0]
+windows = ["$day 00:00-00:01"]
+EOF
+  info "today is $(LC_ALL=C date +%a) $(date +%H:%M) (local time); GPU 0 is $uuid0"
+
+  local t=$SECONDS
+  sched_gl -t "$(run_limit 90)" run --partition solo --timeout 60s -- python3 -c "$SCHED_PY_UUID"
+  local got
+  got=$(tail -1 "$WORK/stdout" | tr -d '[:space:]')
+  if [ "$RC" -eq 0 ] && [ -n "$got" ] && [ "$(sched_norm "$got")" = "$(sched_norm "$uuid0")" ]; then
+    pass "run --partition solo: torch's device 0 is GPU 0 ($got = $uuid0 without 'GPU-'), exit 0 in $((SECONDS - t)) s"
+  else
+    fail "run --partition solo: torch's UUID equals GPU 0's (exit $RC, torch printed '$got', GPU 0 is $uuid0)"
+  fi
+
+  run_cmd -t 20 "$GL" pick --partition closed
+  if [ "$RC" -eq 5 ] && grep -q "closed until" "$WORK/stderr"; then
+    pass "pick --partition closed exits 5: $(grep -m1 -o 'partition closed.*' "$WORK/stderr")"
+  else
+    fail "pick --partition closed exits 5 with 'closed until' (exit $RC: $(head -1 "$WORK/stderr"))"
+  fi
+  run_cmd -t 20 "$GL" run --no-wait --partition closed -- true
+  if [ "$RC" -eq 5 ] && grep -q "closed until" "$WORK/stderr"; then
+    pass "run --no-wait --partition closed exits 5, 'closed until', as pick does"
+  else
+    fail "run --no-wait --partition closed exits 5 with 'closed until' (exit $RC: $(head -1 "$WORK/stderr"))"
+  fi
+  run_cmd -t 20 "$GL" pick --partition nosuch
+  if [ "$RC" -eq 2 ] && grep -q "closed" "$WORK/stderr" && grep -q "solo" "$WORK/stderr"; then
+    pass "pick --partition nosuch is a usage error (exit 2) naming the known partitions"
+  else
+    fail "pick --partition nosuch: want exit 2 naming closed and solo (exit $RC: $(head -1 "$WORK/stderr"))"
+  fi
+  run_cmd -t 20 "$GL" status
+  if grep -q "^partition closed (GPUs 0): closed, opens $day 00:00" "$WORK/stdout" &&
+    grep -q "^partition solo (GPUs 0): open" "$WORK/stdout"; then
+    pass "status ends with a line per partition: solo open, closed opens $day 00:00"
+  else
+    fail "status lists 'partition solo (GPUs 0): open' and 'partition closed (GPUs 0): closed, opens $day 00:00'"
+  fi
+  sched_sim_note "partitions"
+  unset GPULANE_CONFIG
+  run_teardown
+}
+
+SCHED_BG=()  # pids (of `timeout`) of the background gpulane runs of sched_backfill
+sched_bg_stop() {
+  [ -n "${1:-}" ] && touch "$1"
+  local p
+  for p in "${SCHED_BG[@]}"; do
+    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -TERM "$p" 2>/dev/null
+    wait "$p" 2>/dev/null
+  done
+  SCHED_BG=()
+}
+
+sec_sched_backfill() {
+  section "scheduling: reservation and backfill on GPU 0 (--mem shares, --time-limit)"
+  if ! run_setup sched_backfill || ! sched_free --gpus 0; then run_teardown; return; fi
+  local uuid0 stop=$WORK/sched_backfill.stop limit
+  uuid0=$(sched_uuid0)
+  rm -f "$stop"
+  if [ "$(id -u)" -eq 0 ]; then
+    sched_config sched_backfill <<'EOF'
+[sched]
+policy = "default"
+EOF
+  else
+    info "not root: the machine's sched.policy applies (backfill needs \"default\", the default)"
+  fi
+  limit=$(run_limit 120)
+  local ho=$WORK/sched_holder.out he=$WORK/sched_holder.err hdo=$WORK/sched_head.out hde=$WORK/sched_head.err
+
+  echo "\$ gpulane run --gpus 0 --mem 30GiB --time-limit 1h -- python3 -c '<hold 1 GiB until told>' &"
+  env "${RUN_ENV[@]}" timeout -k 5 "$limit" "$GL" run --gpus 0 --mem 30GiB --time-limit 1h -- \
+    python3 -c "$SCHED_PY_HOLD" "$stop" 60 >"$ho" 2>"$he" &
+  local holder=$!
+  SCHED_BG=("$holder")
+  local t=$SECONDS
+  while ! grep -q '^holding' "$ho" 2>/dev/null; do
+    if ! kill -0 "$holder" 2>/dev/null || [ $((SECONDS - t)) -ge 60 ]; then
+      fail "the holder holds 1 GiB on GPU 0 (it $(kill -0 "$holder" 2>/dev/null && echo 'did not say so within 60 s' || echo exited))"
+      sed 's/^/    /' "$ho"; sed 's/^/    stderr: /' "$he" | tail -8
+      sched_bg_stop "$stop"; unset GPULANE_CONFIG; run_teardown; return
+    fi
+    sleep 0.1
+  done
+  local hu
+  hu=$(awk '$1 == "uuid" {print $2}' "$ho")
+  if [ "$(sched_norm "$hu")" = "$(sched_norm "$uuid0")" ]; then
+    pass "holder (--mem 30GiB --time-limit 1h) holds 1 GiB on GPU 0 ($hu), ready after $((SECONDS - t)) s"
+  else
+    fail "holder runs on GPU 0 (torch says '$hu', GPU 0 is $uuid0)"
+  fi
+
+  echo "\$ gpulane run --gpus 0 -g 1 --timeout $((limit - 10))s -- python3 -c '<matmul>' &"
+  local head_launch
+  head_launch=$(date +%s.%N)
+  env "${RUN_ENV[@]}" timeout -k 5 "$limit" "$GL" run --gpus 0 -g 1 --timeout "$((limit - 10))s" -- \
+    python3 -c "$SCHED_PY_MATMUL" >"$hdo" 2>"$hde" &
+  local head=$!
+  SCHED_BG+=("$head")
+
+  # Until the head is in line: a --mem job without a time limit is refused for its reservation.
+  t=$SECONDS
+  local n=0 waiting=0
+  while [ $((SECONDS - t)) -lt 20 ]; do
+    n=$((n + 1))
+    env "${RUN_ENV[@]}" timeout -k 5 20 "$GL" run --no-wait --gpus 0 --mem 10GiB -- true >/dev/null 2>"$WORK/probe.err"
+    RC=$?
+    if [ "$RC" -eq 5 ] && grep -q "only a job with a --time-limit" "$WORK/probe.err"; then waiting=1; break; fi
+    kill -0 "$head" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "\$ gpulane run --no-wait --gpus 0 --mem 10GiB -- true   (try $n, after $((SECONDS - t)) s)"
+  sed 's/^/    stderr: /' "$WORK/probe.err"; echo "    (exit $RC)"
+  if [ "$waiting" -eq 1 ]; then
+    pass "the waiting head reserves GPU 0: run --no-wait --mem 10GiB without a time limit exits 5, 'only a job with a --time-limit ...'"
+  else
+    fail "run --no-wait --mem 10GiB exits 5 'only a job with a --time-limit' once the head waits (exit $RC after $n tries)"
+    sed 's/^/    head: /' "$hdo"; sed 's/^/    head stderr: /' "$hde" | tail -8
+    sched_bg_stop "$stop"; unset GPULANE_CONFIG; run_teardown; return
+  fi
+
+  sched_gl -t 20 run --no-wait --gpus 0 --mem 10GiB --time-limit 2h -- true
+  if [ "$RC" -eq 5 ] && grep -q "ends later" "$WORK/stderr"; then
+    pass "run --no-wait --mem 10GiB --time-limit 2h exits 5: its time limit ends after the reservation starts"
+  else
+    fail "run --no-wait --mem 10GiB --time-limit 2h exits 5 with 'ends later' (exit $RC)"
+  fi
+
+  t=$SECONDS
+  sched_gl -t "$(run_limit 60)" run --no-wait --gpus 0 --mem 10GiB --time-limit 10m -- python3 -c "$SCHED_PY_MATMUL"
+  local bu bm
+  bu=$(awk '$1 == "uuid" {print $2}' "$WORK/stdout")
+  bm=$(awk '$1 == "matmul" {print $2}' "$WORK/stdout")
+  if [ "$RC" -eq 0 ] && [ "$bm" = "1024.0" ] && [ "$(sched_norm "$bu")" = "$(sched_norm "$uuid0")" ]; then
+    pass "backfill: run --no-wait --mem 10GiB --time-limit 10m ran a CUDA matmul on GPU 0 beside the holder (ones @ ones = $bm, $bu), exit 0 in $((SECONDS - t)) s"
+  else
+    fail "backfill: run --no-wait --mem 10GiB --time-limit 10m runs a matmul on GPU 0 (exit $RC, matmul '$bm', uuid '$bu')"
+  fi
+
+  if kill -0 "$head" 2>/dev/null && ! grep -q '^start' "$hdo"; then
+    pass "the head (-g 1) still waits while the holder runs"
+  else
+    fail "the head (-g 1) still waits while the holder runs ($(kill -0 "$head" 2>/dev/null && echo 'its job started' || echo 'it exited'))"
+  fi
+
+  echo "ending the holder (touch $stop)"
+  touch "$stop"
+  wait "$holder"
+  local hrc=$?
+  sed 's/^/    holder: /' "$ho"; grep -v '^\s*$' "$he" | tail -4 | sed 's/^/    holder stderr: /'
+  if [ "$hrc" -eq 0 ]; then pass "the holder ended with exit 0"; else fail "the holder ended with exit 0 (exit $hrc)"; fi
+  wait "$head"
+  local drc=$?
+  SCHED_BG=()
+  sed 's/^/    head: /' "$hdo"; grep -v '^\s*$' "$hde" | tail -4 | sed 's/^/    head stderr: /'
+  local du dm
+  du=$(awk '$1 == "uuid" {print $2}' "$hdo")
+  dm=$(awk '$1 == "matmul" {print $2}' "$hdo")
+  if [ "$drc" -eq 0 ] && [ "$dm" = "1024.0" ] && [ "$(sched_norm "$du")" = "$(sched_norm "$uuid0")" ]; then
+    pass "the head ran once the holder ended: exit 0, matmul $dm on GPU 0"
+  else
+    fail "the head runs once the holder ended (exit $drc, matmul '$dm', uuid '$du')"
+  fi
+  local hend dstart
+  hend=$(awk '$1 == "end" {print $2}' "$ho")
+  dstart=$(awk '$1 == "start" {print $2}' "$hdo")
+  if [ -n "$hend" ] && [ -n "$dstart" ]; then
+    info "$(python3 -c 'import sys; e, s, l = map(float, sys.argv[1:]); print("the head job started %.0f ms after the holder job ended (gpulane hand-over + python3 start-up); it waited %.1f s in all from its launch" % ((s - e) * 1000, s - l))' "$hend" "$dstart" "$head_launch")$(grep -o 'got GPU.*' "$hde" | tail -1 | sed 's/^/; gpulane: /')"
+  fi
+  sched_sim_note "reservations and backfill"
+  unset GPULANE_CONFIG
+  run_teardown
+}
+
+sec_sched_retry() {
+  section "scheduling: submit --retry 2 of a CUDA job (per-user daemon)"
+  if ! run_setup sched_retry || ! sched_free; then run_teardown; return; fi
+  local d=$WORK/sched_retry uuid0
+  uuid0=$(sched_uuid0)
+  rm -rf "$d"; mkdir -p "$d"
+  export GPULANE_SYSTEM_DAEMON=0 GPULANE_SOCKET=$d/run/gpulane.sock GPULANE_STATE_DIR=$d/state
+  echo "per-user daemon: GPULANE_SOCKET=$GPULANE_SOCKET GPULANE_STATE_DIR=$GPULANE_STATE_DIR"
+  env "${RUN_ENV[@]}" timeout -k 5 "$(run_limit 120)" "$GL" daemon --user >"$d/daemon.log" 2>&1 &
+  local daemon=$!
+  for _ in $(seq 100); do [ -S "$GPULANE_SOCKET" ] && break; sleep 0.1; done  # (submit would start one of its own)
+  if [ ! -S "$GPULANE_SOCKET" ]; then
+    fail "the per-user daemon listens on $GPULANE_SOCKET within 10 s"
+    sed 's/^/    daemon: /' "$d/daemon.log"
+    kill -TERM "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null
+    unset GPULANE_SYSTEM_DAEMON GPULANE_SOCKET GPULANE_STATE_DIR; run_teardown; return
+  fi
+  local t=$SECONDS id
+  sched_gl -t 20 submit --retry 2 -o "$d/retry.out" -e "$d/retry.err" -- python3 -c "$SCHED_PY_RETRY"
+  id=$(tr -d '[:space:]' <"$WORK/stdout")
+  if [ "$RC" -eq 0 ] && [[ "$id" =~ ^[0-9]+$ ]]; then
+    pass "submit --retry 2 queues the job: id $id"
+    run_cmd -t "$(run_limit 90)" "$GL" wait "$id"
+    local took=$((SECONDS - t))
+    if [ "$RC" -eq 0 ]; then
+      pass "gpulane wait $id exits 0 (the retry succeeded) after $took s from the submit"
+    else
+      fail "gpulane wait $id exits 0 (exit $RC)"
+    fi
+    gl show --json "$id" >"$d/show.json" 2>"$d/show.err"
+    run_cmd -t 20 "$GL" show "$id"
+    echo "  $d/retry.out:"; sed 's/^/    /' "$d/retry.out" 2>/dev/null
+    echo "  $d/retry.err:"; sed 's/^/    /' "$d/retry.err" 2>/dev/null
+    python3 - "$d/show.json" "$d/retry.out" "$uuid0" <<'PY' | report_lines
+import json, sys
+norm = lambda u: (u or "").strip().lower().removeprefix("gpu-")
+try:
+    d = json.load(open(sys.argv[1]))
+except Exception as e:
+    print("FAIL gpulane show --json gives a JSON document (%s)" % e)
+    sys.exit()
+att = d.get("attempts", [])
+print(("PASS" if d.get("state") == "completed" and d.get("exit_code") == 0 else "FAIL"),
+      "the job is completed with exit code 0 (state %r, exit code %r)" % (d.get("state"), d.get("exit_code")))
+codes = [a.get("exit_code") for a in att]
+print(("PASS" if codes == [3, 0] else "FAIL"), "show --json lists 2 attempts with exit codes 3 then 0 (%s)" % codes)
+lines = [l.split() for l in open(sys.argv[2]).read().splitlines() if l.strip()]
+ok = len(lines) == 2 and len(att) == 2 and all(
+    len(l) == 3 and l[0] == "retry" and l[1] == str(i) and a.get("gpu_uuids") and norm(l[2]) == norm(a["gpu_uuids"][0])
+    for i, (l, a) in enumerate(zip(lines, att)))
+print(("PASS" if ok else "FAIL"), "each attempt had a CUDA context on its GPU: the -o file has 2 lines 'retry N UUID', "
+      "each UUID torch's = that attempt's GPU in show --json (%s)" % "; ".join(" ".join(l) for l in lines))
+if len(att) == 2:
+    print("INFO the retry started %.0f ms after the failed attempt ended; attempts ran on %s (GPU 0 is %s)" % (
+        (att[1]["start_time"] - att[0]["end_time"]) * 1000, [a.get("gpu_uuids") for a in att], sys.argv[3]))
+PY
+  else
+    fail "submit --retry 2 prints a job id (exit $RC, '$id')"
+  fi
+  kill -TERM "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null
+  sed 's/^/    daemon: /' "$d/daemon.log"
+  cp "$d/daemon.log" "$ART/sched_retry_daemon.log" 2>/dev/null
+  sched_sim_note "retries"
+  unset GPULANE_SYSTEM_DAEMON GPULANE_SOCKET GPULANE_STATE_DIR
+  run_teardown
+}
+
+SECTIONS+=(sched_partition sched_backfill sched_retry)
