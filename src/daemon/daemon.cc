@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "daemon/store_marker.h"
+#include "os/user_groups.h"
 #include "sched/user_limits.h"
 #include "util/exit_codes.h"
 #include "gpu/nvml_backend.h"
@@ -41,29 +42,9 @@ Status MakeDirs(const std::string& path, mode_t mode) {
   return Status::Ok();
 }
 
-// The names of the groups `user` belongs to (primary group `gid` included), for "@group" shares.
-std::vector<std::string> GroupsOfUser(const std::string& user, std::uint32_t uid, std::uint32_t gid) {
-  (void)uid;
-  passwd pw{};
-  passwd* found_pw = nullptr;
-  std::vector<char> pw_buffer(16384);
-  if (getpwnam_r(user.c_str(), &pw, pw_buffer.data(), pw_buffer.size(), &found_pw) == 0 && found_pw) gid = found_pw->pw_gid;
-  std::vector<gid_t> gids(64);
-  int n = static_cast<int>(gids.size());
-  if (getgrouplist(user.c_str(), gid, gids.data(), &n) < 0) {
-    gids.resize(static_cast<std::size_t>(n));
-    if (getgrouplist(user.c_str(), gid, gids.data(), &n) < 0) return {};
-  }
-  gids.resize(static_cast<std::size_t>(n));
-  std::vector<std::string> out;
-  for (gid_t g : gids) {
-    group entry{};
-    group* found = nullptr;
-    std::vector<char> buffer(16384);
-    if (getgrgid_r(g, &entry, buffer.data(), buffer.size(), &found) == 0 && found) out.emplace_back(found->gr_name);
-  }
-  return out;
-}
+// The names of the groups of the job's user, for "@group" shares: the user database's answer
+// for the uid (os/user_groups.h), the same look-up [limits.groups.NAME] uses.
+std::vector<std::string> GroupsOfUser(const std::string&, std::uint32_t uid, std::uint32_t) { return GroupNamesOf(uid); }
 
 }  // namespace
 
