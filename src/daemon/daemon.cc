@@ -102,6 +102,12 @@ Status Daemon::Setup() {
   auto store = store::JobStore::Open(db_path, busy_ms);
   if (!store) return store.error();
   store_ = std::move(store).value();
+  // Arrays a daemon was storing when it stopped or was killed: never acknowledged, so removed.
+  auto dropped = store_->DropIncompleteArrays();
+  if (!dropped) return dropped.error();
+  if (*dropped)
+    Log(fmt::format("removed {} array submission{} whose storing did not finish (never acknowledged to their client)",
+                    *dropped, *dropped == 1 ? "" : "s"));
   auto max_id = store_->MaxId();
   if (!max_id) return max_id.error();
   if (Status same = CheckStoreIdsAgainstMarker(db_path, *max_id); !same.ok()) return same;
@@ -210,6 +216,10 @@ int Daemon::Run() {
   RunGuarded("launching jobs", [&] { jobs_->LaunchEligible(); }, log);
   RunGuarded("storing job updates", [&] { jobs_->FlushDirty(); }, log);
   Loop();
+  // Arrays being stored are finished first (a second at most, for 100,000 tasks) and answered.
+  while (!arrays_.empty())
+    if (RunGuarded("storing arrays", [&] { StoreArrayParts(3600); }, log)) FailArrays();
+  RunGuarded("writing replies", [&] { WriteAndClose(); }, log);
   unlink(paths_.socket.c_str());
   Log("stopped; running jobs go on under their supervisors");
   return 0;

@@ -4,6 +4,7 @@
 // supervisor process per job that may run next (daemon/supervisor.h); supervisors wait in the same
 // lease line as `gpulane run`, so queued jobs and ad-hoc runs never collide. The daemon learns of
 // supervisors' progress through their status files (inotify), so a restart loses nothing.
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -52,6 +53,12 @@ struct Connection {
   bool close_after_write = false;
   /// A streamed reply being sent (queue_stream.h); requests behind it wait until it is done.
   std::shared_ptr<QueueStream> stream;
+  /// An array submission of this connection is being stored (part by part, Daemon::StoreArrayParts):
+  /// requests behind it wait until it is answered.
+  bool storing = false;
+  /// Which connection this is, never reused (a descriptor is): an answer given turns later goes
+  /// to this connection or to none.
+  std::uint64_t serial = 0;
 };
 
 class Daemon {
@@ -79,6 +86,7 @@ class Daemon {
   void Tick();
   void WriteAndClose();
   void FailSubmissions();
+  void FailArrays();
   void Accept();
   void ReadFrom(Connection& c);
   void WriteTo(Connection& c);
@@ -99,7 +107,9 @@ class Daemon {
   void HandleRequest(Connection& c, const std::string& payload);
   /// Checks a submission and makes its jobs (*jobs) and its idempotency key (*key, "" without one);
   /// an error reply, or null.
-  nlohmann::json HandleSubmit(const Peer& peer, const nlohmann::json& req, std::vector<store::Job>* jobs, std::string* key);
+  /// For an array, *jobs is one job (the template of every task) and *indices its tasks' indices.
+  nlohmann::json HandleSubmit(const Peer& peer, const nlohmann::json& req, std::vector<store::Job>* jobs,
+                              std::vector<int>* indices, std::string* key);
   nlohmann::json HandleQueue(const Peer& peer, const nlohmann::json& req);
   /// A queue request with "stream": answers the header, then PumpStream sends the text part by part.
   void StartQueueStream(Connection& c, const nlohmann::json& req);
@@ -113,6 +123,18 @@ class Daemon {
   nlohmann::json HandleLogs(const Peer& peer, const nlohmann::json& req);
   bool HandleWait(Connection& c, const nlohmann::json& req);
   void CommitSubmissions();
+  // Arrays stored part by part (array_submit.cc).
+  /// Stores parts of the arrays being submitted, oldest first, for about `budget_s` seconds (one
+  /// part at least); answers each array's client once its last part is stored (or a part failed,
+  /// when what was stored of it is removed) and then handles the requests behind it.
+  void StoreArrayParts(double budget_s);
+  /// Answers connection `fd` if it is still connection `serial`, and writes the reply out.
+  void AnswerConnection(int fd, std::uint64_t serial, const nlohmann::json& reply);
+  /// Connection `fd` (if still `serial`) has had its array submission answered: the requests
+  /// behind it are handled by ResumeConnections, later in the turn.
+  void ResumeAfterArray(int fd, std::uint64_t serial);
+  /// Handles the requests that waited behind the connections' array submissions (ReadFrom).
+  void ResumeConnections();
   nlohmann::json JobForClient(const store::Job& job, bool with_env) const;
   /// `reply` with "warnings": lines for people about the job store (unavailable since when, rows
   /// that cannot be read), when there are any (queue, snapshot).
@@ -159,10 +181,28 @@ class Daemon {
   std::size_t buffered_bytes_ = 0;                          ///< request bytes all readers hold (Connection::buffered)
   struct PendingSubmit {
     int fd;
-    std::vector<store::Job> jobs;
+    std::uint64_t serial;          ///< Connection::serial
+    std::vector<store::Job> jobs;  ///< for an array: one, the template of its tasks
     bool array;
-    std::string key;  ///< the client's idempotency key ("" without one)
+    std::string key;               ///< the client's idempotency key ("" without one)
+    std::vector<int> indices;      ///< an array's task indices
   };
+  /// An array submission being stored in parts of kArrayPartTasks, one transaction a part: a
+  /// 100,000-task array holds the loop a few milliseconds a turn, not a second.
+  struct ArrayInProgress {
+    PendingSubmit sub;
+    std::int64_t array_job_id = 0;  ///< 0 until its first part is stored
+    std::vector<store::Job> tasks;  ///< the tasks stored so far (added to the job table at the end)
+    /// Connections that submitted it again with its idempotency key meanwhile (fd, serial).
+    std::vector<std::pair<int, std::uint64_t>> repeats;
+  };
+  static constexpr std::size_t kArrayPartTasks = 250;
+  static constexpr double kArrayTurnBudgetS = 0.003;  ///< array parts stored in one turn, at most about this long
+  std::deque<ArrayInProgress> arrays_;                  ///< oldest first
+  std::uint64_t next_serial_ = 1;                       ///< the next Connection::serial
+  std::vector<std::pair<int, std::uint64_t>> resume_;  ///< ResumeAfterArray's connections (fd, serial)
+  /// Queues array submission `sub` to be stored by StoreArrayParts.
+  void StartArray(PendingSubmit&& sub);
   std::vector<PendingSubmit> submits_;                  ///< acknowledged after the group commit
   std::map<std::uint32_t, LimitsConfig> limits_of_uid_;  ///< LimitsOfUid's cache
   std::optional<std::map<std::uint32_t, std::size_t>> unfinished_of_uid_;  ///< UnfinishedOf's count for this turn

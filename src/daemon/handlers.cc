@@ -344,10 +344,17 @@ void Daemon::HandleRequest(Connection& c, const std::string& payload) {
       Reply(c, Ok({{"pid", getpid()}, {"mode", paths_.system ? "system" : "user"}, {"gpus", gpu_count_}}));
     } else if (op == "submit") {
       std::vector<Job> jobs;
+      std::vector<int> indices;
       std::string key;
-      json error = HandleSubmit(c.peer, req, &jobs, &key);
-      if (!error.is_null()) Reply(c, error);
-      else submits_.push_back({c.fd, std::move(jobs), req.contains("array"), std::move(key)});
+      json error = HandleSubmit(c.peer, req, &jobs, &indices, &key);
+      if (!error.is_null()) {
+        Reply(c, error);
+      } else {
+        const bool array = req.contains("array");
+        // An array is answered once all its parts are stored: the requests behind it wait (ReadFrom).
+        if (array) c.storing = true;
+        submits_.push_back({c.fd, c.serial, std::move(jobs), array, std::move(key), std::move(indices)});
+      }
     } else if (op == "snapshot") {
       Reply(c, HandleSnapshot(req));
     } else if (op == "queue") {
@@ -375,7 +382,8 @@ void Daemon::HandleRequest(Connection& c, const std::string& payload) {
   }
 }
 
-json Daemon::HandleSubmit(const Peer& peer, const json& req, std::vector<Job>* jobs, std::string* key) {
+json Daemon::HandleSubmit(const Peer& peer, const json& req, std::vector<Job>* jobs, std::vector<int>* array_indices,
+                          std::string* key) {
   Job job;
   if (!req.contains("spec")) return Err(ErrorKind::kInvalidArgument, "submit: the spec is missing");
   if (req.contains("idempotency_key")) {
@@ -442,11 +450,8 @@ json Daemon::HandleSubmit(const Peer& peer, const json& req, std::vector<Job>* j
     if (Status s = sched::CheckQueuedLimit(user_limits, peer.user, unfinished, indices->size()); !s.ok())
       return Err(s.error().kind, s.error().message);
     unfinished += indices->size();
-    for (int i : *indices) {
-      Job task = job;
-      task.array_index = i;
-      jobs->push_back(std::move(task));
-    }
+    *array_indices = std::move(indices).value();  // the tasks are made part by part (StoreArrayParts)
+    jobs->push_back(std::move(job));
   } else {
     if (Status s = sched::CheckQueuedLimit(user_limits, peer.user, unfinished, 1); !s.ok())
       return Err(s.error().kind, s.error().message);
@@ -469,6 +474,7 @@ std::size_t& Daemon::UnfinishedOf(std::uint32_t uid) {
   if (!unfinished_of_uid_) {
     unfinished_of_uid_.emplace();
     for (const auto& [id, job] : jobs_->active()) ++(*unfinished_of_uid_)[job.uid];
+    for (const ArrayInProgress& a : arrays_) (*unfinished_of_uid_)[a.sub.jobs.front().uid] += a.sub.indices.size();
   }
   return (*unfinished_of_uid_)[uid];
 }
@@ -513,14 +519,25 @@ void Daemon::CommitSubmissions() {
       skip[i] = true;
       continue;
     }
+    // The first submission with this key is an array still being stored: answered with it.
+    if (auto storing = std::find_if(arrays_.begin(), arrays_.end(), [&](const ArrayInProgress& a) {
+          return a.sub.jobs.front().uid == key.first && a.sub.key == key.second;
+        });
+        storing != arrays_.end()) {
+      storing->repeats.emplace_back(sub.fd, sub.serial);
+      skip[i] = true;
+      continue;
+    }
     auto found = store_->FindSubmission(key.first, key.second);
     if (!found) {
       answer(sub.fd, Err(ErrorKind::kIo, "the job could not be stored: " + found.error().message));
+      if (sub.array) ResumeAfterArray(sub.fd, sub.serial);
       skip[i] = true;
     } else if (*found && !(*found)->empty()) {
       Log(fmt::format("submission of {} with a known idempotency key: answered with job {} again", sub.jobs.front().user,
                       (*found)->front()));
       answer(sub.fd, accepted(**found, sub.array, true));
+      if (sub.array) ResumeAfterArray(sub.fd, sub.serial);
       skip[i] = true;
     } else {
       first_of_key.emplace(key, i);
@@ -554,14 +571,15 @@ void Daemon::CommitSubmissions() {
     if (skip[i]) continue;
     PendingSubmit& s = submits_[i];
     if (s.array) {
-      std::vector<store::SubmissionKey> keys;
-      if (!s.key.empty()) keys.push_back(key_of(i, 0));
-      auto ids = store_->Insert(s.jobs, true, keys);
-      jobs_->NoteWrite(ids ? Status::Ok() : Status(ids.error()));
-      if (ids) stored_ids[i] = *ids;
-      answer(s.fd, ids ? accepted(*ids, true, false) : Err(ErrorKind::kIo, "the array could not be stored: " + ids.error().message));
-      if (ids)
-        for (auto& job : s.jobs) jobs_->Add(std::move(job));
+      // Stored part by part from this turn on (StoreArrayParts); a repeat of its key in this round
+      // waits with it.
+      const std::size_t queued = arrays_.size();
+      StartArray(std::move(s));
+      for (std::size_t j = i + 1; j < submits_.size(); ++j)
+        if (repeat_of[j] == i) {
+          arrays_[queued].repeats.emplace_back(submits_[j].fd, submits_[j].serial);
+          repeat_of[j].reset();
+        }
       continue;
     }
     if (!s.key.empty()) batch_keys.push_back(key_of(i, batch.size()));
@@ -575,6 +593,7 @@ void Daemon::CommitSubmissions() {
     answer(submits_[i].fd, ids ? accepted(*ids, submits_[i].array, true)
                                : Err(ErrorKind::kIo, "the job could not be stored (its first submission with this "
                                                      "idempotency key was not stored either)"));
+    if (submits_[i].array) ResumeAfterArray(submits_[i].fd, submits_[i].serial);
   }
   if (any_runnable) schedule_needed_ = true;
   submits_.clear();

@@ -118,6 +118,7 @@ void Daemon::Accept() {
     c.peer.user = NameOf(cred.uid);
     c.peer.admin = cred.uid == 0 || InGroup(c.peer.user, cred.gid, config_.admin_group);
     c.last_activity_s = clock_.MonotonicS();
+    c.serial = next_serial_++;
     // A client sends its request right after connecting: read it now rather than a poll later.
     ReadFrom(connections_.emplace(fd, std::move(c)).first->second);
     EnforceBufferBudget();
@@ -149,7 +150,9 @@ void Daemon::ReadFrom(Connection& c) {
   const bool refused_before = c.close_after_write;  // oversized or timed out: read no more requests
   if (eof) c.close_after_write = true;
   bool took = false;  // a request was taken: what is left is the next one's, started now
-  while (!refused_before && !c.stream) {  // behind a streamed reply, requests wait for its end (PumpStream)
+  // Behind a streamed reply, requests wait for its end (PumpStream); behind an array submission,
+  // for its answer (StoreArrayParts). HandleRequest of an array's submission sets c.storing.
+  while (!refused_before && !c.stream && !c.storing) {
     bool too_big = false;
     auto frame = c.reader.Next(&too_big);
     if (too_big) {
@@ -279,7 +282,7 @@ void Daemon::CheckConnections(double now) {
       stalled.push_back(fd);
       continue;
     }
-    if (c.close_after_write || c.stream) continue;
+    if (c.close_after_write || c.stream || c.storing) continue;
     if (c.request_start_s >= 0 && now - c.request_start_s > settings_.read_timeout_s) {
       Reply(c, proto::ErrorResponse(ErrorKind::kTimeout,
                                     fmt::format("request not complete within the read time-out ({:g} s from its first byte)",
@@ -304,7 +307,7 @@ void Daemon::WriteAndClose() {
   for (auto& [fd, c] : connections_) {
     if (c.stream) PumpStream(c);
     WriteTo(c);
-    if (c.close_after_write && c.out.empty() && !c.stream) to_close.push_back(fd);
+    if (c.close_after_write && c.out.empty() && !c.stream && !c.storing) to_close.push_back(fd);
   }
   for (int fd : to_close) CloseConnection(fd);
 }
@@ -322,10 +325,15 @@ void Daemon::Loop() {
 void Daemon::LoopTurn(double& last_tick_s) {
   auto log = [this](const std::string& line) { Log(line); };
   std::vector<pollfd> fds = {{listen_fd_, POLLIN, 0}, {signal_fd_, POLLIN, 0}, {watch_fd_, POLLIN, 0}};
-  // A streamed reply: woken when the client can take more, and reading waits until it is sent.
-  for (auto& [fd, c] : connections_)
-    fds.push_back({fd, static_cast<short>(c.stream ? POLLOUT : POLLIN | (c.out.empty() ? 0 : POLLOUT)), 0});
-  poll(fds.data(), fds.size(), static_cast<int>(std::min(250.0, settings_.tick_s * 1000)));
+  // A streamed reply: woken when the client can take more, and reading waits until it is sent;
+  // behind an array being stored, reading waits for its answer.
+  for (auto& [fd, c] : connections_) {
+    const short out = c.out.empty() ? 0 : POLLOUT;
+    fds.push_back({fd, static_cast<short>(c.stream ? POLLOUT : c.storing ? out : POLLIN | out), 0});
+  }
+  // Arrays being stored and connections to resume do not wait: poll only looks.
+  const bool more_now = !arrays_.empty() || !resume_.empty();
+  poll(fds.data(), fds.size(), more_now ? 0 : static_cast<int>(std::min(250.0, settings_.tick_s * 1000)));
   if (fds[1].revents & POLLIN) RunGuarded("reading signals", [&] { ReadSignals(); }, log);
   if (fds[2].revents & POLLIN) RunGuarded("reading supervisors' status", [&] { ReadStatusEvents(); }, log);
   for (std::size_t i = 3; i < fds.size(); ++i) {
@@ -336,6 +344,10 @@ void Daemon::LoopTurn(double& last_tick_s) {
   // After the reads: connections that clients closed meanwhile no longer count against the caps.
   if (fds[0].revents & POLLIN) RunGuarded("accepting connections", [&] { Accept(); }, log);
   RunGuarded("keeping to the request memory budget", [&] { EnforceBufferBudget(); }, log);
+  // A few milliseconds of array parts a turn (array_submit.cc): requests read this turn were
+  // handled already, the ones of the next turn come next.
+  if (RunGuarded("storing arrays", [&] { StoreArrayParts(kArrayTurnBudgetS); }, log)) FailArrays();
+  RunGuarded("resuming connections", [&] { ResumeConnections(); }, log);
   if (RunGuarded("storing submissions", [&] { CommitSubmissions(); }, log)) FailSubmissions();
   const double now = clock_.MonotonicS();
   if (now - last_tick_s >= settings_.tick_s) {
@@ -356,11 +368,32 @@ void Daemon::LoopTurn(double& last_tick_s) {
 void Daemon::FailSubmissions() {
   for (const auto& s : submits_) {
     auto it = connections_.find(s.fd);
-    if (it != connections_.end())
+    if (it != connections_.end() && it->second.serial == s.serial)
       Reply(it->second, proto::ErrorResponse(ErrorKind::kInternal, "the daemon could not store the submission: see its log"));
+    if (s.array) ResumeAfterArray(s.fd, s.serial);
   }
   submits_.clear();
   unfinished_of_uid_.reset();
+}
+
+// The arrays being stored when storing one threw (std::bad_alloc, say): the first one's client
+// gets an error and what was stored of it is removed (at the latest at the next start); the
+// others go on.
+void Daemon::FailArrays() {
+  if (arrays_.empty()) return;
+  ArrayInProgress& a = arrays_.front();
+  const nlohmann::json error = proto::ErrorResponse(ErrorKind::kInternal, "the daemon could not store the array: see its log");
+  AnswerConnection(a.sub.fd, a.sub.serial, error);
+  ResumeAfterArray(a.sub.fd, a.sub.serial);
+  for (const auto& [fd, serial] : a.repeats) {
+    AnswerConnection(fd, serial, error);
+    ResumeAfterArray(fd, serial);
+  }
+  if (a.array_job_id) {
+    auto dropped = store_->DropIncompleteArrays(a.array_job_id);
+    (void)dropped;  // else removed at the next start
+  }
+  arrays_.pop_front();
 }
 
 }  // namespace gpulane::daemon

@@ -50,7 +50,19 @@ constexpr const char* kInsertJob =
     "INSERT INTO jobs (array_job_id, array_index, uid, gid, user, spec, state, reason, submit_time, logs) "
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
 
-constexpr const char* kSetArrayId = "UPDATE jobs SET array_job_id = ?1 WHERE id >= ?1 AND id <= ?2";
+constexpr const char* kInsertTask =
+    "INSERT INTO jobs (id, array_job_id, array_index, uid, gid, user, spec, state, reason, submit_time, logs) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, '', ?7, ?8, ?9, ?10)";
+
+// The largest id used or reserved: AUTOINCREMENT's sqlite_sequence row (which an array's
+// reservation raises), or the largest id (a store whose row is missing).
+constexpr const char* kSelectLastId =
+    "SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'jobs'), 0), COALESCE((SELECT MAX(id) FROM jobs), 0))";
+constexpr const char* kRaiseSequence = "UPDATE sqlite_sequence SET seq = ?1 WHERE name = 'jobs' AND seq < ?1";
+constexpr const char* kCountSequence = "SELECT COUNT(*) FROM sqlite_sequence WHERE name = 'jobs'";
+constexpr const char* kInsertSequence = "INSERT INTO sqlite_sequence (name, seq) VALUES ('jobs', ?1)";
+constexpr const char* kMarkIncomplete = "INSERT INTO incomplete_arrays (array_job_id, count) VALUES (?1, ?2)";
+constexpr const char* kUnmarkIncomplete = "DELETE FROM incomplete_arrays WHERE array_job_id = ?1";
 
 // An array's spec, stored once for all its tasks (whose own spec column is then empty).
 constexpr const char* kInsertArraySpec = "INSERT INTO array_specs (array_job_id, spec) VALUES (?1, ?2)";
@@ -169,6 +181,7 @@ Result<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path, int bu
   }
   Status migrated = store->Migrate();
   if (!migrated.ok()) return migrated.error();
+  if (Status loaded = store->LoadIncomplete(); !loaded.ok()) return loaded.error();
   return store;
 }
 
@@ -263,6 +276,9 @@ Status JobStore::Migrate() {
       " PRIMARY KEY (uid, key)) WITHOUT ROWID;",
       // 6: the earlier attempts of retried jobs (--retry; JSON, store::AttemptsToJson).
       "ALTER TABLE jobs ADD COLUMN attempts TEXT NOT NULL DEFAULT '[]';",
+      // 7: arrays being stored in parts (InsertArrayPart), until their last part is: their ids
+      // array_job_id .. array_job_id + count - 1 are reserved and left out of every read.
+      "CREATE TABLE incomplete_arrays (array_job_id INTEGER PRIMARY KEY, count INTEGER NOT NULL);",
   };
   static_assert(std::size(kSteps) == kSchemaVersion, "one step per schema version");
   for (int v = current; v < kSchemaVersion; ++v) {
@@ -280,15 +296,43 @@ Status JobStore::Migrate() {
   return Status::Ok();
 }
 
+namespace {
+
+// Records each of `keys` (SubmissionKey::first indexes `ids`) in the open transaction.
+Status RecordKeys(sqlite3* db, sqlite3_stmt* kept, const std::vector<SubmissionKey>& keys, const std::vector<std::int64_t>& ids,
+                  std::size_t count) {
+  Stmt record(kept);
+  for (const SubmissionKey& key : keys) {
+    if (!record.ok() || key.count == 0 || key.first >= ids.size() || key.first + key.count > count)
+      return MakeError(ErrorKind::kInternal, "database: a submission key names no jobs");
+    record.Bind(1, static_cast<std::int64_t>(key.uid));
+    record.Bind(2, key.key);
+    record.Bind(3, ids[key.first]);
+    record.Bind(4, static_cast<std::int64_t>(key.count));
+    if (record.Step() != SQLITE_DONE) return DbError(db, "database: record the submission's idempotency key");
+    record.Reset();
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<std::vector<std::int64_t>> JobStore::Insert(std::vector<Job>& jobs, bool array,
                                                    const std::vector<SubmissionKey>& keys) {
+  if (array) {
+    if (jobs.empty()) return std::vector<std::int64_t>();
+    auto first = InsertArrayPart(jobs, ArrayPart{0, 0, jobs.size()}, keys);
+    if (!first) return first.error();
+    std::vector<std::int64_t> ids;
+    ids.reserve(jobs.size());
+    for (const Job& job : jobs) ids.push_back(job.id);
+    return ids;
+  }
   // Every submission comes through here: its statements are prepared once (Cached), not each time.
   Status s = Run("BEGIN IMMEDIATE");
   if (!s.ok()) return s.error();
   Stmt insert(Cached(kInsertJob));
-  Stmt set_array(Cached(kSetArrayId));
-  Stmt insert_spec(Cached(kInsertArraySpec));
-  if (!insert.ok() || !set_array.ok() || !insert_spec.ok()) {
+  if (!insert.ok()) {
     Rollback();
     return DbError(db_, "database: prepare insert");
   }
@@ -299,9 +343,7 @@ Result<std::vector<std::int64_t>> JobStore::Insert(std::vector<Job>& jobs, bool 
     insert.Bind(3, static_cast<std::int64_t>(job.uid));
     insert.Bind(4, static_cast<std::int64_t>(job.gid));
     insert.Bind(5, job.user);
-    // An array's tasks share one spec (handlers copy it into each): stored once, with the first task's id.
-    if (array) insert.Bind(6, std::string());
-    else insert.Bind(6, SpecToJson(job.spec).dump());
+    insert.Bind(6, SpecToJson(job.spec).dump());
     insert.Bind(7, std::string(StateName(job.state)));
     insert.Bind(8, job.reason);
     insert.Bind(9, job.submit_time);
@@ -314,44 +356,10 @@ Result<std::vector<std::int64_t>> JobStore::Insert(std::vector<Job>& jobs, bool 
     insert.Reset();
     job.id = sqlite3_last_insert_rowid(db_);
     ids.push_back(job.id);
-    if (array && ids.size() == 1) {
-      insert_spec.Bind(1, job.id);
-      insert_spec.Bind(2, SpecToJson(job.spec).dump());
-      if (insert_spec.Step() != SQLITE_DONE) {
-        Error e = DbError(db_, "database: insert array spec");
-        Rollback();
-        return e;
-      }
-    }
   }
-  if (array && !ids.empty()) {
-    set_array.Bind(1, ids.front());
-    set_array.Bind(2, ids.back());
-    if (set_array.Step() != SQLITE_DONE) {
-      Error e = DbError(db_, "database: number array tasks");
-      Rollback();
-      return e;
-    }
-    for (Job& job : jobs) job.array_job_id = ids.front();
-  }
-  if (!keys.empty()) {
-    Stmt record(Cached(kInsertKey));
-    for (const SubmissionKey& key : keys) {
-      if (!record.ok() || key.count == 0 || key.first + key.count > ids.size()) {
-        Rollback();
-        return MakeError(ErrorKind::kInternal, "database: a submission key names no jobs");
-      }
-      record.Bind(1, static_cast<std::int64_t>(key.uid));
-      record.Bind(2, key.key);
-      record.Bind(3, ids[key.first]);
-      record.Bind(4, static_cast<std::int64_t>(key.count));
-      if (record.Step() != SQLITE_DONE) {
-        Error e = DbError(db_, "database: record the submission's idempotency key");
-        Rollback();
-        return e;
-      }
-      record.Reset();
-    }
+  if (Status recorded = RecordKeys(db_, Cached(kInsertKey), keys, ids, ids.size()); !recorded.ok()) {
+    Rollback();
+    return recorded.error();
   }
   s = Run("COMMIT");
   if (!s.ok()) {
@@ -359,6 +367,155 @@ Result<std::vector<std::int64_t>> JobStore::Insert(std::vector<Job>& jobs, bool 
     return s.error();
   }
   return ids;
+}
+
+Result<std::int64_t> JobStore::NextId() {
+  Stmt last(Cached(kSelectLastId));
+  if (!last.ok() || last.Step() != SQLITE_ROW) return DbError(db_, "database: next job id");
+  return sqlite3_column_int64(last.get(), 0) + 1;
+}
+
+Result<std::int64_t> JobStore::InsertArrayPart(std::vector<Job>& tasks, const ArrayPart& part,
+                                               const std::vector<SubmissionKey>& keys) {
+  const bool first_part = part.array_job_id == 0;
+  const bool last_part = part.offset + tasks.size() == part.total;
+  if (tasks.empty() || part.offset + tasks.size() > part.total || (first_part && part.offset != 0) ||
+      (!first_part && !incomplete_.count(part.array_job_id)))
+    return MakeError(ErrorKind::kInvalidArgument,
+                     fmt::format("database: tasks {} to {} are not a part of array {} of {} tasks still being stored",
+                                 part.offset, part.offset + tasks.size(), part.array_job_id, part.total));
+  Status s = Run("BEGIN IMMEDIATE");
+  if (!s.ok()) return s.error();
+  auto fail = [this](Error e) {
+    Rollback();
+    return e;
+  };
+  std::int64_t array_id = part.array_job_id;
+  if (first_part) {
+    auto next = NextId();
+    if (!next) return fail(next.error());
+    array_id = *next;
+    const std::int64_t reserved = array_id + static_cast<std::int64_t>(part.total) - 1;
+    Stmt spec(Cached(kInsertArraySpec));
+    spec.Bind(1, array_id);
+    spec.Bind(2, SpecToJson(tasks.front().spec).dump());
+    if (!spec.ok() || spec.Step() != SQLITE_DONE) return fail(DbError(db_, "database: insert array spec"));
+    // The reservation: AUTOINCREMENT gives the next job an id past sqlite_sequence's.
+    Stmt raise(Cached(kRaiseSequence)), count(Cached(kCountSequence));
+    raise.Bind(1, reserved);
+    if (!raise.ok() || raise.Step() != SQLITE_DONE || !count.ok() || count.Step() != SQLITE_ROW)
+      return fail(DbError(db_, "database: reserve the array's ids"));
+    if (sqlite3_column_int64(count.get(), 0) == 0) {
+      Stmt insert_seq(Cached(kInsertSequence));
+      insert_seq.Bind(1, reserved);
+      if (!insert_seq.ok() || insert_seq.Step() != SQLITE_DONE) return fail(DbError(db_, "database: reserve the array's ids"));
+    }
+    if (!last_part) {
+      Stmt mark(Cached(kMarkIncomplete));
+      mark.Bind(1, array_id);
+      mark.Bind(2, static_cast<std::int64_t>(part.total));
+      if (!mark.ok() || mark.Step() != SQLITE_DONE) return fail(DbError(db_, "database: mark the array incomplete"));
+    }
+  }
+  Stmt insert(Cached(kInsertTask));
+  if (!insert.ok()) return fail(DbError(db_, "database: prepare insert"));
+  std::int64_t id = array_id + static_cast<std::int64_t>(part.offset);
+  for (Job& job : tasks) {
+    insert.Bind(1, id);
+    insert.Bind(2, array_id);
+    if (job.array_index) insert.Bind(3, static_cast<std::int64_t>(*job.array_index));
+    insert.Bind(4, static_cast<std::int64_t>(job.uid));
+    insert.Bind(5, static_cast<std::int64_t>(job.gid));
+    insert.Bind(6, job.user);
+    insert.Bind(7, std::string(StateName(job.state)));
+    insert.Bind(8, job.reason);
+    insert.Bind(9, job.submit_time);
+    insert.Bind(10, LogsToJson(job.logs).dump());
+    if (insert.Step() != SQLITE_DONE) return fail(DbError(db_, "database: insert array task"));
+    insert.Reset();
+    ++id;
+  }
+  if (last_part) {
+    if (!first_part) {
+      Stmt unmark(Cached(kUnmarkIncomplete));
+      unmark.Bind(1, array_id);
+      if (!unmark.ok() || unmark.Step() != SQLITE_DONE) return fail(DbError(db_, "database: mark the array complete"));
+    }
+    const std::vector<std::int64_t> first_id{array_id};
+    if (Status recorded = RecordKeys(db_, Cached(kInsertKey), keys, first_id, part.total); !recorded.ok())
+      return fail(recorded.error());
+  }
+  s = Run("COMMIT");
+  if (!s.ok()) return fail(s.error());
+  if (first_part && !last_part) incomplete_.emplace(array_id, part.total);
+  if (last_part) incomplete_.erase(array_id);
+  id = array_id + static_cast<std::int64_t>(part.offset);
+  for (Job& job : tasks) {
+    job.id = id++;
+    job.array_job_id = array_id;
+  }
+  return array_id;
+}
+
+Status JobStore::LoadIncomplete() {
+  incomplete_.clear();
+  Stmt select(db_, "SELECT array_job_id, count FROM incomplete_arrays");
+  int rc;
+  while ((rc = select.Step()) == SQLITE_ROW)
+    incomplete_.emplace(sqlite3_column_int64(select.get(), 0),
+                        static_cast<std::size_t>(std::max<std::int64_t>(1, sqlite3_column_int64(select.get(), 1))));
+  if (rc != SQLITE_DONE) return DbError(db_, "database: read incomplete arrays");
+  return Status::Ok();
+}
+
+Result<std::size_t> JobStore::DropIncompleteArrays(std::optional<std::int64_t> array_job_id) {
+  std::vector<std::pair<std::int64_t, std::size_t>> doomed;
+  for (const auto& [id, count] : incomplete_)
+    if (!array_job_id || id == *array_job_id) doomed.emplace_back(id, count);
+  if (doomed.empty()) return std::size_t{0};
+  Status s = Run("BEGIN IMMEDIATE");
+  if (!s.ok()) return s.error();
+  Stmt tasks(db_, "DELETE FROM jobs WHERE id >= ?1 AND id < ?1 + ?2 AND array_job_id = ?1");
+  Stmt spec(db_, "DELETE FROM array_specs WHERE array_job_id = ?1");
+  Stmt unmark(Cached(kUnmarkIncomplete));
+  for (const auto& [id, count] : doomed) {
+    tasks.Bind(1, id);
+    tasks.Bind(2, static_cast<std::int64_t>(count));
+    spec.Bind(1, id);
+    unmark.Bind(1, id);
+    if (tasks.Step() != SQLITE_DONE || spec.Step() != SQLITE_DONE || !unmark.ok() || unmark.Step() != SQLITE_DONE) {
+      Error e = DbError(db_, "database: remove an incomplete array");
+      Rollback();
+      return e;
+    }
+    tasks.Reset();
+    spec.Reset();
+    unmark.Reset();
+  }
+  s = Run("COMMIT");
+  if (!s.ok()) {
+    Rollback();
+    return s.error();
+  }
+  for (const auto& [id, count] : doomed) {
+    incomplete_.erase(id);
+    array_specs_.erase(id);
+  }
+  return doomed.size();
+}
+
+bool JobStore::IsIncomplete(std::int64_t id) const {
+  auto it = incomplete_.upper_bound(id);
+  if (it == incomplete_.begin()) return false;
+  --it;
+  return id < it->first + static_cast<std::int64_t>(it->second);
+}
+
+std::string JobStore::NotIncompleteSql() const {
+  std::string sql;
+  for (const auto& [id, count] : incomplete_)
+    sql += fmt::format(" AND id NOT BETWEEN {} AND {}", id, id + static_cast<std::int64_t>(count) - 1);
+  return sql;
 }
 
 Status JobStore::Update(const std::vector<const Job*>& jobs) {
@@ -394,9 +551,9 @@ Status JobStore::Update(const std::vector<const Job*>& jobs) {
 
 namespace {
 
-// The SELECT of `what` over the jobs `filter` picks.
-std::string FilterSql(const char* what, const JobFilter& filter) {
-  std::string sql = fmt::format("SELECT {} FROM jobs WHERE 1", what);
+// The SELECT of `what` over the jobs `filter` picks, and `also` (more conditions, " AND ...").
+std::string FilterSql(const char* what, const JobFilter& filter, const std::string& also) {
+  std::string sql = fmt::format("SELECT {} FROM jobs WHERE 1{}", what, also);
   if (!filter.include_finished) sql += " AND state IN ('pending','held','launching','running')";
   if (filter.uid) sql += fmt::format(" AND uid = {}", *filter.uid);
   if (filter.min_id) sql += fmt::format(" AND id >= {}", *filter.min_id);
@@ -422,7 +579,7 @@ Result<std::optional<std::vector<std::int64_t>>> JobStore::FindSubmission(std::u
 }
 
 Result<std::vector<Job>> JobStore::List(const JobFilter& filter, std::vector<DamagedRow>* damaged) {
-  const std::string sql = FilterSql(kColumns, filter);
+  const std::string sql = FilterSql(kColumns, filter, NotIncompleteSql());
   Stmt select(db_, sql.c_str());
   if (!select.ok()) return DbError(db_, "database: list jobs");
   std::vector<Job> out;
@@ -439,7 +596,7 @@ Result<std::vector<Job>> JobStore::List(const JobFilter& filter, std::vector<Dam
 }
 
 Result<std::vector<std::int64_t>> JobStore::ListIds(const JobFilter& filter) {
-  const std::string sql = FilterSql("id", filter);
+  const std::string sql = FilterSql("id", filter, NotIncompleteSql());
   Stmt select(db_, sql.c_str());
   if (!select.ok()) return DbError(db_, "database: list jobs");
   std::vector<std::int64_t> out;
@@ -466,6 +623,7 @@ Result<std::vector<Job>> JobStore::LoadUnfinished(std::vector<DamagedRow>* damag
 }
 
 Result<std::optional<Job>> JobStore::Get(std::int64_t id) {
+  if (IsIncomplete(id)) return std::optional<Job>();
   Stmt select(db_, fmt::format("SELECT {} FROM jobs WHERE id = ?1", kColumns).c_str());
   select.Bind(1, id);
   int rc = select.Step();
@@ -480,6 +638,7 @@ Result<std::optional<Job>> JobStore::Get(std::int64_t id) {
 }
 
 Result<std::optional<JobStore::JobHead>> JobStore::Head(std::int64_t id) {
+  if (IsIncomplete(id)) return std::optional<JobHead>();
   Stmt select(Cached(kSelectHead));
   select.Bind(1, id);
   int rc = select.Step();
@@ -530,6 +689,7 @@ Result<std::vector<JobState>> JobStore::FinishedArrayStates(std::int64_t array_j
 }
 
 Result<std::vector<JobStore::Task>> JobStore::ArrayTasks(std::int64_t array_job_id) {
+  if (IsIncomplete(array_job_id)) return std::vector<Task>();
   Stmt select(db_,
               "SELECT id, array_index FROM jobs WHERE id >= ?1 AND id < ?1 + ?2 AND array_job_id = ?1 ORDER BY id");
   select.Bind(1, array_job_id);
@@ -556,6 +716,7 @@ std::shared_ptr<const JobSpec> JobStore::ArraySpec(std::int64_t array_job_id) {
 }
 
 Result<std::optional<std::int64_t>> JobStore::TaskId(std::int64_t array_job_id, int index) {
+  if (IsIncomplete(array_job_id)) return std::optional<std::int64_t>();
   Stmt select(Cached(kSelectTaskId));
   select.Bind(1, array_job_id);
   select.Bind(2, static_cast<std::int64_t>(index));
@@ -574,9 +735,9 @@ Status JobStore::CheckWritable() {
 }
 
 Result<std::int64_t> JobStore::MaxId() {
-  Stmt select(db_, "SELECT COALESCE(MAX(id), 0) FROM jobs");
-  if (select.Step() != SQLITE_ROW) return DbError(db_, "database: max id");
-  return static_cast<std::int64_t>(sqlite3_column_int64(select.get(), 0));
+  auto next = NextId();
+  if (!next) return next.error();
+  return *next - 1;
 }
 
 }  // namespace gpulane::store

@@ -59,8 +59,9 @@ class JobStore {
   ~JobStore();
 
   /// The schema version this code writes (4: an array's spec stored once, in array_specs; 5:
-  /// submissions' idempotency keys; 6: retried jobs' earlier attempts).
-  static constexpr int kSchemaVersion = 6;
+  /// submissions' idempotency keys; 6: retried jobs' earlier attempts; 7: arrays being stored in
+  /// parts, incomplete_arrays).
+  static constexpr int kSchemaVersion = 7;
 
   /// Changes how long each later statement waits for another connection's lock (milliseconds).
   void SetBusyTimeout(int busy_timeout_ms);
@@ -71,6 +72,29 @@ class JobStore {
   /// ids of its jobs in the same transaction (kIo, nothing stored, when one is already there:
   /// callers look keys up with FindSubmission first). Returns the ids.
   Result<std::vector<std::int64_t>> Insert(std::vector<Job>& jobs, bool array, const std::vector<SubmissionKey>& keys = {});
+  /// Where one part of an array goes (InsertArrayPart). A large array is stored in parts of a few
+  /// hundred tasks, a transaction each, so that the daemon serves other clients between them.
+  struct ArrayPart {
+    std::int64_t array_job_id = 0;  ///< 0 for the first part (the array's id is taken then); the array's id after
+    std::size_t offset = 0;         ///< the position, among the array's tasks, of this part's first task
+    std::size_t total = 0;          ///< how many tasks the whole array has
+  };
+  /// Stores `tasks` as tasks `offset`.. of an array of `total` tasks, in one transaction: task i
+  /// gets id array_job_id + offset + i. The first part (array_job_id 0) takes the next id as the
+  /// array's, reserves the ids of all `total` tasks (no other job gets one of them, in between
+  /// or ever), stores the spec once (tasks[0]'s: every task has the same) and, unless it is the
+  /// whole array, marks the array incomplete: until its last part is stored every read here
+  /// leaves its tasks out (List, ListIds, Get, Head, ArrayTasks, TaskId), and DropIncompleteArrays
+  /// removes them. `keys` are recorded with the last part (SubmissionKey::first 0, count
+  /// `total`). Sets each task's id and array_job_id; returns the array's id. Errors: kIo (nothing
+  /// of this part stored); kInvalidArgument for a part that does not fit the array.
+  Result<std::int64_t> InsertArrayPart(std::vector<Job>& tasks, const ArrayPart& part,
+                                       const std::vector<SubmissionKey>& keys = {});
+  /// Removes incomplete arrays (whose last part was never stored: their submission was never
+  /// acknowledged), their tasks and spec; their ids stay used (MaxId). All of them (the daemon, at
+  /// its start: a daemon stopped or killed while storing one), or only `array_job_id` (a part
+  /// failed). Returns how many arrays were removed. Errors: kIo.
+  Result<std::size_t> DropIncompleteArrays(std::optional<std::int64_t> array_job_id = std::nullopt);
   /// The ids of the submission stored with idempotency key `key` of user `uid`, in order; nullopt
   /// when there is none.
   Result<std::optional<std::vector<std::int64_t>>> FindSubmission(std::uint32_t uid, const std::string& key);
@@ -123,7 +147,7 @@ class JobStore {
   /// Every finished job that ran (a start time) and ended at or after `end_after_s`, by id. Read
   /// from the columns the jobs already have (no schema change): the GPUs recorded, the spec's request.
   Result<std::vector<UsageRow>> UsageSince(double end_after_s);
-  /// The largest id ever used (0 when none).
+  /// The largest id ever used or reserved for an array (0 when none): it never goes back.
   Result<std::int64_t> MaxId();
 
  private:
@@ -140,7 +164,16 @@ class JobStore {
   /// The stored spec of array `array_job_id`, parsed once and shared by every task read
   /// (array_specs_); nullptr when there is none or it cannot be read.
   std::shared_ptr<const JobSpec> ArraySpec(std::int64_t array_job_id);
+  /// Reads incomplete_arrays into incomplete_.
+  Status LoadIncomplete();
+  /// Whether `id` is one of an incomplete array's reserved ids (left out of every read).
+  bool IsIncomplete(std::int64_t id) const;
+  /// " AND id NOT BETWEEN a AND b" for each incomplete array: its reserved ids ("" when none).
+  std::string NotIncompleteSql() const;
+  /// The first id of the next job stored: one past every id used or reserved.
+  Result<std::int64_t> NextId();
   sqlite3* db_;
+  std::map<std::int64_t, std::size_t> incomplete_;  ///< incomplete arrays: id -> task count (ids reserved)
   std::vector<std::pair<const char*, sqlite3_stmt*>> cached_;
   static constexpr std::size_t kArraySpecsKept = 64;  ///< array specs kept parsed at most
   std::map<std::int64_t, std::shared_ptr<const JobSpec>> array_specs_;

@@ -219,7 +219,10 @@ TEST(DaemonStoreFaults, AStoreWithFewerJobsThanTheMarkerRecordsIsRefused) {
   d.Kill9();
   ASSERT_TRUE(d.Start());
   d.Kill9();
-  ExecSql(Db(d), "DELETE FROM jobs WHERE id = " + Id(second));  // as an older backup would have it
+  // As an older backup would have it: without the job, and with AUTOINCREMENT's record of the
+  // largest id as it was then.
+  ExecSql(Db(d), "DELETE FROM jobs WHERE id = " + Id(second) + "; UPDATE sqlite_sequence SET seq = " + Id(second - 1) +
+                     " WHERE name = 'jobs'");
   RunResult r = d.Gpulane({"daemon", "--user"});
   EXPECT_TRUE(RefusedToStart(r, {"has job ids up to " + Id(second - 1) + ", but", "records ids up to " + Id(second)}));
 }

@@ -231,7 +231,7 @@ TEST(JobStoreMigration, SchemaFiveJobsGetNoAttempts) {
     ASSERT_EQ(sqlite3_open(db.path().c_str(), &raw), SQLITE_OK);
     ASSERT_EQ(sqlite3_exec(raw,
                            "ALTER TABLE jobs DROP COLUMN attempts; UPDATE jobs SET spec = json_remove(spec, '$.retries');"
-                           "PRAGMA user_version=5;",
+                           "DROP TABLE incomplete_arrays; PRAGMA user_version=5;",
                            nullptr, nullptr, nullptr),
               SQLITE_OK)
         << sqlite3_errmsg(raw);
@@ -293,8 +293,10 @@ TEST(JobStoreMigration, SchemaThreeArraysGetTheirSpecStoredOnce) {
     ASSERT_TRUE(task && *task);
     EXPECT_EQ(**task, 3);
   }
-  // Migrated through 4 (array specs) and 5 (idempotency keys) to the current 6 (retried jobs' attempts).
-  EXPECT_EQ(QueryText(db.path(), "PRAGMA user_version"), "6");
+  // Migrated through 4 (array specs), 5 (idempotency keys) and 6 (retried jobs' attempts) to the
+  // current 7 (arrays stored in parts).
+  EXPECT_EQ(QueryText(db.path(), "PRAGMA user_version"), "7");
+  EXPECT_EQ(QueryText(db.path(), "SELECT count(*) FROM incomplete_arrays"), "0");
   EXPECT_EQ(QueryText(db.path(), "SELECT attempts FROM jobs WHERE id = 1"), "[]") << "older jobs had no earlier attempts";
   EXPECT_EQ(QueryText(db.path(), "SELECT count(*) FROM array_specs"), "1");
   EXPECT_EQ(QueryText(db.path(), "SELECT count(*) FROM jobs WHERE spec = ''"), "3");
@@ -326,6 +328,106 @@ TEST(JobStoreArrays, AnArraysSpecIsStoredOnce) {
   auto head = (*store)->Head(ids->front());
   ASSERT_TRUE(head && *head);
   EXPECT_EQ((**head).array_job_id, ids->front());
+}
+
+}  // namespace
+}  // namespace gpulane::store
+
+namespace gpulane::store {
+namespace {
+
+std::vector<Job> Tasks(std::size_t from, std::size_t to) {
+  std::vector<Job> tasks;
+  for (std::size_t i = from; i < to; ++i) {
+    tasks.push_back(MakeJob());
+    tasks.back().array_index = static_cast<int>(i);
+  }
+  return tasks;
+}
+
+std::size_t Listed(JobStore& store) {
+  auto jobs = store.List(JobFilter{true});
+  return jobs ? jobs->size() : 0;
+}
+
+// An array stored in parts (the daemon's loop serves others between them, issue 9 item 5): its
+// ids are reserved with the first part, so a job stored between two parts gets an id after the
+// whole array; its tasks are read by nobody until the last part is stored.
+TEST(JobStoreArrayParts, ReserveTheIdsAndStayUnseenUntilTheLastPart) {
+  auto opened = JobStore::Open(":memory:");
+  ASSERT_TRUE(opened) << opened.error().message;
+  JobStore& store = **opened;
+  std::vector<Job> before = {MakeJob()};
+  ASSERT_TRUE(store.Insert(before, false));
+  std::vector<Job> first = Tasks(0, 4);
+  auto array_id = store.InsertArrayPart(first, {0, 0, 10}, {{1000, "key-1", 0, 10}});
+  ASSERT_TRUE(array_id) << array_id.error().message;
+  EXPECT_EQ(*array_id, before[0].id + 1);
+  EXPECT_EQ(first[3].id, *array_id + 3);
+  EXPECT_EQ(first[3].array_job_id, *array_id);
+  // Between parts: another submission, and what every read sees.
+  std::vector<Job> between = {MakeJob()};
+  ASSERT_TRUE(store.Insert(between, false));
+  EXPECT_EQ(between[0].id, *array_id + 10) << "the next id after the array's reserved ten";
+  EXPECT_EQ(Listed(store), 2u) << "the array's four stored tasks are not listed";
+  EXPECT_EQ(store.ListIds(JobFilter{true})->size(), 2u);
+  EXPECT_FALSE(*store.Get(*array_id + 1));
+  EXPECT_FALSE(*store.Head(*array_id));
+  EXPECT_TRUE(store.ArrayTasks(*array_id)->empty());
+  EXPECT_FALSE(*store.TaskId(*array_id, 2));
+  EXPECT_FALSE(*store.FindSubmission(1000, "key-1")) << "the key is stored with the last part";
+  EXPECT_EQ(*store.MaxId(), *array_id + 10);
+  // A part that does not fit is refused, nothing stored.
+  std::vector<Job> too_many = Tasks(4, 11);
+  EXPECT_FALSE(store.InsertArrayPart(too_many, {*array_id, 4, 10}));
+  std::vector<Job> second = Tasks(4, 7), last = Tasks(7, 10);
+  ASSERT_TRUE(store.InsertArrayPart(second, {*array_id, 4, 10}));
+  EXPECT_EQ(Listed(store), 2u);
+  ASSERT_TRUE(store.InsertArrayPart(last, {*array_id, 7, 10}, {{1000, "key-1", 0, 10}}));
+  EXPECT_EQ(last[2].id, *array_id + 9);
+  EXPECT_EQ(Listed(store), 12u);
+  auto tasks = store.ArrayTasks(*array_id);
+  ASSERT_EQ(tasks->size(), 10u);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ((*tasks)[i].index, i);
+  EXPECT_EQ(**store.TaskId(*array_id, 9), *array_id + 9);
+  auto key = store.FindSubmission(1000, "key-1");
+  ASSERT_TRUE(key && *key);
+  EXPECT_EQ((*key)->size(), 10u);
+  EXPECT_EQ((*key)->front(), *array_id);
+  auto task = store.Get(*array_id + 5);
+  ASSERT_TRUE(task && *task);
+  EXPECT_EQ((*task)->spec.argv, first[0].spec.argv) << "the spec stored once, with the first part";
+}
+
+// A daemon killed between parts: the array was never acknowledged. The next daemon's store
+// removes its tasks and spec, keeps its ids used, and finds nothing of it.
+TEST(JobStoreArrayParts, AnIncompleteArrayIsRemovedAtTheNextOpenAndItsIdsStayUsed) {
+  TempDb db;
+  std::int64_t array_id = 0;
+  {
+    auto store = JobStore::Open(db.path());
+    ASSERT_TRUE(store) << store.error().message;
+    std::vector<Job> done = Tasks(0, 3);
+    ASSERT_TRUE((*store)->InsertArrayPart(done, {0, 0, 3}));  // a whole array in one part: complete
+    std::vector<Job> part = Tasks(0, 5);
+    auto id = (*store)->InsertArrayPart(part, {0, 0, 1000});
+    ASSERT_TRUE(id) << id.error().message;
+    array_id = *id;
+  }
+  auto store = JobStore::Open(db.path());
+  ASSERT_TRUE(store) << store.error().message;
+  EXPECT_EQ(Listed(**store), 3u) << "before the removal, still unseen";
+  auto dropped = (*store)->DropIncompleteArrays();
+  ASSERT_TRUE(dropped) << dropped.error().message;
+  EXPECT_EQ(*dropped, 1u);
+  EXPECT_EQ(QueryText(db.path(), "SELECT COUNT(*) FROM jobs"), "3");
+  EXPECT_EQ(QueryText(db.path(), "SELECT COUNT(*) FROM array_specs"), "1");
+  EXPECT_EQ(QueryText(db.path(), "SELECT COUNT(*) FROM incomplete_arrays"), "0");
+  EXPECT_EQ(*(*store)->MaxId(), array_id + 999) << "the reserved ids are never given again";
+  std::vector<Job> next = {MakeJob()};
+  ASSERT_TRUE((*store)->Insert(next, false));
+  EXPECT_EQ(next[0].id, array_id + 1000);
+  EXPECT_EQ(*(*store)->DropIncompleteArrays(), 0u);
 }
 
 }  // namespace
