@@ -152,6 +152,8 @@ def main():
                 s.close()
 
         cases = [
+            # The floor of this machine: a second client that only pings, as the cases' senders do.
+            ("ping (the baseline: a second client that only pings)", 300, lambda: call(sock, {"op": "ping"})),
             ("submit --after 50,000 distinct ids (refused)", 5,
              lambda: call(sock, submit_request(cwd, small_env, spec={"after_ok": list(range(1, 50001))}))),
             ("submit --after the same id 50,000 times", 5,
@@ -163,6 +165,8 @@ def main():
             ("submit with a 4 MiB environment (refused)", 5, lambda: call(sock, submit_request(cwd, huge_env))),
             ("submit an array of 10,000 tasks", 2,
              lambda: call(sock, submit_request(cwd, small_env, array=list(range(10000))))),
+            ("submit an array of 100,000 tasks (the most an array may have)", 1,
+             lambda: call(sock, submit_request(cwd, small_env, array=list(range(100000))))),
             ("queue all, limit 0 (one frame: the newest 1,000)", 5,
              lambda: call(sock, {"op": "queue", "all": True, "limit": 0})),
             ("queue all, limit 100,000, streamed JSON", 1,
