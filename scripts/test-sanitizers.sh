@@ -4,10 +4,11 @@
 #   asan: everything built with AddressSanitizer + UndefinedBehaviorSanitizer (GPULANE_SANITIZE=
 #         address,undefined, in build-asan/: gpulane, the fake NVML it dlopens, the test programs),
 #         then the whole ctest suite. UB halts (-fno-sanitize-recover=all); leaks are reported.
-#   tsan: ThreadSanitizer for the code with threads. gpulane has one place with threads: NVML is
+#   tsan: ThreadSanitizer for the code with threads. gpulane has two places with threads: NVML is
 #         read by one thread per GPU (gpu/nvml_backend.cc ReadAll) in every command and daemon that
-#         reads GPUs; the daemon's event loop, the supervisors and `gpulane run` are single-threaded
-#         (one thread, poll/signalfd/inotify), so there is nothing else for TSan to check. build-tsan/
+#         reads GPUs, and the daemon parses frames over 256 KiB on a thread of its own
+#         (daemon/parse_worker.cc); otherwise the daemon's event loop, the supervisors and `gpulane
+#         run` are single-threaded (one thread, poll/signalfd/inotify). build-tsan/
 #         holds gpulane and the fake NVML alone built with -fsanitize=thread, and the integration
 #         tests that read several GPUs through the real binary (TSAN_TESTS below) run from the
 #         normal build/ against them (GPULANE_TEST_GPULANE, GPULANE_TEST_FAKE_NVML_DIR): the test
@@ -36,8 +37,8 @@ done
 
 # The tests with threads worth running under TSan: several GPUs read in parallel through the real
 # binary (status and its drivers' variants, pick, run on eight GPUs, concurrent runs, the daemon's
-# snapshots and submissions).
-TSAN_TESTS='^(Status|Topology|Pick|RunEightGpus|RunConcurrency|DaemonSnapshot|DaemonSubmit)'
+# snapshots and submissions), and large requests parsed beside the daemon's loop.
+TSAN_TESTS='^(Status|Topology|Pick|RunEightGpus|RunConcurrency|DaemonSnapshot|DaemonSubmit|DaemonExpensiveRequests\.LargeRequests)'
 jobs=${GPULANE_BUILD_JOBS:-$(nproc)}
 
 owner=$(stat -c %U .)

@@ -154,6 +154,7 @@ Status Daemon::Setup() {
   if (watch_fd_ < 0 || inotify_add_watch(watch_fd_, jobs_dir_.c_str(), IN_CLOSE_WRITE | IN_MOVED_TO) < 0)
     return MakeError(ErrorKind::kIo, fmt::format("cannot watch {}: {}", jobs_dir_, std::strerror(errno)));
   Recover();
+  parse_worker_ = std::make_unique<ParseWorker>();
   Status listening = OpenSocket();
   launcher_->CloseInChild({lock_fd_, listen_fd_, spare_fd_});
   launcher_->ChildFileLimit(started_file_limit_);

@@ -18,6 +18,7 @@
 #include "daemon/job_files.h"
 #include "daemon/job_table.h"
 #include "daemon/launcher.h"
+#include "daemon/parse_worker.h"
 #include "daemon/paths.h"
 #include "daemon/settings.h"
 #include "gpu/backend.h"
@@ -56,6 +57,8 @@ struct Connection {
   /// An array submission of this connection is being stored (part by part, Daemon::StoreArrayParts):
   /// requests behind it wait until it is answered.
   bool storing = false;
+  /// Its last frame is being parsed off the loop (ParseWorker): requests behind it wait.
+  bool parsing = false;
   /// Which connection this is, never reused (a descriptor is): an answer given turns later goes
   /// to this connection or to none.
   std::uint64_t serial = 0;
@@ -105,6 +108,13 @@ class Daemon {
   void CheckConnections(double now);
   // Requests (handlers.cc).
   void HandleRequest(Connection& c, const std::string& payload);
+  /// HandleRequest of a parsed request (`req` discarded: the frame was not JSON).
+  void HandleParsedRequest(Connection& c, const nlohmann::json& req);
+  /// Handles the requests parse_worker_ has parsed, then what waited behind them.
+  void TakeParsed();
+  /// Whether `c` reads no requests now: behind a streamed reply, an array being stored or a
+  /// frame being parsed.
+  static bool Paused(const Connection& c) { return c.stream || c.storing || c.parsing; }
   /// Checks a submission and makes its jobs (*jobs) and its idempotency key (*key, "" without one);
   /// an error reply, or null.
   /// For an array, *jobs is one job (the template of every task) and *indices its tasks' indices.
@@ -201,6 +211,11 @@ class Daemon {
   std::deque<ArrayInProgress> arrays_;                  ///< oldest first
   std::uint64_t next_serial_ = 1;                       ///< the next Connection::serial
   std::vector<std::pair<int, std::uint64_t>> resume_;  ///< ResumeAfterArray's connections (fd, serial)
+  /// Frames larger than kParseInLoopBytes are parsed here, off the loop (while the bytes it holds
+  /// stay under half the partial-request budget; beyond, in the loop as before).
+  std::unique_ptr<ParseWorker> parse_worker_;
+  static constexpr std::size_t kParseInLoopBytes = 256u << 10;
+  std::size_t parsing_bytes_ = 0;  ///< bytes of the frames parse_worker_ holds
   /// Queues array submission `sub` to be stored by StoreArrayParts.
   void StartArray(PendingSubmit&& sub);
   std::vector<PendingSubmit> submits_;                  ///< acknowledged after the group commit

@@ -319,7 +319,10 @@ std::string DescribeVersion(const json& req) {
 }  // namespace
 
 void Daemon::HandleRequest(Connection& c, const std::string& payload) {
-  json req = json::parse(payload, nullptr, false);
+  HandleParsedRequest(c, json::parse(payload, nullptr, false));
+}
+
+void Daemon::HandleParsedRequest(Connection& c, const json& req) {
   if (req.is_discarded() || !req.is_object()) {
     Reply(c, Err(ErrorKind::kInvalidArgument, "malformed request: not a JSON object"));
     return;

@@ -152,7 +152,7 @@ void Daemon::ReadFrom(Connection& c) {
   bool took = false;  // a request was taken: what is left is the next one's, started now
   // Behind a streamed reply, requests wait for its end (PumpStream); behind an array submission,
   // for its answer (StoreArrayParts). HandleRequest of an array's submission sets c.storing.
-  while (!refused_before && !c.stream && !c.storing) {
+  while (!refused_before && !Paused(c)) {
     bool too_big = false;
     auto frame = c.reader.Next(&too_big);
     if (too_big) {
@@ -165,6 +165,14 @@ void Daemon::ReadFrom(Connection& c) {
     }
     if (!frame) break;
     took = true;
+    // A large frame is parsed off the loop (ParseWorker); the requests behind it wait (Paused).
+    if (frame->size() > kParseInLoopBytes && parse_worker_ && parse_worker_->available() &&
+        parsing_bytes_ + frame->size() <= settings_.partial_budget_bytes / 2) {
+      parsing_bytes_ += frame->size();
+      c.parsing = true;
+      parse_worker_->Parse(c.fd, c.serial, std::move(*frame));
+      continue;
+    }
     if (proto::NestingDepth(*frame) > proto::kMaxRequestDepth) {  // would overflow the stack of code that walks it
       Reply(c, proto::ErrorResponse(ErrorKind::kInvalidArgument,
                                     fmt::format("malformed request: nested deeper than {} levels", proto::kMaxRequestDepth)));
@@ -178,6 +186,25 @@ void Daemon::ReadFrom(Connection& c) {
   if (!c.reader.partial()) c.request_start_s = -1;
   else if (took || c.request_start_s < 0) c.request_start_s = now;
   CountBuffered(c);
+}
+
+void Daemon::TakeParsed() {
+  auto log = [this](const std::string& line) { Log(line); };
+  for (ParseWorker::Parsed& parsed : parse_worker_->Take()) {
+    parsing_bytes_ -= std::min(parsing_bytes_, parsed.bytes);
+    auto it = connections_.find(parsed.fd);
+    if (it == connections_.end() || it->second.serial != parsed.serial) continue;  // closed meanwhile
+    Connection& c = it->second;
+    c.parsing = false;
+    if (parsed.too_deep) {
+      Reply(c, proto::ErrorResponse(ErrorKind::kInvalidArgument,
+                                    fmt::format("malformed request: nested deeper than {} levels", proto::kMaxRequestDepth)));
+    } else if (auto error = RunGuarded("handling a request", [&] { HandleParsedRequest(c, parsed.request); }, log)) {
+      Reply(c, proto::ErrorResponse(ErrorKind::kInternal,
+                                    fmt::format("the daemon failed on this request ({}); it goes on serving", *error)));
+    }
+    if (!Paused(c)) ReadFrom(c);  // the requests that came in behind it, in order
+  }
 }
 
 void Daemon::CountBuffered(Connection& c) {
@@ -282,7 +309,7 @@ void Daemon::CheckConnections(double now) {
       stalled.push_back(fd);
       continue;
     }
-    if (c.close_after_write || c.stream || c.storing) continue;
+    if (c.close_after_write || Paused(c)) continue;
     if (c.request_start_s >= 0 && now - c.request_start_s > settings_.read_timeout_s) {
       Reply(c, proto::ErrorResponse(ErrorKind::kTimeout,
                                     fmt::format("request not complete within the read time-out ({:g} s from its first byte)",
@@ -307,7 +334,7 @@ void Daemon::WriteAndClose() {
   for (auto& [fd, c] : connections_) {
     if (c.stream) PumpStream(c);
     WriteTo(c);
-    if (c.close_after_write && c.out.empty() && !c.stream && !c.storing) to_close.push_back(fd);
+    if (c.close_after_write && c.out.empty() && !Paused(c)) to_close.push_back(fd);
   }
   for (int fd : to_close) CloseConnection(fd);
 }
@@ -324,23 +351,26 @@ void Daemon::Loop() {
 // runs; the daemon goes on serving.
 void Daemon::LoopTurn(double& last_tick_s) {
   auto log = [this](const std::string& line) { Log(line); };
-  std::vector<pollfd> fds = {{listen_fd_, POLLIN, 0}, {signal_fd_, POLLIN, 0}, {watch_fd_, POLLIN, 0}};
+  const int parsed_fd = parse_worker_ && parse_worker_->available() ? parse_worker_->event_fd() : -1;
+  std::vector<pollfd> fds = {{listen_fd_, POLLIN, 0}, {signal_fd_, POLLIN, 0}, {watch_fd_, POLLIN, 0}, {parsed_fd, POLLIN, 0}};
+  constexpr std::size_t kFirstConnection = 4;
   // A streamed reply: woken when the client can take more, and reading waits until it is sent;
-  // behind an array being stored, reading waits for its answer.
+  // behind an array being stored or a frame being parsed, reading waits for its answer.
   for (auto& [fd, c] : connections_) {
     const short out = c.out.empty() ? 0 : POLLOUT;
-    fds.push_back({fd, static_cast<short>(c.stream ? POLLOUT : c.storing ? out : POLLIN | out), 0});
+    fds.push_back({fd, static_cast<short>(c.stream ? POLLOUT : Paused(c) ? out : POLLIN | out), 0});
   }
   // Arrays being stored and connections to resume do not wait: poll only looks.
   const bool more_now = !arrays_.empty() || !resume_.empty();
   poll(fds.data(), fds.size(), more_now ? 0 : static_cast<int>(std::min(250.0, settings_.tick_s * 1000)));
   if (fds[1].revents & POLLIN) RunGuarded("reading signals", [&] { ReadSignals(); }, log);
   if (fds[2].revents & POLLIN) RunGuarded("reading supervisors' status", [&] { ReadStatusEvents(); }, log);
-  for (std::size_t i = 3; i < fds.size(); ++i) {
+  for (std::size_t i = kFirstConnection; i < fds.size(); ++i) {
     auto it = connections_.find(fds[i].fd);
     if (it == connections_.end()) continue;
     if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) RunGuarded("reading a request", [&] { ReadFrom(it->second); }, log);
   }
+  if (fds[3].revents & POLLIN) RunGuarded("handling parsed requests", [&] { TakeParsed(); }, log);
   // After the reads: connections that clients closed meanwhile no longer count against the caps.
   if (fds[0].revents & POLLIN) RunGuarded("accepting connections", [&] { Accept(); }, log);
   RunGuarded("keeping to the request memory budget", [&] { EnforceBufferBudget(); }, log);
