@@ -18,7 +18,6 @@ using store::Job;
 void Daemon::StartArray(PendingSubmit&& sub) {
   ArrayInProgress a;
   a.sub = std::move(sub);
-  a.tasks.reserve(a.sub.indices.size());
   arrays_.push_back(std::move(a));
 }
 
@@ -71,16 +70,16 @@ void Daemon::StoreArrayParts(double budget_s) {
                           a.array_job_id, dropped.error().message));
     } else {
       a.array_job_id = *stored;
-      for (Job& task : part) a.tasks.push_back(std::move(task));
+      for (Job& task : part) a.tasks.emplace_hint(a.tasks.end(), task.id, std::move(task));
     }
     if (done) {
       if (stored) {
         std::vector<std::int64_t> ids;
         ids.reserve(total);
-        for (const Job& task : a.tasks) ids.push_back(task.id);
+        for (const auto& [id, task] : a.tasks) ids.push_back(id);
         reply = {{"v", proto::kVersion}, {"ok", true}, {"ids", std::move(ids)}, {"array_job_id", a.array_job_id}};
         const bool runnable = a.sub.jobs.front().state != store::JobState::kHeld;
-        for (Job& task : a.tasks) jobs_->Add(std::move(task));
+        jobs_->AddAll(a.tasks);
         if (runnable) schedule_needed_ = true;
       }
       AnswerConnection(a.sub.fd, a.sub.serial, reply);

@@ -202,7 +202,8 @@ class Daemon {
   struct ArrayInProgress {
     PendingSubmit sub;
     std::int64_t array_job_id = 0;  ///< 0 until its first part is stored
-    std::vector<store::Job> tasks;  ///< the tasks stored so far (added to the job table at the end)
+    /// The tasks stored so far, by id: spliced into the job table at the end (JobTable::AddAll).
+    std::map<std::int64_t, store::Job> tasks;
     /// Connections that submitted it again with its idempotency key meanwhile (fd, serial).
     std::vector<std::pair<int, std::uint64_t>> repeats;
   };

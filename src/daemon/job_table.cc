@@ -71,7 +71,13 @@ Result<std::size_t> JobTable::Recover() {
 void JobTable::Add(Job job) {
   if (job.state != JobState::kHeld) schedule_needed_ = true;
   const std::int64_t id = job.id;
-  active_.emplace(id, std::move(job));
+  active_.emplace_hint(active_.end(), id, std::move(job));  // ids grow: usually the end
+}
+
+void JobTable::AddAll(std::map<std::int64_t, Job>& jobs) {
+  for (const auto& [id, job] : jobs)
+    if (job.state != JobState::kHeld) schedule_needed_ = true;
+  active_.merge(jobs);
 }
 
 std::optional<Job> JobTable::Find(std::int64_t id) {

@@ -99,6 +99,10 @@ class JobTable {
 
   /// A new job, already stored (it has its id).
   void Add(store::Job job);
+  /// New jobs, already stored, by id (an array's tasks): their map nodes are spliced in, not
+  /// copied or moved (100,000 tasks added one by one held the daemon's loop ~55 ms). Ids in
+  /// `jobs` already in the table stay in `jobs`.
+  void AddAll(std::map<std::int64_t, store::Job>& jobs);
   /// Every unfinished job by id. Callers may change a job's fields; MarkDirty then stores them.
   std::map<std::int64_t, store::Job>& active() { return active_; }
   /// The job: unfinished ones from the table, others from the store; nullopt when there is none.
