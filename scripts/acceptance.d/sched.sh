@@ -18,8 +18,13 @@
 #                    `submit --retry 2` of a job that inits CUDA, prints torch's UUID and exits 3 on
 #                    GPULANE_RETRY=0, else 0; `gpulane wait` exits 0, `show --json` has 2 attempts with
 #                    exit codes 3 and 0 on the GPU each attempt's UUID line in the -o file names.
+#   sched_array      a per-user daemon: `submit --hold --array 0-599` (stored in 3 parts of 250; the
+#                    command's time printed), `queue --json` lists 600 held tasks with consecutive ids
+#                    and indices 0-599; 597 cancelled by array ids, tasks 0, 250 and 500 (one of each
+#                    part) released and waited for: each ran a CUDA matmul on GPU 0 and printed its
+#                    GPULANE_ARRAY_INDEX (task-%a.out).
 # Each section uses a fresh lease directory (mode 1777) under $WORK, never /run/gpulane/leases, and
-# changes no GPU setting. Time: about 45 s together on 1 x H200 (most of it importing torch: 6 jobs
+# changes no GPU setting. Time: about 55 s together on 1 x H200 (most of it importing torch: 9 jobs
 # and run_setup's CUDA check per section); every command runs under `timeout`.
 #
 # Dry run: the stand-in torch of scripts/acceptance-selftest (RUN_ENV's PYTHONPATH), over the fake
@@ -296,23 +301,33 @@ EOF
   run_teardown
 }
 
+# sched_user_daemon DIR: a fresh per-user daemon with its socket and state under DIR (emptied),
+# exported for the gl/sched_gl calls that follow (GPULANE_SYSTEM_DAEMON=0); its pid in SCHED_DAEMON.
+# Fails (and says so) when it does not listen within 10 s; the caller then tears down.
+sched_user_daemon() {
+  local d=$1
+  rm -rf "$d"; mkdir -p "$d"
+  export GPULANE_SYSTEM_DAEMON=0 GPULANE_SOCKET=$d/run/gpulane.sock GPULANE_STATE_DIR=$d/state
+  echo "per-user daemon: GPULANE_SOCKET=$GPULANE_SOCKET GPULANE_STATE_DIR=$GPULANE_STATE_DIR"
+  env "${RUN_ENV[@]}" timeout -k 5 "$(run_limit 120)" "$GL" daemon --user >"$d/daemon.log" 2>&1 &
+  SCHED_DAEMON=$!
+  for _ in $(seq 100); do [ -S "$GPULANE_SOCKET" ] && break; sleep 0.1; done  # (submit would start one of its own)
+  if [ ! -S "$GPULANE_SOCKET" ]; then
+    fail "the per-user daemon listens on $GPULANE_SOCKET within 10 s"
+    sed 's/^/    daemon: /' "$d/daemon.log"
+    kill -TERM "$SCHED_DAEMON" 2>/dev/null; wait "$SCHED_DAEMON" 2>/dev/null
+    unset GPULANE_SYSTEM_DAEMON GPULANE_SOCKET GPULANE_STATE_DIR
+    return 1
+  fi
+}
+
 sec_sched_retry() {
   section "scheduling: submit --retry 2 of a CUDA job (per-user daemon)"
   if ! run_setup sched_retry || ! sched_free; then run_teardown; return; fi
   local d=$WORK/sched_retry uuid0
   uuid0=$(sched_uuid0)
-  rm -rf "$d"; mkdir -p "$d"
-  export GPULANE_SYSTEM_DAEMON=0 GPULANE_SOCKET=$d/run/gpulane.sock GPULANE_STATE_DIR=$d/state
-  echo "per-user daemon: GPULANE_SOCKET=$GPULANE_SOCKET GPULANE_STATE_DIR=$GPULANE_STATE_DIR"
-  env "${RUN_ENV[@]}" timeout -k 5 "$(run_limit 120)" "$GL" daemon --user >"$d/daemon.log" 2>&1 &
-  local daemon=$!
-  for _ in $(seq 100); do [ -S "$GPULANE_SOCKET" ] && break; sleep 0.1; done  # (submit would start one of its own)
-  if [ ! -S "$GPULANE_SOCKET" ]; then
-    fail "the per-user daemon listens on $GPULANE_SOCKET within 10 s"
-    sed 's/^/    daemon: /' "$d/daemon.log"
-    kill -TERM "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null
-    unset GPULANE_SYSTEM_DAEMON GPULANE_SOCKET GPULANE_STATE_DIR; run_teardown; return
-  fi
+  if ! sched_user_daemon "$d"; then run_teardown; return; fi
+  local daemon=$SCHED_DAEMON
   local t=$SECONDS id
   sched_gl -t 20 submit --retry 2 -o "$d/retry.out" -e "$d/retry.err" -- python3 -c "$SCHED_PY_RETRY"
   id=$(tr -d '[:space:]' <"$WORK/stdout")
@@ -363,4 +378,70 @@ PY
   run_teardown
 }
 
-SECTIONS+=(sched_partition sched_backfill sched_retry)
+# A task of an array: inits CUDA, prints "task INDEX UUID RESULT" (a 64 x 64 matmul of ones: 64.0).
+SCHED_PY_TASK='import os, torch
+a = torch.ones(64, 64, device="cuda")
+c = a @ a
+torch.cuda.synchronize()
+print("task", os.environ.get("GPULANE_ARRAY_INDEX"), torch.cuda.get_device_properties(0).uuid, c[0, 0].item(), flush=True)'
+
+sec_sched_array() {
+  section "scheduling: an array of 600 tasks, stored in 3 parts; one task of each part runs a CUDA job (per-user daemon)"
+  if ! run_setup sched_array || ! sched_free; then run_teardown; return; fi
+  local d=$WORK/sched_array uuid0
+  uuid0=$(sched_uuid0)
+  if ! sched_user_daemon "$d"; then run_teardown; return; fi
+  local daemon=$SCHED_DAEMON id t0 t1
+  t0=$(date +%s.%N)
+  sched_gl -t 60 submit --hold --array 0-599 -o "$d/task-%a.out" -e "$d/task-%a.err" -- python3 -c "$SCHED_PY_TASK"
+  t1=$(date +%s.%N)
+  id=$(tr -d '[:space:]' <"$WORK/stdout")
+  if [ "$RC" -eq 0 ] && [[ "$id" =~ ^[0-9]+$ ]]; then
+    pass "submit --hold --array 0-599 answers the array's id $id in $(python3 -c 'import sys; print("%.0f" % ((float(sys.argv[2]) - float(sys.argv[1])) * 1000))' "$t0" "$t1") ms (the gpulane command, start to end)"
+  else
+    fail "submit --hold --array 0-599 prints the array's id (exit $RC, '$id')"
+    kill -TERM "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null
+    unset GPULANE_SYSTEM_DAEMON GPULANE_SOCKET GPULANE_STATE_DIR; run_teardown; return
+  fi
+  gl queue --json >"$d/queue.json" 2>"$d/queue.err"
+  python3 - "$d/queue.json" "$id" <<'PY' | report_lines
+import json, sys
+first = int(sys.argv[2])
+try:
+    jobs = json.load(open(sys.argv[1]))
+    jobs = jobs.get("jobs", jobs) if isinstance(jobs, dict) else jobs
+except Exception as e:
+    print("FAIL gpulane queue --json gives a JSON document (%s)" % e)
+    sys.exit()
+ok = (len(jobs) == 600 and [j.get("id") for j in jobs] == list(range(first, first + 600))
+      and [j.get("array_index") for j in jobs] == list(range(600)) and all(j.get("state") == "held" for j in jobs))
+print(("PASS" if ok else "FAIL"), "queue lists the 600 tasks held, ids %d to %d in a row, indices 0 to 599 (%d jobs)" % (
+    first, first + 599, len(jobs)))
+PY
+  # One task of each part of 250 (0-249, 250-499, 500-599) runs; the others are cancelled.
+  sched_gl -t 60 cancel "${id}_[1-249]" "${id}_[251-499]" "${id}_[501-599]"
+  if [ "$RC" -eq 0 ]; then pass "cancel of 597 tasks by their array ids exits 0"; else fail "cancel of 597 tasks exits 0 (exit $RC)"; fi
+  sched_gl -t 20 release "${id}_0" "${id}_250" "${id}_500"
+  run_cmd -t "$(run_limit 120)" "$GL" wait "${id}_0" "${id}_250" "${id}_500"
+  if [ "$RC" -eq 0 ]; then pass "tasks 0, 250 and 500 released and waited for: exit 0"; else fail "gpulane wait of tasks 0, 250, 500 exits 0 (exit $RC)"; fi
+  local i line ok=1
+  for i in 0 250 500; do
+    line=$(cat "$d/task-$i.out" 2>/dev/null)
+    echo "    task-$i.out: $line"
+    read -r word index uuid result <<<"$line"
+    if [ "$word" != task ] || [ "$index" != "$i" ] || [ "$result" != 64.0 ] || [ "$(sched_norm "$uuid")" != "$(sched_norm "$uuid0")" ]; then
+      ok=0; sed 's/^/    task-'"$i"'.err: /' "$d/task-$i.err" 2>/dev/null | tail -4
+    fi
+  done
+  if [ "$ok" = 1 ]; then
+    pass "each ran its CUDA matmul on GPU 0 with its own GPULANE_ARRAY_INDEX (task N UUID 64.0 in task-N.out, torch's UUID = GPU 0's)"
+  else
+    fail "tasks 0, 250 and 500 each print 'task N <GPU 0 UUID> 64.0'"
+  fi
+  kill -TERM "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null
+  cp "$d/daemon.log" "$ART/sched_array_daemon.log" 2>/dev/null
+  unset GPULANE_SYSTEM_DAEMON GPULANE_SOCKET GPULANE_STATE_DIR
+  run_teardown
+}
+
+SECTIONS+=(sched_partition sched_backfill sched_retry sched_array)
