@@ -102,6 +102,8 @@ int RunRun(const RunOptions& o) {
   if (outcome->interrupted_by_signal) return 128 + outcome->interrupted_by_signal;
   const exec::JobOutcome& ran = *outcome->job;
   if (ran.exec_failed) PrintDiagnostic("error", ran.exec_error);
+  // Its partition closed (ends = "stop", or "requeue", which `run` cannot do: it stops too).
+  if (outcome->partition_stop) PrintDiagnostic("warning", "the job was stopped: " + outcome->partition_stop->reason);
   if (ran.leftovers_terminated > 0 && !o.quiet)
     fmt::print(stderr, "gpulane: ended {} process{} the job left behind{}\n", ran.leftovers_terminated,
                ran.leftovers_terminated > 1 ? "es" : "",

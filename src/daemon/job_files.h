@@ -32,6 +32,10 @@ struct SupervisorStatus {
   std::optional<double> start_time, end_time;
   std::optional<int> exit_code;
   bool timed_out = false;
+  /// Stopped because its partition closed (partitions.NAME.ends); with `requeue` it goes back in
+  /// line. `reason` says which partition and when.
+  bool partition_stopped = false;
+  bool requeue = false;
   bool interrupted = false;       ///< ended by a signal before the job started (cancel)
   bool start_failed = false;      ///< the command could not be started
   bool held = false;              ///< gave up its place in line on `gpulane hold`, never started

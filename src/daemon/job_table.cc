@@ -288,8 +288,13 @@ void JobTable::ImportStatusOf(Job& job) {
   }
   if (status && status->phase == "done") {
     const store::AttemptEnd how = AttemptEndOf(*status, cancel_requested_.count(id) > 0);
-    if (store::ShouldRetry(how, static_cast<int>(job.attempts.size()), job.spec.retries)) {
-      RetryJob(job, *status);
+    // Its partition closed with ends = "requeue": back in line, to start when it opens again.
+    if (status->partition_stopped && status->requeue && !cancel_requested_.count(id)) {
+      RetryJob(job, *status, JobState::kCancelled);
+      return;
+    }
+    if (store::ShouldRetry(how, store::FailedAttempts(job), job.spec.retries)) {
+      RetryJob(job, *status, JobState::kFailed);
       return;
     }
     hold_requested_.erase(id);
@@ -378,7 +383,7 @@ void JobTable::RequeueNeverStarted(Job& job, const JobFiles& files) {
 }
 
 store::AttemptEnd AttemptEndOf(const SupervisorStatus& status, bool cancel_requested) {
-  if (cancel_requested || status.interrupted) return store::AttemptEnd::kCancelled;
+  if (cancel_requested || status.interrupted || status.partition_stopped) return store::AttemptEnd::kCancelled;
   if (status.timed_out) return store::AttemptEnd::kTimeout;
   if (status.start_failed || !status.exit_code) return store::AttemptEnd::kStartFailed;
   return *status.exit_code == 0 ? store::AttemptEnd::kCompleted : store::AttemptEnd::kFailedExit;
@@ -399,11 +404,12 @@ store::JobLogs LogsOfAttempt(const store::Job& job, store::JobLogs reported) {
 // attempt and the job back in line. Stored before its files go, so that a crash in between
 // collects the same end again (and decides the same); while the store takes no writes, the job
 // stays as it is and the status is read again on the next tick.
-void JobTable::RetryJob(Job& job, const SupervisorStatus& status) {
+void JobTable::RetryJob(Job& job, const SupervisorStatus& status, JobState attempt_state) {
   const std::int64_t id = job.id;
+  const bool requeued = attempt_state != JobState::kFailed;  // stopped by its partition, not failed
   Job next = job;
   store::JobAttempt ended;
-  ended.state = JobState::kFailed;
+  ended.state = attempt_state;
   ended.reason = status.reason;
   ended.start_time = status.start_time ? status.start_time : job.start_time;
   ended.end_time = status.end_time.value_or(Now());
@@ -414,9 +420,10 @@ void JobTable::RetryJob(Job& job, const SupervisorStatus& status) {
   next.logs.stderr_end.reset();
   next.attempts.push_back(ended);
   next.state = JobState::kPending;
-  next.reason = fmt::format("retry {} of {} after {}", next.attempts.size(), next.spec.retries,
-                            ended.exit_code ? fmt::format("exit code {}", *ended.exit_code)
-                                            : (ended.reason.empty() ? std::string("a failure") : ended.reason));
+  next.reason = requeued ? fmt::format("requeued: {}", ended.reason)
+                         : fmt::format("retry {} of {} after {}", store::FailedAttempts(next), next.spec.retries,
+                                       ended.exit_code ? fmt::format("exit code {}", *ended.exit_code)
+                                                       : (ended.reason.empty() ? std::string("a failure") : ended.reason));
   next.start_time.reset();
   next.end_time.reset();
   next.exit_code.reset();
@@ -435,9 +442,12 @@ void JobTable::RetryJob(Job& job, const SupervisorStatus& status) {
   hold_requested_.erase(id);
   launched_at_.erase(id);
   JobFiles(jobs_dir_, id).Remove();
-  log_(fmt::format("job {} ({}) failed{} and is retried ({} of {})", id, job.user,
-                   ended.exit_code ? fmt::format(" with exit code {}", *ended.exit_code) : "", next.attempts.size(),
-                   next.spec.retries));
+  if (requeued)
+    log_(fmt::format("job {} ({}) was stopped and is requeued: {}", id, job.user, ended.reason));
+  else
+    log_(fmt::format("job {} ({}) failed{} and is retried ({} of {})", id, job.user,
+                     ended.exit_code ? fmt::format(" with exit code {}", *ended.exit_code) : "", store::FailedAttempts(next),
+                     next.spec.retries));
   job = std::move(next);
   schedule_needed_ = true;
 }

@@ -41,8 +41,9 @@ sched::DependencyState AsDependencyState(store::JobState state);
 struct SupervisorStatus;  // daemon/job_files.h
 
 /// How a supervisor's "done" status ended the attempt, for the retry decision (store::ShouldRetry):
-/// a cancel (requested, or the supervisor interrupted), a timeout, a command that did not start
-/// (also a "done" without an exit status), a zero or a non-zero exit status.
+/// a cancel (requested, the supervisor interrupted, or stopped as its partition closed), a
+/// timeout, a command that did not start (also a "done" without an exit status), a zero or a
+/// non-zero exit status.
 store::AttemptEnd AttemptEndOf(const SupervisorStatus& status, bool cancel_requested);
 /// The logs a supervisor reported for the current attempt of `job`, as the job's: a retry appends
 /// to the first attempt's files, so where they are the same files, the job's part starts where the
@@ -176,9 +177,10 @@ class JobTable {
   bool RetryDue() const;
   void RequeueOrWait(store::Job& job, bool reported);
   void RequeueNeverStarted(store::Job& job, const JobFiles& files);
-  /// Records the attempt that `status` ended as an earlier one and puts `job` back in line (a
-  /// failure ShouldRetry retries); stored before the job's files are removed.
-  void RetryJob(store::Job& job, const SupervisorStatus& status);
+  /// Records the attempt that `status` ended as an earlier one, in `attempt_state`, and puts `job`
+  /// back in line: a failure ShouldRetry retries (kFailed), or a job stopped as its partition
+  /// closed with ends = "requeue" (kCancelled); stored before the job's files are removed.
+  void RetryJob(store::Job& job, const SupervisorStatus& status, store::JobState attempt_state);
   sched::DependencyState DependencyStateOf(const sched::JobRef& job);
   void Launch(store::Job& job);
   double Now() const { return clock_.WallS(); }

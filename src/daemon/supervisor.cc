@@ -151,6 +151,11 @@ void RecordOutcome(const Result<exec::LeasedJobOutcome>& outcome, SupervisorStat
   status.exit_code = ran.exit_code;
   status.timed_out = ran.timed_out;
   status.start_failed = ran.exec_failed;
+  if (outcome->partition_stop) {
+    status.partition_stopped = true;
+    status.requeue = outcome->partition_stop->requeue;
+    status.reason = outcome->partition_stop->reason;
+  }
   if (ran.exec_failed) status.reason = ran.exec_error;
   else if (ran.leftovers_terminated) status.reason = fmt::format("ended {} leftover process(es)", ran.leftovers_terminated);
 }
@@ -239,7 +244,8 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
     // this attempt writes anything; into the first attempt's file (a default name was taken then).
     const std::string& log = job->logs.stderr_path.empty() ? job->logs.stdout_path : job->logs.stderr_path;
     const bool as_root = geteuid() == 0;
-    const std::string line = store::RetryLine(static_cast<int>(job->attempts.size()), job->spec.retries, job->attempts.back());
+    const std::string line =
+        store::RetryLine(static_cast<int>(job->attempts.size()), job->spec.retries, job->attempts.back(), store::FailedAttempts(*job));
     Status appended = exec::AppendLineToLog(log, as_root ? std::optional(job->uid) : std::nullopt,
                                             as_root ? std::optional(job->gid) : std::nullopt, "gpulane: " + line);
     if (!appended.ok())

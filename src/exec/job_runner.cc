@@ -473,11 +473,18 @@ Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>&
       }
       wait_s = std::clamp(std::chrono::duration<double>(next_tick - now).count(), 0.001, wait_s);
     }
-    if (spec.time_limit_s && !exec_failed) {
-      auto limit_at = started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(*spec.time_limit_s));
+    // The time limit, or the stop (its partition closes), whichever comes first: SIGTERM, then
+    // SIGKILL after the kill grace.
+    const std::optional<double> deadline_s =
+        spec.time_limit_s && spec.stop_in_s ? std::min(*spec.time_limit_s, *spec.stop_in_s)
+                                             : (spec.time_limit_s ? spec.time_limit_s : spec.stop_in_s);
+    if (deadline_s && !exec_failed) {
+      auto limit_at = started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(*deadline_s));
       auto now = std::chrono::steady_clock::now();
-      if (!outcome.timed_out && now >= limit_at) {
-        outcome.timed_out = true;
+      const bool ending = outcome.timed_out || outcome.stopped;
+      if (!ending && now >= limit_at) {
+        if (spec.time_limit_s && *deadline_s == *spec.time_limit_s) outcome.timed_out = true;
+        else outcome.stopped = true;
         killpg(child, SIGTERM);
         kill_at = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(spec.kill_grace_s));
       }
@@ -485,7 +492,7 @@ Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>&
         killpg(child, SIGKILL);
         kill_at.reset();
       }
-      auto next = outcome.timed_out ? (kill_at ? *kill_at : now + std::chrono::seconds(1)) : limit_at;
+      auto next = outcome.timed_out || outcome.stopped ? (kill_at ? *kill_at : now + std::chrono::seconds(1)) : limit_at;
       wait_s = std::clamp(std::chrono::duration<double>(next - now).count(), 0.001, wait_s);
     }
     int sig = WaitSignal(set, wait_s, &info);

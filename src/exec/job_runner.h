@@ -34,6 +34,9 @@ struct JobSpec {
   std::string stderr_path;        ///< "" = inherit, or the same path as stdout to share one file
   std::optional<std::uint32_t> uid, gid;  ///< run as this user (needs root): setgroups, setgid, setuid, checked
   std::optional<double> time_limit_s;     ///< SIGTERM at the limit, SIGKILL kill_grace_s later
+  /// Stopped this many seconds after its start as at a time limit (its partition closes, see
+  /// sched::StopOf), unless the time limit comes first; JobOutcome::stopped says it was.
+  std::optional<double> stop_in_s;
   /// Called every `tick_s` seconds while the job runs (0: never), from the runner's own loop (a
   /// look at the GPUs the job uses: exec/leased_job.h).
   std::function<void()> on_tick;
@@ -65,6 +68,7 @@ struct JobOutcome {
   int leftovers_terminated = 0; ///< processes still running after the main one ended
   int leftovers_killed = 0;     ///< of those, how many needed SIGKILL
   bool timed_out = false;       ///< ended by its time limit
+  bool stopped = false;         ///< ended by JobSpec::stop_in_s
   OpenedLogs logs;              ///< the logs it wrote (also when the command then could not be started)
 };
 

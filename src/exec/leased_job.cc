@@ -109,6 +109,7 @@ Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir
     if (Status s = hooks.on_granted(*grant); !s.ok()) return s.error();
 
   JobSpec spec = job.job;
+  if (grant->partition_stop) spec.stop_in_s = grant->partition_stop->in_s;
   spec.keep_fds.push_back(grant->lease.fd());
   spec.env = JobEnvironment(job.job.env, grant->snapshot, grant->gpus, job.uuids_in_env, job.job_id,
                             job.wait.request.mem_bytes, grant->lease.fd());
@@ -132,6 +133,7 @@ Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir
   outcome.snapshot = std::move(grant->snapshot);
   if (!ran) return ran.error();
   outcome.gpus_released = waiter.CheckGpusReleased(outcome.gpus, ran->pids);
+  if (ran->stopped) outcome.partition_stop = grant->partition_stop;
   outcome.job = std::move(ran).value();
   return outcome;
 }

@@ -61,6 +61,9 @@ struct LeasedJobOutcome {
   double job_s = 0;                ///< from the start to the end of the job's last process
   double release_s = 0;            ///< from the end of the job's last process to the lease's release
   bool gpus_released = true;       ///< false: the driver still listed a job process a second later
+  /// The job was stopped because its partition closed (job->stopped): why, and whether a queued
+  /// job goes back in line (lease::Grant::partition_stop).
+  std::optional<sched::PartitionStop> partition_stop;
 };
 
 /// Runs `job` through the whole lifecycle on the GPUs of `backend` and the lease directory `dir`.

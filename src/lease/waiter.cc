@@ -316,7 +316,9 @@ Result<Grant> LeaseWaiter::Acquire() {
         if (!lease) return lease.error();
         held_ticket_.Release();
         done_waiting();
-        return Grant{mine->gpus, std::move(lease).value(), std::move(*snapshot), env_.MonotonicS() - start, 0};
+        Grant grant{mine->gpus, std::move(lease).value(), std::move(*snapshot), env_.MonotonicS() - start, 0, std::nullopt};
+        if (partition) grant.partition_stop = sched::StopOf(*partition, week_now());
+        return grant;
       }
     }
     if (!defer && mine->impossible)

@@ -14,6 +14,7 @@
 #include "gpu/backend.h"
 #include "lease/lease_dir.h"
 #include "os/process_table.h"
+#include "sched/partition.h"
 #include "sched/policy.h"
 #include "sched/request.h"
 #include "util/clock.h"
@@ -83,6 +84,9 @@ struct Grant {
   GpuSnapshot snapshot;
   double waited_s = 0;
   int interrupted_by_signal = 0;  ///< set instead of a lease when SIGINT/SIGTERM/SIGHUP came while waiting
+  /// Its partition closes while the job may run and says `ends = "stop"|"requeue"`
+  /// (sched::StopOf, from the time of the grant): the job is stopped then.
+  std::optional<sched::PartitionStop> partition_stop;
 };
 
 /// Time and sleeping as the waiter sees them: the real clocks and poll(2), or a test's virtual

@@ -82,6 +82,19 @@ std::optional<PartitionChange> NextChange(const PartitionConfig& partition, doub
   return std::nullopt;
 }
 
+std::optional<PartitionStop> StopOf(const PartitionConfig& partition, double week_s) {
+  if (partition.ends == PartitionEnds::kNone || !IsOpen(partition, week_s)) return std::nullopt;
+  auto change = NextChange(partition, week_s);
+  if (!change || change->opens) return std::nullopt;
+  PartitionStop stop;
+  stop.in_s = change->in_s;
+  stop.requeue = partition.ends == PartitionEnds::kRequeue;
+  stop.reason = StrCat("partition ", partition.name, " closed at ", ClockText(change->at_week_s), " (",
+                       DayName(MinuteOf(change->at_week_s) / kMinutesPerDay), ") (ends = \"",
+                       stop.requeue ? "requeue" : "stop", "\")");
+  return stop;
+}
+
 std::string WeekTimeText(double week_s) { return StrCat(DayName(MinuteOf(week_s) / kMinutesPerDay), " ", ClockText(week_s)); }
 
 std::string OpensText(const PartitionConfig& partition, double week_s) {

@@ -3,8 +3,9 @@
 // its weekly time windows, with optional limits. Pure: every time here is a local week time, in
 // seconds since Monday 00:00 in the machine's time zone ([0, 604800)); the caller converts the
 // clock (util/week_window.h LocalWeekSeconds), so tests decide on a virtual week.
-// A closed partition starts nothing new; jobs already running in it are not stopped (a partition
-// has no `ends = "requeue"|"stop"` yet).
+// A closed partition starts nothing new; jobs already running in it run on, unless it says
+// `ends = "stop"` or `"requeue"`: then a job started in it is stopped when it closes (SIGTERM, the
+// kill grace, SIGKILL, as at a time limit) and ends, or (requeue, queued jobs) goes back in line.
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +28,17 @@ struct PartitionChange {
 };
 /// nullopt when it never changes (no windows, or windows covering the whole week).
 std::optional<PartitionChange> NextChange(const PartitionConfig& partition, double week_s);
+
+/// A job started in `partition` at local week time `week_s`: when it must be stopped, because the
+/// partition says `ends = "stop"|"requeue"` and closes then.
+struct PartitionStop {
+  double in_s = 0;      ///< seconds from week_s, > 0
+  std::string reason;   ///< for people: "partition night closed at 08:00 (Tue) (ends = \"requeue\")"
+  bool requeue = false; ///< ends = "requeue": a queued job goes back in line
+};
+/// nullopt when its jobs are never stopped: ends = "none", no windows, closed now (nothing starts),
+/// or open all week.
+std::optional<PartitionStop> StopOf(const PartitionConfig& partition, double week_s);
 
 /// "Mon 08:00" for a local week time in seconds.
 std::string WeekTimeText(double week_s);

@@ -266,10 +266,19 @@ bool ShouldRetry(AttemptEnd end, int attempt, int retries) {
   return recorded_failure && attempt >= 0 && attempt < retries;
 }
 
-std::string RetryLine(int attempt, int retries, const JobAttempt& previous) {
+int FailedAttempts(const Job& job) {
+  return static_cast<int>(std::count_if(job.attempts.begin(), job.attempts.end(),
+                                        [](const JobAttempt& a) { return a.state == JobState::kFailed; }));
+}
+
+std::string RetryLine(int attempt, int retries, const JobAttempt& previous, int failed) {
+  if (previous.state != JobState::kFailed) return fmt::format("attempt {}, requeued: {}", attempt + 1, previous.reason);
   std::string after = previous.exit_code ? fmt::format("exit code {}", *previous.exit_code)
                                          : (previous.reason.empty() ? std::string("a failure") : previous.reason);
-  return fmt::format("attempt {} of {} (retry {} of {}) after {}", attempt + 1, retries + 1, attempt, retries, after);
+  if (failed < 0) failed = attempt;
+  if (failed == attempt)
+    return fmt::format("attempt {} of {} (retry {} of {}) after {}", attempt + 1, retries + 1, failed, retries, after);
+  return fmt::format("attempt {} (retry {} of {}) after {}", attempt + 1, failed, retries, after);
 }
 
 namespace {

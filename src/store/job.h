@@ -131,8 +131,11 @@ enum class AttemptEnd {
 bool ShouldRetry(AttemptEnd end, int attempt, int retries);
 
 /// "attempt 2 of 4 (retry 1 of 3) after exit code 1": the line a retried job's log gets before
-/// attempt `attempt` (1 or more) of a job with `retries`, after `previous` ended.
-std::string RetryLine(int attempt, int retries, const JobAttempt& previous);
+/// attempt `attempt` (1 or more) of a job with `retries`, after `previous` ended, `failed` of its
+/// earlier attempts having failed (-1: all of them). After a requeue (`previous` not failed: its
+/// partition closed) "attempt 3, requeued: partition night closed at 08:00 (Tue) (...)"; with
+/// requeues among the earlier attempts "attempt 3 (retry 1 of 3) after exit code 1".
+std::string RetryLine(int attempt, int retries, const JobAttempt& previous, int failed = -1);
 
 /// A job: its spec, who owns it, and where it stands.
 struct Job {
@@ -155,6 +158,10 @@ struct Job {
   /// attempts.size() (0 for the first run), its GPULANE_RETRY.
   std::vector<JobAttempt> attempts;
 };
+
+/// The earlier attempts of `job` that failed: what --retry counts (an attempt requeued because its
+/// partition closed does not count).
+int FailedAttempts(const Job& job);
 
 /// Earlier attempts as stored (a JSON list of {state, reason, start_time, end_time, exit_code,
 /// gpu_uuids}) and back; what cannot be read reads as no attempts.

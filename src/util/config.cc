@@ -86,9 +86,15 @@ Status LoadPartitions(const std::string& path, bool trusted, const toml::table& 
         auto n = value.value<std::int64_t>();
         if (!value.is_integer() || !n || *n < 1) return Bad(path, value.source(), k + " must be a positive integer");
         p.max_gpus_per_user = static_cast<unsigned>(*n);
+      } else if (key == "ends") {
+        auto text = value.value<std::string>();
+        if (text && *text == "none") p.ends = PartitionEnds::kNone;
+        else if (text && *text == "stop") p.ends = PartitionEnds::kStop;
+        else if (text && *text == "requeue") p.ends = PartitionEnds::kRequeue;
+        else return Bad(path, value.source(), k + " must be \"none\", \"stop\" or \"requeue\"");
       } else {
         return Bad(path, value.source(),
-                   fmt::format("unknown key {} (known: gpus, windows, max_time_limit, max_gpus_per_user)", k));
+                   fmt::format("unknown key {} (known: gpus, windows, max_time_limit, max_gpus_per_user, ends)", k));
       }
     }
     if (!has_gpus) return Bad(path, node.source(), where + " needs gpus = [...] (GPU indices or UUIDs)");

@@ -18,12 +18,20 @@
 namespace gpulane {
 
 /// One [partitions.NAME] table of the machine's file (sched/partition.h decides with it).
+/// What happens to a partition's running jobs when it closes (partitions.NAME.ends).
+enum class PartitionEnds {
+  kNone,     ///< "none" (the default): they run on; the partition only starts nothing new
+  kStop,     ///< "stop": SIGTERM, the kill grace, SIGKILL; the job ends (cancelled)
+  kRequeue,  ///< "requeue": stopped as for kStop; a queued job goes back in line (`gpulane run`'s ends)
+};
+
 struct PartitionConfig {
   std::string name;
   std::vector<std::string> gpus;        ///< gpus: PCI-order indices ("0") or UUIDs, as written
   std::vector<WeekWindow> windows;      ///< windows: when it starts jobs; empty = always
   std::optional<double> max_time_limit_s;    ///< max_time_limit, seconds; also the time limit of a job without one
   std::optional<unsigned> max_gpus_per_user;  ///< max_gpus_per_user: GPUs one request may ask for in it
+  PartitionEnds ends = PartitionEnds::kNone;  ///< ends: what its running jobs do when it closes
 };
 
 /// One set of limit values: the [limits] table, or one [limits.users.NAME] / [limits.groups.NAME]

@@ -4,6 +4,7 @@
 // machine's local time, so no clock is faked) refuses pick and run --no-wait with exit 5.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <ctime>
 #include <filesystem>
 #include <fmt/format.h>
@@ -128,6 +129,69 @@ TEST(Partition, AQueuedJobRunsOnThePartitionsGpus) {
   ASSERT_EQ(d.Gpulane({"wait", std::to_string(id)}).exit_code, 0);
   EXPECT_EQ(d.Gpulane({"logs", std::to_string(id)}).out, "1\n") << "GPU0 is free too: only the partition's GPU";
   EXPECT_EQ(d.Show(id)["spec"]["request"]["partition"], "second");
+}
+
+// A time zone and a window that make a partition close `in_s` seconds (at most 60) from now: the
+// TZ's offset puts the local clock `in_s` seconds before a minute's end, and the window is that
+// minute (windows are whole minutes). So the test needs no faked clock and waits seconds, not
+// until 20:00.
+struct ClosingSoon {
+  std::string tz;      ///< e.g. "GPL-0:00:41" (POSIX: local = UTC + 41 s)
+  std::string window;  ///< "20:31-20:32", the local minute now
+};
+ClosingSoon CloseIn(int in_s) {
+  const std::time_t now = std::time(nullptr);
+  const int offset_s = static_cast<int>(((60 - in_s - now % 60) % 60 + 60) % 60);
+  const std::time_t local = now + offset_s;
+  const int minute = static_cast<int>(local % 86400 / 60);
+  return {fmt::format("GPL-0:00:{:02d}", offset_s),
+          fmt::format("{:02d}:{:02d}-{:02d}:{:02d}", minute / 60, minute % 60, (minute + 1) / 60, (minute + 1) % 60)};
+}
+
+// ends = "stop": `gpulane run` in the partition is stopped when it closes (SIGTERM: the job's
+// exit status 143) and says why; without `ends` the same job would run its full minute.
+TEST(Partition, RunIsStoppedWhenItsPartitionClosesWithEndsStop) {
+  const ClosingSoon soon = CloseIn(8);
+  FakeMachine machine(EightGpus());
+  const fs::path config = machine.dir() / "config.toml";
+  std::ofstream(config) << fmt::format("[partitions.closing]\ngpus = [1]\nwindows = [\"{}\"]\nends = \"stop\"\n", soon.window);
+  Env env = machine.env();
+  env["GPULANE_CONFIG"] = config.string();
+  env["TZ"] = soon.tz;
+  const auto start = std::chrono::steady_clock::now();
+  RunResult r = RunGpulane({"run", "--partition", "closing", "--timeout", "30s", "--kill-grace", "1s", "--", "sleep", "60"}, env);
+  const double took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.exit_code, 143) << r.err;
+  EXPECT_TRUE(Contains(r.err, "gpulane: warning: the job was stopped: partition closing closed at ")) << r.err;
+  EXPECT_TRUE(Contains(r.err, "(ends = \"stop\")")) << r.err;
+  EXPECT_LT(took_s, 30) << "stopped at the close (in about 8 s), not after its minute";
+}
+
+// ends = "requeue": a queued job running in the partition is stopped when it closes and goes back
+// in line, its stopped attempt listed; it waits for the partition to open again (tomorrow).
+TEST(Partition, AQueuedJobIsRequeuedWhenItsPartitionClosesWithEndsRequeue) {
+  const ClosingSoon soon = CloseIn(8);
+  TestDaemon d({.config = fmt::format("[partitions.closing]\ngpus = [1]\nwindows = [\"{}\"]\nends = \"requeue\"\n", soon.window),
+                .daemon_env = {{"TZ", soon.tz}}});
+  const std::int64_t id =
+      d.Submit({"--partition", "closing", "--kill-grace", "1s", "--", "sh", "-c", "echo attempt $GPULANE_RETRY; exec sleep 60"},
+               {{"TZ", soon.tz}});
+  ASSERT_GT(id, 0);
+  ASSERT_TRUE(d.WaitForState(id, "running", 30)) << d.State(id) << "\n" << d.Log();
+  // Back in line: launched again at once, its supervisor waiting for the partition to open.
+  ASSERT_TRUE(d.WaitForState(id, "launching", 40)) << d.State(id) << "\n" << d.Log();
+  nlohmann::json job = d.Show(id);
+  ASSERT_EQ(job["attempts"].size(), 1u) << job.dump();
+  EXPECT_EQ(job["attempts"][0]["state"], "cancelled");
+  EXPECT_EQ(job["attempts"][0]["exit_code"], 143);
+  EXPECT_TRUE(Contains(job["attempts"][0]["reason"].get<std::string>(), "partition closing closed at ")) << job.dump();
+  EXPECT_TRUE(Contains(d.Log(), fmt::format("job {} (root) was stopped and is requeued: partition closing closed at ", id)))
+      << d.Log();
+  ASSERT_TRUE(d.WaitForReason(id, "partition closing is closed until", 30)) << d.Show(id).dump();
+  // The next attempt's supervisor wrote why into the job's log before it began to wait.
+  const std::string logs = d.Gpulane({"logs", std::to_string(id)}).out;
+  EXPECT_EQ(logs.rfind("attempt 0\ngpulane: attempt 2, requeued: partition closing closed at ", 0), 0u) << logs;
+  EXPECT_EQ(d.Gpulane({"cancel", std::to_string(id)}).exit_code, 0);
 }
 
 }  // namespace

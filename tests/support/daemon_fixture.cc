@@ -516,6 +516,16 @@ bool TestDaemon::WaitForState(std::int64_t id, const std::string& state, double 
   return State(id) == state;
 }
 
+bool TestDaemon::WaitForReason(std::int64_t id, const std::string& part, double timeout_s) const {
+  auto has = [&] { return Show(id).value("reason", "").find(part) != std::string::npos; };
+  const double deadline = Seconds() + timeout_s;
+  while (Seconds() < deadline) {
+    if (has()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return has();
+}
+
 json TestDaemon::Call(json request, double timeout_s) const {
   if (!request.contains("v")) request["v"] = 2;
   RawConnection c(socket());

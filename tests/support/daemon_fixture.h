@@ -161,6 +161,8 @@ class TestDaemon {
   std::string State(std::int64_t id) const;
   /// Waits until the job is in `state` (through the socket, every 20 ms).
   bool WaitForState(std::int64_t id, const std::string& state, double timeout_s = 30) const;
+  /// True once job `id`'s reason (show) contains `part`, within `timeout_s` (polled, as WaitForState).
+  bool WaitForReason(std::int64_t id, const std::string& part, double timeout_s = 30) const;
 
   /// One request straight over the socket ("v": 2 added when the request has no "v"). The reply, or
   /// {"transport_error": "..."} when none came within `timeout_s`.

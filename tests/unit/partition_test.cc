@@ -151,6 +151,37 @@ TEST(Partition, FollowingTheChangesOnAVirtualClockVisitsEachEdgeOnce) {
   EXPECT_FALSE(seen[1].first);
 }
 
+// ends = "stop"|"requeue": a job started in an open partition is stopped when it next closes, on
+// a virtual week (a window opening and closing mid-job, across midnight); never with "none", no
+// windows, a partition open all week, or one closed at the start (nothing starts then).
+TEST(Partition, AJobStartedInAPartitionThatEndsIsStoppedWhenItCloses) {
+  PartitionConfig night = Partition("night", {"0"}, {"Mon-Sun 20:00-08:00"});
+  EXPECT_FALSE(sched::StopOf(night, At(kMon, 21))) << "ends = none: its jobs run on";
+  night.ends = PartitionEnds::kRequeue;
+  auto stop = sched::StopOf(night, At(kMon, 21, 30));
+  ASSERT_TRUE(stop);
+  EXPECT_DOUBLE_EQ(stop->in_s, 10.5 * 3600) << "from Mon 21:30 to Tue 08:00";
+  EXPECT_TRUE(stop->requeue);
+  EXPECT_EQ(stop->reason, "partition night closed at 08:00 (Tue) (ends = \"requeue\")");
+  stop = sched::StopOf(night, At(kSun, 7, 59, 30));
+  ASSERT_TRUE(stop);
+  EXPECT_DOUBLE_EQ(stop->in_s, 30) << "Sunday's night ends Sunday 08:00";
+  EXPECT_FALSE(sched::StopOf(night, At(kTue, 12))) << "closed: nothing starts in it";
+  PartitionConfig day = Partition("day", {"0"}, {"Mon-Fri 08:00-20:00"});
+  day.ends = PartitionEnds::kStop;
+  stop = sched::StopOf(day, At(kFri, 19, 0, 1));
+  ASSERT_TRUE(stop);
+  EXPECT_DOUBLE_EQ(stop->in_s, 3599);
+  EXPECT_FALSE(stop->requeue);
+  EXPECT_EQ(stop->reason, "partition day closed at 20:00 (Fri) (ends = \"stop\")");
+  PartitionConfig always = Partition("always", {"0"}, {});
+  always.ends = PartitionEnds::kStop;
+  EXPECT_FALSE(sched::StopOf(always, At(kMon, 9))) << "no windows: never closes";
+  PartitionConfig whole = Partition("whole", {"0"}, {"Mon-Sun 00:00-24:00"});
+  whole.ends = PartitionEnds::kStop;
+  EXPECT_FALSE(sched::StopOf(whole, At(kSat, 9))) << "open all week: never closes";
+}
+
 TEST(Partition, StatusLines) {
   const PartitionConfig day = Partition("day", {"0", "1"}, {"Mon-Fri 08:00-20:00"});
   EXPECT_EQ(sched::StatusLine(day, At(kTue, 9)), "partition day (GPUs 0-1): open until 20:00");
@@ -250,6 +281,14 @@ TEST_F(PartitionConfigFile, TheDayAndNightExample) {
   EXPECT_EQ(config.partitions[1].gpus, (std::vector<std::string>{"0", "1", "2", "GPU-x"}));
   ASSERT_EQ(config.partitions[1].windows.size(), 1u);
   EXPECT_EQ(config.default_partition, "day");
+  EXPECT_EQ(config.partitions[0].ends, PartitionEnds::kNone) << "the default: its jobs run on";
+  for (auto [text, ends] : {std::pair{"none", PartitionEnds::kNone}, std::pair{"stop", PartitionEnds::kStop},
+                            std::pair{"requeue", PartitionEnds::kRequeue}}) {
+    Config with;
+    Status loaded = Load(std::string("[partitions.night]\ngpus = [0]\nends = \"") + text + "\"\n", with);
+    ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+    EXPECT_EQ(with.partitions[0].ends, ends) << text;
+  }
 }
 
 // [sched] policy and max_reserve_idle: every name sched::ParsePolicy knows, and only those (the
@@ -294,6 +333,7 @@ TEST_F(PartitionConfigFile, MistakesAreOneLineNamingTheKeyAndLine) {
       {"[sched]\npolicy = \"slurm\"\n", 2, "sched.policy must be \"default\", \"easy\", \"fifo\" or \"firstfit\""},
       {"[sched]\nmax_reserve_idle = \"2d\"\n", 2, "sched.max_reserve_idle must be a duration from \"0s\" to \"1d\""},
       {"[sched]\nmax_reserve_idle = 600\n", 2, "sched.max_reserve_idle must be a duration"},
+      {"[partitions.day]\ngpus = [0]\nends = \"kill\"\n", 3, "partitions.day.ends must be \"none\", \"stop\" or \"requeue\""},
   };
   for (const Bad& b : bad) {
     Config config;

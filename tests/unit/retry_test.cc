@@ -68,6 +68,26 @@ TEST(RetryLine, NamesTheAttemptTheRetryAndWhatWentWrong) {
   EXPECT_EQ(RetryLine(1, 1, not_started), "attempt 2 of 2 (retry 1 of 1) after cannot open the lease directory");
 }
 
+// An attempt stopped because its partition closed (ends = "requeue") is an attempt, but not a
+// failure: --retry counts only failures, and the log line says what happened.
+TEST(RetryLine, ARequeueIsAnAttemptButNotAFailure) {
+  JobAttempt requeued;
+  requeued.state = store::JobState::kCancelled;
+  requeued.exit_code = 143;
+  requeued.reason = "partition night closed at 08:00 (Tue) (ends = \"requeue\")";
+  EXPECT_EQ(RetryLine(1, 2, requeued, 0), "attempt 2, requeued: partition night closed at 08:00 (Tue) (ends = \"requeue\")");
+  JobAttempt failed;
+  failed.exit_code = 1;
+  store::Job job;
+  job.attempts = {requeued, failed};
+  EXPECT_EQ(store::FailedAttempts(job), 1);
+  EXPECT_EQ(RetryLine(2, 2, failed, store::FailedAttempts(job)), "attempt 3 (retry 1 of 2) after exit code 1");
+  EXPECT_TRUE(store::ShouldRetry(AttemptEnd::kFailedExit, store::FailedAttempts(job), 2)) << "one retry of two used";
+  SupervisorStatus stopped = Done(143);
+  stopped.partition_stopped = true;
+  EXPECT_EQ(AttemptEndOf(stopped, false), AttemptEnd::kCancelled) << "ends = \"stop\": never retried";
+}
+
 TEST(Attempts, ReadBackAsWritten) {
   JobAttempt a;
   a.exit_code = 3;
