@@ -23,6 +23,11 @@
 #                    and indices 0-599; 597 cancelled by array ids, tasks 0, 250 and 500 (one of each
 #                    part) released and waited for: each ran a CUDA matmul on GPU 0 and printed its
 #                    GPULANE_ARRAY_INDEX (task-%a.out).
+#   sched_ends       root: a partition on GPU 0 whose window closes seconds from now (a TZ offset,
+#                    sched_closing_in): `run --partition` of a torch job holding 1 GiB is stopped at
+#                    the close with ends = "stop" (its SIGTERM handler prints the time, run warns
+#                    why, GPU 0 is free after); a queued job with ends = "requeue" is stopped and
+#                    back in line (show --json: one cancelled attempt on GPU 0 with the reason).
 # Each section uses a fresh lease directory (mode 1777) under $WORK, never /run/gpulane/leases, and
 # changes no GPU setting. Time: about 55 s together on 1 x H200 (most of it importing torch: 9 jobs
 # and run_setup's CUDA check per section); every command runs under `timeout`.
@@ -444,4 +449,106 @@ PY
   run_teardown
 }
 
-SECTIONS+=(sched_partition sched_backfill sched_retry sched_array)
+# Holds 1 GiB on the GPU until SIGTERM; on SIGTERM prints "sigterm TIME" and exits 0 (a job that
+# checkpoints when told to stop). Prints "holding UUID" once its memory is written.
+SCHED_PY_UNTIL_TERM='import signal, sys, time
+import torch
+def stop(*_):
+    print("sigterm %.3f" % time.time(), flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+x.fill_(1)
+torch.cuda.synchronize()
+print("holding", torch.cuda.get_device_properties(0).uuid, flush=True)
+while True:
+    time.sleep(0.05)'
+
+# sched_closing_in SECONDS: exports TZ (a POSIX zone whose offset puts the local clock SECONDS
+# before a minute's end) and sets SCHED_WINDOW to that local minute ("20:31-20:32") and
+# SCHED_CLOSE_EPOCH to when it ends: a partition with that window closes SECONDS from now.
+sched_closing_in() {
+  local now off m
+  now=$(date +%s)
+  off=$(( ((60 - $1 - now % 60) % 60 + 60) % 60 ))
+  TZ=$(printf 'GPL-0:00:%02d' "$off")
+  export TZ
+  m=$(( (now + off) % 86400 / 60 ))
+  SCHED_WINDOW=$(printf '%02d:%02d-%02d:%02d' $((m / 60)) $((m % 60)) $(((m + 1) / 60)) $(((m + 1) % 60)))
+  SCHED_CLOSE_EPOCH=$(( now + $1 ))
+}
+
+sec_sched_ends() {
+  section "scheduling: partitions that end (ends = stop for run, requeue for a queued job) with PyTorch jobs on GPU 0"
+  [ "$(id -u)" -eq 0 ] || { skip "needs root: [partitions] from GPULANE_CONFIG counts only in root's own file"; return; }
+  if ! run_setup sched_ends || ! sched_free --gpus 0; then run_teardown; return; fi
+  local uuid0 t got term
+  uuid0=$(sched_uuid0)
+  sched_closing_in 15
+  sched_config sched_ends <<EOF
+[partitions.closing]
+gpus = [0]
+windows = ["$SCHED_WINDOW"]
+ends = "stop"
+EOF
+  info "TZ=$TZ: partition closing ($SCHED_WINDOW local time) closes in 15 s"
+  t=$SECONDS
+  sched_gl -t "$(run_limit 60)" run --partition closing --timeout 30s --kill-grace 5s -- python3 -c "$SCHED_PY_UNTIL_TERM"
+  sed 's/^/    stdout: /' "$WORK/stdout"; grep -v '^\s*$' "$WORK/stderr" | tail -3 | sed 's/^/    stderr: /'
+  got=$(awk '$1 == "holding" {print $2}' "$WORK/stdout")
+  term=$(awk '$1 == "sigterm" {print $2}' "$WORK/stdout")
+  if [ "$RC" -eq 0 ] && [ "$(sched_norm "$got")" = "$(sched_norm "$uuid0")" ] && [ -n "$term" ] &&
+    grep -q 'the job was stopped: partition closing closed at .*(ends = "stop")' "$WORK/stderr"; then
+    pass "run --partition closing (ends = stop): the CUDA job on GPU 0 got SIGTERM $(python3 -c 'import sys; print("%+.0f ms" % ((float(sys.argv[1]) - float(sys.argv[2])) * 1000))' "$term" "$SCHED_CLOSE_EPOCH") from the close, checkpointed and exited 0; run warned why, after $((SECONDS - t)) s"
+  else
+    fail "run --partition closing (ends = stop) stops its CUDA job at the close with a warning (exit $RC, uuid '$got', sigterm '$term')"
+  fi
+  if sched_free --gpus 0; then pass "GPU 0 is free again after the stopped job"; fi
+
+  # A queued job, ends = "requeue": stopped at the close, back in line, waiting for the partition.
+  local d=$WORK/sched_ends id n
+  sched_closing_in 25
+  sched_config sched_ends_requeue <<EOF
+[partitions.closing]
+gpus = [0]
+windows = ["$SCHED_WINDOW"]
+ends = "requeue"
+EOF
+  if ! sched_user_daemon "$d"; then unset TZ GPULANE_CONFIG; run_teardown; return; fi
+  local daemon=$SCHED_DAEMON
+  sched_gl -t 20 submit --partition closing --kill-grace 5s -o "$d/job.out" -e "$d/job.err" -- python3 -c "$SCHED_PY_UNTIL_TERM"
+  id=$(tr -d '[:space:]' <"$WORK/stdout")
+  for n in $(seq 400); do  # up to 40 s: the close is 25 s away
+    gl show --json "$id" >"$d/show.json" 2>/dev/null
+    # Back in line: not running, with its stopped attempt (show lists a running attempt too).
+    [ "$(pyq "$d/show.json" 'd.get("state") in ("pending", "launching") and len(d.get("attempts", [])) == 1' 2>/dev/null)" = True ] && break
+    sleep 0.1
+  done
+  sed 's/^/    job.out: /' "$d/job.out" 2>/dev/null
+  python3 - "$d/show.json" "$uuid0" "$SCHED_CLOSE_EPOCH" <<'PY' | report_lines
+import json, sys
+norm = lambda u: (u or "").strip().lower().removeprefix("gpu-")
+try:
+    d = json.load(open(sys.argv[1]))
+except Exception as e:
+    print("FAIL gpulane show --json gives a JSON document (%s)" % e)
+    sys.exit()
+att = d.get("attempts", [])
+ok = (len(att) == 1 and att[0].get("state") == "cancelled" and "partition closing closed at" in att[0].get("reason", "")
+      and d.get("state") in ("pending", "launching") and att[0].get("gpu_uuids") and norm(att[0]["gpu_uuids"][0]) == norm(sys.argv[2]))
+print(("PASS" if ok else "FAIL"), "the queued CUDA job (ends = requeue) was stopped at the close and is back in line: state %s, "
+      "attempt 1 %s on %s, '%s'" % (d.get("state"), att[0].get("state") if att else None,
+                                    att[0].get("gpu_uuids") if att else None, att[0].get("reason") if att else ""))
+if att and att[0].get("end_time"):
+    print("INFO its attempt ended %.0f ms after the close (SIGTERM, the job's checkpoint and exit, the release)" % (
+        (att[0]["end_time"] - float(sys.argv[3])) * 1000))
+PY
+  if grep -q '^sigterm' "$d/job.out" 2>/dev/null; then pass "the queued job saw SIGTERM first (job.out has its 'sigterm' line)"; else fail "the queued job saw SIGTERM first (no 'sigterm' line in job.out)"; fi
+  gl cancel "$id" >/dev/null 2>&1
+  kill -TERM "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null
+  cp "$d/daemon.log" "$ART/sched_ends_daemon.log" 2>/dev/null
+  unset TZ GPULANE_CONFIG GPULANE_SYSTEM_DAEMON GPULANE_SOCKET GPULANE_STATE_DIR
+  run_teardown
+}
+
+SECTIONS+=(sched_partition sched_backfill sched_retry sched_array sched_ends)

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 #include <utility>
 
@@ -93,6 +94,7 @@ Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir
   LeasedJobOutcome outcome;
   const double start = MonotonicS();
   auto grant = waiter.Acquire();
+  const double granted_s = MonotonicS();
   if (!grant) return grant.error();
   if (grant->interrupted_by_signal) {
     outcome.interrupted_by_signal = grant->interrupted_by_signal;
@@ -109,7 +111,8 @@ Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir
     if (Status s = hooks.on_granted(*grant); !s.ok()) return s.error();
 
   JobSpec spec = job.job;
-  if (grant->partition_stop) spec.stop_in_s = grant->partition_stop->in_s;
+  // From the grant: what the hooks took since is not the job's.
+  if (grant->partition_stop) spec.stop_in_s = std::max(0.0, grant->partition_stop->in_s - (MonotonicS() - granted_s));
   spec.keep_fds.push_back(grant->lease.fd());
   spec.env = JobEnvironment(job.job.env, grant->snapshot, grant->gpus, job.uuids_in_env, job.job_id,
                             job.wait.request.mem_bytes, grant->lease.fd());

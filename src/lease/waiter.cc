@@ -234,7 +234,13 @@ Result<Grant> LeaseWaiter::Acquire() {
       return MakeError(ErrorKind::kInvalidArgument,
                        fmt::format("partition {} is not in this machine's config any more", request_.request.partition));
   }
-  auto week_now = [&] { return LocalWeekSeconds(static_cast<std::time_t>(env_.WallS())); };
+  // With the fraction of the second (a partition's stop is timed from it: sched::StopOf).
+  auto week_now = [&] {
+    const double wall_s = env_.WallS();
+    const double whole_s = std::floor(wall_s);
+    const double week_s = LocalWeekSeconds(static_cast<std::time_t>(whole_s)) + (wall_s - whole_s);
+    return week_s >= kSecondsPerWeek ? week_s - kSecondsPerWeek : week_s;
+  };
   // Closed at the start: wait outside the line (reserving nothing) until it opens.
   while (partition && !sched::IsOpen(*partition, week_now())) {
     if (request_.no_wait) return sched::RequireOpen(*partition, week_now()).error();
