@@ -131,8 +131,17 @@ Status Daemon::Setup() {
   limits.busy_timeout_ms = busy_ms;
   limits.retry_busy_timeout_ms = std::min(busy_ms, limits.retry_busy_timeout_ms);
   limits.retry_interval_s = settings_.tick_s;
-  if (sched::AnyLimits(config_))
+  if (sched::AnyLimits(config_)) {
     limits.max_gpus_of = [this](std::uint32_t uid, const std::string& user) { return LimitsOfUid(uid, user).max_gpus; };
+    // Only when some table sets it: the table then keeps the last 24 hours' usage records.
+    bool gpu_hours = config_.limits.max_gpu_hours_per_day.has_value();
+    for (const auto* tables : {&config_.user_limits, &config_.group_limits})
+      for (const auto& [name, values] : *tables) gpu_hours = gpu_hours || values.max_gpu_hours_per_day;
+    if (gpu_hours)
+      limits.max_gpu_hours_of = [this](std::uint32_t uid, const std::string& user) {
+        return LimitsOfUid(uid, user).max_gpu_hours_per_day;
+      };
+  }
   limits.fair_share.half_life_s = config_.fair_share_half_life_s;
   limits.fair_share.weight_fair_share = config_.priority_weight_fair_share;
   limits.fair_share.weight_age = config_.priority_weight_age;

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "daemon/job_files.h"
+#include "sched/user_limits.h"
 
 namespace gpulane::daemon {
 
@@ -42,20 +43,19 @@ Result<std::size_t> JobTable::Recover() {
   for (const auto& row : damaged_)
     log_(fmt::format("job {} is damaged in the database ({}): kept there as it is and not run", row.id, row.why));
   for (auto& job : *jobs) active_.emplace(job.id, std::move(job));
-  // Past use for fair share: the ended jobs whose use has not decayed to nothing.
+  // Past use for fair share (the ended jobs whose use has not decayed to nothing) and for
+  // limits.max_gpu_hours_per_day (those of the last 24 hours).
   const double now = Now();
-  auto used = store_.UsageSince(now - kUsageKeptHalfLives * limits_.fair_share.half_life_s);
+  const double fair_share_since = now - kUsageKeptHalfLives * limits_.fair_share.half_life_s;
+  const double since = limits_.max_gpu_hours_of ? std::min(fair_share_since, now - sched::kGpuHoursWindowS) : fair_share_since;
+  auto used = store_.UsageSince(since);
   if (!used) {
     log_("cannot read past GPU use for fair share: " + used.error().message + "; every user starts from none");
   } else {
-    for (const auto& row : *used) {
-      const sched::UsageRecord record{row.user, row.start_time, row.end_time,
-                                      sched::GpuShareOfRequest(row.gpus, row.mem_bytes, limits_.gpu_total_bytes)};
-      EndedUsage& u = ended_usage_[row.user];
-      u.gpu_s = sched::DecayTo(u.gpu_s, u.at_s, now, limits_.fair_share.half_life_s) +
-                sched::DecayedUsageGpuS(record, now, limits_.fair_share.half_life_s);
-      u.at_s = now;
-    }
+    for (const auto& row : *used)
+      AddEndedUsage({row.user, row.start_time, row.end_time,
+                     sched::GpuShareOfRequest(row.gpus, row.mem_bytes, limits_.gpu_total_bytes)},
+                    now);
   }
   // ImportStatus may finish a job (one that ended while no daemon ran), which erases it from
   // active_: collect the ids first.
@@ -123,11 +123,54 @@ double JobTable::GpusHeld(const Job& job) const {
 
 void JobTable::RecordUsage(const Job& job) {
   if (!job.start_time) return;  // never ran
-  const double now = Now(), h = limits_.fair_share.half_life_s;
-  const double end = std::min(job.end_time.value_or(now), now);
-  EndedUsage& u = ended_usage_[job.user];
-  u.gpu_s = sched::DecayTo(u.gpu_s, u.at_s, now, h) + sched::DecayedUsageGpuS({job.user, *job.start_time, end, GpusHeld(job)}, now, h);
-  u.at_s = now;
+  const double now = Now();
+  AddEndedUsage({job.user, *job.start_time, std::min(job.end_time.value_or(now), now), GpusHeld(job)}, now);
+}
+
+void JobTable::AddEndedUsage(const sched::UsageRecord& record, double now_s) {
+  const double h = limits_.fair_share.half_life_s;
+  if (record.end_s && *record.end_s >= now_s - kUsageKeptHalfLives * h) {
+    EndedUsage& u = ended_usage_[record.user];
+    u.gpu_s = sched::DecayTo(u.gpu_s, u.at_s, now_s, h) + sched::DecayedUsageGpuS(record, now_s, h);
+    u.at_s = now_s;
+  }
+  if (limits_.max_gpu_hours_of && record.end_s && *record.end_s >= now_s - sched::kGpuHoursWindowS)
+    recent_usage_.push_back(record);
+}
+
+std::map<std::string, std::string> JobTable::GpuHoursHeldBack(double now_s) {
+  std::map<std::string, std::string> out;
+  if (!limits_.max_gpu_hours_of) return out;
+  std::erase_if(recent_usage_, [&](const sched::UsageRecord& r) { return *r.end_s < now_s - sched::kGpuHoursWindowS; });
+  // The limit of each user who has a pending job (looked up once per user).
+  std::map<std::string, LimitsConfig> limits;
+  std::set<std::string> asked;
+  for (const auto& [id, job] : active_) {
+    if (job.state != JobState::kPending || !asked.insert(job.user).second) continue;
+    if (auto hours = limits_.max_gpu_hours_of(job.uid, job.user)) limits[job.user].max_gpu_hours_per_day = *hours;
+  }
+  if (limits.empty()) return out;
+  // Their use: ended jobs' records and running jobs so far, as fair share counts them.
+  std::vector<sched::UsageRecord> running;
+  for (const auto& [id, job] : active_)
+    if (job.state == JobState::kRunning && job.start_time && limits.count(job.user))
+      running.push_back({job.user, *job.start_time, std::nullopt, GpusHeld(job)});
+  std::map<std::string, double> used_gpu_s;
+  for (const auto* records : {&recent_usage_, &running})
+    for (const sched::UsageRecord& r : *records)
+      if (limits.count(r.user)) used_gpu_s[r.user] += sched::WindowUsageGpuS(r, now_s);
+  for (const auto& [user, used] : used_gpu_s) {
+    const LimitsConfig& mine = limits.at(user);
+    if (used < *mine.max_gpu_hours_per_day * 3600) continue;
+    // At or over it (rare): when enough of the use leaves the window, from the user's records.
+    std::vector<sched::UsageRecord> records;
+    for (const auto* all : {&recent_usage_, &running})
+      for (const sched::UsageRecord& r : *all)
+        if (r.user == user) records.push_back(r);
+    const auto next_in_s = sched::WindowUsageBelowInS(records, *mine.max_gpu_hours_per_day * 3600, now_s);
+    if (auto why = sched::GpuHoursLimitReason(mine, user, used, next_in_s)) out.emplace(user, std::move(*why));
+  }
+  return out;
 }
 
 std::map<std::string, sched::UserShare> JobTable::FairShareAt(double now_s) {

@@ -68,6 +68,11 @@ struct JobTableLimits {
   /// launching and running jobs hold (or asked for) that many GPUs with it is not handed to a
   /// supervisor, so one user's flood does not fill the max_waiting slots. Unset: no limits.
   std::function<std::optional<unsigned>(std::uint32_t uid, const std::string& user)> max_gpus_of;
+  /// limits.max_gpu_hours_per_day of a user (uid, login name; GPU-hours; nullopt: no limit). A
+  /// pending job whose user's queued jobs used that much in the last 24 hours (ended ones and
+  /// running ones so far, as fair share counts them, undecayed) is not handed to a supervisor.
+  /// Unset: no such limits, and no 24 h usage is kept.
+  std::function<std::optional<double>(std::uint32_t uid, const std::string& user)> max_gpu_hours_of;
   /// The priority's settings ([sched] and [shares]): pending jobs are ordered by it within their
   /// --priority class (sched/fairshare.h).
   sched::FairShareSettings fair_share;
@@ -190,6 +195,12 @@ class JobTable {
   void RecordUsage(const store::Job& job);
   /// The fair-share table at `now_s`, by user (usage_ pruned of what has decayed to nothing).
   std::map<std::string, sched::UserShare> FairShareAt(double now_s);
+  /// Records the use of an ended job (or a stored row, at Recover): for fair share, and for
+  /// limits.max_gpu_hours_per_day while it is within the last 24 hours. `now_s`: the table's clock.
+  void AddEndedUsage(const sched::UsageRecord& record, double now_s);
+  /// limits.max_gpu_hours_per_day at `now_s`: why the pending jobs of each user at or over it wait
+  /// (sched::GpuHoursLimitReason), by user; users under it (or without it) are absent.
+  std::map<std::string, std::string> GpuHoursHeldBack(double now_s);
 
   store::JobStore& store_;
   std::string jobs_dir_;
@@ -220,6 +231,9 @@ class JobTable {
     double at_s = 0;
   };
   std::map<std::string, EndedUsage> ended_usage_;
+  /// The same ended jobs' use, undecayed, those that ended within the last 24 hours (kept only
+  /// while max_gpu_hours_of is set; older ones are dropped by GpuHoursHeldBack).
+  std::vector<sched::UsageRecord> recent_usage_;
   static constexpr double kUsageKeptHalfLives = 30;  ///< older use weighs less than 1e-9 of new
 };
 

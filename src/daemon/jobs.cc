@@ -102,6 +102,8 @@ void JobTable::LaunchEligible() {
     auto it = shares.find(user);
     return it == shares.end() ? 1.0 : it->second.factor;
   };
+  // limits.max_gpu_hours_per_day: users whose queued jobs used that much in the last 24 hours.
+  const std::map<std::string, std::string> over_gpu_hours = GpuHoursHeldBack(now);
   for (auto& [id, job] : active_) {
     if (job.state == JobState::kLaunching) ++limits.already_waiting;
     // Held jobs are left out rather than passed as held: 100,000 of them would cost ~6 ms a decision.
@@ -114,6 +116,10 @@ void JobTable::LaunchEligible() {
         job.reason = *why;
         continue;
       }
+    }
+    if (auto over = over_gpu_hours.find(job.user); over != over_gpu_hours.end()) {
+      job.reason = over->second;
+      continue;
     }
     const double priority = sched::PriorityOf(factor_of(job.user), now - job.submit_time, fs).value;
     queue.push_back({id, job.spec.request.priority, false, job.spec.after_ok, job.spec.after_any, priority});

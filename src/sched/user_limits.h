@@ -7,12 +7,16 @@
 // (cli/request_options); max_queued at submit (the daemon); max_gpus in the lease line
 // (sched::Schedule, through Limits::max_gpus_by_uid: a request that would take its user over the
 // limit waits and reserves nothing) and in the daemon's launch decision (it hands no supervisor to
-// a job whose user is at the limit, so a flood does not fill the waiting slots).
+// a job whose user is at the limit, so a flood does not fill the waiting slots);
+// max_gpu_hours_per_day in the daemon's launch decision (queued jobs only: `gpulane run`'s use is
+// recorded nowhere), from the same usage records as fair share (sched/fairshare.h), undecayed.
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "sched/fairshare.h"
 #include "sched/request.h"
 #include "util/config.h"
 #include "util/result.h"
@@ -45,5 +49,27 @@ std::optional<std::string> GpuLimitReason(const LimitsConfig& limits, const std:
 /// Errors: kInvalidArgument when `asked` GPUs exceed max_gpus by themselves (the request can never
 /// start for this user).
 Status CheckGpuLimitEver(const LimitsConfig& limits, const std::string& user, unsigned asked);
+
+/// limits.max_gpu_hours_per_day's window: the last 24 hours, in seconds.
+inline constexpr double kGpuHoursWindowS = 86400;
+
+/// The GPU-seconds `record` used within the `window_s` seconds up to `now_s`: its GPUs x the
+/// overlap of its run (a running record, no end, up to `now_s`) with [now_s - window_s, now_s].
+double WindowUsageGpuS(const UsageRecord& record, double now_s, double window_s = kGpuHoursWindowS);
+
+/// Seconds from `now_s` until the GPU-seconds `records` used in the window (WindowUsageGpuS summed)
+/// fall below `limit_gpu_s`, if the running records (no end) keep running and nothing else starts:
+/// 0 when they are below it now; nullopt when they never are (running jobs alone reach the limit).
+/// O(n log n) in the records.
+std::optional<double> WindowUsageBelowInS(std::span<const UsageRecord> records, double limit_gpu_s, double now_s,
+                                          double window_s = kGpuHoursWindowS);
+
+/// Why the pending jobs of `user`, whose queued jobs used `used_gpu_s` GPU-seconds in the last 24
+/// hours, must wait under limits.max_gpu_hours_per_day (nullopt: they need not: no limit, or
+/// below it): "alice used 24.3 of the 24 GPU-hours limits.max_gpu_hours_per_day allows in the last
+/// 24 h; alice's next job can start in about 1h 12m". `next_in_s` (WindowUsageBelowInS): the wait
+/// said, when known.
+std::optional<std::string> GpuHoursLimitReason(const LimitsConfig& limits, const std::string& user, double used_gpu_s,
+                                               std::optional<double> next_in_s);
 
 }  // namespace gpulane::sched

@@ -121,12 +121,18 @@ Status LoadLimitValues(const std::string& path, const std::string& where, const 
       if (!seconds || !std::isfinite(*seconds) || *seconds <= 0 || *seconds > 365.0 * 86400)
         return Bad(path, node.source(), fmt::format("{} must be a duration from 1s to 365d, like \"3d\"", name));
       (key == "max_time_limit" ? out.max_time_limit_s : out.default_time_limit_s) = *seconds;
+    } else if (key == "max_gpu_hours_per_day") {
+      auto hours = node.value<double>();
+      if (!hours || !std::isfinite(*hours) || *hours <= 0 || *hours > 100000)
+        return Bad(path, node.source(), fmt::format("{} must be a number of GPU-hours above 0 and at most 100000, like 24", name));
+      out.max_gpu_hours_per_day = *hours;
     } else if (where == "limits" && (key == "users" || key == "groups")) {
       continue;  // the tables of names, read by LoadLimits
     } else {
       return Bad(path, node.source(),
-                 fmt::format("unknown key {} (known: max_gpus, max_queued, max_time_limit, default_time_limit{})", name,
-                             where == "limits" ? ", users.NAME, groups.NAME" : ""));
+                 fmt::format("unknown key {} (known: max_gpus, max_queued, max_time_limit, default_time_limit, "
+                             "max_gpu_hours_per_day{})",
+                             name, where == "limits" ? ", users.NAME, groups.NAME" : ""));
     }
   }
   if (out.max_time_limit_s && out.default_time_limit_s && *out.default_time_limit_s > *out.max_time_limit_s)

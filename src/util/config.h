@@ -42,6 +42,9 @@ struct LimitsConfig {
   std::optional<std::size_t> max_queued;         ///< max_queued: one user's unfinished queued jobs (submit refuses more)
   std::optional<double> max_time_limit_s;        ///< max_time_limit: the longest --time-limit, seconds
   std::optional<double> default_time_limit_s;    ///< default_time_limit: the time limit of a job without one, seconds
+  /// max_gpu_hours_per_day: GPU-hours one user's queued jobs may have used in the last 24 hours
+  /// for another of them to start (a --mem job counts its fraction of the GPU, as fair share does).
+  std::optional<double> max_gpu_hours_per_day;
 };
 
 struct Config {

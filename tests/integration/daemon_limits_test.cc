@@ -1,7 +1,8 @@
 // Per-user limits ([limits] in the machine's config) through a system-mode daemon and two users:
 // a flood of submissions is refused once over limits.max_queued (exit 14) while another user's
 // submissions go on; a user at limits.max_gpus gets no more GPUs, and her waiting job keeps none
-// from the other user; time limits are filled in and bounded. Root has no limits. The users'
+// from the other user; a user over limits.max_gpu_hours_per_day waits while the other user's and
+// root's jobs start; time limits are filled in and bounded. Root has no limits. The users'
 // own commands read no config file here (GPULANE_CONFIG unset): what is checked is the daemon's
 // own enforcement, which a client cannot skip. Needs root and setpriv; skipped otherwise.
 #include <gtest/gtest.h>
@@ -89,6 +90,32 @@ TEST_F(DaemonLimits, AUserAtMaxGpusWaitsWithoutKeepingAGpuFromTheOtherUser) {
   EXPECT_TRUE(IsGpulaneError(too_many, 2, "-g 2: " + a_.name + " may hold at most 1 GPUs at once (limits.max_gpus)"));
   std::ofstream(gate).put('x');
   EXPECT_TRUE(d_->WaitForState(second, "completed")) << "once her first job ended, her second runs";
+}
+
+TEST_F(DaemonLimits, AUserOverMaxGpuHoursPerDayWaitsWhileOthersAndRootStart) {
+  // About one GPU-second a day: a job that holds a GPU for 2 s takes her over it.
+  Start("[limits]\nmax_gpu_hours_per_day = 0.0003\n");
+  const std::int64_t first = SubmitAs(a_, {"-g", "1", "--", "sleep", "2"});
+  ASSERT_TRUE(d_->WaitForState(first, "completed")) << "under the limit when it was queued";
+  const std::int64_t second = SubmitAs(a_, {"-g", "1", "--", "true"});
+  ASSERT_TRUE(Eventually([&] { return Contains(d_->Show(second).value("reason", ""), "limits.max_gpu_hours_per_day"); }))
+      << d_->Show(second).dump();
+  // What she sees in her own queue.
+  RunResult queue = As(a_, {"queue", "--json"});
+  ASSERT_EQ(queue.exit_code, 0) << queue.err;
+  std::string reason;
+  for (const json& job : json::parse(queue.out)) if (job["id"] == second) reason = job.value("reason", "");
+  EXPECT_TRUE(Contains(reason, a_.name + " used 0.000")) << reason;  // 2 s and a little: 0.000556 GPU-hours or so
+  EXPECT_TRUE(Contains(reason, " of the 0.0003 GPU-hours limits.max_gpu_hours_per_day allows in the last 24 h; " + a_.name +
+                                   "'s next job can start in about 2"))  // 23h 59m or 24h 00m
+      << reason;
+  const std::int64_t bobs = SubmitAs(b_, {"-g", "1", "--", "true"});
+  EXPECT_TRUE(d_->WaitForState(bobs, "completed")) << "bob's own use is his";
+  const std::int64_t roots = d_->Submit({"-g", "1", "--", "sleep", "2"});
+  ASSERT_TRUE(d_->WaitForState(roots, "completed")) << "root has no limits";
+  const std::int64_t roots_next = d_->Submit({"-g", "1", "--", "true"});
+  EXPECT_TRUE(d_->WaitForState(roots_next, "completed")) << "root's use holds nothing back";
+  EXPECT_EQ(d_->State(second), "pending");
 }
 
 TEST_F(DaemonLimits, TimeLimitsAreFilledInAndBounded) {

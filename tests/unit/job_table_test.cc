@@ -766,5 +766,75 @@ TEST_F(JobTableTest, ARunningJobsUseCountsSoFarAndItsEndIsKept) {
   EXPECT_NEAR(shares[0].usage_gpu_s, 0.5 * 24 * 3600 / std::log(2.0) * (1 - std::exp2(-1.0 / 24)), 1) << "halved a day later";
 }
 
+// ---- limits.max_gpu_hours_per_day ---------------------------------------------------------------
+
+TEST_F(JobTableTest, AUserOverHerGpuHoursOfTheLast24HoursWaitsUntilEnoughLeftTheWindowOthersDoNot) {
+  limits_.max_gpu_hours_of = [](std::uint32_t uid, const std::string&) {
+    return uid == 0 ? std::nullopt : std::optional<double>(20);
+  };
+  // Alice's job ran 4 GPUs from 13 h to 7 h ago (24 GPU-h, as a daemon before the restart stored
+  // it); she and bob each have a job waiting.
+  Job used = MakeJob({}, {}, 0);
+  used.spec.request.count = 4;
+  std::vector<Job> ran = {used};
+  ASSERT_TRUE(store_->Insert(ran, false));
+  ran[0].state = JobState::kCompleted;
+  ran[0].start_time = clock_.WallS() - 13 * 3600;
+  ran[0].end_time = clock_.WallS() - 7 * 3600;
+  ran[0].gpu_uuids = {"GPU-1", "GPU-2", "GPU-3", "GPU-4"};
+  ASSERT_TRUE(store_->Update({&ran[0]}).ok());
+  const std::int64_t hers = Stored(JobState::kPending);
+  Job of_bob = MakeJob({}, {}, 0);
+  of_bob.user = "bob";
+  of_bob.uid = 1001;
+  std::vector<Job> b = {of_bob};
+  ASSERT_TRUE(store_->Insert(b, false));
+  ASSERT_TRUE(Table().Recover());
+  Table().LaunchEligible();
+  EXPECT_EQ(launcher_.started, (Ids{b[0].id})) << "bob's job starts, alice's does not";
+  EXPECT_EQ(Table().active().at(hers).reason,
+            "alice used 24.0 of the 20 GPU-hours limits.max_gpu_hours_per_day allows in the last 24 h; alice's next job can "
+            "start in about 12h 00m");
+  // 11 h later her run starts leaving the window (4 GPU-s a second): 20 GPU-h are left an hour later.
+  clock_.Advance(12 * 3600 - 60);
+  Table().LaunchEligible();
+  EXPECT_EQ(TableState(hers), "pending");
+  EXPECT_NE(Table().active().at(hers).reason.find("alice used 20.1 of the 20 GPU-hours"), std::string::npos)
+      << Table().active().at(hers).reason;
+  clock_.Advance(61);
+  Table().LaunchEligible();
+  EXPECT_EQ(TableState(hers), "launching");
+}
+
+TEST_F(JobTableTest, ARunningJobsGpuHoursCountSoFarAndWhenItEndsItsRecordIsKept) {
+  limits_.max_gpu_hours_of = [](std::uint32_t, const std::string&) { return std::optional<double>(1); };
+  const std::int64_t running = Stored(JobState::kLaunching);
+  HoldLock(running);
+  SupervisorStatus status = Running();
+  status.start_time = clock_.WallS();
+  Report(running, status);
+  const std::int64_t next = Stored(JobState::kPending);
+  ASSERT_TRUE(Table().Recover());
+  clock_.Advance(3600);
+  Table().LaunchEligible();
+  EXPECT_EQ(Table().active().at(next).reason,
+            "alice used 1.00 of the 1 GPU-hours limits.max_gpu_hours_per_day allows in the last 24 h")
+      << "an hour of one GPU so far; while it runs, when is not known";
+  SupervisorStatus done = status;
+  done.phase = "done";
+  done.exit_code = 0;
+  done.end_time = clock_.WallS();
+  Report(running, done);
+  Table().ImportStatus(running);
+  ReleaseLock(running);
+  Table().LaunchEligible();
+  EXPECT_EQ(TableState(next), "pending");
+  EXPECT_NE(Table().active().at(next).reason.find("alice's next job can start in about 23h 00m"), std::string::npos)
+      << Table().active().at(next).reason;
+  clock_.Advance(23 * 3600 + 1);
+  Table().LaunchEligible();
+  EXPECT_EQ(TableState(next), "launching");
+}
+
 }  // namespace
 }  // namespace gpulane::daemon

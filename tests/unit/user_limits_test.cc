@@ -87,6 +87,70 @@ TEST(UserLimits, QueuedJobsAndGpusOverTheLimitAreRefusedNamingTheWayOut) {
   EXPECT_EQ(never.error().message, "-g 3: bob may hold at most 2 GPUs at once (limits.max_gpus): ask for fewer");
 }
 
+// limits.max_gpu_hours_per_day: GPU-seconds in the last 24 h, when enough leaves the window, and
+// the reason. Times are plain numbers (no clock): now is T.
+constexpr double kT = 1'700'000'000, kH = 3600;
+
+TEST(UserLimits, GpuHoursPerDayIsResolvedLikeTheOtherKeysAndRootHasNone) {
+  Config c = Limits3();
+  c.limits.max_gpu_hours_per_day = 24;
+  LimitsConfig interns;
+  interns.max_gpu_hours_per_day = 2.5;
+  c.group_limits.push_back({"interns", interns});
+  EXPECT_EQ(LimitsOf(c, 1000, "alice", {"ml"}).max_gpu_hours_per_day, 24.0) << "[limits]";
+  EXPECT_EQ(LimitsOf(c, 1001, "bob", {"interns"}).max_gpu_hours_per_day, 2.5) << "the first group table that sets it";
+  EXPECT_EQ(LimitsOf(c, 0, "root", {"interns"}).max_gpu_hours_per_day, std::nullopt) << "root has none";
+  Config only;
+  only.user_limits.push_back({"carol", interns});
+  EXPECT_TRUE(AnyLimits(only));
+}
+
+TEST(UserLimits, WindowUsageIsTheGpusTimesThePartOfTheRunInTheLast24Hours) {
+  EXPECT_EQ(WindowUsageGpuS({"alice", kT - 3 * kH, kT - kH, 2}, kT), 2 * 2 * kH) << "all of it within the window";
+  EXPECT_EQ(WindowUsageGpuS({"alice", kT - 30 * kH, kT - 20 * kH, 1}, kT), 4 * kH) << "only its last 4 hours";
+  EXPECT_EQ(WindowUsageGpuS({"alice", kT - 50 * kH, kT - 25 * kH, 8}, kT), 0) << "ended before the window";
+  EXPECT_EQ(WindowUsageGpuS({"alice", kT - 90, std::nullopt, 1}, kT), 90) << "running: so far";
+  EXPECT_EQ(WindowUsageGpuS({"alice", kT - 48 * kH, std::nullopt, 1}, kT), 24 * kH) << "running for two days: the window's";
+  const double quarter = GpuShareOfRequest(1, 20ULL << 30, 80ULL << 30);
+  EXPECT_EQ(WindowUsageGpuS({"alice", kT - 4 * kH, kT, quarter}, kT), kH) << "--mem 20GiB of 80: a quarter of a GPU";
+  EXPECT_EQ(WindowUsageGpuS({"alice", kT - kH, kT + kH, 1}, kT), kH) << "nothing after now";
+  EXPECT_EQ(WindowUsageGpuS({"alice", kT - 2 * kH, kT - kH, 1}, kT, 1.5 * kH), 0.5 * kH) << "another window";
+}
+
+TEST(UserLimits, TheNextStartIsWhenEnoughUseHasLeftTheWindow) {
+  // 4 GPUs from 13 h to 7 h ago: 24 GPU-h. From 11 h on the window's start passes through the run
+  // and takes 4 GPU-s a second: 20 GPU-h are left 12 h from now.
+  const std::vector<UsageRecord> ended = {{"alice", kT - 13 * kH, kT - 7 * kH, 4}};
+  EXPECT_DOUBLE_EQ(*WindowUsageBelowInS(ended, 20 * kH, kT), 12 * kH);
+  EXPECT_EQ(WindowUsageBelowInS(ended, 25 * kH, kT), 0.0) << "below it now";
+  EXPECT_DOUBLE_EQ(*WindowUsageBelowInS(ended, 24 * kH, kT), 11 * kH) << "at it: just after the first second leaves";
+  // 2 GPUs from 20 h to 10 h ago (20 GPU-h) and one running for an hour: 21 GPU-h, 4 more in the
+  // next 4 h, then 1 GPU-h less an hour: 16 GPU-h after 13 h.
+  const std::vector<UsageRecord> mixed = {{"alice", kT - 20 * kH, kT - 10 * kH, 2}, {"alice", kT - kH, std::nullopt, 1}};
+  EXPECT_DOUBLE_EQ(*WindowUsageBelowInS(mixed, 16 * kH, kT), 13 * kH);
+  EXPECT_EQ(WindowUsageBelowInS(mixed, 15 * kH, kT), std::nullopt) << "the running job alone keeps it at 15 or above";
+  const std::vector<UsageRecord> running = {{"alice", kT - 30 * kH, std::nullopt, 1}};
+  EXPECT_EQ(WindowUsageBelowInS(running, 24 * kH, kT), std::nullopt) << "a job running all day: never while it runs";
+  EXPECT_EQ(WindowUsageBelowInS({}, 1, kT), 0.0);
+}
+
+TEST(UserLimits, AUserAtOrOverTheGpuHoursLimitWaitsSayingHowMuchAndHowLong) {
+  LimitsConfig limits;
+  EXPECT_EQ(GpuHoursLimitReason(limits, "alice", 1e9, std::nullopt), std::nullopt) << "no limit";
+  limits.max_gpu_hours_per_day = 24;
+  EXPECT_EQ(GpuHoursLimitReason(limits, "alice", 23.9 * kH, 0.0), std::nullopt) << "under it";
+  EXPECT_EQ(GpuHoursLimitReason(limits, "alice", 24.3 * kH, 72 * 60.0),
+            "alice used 24.3 of the 24 GPU-hours limits.max_gpu_hours_per_day allows in the last 24 h; alice's next job "
+            "can start in about 1h 12m");
+  EXPECT_EQ(GpuHoursLimitReason(limits, "alice", 24 * kH, std::nullopt),
+            "alice used 24.0 of the 24 GPU-hours limits.max_gpu_hours_per_day allows in the last 24 h")
+      << "at it; when is not known (her running jobs alone keep her there)";
+  limits.max_gpu_hours_per_day = 0.0003;
+  EXPECT_EQ(GpuHoursLimitReason(limits, "bob", 2, 1.0),
+            "bob used 0.000556 of the 0.0003 GPU-hours limits.max_gpu_hours_per_day allows in the last 24 h; bob's next "
+            "job can start in about 1.0 s");
+}
+
 std::vector<GpuState> Idle(unsigned n) {
   std::vector<GpuState> gpus(n);
   for (unsigned i = 0; i < n; ++i) {
@@ -146,7 +210,8 @@ TEST(UserLimits, TheConfigTables) {
   Config config;
   Status s = load(
       "[limits]\nmax_gpus = 2\nmax_queued = 500\nmax_time_limit = \"3d\"\ndefault_time_limit = \"1d\"\n"
-      "[limits.users.alice]\nmax_gpus = 8\n[limits.groups.ml]\nmax_queued = 2000\n",
+      "max_gpu_hours_per_day = 24\n[limits.users.alice]\nmax_gpus = 8\nmax_gpu_hours_per_day = 100.5\n"
+      "[limits.groups.ml]\nmax_queued = 2000\n",
       config);
   ASSERT_TRUE(s.ok()) << s.error().message;
   EXPECT_EQ(config.limits.max_gpus, 2u);
@@ -156,6 +221,9 @@ TEST(UserLimits, TheConfigTables) {
   ASSERT_EQ(config.user_limits.size(), 1u);
   EXPECT_EQ(config.user_limits[0].first, "alice");
   EXPECT_EQ(config.user_limits[0].second.max_gpus, 8u);
+  EXPECT_EQ(config.limits.max_gpu_hours_per_day, 24.0) << "an integer is a number";
+  EXPECT_EQ(config.user_limits[0].second.max_gpu_hours_per_day, 100.5);
+  EXPECT_EQ(config.group_limits[0].second.max_gpu_hours_per_day, std::nullopt);
   ASSERT_EQ(config.group_limits.size(), 1u);
   EXPECT_EQ(config.group_limits[0].second.max_queued, 2000u);
   struct Bad {
@@ -167,6 +235,13 @@ TEST(UserLimits, TheConfigTables) {
            {"[limits]\nmax_queued = \"many\"\n", "limits.max_queued must be an integer"},
            {"[limits]\nmax_time_limit = 3600\n", "limits.max_time_limit must be a duration from 1s to 365d"},
            {"[limits]\nmax_time_limit = \"1h\"\ndefault_time_limit = \"2h\"\n", "limits.default_time_limit is longer than its max_time_limit"},
+           {"[limits]\nmax_gpu_hours_per_day = 0\n",
+            "limits.max_gpu_hours_per_day must be a number of GPU-hours above 0 and at most 100000, like 24"},
+           {"[limits]\nmax_gpu_hours_per_day = 100001\n", "limits.max_gpu_hours_per_day must be a number of GPU-hours"},
+           {"[limits.groups.ml]\nmax_gpu_hours_per_day = \"24h\"\n",
+            "limits.groups.ml.max_gpu_hours_per_day must be a number of GPU-hours above 0"},
+           {"[limits]\nmax_gpu_hours_per_day = nan\n", "limits.max_gpu_hours_per_day must be a number"},
+           {"[limits]\nmax_gpu_hour_per_day = 1\n", "default_time_limit, max_gpu_hours_per_day, users.NAME, groups.NAME)"},
            {"[limits.users.bob]\nmax_gpus = 1\nqueue = 3\n", "unknown key limits.users.bob.queue"},
            {"[limits.users]\nbob = 3\n", "limits.users.bob must be a table"},
        }) {
