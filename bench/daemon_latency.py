@@ -10,7 +10,11 @@ of 10,000) so that listings and dependency checks have something to walk. Then:
   idle       a pinger process alone: --pings pings (send, wait for the reply, again) on one
              connection; median and worst.
   each case  the same pinger running while this process sends the case's requests on other
-             connections; the worst ping seen meanwhile, and that worst / idle median.
+             connections; the worst ping seen meanwhile, and that worst / idle median; and the
+             daemon's own longest loop turns meanwhile (`ping` with loop_stats): what the daemon
+             held the loop for, without this 2-core machine's scheduling of the three processes,
+             apart for the turns without and with the once-a-second tick (which walks every
+             unfinished job: with --jobs held jobs queued, that is its cost).
 Prints a markdown table on stdout; progress on stderr. Everything it starts it stops.
 """
 import argparse
@@ -184,8 +188,15 @@ def main():
         p.join()
         idle_median, idle_worst = statistics.median(idle), max(idle)
         rows = []
+        def worst_turn_ms():
+            """The daemon's longest loop turns since the last call (ping with loop_stats), ms: without
+            the tick, and with it."""
+            r = call(sock, {"op": "ping", "loop_stats": True})
+            return r.get("loop_worst_turn_ms", float("nan")), r.get("loop_worst_tick_turn_ms", float("nan"))
+
         for label, repeat, action in cases:
             print(f"case: {label}", file=sys.stderr)
+            worst_turn_ms()  # from here on
             stop.clear()
             p = mp.Process(target=pinger, args=(sock, 0, stop, q))
             p.start()
@@ -200,14 +211,16 @@ def main():
             lat = q.get()
             p.join()
             answer = "" if reply is None else ("ok" if reply.get("ok") else reply.get("error", "")[:60])
-            rows.append((label, repeat, took, max(lat), max(lat) / idle_median, answer))
+            rows.append((label, repeat, took, max(lat), max(lat) / idle_median, worst_turn_ms(), answer))
         print(f"- gpulane: {args.gpulane}; {args.jobs} held jobs queued; fake NVML; {os.cpu_count()} CPUs")
         print(f"- idle ping: median {idle_median * 1e3:.3f} ms, worst {idle_worst * 1e3:.3f} ms "
               f"(worst/median {idle_worst / idle_median:.1f}) over {len(idle)} pings\n")
-        print("| request (another client) | times | its own time | worst ping meanwhile | / idle median | answer |")
-        print("|---|---|---|---|---|---|")
-        for label, repeat, took, worst, ratio, answer in rows:
-            print(f"| {label} | {repeat} | {took * 1e3:.1f} ms | {worst * 1e3:.2f} ms | {ratio:.1f} | {answer} |")
+        print("| request (another client) | times | its own time | worst ping meanwhile | / idle median "
+              "| daemon's longest turn | longest tick turn | answer |")
+        print("|---|---|---|---|---|---|---|---|")
+        for label, repeat, took, worst, ratio, (turn_ms, tick_ms), answer in rows:
+            print(f"| {label} | {repeat} | {took * 1e3:.1f} ms | {worst * 1e3:.2f} ms | {ratio:.1f} | {turn_ms:.1f} ms "
+                  f"| {tick_ms:.1f} ms | {answer} |")
     finally:
         daemon.terminate()
         daemon.wait()

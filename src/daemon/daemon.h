@@ -216,7 +216,14 @@ class Daemon {
   /// stay under half the partial-request budget; beyond, in the loop as before).
   std::unique_ptr<ParseWorker> parse_worker_;
   static constexpr std::size_t kParseInLoopBytes = 256u << 10;
+  static constexpr std::size_t kAcceptPerTurn = 64;  ///< connections Accept takes in one turn of the loop
   std::size_t parsing_bytes_ = 0;  ///< bytes of the frames parse_worker_ holds
+  /// Turns of the loop since the last `ping` with loop_stats, and the longest of them past its
+  /// poll, seconds (the figure of issue 9, item 5: no request holds the loop for long): of the
+  /// turns without the tick, and of those with it (Tick walks every unfinished job).
+  std::uint64_t loop_turns_ = 0;
+  double loop_worst_turn_s_ = 0;
+  double loop_worst_tick_turn_s_ = 0;
   /// Queues array submission `sub` to be stored by StoreArrayParts.
   void StartArray(PendingSubmit&& sub);
   std::vector<PendingSubmit> submits_;                  ///< acknowledged after the group commit

@@ -344,7 +344,16 @@ void Daemon::HandleParsedRequest(Connection& c, const json& req) {
     CommitSubmissions();
   try {
     if (op == "ping") {
-      Reply(c, Ok({{"pid", getpid()}, {"mode", paths_.system ? "system" : "user"}, {"gpus", gpu_count_}}));
+      json pong = Ok({{"pid", getpid()}, {"mode", paths_.system ? "system" : "user"}, {"gpus", gpu_count_}});
+      // The loop's turns since the last such ping, and the longest (bench/daemon_latency.py).
+      if (req.value("loop_stats", false)) {
+        pong["loop_turns"] = loop_turns_;
+        pong["loop_worst_turn_ms"] = loop_worst_turn_s_ * 1e3;
+        pong["loop_worst_tick_turn_ms"] = loop_worst_tick_turn_s_ * 1e3;
+        loop_turns_ = 0;
+        loop_worst_turn_s_ = loop_worst_tick_turn_s_ = 0;
+      }
+      Reply(c, pong);
     } else if (op == "submit") {
       std::vector<Job> jobs;
       std::vector<int> indices;
@@ -446,7 +455,9 @@ json Daemon::HandleSubmit(const Peer& peer, const json& req, std::vector<Job>* j
   job.user = peer.user;
   job.submit_time = request.submit_time_s;
   job.state = req.value("hold", false) ? JobState::kHeld : JobState::kPending;
-  std::size_t& unfinished = UnfinishedOf(peer.uid);
+  // Counted (a walk over every unfinished job, once a turn) only for a user with limits.max_queued.
+  std::size_t uncounted = 0;
+  std::size_t& unfinished = user_limits.max_queued ? UnfinishedOf(peer.uid) : uncounted;
   if (req.contains("array")) {
     auto indices = store::ArrayIndicesFromJson(req["array"]);  // found by fuzz_request: a float index was UB
     if (!indices) return Err(indices.error().kind, indices.error().message);
