@@ -81,6 +81,20 @@ class JobTableTest : public ::testing::Test {
     return jobs[0].id;
   }
 
+  // Stores a completed job of alice that held 4 GPUs from `start_ago_s` to `end_ago_s` seconds
+  // before now (as a daemon before a restart stored it: fair share and the GPU-hours limit read it).
+  void StoreEndedFourGpuJob(double start_ago_s, double end_ago_s) {
+    Job used = MakeJob({}, {}, 0);
+    used.spec.request.count = 4;
+    std::vector<Job> ran = {used};
+    ASSERT_TRUE(store_->Insert(ran, false));
+    ran[0].state = JobState::kCompleted;
+    ran[0].start_time = clock_.WallS() - start_ago_s;
+    ran[0].end_time = clock_.WallS() - end_ago_s;
+    ran[0].gpu_uuids = {"GPU-1", "GPU-2", "GPU-3", "GPU-4"};
+    ASSERT_TRUE(store_->Update({&ran[0]}).ok());
+  }
+
   static Job MakeJob(std::vector<std::int64_t> after_ok, std::vector<std::int64_t> after_any, int priority) {
     Job job;
     job.uid = 1000;
@@ -710,15 +724,7 @@ TEST_F(JobTableTest, AHeavyUsersPendingJobsWaitBehindALightUsersLaterOneAcrossAR
   limits_.max_waiting = 1;
   // Alice's job ran 4 GPUs for two hours and ended an hour ago (as a daemon before the restart
   // stored it); she has two jobs waiting, bob one submitted after them.
-  Job used = MakeJob({}, {}, 0);
-  used.spec.request.count = 4;
-  std::vector<Job> ran = {used};
-  ASSERT_TRUE(store_->Insert(ran, false));
-  ran[0].state = JobState::kCompleted;
-  ran[0].start_time = clock_.WallS() - 3 * 3600;
-  ran[0].end_time = clock_.WallS() - 3600;
-  ran[0].gpu_uuids = {"GPU-1", "GPU-2", "GPU-3", "GPU-4"};
-  ASSERT_TRUE(store_->Update({&ran[0]}).ok());
+  ASSERT_NO_FATAL_FAILURE(StoreEndedFourGpuJob(3 * 3600, 3600));
   const std::int64_t a1 = Stored(JobState::kPending), a2 = Stored(JobState::kPending);
   Job of_bob = MakeJob({}, {}, 0);
   of_bob.user = "bob";
@@ -774,15 +780,7 @@ TEST_F(JobTableTest, AUserOverHerGpuHoursOfTheLast24HoursWaitsUntilEnoughLeftThe
   };
   // Alice's job ran 4 GPUs from 13 h to 7 h ago (24 GPU-h, as a daemon before the restart stored
   // it); she and bob each have a job waiting.
-  Job used = MakeJob({}, {}, 0);
-  used.spec.request.count = 4;
-  std::vector<Job> ran = {used};
-  ASSERT_TRUE(store_->Insert(ran, false));
-  ran[0].state = JobState::kCompleted;
-  ran[0].start_time = clock_.WallS() - 13 * 3600;
-  ran[0].end_time = clock_.WallS() - 7 * 3600;
-  ran[0].gpu_uuids = {"GPU-1", "GPU-2", "GPU-3", "GPU-4"};
-  ASSERT_TRUE(store_->Update({&ran[0]}).ok());
+  ASSERT_NO_FATAL_FAILURE(StoreEndedFourGpuJob(13 * 3600, 7 * 3600));
   const std::int64_t hers = Stored(JobState::kPending);
   Job of_bob = MakeJob({}, {}, 0);
   of_bob.user = "bob";
