@@ -106,7 +106,7 @@ class JobTable {
   /// A new job, already stored (it has its id).
   void Add(store::Job job);
   /// New jobs, already stored, by id (an array's tasks): their map nodes are spliced in, not
-  /// copied or moved (100,000 tasks added one by one held the daemon's loop ~55 ms). Ids in
+  /// copied or moved (added one by one, 100,000 tasks held the daemon's loop for one long turn). Ids in
   /// `jobs` already in the table stay in `jobs`.
   void AddAll(std::map<std::int64_t, store::Job>& jobs);
   /// Every unfinished job by id. Callers may change a job's fields; MarkDirty then stores them.

@@ -1,6 +1,7 @@
 // One thread that parses large request frames off the daemon's event loop: JSON parsing runs at
-// about 9 ms a MiB here, so an 8 MiB submission (proto::kMaxRequestBytes) parsed in the loop held
-// every other client ~70 ms (issue 9, item 5). The loop hands a frame over, stops reading that
+// tens of milliseconds for a submission of a few MiB (bench/daemon_latency.py: a refused 4 MiB one
+// took 35 ms of the loop, bench/results/daemon_latency-2026-12-01-idle.md), and a frame may be 8 MiB
+// (proto::kMaxRequestBytes): parsed in the loop, every other client waited (issue 9, item 5). The loop hands a frame over, stops reading that
 // connection (Connection::parsing) and goes on serving; event_fd() becomes readable when parsed
 // requests wait, which Take() returns in the order they were handed over. Parsing is pure: the
 // thread touches nothing but its queue.
