@@ -137,7 +137,7 @@ Status JobFiles::WriteStatus(const SupervisorStatus& s) const {
   json j = {{"phase", s.phase}, {"pid", s.pid}, {"reason", s.reason}, {"gpu_uuids", s.gpu_uuids},
             {"timed_out", s.timed_out}, {"interrupted", s.interrupted}, {"start_failed", s.start_failed},
             {"held", s.held}, {"marks_exec", s.marks_exec}, {"partition_stopped", s.partition_stopped},
-            {"requeue", s.requeue}};
+            {"preempted", s.preempted}, {"requeue", s.requeue}};
   if (s.start_time) j["start_time"] = *s.start_time;
   if (s.end_time) j["end_time"] = *s.end_time;
   if (s.exit_code) j["exit_code"] = *s.exit_code;
@@ -163,6 +163,7 @@ std::optional<SupervisorStatus> JobFiles::ReadStatus() const {
   s.gpu_uuids = j.value("gpu_uuids", std::vector<std::string>{});
   s.timed_out = j.value("timed_out", false);
   s.partition_stopped = j.value("partition_stopped", false);
+  s.preempted = j.value("preempted", false);
   s.requeue = j.value("requeue", false);
   s.interrupted = j.value("interrupted", false);
   s.start_failed = j.value("start_failed", false);

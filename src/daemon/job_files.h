@@ -35,6 +35,9 @@ struct SupervisorStatus {
   /// Stopped because its partition closed (partitions.NAME.ends); with `requeue` it goes back in
   /// line. `reason` says which partition and when.
   bool partition_stopped = false;
+  /// Stopped because a waiting job needed its GPUs (submit --preemptible); with `requeue` it goes
+  /// back in line. `reason` says for whom.
+  bool preempted = false;
   bool requeue = false;
   bool interrupted = false;       ///< ended by a signal before the job started (cancel)
   bool start_failed = false;      ///< the command could not be started

@@ -332,7 +332,8 @@ void JobTable::ImportStatusOf(Job& job) {
   if (status && status->phase == "done") {
     const store::AttemptEnd how = AttemptEndOf(*status, cancel_requested_.count(id) > 0);
     // Its partition closed with ends = "requeue": back in line, to start when it opens again.
-    if (status->partition_stopped && status->requeue && !cancel_requested_.count(id)) {
+    // Or it gave way to a job that needed its GPUs (submit --preemptible, requeue).
+    if ((status->partition_stopped || status->preempted) && status->requeue && !cancel_requested_.count(id)) {
       RetryJob(job, *status, JobState::kCancelled);
       return;
     }
@@ -426,7 +427,8 @@ void JobTable::RequeueNeverStarted(Job& job, const JobFiles& files) {
 }
 
 store::AttemptEnd AttemptEndOf(const SupervisorStatus& status, bool cancel_requested) {
-  if (cancel_requested || status.interrupted || status.partition_stopped) return store::AttemptEnd::kCancelled;
+  if (cancel_requested || status.interrupted || status.partition_stopped || status.preempted)
+    return store::AttemptEnd::kCancelled;
   if (status.timed_out) return store::AttemptEnd::kTimeout;
   if (status.start_failed || !status.exit_code) return store::AttemptEnd::kStartFailed;
   return *status.exit_code == 0 ? store::AttemptEnd::kCompleted : store::AttemptEnd::kFailedExit;
@@ -458,6 +460,7 @@ void JobTable::RetryJob(Job& job, const SupervisorStatus& status, JobState attem
   ended.end_time = status.end_time.value_or(Now());
   ended.exit_code = status.exit_code;
   ended.gpu_uuids = status.gpu_uuids.empty() ? job.gpu_uuids : status.gpu_uuids;
+  ended.preempted = status.preempted;
   if (!status.logs.stdout_path.empty() || !status.logs.stderr_path.empty()) next.logs = LogsOfAttempt(job, status.logs);
   next.logs.stdout_end.reset();  // the next attempt writes on
   next.logs.stderr_end.reset();

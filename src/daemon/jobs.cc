@@ -105,7 +105,8 @@ void JobTable::LaunchEligible() {
   // limits.max_gpu_hours_per_day: users whose queued jobs used that much in the last 24 hours.
   const std::map<std::string, std::string> over_gpu_hours = GpuHoursHeldBack(now);
   for (auto& [id, job] : active_) {
-    if (job.state == JobState::kLaunching) ++limits.already_waiting;
+    if (job.state == JobState::kLaunching)
+      ++(job.spec.request.preemptible != sched::Preemptible::kNo ? limits.already_waiting_preemptible : limits.already_waiting);
     // Held jobs are left out rather than passed as held: 100,000 of them would cost ~6 ms a decision.
     if (job.state != JobState::kPending) continue;
     if (job.reason == kStoreUnavailableReason) job.reason.clear();
@@ -122,7 +123,8 @@ void JobTable::LaunchEligible() {
       continue;
     }
     const double priority = sched::PriorityOf(factor_of(job.user), now - job.submit_time, fs).value;
-    queue.push_back({id, job.spec.request.priority, false, job.spec.after_ok, job.spec.after_any, priority});
+    queue.push_back({id, job.spec.request.priority, false, job.spec.after_ok, job.spec.after_any, priority,
+                     job.spec.request.preemptible != sched::Preemptible::kNo});
   }
   sched::LaunchPlan plan = sched::PlanLaunches(std::move(queue), [this](const sched::JobRef& dep) { return DependencyStateOf(dep); }, limits);
   // Why the jobs looked at wait (those the plan does not start, cancel or block): their priority,

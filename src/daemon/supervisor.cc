@@ -129,11 +129,13 @@ exec::LeasedJob MakeLeasedJob(const store::Job& job, const Config& config) {
   }
   if (job.array_index) leased.extra_env.push_back(fmt::format("GPULANE_ARRAY_INDEX={}", *job.array_index));
   leased.extra_env.push_back(fmt::format("GPULANE_RETRY={}", job.attempts.size()));  // 0: the first run
+  // Restarted after giving way to another job (submit --preemptible): it may resume from a checkpoint.
+  if (!job.attempts.empty() && job.attempts.back().preempted) leased.extra_env.push_back("GPULANE_PREEMPTED=1");
   return leased;
 }
 
 // Records how the lifecycle ended in `status` (the caller writes it as "done").
-void RecordOutcome(const Result<exec::LeasedJobOutcome>& outcome, SupervisorStatus& status) {
+void RecordOutcome(const Result<exec::LeasedJobOutcome>& outcome, sched::Preemptible preemptible, SupervisorStatus& status) {
   if (!outcome) {
     status.reason = outcome.error().message;
     status.start_failed = true;
@@ -155,6 +157,11 @@ void RecordOutcome(const Result<exec::LeasedJobOutcome>& outcome, SupervisorStat
     status.partition_stopped = true;
     status.requeue = outcome->partition_stop->requeue;
     status.reason = outcome->partition_stop->reason;
+  }
+  if (outcome->preempted) {
+    status.preempted = true;
+    status.requeue = preemptible == sched::Preemptible::kRequeue;
+    status.reason = *outcome->preempted;
   }
   if (ran.exec_failed) status.reason = ran.exec_error;
   else if (ran.leftovers_terminated) status.reason = fmt::format("ended {} leftover process(es)", ran.leftovers_terminated);
@@ -259,7 +266,7 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
   // "running" was not recorded: nothing ran, and the status says "waiting" (requeued). Once it was,
   // a failure before the job's start (no fork) is recorded as this job's failure to start.
   if (!outcome && status.phase == "running" && !running_recorded) return 1;
-  RecordOutcome(outcome, status);
+  RecordOutcome(outcome, job->spec.request.preemptible, status);
   return Finish(files, status);
 }
 

@@ -462,13 +462,18 @@ Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>&
   const auto started = std::chrono::steady_clock::now();
   std::optional<std::chrono::steady_clock::time_point> kill_at;
   auto next_tick = started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(spec.tick_s));
+  // The stop, seconds after the start: its partition's close, or now when on_tick asks for it.
+  std::optional<double> stop_in_s = spec.stop_in_s;
   while (!main_done) {
     siginfo_t info{};
     double wait_s = 1.0;
     if (spec.on_tick && spec.tick_s > 0 && !exec_failed) {
       const auto now = std::chrono::steady_clock::now();
       if (now >= next_tick) {
-        spec.on_tick();
+        if (spec.on_tick() && !outcome.timed_out && !outcome.stopped) {
+          const double elapsed_s = std::chrono::duration<double>(now - started).count();
+          stop_in_s = stop_in_s ? std::min(*stop_in_s, elapsed_s) : elapsed_s;
+        }
         next_tick = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(spec.tick_s));
       }
       wait_s = std::clamp(std::chrono::duration<double>(next_tick - now).count(), 0.001, wait_s);
@@ -476,8 +481,8 @@ Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>&
     // The time limit, or the stop (its partition closes), whichever comes first: SIGTERM, then
     // SIGKILL after the kill grace.
     const std::optional<double> deadline_s =
-        spec.time_limit_s && spec.stop_in_s ? std::min(*spec.time_limit_s, *spec.stop_in_s)
-                                             : (spec.time_limit_s ? spec.time_limit_s : spec.stop_in_s);
+        spec.time_limit_s && stop_in_s ? std::min(*spec.time_limit_s, *stop_in_s)
+                                        : (spec.time_limit_s ? spec.time_limit_s : stop_in_s);
     if (deadline_s && !exec_failed) {
       auto limit_at = started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(*deadline_s));
       auto now = std::chrono::steady_clock::now();

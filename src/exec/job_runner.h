@@ -38,8 +38,9 @@ struct JobSpec {
   /// sched::StopOf), unless the time limit comes first; JobOutcome::stopped says it was.
   std::optional<double> stop_in_s;
   /// Called every `tick_s` seconds while the job runs (0: never), from the runner's own loop (a
-  /// look at the GPUs the job uses: exec/leased_job.h).
-  std::function<void()> on_tick;
+  /// look at the GPUs the job uses: exec/leased_job.h). Returning true stops the job now as at a
+  /// time limit (SIGTERM, kill_grace_s, SIGKILL; JobOutcome::stopped), e.g. a preemption.
+  std::function<bool()> on_tick;
   double tick_s = 0;
   /// >= 0: a descriptor (close-on-exec, so the job never gets it) through which the forked child
   /// overwrites the first byte with '1' right before its execve, and with '0' again when execve
@@ -68,7 +69,7 @@ struct JobOutcome {
   int leftovers_terminated = 0; ///< processes still running after the main one ended
   int leftovers_killed = 0;     ///< of those, how many needed SIGKILL
   bool timed_out = false;       ///< ended by its time limit
-  bool stopped = false;         ///< ended by JobSpec::stop_in_s
+  bool stopped = false;         ///< ended by JobSpec::stop_in_s or by JobSpec::on_tick
   OpenedLogs logs;              ///< the logs it wrote (also when the command then could not be started)
 };
 

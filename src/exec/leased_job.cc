@@ -5,11 +5,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <utility>
 
 #include "exec/job_env.h"
 #include "lease/occupancy.h"
+#include "lease/preemption.h"
 #include "os/process_table.h"
 #include "util/clock.h"
 #include "util/strings.h"
@@ -76,6 +78,34 @@ class StrayWatch {
   std::set<std::pair<unsigned, std::uint32_t>> warned_;
 };
 
+// Asks, for a preemptible job, whether a waiting job needs its GPUs (lease/preemption.h).
+class PreemptWatch {
+ public:
+  PreemptWatch(GpuBackend& backend, const lease::LeaseDir& dir, std::string lease_name, const lease::WaitRequest& wait)
+      : backend_(backend), dir_(dir), lease_(std::move(lease_name)), wait_(wait) {}
+
+  /// True (once, with reason()) when the job must give way now.
+  bool Check() {
+    const lease::DirContents contents = dir_.Read();
+    if (lease::TicketsOfLine(contents.tickets, "").empty()) return false;  // nobody waits: no need to read the GPUs
+    auto snapshot = backend_.Read(lease::DecisionReadOptions(wait_.request));
+    if (!snapshot) return false;  // unknown: it keeps running, and the next look decides
+    ProcfsProcessTable table;
+    AnnotateProcesses(*snapshot, table);
+    reason_ = lease::PreemptionOf(contents, *snapshot, table, lease_, wait_, SystemClock().WallS(), free_since_s_);
+    return reason_.has_value();
+  }
+  const std::optional<std::string>& reason() const { return reason_; }
+
+ private:
+  GpuBackend& backend_;
+  const lease::LeaseDir& dir_;
+  std::string lease_;
+  const lease::WaitRequest& wait_;
+  std::map<std::string, double> free_since_s_;
+  std::optional<std::string> reason_;
+};
+
 }  // namespace
 
 Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir& dir, const LeasedJob& job,
@@ -118,9 +148,21 @@ Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir
                             job.wait.request.mem_bytes, grant->lease.fd());
   spec.env.insert(spec.env.end(), job.extra_env.begin(), job.extra_env.end());
   StrayWatch strays(backend, dir, grant->lease.name(), job.job_id, hooks.on_warning);
-  if (hooks.on_warning && job.stray_check_s > 0) {
-    spec.on_tick = [&strays] { strays.Check(); };
-    spec.tick_s = job.stray_check_s;
+  PreemptWatch preemption(backend, dir, grant->lease.name(), job.wait);
+  const bool check_strays = hooks.on_warning && job.stray_check_s > 0;
+  const bool check_preemption = job.wait.request.preemptible != sched::Preemptible::kNo && job.preempt_check_s > 0;
+  if (check_strays || check_preemption) {
+    spec.tick_s = check_strays && check_preemption ? std::min(job.stray_check_s, job.preempt_check_s)
+                  : check_strays                   ? job.stray_check_s
+                                                   : job.preempt_check_s;
+    double next_stray_s = MonotonicS() + job.stray_check_s;
+    spec.on_tick = [&, next_stray_s]() mutable {
+      if (check_strays && MonotonicS() >= next_stray_s) {
+        strays.Check();
+        next_stray_s = MonotonicS() + job.stray_check_s;
+      }
+      return check_preemption && !preemption.reason() && preemption.Check();
+    };
   }
   auto ran = RunJob(
       spec,
@@ -136,7 +178,8 @@ Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir
   outcome.snapshot = std::move(grant->snapshot);
   if (!ran) return ran.error();
   outcome.gpus_released = waiter.CheckGpusReleased(outcome.gpus, ran->pids);
-  if (ran->stopped) outcome.partition_stop = grant->partition_stop;
+  if (ran->stopped && preemption.reason()) outcome.preempted = preemption.reason();
+  else if (ran->stopped) outcome.partition_stop = grant->partition_stop;
   outcome.job = std::move(ran).value();
   return outcome;
 }

@@ -33,6 +33,11 @@ struct LeasedJob {
   /// How often, while the job runs, to look for its processes on GPUs it did not lease (a library
   /// that touches device 0 whatever CUDA_VISIBLE_DEVICES says); 0: never.
   double stray_check_s = 5;
+  /// A preemptible job (wait.request.preemptible): how often, while it runs, to ask whether a
+  /// waiting job needs its GPUs (lease/preemption.h), seconds; it is then stopped (SIGTERM, its
+  /// kill grace, SIGKILL). The hand-over to the waiting job takes up to this long plus the job's
+  /// own exit.
+  double preempt_check_s = 1;
 };
 
 /// Where the caller hears of progress.
@@ -64,6 +69,8 @@ struct LeasedJobOutcome {
   /// The job was stopped because its partition closed (job->stopped): why, and whether a queued
   /// job goes back in line (lease::Grant::partition_stop).
   std::optional<sched::PartitionStop> partition_stop;
+  /// The job was preempted (job->stopped): why ("preempted: alice's job (#1 in line) needs GPU1").
+  std::optional<std::string> preempted;
 };
 
 /// Runs `job` through the whole lifecycle on the GPUs of `backend` and the lease directory `dir`.

@@ -126,14 +126,22 @@ Occupancy BuildOccupancy(const GpuSnapshot& snapshot, const std::vector<LeaseRec
     sched::GpuState g = BaseState(d, snapshot);
     std::vector<std::uint64_t> used_by_lease(leases.size(), 0);
     Classify(d, leases, anchors, processes, options, g, used_by_lease, out.strays);
-    bool leased = false, every_end_known = true;
+    bool leased = false, every_end_known = true, every_lease_preemptible = true;
     double ends_s = 0;
+    std::uint64_t preemptible_used = 0;
+    const LeaseRecord* first_preemptible = nullptr;
     for (std::size_t i = 0; i < leases.size(); ++i) {
       if (&leases[i] == options.transparent) continue;
       for (const LeasedGpu& lg : leases[i].gpus) {
         if (lg.uuid != d.uuid) continue;
         g.has_context = true;
         leased = true;
+        // A step nested in a job ends with it: it neither makes the GPU preemptible nor keeps it from being so.
+        if (leases[i].parent.empty()) {
+          if (!leases[i].preemptible) every_lease_preemptible = false;
+          else if (!first_preemptible) first_preemptible = &leases[i];
+        }
+        preemptible_used += used_by_lease[i];
         if (leases[i].time_limit_s)
           ends_s = std::max(ends_s, leases[i].started_s + *leases[i].time_limit_s);
         else
@@ -149,6 +157,11 @@ Occupancy BuildOccupancy(const GpuSnapshot& snapshot, const std::vector<LeaseRec
     // Free again at the latest lease end when every lease on it has a time limit (backfill plans
     // against it, sched/policy.h); one without: unknown.
     if (leased && every_end_known) g.busy_until_s = ends_s;
+    // Held only by preemptible jobs, nothing else on it: a waiting job may have it by preemption.
+    if (leased && every_lease_preemptible && first_preemptible && g.foreign.empty() && g.processes_known) {
+      g.preemptible_holder = Describe(*first_preemptible);
+      g.preemptible_used_bytes = preemptible_used;
+    }
     out.gpus.push_back(std::move(g));
   }
   return out;

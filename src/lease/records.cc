@@ -39,6 +39,7 @@ json ToJson(const LeaseRecord& r) {
             {"command", r.command}, {"gpus", gpus}, {"started_s", r.started_s}};
   if (!r.parent.empty()) j["parent"] = r.parent;
   if (r.time_limit_s) j["time_limit_s"] = *r.time_limit_s;
+  if (r.preemptible) j["preemptible"] = true;
   return j;
 }
 
@@ -57,6 +58,8 @@ bool FromJson(const json& j, LeaseRecord* r) {
     r->command = j.value("command", "");
     r->started_s = j.value("started_s", 0.0);
     r->parent = j.value("parent", "");
+    const auto preemptible = j.find("preemptible");
+    r->preemptible = preemptible != j.end() && preemptible->is_boolean() && preemptible->get<bool>();
     // A time limit that is not a positive finite number of seconds (at most 100 years) is no time
     // limit: the lease's end is unknown, never "now".
     r->time_limit_s.reset();

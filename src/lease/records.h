@@ -39,6 +39,11 @@ struct LeaseRecord {
   /// wrong end delays other jobs' backfill at worst, never hands out a leased GPU.
   std::optional<double> time_limit_s;
   std::string parent;      ///< nested: the file name of the lease of the job it runs inside ("" = none)
+  /// A preemptible job's (submit --preemptible): a waiting job that needs its GPUs makes it give
+  /// way (sched/policy.h). As written by the owner, who can only lose by it: a lease that says
+  /// false when its job is preemptible is not preempted by others' decisions, but its own holder
+  /// decides with its job's spec, not this field, and gives way all the same (lease/preemption.h).
+  bool preemptible = false;
   std::string name;        ///< its file name in the lease directory (set when read, not stored)
   std::vector<std::string> other_names;  ///< more names of the same file (hard links someone made; set when read)
 };

@@ -132,6 +132,13 @@ WaitEnv& RealWaitEnv() {
   return env;
 }
 
+sched::Limits LineLimits(const WaitRequest& w, double now_s, const std::vector<LeaseRecord>& leases,
+                         const std::vector<TicketRecord>& tickets, std::map<std::uint32_t, std::optional<unsigned>>* cache) {
+  sched::Limits limits{w.margin_bytes, w.policy, now_s, w.max_reserve_idle_s};
+  AddUserLimits(w.limits_config, leases, tickets, std::nullopt, limits, cache);
+  return limits;
+}
+
 LeaseWaiter::LeaseWaiter(GpuBackend& backend, const LeaseDir& dir, WaitRequest request, std::string job_id,
                          std::string command, std::function<void(const std::string&)> on_status, WaitEnv& env)
     : backend_(backend), dir_(dir), request_(std::move(request)), on_status_(std::move(on_status)), env_(env) {
@@ -210,7 +217,7 @@ Result<sched::Decision> LeaseWaiter::Decide(const GpuSnapshot& snapshot, Process
   const double now_s = env_.WallS();
   NoteFreeSince(view->occupancy.gpus, now_s, free_since_s_);
   sched::Limits limits{request_.margin_bytes, request_.policy, now_s, request_.max_reserve_idle_s};
-  if (!nested()) AddUserLimits(request_.limits_config, contents.leases, view->tickets, std::nullopt, limits, &max_gpus_cache_);
+  if (!nested()) limits = LineLimits(request_, now_s, contents.leases, view->tickets, &max_gpus_cache_);
   auto decisions = sched::Schedule(std::move(view->occupancy.gpus), LineOf(view->tickets), limits);
   *earlier_granted = false;
   for (std::size_t i = 0; i < view->tickets.size(); ++i) {
@@ -242,7 +249,10 @@ Result<Grant> LeaseWaiter::Acquire() {
     return week_s >= kSecondsPerWeek ? week_s - kSecondsPerWeek : week_s;
   };
   // Closed at the start: wait outside the line (reserving nothing) until it opens.
-  while (partition && !sched::IsOpen(*partition, week_now())) {
+  // A preemptible job may start while its partition is closed (it gives way to any job that needs
+  // its GPUs).
+  const bool preemptible = request_.request.preemptible != sched::Preemptible::kNo;
+  while (partition && !preemptible && !sched::IsOpen(*partition, week_now())) {
     if (request_.no_wait) return sched::RequireOpen(*partition, week_now()).error();
     if (on_status_ && !request_.quiet) on_status_(fmt::format("waiting: {}", sched::ClosedText(*partition, week_now())));
     auto change = sched::NextChange(*partition, week_now());
@@ -307,7 +317,7 @@ Result<Grant> LeaseWaiter::Acquire() {
         deferred_since.reset();
       }
       // Its partition closed while it waited in line: it starts nothing until it opens again.
-      if (mine->granted && partition && !sched::IsOpen(*partition, week_now())) {
+      if (mine->granted && partition && !preemptible && !sched::IsOpen(*partition, week_now())) {
         if (request_.no_wait) return sched::RequireOpen(*partition, week_now()).error();
         mine->granted = false;
         mine->reasons = {fmt::format("partition {} closed until {}", partition->name, sched::OpensText(*partition, week_now()))};
@@ -316,6 +326,7 @@ Result<Grant> LeaseWaiter::Acquire() {
       if (mine->granted && !defer) {
         record_.started_s = env_.WallS();
         record_.time_limit_s = request.time_limit_s;
+        record_.preemptible = preemptible;
         record_.gpus.clear();
         for (unsigned i : mine->gpus) record_.gpus.push_back({snapshot->devices[i].uuid, request.mem_bytes});
         auto lease = dir_.CreateLease(record_, request_.owner_uid, request_.owner_gid);

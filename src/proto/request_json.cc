@@ -18,6 +18,7 @@ json RequestToJson(const sched::Request& r) {
   if (r.allowed_uuids) j["allowed_uuids"] = *r.allowed_uuids;
   if (r.time_limit_s) j["time_limit_s"] = *r.time_limit_s;
   if (!r.partition.empty()) j["partition"] = r.partition;
+  if (r.preemptible != sched::Preemptible::kNo) j["preemptible"] = sched::PreemptibleName(r.preemptible);
   return j;
 }
 
@@ -67,7 +68,7 @@ Result<sched::Request> RequestFromJson(const json& j) {
   auto bad = [](const std::string& why) { return MakeError(ErrorKind::kInvalidArgument, "request: " + why); };
   if (!j.is_object()) return bad("must be a JSON object");
   sched::Request r;
-  std::optional<std::string> order;
+  std::optional<std::string> order, preemptible;
   std::string why;
   if (!ReadField(j, "count", &r.count, &why) || !ReadOptional(j, "mem_bytes", &r.mem_bytes, &why) ||
       !ReadOptional(j, "min_free_bytes", &r.min_free_bytes, &why) ||
@@ -76,8 +77,13 @@ Result<sched::Request> RequestFromJson(const json& j) {
       !ReadField(j, "gpu_list", &r.gpu_list, &why) || !ReadField(j, "uid", &r.uid, &why) ||
       !ReadField(j, "user", &r.user, &why) || !ReadField(j, "priority", &r.priority, &why) ||
       !ReadField(j, "submit_time_s", &r.submit_time_s, &why) || !ReadOptional(j, "time_limit_s", &r.time_limit_s, &why) ||
-      !ReadField(j, "partition", &r.partition, &why))
+      !ReadField(j, "partition", &r.partition, &why) || !ReadOptional(j, "preemptible", &preemptible, &why))
     return bad(why);
+  if (preemptible) {
+    auto parsed = sched::ParsePreemptible(*preemptible);
+    if (!parsed) return bad("\"preemptible\" must be no, requeue or cancel");
+    r.preemptible = *parsed;
+  }
   if (order) {
     auto parsed_order = sched::ParseOrder(*order);
     if (!parsed_order) return bad(fmt::format("\"order\" must be memory, util, pci or bestfit, not '{}'", *order));

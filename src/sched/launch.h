@@ -15,7 +15,9 @@
 //    --after-any: it starts once every such dependency ended, however. A dependency on an array's
 //    id stands for all its tasks (ArrayDependencyState).
 //  - The cap: at most `max_waiting` launched jobs wait for GPUs at once (counting those already
-//    waiting); the rest wait in the queue.
+//    waiting); the rest wait in the queue. Preemptible jobs (submit --preemptible) have a cap of
+//    their own, so that waiting preemptible jobs never keep a job that would preempt them out of
+//    the lease line.
 //  - Only the head of the line is looked at (LaunchLookahead jobs), so that a queue of 100,000
 //    jobs costs a partial sort per decision instead of a full one; jobs further back neither start
 //    nor get a blocked reason in that round.
@@ -64,12 +66,14 @@ struct QueuedJob {
   std::span<const JobRef> after_ok;   ///< --after: these must complete (exit 0)
   std::span<const JobRef> after_any;  ///< --after-any: these must end, however
   double fair_priority = 0;           ///< within a priority class, higher goes first (sched::PriorityOf)
+  bool preemptible = false;           ///< submit --preemptible: counted against its own cap
 };
 
 /// The cap on supervisors waiting for GPUs.
 struct LaunchLimits {
   unsigned max_waiting = 4;      ///< launched jobs that may wait for GPUs at once
-  unsigned already_waiting = 0;  ///< launched jobs waiting now
+  unsigned already_waiting = 0;  ///< launched jobs waiting now, preemptible ones left out
+  unsigned already_waiting_preemptible = 0;  ///< launched preemptible jobs waiting now (their own cap of max_waiting)
 };
 
 /// daemon.max_waiting's default: 2 per GPU, at least 4.

@@ -29,7 +29,10 @@ struct Hold {
   int by = -1;  // 0-based position among the waiters; -1: not reserved
   double start_s = kInf;
   double end_s = kInf;
+  bool preempting = false;  // reserved for a request that preempts its preemptible jobs
 };
+
+bool IsPreemptible(const Request& r) { return r.preemptible != Preemptible::kNo; }
 
 // What every verdict of one decision shares.
 struct Context {
@@ -99,7 +102,9 @@ Verdict Judge(const Context& c, const GpuState& g, const Request& r, const std::
   const double unknown = kInf;
   if (g.exclusive_holder) return Make(c, Wait::kLease, leased_ready, [&] { return StrCat("leased by ", *g.exclusive_holder); });
   bool backfill = false;
-  if (hold.by >= 0) {
+  // A preemptible request may take a GPU reserved for a waiting one (it gives way when that one
+  // can start), but not one reserved for a preemption.
+  if (hold.by >= 0 && !(IsPreemptible(r) && !hold.preempting)) {
     // Backfill: it may start ahead of the reservation when its time limit ends before that starts.
     backfill = c.backfills && r.time_limit_s && std::isfinite(hold.start_s) && c.now + *r.time_limit_s <= hold.start_s;
     if (!backfill) return Make(c, Wait::kLease, hold.end_s, [&] { return HeldReason(c, hold, r); });
@@ -193,6 +198,10 @@ void Occupy(const Context& c, std::vector<GpuState>& gpus, const Request& r, con
     g.busy_until_s = !leased ? ends : (ends && g.busy_until_s ? std::optional<double>(std::max(*ends, *g.busy_until_s))
                                                              : std::nullopt);
     g.free_since_s.reset();
+    // Given to a preemptible job: preemptible while only such jobs hold it.
+    if (!IsPreemptible(r)) g.preemptible_holder.reset();
+    else if (!leased) g.preemptible_holder = c.explain ? StrCat(r.user.empty() ? "an earlier request" : r.user, " (earlier in line)")
+                                                       : std::string("an earlier request");
     g.has_context = true;
     if (r.mem_bytes) {
       ++g.shared_leases;
@@ -202,6 +211,38 @@ void Occupy(const Context& c, std::vector<GpuState>& gpus, const Request& r, con
                                      : std::string("an earlier request");
     }
   }
+}
+
+// `g` once its preemptible jobs have given way: free, with their processes' memory back.
+GpuState Vacated(const GpuState& g) {
+  GpuState v = g;
+  v.exclusive_holder.reset();
+  v.shared_leases = 0;
+  v.unallocated_reservation_bytes = 0;
+  v.has_context = false;
+  v.busy_until_s.reset();
+  v.preemptible_holder.reset();
+  if (v.free_bytes) *v.free_bytes += g.preemptible_used_bytes;
+  v.preemptible_used_bytes = 0;
+  return v;
+}
+
+// For a request that is not preemptible and cannot start now: the GPUs it would take if the
+// preemptible jobs on some gave way (free ones first, then the fewest preemptible ones in the
+// request's order), or nothing when even that is not enough.
+std::vector<unsigned> PreemptionSet(const Context& c, const std::vector<GpuState>& gpus, const Request& r,
+                                    const std::vector<Hold>& holds, const std::vector<unsigned>& free_now,
+                                    const std::function<bool(unsigned, unsigned)>& linked) {
+  std::vector<unsigned> vacatable;
+  for (const GpuState& g : gpus) {
+    if (!g.preemptible_holder || holds[g.index].preempting) continue;
+    if (Judge(c, Vacated(g), r, holds).wait == Wait::kNow) vacatable.push_back(g.index);
+  }
+  if (vacatable.empty() || free_now.size() + vacatable.size() < r.count) return {};
+  const Order order = EffectiveOrder(r);
+  std::vector<unsigned> ranked = Rank(gpus, free_now, order);
+  for (unsigned i : Rank(gpus, vacatable, order)) ranked.push_back(i);
+  return ChooseLinkedSet(ranked, r.count, linked);
 }
 
 }  // namespace
@@ -333,7 +374,7 @@ std::vector<Decision> Schedule(std::vector<GpuState> gpus, std::span<const Reque
     for (unsigned i = 0; i < n; ++i) {
       Verdict& v = verdicts[i];
       v = Judge(c, gpus[i], r, holds);
-      if (fifo_blocked && v.wait == Wait::kNow)
+      if (fifo_blocked && v.wait == Wait::kNow && !IsPreemptible(r))
         v = Make(c, Wait::kLease, c.now, [] { return std::string("free, but an earlier request waits (fifo: nothing starts ahead of it)"); });
       if (v.wait == Wait::kNow) (v.backfill ? backfill_now : free_now).push_back(i);
       if (v.wait != Wait::kNever) possible.push_back(i);
@@ -355,6 +396,28 @@ std::vector<Decision> Schedule(std::vector<GpuState> gpus, std::span<const Reque
       Occupy(c, gpus, r, d.gpus);
       emit(std::move(d));
       continue;
+    }
+    // It could start if preemptible jobs gave way: it reserves those GPUs and names them.
+    if (!IsPreemptible(r) && std::any_of(gpus.begin(), gpus.end(), [](const GpuState& g) { return g.preemptible_holder.has_value(); })) {
+      if (std::vector<unsigned> chosen = PreemptionSet(c, gpus, r, holds, free_now, linked); !chosen.empty()) {
+        changed = true;
+        d.position = ++waiting;
+        d.possible = static_cast<unsigned>(possible.size());
+        const double end = c.timed && r.time_limit_s ? c.now + *r.time_limit_s : kInf;
+        for (unsigned i : chosen) {
+          if (gpus[i].preemptible_holder) {
+            d.preempt.push_back(i);
+            if (c.explain) d.reasons.push_back(StrCat("GPU", i, ": preempting ", *gpus[i].preemptible_holder, ", a preemptible job"));
+          }
+          holds[i] = Hold{static_cast<int>(d.position - 1), c.now, end, true};
+        }
+        d.gpus = std::move(chosen);
+        if (c.timed) d.start_s = c.now;
+        if (policy == PolicyKind::kEasy) easy_reserved = true;
+        if (policy == PolicyKind::kFifo) fifo_blocked = true;
+        emit(std::move(d));
+        continue;
+      }
     }
     if (limits.grants_only && !waiting_matters()) {
       defer_wait();
@@ -378,10 +441,12 @@ std::vector<Decision> Schedule(std::vector<GpuState> gpus, std::span<const Reque
         if (verdicts[a].ready_s != verdicts[b].ready_s) return verdicts[a].ready_s < verdicts[b].ready_s;
         return verdicts[a].wait < verdicts[b].wait;
       });
-      const bool reserves = policy == PolicyKind::kDefault || policy == PolicyKind::kFifo ||
-                            (policy == PolicyKind::kEasy && !easy_reserved);
-      if (policy == PolicyKind::kEasy) easy_reserved = true;
-      if (policy == PolicyKind::kFifo) fifo_blocked = true;
+      // A preemptible request blocks nobody: it reserves nothing.
+      const bool preemptible = IsPreemptible(r);
+      const bool reserves = !preemptible && (policy == PolicyKind::kDefault || policy == PolicyKind::kFifo ||
+                                             (policy == PolicyKind::kEasy && !easy_reserved));
+      if (policy == PolicyKind::kEasy && !preemptible) easy_reserved = true;
+      if (policy == PolicyKind::kFifo && !preemptible) fifo_blocked = true;
       double start = c.now;
       for (unsigned k2 = 0; k2 < r.count; ++k2) start = std::max(start, verdicts[possible[k2]].ready_s);
       const bool start_known = c.timed && std::isfinite(start);

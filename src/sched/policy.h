@@ -22,6 +22,15 @@
 //    whole-GPU requests most free memory first. An explicit --order (memory, util, pci, bestfit)
 //    is kept. Several GPUs: a set whose every pair is joined by NVLink when there is one among
 //    those that qualify (ChooseLinkedSet), else the top of the ranking.
+//  - Preemptible jobs (Request::preemptible, `submit --preemptible`): a preemptible request may
+//    start on a GPU reserved for an earlier waiting request (not one reserved for a preemption,
+//    below), and when it waits it reserves nothing and blocks nobody (not even under fifo). A
+//    request that is not preemptible and cannot start now, but could if the preemptible jobs on
+//    some GPUs gave way (GpuState::preemptible_holder: every lease on the GPU is preemptible and
+//    nothing else runs there), waits for those GPUs with a reservation no preemptible request may
+//    take, and Decision::preempt names the GPUs whose jobs must give way; their holders read the
+//    same decision (lease/preemption.h) and stop their jobs. Free GPUs are taken before
+//    preemptible ones, so no more jobs give way than needed (NVLink sets aside).
 //  - A GPU in EXCLUSIVE_PROCESS (or EXCLUSIVE_THREAD) compute mode that already has a context,
 //    foreign or gpulane's, takes no other job (CUDA would refuse the second context); a PROHIBITED,
 //    failed or MIG-enabled GPU never qualifies.
@@ -76,6 +85,11 @@ struct GpuState {
   /// While leased: when every lease on it ends at the latest (start + time limit), in seconds on
   /// the clock of Limits::now_s. nullopt: unknown (a lease without a time limit) or not leased.
   std::optional<double> busy_until_s;
+  /// Leased only by preemptible jobs (LeaseRecord::preemptible), with no process outside them and
+  /// its processes known: who, for people ("bob (job 12)"). nullopt: anything else.
+  std::optional<std::string> preemptible_holder;
+  /// With preemptible_holder: the GPU memory their processes use (NVML), freed when they give way.
+  std::uint64_t preemptible_used_bytes = 0;
   /// While free: since when nothing has run on it, seconds on the clock of Limits::now_s
   /// (nullopt: unknown; a bounded reservation then counts from the request's submission).
   std::optional<double> free_since_s;
@@ -117,6 +131,9 @@ struct Decision {
   std::optional<double> recheck_at_s;
   /// Waiting: what else to know, e.g. "GPU1: free, but no longer held for it: ...".
   std::vector<std::string> notes;
+  /// Waiting: it could start if the preemptible jobs on these GPUs (of `gpus`, which it reserves)
+  /// gave way; their holders stop them. Empty: it waits for nobody to be preempted.
+  std::vector<unsigned> preempt;
 };
 
 /// The settings of one decision.

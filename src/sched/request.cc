@@ -24,6 +24,21 @@ std::optional<Order> ParseOrder(const std::string& name) {
   return std::nullopt;
 }
 
+const char* PreemptibleName(Preemptible p) {
+  switch (p) {
+    case Preemptible::kNo: return "no";
+    case Preemptible::kRequeue: return "requeue";
+    case Preemptible::kCancel: return "cancel";
+  }
+  return "no";
+}
+
+std::optional<Preemptible> ParsePreemptible(const std::string& name) {
+  for (Preemptible p : {Preemptible::kNo, Preemptible::kRequeue, Preemptible::kCancel})
+    if (name == PreemptibleName(p)) return p;
+  return std::nullopt;
+}
+
 Order DefaultOrder(const Request& r) { return r.mem_bytes ? Order::kBestFit : Order::kMostFree; }
 
 Order EffectiveOrder(const Request& r) { return r.order.value_or(DefaultOrder(r)); }

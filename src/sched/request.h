@@ -29,6 +29,21 @@ const char* OrderName(Order order);
 /// The Order named `name`, or nullopt.
 std::optional<Order> ParseOrder(const std::string& name);
 
+/// What happens to a job whose GPUs a waiting job needs (`submit --preemptible`): a preemptible
+/// job may start on any idle GPU, also one reserved for a waiting job or in a closed partition,
+/// and gives way (SIGTERM, its kill grace, SIGKILL) as soon as a job that is not preemptible
+/// could start if it did (sched/policy.h, Decision::preempt).
+enum class Preemptible {
+  kNo,       ///< not preemptible (every job's default)
+  kRequeue,  ///< "requeue": back in line, restarted later with GPULANE_PREEMPTED=1
+  kCancel,   ///< "cancel": ended cancelled
+};
+
+/// "no", "requeue", "cancel".
+const char* PreemptibleName(Preemptible preemptible);
+/// The Preemptible named `name` ("no", "requeue", "cancel"), or nullopt.
+std::optional<Preemptible> ParsePreemptible(const std::string& name);
+
 /// Bounds every request is checked against (CheckRequest): larger values are refused as input
 /// errors instead of overflowing arithmetic later.
 inline constexpr unsigned kMaxGpuCount = 1024;
@@ -54,6 +69,8 @@ struct Request {
   /// --partition as the user gave it, else the machine's sched.default_partition when the request
   /// was parsed ("" = none: every GPU, any time; sched/partition.h).
   std::string partition;
+  /// --preemptible (submit): kNo for every other job, and for `pick` and `run`.
+  Preemptible preemptible = Preemptible::kNo;
 
   // ---- who and when ----------------------------------------------------------------------------
   std::uint32_t uid = 0;       ///< who asks; from the kernel (SO_PEERCRED, a file's owner), never from input

@@ -288,6 +288,7 @@ json AttemptToJson(const JobAttempt& a) {
   if (a.start_time) j["start_time"] = *a.start_time;
   if (a.end_time) j["end_time"] = *a.end_time;
   if (a.exit_code) j["exit_code"] = *a.exit_code;
+  if (a.preempted) j["preempted"] = true;
   return j;
 }
 
@@ -311,6 +312,7 @@ std::vector<JobAttempt> AttemptsFromJson(const json& j) {
       if (e.contains("end_time")) a.end_time = e["end_time"].get<double>();
       if (e.contains("exit_code")) a.exit_code = e["exit_code"].get<int>();
       a.gpu_uuids = e.value("gpu_uuids", std::vector<std::string>{});
+      a.preempted = e.value("preempted", false);
       out.push_back(std::move(a));
     }
   } catch (const json::exception&) {

@@ -110,6 +110,9 @@ struct JobAttempt {
   std::optional<double> start_time, end_time;
   std::optional<int> exit_code;        ///< exit status, or 128 + signal; none when the command did not start
   std::vector<std::string> gpu_uuids;
+  /// It gave way to a job that needed its GPUs (submit --preemptible): the next attempt gets
+  /// GPULANE_PREEMPTED=1.
+  bool preempted = false;
   bool operator==(const JobAttempt&) const = default;
 };
 

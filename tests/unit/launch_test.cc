@@ -166,6 +166,21 @@ TEST(PlanLaunches, TheCapCountsJobsAlreadyWaiting) {
   EXPECT_TRUE(PlanLaunches(q.jobs, Table({}), Cap(4, 9)).launch.empty()) << "more waiting than the cap (it was lowered)";
 }
 
+// Preemptible jobs (submit --preemptible) have a cap of their own: four of them waiting for GPUs
+// do not keep a normal job, which would preempt them, out of the lease line.
+TEST(PlanLaunches, WaitingPreemptibleJobsDoNotKeepOthersOutOfTheLine) {
+  Queue q;
+  for (std::int64_t id = 1; id <= 5; ++id) q.Add(id).preemptible = true;
+  q.Add(6);
+  q.Add(7);
+  LaunchLimits limits = Cap(2);
+  EXPECT_EQ(PlanLaunches(q.jobs, Table({}), limits).launch, (Ids{1, 2, 6, 7}));
+  limits.already_waiting_preemptible = 2;  // two preemptible supervisors wait already
+  EXPECT_EQ(PlanLaunches(q.jobs, Table({}), limits).launch, (Ids{6, 7}));
+  limits.already_waiting = 2;
+  EXPECT_TRUE(PlanLaunches(q.jobs, Table({}), limits).launch.empty());
+}
+
 TEST(PlanLaunches, BlockedAndDoomedJobsTakeNoPlaceUnderTheCap) {
   Queue q;
   q.Add(1, 0, {100});  // blocked

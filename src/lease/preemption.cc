@@ -1,0 +1,42 @@
+#include "lease/preemption.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "lease/occupancy.h"
+
+namespace gpulane::lease {
+
+std::optional<std::string> PreemptionOf(const DirContents& contents, const GpuSnapshot& snapshot, ProcessTable& processes,
+                                        const std::string& own_lease, const WaitRequest& w, double now_s,
+                                        std::map<std::string, double>& first_seen_free_s) {
+  std::vector<TicketRecord> line = TicketsOfLine(contents.tickets, "");
+  if (line.empty()) return std::nullopt;  // nobody waits
+  std::vector<LeaseRecord> leases = contents.leases;
+  std::vector<std::string> own_uuids;
+  for (LeaseRecord& lease : leases) {
+    if (!IsNamed(lease, own_lease)) continue;
+    lease.preemptible = true;  // its holder knows its job is preemptible, whatever the file says
+    for (const LeasedGpu& g : lease.gpus) own_uuids.push_back(g.uuid);
+  }
+  if (own_uuids.empty()) return std::nullopt;  // not leased any more
+  Occupancy occupancy = BuildOccupancy(snapshot, leases, processes);
+  NoteFreeSince(occupancy.gpus, now_s, first_seen_free_s);
+  const sched::Limits limits = LineLimits(w, now_s, leases, line);
+  const std::vector<sched::Decision> decisions = sched::Schedule(std::move(occupancy.gpus), LineOf(line), limits);
+  for (std::size_t k = 0; k < decisions.size(); ++k) {
+    for (unsigned i : decisions[k].preempt) {
+      if (i >= snapshot.devices.size()) continue;
+      if (std::find(own_uuids.begin(), own_uuids.end(), snapshot.devices[i].uuid) == own_uuids.end()) continue;
+      const sched::Request& r = line[k].request;
+      return fmt::format("preempted: {}'s job (#{} in line) needs GPU{}", r.user.empty() ? std::string("another user") : r.user,
+                         decisions[k].position, i);
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace gpulane::lease

@@ -1,0 +1,89 @@
+// Preemptible jobs through the real binary, the daemon and the fake NVML (issue 10, item 5): a
+// preemptible job on a GPU that a normal job needs gives way (SIGTERM, grace), is requeued once
+// and restarted with GPULANE_PREEMPTED=1, or ended with --preemptible=cancel.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <string>
+
+#include "support/daemon_fixture.h"
+#include "support/harness.h"
+#include "support/text.h"
+
+namespace gpulane::test {
+namespace {
+
+// The preemptible job says which attempt it is and whether it was preempted, then sleeps.
+const std::vector<std::string> kPreemptibleCommand = {
+    "--", "sh", "-c", "echo attempt=$GPULANE_RETRY preempted=${GPULANE_PREEMPTED:-0}; exec sleep 120"};
+
+std::vector<std::string> With(std::vector<std::string> options, const std::vector<std::string>& command) {
+  options.insert(options.end(), command.begin(), command.end());
+  return options;
+}
+
+TEST(Preemption, APreemptibleJobGivesWayIsRequeuedOnceAndRestartsWithGpulanePreempted) {
+  TestDaemon d;
+  const std::int64_t preemptible = d.Submit(With({"--preemptible", "--gpus", "0", "--kill-grace", "1s"}, kPreemptibleCommand));
+  ASSERT_GT(preemptible, 0);
+  ASSERT_TRUE(d.WaitForState(preemptible, "running", 30)) << d.State(preemptible) << "\n" << d.Log();
+  EXPECT_EQ(d.Show(preemptible)["spec"]["request"]["preemptible"], "requeue");
+
+  // A normal job that can only run on GPU0: the preemptible job gives way, and it starts.
+  const std::int64_t normal = d.Submit({"--gpus", "0", "--", "sh", "-c", "echo normal on $CUDA_VISIBLE_DEVICES; sleep 2"});
+  ASSERT_GT(normal, 0);
+  ASSERT_TRUE(d.WaitForState(normal, "running", 30)) << d.State(normal) << "\n" << d.Log();
+  nlohmann::json job = d.Show(preemptible);
+  ASSERT_EQ(job["attempts"].size(), 1u) << job.dump();
+  EXPECT_EQ(job["attempts"][0]["state"], "cancelled");
+  EXPECT_EQ(job["attempts"][0]["preempted"], true);
+  EXPECT_EQ(job["attempts"][0]["exit_code"], 143) << "ended by the SIGTERM, within its grace";
+  EXPECT_TRUE(Contains(job["attempts"][0]["reason"].get<std::string>(), "preempted: root's job (#1 in line) needs GPU0")) << job.dump();
+  EXPECT_TRUE(Contains(d.Log(), fmt::format("job {} (root) was stopped and is requeued: preempted: ", preemptible))) << d.Log();
+
+  // Back once the normal job has ended: attempt 1, told it was preempted; requeued exactly once.
+  ASSERT_TRUE(d.WaitForState(normal, "completed", 30)) << d.State(normal);
+  ASSERT_TRUE(d.WaitForState(preemptible, "running", 30)) << d.State(preemptible) << "\n" << d.Log();
+  job = d.Show(preemptible);
+  EXPECT_EQ(job["attempts"].size(), 2u) << "one earlier attempt and the running one: " << job.dump();
+  const std::string logs = d.Gpulane({"logs", std::to_string(preemptible)}).out;
+  EXPECT_TRUE(Contains(logs, "attempt=0 preempted=0\n")) << logs;
+  EXPECT_TRUE(Contains(logs, "gpulane: attempt 2, requeued: preempted: root's job (#1 in line) needs GPU0\n")) << logs;
+  EXPECT_TRUE(Contains(logs, "attempt=1 preempted=1\n")) << logs;
+  EXPECT_EQ(d.Gpulane({"cancel", std::to_string(preemptible)}).exit_code, 0);
+}
+
+TEST(Preemption, WithPreemptibleCancelTheJobThatGivesWayEndsCancelled) {
+  TestDaemon d;
+  const std::int64_t preemptible =
+      d.Submit(With({"--preemptible=cancel", "--gpus", "0", "--kill-grace", "1s"}, kPreemptibleCommand));
+  ASSERT_GT(preemptible, 0);
+  ASSERT_TRUE(d.WaitForState(preemptible, "running", 30)) << d.State(preemptible) << "\n" << d.Log();
+  const std::int64_t normal = d.Submit({"--gpus", "0", "--", "true"});
+  ASSERT_TRUE(d.WaitForState(preemptible, "cancelled", 30)) << d.State(preemptible) << "\n" << d.Log();
+  EXPECT_TRUE(Contains(d.Show(preemptible)["reason"].get<std::string>(), "preempted: ")) << d.Show(preemptible).dump();
+  EXPECT_TRUE(d.WaitForState(normal, "completed", 30)) << d.State(normal);
+}
+
+TEST(Preemption, AJobThatFitsOnAFreeGpuPreemptsNobody) {
+  TestDaemon d;
+  const std::int64_t preemptible = d.Submit(With({"--preemptible", "--gpus", "0"}, kPreemptibleCommand));
+  ASSERT_TRUE(d.WaitForState(preemptible, "running", 30)) << d.State(preemptible) << "\n" << d.Log();
+  const std::int64_t normal = d.Submit({"--", "true"});  // GPU1 is free
+  ASSERT_TRUE(d.WaitForState(normal, "completed", 30)) << d.State(normal);
+  EXPECT_EQ(d.State(preemptible), "running");
+  EXPECT_EQ(d.Show(preemptible)["attempts"].size(), 1u) << "only its running attempt";
+  EXPECT_EQ(d.Gpulane({"cancel", std::to_string(preemptible)}).exit_code, 0);
+}
+
+TEST(Preemption, ABadPreemptibleValueIsRefusedWithTheFix) {
+  TestDaemon d;
+  RunResult r = d.Gpulane({"submit", "--preemptible=later", "--", "true"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(Contains(r.err, "--preemptible=later: give requeue")) << r.err;
+  EXPECT_EQ(d.Queue().size(), 0u) << "nothing was queued";
+}
+
+}  // namespace
+}  // namespace gpulane::test
