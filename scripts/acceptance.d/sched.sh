@@ -28,6 +28,13 @@
 #                    the close with ends = "stop" (its SIGTERM handler prints the time, run warns
 #                    why, GPU 0 is free after); a queued job with ends = "requeue" is stopped and
 #                    back in line (show --json: one cancelled attempt on GPU 0 with the reason).
+#   sched_preempt    per-user daemon, GPU 0: a --preemptible torch job holding 1 GiB gives way to a
+#                    normal matmul job submitted after it (SIGTERM: it checkpoints and exits), is
+#                    requeued (show --json: one cancelled attempt, "preempted": true) and restarts
+#                    on GPU 0 with GPULANE_PREEMPTED=1 once the matmul is done. Timed in parts: submit
+#                    to SIGTERM (the preemptible job's look, lease/preemption.h), SIGTERM to the
+#                    attempt's end (the job's own exit and CUDA teardown), that end to the matmul
+#                    job's start (gpulane's hand-over and python3's start-up).
 # Each section uses a fresh lease directory (mode 1777) under $WORK, never /run/gpulane/leases, and
 # changes no GPU setting. Time: about 55 s together on 1 x H200 (most of it importing torch: 9 jobs
 # and run_setup's CUDA check per section); every command runs under `timeout`.
@@ -551,4 +558,80 @@ PY
   run_teardown
 }
 
-SECTIONS+=(sched_partition sched_backfill sched_retry sched_array sched_ends)
+# Holds 1 GiB until SIGTERM, which it answers by printing the time and exiting 0 (a checkpoint);
+# first prints the GPU's UUID and GPULANE_PREEMPTED.
+SCHED_PY_PREEMPTIBLE='import os, signal, sys, time
+import torch
+def stop(*_):
+    print("sigterm %.3f" % time.time(), flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+x.fill_(1)
+torch.cuda.synchronize()
+print("holding", torch.cuda.get_device_properties(0).uuid, "preempted=%s" % os.environ.get("GPULANE_PREEMPTED", "0"), flush=True)
+while True:
+    time.sleep(0.05)'
+
+sec_sched_preempt() {
+  section "scheduling: a --preemptible PyTorch job gives way to a normal one on GPU 0 and comes back (per-user daemon)"
+  if ! run_setup sched_preempt || ! sched_free --gpus 0; then run_teardown; return; fi
+  local d=$WORK/sched_preempt uuid0 pid nid n submitted
+  uuid0=$(sched_uuid0)
+  if ! sched_user_daemon "$d"; then run_teardown; return; fi
+  local daemon=$SCHED_DAEMON
+  sched_gl -t 20 submit --preemptible --gpus 0 --kill-grace 10s -o "$d/p.out" -e "$d/p.err" -- python3 -c "$SCHED_PY_PREEMPTIBLE"
+  pid=$(tr -d '[:space:]' <"$WORK/stdout")
+  for n in $(seq 600); do grep -q '^holding' "$d/p.out" 2>/dev/null && break; sleep 0.1; done  # torch's import: seconds
+  if grep -q '^holding.*preempted=0' "$d/p.out" 2>/dev/null; then
+    pass "the preemptible job $pid holds 1 GiB on GPU 0 ($(awk '$1 == "holding" {print $2}' "$d/p.out"))"
+  else
+    fail "the preemptible job $pid runs on GPU 0 within 60 s"
+  fi
+  submitted=$(python3 -c 'import time; print("%.3f" % time.time())')
+  sched_gl -t 20 submit --gpus 0 -o "$d/n.out" -e "$d/n.err" -- python3 -c "$SCHED_PY_MATMUL"
+  nid=$(tr -d '[:space:]' <"$WORK/stdout")
+  run_cmd -t "$(run_limit 90)" "$GL" wait "$nid"
+  [ "$RC" -eq 0 ] && pass "the normal job $nid ran to the end (gpulane wait exits 0)" || fail "the normal job $nid ran to the end (wait: exit $RC)"
+  for n in $(seq 600); do [ "$(grep -c '^holding' "$d/p.out" 2>/dev/null)" -ge 2 ] && break; sleep 0.1; done
+  gl show --json "$pid" >"$d/show.json" 2>/dev/null
+  sed 's/^/    p.out: /' "$d/p.out" 2>/dev/null; sed 's/^/    p.err: /' "$d/p.err" 2>/dev/null; sed 's/^/    n.out: /' "$d/n.out" 2>/dev/null
+  python3 - "$d/show.json" "$d/p.out" "$d/n.out" "$uuid0" "$submitted" <<'PY' | report_lines
+import json, sys
+norm = lambda u: (u or "").strip().lower().removeprefix("gpu-")
+show, pout, nout, uuid0, submitted = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5])
+try:
+    d = json.load(open(show))
+except Exception as e:
+    print("FAIL gpulane show --json gives a JSON document (%s)" % e)
+    sys.exit()
+lines = [l.split() for l in open(pout).read().splitlines() if l.strip()]
+holding = [l for l in lines if l[0] == "holding"]
+sigterm = [float(l[1]) for l in lines if l[0] == "sigterm"]
+n = {l.split()[0]: l.split()[1:] for l in open(nout).read().splitlines() if l.strip()}
+att = d.get("attempts", [])
+first = att[0] if att else {}
+ok = first.get("preempted") is True and first.get("state") == "cancelled" and "preempted: " in first.get("reason", "")
+print(("PASS" if ok else "FAIL"), "the preemptible job's first attempt was preempted: %s, '%s'" % (first.get("state"), first.get("reason")))
+print(("PASS" if sigterm else "FAIL"), "it got SIGTERM first and checkpointed (its 'sigterm' line)")
+ok = n.get("matmul") == ["1024.0"] and norm((n.get("uuid") or [""])[0]) == norm(uuid0)
+print(("PASS" if ok else "FAIL"), "the normal job ran its matmul on GPU 0 (%s, matmul %s)" % ((n.get("uuid") or ["?"])[0], (n.get("matmul") or ["?"])[0]))
+ok = len(holding) >= 2 and holding[1][-1] == "preempted=1" and norm(holding[1][1]) == norm(uuid0) and d.get("state") == "running"
+print(("PASS" if ok else "FAIL"), "requeued once and restarted on GPU 0 with GPULANE_PREEMPTED=1 after the normal job (state %s, %d attempts, %s)" % (
+    d.get("state"), len(att), " / ".join(" ".join(h[1:]) for h in holding)))
+if sigterm and first.get("end_time") and n.get("start"):
+    t_term, t_end, t_start = sigterm[0], first["end_time"], float(n["start"][0])
+    print("INFO submit to SIGTERM %.0f ms (the preemptible job looks every second); SIGTERM to the attempt's end %.0f ms "
+          "(its checkpoint, exit and CUDA teardown); that end to the normal job's python3 start %.0f ms (hand-over and "
+          "python3 start-up); submit to start %.0f ms" % ((t_term - submitted) * 1000, (t_end - t_term) * 1000,
+                                                         (t_start - t_end) * 1000, (t_start - submitted) * 1000))
+PY
+  gl cancel "$pid" >/dev/null 2>&1
+  kill -TERM "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null
+  cp "$d/daemon.log" "$ART/sched_preempt_daemon.log" 2>/dev/null
+  sched_sim_note "preemption"
+  unset GPULANE_SYSTEM_DAEMON GPULANE_SOCKET GPULANE_STATE_DIR
+  run_teardown
+}
+
+SECTIONS+=(sched_partition sched_backfill sched_retry sched_array sched_ends sched_preempt)

@@ -653,6 +653,43 @@ TEST_F(JobTableTest, AFailedAttemptIsRecordedAndTheJobGoesBackInLineUntilTheRetr
   EXPECT_EQ(stored.attempts.size(), 2u) << "the earlier attempts; the last is the job's own fields";
 }
 
+// A preempted job (submit --preemptible, requeue) goes back in line exactly once per preemption:
+// the attempt is recorded as preempted, not as a failure, and reading the same supervisor's files
+// again (the next tick, a restart) adds nothing; --preemptible=cancel ends it cancelled.
+TEST_F(JobTableTest, APreemptedJobIsRequeuedExactlyOnceAndNotCountedAsAFailure) {
+  const std::int64_t id = retries::StoredRunning(*store_, 0), ended = retries::StoredRunning(*store_, 0);
+  for (auto job : {id, ended}) {
+    HoldLock(job);
+    Report(job, Running());
+  }
+  ASSERT_TRUE(Table().Recover());
+  SupervisorStatus preempted = Done(143);
+  preempted.preempted = true;
+  preempted.requeue = true;
+  preempted.reason = "preempted: alice's job (#1 in line) needs GPU0";
+  Report(id, preempted);
+  ReleaseLock(id);
+  Table().CheckSupervisors();
+  ASSERT_EQ(TableState(id), "pending");
+  Table().CheckSupervisors();  // the next tick: its files are gone, nothing more happens
+  Table().ImportStatus(id);
+  Job stored = StoredJob(id);
+  ASSERT_EQ(stored.attempts.size(), 1u);
+  EXPECT_TRUE(stored.attempts[0].preempted);
+  EXPECT_EQ(stored.attempts[0].state, JobState::kCancelled);
+  EXPECT_EQ(store::FailedAttempts(stored), 0) << "a preemption uses none of --retry";
+  EXPECT_EQ(Table().active().at(id).reason, "requeued: preempted: alice's job (#1 in line) needs GPU0");
+
+  ASSERT_EQ(TableState(ended), "running");
+  preempted.requeue = false;  // --preemptible=cancel
+  Report(ended, preempted);
+  ReleaseLock(ended);
+  Table().CheckSupervisors();
+  EXPECT_EQ(TableState(ended), "");
+  EXPECT_EQ(StoredJob(ended).state, JobState::kCancelled);
+  EXPECT_EQ(StoredJob(ended).reason, preempted.reason);
+}
+
 TEST_F(JobTableTest, CancelledTimedOutAndLostAttemptsAreNeverRetried) {
   const std::int64_t cancelled = retries::StoredRunning(*store_, 5), timed_out = retries::StoredRunning(*store_, 5),
                      lost = retries::StoredRunning(*store_, 5), requested = retries::StoredRunning(*store_, 5);

@@ -96,6 +96,7 @@ TEST(Attempts, ReadBackAsWritten) {
   a.gpu_uuids = {"GPU-a", "GPU-b"};
   JobAttempt b;
   b.reason = "could not start";
+  b.preempted = true;
   EXPECT_EQ(AttemptsFromJson(AttemptsToJson({a, b})), (std::vector<JobAttempt>{a, b}));
   EXPECT_TRUE(AttemptsFromJson(nlohmann::json::parse("[{\"exit_code\": \"x\"}]")).empty()) << "unreadable: none";
   EXPECT_TRUE(AttemptsFromJson(nlohmann::json()).empty());
