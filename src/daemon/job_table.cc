@@ -42,7 +42,11 @@ Result<std::size_t> JobTable::Recover() {
   if (!jobs) return jobs.error();
   for (const auto& row : damaged_)
     log_(fmt::format("job {} is damaged in the database ({}): kept there as it is and not run", row.id, row.why));
-  for (auto& job : *jobs) active_.emplace(job.id, std::move(job));
+  for (auto& job : *jobs) {
+    Index(job);
+    CountUser(job, +1);
+    active_.emplace(job.id, std::move(job));
+  }
   // Past use for fair share (the ended jobs whose use has not decayed to nothing) and for
   // limits.max_gpu_hours_per_day (those of the last 24 hours).
   const double now = Now();
@@ -60,23 +64,44 @@ Result<std::size_t> JobTable::Recover() {
   // ImportStatus may finish a job (one that ended while no daemon ran), which erases it from
   // active_: collect the ids first.
   std::vector<std::int64_t> handed_over;
-  for (auto& [id, job] : active_)
+  ForEachUnheld([&](std::int64_t id, const Job& job) {
     if (job.state == JobState::kLaunching || job.state == JobState::kRunning) handed_over.push_back(id);
+  });
   for (auto id : handed_over) ImportStatus(id);
   FlushDirty();
   schedule_needed_ = true;
   return handed_over.size();
 }
 
+void JobTable::Index(const Job& job) {
+  if (job.state == JobState::kHeld) unheld_.erase(job.id);
+  else unheld_.insert(job.id);
+}
+
+void JobTable::CountUser(const Job& job, int change) {
+  ActiveUser& u = active_users_[job.user];
+  if (change > 0) {
+    if (u.jobs++ == 0) u.uid = job.uid, u.gid = job.gid;
+  } else if (--u.jobs == 0) {
+    active_users_.erase(job.user);
+  }
+}
+
 void JobTable::Add(Job job) {
   if (job.state != JobState::kHeld) schedule_needed_ = true;
+  Index(job);
+  CountUser(job, +1);
   const std::int64_t id = job.id;
   active_.emplace_hint(active_.end(), id, std::move(job));  // ids grow: usually the end
 }
 
 void JobTable::AddAll(std::map<std::int64_t, Job>& jobs) {
-  for (const auto& [id, job] : jobs)
+  for (const auto& [id, job] : jobs) {
+    if (active_.count(id)) continue;  // stays in `jobs`
     if (job.state != JobState::kHeld) schedule_needed_ = true;
+    Index(job);
+    CountUser(job, +1);
+  }
   active_.merge(jobs);
 }
 
@@ -145,16 +170,17 @@ std::map<std::string, std::string> JobTable::GpuHoursHeldBack(double now_s) {
   // The limit of each user who has a pending job (looked up once per user).
   std::map<std::string, LimitsConfig> limits;
   std::set<std::string> asked;
-  for (const auto& [id, job] : active_) {
-    if (job.state != JobState::kPending || !asked.insert(job.user).second) continue;
+  ForEachUnheld([&](std::int64_t, const Job& job) {
+    if (job.state != JobState::kPending || !asked.insert(job.user).second) return;
     if (auto hours = limits_.max_gpu_hours_of(job.uid, job.user)) limits[job.user].max_gpu_hours_per_day = *hours;
-  }
+  });
   if (limits.empty()) return out;
   // Their use: ended jobs' records and running jobs so far, as fair share counts them.
   std::vector<sched::UsageRecord> running;
-  for (const auto& [id, job] : active_)
+  ForEachUnheld([&](std::int64_t, const Job& job) {
     if (job.state == JobState::kRunning && job.start_time && limits.count(job.user))
       running.push_back({job.user, *job.start_time, std::nullopt, GpusHeld(job)});
+  });
   std::map<std::string, double> used_gpu_s;
   for (const auto* records : {&recent_usage_, &running})
     for (const sched::UsageRecord& r : *records)
@@ -188,11 +214,11 @@ std::map<std::string, sched::UserShare> JobTable::FairShareAt(double now_s) {
       known = groups_of_.emplace(user, groups_ ? groups_(user, uid, gid) : std::vector<std::string>{}).first;
     shares[user] = sched::ShareOf(user, known->second, limits_.fair_share.shares);
   };
-  for (const auto& [id, job] : active_) {
+  ForEachUnheld([&](std::int64_t, const Job& job) {
     if (job.state == JobState::kRunning && job.start_time)  // running jobs count so far
       usage[job.user] += sched::DecayedUsageGpuS({job.user, *job.start_time, std::nullopt, GpusHeld(job)}, now_s, h);
-    if (!IsFinished(job.state)) share_of(job.user, job.uid, job.gid);
-  }
+  });
+  for (const auto& [user, u] : active_users_) share_of(user, u.uid, u.gid);  // every user with a job in the table
   for (const auto& [user, used] : usage)
     if (!shares.count(user)) share_of(user, 0, 0);
   std::map<std::string, sched::UserShare> out;
@@ -214,6 +240,8 @@ void JobTable::Forget(Job& job) {
   log_(fmt::format("job {} ({}) {}{}{}", id, job.user, store::StateName(job.state),
                    job.exit_code ? fmt::format(" with exit code {}", *job.exit_code) : "",
                    job.reason.empty() ? "" : ": " + job.reason));
+  unheld_.erase(id);
+  CountUser(job, -1);
   active_.erase(id);
 }
 
@@ -285,8 +313,9 @@ std::string JobTable::StoreTroubleLine() const {
 
 void JobTable::CheckSupervisors() {
   std::vector<std::int64_t> ids;
-  for (auto& [id, job] : active_)
+  ForEachUnheld([&](std::int64_t id, const Job& job) {
     if (job.state == JobState::kLaunching || job.state == JobState::kRunning) ids.push_back(id);
+  });
   for (auto id : ids) ImportStatus(id);
 }
 

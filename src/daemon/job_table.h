@@ -140,8 +140,13 @@ class JobTable {
   /// logs it and removes it from the table. `job` must be in the table.
   void Finish(store::Job& job, store::JobState state, std::optional<int> exit_code, const std::string& reason,
               std::optional<double> end_time, bool stored = false);
-  /// Stores the job's changes at the next FlushDirty.
-  void MarkDirty(const store::Job& job) { dirty_.insert(job.id); }
+  /// Stores the job's changes at the next FlushDirty. Every change of a job's state outside the
+  /// table goes through here (it must be stored), which also keeps the index of jobs that are
+  /// not held up to date.
+  void MarkDirty(const store::Job& job) {
+    dirty_.insert(job.id);
+    Index(job);
+  }
   /// Stores every changed job, and every ended job whose end is not stored yet, in one
   /// transaction; only once that is durable are ended jobs' files removed and the jobs forgotten.
   /// A failure keeps them all for the next call (logged when the trouble starts and ends). While
@@ -176,6 +181,16 @@ class JobTable {
 
  private:
   void ImportStatusOf(store::Job& job);
+  /// Files `job` under the index of jobs that are not held (or out of it, when held).
+  void Index(const store::Job& job);
+  /// Calls f(id, job) for every job of active_ that is not held (through unheld_, so that the
+  /// once-a-second work does not walk 100,000 held jobs), in id order. `f` must not add or
+  /// remove jobs.
+  template <typename F>
+  void ForEachUnheld(F&& f) {
+    for (std::int64_t id : unheld_)
+      if (auto it = active_.find(id); it != active_.end()) f(id, it->second);
+  }
   /// The end of `job` is durable: forget its files and the job.
   void Forget(store::Job& job);
   /// False while the store is unavailable and its last failure is less than retry_interval_s ago.
@@ -209,6 +224,17 @@ class JobTable {
   JobTableLimits limits_;
   LogSink log_;
   std::map<std::int64_t, store::Job> active_;           ///< every unfinished job
+  /// The ids in active_ of jobs not held (pending, launching, running; also ended ones whose end
+  /// is not stored yet): kept by Add, AddAll, Recover, MarkDirty and Forget.
+  std::set<std::int64_t> unheld_;
+  /// Per user with jobs in active_: how many, and a uid and gid of theirs (for the share table's
+  /// group look-up), kept with active_.
+  struct ActiveUser {
+    std::size_t jobs = 0;
+    std::uint32_t uid = 0, gid = 0;
+  };
+  std::map<std::string, ActiveUser> active_users_;
+  void CountUser(const store::Job& job, int change);
   std::map<std::int64_t, sched::DependencyState> finished_;  ///< end states seen (for --after), cached
   static constexpr std::size_t kTaskIdsKept = 100000;   ///< task_ids_ is emptied when it reaches this
   std::map<std::pair<std::int64_t, int>, std::int64_t> task_ids_;  ///< (array id, index) -> job id, as looked up

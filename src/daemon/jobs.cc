@@ -81,8 +81,9 @@ void JobTable::LaunchEligible() {
     // The store failed the last write (FlushDirty tries again): ended jobs are stored before
     // anything new starts, and a launch is tried at most every retry_interval_s. (While nothing
     // waits, the launch's own write finds out whether the store takes writes again.)
-    for (auto& [id, job] : active_)
+    ForEachUnheld([](std::int64_t, Job& job) {
       if (job.state == JobState::kPending) job.reason = kStoreUnavailableReason;
+    });
     return;
   }
   sched::LaunchLimits limits{limits_.max_waiting, 0};
@@ -90,8 +91,9 @@ void JobTable::LaunchEligible() {
   // counted in the lease line itself, sched::Schedule).
   std::map<std::uint32_t, unsigned> gpus_of_uid;
   if (limits_.max_gpus_of)
-    for (const auto& [id, job] : active_)
+    ForEachUnheld([&](std::int64_t, const Job& job) {
       if (job.state == JobState::kLaunching || job.state == JobState::kRunning) gpus_of_uid[job.uid] += job.spec.request.count;
+    });
   std::vector<sched::QueuedJob> queue;
   // Within a --priority class, jobs go by their fair-share priority (sched/fairshare.h): the
   // user's factor (one per user) and the job's age.
@@ -104,28 +106,28 @@ void JobTable::LaunchEligible() {
   };
   // limits.max_gpu_hours_per_day: users whose queued jobs used that much in the last 24 hours.
   const std::map<std::string, std::string> over_gpu_hours = GpuHoursHeldBack(now);
-  for (auto& [id, job] : active_) {
+  ForEachUnheld([&](std::int64_t id, Job& job) {
     if (job.state == JobState::kLaunching)
       ++(job.spec.request.preemptible != sched::Preemptible::kNo ? limits.already_waiting_preemptible : limits.already_waiting);
-    // Held jobs are left out rather than passed as held: 100,000 of them would cost ~6 ms a decision.
-    if (job.state != JobState::kPending) continue;
+    // Held jobs are left out rather than passed as held (and not even walked: unheld_).
+    if (job.state != JobState::kPending) return;
     if (job.reason == kStoreUnavailableReason) job.reason.clear();
     if (limits_.max_gpus_of) {
       const unsigned held = gpus_of_uid[job.uid];
       if (auto why = sched::GpuLimitReason(LimitsConfig{limits_.max_gpus_of(job.uid, job.user), {}, {}, {}}, job.user, held,
                                            job.spec.request.count)) {
         job.reason = *why;
-        continue;
+        return;
       }
     }
     if (auto over = over_gpu_hours.find(job.user); over != over_gpu_hours.end()) {
       job.reason = over->second;
-      continue;
+      return;
     }
     const double priority = sched::PriorityOf(factor_of(job.user), now - job.submit_time, fs).value;
     queue.push_back({id, job.spec.request.priority, false, job.spec.after_ok, job.spec.after_any, priority,
                      job.spec.request.preemptible != sched::Preemptible::kNo});
-  }
+  });
   sched::LaunchPlan plan = sched::PlanLaunches(std::move(queue), [this](const sched::JobRef& dep) { return DependencyStateOf(dep); }, limits);
   // Why the jobs looked at wait (those the plan does not start, cancel or block): their priority,
   // their user's use, and the job just ahead of them in line.

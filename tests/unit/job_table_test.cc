@@ -480,6 +480,42 @@ TEST_F(JobTableTest, LaunchesInLineOrderUnderTheCapCountingJobsAlreadyWaiting) {
   EXPECT_EQ(launcher_.started, (Ids{first, second, low}));
 }
 
+// Held jobs are kept out of the once-a-second work (an index of the jobs that are not held): a
+// held job is never launched, one released (its state changed and marked for storing, as `gpulane
+// release` does) is launched at the next decision, one held again is not; a job added held and
+// released, and jobs recovered held, alike.
+TEST_F(JobTableTest, HeldJobsAreLeftOutUntilReleasedAndLaunchedOnceReleased) {
+  const std::int64_t recovered_held = Stored(JobState::kHeld), pending = Stored(JobState::kPending);
+  ASSERT_TRUE(Table().Recover());
+  Job added = MakeJob({}, {}, 0);
+  std::vector<Job> jobs = {added};
+  ASSERT_TRUE(store_->Insert(jobs, false));
+  jobs[0].state = JobState::kHeld;
+  const std::int64_t added_held = jobs[0].id;
+  Table().Add(jobs[0]);
+  Table().LaunchEligible();
+  EXPECT_EQ(launcher_.started, Ids{pending});
+  for (std::int64_t id : {recovered_held, added_held}) {
+    Job& job = Table().active().at(id);
+    job.state = JobState::kPending;  // gpulane release
+    Table().MarkDirty(job);
+  }
+  Table().LaunchEligible();
+  EXPECT_EQ(launcher_.started, (Ids{pending, recovered_held, added_held}));
+  EXPECT_EQ(TableState(recovered_held), "launching");
+}
+
+TEST_F(JobTableTest, AJobHeldAgainBeforeTheDecisionIsNotLaunched) {
+  const std::int64_t id = Stored(JobState::kPending);
+  ASSERT_TRUE(Table().Recover());
+  Job& job = Table().active().at(id);
+  job.state = JobState::kHeld;  // gpulane hold
+  Table().MarkDirty(job);
+  Table().LaunchEligible();
+  EXPECT_TRUE(launcher_.started.empty());
+  EXPECT_EQ(TableState(id), "held");
+}
+
 TEST_F(JobTableTest, ADependentStartsOnceItsDependencyCompletedAndIsCancelledWhenItFailed) {
   const std::int64_t before = Stored(JobState::kCompleted);  // ended before this daemon started: only in the store
   const std::int64_t a = Stored(JobState::kRunning), b = Stored(JobState::kRunning);
