@@ -36,9 +36,14 @@
 //  - Which processes a lease owns (lease/occupancy.h): only its owner's, and only those descending
 //    from the process that holds its lock (/proc/locks, `holder`), or in its job's process group:
 //    a "pid" in the file that is no descendant of the lock's holder owns nothing.
+//  - Preemption (lease/preemption.h): a ticket makes a preemptible job give way only as the waiting
+//    request it is would (decided like every ticket, under the rules above); a lease's
+//    "preemptible" can only make its own owner's job give way, and a preemptible job's holder
+//    decides with its job's spec, not with what its lease file says.
 // What a user can still do by writing files: claim GPUs for herself out of turn (as she could by
 // using them without gpulane: her processes are foreign to everyone else either way) and wait in
-// line like any request.
+// line like any request (a ticket she holds without ever taking its GPUs keeps a preemptible job
+// off them, as a job of hers holding them would).
 #include <sys/types.h>
 
 #include <cstdint>
