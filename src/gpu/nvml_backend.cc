@@ -127,6 +127,8 @@ class DeviceReader {
       MigDevice m;
       char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
       if (api_.DeviceGetUUID && Check(api_.DeviceGetUUID(mig, buf, sizeof buf))) m.uuid = buf;
+      char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {};
+      if (api_.DeviceGetName && Check(api_.DeviceGetName(mig, name, sizeof name))) m.profile = MigProfileOfName(name);
       unsigned id = 0;
       if (api_.DeviceGetGpuInstanceId && Check(api_.DeviceGetGpuInstanceId(mig, &id))) m.gpu_instance_id = id;
       if (api_.DeviceGetComputeInstanceId && Check(api_.DeviceGetComputeInstanceId(mig, &id)))

@@ -83,6 +83,7 @@ json DeviceToJson(const GpuDevice& d) {
   json migs = json::array();
   for (const auto& m : d.mig_devices) {
     json mj = {{"uuid", m.uuid}};
+    Put(mj, "profile", m.profile);
     Put(mj, "gpu_instance_id", m.gpu_instance_id);
     Put(mj, "compute_instance_id", m.compute_instance_id);
     Put(mj, "memory_total_bytes", m.memory_total_bytes);
@@ -126,6 +127,7 @@ GpuDevice DeviceFromJson(const json& j) {
   for (const auto& mj : j.value("mig_devices", json::array())) {
     MigDevice m;
     m.uuid = mj.at("uuid").get<std::string>();
+    Get(mj, "profile", m.profile);
     Get(mj, "gpu_instance_id", m.gpu_instance_id);
     Get(mj, "compute_instance_id", m.compute_instance_id);
     Get(mj, "memory_total_bytes", m.memory_total_bytes);

@@ -36,9 +36,23 @@ struct GpuProcess {
   std::optional<std::string> cmdline;  ///< the whole command line, arguments joined by spaces
 };
 
+/// The MIG profile at the end of a MIG device's name: "NVIDIA H200 MIG 1g.18gb" -> "1g.18gb" (NVML
+/// names a MIG device's handle "<GPU name> MIG <profile>"); nullopt when the name has no " MIG ".
+inline std::optional<std::string> MigProfileOfName(const std::string& name) {
+  const auto at = name.rfind(" MIG ");
+  if (at == std::string::npos) return std::nullopt;
+  std::string profile = name.substr(at + 5);
+  while (!profile.empty() && (profile.back() == ' ' || profile.back() == '\0')) profile.pop_back();
+  if (profile.empty() || profile.find(' ') != std::string::npos) return std::nullopt;
+  return profile;
+}
+
 /// A MIG device (a GPU instance + compute instance) of a MIG-enabled GPU.
 struct MigDevice {
   std::string uuid;  ///< "MIG-..."
+  /// Its profile, e.g. "1g.18gb": the end of the name NVML gives a MIG device's handle
+  /// (nvmlDeviceGetName: "NVIDIA H200 MIG 1g.18gb", MigProfileOfName). nullopt: not reported.
+  std::optional<std::string> profile;
   std::optional<unsigned> gpu_instance_id;
   std::optional<unsigned> compute_instance_id;
   std::optional<std::uint64_t> memory_total_bytes;

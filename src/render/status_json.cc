@@ -68,6 +68,7 @@ json DeviceJson(const GpuDevice& d, const StatusContext& c) {
     json migs = json::array();
     for (const auto& m : d.mig_devices) {
       json mj = {{"uuid", m.uuid}};
+      Put(mj, "profile", m.profile);
       Put(mj, "gpu_instance_id", m.gpu_instance_id);
       Put(mj, "compute_instance_id", m.compute_instance_id);
       Put(mj, "memory_total_bytes", m.memory_total_bytes);

@@ -245,6 +245,52 @@ std::vector<unsigned> PreemptionSet(const Context& c, const std::vector<GpuState
   return ChooseLinkedSet(ranked, r.count, linked);
 }
 
+// The decision for a request of a MIG profile (Request::mig_profile) over `units`; `taken` marks
+// those granted earlier in this decision.
+Decision DecideMig(const Context& c, std::span<const MigUnit> units, std::vector<bool>& taken, const Request& r) {
+  Decision d;
+  std::vector<std::string> profiles;
+  for (std::size_t i = 0; i < units.size(); ++i) {
+    const MigUnit& u = units[i];
+    if (u.profile && std::find(profiles.begin(), profiles.end(), *u.profile) == profiles.end()) profiles.push_back(*u.profile);
+    if (u.profile != r.mig_profile || !(Allows(r, u.uuid) || Allows(r, u.gpu_uuid))) continue;
+    auto wait = [&](std::string why, bool never = false) {
+      if (!c.explain) return;
+      d.reasons.push_back(StrCat(u.uuid, " (GPU", u.gpu_index, " ", *u.profile, "): ", why));
+      if (never) d.never.push_back(d.reasons.back());
+    };
+    if (!u.gpu_usable) {
+      wait("its GPU failed", true);
+      continue;
+    }
+    if (!u.processes_known && !r.share_foreign) {
+      wait("its processes are not reported by NVML (unknown is not free; --share-foreign to use it anyway)", true);
+      continue;
+    }
+    ++d.possible;
+    if (u.holder) wait(StrCat("leased by ", *u.holder));
+    else if (taken[i]) wait("given to an earlier request");
+    else if (!u.foreign.empty() && !r.share_foreign) wait(StrCat("in use by ", u.foreign.front()));
+    else if (!d.granted) {
+      d.granted = true;
+      d.gpus = {u.gpu_index};
+      d.mig_uuid = u.uuid;
+      taken[i] = true;
+    }
+  }
+  if (d.granted) {
+    d.reasons.clear();
+    d.never.clear();
+    return d;
+  }
+  d.impossible = d.possible == 0;
+  if (d.impossible && c.explain && d.never.empty())
+    d.never.push_back(StrCat("no MIG device of profile ", r.mig_profile, " that this job may use",
+                             profiles.empty() ? std::string(" (no GPU here is in MIG mode)")
+                                              : StrCat(" (MIG profiles here: ", Join(profiles, ", "), ")")));
+  return d;
+}
+
 }  // namespace
 
 const char* PolicyName(PolicyKind policy) {
@@ -280,7 +326,9 @@ std::vector<unsigned> ChooseLinkedSet(const std::vector<unsigned>& ranked, unsig
   return {ranked.begin(), ranked.begin() + count};
 }
 
-std::vector<Decision> Schedule(std::vector<GpuState> gpus, std::span<const Request> line, const Limits& limits) {
+std::vector<Decision> Schedule(std::vector<GpuState> gpus, std::span<const Request> line, const Limits& limits,
+                               std::span<const MigUnit> mig_units) {
+  std::vector<bool> mig_taken(mig_units.size(), false);
   const unsigned n = static_cast<unsigned>(gpus.size());
   for (unsigned i = 0; i < n; ++i) gpus[i].index = i;
   auto linked = [&](unsigned a, unsigned b) {
@@ -340,6 +388,14 @@ std::vector<Decision> Schedule(std::vector<GpuState> gpus, std::span<const Reque
         emit(std::move(d));
         continue;
       }
+    }
+    // A MIG device: decided apart (its GPU takes no whole-GPU request), and it blocks nobody.
+    if (!r.mig_profile.empty()) {
+      Decision d = DecideMig(c, mig_units, mig_taken, r);
+      if (!d.granted) d.position = ++waiting;
+      else if (!limits.max_gpus_by_uid.empty()) in_use_by_uid[r.uid] += 1;
+      emit(std::move(d));
+      continue;
     }
     if (limits.grants_only && k > 0) {
       if (changed) {  // a grant or a reservation since the last count
@@ -485,6 +541,10 @@ std::vector<Decision> Schedule(std::vector<GpuState> gpus, std::span<const Reque
 }
 
 std::string ImpossibleReason(const Request& r, const Decision& d, unsigned gpu_count) {
+  if (!r.mig_profile.empty())
+    return StrCat("asked for a MIG device of profile ", r.mig_profile, " but none here can ever qualify",
+                  d.never.empty() ? std::string() : StrCat(" (", Join(d.never, "; "), ")"),
+                  ": gpulane status lists the MIG devices");
   const bool memory = r.mem_bytes.has_value();
   return StrCat("asked for ", Plural(r.count, "GPU"), memory ? StrCat(" with ", FormatBytes(*r.mem_bytes), " each") : "",
                 " but only ", d.possible, " of the ", Plural(gpu_count, "GPU"), " here can ever qualify",

@@ -95,6 +95,20 @@ struct GpuState {
   std::optional<double> free_since_s;
 };
 
+/// A MIG device as the policy sees it (lease/occupancy.h): the unit a request with
+/// Request::mig_profile leases whole. Its GPU, MIG-enabled, never qualifies for whole-GPU requests.
+struct MigUnit {
+  unsigned gpu_index = 0;              ///< its GPU's PCI-order index
+  std::string uuid;                    ///< "MIG-..."
+  std::string gpu_uuid;                ///< its GPU's UUID (--gpus and CUDA_VISIBLE_DEVICES may name the GPU)
+  std::optional<std::string> profile;  ///< "1g.18gb"; nullopt: NVML did not say (never matches)
+  std::optional<std::uint64_t> total_bytes;
+  bool gpu_usable = true;              ///< false: its GPU failed
+  bool processes_known = true;         ///< false: NVML could not list its GPU's processes
+  std::optional<std::string> holder;   ///< "alice (job 12)" while a lease holds it
+  std::vector<std::string> foreign;    ///< processes on it that its lease (if any) does not account for
+};
+
 /// The scheduling policies; see the rules at the top of this file.
 enum class PolicyKind {
   kDefault,   ///< "default": reservations for every waiter, backfill, holds of free GPUs bounded
@@ -131,6 +145,8 @@ struct Decision {
   std::optional<double> recheck_at_s;
   /// Waiting: what else to know, e.g. "GPU1: free, but no longer held for it: ...".
   std::vector<std::string> notes;
+  /// A request with Request::mig_profile, granted: the MIG device it gets (`gpus` holds its GPU).
+  std::optional<std::string> mig_uuid;
   /// Waiting: it could start if the preemptible jobs on these GPUs (of `gpus`, which it reserves)
   /// gave way; their holders stop them. Empty: it waits for nobody to be preempted.
   std::vector<unsigned> preempt;
@@ -161,10 +177,16 @@ struct Limits {
 /// Decides for every request in `line` (first in line first) against `gpus` (index i at
 /// position i). Returns one Decision per request, in the same order (fewer with
 /// Limits::grants_only: the rest wait).
-std::vector<Decision> Schedule(std::vector<GpuState> gpus, std::span<const Request> line, const Limits& limits);
+/// Requests with Request::mig_profile are decided against `mig_units` (those of their profile that
+/// they allow, by the MIG device's or its GPU's UUID), first come first served: the first free one
+/// in PCI and MIG slot order; one of another profile or leased never qualifies, and no MIG device of
+/// the profile makes it impossible. They reserve nothing (the units of a profile are alike).
+std::vector<Decision> Schedule(std::vector<GpuState> gpus, std::span<const Request> line, const Limits& limits,
+                               std::span<const MigUnit> mig_units = {});
 /// The same for a vector (or a braced list) of requests.
-inline std::vector<Decision> Schedule(std::vector<GpuState> gpus, const std::vector<Request>& line, const Limits& limits) {
-  return Schedule(std::move(gpus), std::span<const Request>(line), limits);
+inline std::vector<Decision> Schedule(std::vector<GpuState> gpus, const std::vector<Request>& line, const Limits& limits,
+                                      std::span<const MigUnit> mig_units = {}) {
+  return Schedule(std::move(gpus), std::span<const Request>(line), limits, mig_units);
 }
 
 /// The answer to a request that must be met now or not at all (`gpulane pick`, `run --no-wait`):

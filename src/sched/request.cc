@@ -60,6 +60,18 @@ Status CheckRequest(const Request& r) {
     return bad(StrCat("--time-limit: at most 366 days (", static_cast<long long>(kMaxTimeLimitS), " s)"));
   if (!std::isfinite(r.submit_time_s) || r.submit_time_s < 0) return bad("submission time out of range");
   if (r.allowed_uuids && r.allowed_uuids->size() > kMaxGpuCount) return bad("--gpus: too many GPUs named");
+  if (!r.mig_profile.empty()) {
+    const bool name_ok = r.mig_profile.size() <= kMaxMigProfileChars &&
+                         std::all_of(r.mig_profile.begin(), r.mig_profile.end(), [](char ch) {
+                           return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '.' || ch == '+';
+                         });
+    if (!name_ok) return bad("--mig: give a MIG profile such as 1g.18gb (gpulane status lists this machine's)");
+    if (r.count != 1)
+      return bad(StrCat("-g ", r.count, " --mig: CUDA uses only one MIG device per process; ask for -g 1 (an array "
+                        "of jobs for more)"));
+    if (r.mem_bytes || r.min_free_bytes || r.max_util_pct)
+      return bad("--mig with --mem, --min-free or --max-util: a MIG device is leased whole; leave those out");
+  }
   return Status::Ok();
 }
 

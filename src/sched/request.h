@@ -71,6 +71,9 @@ struct Request {
   std::string partition;
   /// --preemptible (submit): kNo for every other job, and for `pick` and `run`.
   Preemptible preemptible = Preemptible::kNo;
+  /// --mig PROFILE ("1g.18gb"): one MIG device of this profile instead of whole GPUs (count 1,
+  /// no --mem, --min-free or --max-util: a MIG device is leased whole). "" = whole GPUs.
+  std::string mig_profile;
 
   // ---- who and when ----------------------------------------------------------------------------
   std::uint32_t uid = 0;       ///< who asks; from the kernel (SO_PEERCRED, a file's owner), never from input
@@ -79,6 +82,9 @@ struct Request {
   double submit_time_s = 0;    ///< seconds since the epoch: its place in line among equal priorities
   std::optional<double> time_limit_s;  ///< the job is stopped after this long (SIGTERM, grace, SIGKILL)
 };
+
+/// The longest --mig profile name accepted ("7g.141gb" has 8 characters).
+inline constexpr std::size_t kMaxMigProfileChars = 32;
 
 /// Checks the bounds above and the combinations that make no sense (count 0, --mem 0, a
 /// utilisation over 100 %, a non-positive time limit). Errors: kInvalidArgument naming the option
