@@ -70,7 +70,8 @@ int RunPick(const PickOptions& o) {
   const sched::Decision decision = lease::DecideNewcomer(view->occupancy, view->tickets, *request, limits);
   auto chosen = sched::GrantedNow(*request, decision, static_cast<unsigned>(snapshot->devices.size()));
   if (!chosen) return Fail(chosen.error());
-  const std::string devices = FormatVisibleDevices(*snapshot, *chosen, o.uuid);
+  // A MIG device: CUDA selects it only by its MIG- UUID.
+  const std::string devices = decision.mig_uuid ? *decision.mig_uuid : FormatVisibleDevices(*snapshot, *chosen, o.uuid);
   if (o.export_line) fmt::print("CUDA_VISIBLE_DEVICES={} CUDA_DEVICE_ORDER=PCI_BUS_ID\n", devices);
   else fmt::print("{}\n", devices);
   return kExitOk;

@@ -35,6 +35,10 @@ void RequestOptions::Register(CLI::App* sub, RequestOptionSet set) {
   sub->add_option("--partition", partition_,
                   "Only this partition's GPUs, inside its time windows (the machine's [partitions.NAME]; default: sched.default_partition)")
       ->type_name("NAME");
+  sub->add_option("--mig", mig_,
+                  "One MIG device of this profile (e.g. 1g.18gb; gpulane status lists them) instead of whole GPUs; "
+                  "the job gets CUDA_VISIBLE_DEVICES=MIG-...")
+      ->type_name("PROFILE");
   if (set.priority) sub->add_option("--priority", priority_, "Higher runs first (default 0; only admins may go above 0)");
 }
 
@@ -42,7 +46,7 @@ Result<sched::Request> RequestOptions::ToRequest() const {
   auto usage = [](std::string m) { return MakeError(ErrorKind::kInvalidArgument, std::move(m)); };
   auto given = [&](const char* name) { return sub_->count(name) > 0; };
   // An empty value ("--mem ''") is an error, not "not given".
-  for (const char* name : {"--mem", "--min-free", "--gpus", "--time-limit", "--partition"})
+  for (const char* name : {"--mem", "--min-free", "--gpus", "--time-limit", "--partition", "--mig"})
     if (sub_->get_option_no_throw(name) && given(name) && sub_->get_option(name)->as<std::string>().empty())
       return usage(fmt::format("{} '': give a value", name));
   sched::Request r;
@@ -60,6 +64,7 @@ Result<sched::Request> RequestOptions::ToRequest() const {
   }
   if (max_util_ >= 0) r.max_util_pct = static_cast<unsigned>(max_util_);
   r.gpu_list = gpus_;
+  r.mig_profile = mig_;
   r.share_foreign = share_foreign_;
   if (given("--order")) r.order = sched::ParseOrder(order_);  // not given: the default (sched::DefaultOrder)
   if (sub_->get_option_no_throw("--time-limit") && given("--time-limit")) {

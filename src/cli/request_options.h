@@ -38,7 +38,7 @@ class RequestOptions {
   CLI::App* sub_ = nullptr;
   RequestOptionSet set_;
   int count_ = 1;
-  std::string mem_, min_free_, gpus_, order_ = "memory", time_limit_, partition_;
+  std::string mem_, min_free_, gpus_, order_ = "memory", time_limit_, partition_, mig_;
   int max_util_ = -1;
   int priority_ = 0;
   bool share_foreign_ = false;

@@ -225,7 +225,7 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
     status.phase = "running";
     status.reason.clear();
     status.start_time = Now();
-    for (unsigned i : grant.gpus) status.gpu_uuids.push_back(grant.snapshot.devices[i].uuid);
+    for (unsigned i : grant.gpus) status.gpu_uuids.push_back(grant.mig_uuid.value_or(grant.snapshot.devices[i].uuid));
     Status written = files.WriteStatus(status);  // not recorded: the job must not start
     running_recorded = written.ok();
     if (running_recorded) MaybeDieAt("running");

@@ -23,7 +23,7 @@ std::vector<std::string> CurrentEnvironment() {
 
 std::vector<std::string> JobEnvironment(const std::vector<std::string>& base, const GpuSnapshot& snapshot, const std::vector<unsigned>& gpus, bool uuids,
                                         const std::string& job_id, std::optional<std::uint64_t> mem_bytes,
-                                        int lease_fd) {
+                                        int lease_fd, const std::optional<std::string>& mig_uuid) {
   std::vector<std::string> env;
   for (const std::string& kv : base) {
     bool ours = false;
@@ -41,7 +41,9 @@ std::vector<std::string> JobEnvironment(const std::vector<std::string>& base, co
     uuid_list += (uuid_list.empty() ? "" : ",") + snapshot.devices[i].uuid;
     index_list += (index_list.empty() ? "" : ",") + std::to_string(i);
   }
-  env.push_back("CUDA_VISIBLE_DEVICES=" + FormatVisibleDevices(snapshot, sorted, uuids));
+  // A MIG device: CUDA takes it only by its MIG- UUID (and sees one MIG device per process).
+  if (mig_uuid) uuid_list = *mig_uuid;
+  env.push_back("CUDA_VISIBLE_DEVICES=" + (mig_uuid ? *mig_uuid : FormatVisibleDevices(snapshot, sorted, uuids)));
   env.push_back("CUDA_DEVICE_ORDER=PCI_BUS_ID");
   env.push_back("GPULANE_JOB_ID=" + job_id);
   env.push_back("GPULANE_GPU_UUIDS=" + uuid_list);

@@ -19,9 +19,12 @@ std::vector<std::string> CurrentEnvironment();
 /// CUDA_VISIBLE_DEVICES (PCI-order indices, or UUIDs with `uuids`), CUDA_DEVICE_ORDER=PCI_BUS_ID,
 /// GPULANE_JOB_ID, GPULANE_GPU_UUIDS, GPULANE_GPU_INDICES, GPULANE_MEM_BYTES (declared memory per GPU,
 /// when shared) and GPULANE_LEASE_FD (the inherited lease descriptor). "KEY=VALUE" strings.
-/// Also removes GPULANE_ARRAY_INDEX, which the daemon's supervisor sets for array tasks.
+/// Also removes GPULANE_ARRAY_INDEX, which the daemon's supervisor sets for array tasks. With
+/// `mig_uuid` (a MIG device leased on the GPU in `gpus`): CUDA_VISIBLE_DEVICES and GPULANE_GPU_UUIDS
+/// are that MIG- UUID, the only way CUDA selects a MIG device (CUDA's MIG support in the CUDA C
+/// Programming Guide / NVIDIA's MIG user guide: one MIG device per process, named by UUID).
 std::vector<std::string> JobEnvironment(const std::vector<std::string>& base, const GpuSnapshot& snapshot, const std::vector<unsigned>& gpus, bool uuids,
                                         const std::string& job_id, std::optional<std::uint64_t> mem_bytes,
-                                        int lease_fd);
+                                        int lease_fd, const std::optional<std::string>& mig_uuid = std::nullopt);
 
 }  // namespace gpulane::exec

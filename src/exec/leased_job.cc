@@ -135,7 +135,7 @@ Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir
     return outcome;  // the lease ends with `grant`
   }
   outcome.gpus = grant->gpus;
-  for (unsigned i : grant->gpus) outcome.gpu_uuids.push_back(grant->snapshot.devices[i].uuid);
+  for (unsigned i : grant->gpus) outcome.gpu_uuids.push_back(grant->mig_uuid.value_or(grant->snapshot.devices[i].uuid));
   outcome.waited_s = grant->waited_s;
   if (hooks.on_granted)
     if (Status s = hooks.on_granted(*grant); !s.ok()) return s.error();
@@ -145,7 +145,7 @@ Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir
   if (grant->partition_stop) spec.stop_in_s = std::max(0.0, grant->partition_stop->in_s - (MonotonicS() - granted_s));
   spec.keep_fds.push_back(grant->lease.fd());
   spec.env = JobEnvironment(job.job.env, grant->snapshot, grant->gpus, job.uuids_in_env, job.job_id,
-                            job.wait.request.mem_bytes, grant->lease.fd());
+                            job.wait.request.mem_bytes, grant->lease.fd(), grant->mig_uuid);
   spec.env.insert(spec.env.end(), job.extra_env.begin(), job.extra_env.end());
   StrayWatch strays(backend, dir, grant->lease.name(), job.job_id, hooks.on_warning);
   PreemptWatch preemption(backend, dir, grant->lease.name(), job.wait);

@@ -50,13 +50,13 @@ inline std::optional<std::string> MigProfileOfName(const std::string& name) {
 /// A MIG device (a GPU instance + compute instance) of a MIG-enabled GPU.
 struct MigDevice {
   std::string uuid;  ///< "MIG-..."
-  /// Its profile, e.g. "1g.18gb": the end of the name NVML gives a MIG device's handle
-  /// (nvmlDeviceGetName: "NVIDIA H200 MIG 1g.18gb", MigProfileOfName). nullopt: not reported.
-  std::optional<std::string> profile;
   std::optional<unsigned> gpu_instance_id;
   std::optional<unsigned> compute_instance_id;
   std::optional<std::uint64_t> memory_total_bytes;
   std::optional<std::uint64_t> memory_used_bytes;
+  /// Its profile, e.g. "1g.18gb": the end of the name NVML gives a MIG device's handle
+  /// (nvmlDeviceGetName: "NVIDIA H200 MIG 1g.18gb", MigProfileOfName). nullopt: not reported.
+  std::optional<std::string> profile;
 };
 
 /// NVLink connections from one GPU to another (nvmlDeviceGetNvLinkState/RemotePciInfo_v2).

@@ -80,7 +80,8 @@ void Classify(const GpuDevice& d, const std::vector<LeaseRecord>& leases, const 
     g.has_context = true;
     const std::optional<std::uint32_t> uid = UidOf(p, table);
     const int owner = uid ? OwnerOf(p.pid, *uid, leases, anchors, table) : -1;
-    if (owner >= 0 && Holds(leases[owner], d.uuid)) {
+    // A process on a MIG device belongs to the lease of that MIG device (its GPU is never leased whole).
+    if (owner >= 0 && (Holds(leases[owner], d.uuid) || (p.mig_uuid && Holds(leases[owner], *p.mig_uuid)))) {
       used_by_lease[owner] += mem;
       continue;
     }
@@ -91,6 +92,38 @@ void Classify(const GpuDevice& d, const std::vector<LeaseRecord>& leases, const 
       continue;
     }
     g.foreign.push_back(DescribeProcess(p));
+  }
+}
+
+// The MIG devices of `d` (MIG mode on) as units: held by the lease that names the MIG device, with
+// the processes on it that lease does not account for as foreign.
+void AddMigUnits(const GpuDevice& d, const std::vector<LeaseRecord>& leases, const std::vector<std::uint32_t>& anchors,
+                 ProcessTable& table, const sched::GpuState& g, std::vector<sched::MigUnit>& units) {
+  if (!d.mig_enabled.value_or(false)) return;
+  for (const MigDevice& m : d.mig_devices) {
+    if (m.uuid.empty()) continue;
+    sched::MigUnit u;
+    u.gpu_index = d.pci_index;
+    u.uuid = m.uuid;
+    u.gpu_uuid = d.uuid;
+    u.profile = m.profile;
+    u.total_bytes = m.memory_total_bytes;
+    u.gpu_usable = !d.failed();
+    u.processes_known = g.processes_known;
+    int holder = -1;
+    for (std::size_t i = 0; i < leases.size(); ++i)
+      if (Holds(leases[i], m.uuid)) {
+        holder = static_cast<int>(i);
+        u.holder = Describe(leases[i]);
+      }
+    if (d.processes)
+      for (const GpuProcess& p : *d.processes) {
+        if (p.mig_uuid != m.uuid || !table.Links(p.pid)) continue;  // gone: its memory is as good as free
+        const std::optional<std::uint32_t> uid = UidOf(p, table);
+        const int owner = uid ? OwnerOf(p.pid, *uid, leases, anchors, table) : -1;
+        if (owner < 0 || owner != holder) u.foreign.push_back(DescribeProcess(p));
+      }
+    units.push_back(std::move(u));
   }
 }
 
@@ -157,6 +190,7 @@ Occupancy BuildOccupancy(const GpuSnapshot& snapshot, const std::vector<LeaseRec
     // Free again at the latest lease end when every lease on it has a time limit (backfill plans
     // against it, sched/policy.h); one without: unknown.
     if (leased && every_end_known) g.busy_until_s = ends_s;
+    AddMigUnits(d, leases, anchors, processes, g, out.mig_units);
     // Held only by preemptible jobs, nothing else on it: a waiting job may have it by preemption.
     if (leased && every_lease_preemptible && first_preemptible && g.foreign.empty() && g.processes_known) {
       g.preemptible_holder = Describe(*first_preemptible);
@@ -232,13 +266,13 @@ sched::Decision DecideNewcomer(const Occupancy& occupancy, const std::vector<Tic
     line.push_back(t.request);
   }
   line.insert(line.begin() + static_cast<std::ptrdiff_t>(mine), request);
-  return sched::Schedule(occupancy.gpus, line, limits)[mine];
+  return sched::Schedule(occupancy.gpus, line, limits, occupancy.mig_units)[mine];
 }
 
 Status CanEverQualify(const GpuSnapshot& snapshot, const sched::Request& request, const sched::Limits& limits) {
   ProcfsProcessTable table;
   const Occupancy occupancy = BuildOccupancy(snapshot, {}, table);
-  const sched::Decision d = sched::Schedule(occupancy.gpus, {request}, limits).front();
+  const sched::Decision d = sched::Schedule(occupancy.gpus, {request}, limits, occupancy.mig_units).front();
   if (!d.impossible) return Status::Ok();
   return MakeError(ErrorKind::kInvalidArgument,
                    sched::ImpossibleReason(request, d, static_cast<unsigned>(snapshot.devices.size())));

@@ -34,6 +34,8 @@ struct StrayProcess {
 struct Occupancy {
   std::vector<sched::GpuState> gpus;  ///< one per device of the snapshot, same order
   std::vector<StrayProcess> strays;
+  /// The MIG devices of the GPUs in MIG mode, GPU by GPU in PCI order, each in NVML's slot order.
+  std::vector<sched::MigUnit> mig_units;
 };
 
 /// How BuildOccupancy treats what the lease directory cannot tell.

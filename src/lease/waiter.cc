@@ -218,7 +218,7 @@ Result<sched::Decision> LeaseWaiter::Decide(const GpuSnapshot& snapshot, Process
   NoteFreeSince(view->occupancy.gpus, now_s, free_since_s_);
   sched::Limits limits{request_.margin_bytes, request_.policy, now_s, request_.max_reserve_idle_s};
   if (!nested()) limits = LineLimits(request_, now_s, contents.leases, view->tickets, &max_gpus_cache_);
-  auto decisions = sched::Schedule(std::move(view->occupancy.gpus), LineOf(view->tickets), limits);
+  auto decisions = sched::Schedule(std::move(view->occupancy.gpus), LineOf(view->tickets), limits, view->occupancy.mig_units);
   *earlier_granted = false;
   for (std::size_t i = 0; i < view->tickets.size(); ++i) {
     // Its own ticket is the file it holds, known by its inode: any user can write a ticket with
@@ -328,13 +328,14 @@ Result<Grant> LeaseWaiter::Acquire() {
         record_.time_limit_s = request.time_limit_s;
         record_.preemptible = preemptible;
         record_.gpus.clear();
-        for (unsigned i : mine->gpus) record_.gpus.push_back({snapshot->devices[i].uuid, request.mem_bytes});
+        for (unsigned i : mine->gpus) record_.gpus.push_back({mine->mig_uuid.value_or(snapshot->devices[i].uuid), request.mem_bytes});
         auto lease = dir_.CreateLease(record_, request_.owner_uid, request_.owner_gid);
         if (!lease) return lease.error();
         held_ticket_.Release();
         done_waiting();
         Grant grant{mine->gpus, std::move(lease).value(), std::move(*snapshot), env_.MonotonicS() - start, 0, std::nullopt};
         if (partition) grant.partition_stop = sched::StopOf(*partition, week_now());
+        grant.mig_uuid = mine->mig_uuid;
         return grant;
       }
     }

@@ -95,6 +95,8 @@ struct Grant {
   /// Its partition closes while the job may run and says `ends = "stop"|"requeue"`
   /// (sched::StopOf, from the time of the grant): the job is stopped then.
   std::optional<sched::PartitionStop> partition_stop;
+  /// --mig: the MIG device leased (`gpus` holds its GPU); the job gets CUDA_VISIBLE_DEVICES=MIG-...
+  std::optional<std::string> mig_uuid;
 };
 
 /// Time and sleeping as the waiter sees them: the real clocks and poll(2), or a test's virtual

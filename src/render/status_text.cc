@@ -122,6 +122,28 @@ std::string GpuLine(const GpuDevice& d, const GpuSnapshot& s, const StatusContex
                      procs);
 }
 
+// One line per MIG device of a GPU in MIG mode, under the GPU's: its profile (what --mig asks for),
+// UUID (what CUDA_VISIBLE_DEVICES names), memory, its processes and the lease holding it.
+std::string MigLines(const GpuDevice& d, const StatusContext& c, const Palette& p) {
+  std::string out;
+  if (!d.mig_enabled.value_or(false)) return out;
+  for (const MigDevice& m : d.mig_devices) {
+    std::string procs;
+    if (d.processes)
+      for (const auto& proc : *d.processes)
+        if (proc.mig_uuid == m.uuid) procs += ProcessShort(proc, p) + " ";
+    if (auto holder = c.holders.find(m.uuid); holder != c.holders.end())
+      procs += p.Paint(fmt::format("[{}] ", Safe(holder->second)), kCyan);
+    while (!procs.empty() && procs.back() == ' ') procs.pop_back();
+    auto mib = [](const std::optional<std::uint64_t>& b) {
+      return b ? fmt::format("{:>6}", BytesToMib(*b)) : std::string("     -");
+    };
+    out += fmt::format("    MIG {:<9} {} | {} / {} MiB | {}\n", Safe(m.profile.value_or("?")), Safe(m.uuid),
+                       p.Paint(mib(m.memory_used_bytes), kYellow), p.Paint(mib(m.memory_total_bytes), kYellow), procs);
+  }
+  return out;
+}
+
 // One line per process: pid, user, memory, type (C, G, C+G), command line.
 std::string ProcessLines(const GpuDevice& d, const StatusContext& c, const Palette& p) {
   std::string out;
@@ -145,6 +167,7 @@ std::string RenderStatusText(const GpuSnapshot& snapshot, const StatusContext& c
   std::string out = Header(snapshot, context, p);
   for (const auto& d : snapshot.devices) {
     out += GpuLine(d, snapshot, context, p);
+    out += MigLines(d, context, p);
     if (options.full_processes) out += ProcessLines(d, context, p);
   }
   if (snapshot.devices.empty()) out += "no NVIDIA GPU found\n";

@@ -259,6 +259,7 @@ TEST(Status, MigGpuShowsItsMigDevicesAndWhereItsProcessesRun) {
     EXPECT_EQ(m["compute_instance_id"], migs[i]["ci"]);
     EXPECT_EQ(m["memory_total_bytes"], migs[i]["memory"]["total"]);
     EXPECT_EQ(m["memory_used_bytes"], migs[i]["memory"]["used"]);
+    EXPECT_EQ(m["profile"], "3g.71gb") << "from the MIG device's name";
   }
   ASSERT_EQ((*mig)["processes"].size(), 1u);
   EXPECT_EQ((*mig)["processes"][0]["pid"], own.pid());
@@ -267,6 +268,9 @@ TEST(Status, MigGpuShowsItsMigDevicesAndWhereItsProcessesRun) {
 
   r = RunGpulane({"status"}, machine.env());
   EXPECT_TRUE(Contains(r.out, fmt::format("MIG({})", migs.size()))) << r.out;
+  // A line per MIG device under its GPU: profile, UUID, and the process on it.
+  EXPECT_TRUE(Contains(r.out, fmt::format("    MIG 3g.71gb   {} |", MigDeviceUuids()[0]))) << r.out;
+  EXPECT_TRUE(Contains(r.out, fmt::format("    MIG 3g.71gb   {} |", MigDeviceUuids()[1]))) << r.out;
 }
 
 TEST(Status, NvLinkPeersAreListed) {

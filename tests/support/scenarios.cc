@@ -134,8 +134,10 @@ json WithMigGpu(std::uint32_t pid_on_mig) {
   const std::uint64_t slice = (mig["memory"]["total"].get<std::uint64_t>() / 2) & ~((1ULL << 20) - 1);
   const auto uuids = MigDeviceUuids();
   for (unsigned i = 0; i < uuids.size(); ++i) {
+    // Synthetic, not recorded (no MIG-mode recording here): NVML names a MIG device's handle
+    // "<GPU name> MIG <profile>"; 3g.71gb is the H200's half-GPU profile (NVIDIA's MIG user guide).
     json m = {{"uuid", uuids[i]}, {"gi", 1 + i}, {"ci", 0}, {"memory", {{"total", slice}, {"used", 0}}},
-              {"processes", json::array()}};
+              {"name", "NVIDIA H200 MIG 3g.71gb"}, {"processes", json::array()}};
     mig["mig_devices"].push_back(std::move(m));
   }
   AddProcess(mig["mig_devices"][0], pid_on_mig, 2ULL << 30);
