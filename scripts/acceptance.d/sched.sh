@@ -35,6 +35,10 @@
 #                    to SIGTERM (the preemptible job's look, lease/preemption.h), SIGTERM to the
 #                    attempt's end (the job's own exit and CUDA teardown), that end to the matmul
 #                    job's start (gpulane's hand-over and python3's start-up).
+#   sched_mig        MIG mode as gpulane reads it (status --json mig_enabled) equals nvidia-smi's
+#                    mig.mode.current for every GPU; on GPUs none of which is in MIG mode (the lent
+#                    H200), `pick --mig 1g.18gb` exits 2 saying so. (No MIG device is leased: the
+#                    lent GPU is not in MIG mode and its mode is never changed.)
 # Each section uses a fresh lease directory (mode 1777) under $WORK, never /run/gpulane/leases, and
 # changes no GPU setting. Time: about 55 s together on 1 x H200 (most of it importing torch: 9 jobs
 # and run_setup's CUDA check per section); every command runs under `timeout`.
@@ -634,4 +638,37 @@ PY
   run_teardown
 }
 
-SECTIONS+=(sched_partition sched_backfill sched_retry sched_array sched_ends sched_preempt)
+sec_sched_mig() {
+  section "MIG: MIG mode as NVML reports it, and --mig on GPUs without MIG mode"
+  if ! run_setup sched_mig; then run_teardown; return; fi
+  gl status --json >"$WORK/mig_status.json" 2>/dev/null
+  "${RUN_SMI[@]}" --query-gpu=uuid,mig.mode.current --format=csv,noheader >"$WORK/mig_smi.csv" 2>/dev/null
+  sed 's/^/    nvidia-smi: /' "$WORK/mig_smi.csv"
+  python3 - "$WORK/mig_status.json" "$WORK/mig_smi.csv" <<'PY' | report_lines
+import json, sys
+d = json.load(open(sys.argv[1]))
+smi = {}
+for line in open(sys.argv[2]):
+    parts = [p.strip() for p in line.split(",")]
+    if len(parts) == 2: smi[parts[0].lower()] = parts[1]
+rows, ok = [], True
+for g in d.get("gpus", []):
+    want = {"Enabled": True, "Disabled": False}.get(smi.get(g["uuid"].lower()))
+    rows.append("GPU%d %s: gpulane %s, nvidia-smi %s" % (g["index"], g["uuid"], g.get("mig_enabled"), smi.get(g["uuid"].lower())))
+    ok = ok and want is not None and g.get("mig_enabled") is want
+print(("PASS" if ok and rows else "FAIL"), "MIG mode read through NVML equals nvidia-smi's for every GPU (%s)" % "; ".join(rows))
+PY
+  if [ "$(pyq "$WORK/mig_status.json" 'any(g.get("mig_enabled") for g in d["gpus"])')" = False ]; then
+    sched_gl -t 20 pick --mig 1g.18gb
+    if [ "$RC" -eq 2 ] && grep -q 'no GPU here is in MIG mode' "$WORK/stderr"; then
+      pass "pick --mig 1g.18gb on GPUs without MIG mode exits 2 and says so"
+    else
+      fail "pick --mig 1g.18gb on GPUs without MIG mode exits 2 and says so (exit $RC)"
+    fi
+  else
+    info "a GPU here is in MIG mode: --mig leasing is not checked by this section yet"
+  fi
+  run_teardown
+}
+
+SECTIONS+=(sched_partition sched_backfill sched_retry sched_array sched_ends sched_preempt sched_mig)
