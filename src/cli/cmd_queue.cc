@@ -115,7 +115,10 @@ void PrintAttempts(const json& job) {
   const int retries = job["spec"].value("retries", 0);
   const auto it = job.find("attempts");
   if (it == job.end() || !it->is_array() || it->empty() || (retries == 0 && it->size() <= 1)) return;
-  fmt::print("  attempts  {} of at most {} (--retry {})\n", it->size(), retries + 1, retries);
+  // Requeued attempts (a preemption, a partition's close) use none of --retry.
+  const int used = job.value("retries_used", 0), requeues = job.value("requeues", 0);
+  fmt::print("  attempts  {}: {} of --retry {} used{}\n", it->size(), used, retries,
+             requeues ? fmt::format(", requeued {}x (preempted, or stopped as its partition closed)", requeues) : "");
   for (const json& a : *it) {
     std::string outcome = a.contains("exit_code") ? fmt::format("exit code {}", a["exit_code"].get<int>()) : Text(a, "state");
     if (!a.value("reason", "").empty()) outcome += ": " + Text(a, "reason");

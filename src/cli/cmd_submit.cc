@@ -26,6 +26,7 @@ namespace {
 struct SubmitOptions {
   RequestOptions request;
   std::string name, after, after_any, array, output, error, kill_grace, idempotency_key, retry, preemptible;
+  bool preemptible_given = false;  ///< --preemptible, with or without a value
   bool hold = false;
   std::vector<std::string> command;
 };
@@ -101,8 +102,8 @@ int RunSubmit(const SubmitOptions& o) {
     if (!retries) return Fail(retries.error());
     spec.retries = *retries;
   }
-  if (!o.preemptible.empty()) {
-    auto preemptible = sched::ParsePreemptible(o.preemptible);
+  if (o.preemptible_given) {
+    auto preemptible = sched::ParsePreemptible(o.preemptible.empty() ? "requeue" : o.preemptible);
     if (!preemptible || *preemptible == sched::Preemptible::kNo)
       return usage(fmt::format("--preemptible={}: give requeue (the default: back in line, restarted with "
                                "GPULANE_PREEMPTED=1) or cancel", EscapeForTerminal(o.preemptible.substr(0, 40))));
@@ -165,11 +166,12 @@ void RegisterSubmit(CLI::App& app, Runner* run) {
                   "Run the job again when it fails (a non-zero exit, or it could not start), at most N times (0-100, "
                   "default 0); not after a cancel or a timeout. The job gets GPULANE_RETRY=0, 1, ...")
       ->type_name("N");
-  sub->add_flag("--preemptible{requeue}", o->preemptible,
+  sub->add_option("--preemptible", o->preemptible,
                 "Use any idle GPU, also one reserved for a waiting job or in a closed partition, and give way when a "
                 "job that is not preemptible needs it: SIGTERM, the kill grace, SIGKILL, then back in line "
                 "(--preemptible=cancel: ended); restarted with GPULANE_PREEMPTED=1")
-      ->type_name("requeue|cancel");
+      ->expected(0, 1)
+      ->type_name("[=requeue|cancel]");
   sub->add_flag("--hold", o->hold, "Queue it held: it starts only after 'gpulane release'");
   sub->add_option("--idempotency-key", o->idempotency_key,
                   "Name this submission (1-128 letters, digits, - _ . :): submitting again with the same key queues "
@@ -190,6 +192,7 @@ void RegisterSubmit(CLI::App& app, Runner* run) {
         return;
       }
     }
+    o->preemptible_given = sub->get_option("--preemptible")->count() > 0;
     o->command = sub->remaining();
     if (TrailingCommandGiven()) {
       if (!o->command.empty()) {

@@ -36,8 +36,8 @@ void RequestOptions::Register(CLI::App* sub, RequestOptionSet set) {
                   "Only this partition's GPUs, inside its time windows (the machine's [partitions.NAME]; default: sched.default_partition)")
       ->type_name("NAME");
   sub->add_option("--mig", mig_,
-                  "One MIG device of this profile (e.g. 1g.18gb; gpulane status lists them) instead of whole GPUs; "
-                  "the job gets CUDA_VISIBLE_DEVICES=MIG-...")
+                  "One MIG device of this profile (e.g. 1g.18gb; gpulane status lists them) instead of whole GPUs, "
+                  "named by its MIG- UUID in CUDA_VISIBLE_DEVICES")
       ->type_name("PROFILE");
   if (set.priority) sub->add_option("--priority", priority_, "Higher runs first (default 0; only admins may go above 0)");
 }

@@ -765,6 +765,9 @@ json Daemon::HandleShow(const Peer& peer, const json& req) {
         a["gpu_indices"] = std::move(indices);
       }
       j["attempts"] = std::move(attempts);
+      // What --retry has used (failed earlier attempts) and the requeues, which use none of it.
+      j["retries_used"] = store::FailedAttempts(*job);
+      j["requeues"] = static_cast<int>(job->attempts.size()) - store::FailedAttempts(*job);
       jobs.push_back(std::move(j));
     }
   }

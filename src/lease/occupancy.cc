@@ -98,7 +98,8 @@ void Classify(const GpuDevice& d, const std::vector<LeaseRecord>& leases, const 
 // The MIG devices of `d` (MIG mode on) as units: held by the lease that names the MIG device, with
 // the processes on it that lease does not account for as foreign.
 void AddMigUnits(const GpuDevice& d, const std::vector<LeaseRecord>& leases, const std::vector<std::uint32_t>& anchors,
-                 ProcessTable& table, const sched::GpuState& g, std::vector<sched::MigUnit>& units) {
+                 ProcessTable& table, const OccupancyOptions& options, const sched::GpuState& g,
+                 std::vector<sched::MigUnit>& units) {
   if (!d.mig_enabled.value_or(false)) return;
   for (const MigDevice& m : d.mig_devices) {
     if (m.uuid.empty()) continue;
@@ -118,7 +119,14 @@ void AddMigUnits(const GpuDevice& d, const std::vector<LeaseRecord>& leases, con
       }
     if (d.processes)
       for (const GpuProcess& p : *d.processes) {
-        if (p.mig_uuid != m.uuid || !table.Links(p.pid)) continue;  // gone: its memory is as good as free
+        if (p.mig_uuid != m.uuid) continue;
+        if (!table.Links(p.pid)) {
+          // As on a whole GPU (Classify): seen in /proc before and gone now, it ended; never seen,
+          // it runs in another PID namespace and is foreign.
+          const bool ended = p.user || (options.ended_pids && options.ended_pids->count(p.pid));
+          if (!ended) u.foreign.push_back(DescribeProcess(p));
+          continue;
+        }
         const std::optional<std::uint32_t> uid = UidOf(p, table);
         const int owner = uid ? OwnerOf(p.pid, *uid, leases, anchors, table) : -1;
         if (owner < 0 || owner != holder) u.foreign.push_back(DescribeProcess(p));
@@ -190,7 +198,7 @@ Occupancy BuildOccupancy(const GpuSnapshot& snapshot, const std::vector<LeaseRec
     // Free again at the latest lease end when every lease on it has a time limit (backfill plans
     // against it, sched/policy.h); one without: unknown.
     if (leased && every_end_known) g.busy_until_s = ends_s;
-    AddMigUnits(d, leases, anchors, processes, g, out.mig_units);
+    AddMigUnits(d, leases, anchors, processes, options, g, out.mig_units);
     // Held only by preemptible jobs, nothing else on it: a waiting job may have it by preemption.
     if (leased && every_lease_preemptible && first_preemptible && g.foreign.empty() && g.processes_known) {
       g.preemptible_holder = Describe(*first_preemptible);

@@ -28,13 +28,18 @@ std::string WhereOrWhyOfAttempt(const store::Job& job, const std::vector<unsigne
   return job.reason;
 }
 
-// A retried job's column starts with its attempt: "retry 1/3, GPU0".
+// A retried job's column starts with its retries used: "retry 1/3, GPU0" (requeues, after a
+// preemption or a partition's close, use none: "requeued 1x, GPU0" when there were only those).
 std::string WhereOrWhy(const store::Job& job, const std::vector<unsigned>& gpu_indices) {
   std::string out = WhereOrWhyOfAttempt(job, gpu_indices);
   if (job.attempts.empty()) return out;
   // A waiting retry's reason says it already ("retry 1 of 3 after exit code 1").
   if (job.state == store::JobState::kPending && out.rfind("retry ", 0) == 0) return out;
-  return fmt::format("retry {}/{}{}{}", job.attempts.size(), job.spec.retries, out.empty() ? "" : ", ", out);
+  const int failed = store::FailedAttempts(job);
+  const int requeued = static_cast<int>(job.attempts.size()) - failed;
+  std::string head = failed > 0 || job.spec.retries > 0 ? fmt::format("retry {}/{}", failed, job.spec.retries) : "";
+  if (requeued > 0) head += fmt::format("{}requeued {}x", head.empty() ? "" : ", ", requeued);
+  return head + (out.empty() ? "" : ", " + out);
 }
 
 // The name as the column shows it: escaped for the terminal, and when longer than 16 bytes cut to

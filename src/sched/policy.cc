@@ -285,9 +285,9 @@ Decision DecideMig(const Context& c, std::span<const MigUnit> units, std::vector
   }
   d.impossible = d.possible == 0;
   if (d.impossible && c.explain && d.never.empty())
-    d.never.push_back(StrCat("no MIG device of profile ", r.mig_profile, " that this job may use",
-                             profiles.empty() ? std::string(" (no GPU here is in MIG mode)")
-                                              : StrCat(" (MIG profiles here: ", Join(profiles, ", "), ")")));
+    d.never.push_back(StrCat("no MIG device of profile ", r.mig_profile, " that this job may use; ",
+                             profiles.empty() ? std::string("no GPU here is in MIG mode")
+                                              : StrCat("MIG profiles here: ", Join(profiles, ", "))));
   return d;
 }
 
@@ -542,9 +542,9 @@ std::vector<Decision> Schedule(std::vector<GpuState> gpus, std::span<const Reque
 
 std::string ImpossibleReason(const Request& r, const Decision& d, unsigned gpu_count) {
   if (!r.mig_profile.empty())
-    return StrCat("asked for a MIG device of profile ", r.mig_profile, " but none here can ever qualify",
-                  d.never.empty() ? std::string() : StrCat(" (", Join(d.never, "; "), ")"),
-                  ": gpulane status lists the MIG devices");
+    return StrCat("asked for a MIG device of profile ", r.mig_profile, " but none here can ever qualify: ",
+                  d.never.empty() ? std::string("none matches") : Join(d.never, "; "),
+                  " (gpulane status lists the MIG devices)");
   const bool memory = r.mem_bytes.has_value();
   return StrCat("asked for ", Plural(r.count, "GPU"), memory ? StrCat(" with ", FormatBytes(*r.mem_bytes), " each") : "",
                 " but only ", d.possible, " of the ", Plural(gpu_count, "GPU"), " here can ever qualify",

@@ -60,7 +60,7 @@ TEST(DaemonRetry, AJobThatFailsTwiceCompletesOnItsThirdAttempt) {
   // The text form lists the attempts too.
   RunResult text = d.Gpulane({"show", Id(id)});
   EXPECT_EQ(text.exit_code, 0) << text.err;
-  EXPECT_TRUE(Contains(text.out, "attempts  3 of at most 4 (--retry 3)")) << text.out;
+  EXPECT_TRUE(Contains(text.out, "attempts  3: 2 of --retry 3 used\n")) << text.out;
   EXPECT_TRUE(Contains(text.out, "exit code 3")) << text.out;
   // A restarted daemon still knows them (they are in the store).
   d.Kill9();

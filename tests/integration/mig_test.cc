@@ -57,6 +57,23 @@ TEST(Mig, ALeasedMigDeviceGoesToNobodyElseUntilReleased) {
   EXPECT_EQ(r.out, MigDeviceUuids()[1] + "\n") << "free again once the job ended";
 }
 
+// A process NVML lists on a MIG device whose pid is not visible here (another container's) keeps
+// that MIG device from others, as it keeps a whole GPU.
+TEST(Mig, AProcessOfAnotherPidNamespaceKeepsItsMigDevice) {
+  FakeMachine machine(WithMigGpu(UnusedPid()));
+  RunResult r = RunGpulane({"pick", "--mig", "3g.71gb"}, machine.env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, MigDeviceUuids()[1] + "\n");
+  // With the other MIG device gone, nothing is free: the answer names that process.
+  nlohmann::json state = WithMigGpu(UnusedPid());
+  DeviceByUuid(state, MigParentUuid())["mig_devices"].erase(1);
+  FakeMachine one_mig(state);
+  r = RunGpulane({"pick", "--mig", "3g.71gb"}, one_mig.env());
+  EXPECT_EQ(r.exit_code, 5) << r.out;
+  EXPECT_TRUE(Contains(r.err, fmt::format("{} (GPU2 3g.71gb): in use by pid ", MigDeviceUuids()[0]))) << r.err;
+  EXPECT_TRUE(Contains(r.err, "(not visible here)")) << r.err;
+}
+
 TEST(Mig, BadMigRequestsAreRefusedWithTheFix) {
   FakeMachine machine(WithMigGpu(UnusedPid()));
   RunResult r = RunGpulane({"pick", "--mig", "1g.18gb"}, machine.env());
@@ -78,8 +95,9 @@ TEST(Mig, AQueuedJobGetsItsMigDevice) {
   const std::int64_t id = d.Submit({"--mig", "3g.71gb", "--", "sh", "-c", "echo $CUDA_VISIBLE_DEVICES"});
   ASSERT_GT(id, 0);
   ASSERT_TRUE(d.WaitForState(id, "completed", 30)) << d.State(id) << "\n" << d.Log();
-  EXPECT_EQ(d.Gpulane({"logs", std::to_string(id)}).out, MigDeviceUuids()[0] + "\n") << "the first, free here";
-  EXPECT_EQ(d.Show(id)["gpu_uuids"], nlohmann::json::array({MigDeviceUuids()[0]}));
+  // The first MIG device runs another PID namespace's process: the job gets the second.
+  EXPECT_EQ(d.Gpulane({"logs", std::to_string(id)}).out, MigDeviceUuids()[1] + "\n");
+  EXPECT_EQ(d.Show(id)["gpu_uuids"], nlohmann::json::array({MigDeviceUuids()[1]}));
   EXPECT_EQ(d.Show(id)["spec"]["request"]["mig_profile"], "3g.71gb");
 }
 

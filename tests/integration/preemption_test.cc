@@ -51,6 +51,14 @@ TEST(Preemption, APreemptibleJobGivesWayIsRequeuedOnceAndRestartsWithGpulanePree
   EXPECT_TRUE(Contains(logs, "attempt=0 preempted=0\n")) << logs;
   EXPECT_TRUE(Contains(logs, "gpulane: attempt 2, requeued: preempted: root's job (#1 in line) needs GPU0\n")) << logs;
   EXPECT_TRUE(Contains(logs, "attempt=1 preempted=1\n")) << logs;
+  // A preemption uses none of --retry, and queue and show say so.
+  EXPECT_EQ(job["retries_used"], 0);
+  EXPECT_EQ(job["requeues"], 1);
+  const std::string shown = d.Gpulane({"show", std::to_string(preemptible)}).out;
+  EXPECT_TRUE(Contains(shown, "attempts  2: 0 of --retry 0 used, requeued 1x (preempted")) << shown;
+  const std::string queue = d.Gpulane({"queue"}).out;
+  EXPECT_TRUE(Contains(queue, "requeued 1x")) << queue;
+  EXPECT_FALSE(Contains(queue, "retry 1/0")) << queue;
   EXPECT_EQ(d.Gpulane({"cancel", std::to_string(preemptible)}).exit_code, 0);
 }
 

@@ -83,8 +83,8 @@ TEST(MigPolicy, AnUnknownProfileIsImpossibleAndNamesTheProfilesHere) {
   auto d = Schedule(OneWholeAndOneMigGpu(), {r}, kNoMargin, units);
   EXPECT_TRUE(d[0].impossible);
   EXPECT_EQ(ImpossibleReason(r, d[0], 2),
-            "asked for a MIG device of profile 2g.35gb but none here can ever qualify (no MIG device of profile "
-            "2g.35gb that this job may use (MIG profiles here: 3g.71gb, 1g.18gb)): gpulane status lists the MIG devices");
+            "asked for a MIG device of profile 2g.35gb but none here can ever qualify: no MIG device of profile "
+            "2g.35gb that this job may use; MIG profiles here: 3g.71gb, 1g.18gb (gpulane status lists the MIG devices)");
   d = Schedule(OneWholeAndOneMigGpu(), {r}, kNoMargin, {});
   EXPECT_NE(ImpossibleReason(r, d[0], 2).find("no GPU here is in MIG mode"), std::string::npos);
 }
