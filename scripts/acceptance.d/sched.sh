@@ -461,8 +461,9 @@ PY
 }
 
 # Holds 1 GiB on the GPU until SIGTERM; on SIGTERM prints "sigterm TIME" and exits 0 (a job that
-# checkpoints when told to stop). Prints "holding UUID" once its memory is written.
-SCHED_PY_UNTIL_TERM='import signal, sys, time
+# checkpoints when told to stop). Prints "holding UUID preempted=0|1" (GPULANE_PREEMPTED) once its
+# memory is written.
+SCHED_PY_UNTIL_TERM='import os, signal, sys, time
 import torch
 def stop(*_):
     print("sigterm %.3f" % time.time(), flush=True)
@@ -471,7 +472,7 @@ signal.signal(signal.SIGTERM, stop)
 x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
 x.fill_(1)
 torch.cuda.synchronize()
-print("holding", torch.cuda.get_device_properties(0).uuid, flush=True)
+print("holding", torch.cuda.get_device_properties(0).uuid, "preempted=%s" % os.environ.get("GPULANE_PREEMPTED", "0"), flush=True)
 while True:
     time.sleep(0.05)'
 
@@ -562,21 +563,6 @@ PY
   run_teardown
 }
 
-# Holds 1 GiB until SIGTERM, which it answers by printing the time and exiting 0 (a checkpoint);
-# first prints the GPU's UUID and GPULANE_PREEMPTED.
-SCHED_PY_PREEMPTIBLE='import os, signal, sys, time
-import torch
-def stop(*_):
-    print("sigterm %.3f" % time.time(), flush=True)
-    sys.exit(0)
-signal.signal(signal.SIGTERM, stop)
-x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
-x.fill_(1)
-torch.cuda.synchronize()
-print("holding", torch.cuda.get_device_properties(0).uuid, "preempted=%s" % os.environ.get("GPULANE_PREEMPTED", "0"), flush=True)
-while True:
-    time.sleep(0.05)'
-
 sec_sched_preempt() {
   section "scheduling: a --preemptible PyTorch job gives way to a normal one on GPU 0 and comes back (per-user daemon)"
   if ! run_setup sched_preempt || ! sched_free --gpus 0; then run_teardown; return; fi
@@ -584,7 +570,7 @@ sec_sched_preempt() {
   uuid0=$(sched_uuid0)
   if ! sched_user_daemon "$d"; then run_teardown; return; fi
   local daemon=$SCHED_DAEMON
-  sched_gl -t 20 submit --preemptible --gpus 0 --kill-grace 10s -o "$d/p.out" -e "$d/p.err" -- python3 -c "$SCHED_PY_PREEMPTIBLE"
+  sched_gl -t 20 submit --preemptible --gpus 0 --kill-grace 10s -o "$d/p.out" -e "$d/p.err" -- python3 -c "$SCHED_PY_UNTIL_TERM"
   pid=$(tr -d '[:space:]' <"$WORK/stdout")
   for n in $(seq 600); do grep -q '^holding' "$d/p.out" 2>/dev/null && break; sleep 0.1; done  # torch's import: seconds
   if grep -q '^holding.*preempted=0' "$d/p.out" 2>/dev/null; then
