@@ -12,6 +12,11 @@ struct ReadOptions {
   bool sensors = true;      ///< temperature, power draw and limit, performance state
   bool utilization = true;  ///< GPU and memory utilisation
   bool topology = true;     ///< NVLink peers
+  /// Energy counter, clocks, clock event reasons, ECC and Xid errors, per-process SM utilisation
+  /// (GpuDevice's telemetry fields, GpuProcess::sm_util_pct): for the daemon's sampler. Off by
+  /// default: per-process utilisation alone costs about 1.4 ms a GPU on an H200
+  /// (../shared/notes/nvml-facts.md).
+  bool telemetry = false;
 };
 
 /// Reads the state of every GPU. Implementations must be cheap to call repeatedly (watch mode,

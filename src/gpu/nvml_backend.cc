@@ -1,5 +1,6 @@
 #include "gpu/nvml_backend.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -114,6 +115,55 @@ class DeviceReader {
     if (!failed() && api_.DeviceGetPerformanceState && Check(api_.DeviceGetPerformanceState(h_, &state)) &&
         state >= 0 && state <= 15)
       d_.performance_state = static_cast<unsigned>(state);
+  }
+
+  // The telemetry fields (ReadOptions::telemetry) but per-process utilisation (ReadProcessUtilization)
+  // and Xid errors (NvmlBackend::DrainXids).
+  void ReadTelemetry() {
+    unsigned long long energy = 0;
+    if (api_.DeviceGetTotalEnergyConsumption && Check(api_.DeviceGetTotalEnergyConsumption(h_, &energy)))
+      d_.energy_mj = energy;
+    unsigned mhz = 0;
+    if (!failed() && api_.DeviceGetClockInfo && Check(api_.DeviceGetClockInfo(h_, NVML_CLOCK_SM, &mhz)))
+      d_.clock_sm_mhz = mhz;
+    if (!failed() && api_.DeviceGetClockInfo && Check(api_.DeviceGetClockInfo(h_, NVML_CLOCK_MEM, &mhz)))
+      d_.clock_mem_mhz = mhz;
+    unsigned long long bits = 0;
+    if (!failed() && api_.DeviceGetCurrentClocksEventReasons && Check(api_.DeviceGetCurrentClocksEventReasons(h_, &bits)))
+      d_.clocks_event_reasons = bits;
+    unsigned long long ecc = 0;
+    if (!failed() && api_.DeviceGetTotalEccErrors &&
+        Check(api_.DeviceGetTotalEccErrors(h_, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, &ecc)))
+      d_.ecc_uncorrected_volatile = ecc;
+  }
+
+  // Each listed process's SM utilisation since `*last_seen_us` (NVML's CPU time stamp of the
+  // newest sample read before; 0 the first time: every sample the driver keeps), the mean of its
+  // samples (nvmlDeviceGetProcessUtilization, "Device Queries": one sample per process with non-zero
+  // utilisation in a sample period; NVML_ERROR_NOT_FOUND when there is none since the time stamp).
+  // A listed process without a sample used none: 0. Left absent when the call fails or is missing.
+  void ReadProcessUtilization(unsigned long long* last_seen_us) {
+    if (!api_.DeviceGetProcessUtilization || !d_.processes || failed()) return;
+    unsigned count = 0;
+    nvmlReturn_t rc = api_.DeviceGetProcessUtilization(h_, nullptr, &count, *last_seen_us);
+    std::vector<nvmlProcessUtilizationSample_t> samples;
+    if (rc == NVML_ERROR_INSUFFICIENT_SIZE || (rc == NVML_SUCCESS && count > 0)) {
+      count += 16;
+      samples.assign(count, nvmlProcessUtilizationSample_t{});
+      rc = api_.DeviceGetProcessUtilization(h_, samples.data(), &count, *last_seen_us);
+      samples.resize(rc == NVML_SUCCESS ? std::min<std::size_t>(count, samples.size()) : 0);
+    }
+    if (rc != NVML_SUCCESS && rc != NVML_ERROR_NOT_FOUND) {
+      Check(rc);
+      return;
+    }
+    for (auto& p : *d_.processes) {
+      unsigned long long sum = 0, n = 0;
+      for (const auto& sample : samples)
+        if (sample.pid == p.pid) sum += sample.smUtil, ++n;
+      p.sm_util_pct = static_cast<unsigned>(n ? std::min<unsigned long long>(100, (sum + n / 2) / n) : 0);
+    }
+    for (const auto& sample : samples) *last_seen_us = std::max(*last_seen_us, sample.timeStamp);
   }
 
   void ReadMig() {
@@ -346,7 +396,8 @@ Result<GpuSnapshot> NvmlBackend::Read(const ReadOptions& options) {
   // One thread per GPU: NVML is thread-safe, and each GPU's first queries in a process wait on the
   // driver for milliseconds, so reading 8 GPUs one after another would cost 8 times that.
   std::vector<nvmlDevice_t> handles(count, nullptr);
-  auto read_one = [&api, &options, &handles](unsigned i, GpuDevice& d) {
+  if (options.telemetry && last_seen_us_.size() < count) last_seen_us_.resize(count, 0);
+  auto read_one = [this, &api, &options, &handles](unsigned i, GpuDevice& d) {
     d.nvml_index = i;
     nvmlDevice_t& handle = handles[i];
     nvmlReturn_t rc = api.DeviceGetHandleByIndex(i, &handle);
@@ -361,6 +412,10 @@ Result<GpuSnapshot> NvmlBackend::Read(const ReadOptions& options) {
     if (!reader.failed()) reader.ReadMig();
     if (!reader.failed()) reader.ReadProcesses();
     if (!reader.failed() && options.topology) reader.ReadNvLinks();
+    if (!reader.failed() && options.telemetry) {
+      reader.ReadTelemetry();
+      reader.ReadProcessUtilization(&last_seen_us_[i]);
+    }
   };
   if (count == 1) {
     read_one(0, snap.devices[0]);
@@ -370,8 +425,39 @@ Result<GpuSnapshot> NvmlBackend::Read(const ReadOptions& options) {
     for (auto& t : threads) t.join();
   }
   if (options.topology) LinkPeersByP2P(api, handles, snap.devices);
+  if (options.telemetry) DrainXids(handles, snap.devices);
   SortByPciBusId(snap.devices);
   return snap;
+}
+
+NvmlBackend::~NvmlBackend() {
+  if (xid_set_ && library_->api().EventSetFree) library_->api().EventSetFree(xid_set_);
+}
+
+void NvmlBackend::DrainXids(const std::vector<nvmlDevice_t>& handles, std::vector<GpuDevice>& devices) {
+  const Api& api = library_->api();
+  if (!api.EventSetCreate || !api.DeviceRegisterEvents || !api.EventSetWait) return;
+  if (!xid_set_ && !xid_set_failed_) xid_set_failed_ = api.EventSetCreate(&xid_set_) != NVML_SUCCESS;
+  if (!xid_set_) return;
+  if (xid_watch_.size() < handles.size()) xid_watch_.resize(handles.size(), XidWatch::kNotYet);
+  // Devices are still in NVML order here (devices[i].nvml_index == i).
+  for (std::size_t i = 0; i < handles.size(); ++i) {
+    if (!handles[i] || devices[i].failed()) continue;
+    if (xid_watch_[i] == XidWatch::kNotYet)
+      xid_watch_[i] = api.DeviceRegisterEvents(handles[i], nvmlEventTypeXidCriticalError, xid_set_) == NVML_SUCCESS
+                          ? XidWatch::kWatched
+                          : XidWatch::kUnsupported;
+    if (xid_watch_[i] == XidWatch::kWatched) devices[i].xid_errors.emplace();
+  }
+  // Events wait in the set between reads; take them all (a bounded number: a storm of them must
+  // not hold the sampler).
+  for (int n = 0; n < 1024; ++n) {
+    nvmlEventData_t data{};
+    if (api.EventSetWait(xid_set_, &data, 0) != NVML_SUCCESS) break;
+    if (!(data.eventType & nvmlEventTypeXidCriticalError)) continue;
+    for (std::size_t i = 0; i < handles.size(); ++i)
+      if (handles[i] == data.device && devices[i].xid_errors) devices[i].xid_errors->push_back(data.eventData);
+  }
 }
 
 }  // namespace gpulane

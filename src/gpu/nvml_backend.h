@@ -1,6 +1,7 @@
 #pragma once
 // GpuBackend over NVML: the only code outside nvml/ that calls NVML.
 #include <memory>
+#include <vector>
 
 #include "gpu/backend.h"
 #include "nvml/nvml_loader.h"
@@ -14,15 +15,29 @@ namespace gpulane {
 class NvmlBackend : public GpuBackend {
  public:
   explicit NvmlBackend(std::unique_ptr<nvml::Library> library) : library_(std::move(library)) {}
+  ~NvmlBackend() override;
 
   /// Loads NVML (see nvml::Library::Open for errors: kNoDriver, kNvml) and wraps it.
   static Result<std::unique_ptr<NvmlBackend>> Open(const std::string& path = "");
 
+  /// Reads every GPU. With options.telemetry it keeps state between reads: per-process
+  /// utilisation is that since the previous read, and Xid errors those NVML reported since then
+  /// (an NVML event set, made at the first such read): so one backend object serves one reader
+  /// (the daemon's sampler has its own). Not thread-safe.
   Result<GpuSnapshot> Read(const ReadOptions& options) override;
   using GpuBackend::Read;
 
  private:
+  /// Registers each GPU for Xid events once (nvmlDeviceRegisterEvents), then moves the events
+  /// waiting in the set into devices[i].xid_errors (devices in NVML order, beside `handles`).
+  void DrainXids(const std::vector<nvmlDevice_t>& handles, std::vector<GpuDevice>& devices);
+
   std::unique_ptr<nvml::Library> library_;
+  std::vector<unsigned long long> last_seen_us_;  ///< per NVML index: the newest process sample read
+  enum class XidWatch { kNotYet, kWatched, kUnsupported };
+  std::vector<XidWatch> xid_watch_;  ///< per NVML index
+  nvmlEventSet_t xid_set_ = nullptr;
+  bool xid_set_failed_ = false;
 };
 
 }  // namespace gpulane

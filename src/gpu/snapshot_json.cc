@@ -46,6 +46,7 @@ json ProcessToJson(const GpuProcess& p) {
   Put(j, "user", p.user);
   Put(j, "command", p.command);
   Put(j, "cmdline", p.cmdline);
+  Put(j, "sm_util_pct", p.sm_util_pct);
   return j;
 }
 
@@ -59,6 +60,7 @@ GpuProcess ProcessFromJson(const json& j) {
   Get(j, "user", p.user);
   Get(j, "command", p.command);
   Get(j, "cmdline", p.cmdline);
+  Get(j, "sm_util_pct", p.sm_util_pct);
   return p;
 }
 
@@ -99,6 +101,12 @@ json DeviceToJson(const GpuDevice& d) {
   json peers = json::array();
   for (const auto& peer : d.nvlink_peers) peers.push_back({{"pci_bus_id", peer.pci_bus_id}, {"links", peer.links}});
   j["nvlink_peers"] = std::move(peers);
+  Put(j, "energy_mj", d.energy_mj);
+  Put(j, "clock_sm_mhz", d.clock_sm_mhz);
+  Put(j, "clock_mem_mhz", d.clock_mem_mhz);
+  Put(j, "clocks_event_reasons", d.clocks_event_reasons);
+  Put(j, "ecc_uncorrected_volatile", d.ecc_uncorrected_volatile);
+  Put(j, "xid_errors", d.xid_errors);
   return j;
 }
 
@@ -140,6 +148,12 @@ GpuDevice DeviceFromJson(const json& j) {
   }
   for (const auto& pj : j.value("nvlink_peers", json::array()))
     d.nvlink_peers.push_back({pj.at("pci_bus_id").get<std::string>(), pj.at("links").get<unsigned>()});
+  Get(j, "energy_mj", d.energy_mj);
+  Get(j, "clock_sm_mhz", d.clock_sm_mhz);
+  Get(j, "clock_mem_mhz", d.clock_mem_mhz);
+  Get(j, "clocks_event_reasons", d.clocks_event_reasons);
+  Get(j, "ecc_uncorrected_volatile", d.ecc_uncorrected_volatile);
+  Get(j, "xid_errors", d.xid_errors);
   return d;
 }
 

@@ -34,6 +34,10 @@ struct GpuProcess {
   std::optional<std::string> user;
   std::optional<std::string> command;  ///< basename of argv[0], e.g. "python"
   std::optional<std::string> cmdline;  ///< the whole command line, arguments joined by spaces
+  /// Its share of the GPU's SM time in the driver's last sample period (ReadOptions::telemetry;
+  /// nvmlDeviceGetProcessUtilization, which lists only processes with non-zero use: one not listed
+  /// is 0). Absent when not asked for, or the GPU does not report it.
+  std::optional<unsigned> sm_util_pct;
 };
 
 /// The MIG profile at the end of a MIG device's name: "NVIDIA H200 MIG 1g.18gb" -> "1g.18gb" (NVML
@@ -92,6 +96,20 @@ struct GpuDevice {
   /// Compute and graphics processes; absent when either list could not be read (unknown, not none).
   std::optional<std::vector<GpuProcess>> processes;
   std::vector<NvLinkPeer> nvlink_peers;
+
+  // Telemetry, read only with ReadOptions::telemetry (the daemon's sampler); absent when the GPU
+  // or the driver does not report it.
+  std::optional<std::uint64_t> energy_mj;     ///< nvmlDeviceGetTotalEnergyConsumption: mJ since the driver loaded
+  std::optional<unsigned> clock_sm_mhz;       ///< nvmlDeviceGetClockInfo(NVML_CLOCK_SM)
+  std::optional<unsigned> clock_mem_mhz;      ///< nvmlDeviceGetClockInfo(NVML_CLOCK_MEM)
+  /// Why the clocks are below their maximum: nvmlClocksEventReason* bits (nvml_api.h), from
+  /// nvmlDeviceGetCurrentClocksEventReasons (or ...ThrottleReasons on drivers before 535).
+  std::optional<std::uint64_t> clocks_event_reasons;
+  /// Uncorrected ECC errors since the driver loaded (nvmlDeviceGetTotalEccErrors, volatile).
+  std::optional<std::uint64_t> ecc_uncorrected_volatile;
+  /// Xid errors NVML reported for this GPU since the backend's previous telemetry read, in order
+  /// (nvmlEventTypeXidCriticalError events); absent when they cannot be watched on this GPU.
+  std::optional<std::vector<std::uint64_t>> xid_errors;
 
   bool failed() const { return error.has_value(); }
 };

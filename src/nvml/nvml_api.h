@@ -68,6 +68,41 @@ enum : int {
 #define NVML_FEATURE_ENABLED 1
 #define NVML_VALUE_NOT_AVAILABLE_ULL 0xFFFFFFFFFFFFFFFFULL
 
+// nvmlClockType_t ("Device Enums"): which clock nvmlDeviceGetClockInfo reads, MHz.
+enum : int {
+  NVML_CLOCK_GRAPHICS = 0,
+  NVML_CLOCK_SM = 1,
+  NVML_CLOCK_MEM = 2,
+  NVML_CLOCK_VIDEO = 3,
+};
+
+// nvmlClocksEventReasons ("NvmlClocksEventReasons"; before driver 535 the same bits were named
+// nvmlClocksThrottleReason*): why the clocks are below their maximum, a bit mask.
+#define nvmlClocksEventReasonGpuIdle 0x0000000000000001ULL
+#define nvmlClocksEventReasonApplicationsClocksSetting 0x0000000000000002ULL
+#define nvmlClocksEventReasonSwPowerCap 0x0000000000000004ULL
+#define nvmlClocksThrottleReasonHwSlowdown 0x0000000000000008ULL
+#define nvmlClocksEventReasonSyncBoost 0x0000000000000010ULL
+#define nvmlClocksEventReasonSwThermalSlowdown 0x0000000000000020ULL
+#define nvmlClocksThrottleReasonHwThermalSlowdown 0x0000000000000040ULL
+#define nvmlClocksThrottleReasonHwPowerBrakeSlowdown 0x0000000000000080ULL
+#define nvmlClocksEventReasonDisplayClockSetting 0x0000000000000100ULL
+
+// nvmlMemoryErrorType_t and nvmlEccCounterType_t ("Device Enums"), for nvmlDeviceGetTotalEccErrors.
+enum : int {
+  NVML_MEMORY_ERROR_TYPE_CORRECTED = 0,
+  NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1,
+};
+enum : int {
+  NVML_VOLATILE_ECC = 0,   // since the last driver load
+  NVML_AGGREGATE_ECC = 1,  // over the GPU's life
+};
+
+// nvmlEventType ("Event Types"): the bit of nvmlDeviceRegisterEvents for Xid errors; the event's
+// eventData is the Xid.
+#define nvmlEventTypeXidCriticalError 0x0000000000000008ULL
+typedef struct nvmlEventSet_st* nvmlEventSet_t;
+
 // nvmlComputeMode_t ("Device Enums").
 enum : int {
   NVML_COMPUTEMODE_DEFAULT = 0,
@@ -150,8 +185,30 @@ typedef struct nvmlProcessInfo_v1_st {
   unsigned long long usedGpuMemory;
 } nvmlProcessInfo_v1_t;
 
+/// nvmlProcessUtilizationSample_t: one process's utilisation in the driver's last sample period
+/// ("Device Queries", nvmlDeviceGetProcessUtilization); timeStamp is CPU time in microseconds.
+typedef struct nvmlProcessUtilizationSample_st {
+  unsigned int pid;
+  unsigned long long timeStamp;
+  unsigned int smUtil;   // percent
+  unsigned int memUtil;  // percent
+  unsigned int encUtil;
+  unsigned int decUtil;
+} nvmlProcessUtilizationSample_t;
+
+/// nvmlEventData_t as nvmlEventSetWait_v2 fills it ("Event Handling Methods").
+typedef struct nvmlEventData_st {
+  nvmlDevice_t device;
+  unsigned long long eventType;
+  unsigned long long eventData;  // for nvmlEventTypeXidCriticalError: the Xid
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+} nvmlEventData_t;
+
 }  // extern "C"
 
+static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32, "nvmlProcessUtilizationSample_t is 32 bytes");
+static_assert(sizeof(nvmlEventData_t) == 32, "nvmlEventData_t is 32 bytes");
 static_assert(sizeof(nvmlProcessInfo_t) == 24, "NVML _v2/_v3 process records are 24 bytes");
 static_assert(sizeof(nvmlProcessInfo_v1_t) == 16, "NVML v1 process records are 16 bytes");
 static_assert(sizeof(nvmlMemory_v2_t) == 40, "nvmlMemory_v2_t is 40 bytes");
@@ -223,7 +280,24 @@ enum class Need { kRequired, kOptional };
   X(DeviceGetTopologyCommonAncestor, nvmlReturn_t(nvmlDevice_t, nvmlDevice_t, int*), Need::kOptional,          \
     "nvmlDeviceGetTopologyCommonAncestor")                                                                     \
   X(DeviceGetP2PStatus, nvmlReturn_t(nvmlDevice_t, nvmlDevice_t, int, int*), Need::kOptional,                  \
-    "nvmlDeviceGetP2PStatus")
+    "nvmlDeviceGetP2PStatus")                                                                                  \
+  X(DeviceGetTotalEnergyConsumption, nvmlReturn_t(nvmlDevice_t, unsigned long long*), Need::kOptional,         \
+    "nvmlDeviceGetTotalEnergyConsumption")                                                                     \
+  X(DeviceGetClockInfo, nvmlReturn_t(nvmlDevice_t, int, unsigned int*), Need::kOptional,                       \
+    "nvmlDeviceGetClockInfo")                                                                                  \
+  X(DeviceGetCurrentClocksEventReasons, nvmlReturn_t(nvmlDevice_t, unsigned long long*), Need::kOptional,      \
+    "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")                    \
+  X(DeviceGetTotalEccErrors, nvmlReturn_t(nvmlDevice_t, int, int, unsigned long long*), Need::kOptional,       \
+    "nvmlDeviceGetTotalEccErrors")                                                                             \
+  X(DeviceGetProcessUtilization,                                                                               \
+    nvmlReturn_t(nvmlDevice_t, nvmlProcessUtilizationSample_t*, unsigned int*, unsigned long long),            \
+    Need::kOptional, "nvmlDeviceGetProcessUtilization")                                                        \
+  X(EventSetCreate, nvmlReturn_t(nvmlEventSet_t*), Need::kOptional, "nvmlEventSetCreate")                      \
+  X(DeviceRegisterEvents, nvmlReturn_t(nvmlDevice_t, unsigned long long, nvmlEventSet_t), Need::kOptional,     \
+    "nvmlDeviceRegisterEvents")                                                                                \
+  X(EventSetWait, nvmlReturn_t(nvmlEventSet_t, nvmlEventData_t*, unsigned int), Need::kOptional,               \
+    "nvmlEventSetWait_v2")                                                                                     \
+  X(EventSetFree, nvmlReturn_t(nvmlEventSet_t), Need::kOptional, "nvmlEventSetFree")
 
 /// One pointer per entry of GPULANE_NVML_ENTRIES; nullptr where no symbol of the entry was found.
 struct Api {

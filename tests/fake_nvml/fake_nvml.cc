@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <mutex>
 #include <string>
@@ -45,6 +46,7 @@ struct State {
   json doc;
   bool loaded = false;
   bool initialised = false;
+  int init_count = 0;  // nvmlInit is reference-counted: nvmlShutdown ends NVML at the last one
   ino_t ino = 0;
   timespec mtime{};
   off_t size = -1;
@@ -273,12 +275,17 @@ FAKE_EXPORT nvmlReturn_t nvmlInit_v2(void) {
     for (int m = 0; m < kMaxMig; ++m) g_handles[kMaxDevices + d * kMaxMig + m] = {d, m};
   }
   s.initialised = true;
+  ++s.init_count;
   return NVML_SUCCESS;
 }
 FAKE_EXPORT nvmlReturn_t nvmlInit(void) { return nvmlInit_v2(); }
 
+// As NVML's ("Initialization and Cleanup"): each nvmlInit needs its nvmlShutdown.
 FAKE_EXPORT nvmlReturn_t nvmlShutdown(void) {
-  S().initialised = false;
+  State& s = S();
+  std::lock_guard lock(s.mu);
+  if (s.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+  if (--s.init_count == 0) s.initialised = false;
   return NVML_SUCCESS;
 }
 
@@ -570,5 +577,129 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t a, nvmlDevice_t b, 
   for (const auto& [bus, count] : links_a.items())
     ok = ok || (!is_gpu(bus) && links_b.contains(bus));
   *status = ok ? NVML_P2P_STATUS_OK : 5;  // 5: NVML_P2P_STATUS_NOT_SUPPORTED
+  return NVML_SUCCESS;
+}
+
+// Telemetry (the daemon's sampler): "energy_mj", "clock_sm" and "clock_mem" (as recorded),
+// "throttle" (the clock event reason bits, as recorded), "ecc_uncorrected".
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t d, unsigned long long* mj) {
+  return GetField(d, "nvmlDeviceGetTotalEnergyConsumption", "energy_mj", mj);
+}
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, int type, unsigned int* mhz) {
+  if (type == NVML_CLOCK_SM || type == NVML_CLOCK_GRAPHICS) return GetField(d, "nvmlDeviceGetClockInfo", "clock_sm", mhz);
+  if (type == NVML_CLOCK_MEM) return GetField(d, "nvmlDeviceGetClockInfo", "clock_mem", mhz);
+  return NVML_ERROR_NOT_SUPPORTED;
+}
+// Drivers before 535 have only the older name.
+#ifndef FAKE_NVML_LEGACY
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t d, unsigned long long* bits) {
+  return GetField(d, "nvmlDeviceGetCurrentClocksEventReasons", "throttle", bits);
+}
+#endif
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t d, unsigned long long* bits) {
+  return GetField(d, "nvmlDeviceGetCurrentClocksThrottleReasons", "throttle", bits);
+}
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t d, int error_type, int counter_type,
+                                                     unsigned long long* count) {
+  if (error_type != NVML_MEMORY_ERROR_TYPE_UNCORRECTED || counter_type != NVML_VOLATILE_ECC)
+    return NVML_ERROR_NOT_SUPPORTED;
+  return GetField(d, "nvmlDeviceGetTotalEccErrors", "ecc_uncorrected", count);
+}
+
+// "process_util": [{"pid", "sm", "mem"}] percent; every sample is stamped now, so each call after
+// the last seen time stamp answers them again (as a driver sampling all the time would).
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvmlProcessUtilizationSample_t* samples,
+                                                         unsigned int* count, unsigned long long last_seen_us) {
+  State& s = S();
+  std::lock_guard lock(s.mu);
+  Refresh(s);
+  Lookup l = Find(s, d, "nvmlDeviceGetProcessUtilization");
+  if (l.rc != NVML_SUCCESS) return l.rc;
+  if (!count) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!l.dev->contains("process_util")) return NVML_ERROR_NOT_SUPPORTED;
+  const json& list = (*l.dev)["process_util"];
+  if (list.is_string()) return ErrorFromString(list.get<std::string>());
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  unsigned long long stamp = static_cast<unsigned long long>(now.tv_sec) * 1000000ULL + now.tv_nsec / 1000;
+  if (stamp <= last_seen_us) stamp = last_seen_us + 1;
+  const unsigned n = static_cast<unsigned>(list.size());
+  if (n == 0) return NVML_ERROR_NOT_FOUND;
+  if (!samples || *count < n) {
+    *count = n;
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  for (unsigned i = 0; i < n; ++i) {
+    samples[i] = nvmlProcessUtilizationSample_t{};
+    samples[i].pid = list[i].value("pid", 0U);
+    samples[i].timeStamp = stamp;
+    samples[i].smUtil = list[i].value("sm", 0U);
+    samples[i].memUtil = list[i].value("mem", 0U);
+  }
+  *count = n;
+  return NVML_SUCCESS;
+}
+
+// Xid events: a device with "xids": [79, ...] can be registered for them (others answer
+// NOT_SUPPORTED); each listed Xid is delivered once, in order, to the event set (one set is enough
+// for gpulane). Appending to the list while gpulane runs raises a new one.
+namespace {
+struct EventSet {
+  bool registered[kMaxDevices] = {};
+  std::size_t delivered[kMaxDevices] = {};
+};
+EventSet g_event_set;
+bool g_event_set_made = false;
+}  // namespace
+
+FAKE_EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) {
+  State& s = S();
+  std::lock_guard lock(s.mu);
+  if (!s.initialised) return NVML_ERROR_UNINITIALIZED;
+  if (!set) return NVML_ERROR_INVALID_ARGUMENT;
+  g_event_set = EventSet{};
+  g_event_set_made = true;
+  *set = reinterpret_cast<nvmlEventSet_t>(&g_event_set);
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t d, unsigned long long types, nvmlEventSet_t set) {
+  State& s = S();
+  std::lock_guard lock(s.mu);
+  Refresh(s);
+  Lookup l = Find(s, d, "nvmlDeviceRegisterEvents");
+  if (l.rc != NVML_SUCCESS) return l.rc;
+  if (set != reinterpret_cast<nvmlEventSet_t>(&g_event_set) || !g_event_set_made) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!(types & nvmlEventTypeXidCriticalError) || !l.dev->contains("xids") || !(*l.dev)["xids"].is_array())
+    return NVML_ERROR_NOT_SUPPORTED;
+  const int device = reinterpret_cast<Handle*>(d)->device;
+  g_event_set.registered[device] = true;
+  g_event_set.delivered[device] = (*l.dev)["xids"].size();  // events from now on
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data, unsigned int timeout_ms) {
+  (void)timeout_ms;  // answers at once: tests never wait on it
+  State& s = S();
+  std::lock_guard lock(s.mu);
+  Refresh(s);
+  if (set != reinterpret_cast<nvmlEventSet_t>(&g_event_set) || !data) return NVML_ERROR_INVALID_ARGUMENT;
+  const json& devices = Devices(s);
+  for (std::size_t i = 0; i < devices.size() && i < static_cast<std::size_t>(kMaxDevices); ++i) {
+    if (!g_event_set.registered[i] || !devices[i].contains("xids")) continue;
+    const json& xids = devices[i]["xids"];
+    if (!xids.is_array() || g_event_set.delivered[i] >= xids.size()) continue;
+    *data = nvmlEventData_t{};
+    data->device = reinterpret_cast<nvmlDevice_t>(&g_handles[i]);
+    data->eventType = nvmlEventTypeXidCriticalError;
+    data->eventData = xids[g_event_set.delivered[i]++].get<unsigned long long>();
+    return NVML_SUCCESS;
+  }
+  return NVML_ERROR_TIMEOUT;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
+  if (set != reinterpret_cast<nvmlEventSet_t>(&g_event_set)) return NVML_ERROR_INVALID_ARGUMENT;
+  g_event_set_made = false;
   return NVML_SUCCESS;
 }
