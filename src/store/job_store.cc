@@ -10,41 +10,11 @@
 
 #include <fmt/format.h>
 
+#include "store/sqlite_stmt.h"
+
 namespace gpulane::store {
 namespace {
 
-// A prepared statement, finalised on scope exit; or one of JobStore's kept statements (Cached),
-// reset and its bindings cleared on scope exit instead.
-class Stmt {
- public:
-  Stmt(sqlite3* db, const char* sql) { rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr); }
-  explicit Stmt(sqlite3_stmt* kept) : stmt_(kept), rc_(kept ? SQLITE_OK : SQLITE_ERROR), kept_(true) {}
-  ~Stmt() {
-    if (!kept_) sqlite3_finalize(stmt_);
-    else if (stmt_) Reset();
-  }
-  bool ok() const { return rc_ == SQLITE_OK; }
-  sqlite3_stmt* get() { return stmt_; }
-  void Bind(int i, std::int64_t v) { sqlite3_bind_int64(stmt_, i, v); }
-  void Bind(int i, double v) { sqlite3_bind_double(stmt_, i, v); }
-  void Bind(int i, const std::string& v) { sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT); }
-  void BindNull(int i) { sqlite3_bind_null(stmt_, i); }
-  template <typename T>
-  void BindOpt(int i, const std::optional<T>& v) {
-    if (v) Bind(i, static_cast<std::conditional_t<std::is_floating_point_v<T>, double, std::int64_t>>(*v));
-    else BindNull(i);
-  }
-  int Step() { return sqlite3_step(stmt_); }
-  void Reset() {
-    sqlite3_reset(stmt_);
-    sqlite3_clear_bindings(stmt_);
-  }
-
- private:
-  sqlite3_stmt* stmt_ = nullptr;
-  int rc_;
-  bool kept_ = false;
-};
 
 constexpr const char* kInsertJob =
     "INSERT INTO jobs (array_job_id, array_index, uid, gid, user, spec, state, reason, submit_time, logs) "
@@ -78,18 +48,6 @@ constexpr const char* kColumns =
     "id, array_job_id, array_index, uid, gid, user, spec, state, reason, submit_time, start_time, end_time, "
     "exit_code, gpus, supervisor_pid, logs, attempts";
 
-std::optional<double> OptDouble(sqlite3_stmt* s, int i) {
-  if (sqlite3_column_type(s, i) == SQLITE_NULL) return std::nullopt;
-  return sqlite3_column_double(s, i);
-}
-std::optional<std::int64_t> OptInt(sqlite3_stmt* s, int i) {
-  if (sqlite3_column_type(s, i) == SQLITE_NULL) return std::nullopt;
-  return sqlite3_column_int64(s, i);
-}
-std::string Text(sqlite3_stmt* s, int i) {
-  const unsigned char* t = sqlite3_column_text(s, i);
-  return t ? reinterpret_cast<const char*>(t) : "";
-}
 
 // The spec of array `array_job_id` (kSelectArraySpec), nullptr when there is none.
 using ArraySpecLookup = std::function<std::shared_ptr<const JobSpec>(std::int64_t array_job_id)>;

@@ -1,0 +1,94 @@
+#include "telemetry/report.h"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+namespace gpulane::telemetry {
+namespace {
+
+// A report row being summed.
+struct Sum {
+  ReportRow row;
+  double util_weight = 0, util_sum = 0, idle_weight = 0, idle_sum = 0, wait_sum = 0;
+  std::uint64_t waits = 0;
+
+  // Adds `fraction` of record `r` (1 but for a job's share of one of its GPUs).
+  void Add(const UsageRecord& r, double fraction) {
+    const JobUsage& u = r.usage;
+    ++row.jobs;
+    const double gpu_s = u.gpu_s * fraction;
+    row.gpu_s += gpu_s;
+    row.run_s += u.run_s;
+    if (u.energy_j) row.energy_j = row.energy_j.value_or(0) + *u.energy_j * fraction;
+    if (u.peak_memory_bytes) row.peak_memory_bytes = std::max(row.peak_memory_bytes.value_or(0), *u.peak_memory_bytes);
+    // A job too short to weigh anything still counts a little.
+    const double weight = std::max(gpu_s, 1e-9);
+    if (u.mean_util_pct) util_sum += *u.mean_util_pct * weight, util_weight += weight;
+    if (u.idle_fraction) idle_sum += *u.idle_fraction * weight, idle_weight += weight;
+    if (u.wait_s) wait_sum += *u.wait_s, ++waits;
+  }
+  ReportRow Done() const {
+    ReportRow out = row;
+    if (util_weight > 0) out.mean_util_pct = util_sum / util_weight;
+    if (idle_weight > 0) out.idle_fraction = idle_sum / idle_weight;
+    if (waits) out.mean_wait_s = wait_sum / static_cast<double>(waits);
+    return out;
+  }
+};
+
+}  // namespace
+
+const char* ReportByName(ReportBy by) {
+  switch (by) {
+    case ReportBy::kJob: return "job";
+    case ReportBy::kUser: return "user";
+    case ReportBy::kGpu: return "gpu";
+    case ReportBy::kDay: return "day";
+  }
+  return "job";
+}
+
+std::optional<ReportBy> ParseReportBy(const std::string& name) {
+  for (ReportBy by : {ReportBy::kJob, ReportBy::kUser, ReportBy::kGpu, ReportBy::kDay})
+    if (name == ReportByName(by)) return by;
+  return std::nullopt;
+}
+
+std::vector<ReportRow> Summarize(const std::vector<UsageRecord>& records, ReportBy by,
+                                 const std::function<std::string(double)>& day_of) {
+  std::map<std::string, Sum> sums;
+  std::vector<std::string> order;  // by job: the records' order
+  for (const UsageRecord& r : records) {
+    if (by == ReportBy::kGpu) {
+      const std::size_t n = r.gpu_uuids.size();
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::string key = i < r.gpu_indices.size() ? fmt::format("{} {}", r.gpu_indices[i], r.gpu_uuids[i]) : r.gpu_uuids[i];
+        sums[key].Add(r, 1.0 / static_cast<double>(n));
+      }
+      continue;
+    }
+    std::string key = by == ReportBy::kJob ? r.job_id : by == ReportBy::kUser ? r.user : day_of(r.end_s);
+    if (by == ReportBy::kJob) key += fmt::format("@{:.3f}", r.end_s);  // ids of `run` (pids) come back
+    auto [it, added] = sums.try_emplace(key);
+    if (added) it->second.row.key = by == ReportBy::kJob ? r.job_id : key;
+    if (added && by == ReportBy::kJob) order.push_back(key);
+    it->second.Add(r, 1.0);
+  }
+  std::vector<ReportRow> rows;
+  if (by == ReportBy::kJob) {
+    for (const auto& key : order) rows.push_back(sums[key].Done());
+    return rows;
+  }
+  for (auto& [key, sum] : sums) {
+    ReportRow row = sum.Done();
+    row.key = key;
+    rows.push_back(std::move(row));
+  }
+  if (by != ReportBy::kDay)
+    std::stable_sort(rows.begin(), rows.end(), [](const ReportRow& a, const ReportRow& b) { return a.gpu_s > b.gpu_s; });
+  return rows;
+}
+
+}  // namespace gpulane::telemetry
