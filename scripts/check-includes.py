@@ -25,7 +25,7 @@ ALLOWED = {
     "gpu": {"nvml", "util"},
     "telemetry": {"util"},
     "os": {"gpu", "util"},
-    "proto": {"gpu", "sched", "util"},
+    "proto": {"gpu", "sched", "telemetry", "util"},
     "store": {"proto", "sched", "util", "telemetry"},
     "lease": {"gpu", "os", "proto", "sched", "util"},
     "exec": {"gpu", "lease", "os", "sched", "util", "telemetry"},

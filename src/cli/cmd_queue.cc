@@ -8,6 +8,8 @@
 #include <memory>
 
 #include "cli/client.h"
+#include "proto/telemetry_json.h"
+#include "telemetry/job_usage.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "render/queue_table.h"
@@ -146,7 +148,23 @@ void PrintJob(const json& job) {
   if (!job["gpu_uuids"].empty()) fmt::print("  gpu uuids {}\n", EscapeForTerminal(job["gpu_uuids"].dump()));
   if (job.contains("exit_code")) fmt::print("  exit code {}\n", job["exit_code"].get<int>());
   if (job.contains("logs")) PrintLogs(job["logs"]);
+  if (job.contains("usage"))
+    fmt::print("  usage     {}{}\n", EscapeForTerminal(telemetry::UsageLine(id, proto::UsageFromJson(job["usage"]))),
+               job.value("usage_running", false) ? " (so far)" : "");
   PrintAttempts(job);
+}
+
+// `show` asks for the usage of this many jobs at most (an array's first tasks).
+constexpr std::size_t kUsageLookups = 20;
+
+// Adds "usage" (proto/telemetry_json.h UsageToJson) to `job` when the daemon's sampler metered it
+// ("usage_running": true while it still runs); nothing when telemetry is off or it was not metered.
+void AddUsage(json& job) {
+  const std::string id = job.contains("id_text") ? job["id_text"].get<std::string>() : std::to_string(job["id"].get<std::int64_t>());
+  auto answer = CallIfRunning({{"op", "usage"}, {"job_id", id}}, 5, /*error_replies=*/true);
+  if (!answer || !*answer || !(**answer).value("ok", false) || !(**answer).contains("record")) return;
+  job["usage"] = (**answer)["record"]["usage"];
+  if ((**answer).value("running", false)) job["usage_running"] = true;
 }
 
 // One job (a job, a task), or with an array's id or 12_[1-3] each task, a blank line between.
@@ -163,12 +181,17 @@ int RunShow(const std::string& word, bool as_json) {
   const json& reply = **answer;
   const int code = ReportFailures(reply);
   if (!reply.value("ok", false)) return code;
+  json jobs = reply["jobs"];
+  // What the daemon's sampler metered of each job that ran (a few tasks of an array at most: one
+  // request each).
+  for (std::size_t i = 0; i < jobs.size() && i < kUsageLookups; ++i)
+    if (jobs[i].contains("start_time")) AddUsage(jobs[i]);
   if (as_json) {
-    fmt::print("{}\n", (reply.contains("job") ? reply["job"] : reply["jobs"]).dump(2));
+    fmt::print("{}\n", (reply.contains("job") ? jobs.at(0) : jobs).dump(2));
     return code;
   }
   bool first = true;
-  for (const auto& job : reply["jobs"]) {
+  for (const auto& job : jobs) {
     if (!first) fmt::print("\n");
     first = false;
     PrintJob(job);

@@ -14,7 +14,10 @@
 #include "exec/job_env.h"
 #include "exec/job_runner.h"
 #include "exec/leased_job.h"
+#include "proto/telemetry_json.h"
+#include "telemetry/job_usage.h"
 #include "cli/request_options.h"
+#include "daemon/paths.h"
 #include "gpu/visible_devices.h"
 #include "lease/waiter.h"
 #include "util/config.h"
@@ -108,6 +111,11 @@ int RunRun(const RunOptions& o) {
     fmt::print(stderr, "gpulane: ended {} process{} the job left behind{}\n", ran.leftovers_terminated,
                ran.leftovers_terminated > 1 ? "es" : "",
                ran.leftovers_killed ? fmt::format(" ({} needed SIGKILL)", ran.leftovers_killed) : "");
+  // What the daemon's sampler metered of the job (nothing without a daemon, or for a job shorter than
+  // one sample).
+  if (!o.quiet && !ran.exec_failed && !outcome->lease_name.empty())
+    if (auto record = proto::AskUsage(daemon::SnapshotSockets(), {{"lease", outcome->lease_name}}, 2.0); record && record->usage.samples > 0)
+      fmt::print(stderr, "gpulane: {}\n", telemetry::UsageLine(job.job_id, record->usage));
   if (std::getenv("GPULANE_TIMING"))
     fmt::print(stderr, "gpulane: timing: lease {:.2f} ms, job {:.2f} ms, release after the job's end {:.2f} ms\n",
                outcome->waited_s * 1e3, outcome->job_s * 1e3, outcome->release_s * 1e3);

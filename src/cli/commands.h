@@ -25,5 +25,6 @@ void RegisterQueue(CLI::App& app, Runner* run);
 void RegisterJobCommands(CLI::App& app, Runner* run);
 void RegisterSimulate(CLI::App& app, Runner* run);
 void RegisterShare(CLI::App& app, Runner* run);
+void RegisterReport(CLI::App& app, Runner* run);
 
 }  // namespace gpulane::cli

@@ -33,6 +33,7 @@ constexpr Family kFamilies[] = {
     {gpulane::cli::RegisterDaemon, {"daemon", "_supervise"}},
     {gpulane::cli::RegisterSimulate, {"simulate"}},
     {gpulane::cli::RegisterShare, {"share"}},
+    {gpulane::cli::RegisterReport, {"report"}},
 };
 
 // Registers the subcommand `first` (the first argument) names, alone: building every option of

@@ -26,6 +26,8 @@
 #include "sched/user_limits.h"
 #include "util/exit_codes.h"
 #include "gpu/nvml_backend.h"
+#include "lease/lease_dir.h"
+#include "store/history_store.h"
 
 namespace gpulane::daemon {
 namespace {
@@ -121,6 +123,7 @@ Status Daemon::Setup() {
   gpu_count_ = static_cast<unsigned>(snapshot->devices.size());
   for (const auto& d : snapshot->devices) gpu_index_[d.uuid] = d.pci_index;
   gpu_identity_ = *snapshot;
+  if (config_.telemetry_enabled) StartSampler();
   char exe[4096];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n <= 0) return MakeError(ErrorKind::kIo, "cannot find the gpulane binary (/proc/self/exe)");
@@ -168,6 +171,29 @@ Status Daemon::Setup() {
   launcher_->CloseInChild({lock_fd_, listen_fd_, spare_fd_});
   launcher_->ChildFileLimit(started_file_limit_);
   return listening;
+}
+
+void Daemon::StartSampler() {
+  auto backend = NvmlBackend::Open();  // its own handle: the sampler's reads keep state (Xid events)
+  if (!backend) {
+    Log(fmt::format("telemetry is off: {}", backend.error().message));
+    return;
+  }
+  auto history = store::HistoryStore::Open(paths_.state_dir + "/history.db");
+  if (!history) Log(fmt::format("{}: GPU history and usage records are not stored", history.error().message));
+  std::shared_ptr<lease::LeaseDir> dir;
+  if (auto opened = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config_.lease_dir)))
+    dir = std::make_shared<lease::LeaseDir>(std::move(opened).value());
+  else
+    Log(fmt::format("telemetry: {}: jobs' usage is not metered", opened.error().message));
+  LeaseSource leases = [dir] { return dir ? dir->Read().leases : std::vector<lease::LeaseRecord>{}; };
+  SamplerSettings settings;
+  settings.interval_s = config_.telemetry_interval_s;
+  settings.keep_s = {config_.telemetry_keep_10s_s, config_.telemetry_keep_1m_s};
+  settings.records_keep_s = config_.telemetry_keep_records_s;
+  sampler_ = std::make_unique<SamplerThread>(settings, std::move(backend).value(), std::move(leases),
+                                             history ? std::move(history).value() : nullptr, clock_,
+                                             [this](const std::string& line) { Log(line); });
 }
 
 Status Daemon::OpenSocket() {

@@ -19,6 +19,7 @@
 #include "daemon/job_table.h"
 #include "daemon/launcher.h"
 #include "daemon/parse_worker.h"
+#include "daemon/sampler_thread.h"
 #include "daemon/paths.h"
 #include "daemon/settings.h"
 #include "gpu/backend.h"
@@ -59,6 +60,8 @@ struct Connection {
   bool storing = false;
   /// Its last frame is being parsed off the loop (ParseWorker): requests behind it wait.
   bool parsing = false;
+  /// Its last request was handed to the sampler thread (telemetry questions): requests behind it wait.
+  bool asking = false;
   /// Which connection this is, never reused (a descriptor is): an answer given turns later goes
   /// to this connection or to none.
   std::uint64_t serial = 0;
@@ -114,7 +117,15 @@ class Daemon {
   void TakeParsed();
   /// Whether `c` reads no requests now: behind a streamed reply, an array being stored or a
   /// frame being parsed.
-  static bool Paused(const Connection& c) { return c.stream || c.storing || c.parsing; }
+  static bool Paused(const Connection& c) { return c.stream || c.storing || c.parsing || c.asking; }
+  // Telemetry (sampler_thread.h).
+  /// Starts the sampler thread (telemetry.enabled); a failure to is logged, and the daemon runs on
+  /// without telemetry.
+  void StartSampler();
+  /// Hands a telemetry request of `c` to the sampler thread (or answers that telemetry is off).
+  void AskSampler(Connection& c, const nlohmann::json& req);
+  /// Replies with the sampler's answers, then handles what waited behind them.
+  void TakeTelemetry();
   /// Checks a submission and makes its jobs (*jobs) and its idempotency key (*key, "" without one);
   /// an error reply, or null.
   /// For an array, *jobs is one job (the template of every task) and *indices its tasks' indices.
@@ -215,6 +226,8 @@ class Daemon {
   /// Frames larger than kParseInLoopBytes are parsed here, off the loop (while the bytes it holds
   /// stay under half the partial-request budget; beyond, in the loop as before).
   std::unique_ptr<ParseWorker> parse_worker_;
+  /// The GPU sampler (history, accounting, metrics); nullptr when telemetry is off.
+  std::unique_ptr<SamplerThread> sampler_;
   static constexpr std::size_t kParseInLoopBytes = 256u << 10;
   static constexpr std::size_t kAcceptPerTurn = 64;  ///< connections Accept takes in one turn of the loop
   std::size_t parsing_bytes_ = 0;  ///< bytes of the frames parse_worker_ holds

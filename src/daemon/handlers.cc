@@ -384,6 +384,8 @@ void Daemon::HandleParsedRequest(Connection& c, const json& req) {
       Reply(c, HandleHold(c.peer, req, op == "hold"));
     } else if (op == "logs") {
       Reply(c, HandleLogs(c.peer, req));
+    } else if (op == "history" || op == "report" || op == "usage" || op == "telemetry" || op == "metrics") {
+      AskSampler(c, req);
     } else if (op == "wait") {
       if (!HandleWait(c, req)) Reply(c, Err(ErrorKind::kInvalidArgument, "wait: give job ids"));
     } else {
@@ -612,6 +614,19 @@ void Daemon::CommitSubmissions() {
   if (any_runnable) schedule_needed_ = true;
   submits_.clear();
   unfinished_of_uid_.reset();  // counted afresh in the next turn that has a submission
+}
+
+void Daemon::AskSampler(Connection& c, const json& req) {
+  if (!sampler_) {
+    Reply(c, Err(ErrorKind::kUnavailable,
+                 "telemetry is off on this daemon (telemetry.enabled = false in /etc/gpulane/config.toml, or NVML could not be "
+                 "opened for it: see the daemon's log)"));
+    return;
+  }
+  json extra;
+  if (req.value("op", "") == "metrics") extra["jobs_by_state"] = jobs_->CountByState();
+  c.asking = true;
+  sampler_->Ask(c.fd, c.serial, req, std::move(extra));
 }
 
 json Daemon::WithStoreWarnings(json reply) const {

@@ -78,6 +78,17 @@ void JobTable::Index(const Job& job) {
   else unheld_.insert(job.id);
 }
 
+std::map<std::string, std::uint64_t> JobTable::CountByState() {
+  std::map<std::string, std::uint64_t> counts;
+  for (auto state : {JobState::kPending, JobState::kLaunching, JobState::kRunning, JobState::kHeld})
+    counts[store::StateName(state)] = 0;
+  ForEachUnheld([&](std::int64_t, const Job& job) {
+    if (!store::IsFinished(job.state)) ++counts[store::StateName(job.state)];
+  });
+  counts[store::StateName(JobState::kHeld)] = active_.size() - unheld_.size();
+  return counts;
+}
+
 void JobTable::CountUser(const Job& job, int change) {
   ActiveUser& u = active_users_[job.user];
   if (change > 0) {

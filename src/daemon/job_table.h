@@ -176,6 +176,10 @@ class JobTable {
   /// The half-life the usage decays with, seconds.
   double half_life_s() const { return limits_.fair_share.half_life_s; }
 
+  /// How many unfinished jobs are in each state ("pending": 3, "held": 1, ...), for /metrics:
+  /// held ones counted without walking them.
+  std::map<std::string, std::uint64_t> CountByState();
+
   /// True (once) when something changed that may let a queued job start.
   bool TakeScheduleNeeded() { return std::exchange(schedule_needed_, false); }
 

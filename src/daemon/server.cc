@@ -213,6 +213,17 @@ void Daemon::TakeParsed() {
   }
 }
 
+void Daemon::TakeTelemetry() {
+  for (SamplerThread::Answer& answer : sampler_->Take()) {
+    auto it = connections_.find(answer.fd);
+    if (it == connections_.end() || it->second.serial != answer.serial) continue;  // closed meanwhile
+    Connection& c = it->second;
+    c.asking = false;
+    Reply(c, answer.reply);
+    if (!Paused(c)) ReadFrom(c);  // the requests that came in behind it, in order
+  }
+}
+
 void Daemon::CountBuffered(Connection& c) {
   buffered_bytes_ = buffered_bytes_ - c.buffered + c.reader.buffered();
   c.buffered = c.reader.buffered();
@@ -358,8 +369,10 @@ void Daemon::Loop() {
 void Daemon::LoopTurn(double& last_tick_s) {
   auto log = [this](const std::string& line) { Log(line); };
   const int parsed_fd = parse_worker_ && parse_worker_->available() ? parse_worker_->event_fd() : -1;
-  std::vector<pollfd> fds = {{listen_fd_, POLLIN, 0}, {signal_fd_, POLLIN, 0}, {watch_fd_, POLLIN, 0}, {parsed_fd, POLLIN, 0}};
-  constexpr std::size_t kFirstConnection = 4;
+  const int sampler_fd = sampler_ ? sampler_->event_fd() : -1;
+  std::vector<pollfd> fds = {{listen_fd_, POLLIN, 0}, {signal_fd_, POLLIN, 0}, {watch_fd_, POLLIN, 0},
+                             {parsed_fd, POLLIN, 0},  {sampler_fd, POLLIN, 0}};
+  constexpr std::size_t kFirstConnection = 5;
   // A streamed reply: woken when the client can take more, and reading waits until it is sent;
   // behind an array being stored or a frame being parsed, reading waits for its answer.
   for (auto& [fd, c] : connections_) {
@@ -378,6 +391,7 @@ void Daemon::LoopTurn(double& last_tick_s) {
     if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) RunGuarded("reading a request", [&] { ReadFrom(it->second); }, log);
   }
   if (fds[3].revents & POLLIN) RunGuarded("handling parsed requests", [&] { TakeParsed(); }, log);
+  if (fds[4].revents & POLLIN) RunGuarded("answering telemetry requests", [&] { TakeTelemetry(); }, log);
   // After the reads: connections that clients closed meanwhile no longer count against the caps.
   if (fds[0].revents & POLLIN) RunGuarded("accepting connections", [&] { Accept(); }, log);
   RunGuarded("keeping to the request memory budget", [&] { EnforceBufferBudget(); }, log);

@@ -20,6 +20,8 @@
 #include "exec/job_log.h"
 #include "exec/leased_job.h"
 #include "proto/snapshot_source.h"
+#include "proto/telemetry_json.h"
+#include "telemetry/job_usage.h"
 #include "util/config.h"
 
 namespace gpulane::daemon {
@@ -135,6 +137,22 @@ exec::LeasedJob MakeLeasedJob(const store::Job& job, const Config& config) {
 }
 
 // Records how the lifecycle ended in `status` (the caller writes it as "done").
+// "gpulane: job 12 used 2 GPUs for 1h 02m, 2.1 GPU-h, ..." at the end of the job's log (its
+// stderr file, else its stdout file), from what the daemon's sampler metered of its lease; nothing
+// when no daemon metered it (telemetry off).
+void AppendUsageLine(const store::Job& job, const store::JobLogs& logs, const std::string& lease_name) {
+  const std::string& log = logs.stderr_path.empty() ? logs.stdout_path : logs.stderr_path;
+  if (log.empty() || lease_name.empty()) return;
+  auto record = proto::AskUsage(SnapshotSockets(), {{"lease", lease_name}}, 5.0);
+  if (!record) return;
+  const bool as_root = geteuid() == 0;
+  const std::string line = "gpulane: " + telemetry::UsageLine(store::JobIdText(job), record->usage);
+  Status appended = exec::AppendLineToLog(log, as_root ? std::optional(job.uid) : std::nullopt,
+                                          as_root ? std::optional(job.gid) : std::nullopt, line);
+  if (!appended.ok())
+    fmt::print(stderr, "gpulane _supervise: job {}: {} (not in its log: {})\n", job.id, line, appended.error().message);
+}
+
 void RecordOutcome(const Result<exec::LeasedJobOutcome>& outcome, sched::Preemptible preemptible, SupervisorStatus& status) {
   if (!outcome) {
     status.reason = outcome.error().message;
@@ -266,6 +284,7 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
   // "running" was not recorded: nothing ran, and the status says "waiting" (requeued). Once it was,
   // a failure before the job's start (no fork) is recorded as this job's failure to start.
   if (!outcome && status.phase == "running" && !running_recorded) return 1;
+  if (outcome && outcome->job && !outcome->job->exec_failed) AppendUsageLine(*job, status.logs, outcome->lease_name);
   RecordOutcome(outcome, job->spec.request.preemptible, status);
   return Finish(files, status);
 }

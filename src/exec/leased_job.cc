@@ -137,6 +137,7 @@ Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir
   outcome.gpus = grant->gpus;
   for (unsigned i : grant->gpus) outcome.gpu_uuids.push_back(grant->mig_uuid.value_or(grant->snapshot.devices[i].uuid));
   outcome.waited_s = grant->waited_s;
+  outcome.lease_name = grant->lease.name();
   if (hooks.on_granted)
     if (Status s = hooks.on_granted(*grant); !s.ok()) return s.error();
 

@@ -60,6 +60,7 @@ struct LeasedJobOutcome {
   int interrupted_by_signal = 0;   ///< a stop (or extra) signal came before the job started: nothing ran
   std::vector<unsigned> gpus;      ///< the leased GPUs, PCI-order indices
   std::vector<std::string> gpu_uuids;
+  std::string lease_name;          ///< the lease's file name: what the daemon's sampler meters it by
   GpuSnapshot snapshot;            ///< the snapshot the GPUs were chosen from
   double waited_s = 0;             ///< from the start of the wait to the lease
   std::optional<JobOutcome> job;   ///< set once the job was started (also when its exec failed)

@@ -154,6 +154,26 @@ sched::GpuState BaseState(const GpuDevice& d, const GpuSnapshot& snapshot) {
 
 }  // namespace
 
+std::vector<std::vector<int>> ProcessOwners(const GpuSnapshot& snapshot, const std::vector<LeaseRecord>& leases,
+                                            ProcessTable& processes) {
+  const std::vector<std::uint32_t> anchors = AnchorsOf(leases, processes);
+  std::vector<std::vector<int>> owners(snapshot.devices.size());
+  for (std::size_t d = 0; d < snapshot.devices.size(); ++d) {
+    const GpuDevice& dev = snapshot.devices[d];
+    if (!dev.processes) continue;
+    for (const GpuProcess& p : *dev.processes) {
+      int owner = -1;
+      if (processes.Links(p.pid)) {
+        const std::optional<std::uint32_t> uid = UidOf(p, processes);
+        owner = uid ? OwnerOf(p.pid, *uid, leases, anchors, processes) : -1;
+        if (owner >= 0 && !Holds(leases[owner], dev.uuid) && !(p.mig_uuid && Holds(leases[owner], *p.mig_uuid))) owner = -1;
+      }
+      owners[d].push_back(owner);
+    }
+  }
+  return owners;
+}
+
 std::string DescribeProcess(const GpuProcess& p) {
   if (p.user) return fmt::format("{}'s {} (pid {})", *p.user, p.command.value_or("process"), p.pid);
   return fmt::format("pid {} (not visible here)", p.pid);

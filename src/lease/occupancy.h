@@ -66,6 +66,15 @@ struct OccupancyOptions {
 Occupancy BuildOccupancy(const GpuSnapshot& snapshot, const std::vector<LeaseRecord>& leases, ProcessTable& processes,
                          const OccupancyOptions& options = {});
 
+/// Which lease accounts for each GPU process, by BuildOccupancy's rule (the lease owner's process,
+/// descending from the lease's confirmed supervisor or in its job's process group, on a GPU or MIG
+/// device that lease holds): owners[d][k] is the index in `leases` of the lease of
+/// snapshot.devices[d].processes[k], or -1 for a process no lease accounts for (foreign, a stray
+/// of a job on a GPU it did not lease, or not visible here). A device whose processes are unknown
+/// gets an empty list. For the daemon's per-job accounting and anomalies.
+std::vector<std::vector<int>> ProcessOwners(const GpuSnapshot& snapshot, const std::vector<LeaseRecord>& leases,
+                                            ProcessTable& processes);
+
 /// The lease of the gpulane job this process runs inside, if any: the live lease whose job id is
 /// `job_id` (the GPULANE_JOB_ID this process inherited), whose owner is `self_pid`'s user and
 /// whose supervisor (as confirmed by its lock, BuildOccupancy) is an ancestor of `self_pid` (so

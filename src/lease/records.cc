@@ -40,6 +40,7 @@ json ToJson(const LeaseRecord& r) {
   if (!r.parent.empty()) j["parent"] = r.parent;
   if (r.time_limit_s) j["time_limit_s"] = *r.time_limit_s;
   if (r.preemptible) j["preemptible"] = true;
+  if (r.requested_s) j["requested_s"] = *r.requested_s;
   return j;
 }
 
@@ -66,6 +67,11 @@ bool FromJson(const json& j, LeaseRecord* r) {
     if (auto it = j.find("time_limit_s"); it != j.end() && it->is_number()) {
       const double t = it->get<double>();
       if (std::isfinite(t) && t > 0 && t <= 100.0 * 365 * 86400) r->time_limit_s = t;
+    }
+    r->requested_s.reset();
+    if (auto it = j.find("requested_s"); it != j.end() && it->is_number()) {
+      const double t = it->get<double>();
+      if (std::isfinite(t) && t > 0) r->requested_s = t;
     }
     r->gpus.clear();
     for (const auto& g : j.at("gpus")) {

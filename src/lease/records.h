@@ -39,6 +39,9 @@ struct LeaseRecord {
   /// wrong end delays other jobs' backfill at worst, never hands out a leased GPU.
   std::optional<double> time_limit_s;
   std::string parent;      ///< nested: the file name of the lease of the job it runs inside ("" = none)
+  /// When the job asked for GPUs (its ticket's time: a queued job's submission), seconds since the
+  /// epoch, for its wait in accounting; nullopt: not known. As written by the owner (her own wait).
+  std::optional<double> requested_s;
   /// A preemptible job's (submit --preemptible): a waiting job that needs its GPUs makes it give
   /// way (sched/policy.h). As written by the owner, who can only lose by it: a lease that says
   /// false when its job is preemptible is not preempted by others' decisions, but its own holder

@@ -325,6 +325,7 @@ Result<Grant> LeaseWaiter::Acquire() {
       }
       if (mine->granted && !defer) {
         record_.started_s = env_.WallS();
+        if (ticket_.seq > 0) record_.requested_s = static_cast<double>(ticket_.seq) / 1e9;  // the ticket's time: submission
         record_.time_limit_s = request.time_limit_s;
         record_.preemptible = preemptible;
         record_.gpus.clear();

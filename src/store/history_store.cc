@@ -198,45 +198,63 @@ Status HistoryStore::AddUsage(const telemetry::UsageRecord& r) {
   return Status::Ok();
 }
 
+namespace {
+
+constexpr const char* kUsageColumns =
+    "job_id, uid, user, name, gpu_uuids, gpu_indices, start_s, end_s, wait_s, gpus, gpu_s,"
+    " energy_j, peak_memory_bytes, mean_memory_bytes, mean_util_pct, p10_util_pct, idle_fraction, samples, id";
+
+telemetry::UsageRecord UsageRow(sqlite3_stmt* s) {
+  telemetry::UsageRecord r;
+  r.job_id = Text(s, 0);
+  r.uid = static_cast<std::uint32_t>(sqlite3_column_int64(s, 1));
+  r.user = Text(s, 2);
+  r.name = Text(s, 3);
+  auto uuids = nlohmann::json::parse(Text(s, 4), nullptr, false);
+  if (uuids.is_array()) r.gpu_uuids = uuids.get<std::vector<std::string>>();
+  auto indices = nlohmann::json::parse(Text(s, 5), nullptr, false);
+  if (indices.is_array()) r.gpu_indices = indices.get<std::vector<unsigned>>();
+  r.start_s = sqlite3_column_double(s, 6);
+  r.end_s = sqlite3_column_double(s, 7);
+  telemetry::JobUsage& u = r.usage;
+  u.run_s = r.end_s - r.start_s;
+  u.wait_s = OptDouble(s, 8);
+  u.gpus = sqlite3_column_double(s, 9);
+  u.gpu_s = sqlite3_column_double(s, 10);
+  u.energy_j = OptDouble(s, 11);
+  if (auto v = OptInt(s, 12)) u.peak_memory_bytes = static_cast<std::uint64_t>(*v);
+  u.mean_memory_bytes = OptDouble(s, 13);
+  u.mean_util_pct = OptDouble(s, 14);
+  u.p10_util_pct = OptDouble(s, 15);
+  u.idle_fraction = OptDouble(s, 16);
+  u.samples = static_cast<std::uint64_t>(sqlite3_column_int64(s, 17));
+  return r;
+}
+
+}  // namespace
+
+Result<std::optional<telemetry::UsageRecord>> HistoryStore::UsageOfJob(const std::string& job_id) {
+  const std::string sql = fmt::format("SELECT {} FROM job_usage WHERE job_id = ?1 ORDER BY end_s DESC, id DESC LIMIT 1", kUsageColumns);
+  Stmt st(db_, sql.c_str());
+  if (!st.ok()) return MakeError(ErrorKind::kIo, fmt::format("history database: {}", sqlite3_errmsg(db_)));
+  st.Bind(1, job_id);
+  if (st.Step() != SQLITE_ROW) return std::optional<telemetry::UsageRecord>();
+  return std::optional<telemetry::UsageRecord>(UsageRow(st.get()));
+}
+
 Result<std::vector<telemetry::UsageRecord>> HistoryStore::Usage(const UsageFilter& filter) {
-  Stmt st(db_,
-          "SELECT * FROM (SELECT job_id, uid, user, name, gpu_uuids, gpu_indices, start_s, end_s, wait_s, gpus, gpu_s,"
-          " energy_j, peak_memory_bytes, mean_memory_bytes, mean_util_pct, p10_util_pct, idle_fraction, samples, id"
-          " FROM job_usage WHERE end_s >= ?1 AND (?2 IS NULL OR user = ?2) ORDER BY end_s DESC, id DESC LIMIT ?3)"
-          " ORDER BY end_s, id");
+  const std::string sql = fmt::format(
+      "SELECT * FROM (SELECT {} FROM job_usage WHERE end_s >= ?1 AND (?2 IS NULL OR user = ?2)"
+      " ORDER BY end_s DESC, id DESC LIMIT ?3) ORDER BY end_s, id",
+      kUsageColumns);
+  Stmt st(db_, sql.c_str());
   if (!st.ok()) return MakeError(ErrorKind::kIo, fmt::format("history database: {}", sqlite3_errmsg(db_)));
   st.Bind(1, filter.since_s);
   if (filter.user) st.Bind(2, *filter.user);
   else st.BindNull(2);
   st.Bind(3, static_cast<std::int64_t>(filter.limit));
   std::vector<telemetry::UsageRecord> out;
-  while (st.Step() == SQLITE_ROW) {
-    sqlite3_stmt* s = st.get();
-    telemetry::UsageRecord r;
-    r.job_id = Text(s, 0);
-    r.uid = static_cast<std::uint32_t>(sqlite3_column_int64(s, 1));
-    r.user = Text(s, 2);
-    r.name = Text(s, 3);
-    auto uuids = nlohmann::json::parse(Text(s, 4), nullptr, false);
-    if (uuids.is_array()) r.gpu_uuids = uuids.get<std::vector<std::string>>();
-    auto indices = nlohmann::json::parse(Text(s, 5), nullptr, false);
-    if (indices.is_array()) r.gpu_indices = indices.get<std::vector<unsigned>>();
-    r.start_s = sqlite3_column_double(s, 6);
-    r.end_s = sqlite3_column_double(s, 7);
-    telemetry::JobUsage& u = r.usage;
-    u.run_s = r.end_s - r.start_s;
-    u.wait_s = OptDouble(s, 8);
-    u.gpus = sqlite3_column_double(s, 9);
-    u.gpu_s = sqlite3_column_double(s, 10);
-    u.energy_j = OptDouble(s, 11);
-    if (auto v = OptInt(s, 12)) u.peak_memory_bytes = static_cast<std::uint64_t>(*v);
-    u.mean_memory_bytes = OptDouble(s, 13);
-    u.mean_util_pct = OptDouble(s, 14);
-    u.p10_util_pct = OptDouble(s, 15);
-    u.idle_fraction = OptDouble(s, 16);
-    u.samples = static_cast<std::uint64_t>(sqlite3_column_int64(s, 17));
-    out.push_back(std::move(r));
-  }
+  while (st.Step() == SQLITE_ROW) out.push_back(UsageRow(st.get()));
   return out;
 }
 

@@ -59,6 +59,9 @@ class HistoryStore {
 
   /// Stores a finished job's usage record.
   Status AddUsage(const telemetry::UsageRecord& record);
+  /// The latest usage record of job `job_id` (ids of `gpulane run` jobs, pids, come back over
+  /// time: the newest); nullopt when there is none.
+  Result<std::optional<telemetry::UsageRecord>> UsageOfJob(const std::string& job_id);
   /// Usage records by `filter`, in end order.
   Result<std::vector<telemetry::UsageRecord>> Usage(const UsageFilter& filter);
 

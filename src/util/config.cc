@@ -141,6 +141,44 @@ Status LoadLimitValues(const std::string& path, const std::string& where, const 
 }
 
 // [limits], [limits.users.NAME], [limits.groups.NAME] (machine's file only).
+// [telemetry]: enabled, and durations within bounds (a sampler reading NVML 100 times a second, or
+// history kept for centuries, is a mistake to refuse, not to obey). Any file may set them: only a
+// daemon reads them, and a daemon reads its own user's files (root's for the system daemon).
+Status LoadTelemetry(const std::string& path, const toml::table& telemetry, Config& config) {
+  struct Duration {
+    const char* key;
+    double* target;
+    double min_s, max_s;
+    const char* range;
+  };
+  const Duration durations[] = {
+      {"interval", &config.telemetry_interval_s, 0.1, 60, "from \"100ms\" to \"60s\""},
+      {"keep_10s", &config.telemetry_keep_10s_s, 600, 30 * 86400, "from \"10m\" to \"30d\""},
+      {"keep_1m", &config.telemetry_keep_1m_s, 3600, 3650 * 86400.0, "from \"1h\" to \"3650d\""},
+      {"keep_records", &config.telemetry_keep_records_s, 86400, 3650 * 86400.0, "from \"1d\" to \"3650d\""},
+  };
+  for (auto&& [key, node] : telemetry) {
+    if (key == "enabled") {
+      auto flag = node.value<bool>();
+      if (!flag) return Bad(path, node.source(), "telemetry.enabled must be true or false");
+      config.telemetry_enabled = *flag;
+      continue;
+    }
+    const Duration* d = nullptr;
+    for (const auto& candidate : durations)
+      if (key == candidate.key) d = &candidate;
+    if (!d)
+      return Bad(path, node.source(),
+                 fmt::format("unknown key telemetry.{} (known: enabled, interval, keep_10s, keep_1m, keep_records)", key.str()));
+    auto text = node.value<std::string>();
+    auto seconds = text ? ParseDurationS(*text) : Result<double>(MakeError(ErrorKind::kInvalidArgument, "not a string"));
+    if (!seconds || !std::isfinite(*seconds) || *seconds < d->min_s || *seconds > d->max_s)
+      return Bad(path, node.source(), fmt::format("telemetry.{} must be a duration {}", key.str(), d->range));
+    *d->target = *seconds;
+  }
+  return Status::Ok();
+}
+
 Status LoadLimits(const std::string& path, bool trusted, const toml::table& limits, Config& config) {
   if (!trusted) return Bad(path, limits.source(), "limits may only be set in /etc/gpulane/config.toml");
   if (Status s = LoadLimitValues(path, "limits", limits, config.limits); !s.ok()) return s;
@@ -188,10 +226,10 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
   }
   for (auto&& [key, node] : table) {
     if (key != "lease" && key != "run" && key != "daemon" && key != "partitions" && key != "sched" && key != "limits" &&
-        key != "shares")
+        key != "shares" && key != "telemetry")
       return Bad(path, node.source(),
                  fmt::format("unknown key {} (the sections are [lease], [run], [daemon], [sched], [limits], [shares], "
-                             "[partitions.NAME])",
+                             "[telemetry], [partitions.NAME])",
                              key.str()));
     if (!node.is_table()) return Bad(path, node.source(), fmt::format("{} must be a section: [{}]", key.str(), key.str()));
   }
@@ -236,6 +274,9 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
   }
   if (auto partitions = table["partitions"].as_table()) {
     if (Status s = LoadPartitions(path, trusted, *partitions, config); !s.ok()) return s;
+  }
+  if (auto telemetry = table["telemetry"].as_table()) {
+    if (Status s = LoadTelemetry(path, *telemetry, config); !s.ok()) return s;
   }
   if (auto limits = table["limits"].as_table()) {
     // A file that has [limits] replaces the earlier files' limits as a whole.

@@ -72,6 +72,12 @@ struct Config {
   double priority_weight_age = 1.0;               ///< [sched] priority_weight_age
   double priority_max_age_s = 7 * 86400;          ///< [sched] priority_max_age: the age factor is 1 from this long in line
   std::map<std::string, double> shares;           ///< [shares]: "alice" or "@group" -> share (unlisted: 1)
+  /// [telemetry] (the daemon's sampler, docs/config.md "Telemetry"; read by daemons only).
+  bool telemetry_enabled = true;                  ///< telemetry.enabled: false: no sampler, no history
+  double telemetry_interval_s = 1;                ///< telemetry.interval: every GPU is read this often (0.1 s .. 60 s)
+  double telemetry_keep_10s_s = 86400;            ///< telemetry.keep_10s: 10-second history rows are kept this long
+  double telemetry_keep_1m_s = 30 * 86400;        ///< telemetry.keep_1m: 1-minute rows
+  double telemetry_keep_records_s = 365 * 86400;  ///< telemetry.keep_records: jobs' usage records and events
 };
 
 /// The names [sched] policy accepts, as sched::PolicyName spells them (a unit test checks the two

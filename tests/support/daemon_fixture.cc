@@ -334,7 +334,12 @@ TestDaemon::TestDaemon(DaemonOptions options) : options_(std::move(options)) {
     fs::permissions(dir() / "nvml.json", fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
                                              fs::perms::others_read);
   }
-  std::ofstream(dir() / "config.toml") << options_.config;
+  // The daemon's sampler (telemetry: history, accounting, the usage line at the end of each job's log)
+  // only where a test asks for it with a [telemetry] table: the other tests check jobs' logs byte
+  // for byte and do not want a sampler reading the fake NVML every second beside them.
+  std::string config = options_.config;
+  if (config.find("[telemetry]") == std::string::npos) config += "\n[telemetry]\nenabled = false\n";
+  std::ofstream(dir() / "config.toml") << config;
   if (options_.start) Start();
 }
 

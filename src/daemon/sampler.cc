@@ -1,0 +1,193 @@
+#include "daemon/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace gpulane::daemon {
+namespace {
+
+// How long a lease's final usage stays answerable after it ended (its supervisor asks for it
+// just after its job's end; a slow one may ask a little later).
+constexpr double kEndedKeptS = 600;
+
+template <typename T>
+std::optional<std::uint16_t> Narrow(const std::optional<T>& v) {
+  if (!v) return std::nullopt;
+  return static_cast<std::uint16_t>(std::min<T>(*v, 65535));
+}
+
+// The device of `uuid` (a GPU's, or the GPU a MIG device of that UUID is on: *mig set).
+const GpuDevice* DeviceOf(const GpuSnapshot& s, const std::string& uuid, const MigDevice** mig) {
+  *mig = nullptr;
+  for (const auto& d : s.devices) {
+    if (d.uuid == uuid) return &d;
+    for (const auto& m : d.mig_devices)
+      if (m.uuid == uuid) {
+        *mig = &m;
+        return &d;
+      }
+  }
+  return nullptr;
+}
+
+// The fraction of its GPU a lease's share of it is.
+double ShareOf(const lease::LeasedGpu& g, const GpuDevice* d, const MigDevice* mig) {
+  if (mig) {
+    if (mig->memory_total_bytes && d && d->memory_total_bytes && *d->memory_total_bytes > 0)
+      return std::min(1.0, static_cast<double>(*mig->memory_total_bytes) / static_cast<double>(*d->memory_total_bytes));
+    return 1;
+  }
+  if (!g.mem_bytes) return 1;
+  if (!d || !d->memory_total_bytes || *d->memory_total_bytes == 0) return 1;
+  return std::min(1.0, static_cast<double>(*g.mem_bytes) / static_cast<double>(*d->memory_total_bytes));
+}
+
+}  // namespace
+
+telemetry::GpuReading ReadingOf(const GpuDevice& d) {
+  telemetry::GpuReading r;
+  r.failed = d.failed();
+  r.util_gpu_pct = Narrow(d.utilization_gpu_pct);
+  r.util_memory_pct = Narrow(d.utilization_memory_pct);
+  r.temperature_c = Narrow(d.temperature_c);
+  r.clock_sm_mhz = Narrow(d.clock_sm_mhz);
+  r.clock_mem_mhz = Narrow(d.clock_mem_mhz);
+  if (d.power_draw_mw) r.power_mw = *d.power_draw_mw;
+  r.memory_used_bytes = d.memory_used_bytes;
+  r.memory_total_bytes = d.memory_total_bytes;
+  r.energy_mj = d.energy_mj;
+  r.clocks_event_reasons = d.clocks_event_reasons;
+  if (d.xid_errors) r.xid_errors = static_cast<std::uint16_t>(std::min<std::size_t>(d.xid_errors->size(), 65535));
+  return r;
+}
+
+Sampler::Output Sampler::Take(double now_s, const GpuSnapshot& snapshot, const std::vector<lease::LeaseRecord>& leases,
+                              const std::vector<std::vector<int>>& owners) {
+  Output out;
+  const auto ring_points = static_cast<std::size_t>(std::ceil(settings_.ring_s / std::max(settings_.interval_s, 0.001)));
+  for (const GpuDevice& d : snapshot.devices) {
+    if (d.uuid.empty()) continue;
+    auto it = gpus_.find(d.uuid);
+    if (it == gpus_.end()) {
+      GpuHistory h{telemetry::GpuRing(ring_points), {}};
+      for (double length : settings_.resolutions_s) h.downsamplers.emplace_back(length);
+      it = gpus_.emplace(d.uuid, std::move(h)).first;
+    }
+    const telemetry::GpuPoint point{now_s, ReadingOf(d)};
+    it->second.ring.Push(point);
+    for (auto& ds : it->second.downsamplers)
+      if (auto row = ds.Add(point)) out.rows.emplace_back(d.uuid, *row);
+    if (d.xid_errors && !d.xid_errors->empty()) {
+      xid_totals_[d.uuid] += d.xid_errors->size();
+      last_xid_[d.uuid] = d.xid_errors->back();
+    }
+  }
+  Meter(now_s, snapshot, leases, owners);
+  // Leases gone since the last sample: their jobs ended (within one interval of now).
+  for (auto it = live_.begin(); it != live_.end();) {
+    if (it->second.last_seen_s == now_s) {
+      ++it;
+      continue;
+    }
+    telemetry::UsageRecord record = RecordOf(it->second, now_s);
+    ended_[it->first] = {now_s, record};
+    out.finished.push_back(std::move(record));
+    it = live_.erase(it);
+  }
+  std::erase_if(ended_, [&](const auto& entry) { return entry.second.first < now_s - kEndedKeptS; });
+  latest_ = snapshot;
+  latest_time_s_ = now_s;
+  return out;
+}
+
+void Sampler::Meter(double now_s, const GpuSnapshot& snapshot, const std::vector<lease::LeaseRecord>& leases,
+                    const std::vector<std::vector<int>>& owners) {
+  for (std::size_t i = 0; i < leases.size(); ++i) {
+    const lease::LeaseRecord& lease = leases[i];
+    auto it = live_.find(lease.name);
+    if (it == live_.end()) {
+      std::vector<double> shares;
+      for (const auto& g : lease.gpus) {
+        const MigDevice* mig = nullptr;
+        shares.push_back(ShareOf(g, DeviceOf(snapshot, g.uuid, &mig), mig));
+      }
+      it = live_.emplace(lease.name, LiveJob{lease, {}, telemetry::JobMeter(std::move(shares)), now_s}).first;
+    }
+    LiveJob& job = it->second;
+    job.last_seen_s = now_s;
+    job.gpus.clear();
+    std::vector<telemetry::JobGpuObservation> observed;
+    for (const auto& g : lease.gpus) {
+      const MigDevice* mig = nullptr;
+      const GpuDevice* d = DeviceOf(snapshot, g.uuid, &mig);
+      telemetry::JobGpuObservation o;
+      if (d && !d->failed()) {
+        const std::size_t di = static_cast<std::size_t>(d - snapshot.devices.data());
+        const bool whole = !mig && !g.mem_bytes;
+        if (d->processes && di < owners.size()) {
+          std::uint64_t memory = 0;
+          double util = 0;
+          bool memory_known = true, util_known = true;
+          for (std::size_t k = 0; k < d->processes->size() && k < owners[di].size(); ++k) {
+            const GpuProcess& p = (*d->processes)[k];
+            if (owners[di][k] != static_cast<int>(i) || (mig && p.mig_uuid != g.uuid)) continue;
+            if (p.used_memory_bytes) memory += *p.used_memory_bytes;
+            else memory_known = false;
+            if (p.sm_util_pct) util += *p.sm_util_pct;
+            else util_known = false;
+          }
+          if (memory_known) o.memory_bytes = memory;
+          if (!whole && util_known) o.util_pct = std::min(util, 100.0);
+        }
+        // A whole GPU: the GPU's own figure (which also sees processes /proc does not show).
+        if (whole && d->utilization_gpu_pct) o.util_pct = *d->utilization_gpu_pct;
+        if (!mig) o.energy_mj = d->energy_mj;
+      }
+      job.gpus.push_back({g.uuid, o.memory_bytes, o.util_pct});
+      observed.push_back(o);
+    }
+    job.meter.Observe(observed);
+  }
+}
+
+telemetry::UsageRecord Sampler::RecordOf(const LiveJob& job, double end_s) const {
+  telemetry::UsageRecord r;
+  r.job_id = job.lease.job_id;
+  r.uid = job.lease.uid;
+  r.user = job.lease.user;
+  r.name = job.lease.command;
+  for (const auto& g : job.lease.gpus) {
+    r.gpu_uuids.push_back(g.uuid);
+    const MigDevice* mig = nullptr;
+    if (const GpuDevice* d = DeviceOf(latest_, g.uuid, &mig)) r.gpu_indices.push_back(d->pci_index);
+  }
+  if (r.gpu_indices.size() != r.gpu_uuids.size()) r.gpu_indices.clear();
+  r.start_s = job.lease.started_s;
+  r.end_s = std::max(end_s, r.start_s);
+  std::optional<double> wait;
+  if (job.lease.requested_s && *job.lease.requested_s <= r.start_s) wait = r.start_s - *job.lease.requested_s;
+  r.usage = job.meter.Summary(r.start_s, r.end_s, wait);
+  return r;
+}
+
+std::vector<std::pair<std::string, telemetry::HistoryRow>> Sampler::Flush() {
+  std::vector<std::pair<std::string, telemetry::HistoryRow>> rows;
+  for (auto& [uuid, h] : gpus_)
+    for (auto& ds : h.downsamplers)
+      if (auto row = ds.Flush()) rows.emplace_back(uuid, *row);
+  return rows;
+}
+
+std::optional<telemetry::UsageRecord> Sampler::UsageOf(const std::string& lease_name, double now_s) const {
+  if (auto it = live_.find(lease_name); it != live_.end()) return RecordOf(it->second, now_s);
+  if (auto it = ended_.find(lease_name); it != ended_.end()) return it->second.second;
+  return std::nullopt;
+}
+
+std::vector<telemetry::GpuPoint> Sampler::Points(const std::string& uuid, double since_s) const {
+  auto it = gpus_.find(uuid);
+  if (it == gpus_.end()) return {};
+  return it->second.ring.Since(since_s);
+}
+
+}  // namespace gpulane::daemon

@@ -1,0 +1,99 @@
+#pragma once
+// What the daemon does with each GPU sample (issue 11): keeps the last hour of every GPU in
+// memory, turns samples into history rows at each stored resolution, meters every live lease's use
+// of its GPUs (the `gpulane run` ones too: they are in the same lease directory), and hands out a
+// usage record for each lease that has ended. Single-threaded and clock-free: the sampler thread
+// (sampler_thread.h) reads NVML, the lease directory and /proc and calls Take with the time;
+// tests call it with made-up snapshots and times.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gpu/types.h"
+#include "lease/records.h"
+#include "telemetry/history.h"
+#include "telemetry/job_usage.h"
+#include "telemetry/report.h"
+
+namespace gpulane::daemon {
+
+/// [telemetry] of the machine's config (docs/config.md).
+struct SamplerSettings {
+  double interval_s = 1;                           ///< telemetry.interval: how often every GPU is read
+  double ring_s = 3600;                            ///< full-rate history kept in memory
+  std::vector<double> resolutions_s = {10, 60};    ///< stored history rows' lengths
+  std::vector<double> keep_s = {86400, 30 * 86400};  ///< how long rows of each resolution are kept
+  double records_keep_s = 365 * 86400;             ///< usage records and events
+};
+
+/// One job's GPU as the last sample saw it (for metrics): the job's memory and utilisation there.
+struct LiveJobGpu {
+  std::string uuid;
+  std::optional<std::uint64_t> memory_bytes;
+  std::optional<double> util_pct;
+};
+
+/// A live lease as the sampler meters it.
+struct LiveJob {
+  lease::LeaseRecord lease;
+  std::vector<LiveJobGpu> gpus;
+  telemetry::JobMeter meter;
+  double last_seen_s = 0;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(SamplerSettings settings) : settings_(std::move(settings)) {}
+
+  /// What a sample produced for the store.
+  struct Output {
+    std::vector<std::pair<std::string, telemetry::HistoryRow>> rows;  ///< finished buckets, by GPU UUID
+    std::vector<telemetry::UsageRecord> finished;                     ///< leases that ended since the last sample
+  };
+  /// Takes the sample of `snapshot` (processes annotated) at `now_s` (seconds since the epoch),
+  /// with the live `leases` and `owners` (lease::ProcessOwners of the same snapshot and leases).
+  Output Take(double now_s, const GpuSnapshot& snapshot, const std::vector<lease::LeaseRecord>& leases,
+              const std::vector<std::vector<int>>& owners);
+  /// The rows of the buckets being filled (at shutdown).
+  std::vector<std::pair<std::string, telemetry::HistoryRow>> Flush();
+
+  /// The usage of the lease named `lease_name` so far (live), or as it ended (kept a while after).
+  std::optional<telemetry::UsageRecord> UsageOf(const std::string& lease_name, double now_s) const;
+  /// GPU `uuid`'s points at full rate since `since_s` (the last ring_s seconds at most).
+  std::vector<telemetry::GpuPoint> Points(const std::string& uuid, double since_s) const;
+  /// The last snapshot taken (no devices before the first).
+  const GpuSnapshot& latest() const { return latest_; }
+  double latest_time_s() const { return latest_time_s_; }
+  /// Every live lease, by name.
+  const std::map<std::string, LiveJob>& live() const { return live_; }
+  /// Xid errors seen per GPU UUID since the daemon started.
+  const std::map<std::string, std::uint64_t>& xid_totals() const { return xid_totals_; }
+  /// The last Xid seen per GPU UUID.
+  const std::map<std::string, std::uint64_t>& last_xid() const { return last_xid_; }
+  const SamplerSettings& settings() const { return settings_; }
+
+ private:
+  struct GpuHistory {
+    telemetry::GpuRing ring;
+    std::vector<telemetry::Downsampler> downsamplers;
+  };
+  void Meter(double now_s, const GpuSnapshot& snapshot, const std::vector<lease::LeaseRecord>& leases,
+             const std::vector<std::vector<int>>& owners);
+  telemetry::UsageRecord RecordOf(const LiveJob& job, double end_s) const;
+
+  SamplerSettings settings_;
+  std::map<std::string, GpuHistory> gpus_;  ///< by UUID
+  std::map<std::string, LiveJob> live_;     ///< by lease name
+  std::map<std::string, std::pair<double, telemetry::UsageRecord>> ended_;  ///< lease name -> (ended at, record)
+  std::map<std::string, std::uint64_t> xid_totals_, last_xid_;
+  GpuSnapshot latest_;
+  double latest_time_s_ = 0;
+};
+
+/// The compact reading of `device` (telemetry/sample.h).
+telemetry::GpuReading ReadingOf(const GpuDevice& device);
+
+}  // namespace gpulane::daemon

@@ -1,0 +1,311 @@
+#include "daemon/sampler_thread.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "lease/occupancy.h"
+#include "render/metrics_text.h"
+#include "proto/telemetry_json.h"
+
+namespace gpulane::daemon {
+namespace {
+
+using nlohmann::json;
+
+// gpulane_queue_wait_seconds's buckets: a second to a day.
+constexpr double kWaitBucketsS[] = {1, 10, 60, 300, 1800, 3600, 4 * 3600, 12 * 3600, 86400};
+// Stored history and records are pruned this often.
+constexpr double kPruneEveryS = 3600;
+// A question waits at most this long for a sample in progress (reads of a lost GPU can hang).
+constexpr std::size_t kMaxQuestions = 4096;
+
+json Error(const std::string& code, const std::string& message) {
+  return {{"v", 2}, {"ok", false}, {"code", code}, {"error", message}};
+}
+
+json Ok(json body) {
+  body["v"] = 2;
+  body["ok"] = true;
+  return body;
+}
+
+std::string LocalDay(double t) {
+  const std::time_t when = static_cast<std::time_t>(t);
+  std::tm tm{};
+  localtime_r(&when, &tm);
+  char buf[16];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
+  return buf;
+}
+
+}  // namespace
+
+SamplerThread::SamplerThread(SamplerSettings settings, std::unique_ptr<GpuBackend> backend, LeaseSource leases,
+                             std::unique_ptr<store::HistoryStore> history, const Clock& clock,
+                             std::function<void(const std::string&)> log)
+    : sampler_(std::move(settings)),
+      backend_(std::move(backend)),
+      leases_(std::move(leases)),
+      history_(std::move(history)),
+      clock_(clock),
+      log_(std::move(log)),
+      wait_buckets_(std::size(kWaitBucketsS) + 1, 0) {
+  event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  thread_ = std::thread([this] { Run(); });
+}
+
+SamplerThread::~SamplerThread() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  if (history_) {
+    if (Status s = history_->AddRows(sampler_.Flush()); !s.ok()) log_(s.error().message);
+  }
+  if (event_fd_ >= 0) close(event_fd_);
+}
+
+void SamplerThread::Ask(int fd, std::uint64_t serial, json request, json extra) {
+  {
+    std::lock_guard lock(mu_);
+    if (event_fd_ >= 0 && questions_.size() < kMaxQuestions) {
+      questions_.push_back({fd, serial, std::move(request), std::move(extra)});
+      wake_.notify_all();
+      return;
+    }
+    answers_.push_back({fd, serial, Error("unavailable", "the daemon's sampler is busy: ask again in a moment")});
+  }
+  if (event_fd_ >= 0) {
+    const std::uint64_t one = 1;
+    (void)!write(event_fd_, &one, sizeof one);
+  }
+}
+
+std::vector<SamplerThread::Answer> SamplerThread::Take() {
+  std::uint64_t count = 0;
+  if (event_fd_ >= 0) (void)!read(event_fd_, &count, sizeof count);
+  std::lock_guard lock(mu_);
+  return std::exchange(answers_, {});
+}
+
+std::uint64_t SamplerThread::samples() const {
+  std::lock_guard lock(mu_);
+  return samples_;
+}
+
+void SamplerThread::Run() {
+  const double interval_s = std::max(sampler_.settings().interval_s, 0.05);
+  double next_s = clock_.MonotonicS();
+  while (true) {
+    std::deque<Question> questions;
+    {
+      std::unique_lock lock(mu_);
+      const double wait_s = std::max(0.0, next_s - clock_.MonotonicS());
+      wake_.wait_for(lock, std::chrono::duration<double>(wait_s), [&] { return stop_ || !questions_.empty(); });
+      if (stop_) return;
+      questions.swap(questions_);
+    }
+    if (!questions.empty()) {
+      std::vector<Answer> answers;
+      for (const Question& q : questions) answers.push_back({q.fd, q.serial, AnswerOf(q)});
+      {
+        std::lock_guard lock(mu_);
+        for (auto& a : answers) answers_.push_back(std::move(a));
+      }
+      const std::uint64_t one = 1;
+      (void)!write(event_fd_, &one, sizeof one);
+    }
+    if (clock_.MonotonicS() >= next_s) {
+      SampleOnce();
+      next_s += interval_s;
+      // Fell behind (a slow read, a suspended machine): the next sample an interval from now.
+      if (next_s < clock_.MonotonicS()) next_s = clock_.MonotonicS() + interval_s;
+    }
+  }
+}
+
+void SamplerThread::SampleOnce() {
+  ReadOptions options;
+  options.topology = false;
+  options.telemetry = true;
+  auto snapshot = backend_->Read(options);
+  const double now_s = clock_.WallS();
+  if (!snapshot) {
+    if (snapshot.error().message != last_error_) log_("sampler: " + (last_error_ = snapshot.error().message));
+    return;
+  }
+  AnnotateProcesses(*snapshot, processes_);
+  const std::vector<lease::LeaseRecord> leases = leases_();
+  const auto owners = lease::ProcessOwners(*snapshot, leases, processes_);
+  std::set<std::string> known;
+  for (const auto& [name, job] : sampler_.live()) known.insert(name);
+  Sampler::Output out = sampler_.Take(now_s, *snapshot, leases, owners);
+  // Waits of the leases seen for the first time.
+  for (const auto& lease : leases) {
+    if (known.count(lease.name) || !lease.requested_s || *lease.requested_s > lease.started_s) continue;
+    const double wait = lease.started_s - *lease.requested_s;
+    wait_sum_s_ += wait;
+    for (std::size_t b = 0; b < std::size(kWaitBucketsS); ++b)
+      if (wait <= kWaitBucketsS[b]) ++wait_buckets_[b];
+    ++wait_buckets_.back();
+  }
+  {
+    std::lock_guard lock(mu_);
+    ++samples_;
+  }
+  if (!history_) return;
+  auto note = [&](const Status& s) {
+    if (!s.ok() && s.error().message != last_error_) log_("sampler: " + (last_error_ = s.error().message));
+  };
+  note(history_->AddRows(out.rows));
+  for (const auto& record : out.finished) note(history_->AddUsage(record));
+  if (now_s >= next_prune_s_) {
+    Prune(now_s);
+    next_prune_s_ = now_s + kPruneEveryS;
+  }
+}
+
+void SamplerThread::Prune(double now_s) {
+  const SamplerSettings& s = sampler_.settings();
+  for (std::size_t i = 0; i < s.resolutions_s.size() && i < s.keep_s.size(); ++i)
+    if (Status pruned = history_->Prune(s.resolutions_s[i], now_s - s.keep_s[i]); !pruned.ok()) log_(pruned.error().message);
+  if (Status pruned = history_->PruneRecords(now_s - s.records_keep_s); !pruned.ok()) log_(pruned.error().message);
+}
+
+json SamplerThread::AnswerOf(const Question& q) {
+  const std::string op = q.request.value("op", "");
+  try {
+    if (op == "history") return History(q.request);
+    if (op == "report") return Report(q.request);
+    if (op == "usage") return Usage(q.request);
+    if (op == "telemetry") return Telemetry(q.request);
+    if (op == "metrics") return Metrics(q.extra);
+  } catch (const json::exception& e) {
+    return Error("invalid_argument", fmt::format("malformed {} request: {}", op, e.what()));
+  }
+  return Error("invalid_argument", fmt::format("unknown operation '{}'", op));
+}
+
+json SamplerThread::History(const json& req) {
+  const GpuSnapshot& latest = sampler_.latest();
+  const GpuDevice* gpu = nullptr;
+  const json& which = req.at("gpu");
+  for (const auto& d : latest.devices)
+    if ((which.is_string() && d.uuid == which.get<std::string>()) ||
+        (which.is_number_unsigned() && d.pci_index == which.get<unsigned>()))
+      gpu = &d;
+  if (!gpu) return Error("not_found", fmt::format("history: no GPU {} (give its index or UUID)", which.dump()));
+  const double now_s = clock_.WallS();
+  const double since_s = req.value("since_s", now_s - 3600);
+  const double until_s = req.value("until_s", now_s + 1);
+  const double resolution_s = req.value("resolution_s", 0.0);
+  json points = json::array();
+  if (resolution_s <= 0) {
+    for (const auto& p : sampler_.Points(gpu->uuid, since_s))
+      if (p.time_s < until_s) points.push_back(proto::PointToJson(p));
+    return Ok({{"gpu", gpu->pci_index}, {"uuid", gpu->uuid}, {"resolution_s", sampler_.settings().interval_s}, {"points", points}});
+  }
+  const auto& kept = sampler_.settings().resolutions_s;
+  if (std::find(kept.begin(), kept.end(), resolution_s) == kept.end())
+    return Error("invalid_argument", fmt::format("history: no rows of {:g} s are kept (0 for the full rate, or one of "
+                                                 "telemetry.resolutions)", resolution_s));
+  if (!history_) return Error("unavailable", "history: the history database could not be opened (see the daemon's log)");
+  auto rows = history_->Rows(gpu->uuid, resolution_s, since_s, until_s);
+  if (!rows) return Error("io", rows.error().message);
+  for (const auto& r : *rows) points.push_back(proto::HistoryRowToJson(r));
+  return Ok({{"gpu", gpu->pci_index}, {"uuid", gpu->uuid}, {"resolution_s", resolution_s}, {"points", points}});
+}
+
+json SamplerThread::Report(const json& req) {
+  if (!history_) return Error("unavailable", "report: the history database could not be opened (see the daemon's log)");
+  store::UsageFilter filter;
+  filter.since_s = req.value("since_s", 0.0);
+  if (req.contains("user") && req["user"].is_string()) filter.user = req["user"].get<std::string>();
+  auto by = telemetry::ParseReportBy(req.value("by", "user"));
+  if (!by) return Error("invalid_argument", "report: \"by\" is one of job, user, gpu, day");
+  auto records = history_->Usage(filter);
+  if (!records) return Error("io", records.error().message);
+  json rows = json::array();
+  for (const auto& row : telemetry::Summarize(*records, *by, LocalDay)) rows.push_back(proto::ReportRowToJson(row));
+  return Ok({{"by", telemetry::ReportByName(*by)}, {"rows", std::move(rows)}});
+}
+
+json SamplerThread::Usage(const json& req) {
+  const double now_s = clock_.WallS();
+  if (req.contains("lease")) {
+    const std::string lease = req.at("lease").get<std::string>();
+    auto record = sampler_.UsageOf(lease, now_s);
+    if (!record) return Error("not_found", fmt::format("usage: no lease {} was sampled", lease));
+    return Ok({{"record", proto::UsageRecordToJson(*record)}});
+  }
+  const std::string job_id = req.at("job_id").get<std::string>();
+  // Running: its live lease (the newest, should the id have come back); else its stored record.
+  const LiveJob* live = nullptr;
+  for (const auto& [name, job] : sampler_.live())
+    if (job.lease.job_id == job_id && (!live || job.lease.started_s > live->lease.started_s)) live = &job;
+  if (live) return Ok({{"record", proto::UsageRecordToJson(*sampler_.UsageOf(live->lease.name, now_s))}, {"running", true}});
+  if (!history_) return Error("unavailable", "usage: the history database could not be opened (see the daemon's log)");
+  auto stored = history_->UsageOfJob(job_id);
+  if (!stored) return Error("io", stored.error().message);
+  if (!*stored) return Error("not_found", fmt::format("usage: no usage of job {} was recorded", job_id));
+  return Ok({{"record", proto::UsageRecordToJson(**stored)}});
+}
+
+json SamplerThread::Telemetry(const json& req) {
+  (void)req;
+  json gpus = json::array();
+  const GpuSnapshot& latest = sampler_.latest();
+  for (const auto& d : latest.devices) {
+    auto points = sampler_.Points(d.uuid, sampler_.latest_time_s());
+    json g = {{"index", d.pci_index}, {"uuid", d.uuid}};
+    if (!points.empty()) g["reading"] = proto::PointToJson(points.back());
+    gpus.push_back(std::move(g));
+  }
+  json jobs = json::array();
+  for (const auto& [name, job] : sampler_.live())
+    for (const auto& g : job.gpus) {
+      json j = {{"job_id", job.lease.job_id}, {"user", job.lease.user}, {"gpu_uuid", g.uuid}};
+      if (g.memory_bytes) j["memory_bytes"] = *g.memory_bytes;
+      if (g.util_pct) j["util_pct"] = *g.util_pct;
+      jobs.push_back(std::move(j));
+    }
+  return Ok({{"time_s", sampler_.latest_time_s()}, {"gpus", gpus}, {"jobs", jobs}});
+}
+
+json SamplerThread::Metrics(const json& extra) {
+  render::MetricsInput in;
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0) in.hostname = host;
+  const GpuSnapshot& latest = sampler_.latest();
+  in.gpus = latest.devices;
+  for (const auto& d : latest.devices) {
+    auto points = sampler_.Points(d.uuid, sampler_.latest_time_s());
+    if (!points.empty()) in.readings[d.uuid] = points.back().reading;
+  }
+  in.xid_totals = sampler_.xid_totals();
+  in.last_xid = sampler_.last_xid();
+  for (const auto& [name, job] : sampler_.live())
+    for (const auto& g : job.gpus) in.jobs.push_back({job.lease.job_id, job.lease.user, g.uuid, g.memory_bytes, g.util_pct});
+  if (extra.contains("jobs_by_state"))
+    for (const auto& [state, count] : extra["jobs_by_state"].items()) in.jobs_by_state[state] = count.get<std::uint64_t>();
+  in.wait_bounds_s.assign(std::begin(kWaitBucketsS), std::end(kWaitBucketsS));
+  in.wait_counts = wait_buckets_;
+  in.wait_sum_s = wait_sum_s_;
+  {
+    std::lock_guard lock(mu_);
+    in.samples = samples_;
+  }
+  return Ok({{"text", render::MetricsText(in)}});
+}
+
+}  // namespace gpulane::daemon

@@ -1,0 +1,101 @@
+#pragma once
+// The daemon's sampler: one thread beside the event loop that reads every GPU each
+// telemetry.interval (NVML with telemetry: energy, clocks, per-process utilisation, Xid events),
+// joins the processes with the lease directory (lease::ProcessOwners), feeds Sampler
+// (sampler.h) and stores what it gives in the history database. The loop never waits for it:
+// questions about telemetry (history, usage, reports, metrics) are handed over like frames to the
+// parse worker, answered by the thread between samples (SQLite queries included), and taken back
+// when event_fd() is readable.
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "daemon/sampler.h"
+#include "gpu/backend.h"
+#include "os/process_table.h"
+#include "store/history_store.h"
+#include "util/clock.h"
+
+namespace gpulane::daemon {
+
+/// Reads the live leases and their owners' processes of a snapshot (the lease directory in the
+/// daemon; a fixed list in tests).
+using LeaseSource = std::function<std::vector<lease::LeaseRecord>()>;
+
+class SamplerThread {
+ public:
+  /// An answer for connection (fd, serial).
+  struct Answer {
+    int fd = -1;
+    std::uint64_t serial = 0;
+    nlohmann::json reply;
+  };
+  /// Starts sampling at once. `backend` reads the GPUs (its own NVML handle: the loop keeps its
+  /// own), `leases` lists the live leases, `history` stores rows, records and events (nullptr: kept
+  /// in memory only), `log` writes a line to the daemon's log.
+  SamplerThread(SamplerSettings settings, std::unique_ptr<GpuBackend> backend, LeaseSource leases,
+                std::unique_ptr<store::HistoryStore> history, const Clock& clock,
+                std::function<void(const std::string&)> log);
+  /// Stores the partly filled history buckets and joins the thread.
+  ~SamplerThread();
+  SamplerThread(const SamplerThread&) = delete;
+  SamplerThread& operator=(const SamplerThread&) = delete;
+
+  /// Readable (POLLIN) when Take has answers; -1 if eventfd failed (then questions are answered
+  /// with an error at once).
+  int event_fd() const { return event_fd_; }
+  /// Queues question `request` (an op of docs/protocol.md "Telemetry") of connection (fd, serial).
+  /// `extra` carries what only the loop knows (the job table's counts for "metrics").
+  void Ask(int fd, std::uint64_t serial, nlohmann::json request, nlohmann::json extra = {});
+  /// The answers since the last call, in the order asked.
+  std::vector<Answer> Take();
+  /// Samples taken so far (for tests and `ping` statistics).
+  std::uint64_t samples() const;
+
+ private:
+  struct Question {
+    int fd;
+    std::uint64_t serial;
+    nlohmann::json request, extra;
+  };
+  void Run();
+  void SampleOnce();
+  nlohmann::json AnswerOf(const Question& q);
+  nlohmann::json History(const nlohmann::json& req);
+  nlohmann::json Report(const nlohmann::json& req);
+  nlohmann::json Usage(const nlohmann::json& req);
+  nlohmann::json Telemetry(const nlohmann::json& req);
+  nlohmann::json Metrics(const nlohmann::json& extra);
+  void Prune(double now_s);
+
+  Sampler sampler_;
+  std::unique_ptr<GpuBackend> backend_;
+  LeaseSource leases_;
+  ProcfsProcessTable processes_;
+  std::unique_ptr<store::HistoryStore> history_;
+  const Clock& clock_;
+  std::function<void(const std::string&)> log_;
+  std::string last_error_;       ///< the last read or store failure logged (each new one is logged once)
+  double next_prune_s_ = 0;
+  std::vector<std::uint64_t> wait_buckets_;  ///< cumulative counts per kWaitBucketsS, +Inf last
+  double wait_sum_s_ = 0;
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<Question> questions_;
+  std::vector<Answer> answers_;
+  std::uint64_t samples_ = 0;
+  bool stop_ = false;
+  int event_fd_ = -1;
+  std::thread thread_;
+};
+
+}  // namespace gpulane::daemon

@@ -1,0 +1,33 @@
+#pragma once
+// JSON of telemetry's values, as the daemon answers them and clients read them
+// (docs/protocol.md, "Telemetry"): absent fields are left out, never written as 0 or null.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "telemetry/history.h"
+#include "telemetry/job_usage.h"
+#include "telemetry/report.h"
+
+namespace gpulane::proto {
+
+nlohmann::json UsageToJson(const telemetry::JobUsage& usage);
+/// The inverse of UsageToJson; fields of the wrong type are left absent.
+telemetry::JobUsage UsageFromJson(const nlohmann::json& j);
+
+nlohmann::json UsageRecordToJson(const telemetry::UsageRecord& record);
+telemetry::UsageRecord UsageRecordFromJson(const nlohmann::json& j);
+
+nlohmann::json PointToJson(const telemetry::GpuPoint& point);
+nlohmann::json HistoryRowToJson(const telemetry::HistoryRow& row);
+nlohmann::json ReportRowToJson(const telemetry::ReportRow& row);
+telemetry::ReportRow ReportRowFromJson(const nlohmann::json& j);
+
+/// The usage a daemon metered (op "usage", `query` {"lease": name} or {"job_id": "12"}), asked of
+/// the first of `sockets` that answers; nullopt when none answers or none metered it.
+std::optional<telemetry::UsageRecord> AskUsage(const std::vector<std::string>& sockets, nlohmann::json query,
+                                               double timeout_s);
+
+}  // namespace gpulane::proto

@@ -1,0 +1,148 @@
+// The daemon's sampler through the real binary and the fake NVML (issue 11, items 1, 2 and 5): a
+// `gpulane run` job's use is metered while it runs (history, metrics), printed when it ends and
+// kept for `gpulane report`; a queued job's log ends with its usage line; telemetry can be off.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "support/daemon_fixture.h"
+#include "support/scenarios.h"
+#include "support/text.h"
+
+namespace gpulane::test {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kFastSampler = "[telemetry]\ninterval = \"100ms\"\n";
+
+// Two idle H200s whose GPU 0 reports energy, busy at 70 %.
+json BusyGpu0() {
+  json state = IdleGpus(2);
+  state["devices"][0]["energy_mj"] = 1000000;
+  SetUtilization(state["devices"][0], 70);
+  return state;
+}
+
+// Samples the daemon has taken of job `job_id`'s lease (0 while none).
+std::uint64_t SamplesOf(const TestDaemon& d, const std::string& job_id) {
+  json reply = d.Call({{"op", "usage"}, {"job_id", job_id}});
+  if (!reply.value("ok", false)) return 0;
+  return reply["record"]["usage"].value("samples", 0u);
+}
+
+TEST(DaemonTelemetry, ARunJobsUseIsMeteredWhileItRunsPrintedAtItsEndAndReported) {
+  DaemonOptions options;
+  options.state = BusyGpu0();
+  options.config = kFastSampler;
+  TestDaemon d(options);
+  const fs::path pid_file = d.work() / "job.pid", gate = d.work() / "gate";
+  Child run = d.StartGpulane({"run", "-g", "1", "--gpus", "0", "--", "sh", "-c",
+                              fmt::format("echo $$ > {}; while [ ! -e {} ]; do sleep 0.05; done", pid_file.string(), gate.string())});
+  ASSERT_TRUE(Eventually([&] { return !ReadFile(pid_file).empty(); }, 30)) << run.ErrSoFar();
+  const std::uint32_t job_pid = static_cast<std::uint32_t>(std::stoul(ReadFile(pid_file)));
+  const std::string job_id = fmt::format("r{}", run.pid());
+  // The job's process appears on GPU 0 with 3 GiB, and the GPU's energy counter moves by 720 kJ.
+  AddProcess(d.machine().state()["devices"][0], job_pid, 3ULL << 30);
+  d.machine().Save();
+  ASSERT_TRUE(Eventually([&] { return SamplesOf(d, job_id) >= 2; }, 30)) << d.Log();
+  d.machine().state()["devices"][0]["energy_mj"] = 1000000 + 720000000ULL;
+  d.machine().Save();
+  const std::uint64_t before = SamplesOf(d, job_id);
+  ASSERT_TRUE(Eventually([&] { return SamplesOf(d, job_id) >= before + 2; }, 30));
+
+  // While it runs: the GPU's history at full rate, and /metrics' text with the job's labels.
+  json history = d.Call({{"op", "history"}, {"gpu", 0}});
+  ASSERT_TRUE(history.value("ok", false)) << history.dump();
+  ASSERT_FALSE(history["points"].empty());
+  EXPECT_EQ(history["points"].back()["util_gpu_pct"], 70);
+  EXPECT_FALSE(history["points"].back().contains("power_mw") && history["points"].back()["power_mw"].is_null());
+  json metrics = d.Call({{"op", "metrics"}});
+  ASSERT_TRUE(metrics.value("ok", false)) << metrics.dump();
+  const std::string text = metrics["text"].get<std::string>();
+  EXPECT_TRUE(Contains(text, "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"" + d.machine().state()["devices"][0]["uuid"].get<std::string>()))
+      << text;
+  EXPECT_TRUE(Contains(text, fmt::format("job=\"{}\"}} {}\n", job_id, 3ULL << 30))) << "the job's memory on GPU 0\n" << text;
+  EXPECT_TRUE(Contains(text, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu=\"0\"")) << text;
+  EXPECT_FALSE(Contains(text, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu=\"1\"")) << "GPU 1 reports no energy: no line, not 0";
+
+  Touch(gate);
+  auto ended = run.Wait(30);
+  ASSERT_TRUE(ended);
+  EXPECT_EQ(ended->exit_code, 0) << ended->err;
+  EXPECT_TRUE(Contains(ended->err, fmt::format("gpulane: job {} used 1 GPU for ", job_id))) << ended->err;
+  EXPECT_TRUE(Contains(ended->err, ", 0.2 kWh, peak 3.0 GiB, mean util 70 %")) << ended->err;
+
+  // Once the sampler has seen the lease end, the job is in the report (by job, and by user).
+  json rows;
+  ASSERT_TRUE(Eventually([&] {
+    RunResult r = d.Gpulane({"report", "--by", "job", "--json"});
+    if (r.exit_code != 0) return false;
+    rows = json::parse(r.out)["rows"];
+    return !rows.empty();
+  }, 30));
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0]["key"], job_id);
+  EXPECT_EQ(rows[0]["peak_memory_bytes"], 3ULL << 30);
+  EXPECT_NEAR(rows[0]["energy_j"].get<double>(), 720000, 1);
+  EXPECT_GT(rows[0]["gpu_s"].get<double>(), 0);
+  RunResult table = d.Gpulane({"report"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_TRUE(Contains(table.out, "USER ")) << table.out;
+  EXPECT_TRUE(Contains(table.out, "0.20")) << "0.2 kWh\n" << table.out;
+  RunResult csv = d.Gpulane({"report", "--by", "gpu", "--csv"});
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  EXPECT_TRUE(Contains(csv.out, "gpu,jobs,gpu_hours,")) << csv.out;
+  EXPECT_TRUE(Contains(csv.out, "0 " + d.machine().state()["devices"][0]["uuid"].get<std::string>() + ",1,")) << csv.out;
+}
+
+TEST(DaemonTelemetry, AQueuedJobsLogEndsWithItsUsageLine) {
+  DaemonOptions options;
+  options.state = BusyGpu0();
+  options.config = kFastSampler;
+  TestDaemon d(options);
+  const fs::path gate = d.work() / "gate";
+  const std::int64_t id = d.Submit({"-o", "job.log", "--gpus", "0", "--", "sh", "-c",
+                                    fmt::format("echo started; while [ ! -e {} ]; do sleep 0.05; done", gate.string())});
+  ASSERT_TRUE(d.WaitForState(id, "running"));
+  ASSERT_TRUE(Eventually([&] { return SamplesOf(d, std::to_string(id)) >= 2; }, 30)) << d.Log();
+  Touch(gate);
+  ASSERT_TRUE(d.WaitForState(id, "completed"));
+  const std::vector<std::string> lines = Lines(ReadFile(d.work() / "job.log"));
+  ASSERT_EQ(lines.size(), 2u) << ReadFile(d.work() / "job.log");
+  EXPECT_EQ(lines[0], "started");
+  EXPECT_TRUE(Contains(lines[1], fmt::format("gpulane: job {} used 1 GPU for ", id))) << lines[1];
+  EXPECT_TRUE(Contains(lines[1], "mean util 70 %")) << lines[1];
+  // show: the same line as "usage", and its figures in JSON.
+  RunResult show = d.Gpulane({"show", std::to_string(id)});
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_TRUE(Contains(show.out, fmt::format("  usage     job {} used 1 GPU for ", id))) << show.out;
+  json shown = d.Show(id);
+  ASSERT_TRUE(shown.contains("usage")) << shown.dump(2);
+  EXPECT_GT(shown["usage"]["gpu_s"].get<double>(), 0);
+  EXPECT_DOUBLE_EQ(shown["usage"]["mean_util_pct"].get<double>(), 70);
+}
+
+TEST(DaemonTelemetry, WithTelemetryOffReportSaysSoAndNothingIsSampled) {
+  DaemonOptions options;
+  options.config = "[telemetry]\nenabled = false\n";
+  TestDaemon d(options);
+  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"report"}), 10, "telemetry is off on this daemon"));
+  EXPECT_FALSE(fs::exists(d.state_dir() / "history.db"));
+}
+
+TEST(DaemonTelemetry, ABadTelemetrySettingIsRefusedNamingTheRange) {
+  TestDaemon d;
+  const fs::path config = d.dir() / "bad.toml";
+  std::ofstream(config) << "[telemetry]\ninterval = \"1ms\"\n";
+  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"report"}, {{"GPULANE_CONFIG", config.string()}}), 2,
+                             "telemetry.interval must be a duration from \"100ms\" to \"60s\""));
+}
+
+}  // namespace
+}  // namespace gpulane::test
