@@ -191,6 +191,17 @@ void Daemon::StartSampler() {
   settings.interval_s = config_.telemetry_interval_s;
   settings.keep_s = {config_.telemetry_keep_10s_s, config_.telemetry_keep_1m_s};
   settings.records_keep_s = config_.telemetry_keep_records_s;
+  telemetry::AnomalySettings& a = settings.anomaly;
+  a.idle_util_pct = config_.anomaly_idle_util_pct;
+  a.idle_after_s = config_.anomaly_idle_after_s;
+  a.stuck_util_pct = config_.anomaly_stuck_util_pct;
+  a.stuck_after_s = config_.anomaly_stuck_after_s;
+  a.leak_window_s = config_.anomaly_leak_window_s;
+  a.leak_min_growth_bytes = config_.anomaly_leak_min_growth_bytes;
+  a.ghost_min_bytes = config_.anomaly_ghost_min_bytes;
+  a.ghost_after_s = config_.anomaly_ghost_after_s;
+  a.throttle_after_s = config_.anomaly_throttle_after_s;
+  a.xid_clear_after_s = config_.anomaly_xid_clear_after_s;
   sampler_ = std::make_unique<SamplerThread>(settings, std::move(backend).value(), std::move(leases),
                                              history ? std::move(history).value() : nullptr, clock_,
                                              [this](const std::string& line) { Log(line); });

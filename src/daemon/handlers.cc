@@ -384,7 +384,8 @@ void Daemon::HandleParsedRequest(Connection& c, const json& req) {
       Reply(c, HandleHold(c.peer, req, op == "hold"));
     } else if (op == "logs") {
       Reply(c, HandleLogs(c.peer, req));
-    } else if (op == "history" || op == "report" || op == "usage" || op == "telemetry" || op == "metrics") {
+    } else if (op == "history" || op == "report" || op == "usage" || op == "telemetry" || op == "metrics" ||
+               op == "events") {
       AskSampler(c, req);
     } else if (op == "wait") {
       if (!HandleWait(c, req)) Reply(c, Err(ErrorKind::kInvalidArgument, "wait: give job ids"));
@@ -665,6 +666,15 @@ json Daemon::HandleSnapshot(const json& req) {
   if (!snapshot) return Err(snapshot.error().kind, snapshot.error().message);
   ProcfsProcessTable processes;
   AnnotateProcesses(*snapshot, processes);
+  // What the sampler says of each GPU: drained (no new jobs: every waiter reads this snapshot)
+  // and its anomalies now.
+  if (sampler_) {
+    SamplerThread::Marks marks = sampler_->CurrentMarks();
+    for (auto& d : snapshot->devices) {
+      if (auto it = marks.drained.find(d.uuid); it != marks.drained.end()) d.drained = it->second;
+      if (auto it = marks.anomalies.find(d.uuid); it != marks.anomalies.end()) d.anomalies = it->second;
+    }
+  }
   return WithStoreWarnings(Ok({{"snapshot", SnapshotToJson(*snapshot)}}));
 }
 

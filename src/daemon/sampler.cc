@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "lease/occupancy.h"
+
 namespace gpulane::daemon {
 namespace {
 
@@ -95,6 +97,7 @@ Sampler::Output Sampler::Take(double now_s, const GpuSnapshot& snapshot, const s
     it = live_.erase(it);
   }
   std::erase_if(ended_, [&](const auto& entry) { return entry.second.first < now_s - kEndedKeptS; });
+  out.anomalies = Detect(now_s, snapshot);  // over the live leases only
   latest_ = snapshot;
   latest_time_s_ = now_s;
   return out;
@@ -143,11 +146,57 @@ void Sampler::Meter(double now_s, const GpuSnapshot& snapshot, const std::vector
         if (whole && d->utilization_gpu_pct) o.util_pct = *d->utilization_gpu_pct;
         if (!mig) o.energy_mj = d->energy_mj;
       }
-      job.gpus.push_back({g.uuid, o.memory_bytes, o.util_pct});
+      LiveJobGpu seen{g.uuid, o.memory_bytes, o.util_pct, !mig && !g.mem_bytes, {}};
+      if (d && d->processes && static_cast<std::size_t>(d - snapshot.devices.data()) < owners.size()) {
+        const auto& own = owners[static_cast<std::size_t>(d - snapshot.devices.data())];
+        for (std::size_t k = 0; k < d->processes->size() && k < own.size(); ++k) {
+          const GpuProcess& p = (*d->processes)[k];
+          if (own[k] == static_cast<int>(i) || (mig && p.mig_uuid != g.uuid)) continue;
+          // A step nested in this job is the job's own.
+          if (own[k] >= 0 && leases[static_cast<std::size_t>(own[k])].parent == lease.name) continue;
+          if (own[k] == lease::kEndedProcess) continue;  // NVML lags its exit
+
+          seen.foreign.push_back(lease::DescribeProcess(p));
+        }
+      }
+      job.gpus.push_back(std::move(seen));
       observed.push_back(o);
     }
     job.meter.Observe(observed);
   }
+}
+
+telemetry::AnomalyChanges Sampler::Detect(double now_s, const GpuSnapshot& snapshot) {
+  std::vector<telemetry::GpuState> gpus;
+  for (const GpuDevice& d : snapshot.devices) {
+    telemetry::GpuState g;
+    g.uuid = d.uuid;
+    g.index = d.pci_index;
+    g.failed = d.failed();
+    g.failure = d.error.value_or("");
+    g.memory_used_bytes = d.memory_used_bytes;
+    if (d.processes) {
+      std::uint64_t sum = 0;
+      bool known = true;
+      for (const auto& p : *d.processes) {
+        if (p.used_memory_bytes) sum += *p.used_memory_bytes;
+        else known = false;
+      }
+      if (known) g.process_memory_bytes = sum;
+    }
+    g.clocks_event_reasons = d.clocks_event_reasons;
+    if (d.xid_errors) g.xids = *d.xid_errors;
+    gpus.push_back(std::move(g));
+  }
+  std::vector<telemetry::JobGpuState> jobs;
+  for (const auto& [name, job] : live_)
+    for (const LiveJobGpu& g : job.gpus) {
+      const MigDevice* mig = nullptr;
+      const GpuDevice* d = DeviceOf(snapshot, g.uuid, &mig);
+      jobs.push_back({job.lease.job_id, job.lease.user, name, g.uuid, d ? d->pci_index : 0u, g.whole, g.util_pct,
+                      g.memory_bytes, g.foreign});
+    }
+  return detector_.Observe(now_s, gpus, jobs);
 }
 
 telemetry::UsageRecord Sampler::RecordOf(const LiveJob& job, double end_s) const {

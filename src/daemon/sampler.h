@@ -14,6 +14,7 @@
 
 #include "gpu/types.h"
 #include "lease/records.h"
+#include "telemetry/anomaly.h"
 #include "telemetry/history.h"
 #include "telemetry/job_usage.h"
 #include "telemetry/report.h"
@@ -27,6 +28,7 @@ struct SamplerSettings {
   std::vector<double> resolutions_s = {10, 60};    ///< stored history rows' lengths
   std::vector<double> keep_s = {86400, 30 * 86400};  ///< how long rows of each resolution are kept
   double records_keep_s = 365 * 86400;             ///< usage records and events
+  telemetry::AnomalySettings anomaly;              ///< [anomaly]
 };
 
 /// One job's GPU as the last sample saw it (for metrics): the job's memory and utilisation there.
@@ -34,6 +36,8 @@ struct LiveJobGpu {
   std::string uuid;
   std::optional<std::uint64_t> memory_bytes;
   std::optional<double> util_pct;
+  bool whole = true;                 ///< held whole (not a --mem share, not a MIG device)
+  std::vector<std::string> foreign;  ///< processes on it outside the job: "bob's python (pid 12)"
 };
 
 /// A live lease as the sampler meters it.
@@ -52,6 +56,7 @@ class Sampler {
   struct Output {
     std::vector<std::pair<std::string, telemetry::HistoryRow>> rows;  ///< finished buckets, by GPU UUID
     std::vector<telemetry::UsageRecord> finished;                     ///< leases that ended since the last sample
+    telemetry::AnomalyChanges anomalies;                              ///< anomalies that started or ended
   };
   /// Takes the sample of `snapshot` (processes annotated) at `now_s` (seconds since the epoch),
   /// with the live `leases` and `owners` (lease::ProcessOwners of the same snapshot and leases).
@@ -74,6 +79,8 @@ class Sampler {
   /// The last Xid seen per GPU UUID.
   const std::map<std::string, std::uint64_t>& last_xid() const { return last_xid_; }
   const SamplerSettings& settings() const { return settings_; }
+  /// The anomalies going on now.
+  const telemetry::AnomalyDetector& anomalies() const { return detector_; }
 
  private:
   struct GpuHistory {
@@ -84,7 +91,11 @@ class Sampler {
              const std::vector<std::vector<int>>& owners);
   telemetry::UsageRecord RecordOf(const LiveJob& job, double end_s) const;
 
+  /// Feeds the anomaly rules what this sample saw.
+  telemetry::AnomalyChanges Detect(double now_s, const GpuSnapshot& snapshot);
+
   SamplerSettings settings_;
+  telemetry::AnomalyDetector detector_{settings_.anomaly};
   std::map<std::string, GpuHistory> gpus_;  ///< by UUID
   std::map<std::string, LiveJob> live_;     ///< by lease name
   std::map<std::string, std::pair<double, telemetry::UsageRecord>> ended_;  ///< lease name -> (ended at, record)

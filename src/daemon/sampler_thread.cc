@@ -163,6 +163,7 @@ void SamplerThread::SampleOnce() {
     std::lock_guard lock(mu_);
     ++samples_;
   }
+  Record(now_s, out.anomalies);
   if (!history_) return;
   auto note = [&](const Status& s) {
     if (!s.ok() && s.error().message != last_error_) log_("sampler: " + (last_error_ = s.error().message));
@@ -173,6 +174,42 @@ void SamplerThread::SampleOnce() {
     Prune(now_s);
     next_prune_s_ = now_s + kPruneEveryS;
   }
+}
+
+void SamplerThread::Record(double now_s, const telemetry::AnomalyChanges& changes) {
+  // Ends first: an anomaly raised again in the same sample (a new Xid) ends its old event.
+  for (const auto& key : changes.ended) {
+    auto it = event_ids_.find(key);
+    if (it == event_ids_.end()) continue;
+    if (history_)
+      if (Status s = history_->ClearEvent(it->second, now_s); !s.ok()) log_(s.error().message);
+    event_ids_.erase(it);
+  }
+  for (const auto& a : changes.started) {
+    log_(fmt::format("anomaly: {}", a.message));
+    if (!history_) continue;
+    store::Event e;
+    e.time_s = now_s;
+    e.kind = a.kind;
+    e.gpu_uuid = a.gpu_uuid;
+    e.gpu_index = a.gpu_index;
+    e.job_id = a.job_id;
+    e.user = a.user;
+    e.message = a.message;
+    if (Status s = history_->AddEvent(e); s.ok()) event_ids_[a.key] = e.id;
+    else log_(s.error().message);
+  }
+  if (changes.started.empty() && changes.ended.empty()) return;
+  Marks marks;
+  marks.drained = sampler_.anomalies().Drained();
+  for (const auto& [key, a] : sampler_.anomalies().current()) marks.anomalies[a.gpu_uuid].push_back(a.message);
+  std::lock_guard lock(mu_);
+  marks_ = std::move(marks);
+}
+
+SamplerThread::Marks SamplerThread::CurrentMarks() const {
+  std::lock_guard lock(mu_);
+  return marks_;
 }
 
 void SamplerThread::Prune(double now_s) {
@@ -190,6 +227,7 @@ json SamplerThread::AnswerOf(const Question& q) {
     if (op == "usage") return Usage(q.request);
     if (op == "telemetry") return Telemetry(q.request);
     if (op == "metrics") return Metrics(q.extra);
+    if (op == "events") return Events(q.request);
   } catch (const json::exception& e) {
     return Error("invalid_argument", fmt::format("malformed {} request: {}", op, e.what()));
   }
@@ -280,6 +318,33 @@ json SamplerThread::Telemetry(const json& req) {
       jobs.push_back(std::move(j));
     }
   return Ok({{"time_s", sampler_.latest_time_s()}, {"gpus", gpus}, {"jobs", jobs}});
+}
+
+json SamplerThread::Events(const json& req) {
+  const std::int64_t after_id = req.value("after_id", std::int64_t{0});
+  const double since_s = req.value("since_s", 0.0);
+  const std::size_t limit = std::min<std::size_t>(req.value("limit", std::size_t{1000}), 10000);
+  json current = json::array();
+  for (const auto& [key, a] : sampler_.anomalies().current()) {
+    json j = {{"kind", a.kind}, {"gpu_uuid", a.gpu_uuid}, {"job_id", a.job_id}, {"user", a.user}, {"message", a.message},
+              {"drains", a.drains}};
+    if (a.gpu_index) j["gpu_index"] = *a.gpu_index;
+    if (auto id = event_ids_.find(key); id != event_ids_.end()) j["id"] = id->second;
+    current.push_back(std::move(j));
+  }
+  json events = json::array();
+  if (history_) {
+    auto stored = history_->Events(after_id, since_s, limit);
+    if (!stored) return Error("io", stored.error().message);
+    for (const auto& e : *stored) {
+      json j = {{"id", e.id},         {"time_s", e.time_s}, {"kind", e.kind},      {"gpu_uuid", e.gpu_uuid},
+                {"job_id", e.job_id}, {"user", e.user},     {"message", e.message}};
+      if (e.gpu_index) j["gpu_index"] = *e.gpu_index;
+      if (e.cleared_s) j["cleared_s"] = *e.cleared_s;
+      events.push_back(std::move(j));
+    }
+  }
+  return Ok({{"events", events}, {"current", current}});
 }
 
 json SamplerThread::Metrics(const json& extra) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -59,6 +60,12 @@ class SamplerThread {
   std::vector<Answer> Take();
   /// Samples taken so far (for tests and `ping` statistics).
   std::uint64_t samples() const;
+  /// What snapshots say of each GPU now (by UUID): why it is drained, and its anomalies' lines.
+  struct Marks {
+    std::map<std::string, std::string> drained;
+    std::map<std::string, std::vector<std::string>> anomalies;
+  };
+  Marks CurrentMarks() const;
 
  private:
   struct Question {
@@ -74,6 +81,9 @@ class SamplerThread {
   nlohmann::json Usage(const nlohmann::json& req);
   nlohmann::json Telemetry(const nlohmann::json& req);
   nlohmann::json Metrics(const nlohmann::json& extra);
+  nlohmann::json Events(const nlohmann::json& req);
+  /// Stores the anomalies that started and ended, logs them, and publishes the marks.
+  void Record(double now_s, const telemetry::AnomalyChanges& changes);
   void Prune(double now_s);
 
   Sampler sampler_;
@@ -88,7 +98,10 @@ class SamplerThread {
   std::vector<std::uint64_t> wait_buckets_;  ///< cumulative counts per kWaitBucketsS, +Inf last
   double wait_sum_s_ = 0;
 
+  std::map<std::string, std::int64_t> event_ids_;  ///< stored event of each current anomaly, by key
+
   mutable std::mutex mu_;
+  Marks marks_;
   std::condition_variable wake_;
   std::deque<Question> questions_;
   std::vector<Answer> answers_;

@@ -107,6 +107,8 @@ json DeviceToJson(const GpuDevice& d) {
   Put(j, "clocks_event_reasons", d.clocks_event_reasons);
   Put(j, "ecc_uncorrected_volatile", d.ecc_uncorrected_volatile);
   Put(j, "xid_errors", d.xid_errors);
+  Put(j, "drained", d.drained);
+  if (!d.anomalies.empty()) j["anomalies"] = d.anomalies;
   return j;
 }
 
@@ -154,6 +156,10 @@ GpuDevice DeviceFromJson(const json& j) {
   Get(j, "clocks_event_reasons", d.clocks_event_reasons);
   Get(j, "ecc_uncorrected_volatile", d.ecc_uncorrected_volatile);
   Get(j, "xid_errors", d.xid_errors);
+  Get(j, "drained", d.drained);
+  if (j.contains("anomalies") && j["anomalies"].is_array())
+    for (const auto& a : j["anomalies"])
+      if (a.is_string()) d.anomalies.push_back(a.get<std::string>());
   return d;
 }
 

@@ -111,6 +111,12 @@ struct GpuDevice {
   /// (nvmlEventTypeXidCriticalError events); absent when they cannot be watched on this GPU.
   std::optional<std::vector<std::uint64_t>> xid_errors;
 
+  // What the daemon's sampler says of the GPU (daemon snapshots only; telemetry/anomaly.h).
+  /// Why the GPU takes no new jobs now (an Xid error, a lost GPU); nullopt: it does.
+  std::optional<std::string> drained;
+  /// Its anomalies going on now, one line each ("job 12 (alice) has used GPU 1 under 5 % for ...").
+  std::vector<std::string> anomalies;
+
   bool failed() const { return error.has_value(); }
 };
 

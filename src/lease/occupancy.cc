@@ -142,6 +142,7 @@ sched::GpuState BaseState(const GpuDevice& d, const GpuSnapshot& snapshot) {
   if (d.failed()) g.usable = false, g.unusable_reason = fmt::format("failed ({})", *d.error);
   else if (d.mig_enabled.value_or(false)) g.usable = false, g.unusable_reason = "MIG mode on";
   else if (d.compute_mode == ComputeMode::kProhibited) g.usable = false, g.unusable_reason = "compute mode PROHIBITED";
+  g.drained = d.drained;
   g.one_context_only = d.compute_mode == ComputeMode::kExclusiveProcess || d.compute_mode == ComputeMode::kExclusiveThread;
   g.total_bytes = d.memory_total_bytes;
   g.free_bytes = d.memory_free_bytes;
@@ -162,7 +163,7 @@ std::vector<std::vector<int>> ProcessOwners(const GpuSnapshot& snapshot, const s
     const GpuDevice& dev = snapshot.devices[d];
     if (!dev.processes) continue;
     for (const GpuProcess& p : *dev.processes) {
-      int owner = -1;
+      int owner = p.user ? kEndedProcess : -1;
       if (processes.Links(p.pid)) {
         const std::optional<std::uint32_t> uid = UidOf(p, processes);
         owner = uid ? OwnerOf(p.pid, *uid, leases, anchors, processes) : -1;

@@ -70,8 +70,10 @@ Occupancy BuildOccupancy(const GpuSnapshot& snapshot, const std::vector<LeaseRec
 /// descending from the lease's confirmed supervisor or in its job's process group, on a GPU or MIG
 /// device that lease holds): owners[d][k] is the index in `leases` of the lease of
 /// snapshot.devices[d].processes[k], or -1 for a process no lease accounts for (foreign, a stray
-/// of a job on a GPU it did not lease, or not visible here). A device whose processes are unknown
-/// gets an empty list. For the daemon's per-job accounting and anomalies.
+/// of a job on a GPU it did not lease, or not visible here), or kEndedProcess for one /proc showed
+/// when the snapshot was annotated and no longer does (it ended; NVML lags). A device whose
+/// processes are unknown gets an empty list. For the daemon's per-job accounting and anomalies.
+inline constexpr int kEndedProcess = -2;
 std::vector<std::vector<int>> ProcessOwners(const GpuSnapshot& snapshot, const std::vector<LeaseRecord>& leases,
                                             ProcessTable& processes);
 

@@ -63,6 +63,8 @@ json DeviceJson(const GpuDevice& d, const StatusContext& c) {
   if (d.performance_state) j["performance_state"] = fmt::format("P{}", *d.performance_state);
   if (d.compute_mode) j["compute_mode"] = ComputeModeName(*d.compute_mode);
   Put(j, "persistence_mode", d.persistence_mode);
+  Put(j, "drained", d.drained);
+  if (!d.anomalies.empty()) j["anomalies"] = d.anomalies;
   Put(j, "mig_enabled", d.mig_enabled);
   if (d.mig_enabled.value_or(false)) {
     json migs = json::array();

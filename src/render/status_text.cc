@@ -144,6 +144,16 @@ std::string MigLines(const GpuDevice& d, const StatusContext& c, const Palette& 
   return out;
 }
 
+// Under a GPU the daemon's sampler marks (daemon snapshots): "  ! drained: ..." and one
+// "  ! <anomaly>" line each.
+std::string AnomalyLines(const GpuDevice& d, const Palette& p) {
+  std::string out;
+  if (d.drained) out += p.Paint(fmt::format("  ! drained (takes no new jobs): {}", Safe(*d.drained)), kRed) + "\n";
+  for (const auto& line : d.anomalies)
+    if (!d.drained || line != *d.drained) out += p.Paint(fmt::format("  ! {}", Safe(line)), kYellow) + "\n";
+  return out;
+}
+
 // One line per process: pid, user, memory, type (C, G, C+G), command line.
 std::string ProcessLines(const GpuDevice& d, const StatusContext& c, const Palette& p) {
   std::string out;
@@ -168,6 +178,7 @@ std::string RenderStatusText(const GpuSnapshot& snapshot, const StatusContext& c
   for (const auto& d : snapshot.devices) {
     out += GpuLine(d, snapshot, context, p);
     out += MigLines(d, context, p);
+    out += AnomalyLines(d, p);
     if (options.full_processes) out += ProcessLines(d, context, p);
   }
   if (snapshot.devices.empty()) out += "no NVIDIA GPU found\n";

@@ -93,6 +93,7 @@ std::string HeldReason(const Context& c, const Hold& h, const Request& r) {
 
 Verdict Judge(const Context& c, const GpuState& g, const Request& r, const std::vector<Hold>& holds) {
   if (auto never = JudgeNever(c, g, r)) return *never;
+  if (g.drained) return Make(c, Wait::kForeign, kInf, [&] { return StrCat("drained: ", *g.drained); });
   const Limits& limits = c.limits;
   const Hold& hold = holds[g.index];
   // Usable for `r` no sooner than its leases end and an earlier reservation of it has ended.
@@ -145,7 +146,7 @@ Verdict Judge(const Context& c, const GpuState& g, const Request& r, const std::
 // Whether a later request could still start on `g` (grants_only's early end). False only when no
 // request could: Judge would answer something other than kNow for every one.
 bool Open(const Context& c, const GpuState& g, const Hold& h) {
-  if (!g.usable || g.exclusive_holder || (g.one_context_only && g.has_context)) return false;
+  if (!g.usable || g.drained || g.exclusive_holder || (g.one_context_only && g.has_context)) return false;
   if (h.by >= 0 && !(c.backfills && std::isfinite(h.start_s) && h.start_s > c.now)) return false;
   if (g.shared_leases > 0 && g.free_bytes && *FreeNow(g) <= c.limits.margin_bytes) return false;
   return true;

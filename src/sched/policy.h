@@ -90,6 +90,9 @@ struct GpuState {
   std::optional<std::string> preemptible_holder;
   /// With preemptible_holder: the GPU memory their processes use (NVML), freed when they give way.
   std::uint64_t preemptible_used_bytes = 0;
+  /// Why it takes no new jobs for now (the daemon's sampler saw an Xid error or the GPU lost:
+  /// telemetry/anomaly.h); nullopt: it does. Unlike !usable, requests wait for it.
+  std::optional<std::string> drained;
   /// While free: since when nothing has run on it, seconds on the clock of Limits::now_s
   /// (nullopt: unknown; a bounded reservation then counts from the request's submission).
   std::optional<double> free_since_s;

@@ -179,6 +179,60 @@ Status LoadTelemetry(const std::string& path, const toml::table& telemetry, Conf
   return Status::Ok();
 }
 
+// [anomaly]: each rule's threshold, within bounds. Read by daemons only (as [telemetry]).
+Status LoadAnomaly(const std::string& path, const toml::table& anomaly, Config& config) {
+  enum class Kind { kPercent, kDuration, kSize };
+  struct Key {
+    const char* name;
+    Kind kind;
+    double* seconds_or_pct;
+    std::uint64_t* bytes;
+    double min, max;
+    const char* range;
+  };
+  const Key keys[] = {
+      {"idle_util", Kind::kPercent, &config.anomaly_idle_util_pct, nullptr, 0, 100, "a percentage from 0 to 100"},
+      {"idle_after", Kind::kDuration, &config.anomaly_idle_after_s, nullptr, 1, 7 * 86400, "a duration from \"1s\" to \"7d\""},
+      {"stuck_util", Kind::kPercent, &config.anomaly_stuck_util_pct, nullptr, 50, 100, "a percentage from 50 to 100"},
+      {"stuck_after", Kind::kDuration, &config.anomaly_stuck_after_s, nullptr, 600, 30 * 86400, "a duration from \"10m\" to \"30d\""},
+      {"leak_window", Kind::kDuration, &config.anomaly_leak_window_s, nullptr, 300, 86400, "a duration from \"5m\" to \"1d\""},
+      {"leak_min_growth", Kind::kSize, nullptr, &config.anomaly_leak_min_growth_bytes, 1 << 20, 1e15, "a size from 1MiB, like \"1GiB\""},
+      {"ghost_min", Kind::kSize, nullptr, &config.anomaly_ghost_min_bytes, 1 << 20, 1e15, "a size from 1MiB, like \"2GiB\""},
+      {"ghost_after", Kind::kDuration, &config.anomaly_ghost_after_s, nullptr, 1, 86400, "a duration from \"1s\" to \"1d\""},
+      {"throttle_after", Kind::kDuration, &config.anomaly_throttle_after_s, nullptr, 1, 86400, "a duration from \"1s\" to \"1d\""},
+      {"xid_clear_after", Kind::kDuration, &config.anomaly_xid_clear_after_s, nullptr, 1, 7 * 86400, "a duration from \"1s\" to \"7d\""},
+  };
+  for (auto&& [name, node] : anomaly) {
+    const Key* key = nullptr;
+    for (const auto& k : keys)
+      if (name == k.name) key = &k;
+    if (!key)
+      return Bad(path, node.source(),
+                 fmt::format("unknown key anomaly.{} (known: idle_util, idle_after, stuck_util, stuck_after, leak_window, "
+                             "leak_min_growth, ghost_min, ghost_after, throttle_after, xid_clear_after)",
+                             name.str()));
+    const auto bad = [&] { return Bad(path, node.source(), fmt::format("anomaly.{} must be {}", name.str(), key->range)); };
+    if (key->kind == Kind::kPercent) {
+      auto v = node.value<double>();
+      if (!v || !std::isfinite(*v) || *v < key->min || *v > key->max) return bad();
+      *key->seconds_or_pct = *v;
+      continue;
+    }
+    auto text = node.value<std::string>();
+    if (!text) return bad();
+    if (key->kind == Kind::kDuration) {
+      auto seconds = ParseDurationS(*text);
+      if (!seconds || !std::isfinite(*seconds) || *seconds < key->min || *seconds > key->max) return bad();
+      *key->seconds_or_pct = *seconds;
+    } else {
+      auto bytes = ParseSizeBytes(*text);
+      if (!bytes || static_cast<double>(*bytes) < key->min || static_cast<double>(*bytes) > key->max) return bad();
+      *key->bytes = *bytes;
+    }
+  }
+  return Status::Ok();
+}
+
 Status LoadLimits(const std::string& path, bool trusted, const toml::table& limits, Config& config) {
   if (!trusted) return Bad(path, limits.source(), "limits may only be set in /etc/gpulane/config.toml");
   if (Status s = LoadLimitValues(path, "limits", limits, config.limits); !s.ok()) return s;
@@ -226,10 +280,10 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
   }
   for (auto&& [key, node] : table) {
     if (key != "lease" && key != "run" && key != "daemon" && key != "partitions" && key != "sched" && key != "limits" &&
-        key != "shares" && key != "telemetry")
+        key != "shares" && key != "telemetry" && key != "anomaly")
       return Bad(path, node.source(),
                  fmt::format("unknown key {} (the sections are [lease], [run], [daemon], [sched], [limits], [shares], "
-                             "[telemetry], [partitions.NAME])",
+                             "[telemetry], [anomaly], [partitions.NAME])",
                              key.str()));
     if (!node.is_table()) return Bad(path, node.source(), fmt::format("{} must be a section: [{}]", key.str(), key.str()));
   }
@@ -277,6 +331,9 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
   }
   if (auto telemetry = table["telemetry"].as_table()) {
     if (Status s = LoadTelemetry(path, *telemetry, config); !s.ok()) return s;
+  }
+  if (auto anomaly = table["anomaly"].as_table()) {
+    if (Status s = LoadAnomaly(path, *anomaly, config); !s.ok()) return s;
   }
   if (auto limits = table["limits"].as_table()) {
     // A file that has [limits] replaces the earlier files' limits as a whole.

@@ -78,6 +78,17 @@ struct Config {
   double telemetry_keep_10s_s = 86400;            ///< telemetry.keep_10s: 10-second history rows are kept this long
   double telemetry_keep_1m_s = 30 * 86400;        ///< telemetry.keep_1m: 1-minute rows
   double telemetry_keep_records_s = 365 * 86400;  ///< telemetry.keep_records: jobs' usage records and events
+  /// [anomaly]: the thresholds of the anomaly rules (telemetry/anomaly.h, docs/config.md "Anomalies").
+  double anomaly_idle_util_pct = 5;
+  double anomaly_idle_after_s = 600;
+  double anomaly_stuck_util_pct = 99;
+  double anomaly_stuck_after_s = 4 * 3600;
+  double anomaly_leak_window_s = 1800;
+  std::uint64_t anomaly_leak_min_growth_bytes = 1ULL << 30;
+  std::uint64_t anomaly_ghost_min_bytes = 2ULL << 30;
+  double anomaly_ghost_after_s = 120;
+  double anomaly_throttle_after_s = 60;
+  double anomaly_xid_clear_after_s = 600;
 };
 
 /// The names [sched] policy accepts, as sched::PolicyName spells them (a unit test checks the two

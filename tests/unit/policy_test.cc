@@ -638,3 +638,27 @@ TEST(ChooseLinkedSet, FallsBackToTheTopOfTheRanking) {
 
 }  // namespace
 }  // namespace gpulane::sched
+
+namespace gpulane::sched {
+namespace {
+
+// ---- Drained GPUs (the daemon's sampler saw an Xid error or a lost GPU) -------------------------
+
+TEST(Schedule, ADrainedGpuTakesNoNewJobButRequestsWaitForItInsteadOfFailing) {
+  auto gpus = Idle(2);
+  gpus[1].drained = "GPU 1 raised Xid 79";
+  std::vector<Request> line = {Whole("a", 1, 2), Whole("b", 1, 2)};
+  line[1].allowed_uuids = Uuids({1});  // b may only use the drained GPU
+  auto d = Schedule(gpus, line, kNoMargin);
+  EXPECT_TRUE(d[0].granted);
+  EXPECT_EQ(d[0].gpus, Indices{0}) << "never the drained GPU";
+  EXPECT_FALSE(d[1].granted);
+  EXPECT_FALSE(d[1].impossible) << "drained for now, not forever: b waits";
+  EXPECT_TRUE(HasReason(d[1], "GPU1: drained: GPU 1 raised Xid 79")) << ReasonsOf(d[1]);
+  gpus[1].drained.reset();
+  d = Schedule(gpus, {line[1]}, kNoMargin);
+  EXPECT_TRUE(d[0].granted) << "healthy again";
+}
+
+}  // namespace
+}  // namespace gpulane::sched

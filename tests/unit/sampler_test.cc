@@ -1,0 +1,112 @@
+// daemon::Sampler on made-up snapshots and times: history points and rows per GPU, a lease's use
+// metered from its own processes only, a usage record when the lease is gone, anomalies fed.
+#include <gtest/gtest.h>
+
+#include "daemon/sampler.h"
+
+namespace gpulane::daemon {
+namespace {
+
+constexpr std::uint64_t kGiB = 1ULL << 30;
+
+GpuSnapshot TwoGpus(unsigned util0, std::uint64_t energy0_mj) {
+  GpuSnapshot s;
+  for (unsigned i = 0; i < 2; ++i) {
+    GpuDevice d;
+    d.pci_index = d.nvml_index = i;
+    d.uuid = "GPU-" + std::to_string(i);
+    d.memory_total_bytes = 100 * kGiB;
+    d.memory_used_bytes = 0;
+    d.utilization_gpu_pct = i == 0 ? util0 : 0;
+    if (i == 0) d.energy_mj = energy0_mj;
+    d.processes.emplace();
+    s.devices.push_back(d);
+  }
+  GpuProcess mine;
+  mine.pid = 100;
+  mine.used_memory_bytes = 6 * kGiB;
+  mine.user = "alice";
+  mine.command = "python";
+  GpuProcess other;
+  other.pid = 200;
+  other.used_memory_bytes = 1 * kGiB;
+  other.user = "bob";
+  other.command = "python";
+  s.devices[0].processes->push_back(mine);
+  s.devices[0].processes->push_back(other);
+  s.devices[0].memory_used_bytes = 7 * kGiB;
+  return s;
+}
+
+lease::LeaseRecord Lease() {
+  lease::LeaseRecord l;
+  l.name = "lease-a";
+  l.job_id = "12";
+  l.uid = 1000;
+  l.user = "alice";
+  l.command = "python train.py";
+  l.gpus = {{"GPU-0", std::nullopt}};
+  l.started_s = 1000;
+  l.requested_s = 940;
+  return l;
+}
+
+TEST(Sampler, MetersALeaseFromItsOwnProcessesAndRecordsItsUseWhenItEnds) {
+  SamplerSettings settings;
+  settings.anomaly.idle_after_s = 1e9;
+  Sampler sampler(settings);
+  const std::vector<std::vector<int>> owners = {{0, -1}, {}};  // pid 100 is the lease's, pid 200 foreign
+  for (int k = 0; k < 10; ++k) {
+    auto out = sampler.Take(1000 + 10 * k, TwoGpus(80, 1000000 + k * 250000ULL), {Lease()}, owners);
+    EXPECT_TRUE(out.finished.empty());
+    if (k == 1) {
+      ASSERT_EQ(out.anomalies.started.size(), 1u) << "bob's process on alice's whole GPU, seen twice";
+      EXPECT_EQ(out.anomalies.started[0].kind, "foreign");
+    }
+  }
+  ASSERT_EQ(sampler.live().count("lease-a"), 1u);
+  const LiveJobGpu& g = sampler.live().at("lease-a").gpus.at(0);
+  EXPECT_EQ(g.memory_bytes, 6 * kGiB) << "its own process only";
+  EXPECT_EQ(g.util_pct, 80) << "a whole GPU: the GPU's figure";
+  EXPECT_EQ(g.foreign, std::vector<std::string>{"bob's python (pid 200)"});
+  EXPECT_EQ(sampler.Points("GPU-0", 0).size(), 10u);
+
+  // The lease is gone at the next sample: its record, once.
+  auto out = sampler.Take(1100, TwoGpus(0, 4000000), {}, {{-1, -1}, {}});
+  ASSERT_EQ(out.finished.size(), 1u);
+  const telemetry::UsageRecord& r = out.finished[0];
+  EXPECT_EQ(r.job_id, "12");
+  EXPECT_EQ(r.gpu_indices, std::vector<unsigned>{0});
+  EXPECT_DOUBLE_EQ(r.usage.run_s, 100);
+  EXPECT_DOUBLE_EQ(*r.usage.wait_s, 60);
+  EXPECT_DOUBLE_EQ(*r.usage.energy_j, 9 * 250.0);
+  EXPECT_EQ(r.usage.peak_memory_bytes, 6 * kGiB);
+  EXPECT_DOUBLE_EQ(*r.usage.mean_util_pct, 80);
+  EXPECT_EQ(out.anomalies.ended.size(), 1u) << "the foreign anomaly ends with the job";
+  EXPECT_TRUE(sampler.live().empty());
+  ASSERT_TRUE(sampler.UsageOf("lease-a", 1101)) << "still answerable just after";
+  EXPECT_TRUE(sampler.Take(1110, TwoGpus(0, 4000000), {}, {{-1, -1}, {}}).finished.empty());
+  // History rows of the finished 10-second buckets.
+  auto rows = sampler.Flush();
+  EXPECT_FALSE(rows.empty());
+}
+
+TEST(Sampler, ASharedLeaseCountsItsFractionAndItsProcessesUtilisationOnly) {
+  Sampler sampler(SamplerSettings{});
+  lease::LeaseRecord l = Lease();
+  l.gpus = {{"GPU-0", 25 * kGiB}};  // a quarter of the GPU
+  GpuSnapshot s = TwoGpus(90, 0);
+  (*s.devices[0].processes)[0].sm_util_pct = 30;
+  (*s.devices[0].processes)[1].sm_util_pct = 60;
+  sampler.Take(1000, s, {l}, {{0, -1}, {}});
+  const LiveJobGpu& g = sampler.live().at("lease-a").gpus.at(0);
+  EXPECT_EQ(g.util_pct, 30) << "its process's SM share, not the GPU's 90 %";
+  EXPECT_FALSE(g.whole);
+  auto record = sampler.UsageOf("lease-a", 1000 + 3600);
+  ASSERT_TRUE(record);
+  EXPECT_DOUBLE_EQ(record->usage.gpus, 0.25);
+  EXPECT_DOUBLE_EQ(record->usage.gpu_s, 900);
+}
+
+}  // namespace
+}  // namespace gpulane::daemon
