@@ -267,14 +267,16 @@ json SamplerThread::History(const json& req) {
 json SamplerThread::Report(const json& req) {
   if (!history_) return Error("unavailable", "report: the history database could not be opened (see the daemon's log)");
   store::UsageFilter filter;
+  filter.names = false;
   filter.since_s = req.value("since_s", 0.0);
   if (req.contains("user") && req["user"].is_string()) filter.user = req["user"].get<std::string>();
   auto by = telemetry::ParseReportBy(req.value("by", "user"));
   if (!by) return Error("invalid_argument", "report: \"by\" is one of job, user, gpu, day");
-  auto records = history_->Usage(filter);
-  if (!records) return Error("io", records.error().message);
+  telemetry::ReportBuilder builder(*by, LocalDay);
+  if (Status s = history_->ForEachUsage(filter, [&](const telemetry::UsageRecord& r) { builder.Add(r); }); !s.ok())
+    return Error("io", s.error().message);
   json rows = json::array();
-  for (const auto& row : telemetry::Summarize(*records, *by, LocalDay)) rows.push_back(proto::ReportRowToJson(row));
+  for (const auto& row : builder.Rows()) rows.push_back(proto::ReportRowToJson(row));
   return Ok({{"by", telemetry::ReportByName(*by)}, {"rows", std::move(rows)}});
 }
 

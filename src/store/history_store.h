@@ -6,6 +6,7 @@
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -35,7 +36,8 @@ struct Event {
 struct UsageFilter {
   double since_s = 0;                 ///< jobs that ended at or after this
   std::optional<std::string> user;    ///< only this user's
-  std::size_t limit = 1000000;        ///< at most this many, the newest
+  std::size_t limit = 1000000;        ///< at most this many
+  bool names = true;                  ///< read each job's name (a report does not need it: faster)
 };
 
 class HistoryStore {
@@ -62,7 +64,11 @@ class HistoryStore {
   /// The latest usage record of job `job_id` (ids of `gpulane run` jobs, pids, come back over
   /// time: the newest); nullopt when there is none.
   Result<std::optional<telemetry::UsageRecord>> UsageOfJob(const std::string& job_id);
-  /// Usage records by `filter`, in end order.
+  /// Calls `each` with every usage record by `filter`, in the order Usage gives (one record object,
+  /// refilled for each row: copy what must outlive the call).
+  Status ForEachUsage(const UsageFilter& filter, const std::function<void(const telemetry::UsageRecord&)>& each);
+  /// Usage records by `filter`, in the order they were stored (the order their jobs ended), the
+  /// oldest `filter.limit` of them.
   Result<std::vector<telemetry::UsageRecord>> Usage(const UsageFilter& filter);
 
   /// Stores a new event (its id is set) or, for a stored one, its cleared_s.

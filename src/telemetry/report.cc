@@ -56,39 +56,57 @@ std::optional<ReportBy> ParseReportBy(const std::string& name) {
   return std::nullopt;
 }
 
-std::vector<ReportRow> Summarize(const std::vector<UsageRecord>& records, ReportBy by,
-                                 const std::function<std::string(double)>& day_of) {
+struct ReportBuilder::State {
   std::map<std::string, Sum> sums;
   std::vector<std::string> order;  // by job: the records' order
-  for (const UsageRecord& r : records) {
-    if (by == ReportBy::kGpu) {
-      const std::size_t n = r.gpu_uuids.size();
-      for (std::size_t i = 0; i < n; ++i) {
-        const std::string key = i < r.gpu_indices.size() ? fmt::format("{} {}", r.gpu_indices[i], r.gpu_uuids[i]) : r.gpu_uuids[i];
-        sums[key].Add(r, 1.0 / static_cast<double>(n));
-      }
-      continue;
+};
+
+ReportBuilder::ReportBuilder(ReportBy by, std::function<std::string(double)> day_of)
+    : by_(by), day_of_(std::move(day_of)), state_(new State) {}
+
+ReportBuilder::~ReportBuilder() { delete state_; }
+
+void ReportBuilder::Add(const UsageRecord& r) {
+  auto& sums = state_->sums;
+  if (by_ == ReportBy::kGpu) {
+    const std::size_t n = r.gpu_uuids.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::string key = i < r.gpu_indices.size() ? fmt::format("{} {}", r.gpu_indices[i], r.gpu_uuids[i]) : r.gpu_uuids[i];
+      sums[key].Add(r, 1.0 / static_cast<double>(n));
     }
-    std::string key = by == ReportBy::kJob ? r.job_id : by == ReportBy::kUser ? r.user : day_of(r.end_s);
-    if (by == ReportBy::kJob) key += fmt::format("@{:.3f}", r.end_s);  // ids of `run` (pids) come back
-    auto [it, added] = sums.try_emplace(key);
-    if (added) it->second.row.key = by == ReportBy::kJob ? r.job_id : key;
-    if (added && by == ReportBy::kJob) order.push_back(key);
-    it->second.Add(r, 1.0);
+    return;
   }
+  // By job, a key of its own per record: ids of `run` (pids) come back.
+  std::string key = by_ == ReportBy::kJob ? fmt::format("{}@{}", r.job_id, state_->order.size())
+                    : by_ == ReportBy::kUser ? r.user
+                                             : day_of_(r.end_s);
+  auto [it, added] = sums.try_emplace(key);
+  if (added) it->second.row.key = by_ == ReportBy::kJob ? r.job_id : key;
+  if (added && by_ == ReportBy::kJob) state_->order.push_back(key);
+  it->second.Add(r, 1.0);
+}
+
+std::vector<ReportRow> ReportBuilder::Rows() const {
   std::vector<ReportRow> rows;
-  if (by == ReportBy::kJob) {
-    for (const auto& key : order) rows.push_back(sums[key].Done());
+  if (by_ == ReportBy::kJob) {
+    for (const auto& key : state_->order) rows.push_back(state_->sums.at(key).Done());
     return rows;
   }
-  for (auto& [key, sum] : sums) {
+  for (const auto& [key, sum] : state_->sums) {
     ReportRow row = sum.Done();
     row.key = key;
     rows.push_back(std::move(row));
   }
-  if (by != ReportBy::kDay)
+  if (by_ != ReportBy::kDay)
     std::stable_sort(rows.begin(), rows.end(), [](const ReportRow& a, const ReportRow& b) { return a.gpu_s > b.gpu_s; });
   return rows;
+}
+
+std::vector<ReportRow> Summarize(const std::vector<UsageRecord>& records, ReportBy by,
+                                 const std::function<std::string(double)>& day_of) {
+  ReportBuilder builder(by, day_of);
+  for (const UsageRecord& r : records) builder.Add(r);
+  return builder.Rows();
 }
 
 }  // namespace gpulane::telemetry

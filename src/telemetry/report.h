@@ -42,6 +42,25 @@ struct ReportRow {
   std::optional<double> mean_wait_s;          ///< over jobs with a known wait
 };
 
+/// Sums records by `by` as they come (a month's records are not held in memory at once).
+class ReportBuilder {
+ public:
+  /// `day_of` as for Summarize.
+  ReportBuilder(ReportBy by, std::function<std::string(double)> day_of);
+  ~ReportBuilder();
+  ReportBuilder(const ReportBuilder&) = delete;
+  ReportBuilder& operator=(const ReportBuilder&) = delete;
+  void Add(const UsageRecord& record);
+  /// The rows, ordered as Summarize says.
+  std::vector<ReportRow> Rows() const;
+
+ private:
+  struct State;
+  ReportBy by_;
+  std::function<std::string(double)> day_of_;
+  State* state_;
+};
+
 /// `records` summed by `by`, the largest GPU-seconds first (by job: in end order; by day: in day
 /// order). A job on several GPUs counts on each of them with its share (by gpu). `day_of` turns
 /// seconds since the epoch into the day a job counts for (the local date it ended, "2026-12-03").
