@@ -75,7 +75,7 @@ while len(data) < n: data += s.recv(n - len(data))
 print(json.dumps(json.loads(data).get("record", {})))
 PY
   python3 "$ROOT/scripts/acceptance/check_telemetry.py" "$record" "$t/smi_gpu.csv" "$t/smi_apps.csv" "$job_pid" | report_lines
-  run_cmd gl report --by job
+  run_cmd "$GL" report --by job
   cp "$t/smi_gpu.csv" "$ART/telemetry_smi_gpu.csv" 2>/dev/null
   cp "$record" "$ART/telemetry_record.json" 2>/dev/null
 
@@ -87,7 +87,7 @@ PY
   idle_id=$(gl events --json | python3 -c 'import json,sys; d=json.load(sys.stdin); [print(e["job_id"], e["message"]) for e in d["events"] if e["kind"]=="idle"]' | tail -1)
   info "idle event: $idle_id (job took $((SECONDS - started)) s)"
   case "$idle_id" in r[0-9]*" has used GPU "*" under 5 % for 5.0 s"*) pass "an idle lease raised its event: ${idle_id#* }" ;; *) fail "no idle event for the sleeping job" ;; esac
-  run_cmd gl events
+  run_cmd "$GL" events
   kill "$daemon_pid" 2>/dev/null; wait "$daemon_pid" 2>/dev/null
   cp "$t/daemon.log" "$ART/telemetry_daemon.log" 2>/dev/null
   unset GPULANE_LEASE_DIR GPULANE_SOCKET GPULANE_STATE_DIR GPULANE_CONFIG GPULANE_SYSTEM_DAEMON TORCH_JOB_LOG

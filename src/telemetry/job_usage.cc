@@ -79,7 +79,9 @@ std::string UsageLine(const std::string& job_id, const JobUsage& u) {
   const bool whole = std::abs(u.gpus - std::round(u.gpus)) < 1e-9;
   std::string gpus = whole ? fmt::format("{:.0f} GPU{}", u.gpus, u.gpus == 1 ? "" : "s")
                            : fmt::format("{:.2f} of a GPU", u.gpus);
-  std::string line = fmt::format("job {} used {} for {}, {:.1f} GPU-h", job_id, gpus, FormatSeconds(u.run_s), u.gpu_s / 3600);
+  const double gpu_h = u.gpu_s / 3600;
+  std::string line = fmt::format("job {} used {} for {}, {} GPU-h", job_id, gpus, FormatSeconds(u.run_s),
+                                 gpu_h >= 0.1 || gpu_h == 0 ? fmt::format("{:.1f}", gpu_h) : fmt::format("{:.3f}", gpu_h));
   if (u.energy_j) {
     const double kwh = *u.energy_j / 3.6e6;
     const double wh = *u.energy_j / 3600;
