@@ -191,6 +191,7 @@ void Daemon::StartSampler() {
   settings.interval_s = config_.telemetry_interval_s;
   settings.keep_s = {config_.telemetry_keep_10s_s, config_.telemetry_keep_1m_s};
   settings.records_keep_s = config_.telemetry_keep_records_s;
+  settings.hpc_job_mapping_dir = config_.telemetry_hpc_job_mapping_dir;
   telemetry::AnomalySettings& a = settings.anomaly;
   a.idle_util_pct = config_.anomaly_idle_util_pct;
   a.idle_after_s = config_.anomaly_idle_after_s;

@@ -46,6 +46,22 @@ double ShareOf(const lease::LeasedGpu& g, const GpuDevice* d, const MigDevice* m
 
 }  // namespace
 
+std::map<std::string, std::string> JobMappingFiles(const GpuSnapshot& snapshot, const std::map<std::string, LiveJob>& live) {
+  std::map<std::string, std::string> files;
+  std::map<std::string, std::string> name_of;  // UUID (GPU or MIG device) -> file name
+  for (const GpuDevice& d : snapshot.devices) {
+    if (d.uuid.empty()) continue;
+    name_of[d.uuid] = std::to_string(d.nvml_index);
+    files[name_of[d.uuid]];
+    for (const MigDevice& m : d.mig_devices)
+      if (m.gpu_instance_id) files[name_of[m.uuid] = std::to_string(d.nvml_index) + "." + std::to_string(*m.gpu_instance_id)];
+  }
+  for (const auto& [lease, job] : live)
+    for (const auto& g : job.lease.gpus)
+      if (auto it = name_of.find(g.uuid); it != name_of.end()) files[it->second] += job.lease.job_id + "\n";
+  return files;
+}
+
 telemetry::GpuReading ReadingOf(const GpuDevice& d) {
   telemetry::GpuReading r;
   r.failed = d.failed();

@@ -29,6 +29,7 @@ struct SamplerSettings {
   std::vector<double> keep_s = {86400, 30 * 86400};  ///< how long rows of each resolution are kept
   double records_keep_s = 365 * 86400;             ///< usage records and events
   telemetry::AnomalySettings anomaly;              ///< [anomaly]
+  std::string hpc_job_mapping_dir;                 ///< telemetry.hpc_job_mapping_dir ("" = none)
 };
 
 /// One job's GPU as the last sample saw it (for metrics): the job's memory and utilisation there.
@@ -103,6 +104,11 @@ class Sampler {
   GpuSnapshot latest_;
   double latest_time_s_ = 0;
 };
+
+/// dcgm-exporter's HPC job mapping (its --hpc-job-mapping-dir): for every GPU of `snapshot` a file
+/// name (its NVML index; "<index>.<GPU instance id>" for a MIG device) and its content, the ids of
+/// the jobs of `live` on it, one a line ("" when none).
+std::map<std::string, std::string> JobMappingFiles(const GpuSnapshot& snapshot, const std::map<std::string, LiveJob>& live);
 
 /// The compact reading of `device` (telemetry/sample.h).
 telemetry::GpuReading ReadingOf(const GpuDevice& device);

@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <set>
 
@@ -164,6 +167,7 @@ void SamplerThread::SampleOnce() {
     ++samples_;
   }
   Record(now_s, out.anomalies);
+  if (!sampler_.settings().hpc_job_mapping_dir.empty()) WriteJobMapping();
   if (!history_) return;
   auto note = [&](const Status& s) {
     if (!s.ok() && s.error().message != last_error_) log_("sampler: " + (last_error_ = s.error().message));
@@ -210,6 +214,28 @@ void SamplerThread::Record(double now_s, const telemetry::AnomalyChanges& change
 SamplerThread::Marks SamplerThread::CurrentMarks() const {
   std::lock_guard lock(mu_);
   return marks_;
+}
+
+void SamplerThread::WriteJobMapping() {
+  const std::string& dir = sampler_.settings().hpc_job_mapping_dir;
+  for (const auto& [name, content] : JobMappingFiles(sampler_.latest(), sampler_.live())) {
+    auto it = mapping_written_.find(name);
+    if (it != mapping_written_.end() && it->second == content) continue;
+    // Written whole and renamed into place: dcgm-exporter never reads half a file.
+    const std::string path = dir + "/" + name, temp = path + ".tmp";
+    std::FILE* f = std::fopen(temp.c_str(), "we");
+    const bool ok = f && std::fwrite(content.data(), 1, content.size(), f) == content.size() && std::fclose(f) == 0 &&
+                    std::rename(temp.c_str(), path.c_str()) == 0;
+    if (!ok) {
+      const int err = errno;
+      std::remove(temp.c_str());
+      errno = err;
+      const std::string why = fmt::format("cannot write the job mapping file {}: {}", path, std::strerror(errno));
+      if (why != last_error_) log_("sampler: " + (last_error_ = why));
+      continue;
+    }
+    mapping_written_[name] = content;
+  }
 }
 
 void SamplerThread::Prune(double now_s) {

@@ -85,6 +85,8 @@ class SamplerThread {
   /// Stores the anomalies that started and ended, logs them, and publishes the marks.
   void Record(double now_s, const telemetry::AnomalyChanges& changes);
   void Prune(double now_s);
+  /// Writes the dcgm-exporter job mapping files that changed (telemetry.hpc_job_mapping_dir).
+  void WriteJobMapping();
 
   Sampler sampler_;
   std::unique_ptr<GpuBackend> backend_;
@@ -98,6 +100,7 @@ class SamplerThread {
   std::vector<std::uint64_t> wait_buckets_;  ///< cumulative counts per kWaitBucketsS, +Inf last
   double wait_sum_s_ = 0;
 
+  std::map<std::string, std::string> mapping_written_;  ///< job mapping files as last written, by name
   std::map<std::string, std::int64_t> event_ids_;  ///< stored event of each current anomaly, by key
 
   mutable std::mutex mu_;

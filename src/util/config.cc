@@ -158,6 +158,13 @@ Status LoadTelemetry(const std::string& path, const toml::table& telemetry, Conf
       {"keep_records", &config.telemetry_keep_records_s, 86400, 3650 * 86400.0, "from \"1d\" to \"3650d\""},
   };
   for (auto&& [key, node] : telemetry) {
+    if (key == "hpc_job_mapping_dir") {
+      auto text = node.value<std::string>();
+      if (!text || text->empty() || (*text)[0] != '/')
+        return Bad(path, node.source(), "telemetry.hpc_job_mapping_dir must be an absolute path, like \"/run/gpulane/jobs\"");
+      config.telemetry_hpc_job_mapping_dir = *text;
+      continue;
+    }
     if (key == "enabled") {
       auto flag = node.value<bool>();
       if (!flag) return Bad(path, node.source(), "telemetry.enabled must be true or false");
@@ -169,7 +176,7 @@ Status LoadTelemetry(const std::string& path, const toml::table& telemetry, Conf
       if (key == candidate.key) d = &candidate;
     if (!d)
       return Bad(path, node.source(),
-                 fmt::format("unknown key telemetry.{} (known: enabled, interval, keep_10s, keep_1m, keep_records)", key.str()));
+                 fmt::format("unknown key telemetry.{} (known: enabled, interval, keep_10s, keep_1m, keep_records, hpc_job_mapping_dir)", key.str()));
     auto text = node.value<std::string>();
     auto seconds = text ? ParseDurationS(*text) : Result<double>(MakeError(ErrorKind::kInvalidArgument, "not a string"));
     if (!seconds || !std::isfinite(*seconds) || *seconds < d->min_s || *seconds > d->max_s)

@@ -78,6 +78,10 @@ struct Config {
   double telemetry_keep_10s_s = 86400;            ///< telemetry.keep_10s: 10-second history rows are kept this long
   double telemetry_keep_1m_s = 30 * 86400;        ///< telemetry.keep_1m: 1-minute rows
   double telemetry_keep_records_s = 365 * 86400;  ///< telemetry.keep_records: jobs' usage records and events
+  /// telemetry.hpc_job_mapping_dir: where the sampler writes dcgm-exporter's job mapping files (one
+  /// per GPU, named by NVML index, "<index>.<GPU instance>" for a MIG device, holding the ids of the
+  /// jobs on it, one a line); "" = none.
+  std::string telemetry_hpc_job_mapping_dir;
   /// [anomaly]: the thresholds of the anomaly rules (telemetry/anomaly.h, docs/config.md "Anomalies").
   double anomaly_idle_util_pct = 5;
   double anomaly_idle_after_s = 600;

@@ -1,6 +1,7 @@
 // The daemon's sampler through the real binary and the fake NVML (issue 11, items 1, 2 and 5): a
 // `gpulane run` job's use is metered while it runs (history, metrics), printed when it ends and
 // kept for `gpulane report`; a queued job's log ends with its usage line; telemetry can be off.
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -99,6 +100,30 @@ TEST(DaemonTelemetry, ARunJobsUseIsMeteredWhileItRunsPrintedAtItsEndAndReported)
   ASSERT_EQ(csv.exit_code, 0) << csv.err;
   EXPECT_TRUE(Contains(csv.out, "gpu,jobs,gpu_hours,")) << csv.out;
   EXPECT_TRUE(Contains(csv.out, "0 " + d.machine().state()["devices"][0]["uuid"].get<std::string>() + ",1,")) << csv.out;
+}
+
+TEST(DaemonTelemetry, DcgmExportersJobMappingFilesNameTheJobsOnEachGpu) {
+  DaemonOptions options;
+  options.state = BusyGpu0();
+  char folder[] = "/tmp/gpulane-job-mapping-XXXXXX";
+  ASSERT_NE(mkdtemp(folder), nullptr);
+  const fs::path mapping = folder;
+  struct Remove {
+    fs::path p;
+    ~Remove() { fs::remove_all(p); }
+  } remove{mapping};
+  options.config = std::string(kFastSampler) + fmt::format("hpc_job_mapping_dir = \"{}\"\n", mapping.string());
+  TestDaemon d(options);
+  const fs::path gate = d.work() / "gate";
+  const std::int64_t id = d.Submit({"--gpus", "1", "--", "sh", "-c", fmt::format("while [ ! -e {} ]; do sleep 0.05; done", gate.string())});
+  ASSERT_TRUE(d.WaitForState(id, "running"));
+  // GPU 1 (NVML index 1) holds the job; GPU 0 nothing: an empty file.
+  EXPECT_TRUE(Eventually([&] { return ReadFile(mapping / "1") == std::to_string(id) + "\n"; }, 30)) << ReadFile(mapping / "1");
+  EXPECT_TRUE(fs::exists(mapping / "0"));
+  EXPECT_EQ(ReadFile(mapping / "0"), "");
+  Touch(gate);
+  ASSERT_TRUE(d.WaitForState(id, "completed"));
+  EXPECT_TRUE(Eventually([&] { return ReadFile(mapping / "1").empty(); }, 30)) << "the job has ended";
 }
 
 TEST(DaemonTelemetry, AQueuedJobsLogEndsWithItsUsageLine) {
