@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <ctime>
 #include <fmt/format.h>
 #include <memory>
 
@@ -17,6 +18,7 @@
 #include "proto/telemetry_json.h"
 #include "telemetry/job_usage.h"
 #include "cli/request_options.h"
+#include "daemon/job_notify.h"
 #include "daemon/paths.h"
 #include "gpu/visible_devices.h"
 #include "lease/waiter.h"
@@ -30,7 +32,7 @@ namespace {
 
 struct RunOptions {
   RequestOptions request;
-  std::string timeout, kill_grace;
+  std::string timeout, kill_grace, notify;
   bool no_wait = false, uuid = false, quiet = false;
   // Given on the command line: an empty value ("--timeout ''") is an error, not "not given".
   bool timeout_given = false, kill_grace_given = false;
@@ -78,6 +80,18 @@ int RunRun(const RunOptions& o) {
   job.job.env = exec::CurrentEnvironment();
   job.uuids_in_env = o.uuid;
   job.stray_check_s = config->stray_check_s;
+  // --notify: end and fail when the job ends, anomalies (the daemon's, by job id) while it runs.
+  std::optional<daemon::NotifiedJob> notified;
+  if (!o.notify.empty()) {
+    auto target = NotifyTargetOf(o.notify, *config);
+    if (!target) return Fail(target.error());
+    notified.emplace();
+    notified->id = job.job_id;
+    notified->name = o.command.front();
+    notified->user = lease::UserNameOf(getuid());
+    notified->env = job.job.env;
+    notified->target = std::move(target).value();
+  }
   auto backend = OpenBackend();
   if (!backend) return Fail(backend.error());
   auto dir = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config->lease_dir));
@@ -100,6 +114,12 @@ int RunRun(const RunOptions& o) {
     return Status::Ok();
   };
   hooks.on_warning = [](const std::string& line) { Warn(line); };
+  std::optional<daemon::AnomalyNotifier> anomalies;
+  if (notified && Wants(notified->target, "anomaly")) {
+    anomalies.emplace(*notified, static_cast<double>(std::time(nullptr)));
+    hooks.on_running = [&] { anomalies->Poll(); };
+    job.running_hook_s = daemon::kAnomalyPollS;
+  }
   auto outcome = exec::RunLeasedJob(**backend, *dir, job, hooks);
   if (!outcome) return Fail(outcome.error());
   if (outcome->interrupted_by_signal) return 128 + outcome->interrupted_by_signal;
@@ -113,6 +133,8 @@ int RunRun(const RunOptions& o) {
                ran.leftovers_killed ? fmt::format(" ({} needed SIGKILL)", ran.leftovers_killed) : "");
   // What the daemon's sampler metered of the job (nothing without a daemon, or for a job shorter than
   // one sample).
+  if (notified) daemon::NotifyJobEnd(*notified, ran, outcome->partition_stop.has_value(),
+                                     outcome->partition_stop ? outcome->partition_stop->reason : "");
   if (!o.quiet && !ran.exec_failed && !outcome->lease_name.empty())
     if (auto record = proto::AskUsage(daemon::SnapshotSockets(), {{"lease", outcome->lease_name}}, 2.0); record && record->usage.samples > 0)
       fmt::print(stderr, "gpulane: {}\n", telemetry::UsageLine(job.job_id, record->usage));
@@ -135,6 +157,10 @@ void RegisterRun(CLI::App& app, Runner* run) {
   sub->add_option("--kill-grace", o->kill_grace, "Time between SIGTERM and SIGKILL for leftovers (default 10s)")
       ->type_name("DURATION");
   sub->add_flag("-q,--quiet", o->quiet, "No waiting status or clean-up notes on stderr");
+  sub->add_option("--notify", o->notify,
+                  "Tell me when the job ends, fails or has an anomaly (end, fail, anomaly): to notify.webhook and/or "
+                  "notify.command of your config")
+      ->type_name("EVENTS");
   sub->prefix_command();
   sub->allow_extras();
   sub->footer("Everything after the first argument that is not an option (or after --) is the command, run as given.");

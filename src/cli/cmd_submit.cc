@@ -25,7 +25,7 @@ namespace {
 
 struct SubmitOptions {
   RequestOptions request;
-  std::string name, after, after_any, array, output, error, kill_grace, idempotency_key, retry, preemptible;
+  std::string name, after, after_any, array, output, error, kill_grace, idempotency_key, retry, preemptible, notify;
   bool preemptible_given = false;  ///< --preemptible, with or without a value
   bool hold = false;
   std::vector<std::string> command;
@@ -109,6 +109,11 @@ int RunSubmit(const SubmitOptions& o) {
                                "GPULANE_PREEMPTED=1) or cancel", EscapeForTerminal(o.preemptible.substr(0, 40))));
     spec.request.preemptible = *preemptible;
   }
+  if (!o.notify.empty()) {
+    auto target = NotifyTargetOf(o.notify, *config);
+    if (!target) return Fail(target.error());
+    spec.notify = std::move(target).value();
+  }
   spec.output_path = o.output;
   spec.error_path = o.error;
   char cwd[4096];
@@ -162,6 +167,10 @@ void RegisterSubmit(CLI::App& app, Runner* run) {
       ->type_name("PATH");
   sub->add_option("-e,--error", o->error, "stderr log, appended to (default: with stdout)")->type_name("PATH");
   sub->add_option("--kill-grace", o->kill_grace, "Time between SIGTERM and SIGKILL for what the job leaves behind (default: run.kill_grace of the config, else 10s)")->type_name("DURATION");
+  sub->add_option("--notify", o->notify,
+                  "Tell me when the job ends, fails or has an anomaly (end, fail, anomaly; e.g. end,anomaly): "
+                  "to notify.webhook and/or notify.command of your config")
+      ->type_name("EVENTS");
   sub->add_option("--retry", o->retry,
                   "Run the job again when it fails (a non-zero exit, or it could not start), at most N times (0-100, "
                   "default 0); not after a cancel or a timeout. The job gets GPULANE_RETRY=0, 1, ...")

@@ -178,4 +178,20 @@ std::string HostName() {
   return buf;
 }
 
+Result<NotifyTarget> NotifyTargetOf(const std::string& events, const Config& config) {
+  auto parsed = ParseNotifyEvents(events);
+  if (!parsed) return parsed.error();
+  NotifyTarget target;
+  target.events = std::move(parsed).value();
+  target.webhook = config.notify_webhook;
+  target.format = config.notify_format;
+  target.command = config.notify_command;
+  if (target.empty())
+    return MakeError(ErrorKind::kInvalidArgument,
+                     fmt::format("--notify {}: nowhere to send it: set notify.webhook (an http(s) URL) and/or notify.command "
+                                 "in ~/.config/gpulane/config.toml ([notify] table)",
+                                 events));
+  return target;
+}
+
 }  // namespace gpulane::cli

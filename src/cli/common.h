@@ -12,6 +12,8 @@
 #include "gpu/backend.h"
 #include "gpu/visible_devices.h"
 #include "lease/lease_dir.h"
+#include "util/config.h"
+#include "util/notify_target.h"
 #include "util/result.h"
 
 namespace gpulane::cli {
@@ -25,6 +27,11 @@ void PrintDiagnostic(std::string_view level, std::string_view message);
 int Fail(const Error& error);
 /// Prints "gpulane: warning: <message>" on stderr (PrintDiagnostic).
 void Warn(const std::string& message);
+
+/// The notification target of --notify EVENTS with [notify] of `config` (the user's settings over
+/// the machine's). Errors: kInvalidArgument for an unknown event, or when neither notify.webhook nor
+/// notify.command is set (the message says where to set them).
+Result<NotifyTarget> NotifyTargetOf(const std::string& events, const Config& config);
 
 /// The job ids of a command line ("12", "12_3", "12_[1-3,7]"; a word may hold several separated by
 /// commas), checked with the one parser of the notation (store/job_id.h) and passed on as written.

@@ -19,6 +19,7 @@
 #include "daemon/paths.h"
 #include "exec/job_log.h"
 #include "exec/leased_job.h"
+#include "daemon/job_notify.h"
 #include "proto/snapshot_source.h"
 #include "proto/telemetry_json.h"
 #include "telemetry/job_usage.h"
@@ -153,6 +154,19 @@ void AppendUsageLine(const store::Job& job, const store::JobLogs& logs, const st
     fmt::print(stderr, "gpulane _supervise: job {}: {} (not in its log: {})\n", job.id, line, appended.error().message);
 }
 
+// The job as its notifications name it.
+NotifiedJob NotifiedOf(const store::Job& job, const store::JobLogs& logs) {
+  NotifiedJob n;
+  n.id = store::JobIdText(job);
+  n.name = job.spec.name;
+  n.user = job.user;
+  n.log_path = logs.stderr_path.empty() ? logs.stdout_path : logs.stderr_path;
+  if (geteuid() == 0) n.uid = job.uid, n.gid = job.gid;
+  n.env = job.spec.env;
+  n.target = *job.spec.notify;
+  return n;
+}
+
 void RecordOutcome(const Result<exec::LeasedJobOutcome>& outcome, sched::Preemptible preemptible, SupervisorStatus& status) {
   if (!outcome) {
     status.reason = outcome.error().message;
@@ -276,7 +290,17 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
     if (!appended.ok())
       fmt::print(stderr, "gpulane _supervise: job {}: {} (not in its log: {})\n", job->id, line, appended.error().message);
   }
+  // --notify anomaly: the daemon's anomalies of this job, asked for every few seconds while it runs.
+  std::optional<AnomalyNotifier> anomalies;
+  if (job->spec.notify && Wants(*job->spec.notify, "anomaly")) {
+    anomalies.emplace(NotifiedOf(*job, job->logs), Now() - 60);
+    hooks.on_running = [&] {
+      anomalies->SetLog(NotifiedOf(*job, status.logs).log_path);
+      anomalies->Poll();
+    };
+  }
   exec::LeasedJob leased = MakeLeasedJob(*job, *config);
+  if (hooks.on_running) leased.running_hook_s = kAnomalyPollS;
   leased.stray_check_s = config->stray_check_s;
   leased.job.exec_mark_fd = *exec_mark;
   leased.job.on_forked = [](pid_t) { MaybeDieAt("forked"); };
@@ -286,7 +310,10 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
   if (!outcome && status.phase == "running" && !running_recorded) return 1;
   if (outcome && outcome->job && !outcome->job->exec_failed) AppendUsageLine(*job, status.logs, outcome->lease_name);
   RecordOutcome(outcome, job->spec.request.preemptible, status);
-  return Finish(files, status);
+  const int rc = Finish(files, status);
+  if (job->spec.notify && outcome && outcome->job)
+    NotifyJobEnd(NotifiedOf(*job, status.logs), *outcome->job, status.partition_stopped || status.preempted, status.reason);
+  return rc;
 }
 
 }  // namespace gpulane::daemon

@@ -152,15 +152,21 @@ Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir
   PreemptWatch preemption(backend, dir, grant->lease.name(), job.wait);
   const bool check_strays = hooks.on_warning && job.stray_check_s > 0;
   const bool check_preemption = job.wait.request.preemptible != sched::Preemptible::kNo && job.preempt_check_s > 0;
-  if (check_strays || check_preemption) {
-    spec.tick_s = check_strays && check_preemption ? std::min(job.stray_check_s, job.preempt_check_s)
-                  : check_strays                   ? job.stray_check_s
-                                                   : job.preempt_check_s;
-    double next_stray_s = MonotonicS() + job.stray_check_s;
-    spec.on_tick = [&, next_stray_s]() mutable {
+  const bool call_running = hooks.on_running && job.running_hook_s > 0;
+  if (check_strays || check_preemption || call_running) {
+    spec.tick_s = 1e9;
+    if (check_strays) spec.tick_s = std::min(spec.tick_s, job.stray_check_s);
+    if (check_preemption) spec.tick_s = std::min(spec.tick_s, job.preempt_check_s);
+    if (call_running) spec.tick_s = std::min(spec.tick_s, job.running_hook_s);
+    double next_stray_s = MonotonicS() + job.stray_check_s, next_running_s = MonotonicS() + job.running_hook_s;
+    spec.on_tick = [&, next_stray_s, next_running_s]() mutable {
       if (check_strays && MonotonicS() >= next_stray_s) {
         strays.Check();
         next_stray_s = MonotonicS() + job.stray_check_s;
+      }
+      if (call_running && MonotonicS() >= next_running_s) {
+        hooks.on_running();
+        next_running_s = MonotonicS() + job.running_hook_s;
       }
       return check_preemption && !preemption.reason() && preemption.Check();
     };

@@ -38,6 +38,8 @@ struct LeasedJob {
   /// kill grace, SIGKILL). The hand-over to the waiting job takes up to this long plus the job's
   /// own exit.
   double preempt_check_s = 1;
+  /// How often, while the job runs, LeasedJobHooks::on_running is called (seconds; 0: never).
+  double running_hook_s = 0;
 };
 
 /// Where the caller hears of progress.
@@ -53,6 +55,9 @@ struct LeasedJobHooks {
   std::function<void(const OpenedLogs&)> on_logs;
   /// A warning for the job's owner, one line (a process of the job on a GPU it did not lease).
   std::function<void(const std::string&)> on_warning;
+  /// Called every LeasedJob::running_hook_s while the job runs (the supervisor's anomaly
+  /// notifications); it must return quickly (the job runner's loop waits meanwhile).
+  std::function<void()> on_running;
 };
 
 /// How it went. Timings in seconds on the monotonic clock.

@@ -169,6 +169,7 @@ json SpecToJson(const JobSpec& s, bool with_env) {
             {"after_any", DepsToJson(s.after_any)}, {"output_path", BytesToJson(s.output_path)},
             {"error_path", BytesToJson(s.error_path)}, {"kill_grace_s", s.kill_grace_s}, {"retries", s.retries}};
   if (with_env) j["env"] = BytesListToJson(s.env);
+  if (s.notify) j["notify"] = NotifyTargetToJson(*s.notify);
   return j;
 }
 
@@ -206,6 +207,12 @@ Status SpecFromJson(const json& j, JobSpec* s, SpecLimits limits) {
     }
   } catch (const json::exception&) {
     return bad(types);
+  }
+  s->notify.reset();
+  if (auto it = j.find("notify"); it != j.end() && !it->is_null()) {
+    auto target = NotifyTargetFromJson(*it);
+    if (!target) return bad(target.error().message);
+    s->notify = std::move(target).value();
   }
   if (s->argv.empty()) return bad("argv is empty: give the command to run");
   // The kernel takes these as C strings: a NUL would cut the value short, so the job would not run

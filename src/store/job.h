@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sched/request.h"
+#include "util/notify_target.h"
 #include "store/job_id.h"
 
 namespace gpulane::store {
@@ -87,6 +88,8 @@ struct JobSpec {
   /// Runs again after a failure (a non-zero exit, or a command that could not be started), at most
   /// this many times (--retry N, 0 to kMaxRetries); never after a cancel or a timeout.
   int retries = 0;
+  /// Where its notifications go (submit --notify with the user's [notify]); nullopt: none.
+  std::optional<NotifyTarget> notify;
 };
 
 /// The log files a job's command writes to, as its supervisor opened them (exec::OpenedLogs).

@@ -287,10 +287,10 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
   }
   for (auto&& [key, node] : table) {
     if (key != "lease" && key != "run" && key != "daemon" && key != "partitions" && key != "sched" && key != "limits" &&
-        key != "shares" && key != "telemetry" && key != "anomaly")
+        key != "shares" && key != "telemetry" && key != "anomaly" && key != "notify")
       return Bad(path, node.source(),
                  fmt::format("unknown key {} (the sections are [lease], [run], [daemon], [sched], [limits], [shares], "
-                             "[telemetry], [anomaly], [partitions.NAME])",
+                             "[telemetry], [anomaly], [notify], [partitions.NAME])",
                              key.str()));
     if (!node.is_table()) return Bad(path, node.source(), fmt::format("{} must be a section: [{}]", key.str(), key.str()));
   }
@@ -338,6 +338,23 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
   }
   if (auto telemetry = table["telemetry"].as_table()) {
     if (Status s = LoadTelemetry(path, *telemetry, config); !s.ok()) return s;
+  }
+  if (auto notify = table["notify"].as_table()) {
+    for (auto&& [key, node] : *notify) {
+      std::string* target = key == "webhook" ? &config.notify_webhook
+                            : key == "format" ? &config.notify_format
+                            : key == "command" ? &config.notify_command
+                                               : nullptr;
+      if (!target) return Bad(path, node.source(), fmt::format("unknown key notify.{} (known: webhook, format, command)", key.str()));
+      auto text = node.value<std::string>();
+      if (!text) return Bad(path, node.source(), fmt::format("notify.{} must be a string", key.str()));
+      *target = *text;
+    }
+    if (!config.notify_webhook.empty() && config.notify_webhook.rfind("http://", 0) != 0 &&
+        config.notify_webhook.rfind("https://", 0) != 0)
+      return Bad(path, table["notify"]["webhook"].node()->source(), "notify.webhook must be an http:// or https:// URL");
+    if (config.notify_format != "json" && config.notify_format != "text")
+      return Bad(path, table["notify"]["format"].node()->source(), "notify.format must be \"json\" or \"text\"");
   }
   if (auto anomaly = table["anomaly"].as_table()) {
     if (Status s = LoadAnomaly(path, *anomaly, config); !s.ok()) return s;

@@ -82,6 +82,11 @@ struct Config {
   /// per GPU, named by NVML index, "<index>.<GPU instance>" for a MIG device, holding the ids of the
   /// jobs on it, one a line); "" = none.
   std::string telemetry_hpc_job_mapping_dir;
+  /// [notify]: where submit --notify and run --notify send (docs/config.md "Notifications"); a
+  /// user's own file sets them for her jobs.
+  std::string notify_webhook;           ///< notify.webhook: http(s) URL
+  std::string notify_format = "json";   ///< notify.format: "json" or "text"
+  std::string notify_command;           ///< notify.command: run with /bin/sh -c as the job's user
   /// [anomaly]: the thresholds of the anomaly rules (telemetry/anomaly.h, docs/config.md "Anomalies").
   double anomaly_idle_util_pct = 5;
   double anomaly_idle_after_s = 600;
