@@ -203,6 +203,7 @@ void Daemon::StartSampler() {
   a.ghost_after_s = config_.anomaly_ghost_after_s;
   a.throttle_after_s = config_.anomaly_throttle_after_s;
   a.xid_clear_after_s = config_.anomaly_xid_clear_after_s;
+  a.idle_cancel_after_s = config_.anomaly_idle_action == "cancel" ? config_.anomaly_idle_cancel_after_s : 0;
   sampler_ = std::make_unique<SamplerThread>(settings, std::move(backend).value(), std::move(leases),
                                              history ? std::move(history).value() : nullptr, clock_,
                                              [this](const std::string& line) { Log(line); });

@@ -390,7 +390,10 @@ void JobTable::ImportStatusOf(Job& job) {
                    : how == store::AttemptEnd::kTimeout ? JobState::kTimeout
                    : how == store::AttemptEnd::kCompleted ? JobState::kCompleted
                                                           : JobState::kFailed;
-    Finish(job, end, status->exit_code, status->reason, status->end_time.value_or(Now()));
+    // A cancel's own words (the daemon's idle cancel says why) where the supervisor has none.
+    const bool keep = end == JobState::kCancelled && status->reason.empty() && !job.reason.empty() &&
+                      job.reason.rfind("cancelling", 0) != 0;
+    Finish(job, end, status->exit_code, keep ? job.reason : status->reason, status->end_time.value_or(Now()));
     return;
   }
   if (!alive) {

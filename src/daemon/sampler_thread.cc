@@ -1,5 +1,6 @@
 #include "daemon/sampler_thread.h"
 
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -203,12 +204,43 @@ void SamplerThread::Record(double now_s, const telemetry::AnomalyChanges& change
     if (Status s = history_->AddEvent(e); s.ok()) event_ids_[a.key] = e.id;
     else log_(s.error().message);
   }
+  for (const auto& cancel : changes.cancels) {
+    log_(fmt::format("anomaly: job {} ({}) {}", cancel.job_id, cancel.user, cancel.message));
+    if (history_) {
+      store::Event e;
+      e.time_s = now_s;
+      e.kind = "idle_cancel";
+      e.job_id = cancel.job_id;
+      e.user = cancel.user;
+      e.message = fmt::format("job {} ({}) {}", cancel.job_id, cancel.user, cancel.message);
+      e.cleared_s = now_s;
+      if (Status s = history_->AddEvent(e); !s.ok()) log_(s.error().message);
+    }
+    // `gpulane run` (no queued job to cancel): SIGTERM to the process holding its lease, which
+    // forwards it to the job and ends as if interrupted.
+    auto live = sampler_.live().find(cancel.lease);
+    if (!cancel.job_id.empty() && cancel.job_id[0] == 'r') {
+      if (live != sampler_.live().end() && live->second.lease.holder > 1) kill(live->second.lease.holder, SIGTERM);
+      continue;
+    }
+    {
+      std::lock_guard lock(mu_);
+      cancels_.push_back(cancel);
+    }
+    const std::uint64_t one = 1;
+    (void)!write(event_fd_, &one, sizeof one);
+  }
   if (changes.started.empty() && changes.ended.empty()) return;
   Marks marks;
   marks.drained = sampler_.anomalies().Drained();
   for (const auto& [key, a] : sampler_.anomalies().current()) marks.anomalies[a.gpu_uuid].push_back(a.message);
   std::lock_guard lock(mu_);
   marks_ = std::move(marks);
+}
+
+std::vector<telemetry::IdleCancel> SamplerThread::TakeCancels() {
+  std::lock_guard lock(mu_);
+  return std::exchange(cancels_, {});
 }
 
 SamplerThread::Marks SamplerThread::CurrentMarks() const {

@@ -66,6 +66,9 @@ class SamplerThread {
     std::map<std::string, std::vector<std::string>> anomalies;
   };
   Marks CurrentMarks() const;
+  /// Queued jobs to cancel because they stayed idle (anomaly.idle_action = "cancel"), by job id
+  /// with the reason, since the last call (`gpulane run` jobs the thread stops itself).
+  std::vector<telemetry::IdleCancel> TakeCancels();
 
  private:
   struct Question {
@@ -105,6 +108,7 @@ class SamplerThread {
 
   mutable std::mutex mu_;
   Marks marks_;
+  std::vector<telemetry::IdleCancel> cancels_;
   std::condition_variable wake_;
   std::deque<Question> questions_;
   std::vector<Answer> answers_;

@@ -20,6 +20,10 @@
 
 #include "daemon/daemon.h"
 
+#include <signal.h>
+
+#include <cstdlib>
+
 namespace gpulane::daemon {
 namespace {
 
@@ -214,6 +218,18 @@ void Daemon::TakeParsed() {
 }
 
 void Daemon::TakeTelemetry() {
+  // Jobs idle past their warning and the grace (anomaly.idle_action = "cancel"): as `gpulane cancel`.
+  for (const telemetry::IdleCancel& cancel : sampler_->TakeCancels()) {
+    char* end = nullptr;
+    const std::int64_t id = std::strtoll(cancel.job_id.c_str(), &end, 10);
+    auto it = jobs_->active().find(id);
+    if (end == cancel.job_id.c_str() || it == jobs_->active().end() || store::IsFinished(it->second.state)) continue;
+    store::Job& job = it->second;
+    jobs_->RequestCancel(job.id);
+    job.reason = cancel.message;
+    if (job.supervisor_pid) kill(*job.supervisor_pid, SIGTERM);
+    MarkDirty(job);
+  }
   for (SamplerThread::Answer& answer : sampler_->Take()) {
     auto it = connections_.find(answer.fd);
     if (it == connections_.end() || it->second.serial != answer.serial) continue;  // closed meanwhile

@@ -133,6 +133,15 @@ void AnomalyDetector::ObserveJob(AnomalyChanges& changes, double now_s, const Jo
   idle.message = fmt::format("{} has used GPU {} under {:g} % for {}: data loading, a hang, or a session left open?",
                              Who(j), j.gpu_index, s_.idle_util_pct, FormatSeconds(s_.idle_after_s));
   Hold(changes, now_s, t.idle, j.util_pct && *j.util_pct < s_.idle_util_pct, s_.idle_after_s, idle);
+  if (s_.idle_cancel_after_s > 0 && t.idle.since_s && !t.cancel_asked &&
+      now_s - *t.idle.since_s >= s_.idle_after_s + s_.idle_cancel_after_s) {
+    t.cancel_asked = true;
+    changes.cancels.push_back({j.job_id, j.lease, j.user,
+                               fmt::format("cancelled: GPU {} idle (under {:g} %) for {}, past its warning and the {} "
+                                           "anomaly.idle_cancel_after allows",
+                                           j.gpu_index, s_.idle_util_pct, FormatSeconds(now_s - *t.idle.since_s),
+                                           FormatSeconds(s_.idle_cancel_after_s))});
+  }
 
   Anomaly stuck = base;
   stuck.kind = "stuck";

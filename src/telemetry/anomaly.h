@@ -33,6 +33,9 @@ struct AnomalySettings {
   double ghost_after_s = 120;
   double throttle_after_s = 60;
   double xid_clear_after_s = 600;
+  /// anomaly.idle_action = "cancel": a job whose GPU stays idle this long after its idle warning is
+  /// cancelled; 0 (idle_action = "warn", the default): only warned about.
+  double idle_cancel_after_s = 0;
 };
 
 /// One job's view of one of its GPUs at a sample.
@@ -73,10 +76,19 @@ struct Anomaly {
   bool drains = false;   ///< the GPU takes no new jobs while this lasts
 };
 
+/// A job to cancel because it stayed idle past its warning and the grace (idle_cancel_after_s).
+struct IdleCancel {
+  std::string job_id;
+  std::string lease;     ///< the lease's name
+  std::string user;
+  std::string message;   ///< the reason, for the job's record and the event
+};
+
 /// What one sample changed.
 struct AnomalyChanges {
   std::vector<Anomaly> started;
   std::vector<std::string> ended;  ///< keys of anomalies that are over
+  std::vector<IdleCancel> cancels;
 };
 
 class AnomalyDetector {
@@ -99,6 +111,7 @@ class AnomalyDetector {
     std::optional<std::uint64_t> stuck_memory;
     std::deque<std::pair<double, std::uint64_t>> memory;  ///< (time, bytes), one a minute at most, over the leak window
     std::set<std::string> foreign_seen;  ///< foreign processes of the previous sample (raised once seen twice)
+    bool cancel_asked = false;           ///< its idle cancel was given once
     double seen_s = 0;
   };
   struct GpuTrack {

@@ -208,15 +208,23 @@ Status LoadAnomaly(const std::string& path, const toml::table& anomaly, Config& 
       {"ghost_after", Kind::kDuration, &config.anomaly_ghost_after_s, nullptr, 1, 86400, "a duration from \"1s\" to \"1d\""},
       {"throttle_after", Kind::kDuration, &config.anomaly_throttle_after_s, nullptr, 1, 86400, "a duration from \"1s\" to \"1d\""},
       {"xid_clear_after", Kind::kDuration, &config.anomaly_xid_clear_after_s, nullptr, 1, 7 * 86400, "a duration from \"1s\" to \"7d\""},
+      {"idle_cancel_after", Kind::kDuration, &config.anomaly_idle_cancel_after_s, nullptr, 1, 30 * 86400, "a duration from \"1s\" to \"30d\""},
   };
   for (auto&& [name, node] : anomaly) {
+    if (name == "idle_action") {
+      auto text = node.value<std::string>();
+      if (!text || (*text != "warn" && *text != "cancel"))
+        return Bad(path, node.source(), "anomaly.idle_action must be \"warn\" or \"cancel\"");
+      config.anomaly_idle_action = *text;
+      continue;
+    }
     const Key* key = nullptr;
     for (const auto& k : keys)
       if (name == k.name) key = &k;
     if (!key)
       return Bad(path, node.source(),
                  fmt::format("unknown key anomaly.{} (known: idle_util, idle_after, stuck_util, stuck_after, leak_window, "
-                             "leak_min_growth, ghost_min, ghost_after, throttle_after, xid_clear_after)",
+                             "leak_min_growth, ghost_min, ghost_after, throttle_after, xid_clear_after, idle_action, idle_cancel_after)",
                              name.str()));
     const auto bad = [&] { return Bad(path, node.source(), fmt::format("anomaly.{} must be {}", name.str(), key->range)); };
     if (key->kind == Kind::kPercent) {

@@ -98,6 +98,8 @@ struct Config {
   double anomaly_ghost_after_s = 120;
   double anomaly_throttle_after_s = 60;
   double anomaly_xid_clear_after_s = 600;
+  std::string anomaly_idle_action = "warn";  ///< "warn", or "cancel" (after idle_cancel_after more)
+  double anomaly_idle_cancel_after_s = 7200;
 };
 
 /// The names [sched] policy accepts, as sched::PolicyName spells them (a unit test checks the two

@@ -107,5 +107,19 @@ TEST(DaemonAnomaly, AnIdleLeasedGpuAForeignProcessOnItAndGhostMemoryAreRaisedAnd
   EXPECT_TRUE(HasKind(d, "ghost"));
 }
 
+TEST(DaemonAnomaly, WithIdleActionCancelAQueuedJobIdlePastTheGraceIsCancelledSayingWhy) {
+  DaemonOptions options;
+  options.config = "[telemetry]\ninterval = \"100ms\"\n[anomaly]\nidle_after = \"1s\"\nidle_action = \"cancel\"\n"
+                   "idle_cancel_after = \"1s\"\n";
+  TestDaemon d(options);
+  const std::int64_t id = d.Submit({"--gpus", "0", "--", "sleep", "60"});
+  ASSERT_TRUE(d.WaitForState(id, "running"));
+  ASSERT_TRUE(d.WaitForState(id, "cancelled")) << d.Log();
+  json job = d.Show(id);
+  EXPECT_TRUE(Contains(job.value("reason", ""), "idle (under 5 %)")) << job.dump(2);
+  RunResult events = d.Gpulane({"events"});
+  EXPECT_TRUE(Contains(events.out, "idle_cancel")) << events.out;
+}
+
 }  // namespace
 }  // namespace gpulane::test

@@ -168,3 +168,28 @@ TEST(Anomaly, ALostGpuIsDrainedWhileItFailsAndAJobsAnomaliesEndWithTheJob) {
 
 }  // namespace
 }  // namespace gpulane::telemetry
+
+namespace gpulane::telemetry {
+namespace {
+
+TEST(Anomaly, WithIdleActionCancelAJobIdlePastItsWarningAndTheGraceIsCancelledOnce) {
+  AnomalySettings s;
+  s.idle_after_s = 600;
+  s.idle_cancel_after_s = 3600;
+  AnomalyDetector d(s);
+  std::size_t cancels = 0;
+  for (double t = 0; t < 4200; t += 60) cancels += d.Observe(t, {Gpu()}, {Job(1)}).cancels.size();
+  EXPECT_EQ(cancels, 0u) << "warned at 10 min, not yet 70 min";
+  auto c = d.Observe(4200, {Gpu()}, {Job(1)});
+  ASSERT_EQ(c.cancels.size(), 1u);
+  EXPECT_EQ(c.cancels[0].job_id, "12");
+  EXPECT_EQ(c.cancels[0].message, "cancelled: GPU 1 idle (under 5 %) for 1h 10m, past its warning and the 1h 00m "
+                                  "anomaly.idle_cancel_after allows");
+  EXPECT_TRUE(d.Observe(4260, {Gpu()}, {Job(1)}).cancels.empty()) << "once";
+
+  AnomalyDetector warn_only(AnomalySettings{});
+  for (double t = 0; t < 86400; t += 600) EXPECT_TRUE(warn_only.Observe(t, {Gpu()}, {Job(1)}).cancels.empty());
+}
+
+}  // namespace
+}  // namespace gpulane::telemetry
