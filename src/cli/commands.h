@@ -26,5 +26,6 @@ void RegisterJobCommands(CLI::App& app, Runner* run);
 void RegisterSimulate(CLI::App& app, Runner* run);
 void RegisterShare(CLI::App& app, Runner* run);
 void RegisterReport(CLI::App& app, Runner* run);
+void RegisterTop(CLI::App& app, Runner* run);
 
 }  // namespace gpulane::cli

@@ -34,6 +34,7 @@ constexpr Family kFamilies[] = {
     {gpulane::cli::RegisterSimulate, {"simulate"}},
     {gpulane::cli::RegisterShare, {"share"}},
     {gpulane::cli::RegisterReport, {"report"}},
+    {gpulane::cli::RegisterTop, {"top"}},
 };
 
 // Registers the subcommand `first` (the first argument) names, alone: building every option of
