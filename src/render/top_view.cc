@@ -340,7 +340,7 @@ std::vector<std::string> RenderTop(const TopModel& m, const TopUi& ui, const Top
                                    std::size_t height) {
   if (width == 0 || height == 0) return {};
   std::vector<Line> top{HeaderLine(m, ui)};
-  for (const std::string& note : m.notes) top.push_back({{note, kYellow}});
+  for (const std::string& note : m.notes) top.push_back({{Theirs(note), kYellow}});  // they quote the daemon
   const std::size_t footer = 1;
   const std::size_t above = std::min(top.size(), height - footer);
   top.resize(above);

@@ -72,7 +72,7 @@ struct TopModel {
   bool has_history = false;                  ///< the daemon's sampler gave history: sparklines
   double span_s = 300;                       ///< sparklines cover [now_s - span_s, now_s]
   double sample_interval_s = 1;              ///< the sampler's interval (a sparkline cell holds a reading that long)
-  std::vector<std::string> notes;            ///< one line each, under the header (gpulane's own words)
+  std::vector<std::string> notes;            ///< one line each, under the header (they may quote the daemon: escaped)
   double refresh_s = 1;                      ///< how often the screen is refreshed, seconds
 };
 

@@ -146,7 +146,7 @@ TEST(TopView, HostileNamesAreEscapedAndNoColorMeansNoEscapeCodesAtAll) {
   m.processes[0].job_id = "12\r";
   m.jobs[0].name = "train\x1b[?1049l";
   m.jobs[0].where = "GPU0\n";
-  m.notes = {"a note"};
+  m.notes = {"warning: job 17 cannot be read from the job store: \x1b]0;x\x07"};
   for (bool unicode : {true, false}) {
     const std::string text = Joined(RenderTop(m, {}, {false, unicode}, 200, 40));
     EXPECT_EQ(text.find('\x1b'), std::string::npos) << text;
