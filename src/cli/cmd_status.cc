@@ -12,6 +12,7 @@
 #include "util/timing.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/status_watch.h"
 #include "util/exit_codes.h"
 #include "lease/lease_dir.h"
 #include "lease/occupancy.h"
@@ -88,7 +89,8 @@ void SleepUnlessStopped(double seconds) {
   }
 }
 
-int Watch(GpuBackend& backend, const StatusOptions& o, double interval_s) {
+// Redraws every `interval_s` until a stop signal, or until `frames` were written (0: no limit).
+int Watch(GpuBackend& backend, const StatusOptions& o, double interval_s, long frames = 0) {
   struct sigaction sa {};
   sa.sa_handler = OnStopSignal;
   sigaction(SIGINT, &sa, nullptr);
@@ -114,6 +116,7 @@ int Watch(GpuBackend& backend, const StatusOptions& o, double interval_s) {
     std::fwrite(frame.data(), 1, frame.size(), stdout);
     std::fflush(stdout);
     first = false;
+    if (frames > 0 && --frames == 0) break;
     SleepUnlessStopped(interval_s);
   }
   return kExitOk;
@@ -141,6 +144,15 @@ int RunStatus(const StatusOptions& o) {
 }
 
 }  // namespace
+
+int WatchStatus(double interval_s, long frames, const std::string& color) {
+  auto backend = OpenBackend();
+  if (!backend) return Fail(backend.error());
+  StatusOptions o;
+  o.watch_given = true;
+  o.color = color;
+  return Watch(**backend, o, interval_s, frames);
+}
 
 void RegisterStatus(CLI::App& app, Runner* run) {
   auto o = std::make_shared<StatusOptions>();

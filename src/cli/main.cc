@@ -35,6 +35,7 @@ constexpr Family kFamilies[] = {
     {gpulane::cli::RegisterShare, {"share"}},
     {gpulane::cli::RegisterReport, {"report"}},
     {gpulane::cli::RegisterEvents, {"events"}},
+    {gpulane::cli::RegisterTop, {"top"}},
 };
 
 // Registers the subcommand `first` (the first argument) names, alone: building every option of

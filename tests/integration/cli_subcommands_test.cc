@@ -14,7 +14,7 @@ namespace gpulane::test {
 namespace {
 
 const std::vector<std::string> kSubcommands = {"status", "pick",    "run",  "submit", "queue", "show",
-                                               "cancel", "hold", "release", "wait", "logs",  "daemon"};
+                                               "cancel", "hold", "release", "wait", "logs",  "daemon", "top"};
 
 TEST(CliSubcommands, HelpListsEveryOne) {
   FakeMachine machine(RecordedH200x2(UnusedPid()));
