@@ -400,7 +400,7 @@ void JobTable::ImportStatusOf(Job& job) {
     // Nobody holds the lock: neither the supervisor nor its child before the exec is left, and
     // what the files say now is final (DecideLostSupervisor).
     const bool running = status && status->phase == "running";
-    switch (DecideLostSupervisor(status, running && files.ExecMarked(), job.state == JobState::kRunning)) {
+    switch (DecideLostSupervisor(status, files.ExecMarked(), job.state == JobState::kRunning)) {
       case LostSupervisorAction::kCollect:  // "done" was collected above
         return;
       case LostSupervisorAction::kFail:  // it may have run: never start it again
