@@ -93,9 +93,19 @@ void JobTable::CountUser(const Job& job, int change) {
   ActiveUser& u = active_users_[job.user];
   if (change > 0) {
     if (u.jobs++ == 0) u.uid = job.uid, u.gid = job.gid;
-  } else if (--u.jobs == 0) {
-    active_users_.erase(job.user);
+    auto& ids = ids_of_uid_[job.uid];
+    ids.emplace_hint(ids.end(), job.id);  // ids grow: usually the end
+  } else {
+    if (--u.jobs == 0) active_users_.erase(job.user);
+    if (auto it = ids_of_uid_.find(job.uid); it != ids_of_uid_.end() && it->second.erase(job.id) && it->second.empty())
+      ids_of_uid_.erase(it);
   }
+}
+
+const std::set<std::int64_t>& JobTable::IdsOfUid(std::uint32_t uid) const {
+  static const std::set<std::int64_t> none;
+  auto it = ids_of_uid_.find(uid);
+  return it == ids_of_uid_.end() ? none : it->second;
 }
 
 void JobTable::Add(Job job) {
