@@ -18,10 +18,19 @@ bool Holds(const LeaseRecord& lease, const std::string& uuid) {
 // owns processes through its job's process group alone). A "pid" written in the file is only its
 // owner's word: the common ancestor of other users' processes (sshd, a shell's parent) is no
 // supervisor of hers.
+//
+// Or the holder's parent, when the file names it and it is the lease owner's process: a lease held
+// for the process that started its holder (`gpulane _lease`, what the Python package's lease()
+// runs: the Python process and its children are the job). Still only the owner's processes count
+// (OwnerOf), so naming one's own parent gives nothing of anybody else's.
 std::uint32_t AnchorOf(const LeaseRecord& lease, ProcessTable& table) {
   if (lease.holder <= 0 || lease.pid <= 1) return 0;
   const auto pid = static_cast<std::uint32_t>(lease.pid), holder = static_cast<std::uint32_t>(lease.holder);
-  return pid == holder || BelongsTo(table, pid, holder, 0) ? pid : 0;
+  if (pid == holder || BelongsTo(table, pid, holder, 0)) return pid;
+  const auto links = table.Links(holder);
+  const auto parent = table.Lookup(pid);
+  if (links && links->ppid == pid && parent && parent->uid == lease.uid) return pid;
+  return 0;
 }
 
 std::vector<std::uint32_t> AnchorsOf(const std::vector<LeaseRecord>& leases, ProcessTable& table) {
