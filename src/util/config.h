@@ -78,6 +78,11 @@ struct Config {
   double telemetry_keep_10s_s = 86400;            ///< telemetry.keep_10s: 10-second history rows are kept this long
   double telemetry_keep_1m_s = 30 * 86400;        ///< telemetry.keep_1m: 1-minute rows
   double telemetry_keep_records_s = 365 * 86400;  ///< telemetry.keep_records: jobs' usage records and events
+  /// [web] (the daemon's gpulane-web: /metrics and the dashboard, docs/config.md "Web"; util/web_config.h).
+  std::string web_listen = "127.0.0.1:9470";      ///< web.listen: "HOST:PORT", or "off"
+  bool web_show_commands = false;                 ///< web.show_commands: command lines shown over HTTP
+  std::vector<std::string> web_allowed_hosts;     ///< web.allowed_hosts: more Host header names answered
+  std::vector<std::string> web_peers;             ///< web.peers: other servers' URLs shown beside this one
 };
 
 /// The names [sched] policy accepts, as sched::PolicyName spells them (a unit test checks the two
