@@ -173,6 +173,11 @@ Status Daemon::Setup() {
   Status listening = OpenSocket();
   launcher_->CloseInChild({lock_fd_, listen_fd_, spare_fd_});
   launcher_->ChildFileLimit(started_file_limit_);
+  if (listening.ok()) {
+    web_ = MakeWebChild(config_, paths_, std::string(exe, static_cast<std::size_t>(n)), {lock_fd_, listen_fd_, spare_fd_},
+                        [this](const std::string& line) { Log(line); });
+    if (web_) web_->Start(clock_.MonotonicS());
+  }
   return listening;
 }
 
@@ -259,6 +264,7 @@ int Daemon::Run() {
   while (!arrays_.empty())
     if (RunGuarded("storing arrays", [&] { StoreArrayParts(3600); }, log)) FailArrays();
   RunGuarded("writing replies", [&] { WriteAndClose(); }, log);
+  web_.reset();  // stops gpulane-web
   unlink(paths_.socket.c_str());
   Log("stopped; running jobs go on under their supervisors");
   return 0;
