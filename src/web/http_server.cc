@@ -26,7 +26,7 @@ namespace {
 using nlohmann::json;
 
 constexpr const char* kMetricsType = "text/plain; version=0.0.4; charset=utf-8";
-constexpr std::size_t kMaxBodyBytes = 64 << 10;  ///< a GET has no use for a body; refused beyond (413)
+constexpr std::size_t kMaxBodyBytes = 64 << 10;  ///< cpp-httplib reads no body of a GET or HEAD and the guard refuses the rest: a bound all the same
 
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 

@@ -8,6 +8,7 @@
 
 #include <cctype>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 namespace gpulane::test {
@@ -20,6 +21,19 @@ bool WaitFor(int fd, short events, double deadline) {
   if (left <= 0) return false;
   pollfd p{fd, events, 0};
   return poll(&p, 1, static_cast<int>(left * 1000) + 1) > 0;
+}
+
+// Whether `raw` holds a whole response: its head and Content-Length bytes of body (none for HEAD).
+// A server may keep the connection open after answering (cpp-httplib does after a 414).
+bool Complete(const std::string& raw, const std::string& method) {
+  const auto head_end = raw.find("\r\n\r\n");
+  if (head_end == std::string::npos) return false;
+  std::string head = raw.substr(0, head_end);
+  for (char& c : head) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const auto length = head.find("\r\ncontent-length:");
+  if (length == std::string::npos) return false;  // read to the end
+  if (method == "HEAD") return true;
+  return raw.size() - head_end - 4 >= std::strtoull(head.c_str() + length + 17, nullptr, 10);
 }
 
 void Parse(const std::string& raw, HttpResponse& r) {
@@ -73,7 +87,7 @@ HttpResponse HttpRequest(int port, const std::string& method, const std::string&
   }
   std::string raw;
   char buf[65536];
-  while (WaitFor(fd, POLLIN, deadline)) {
+  while (!Complete(raw, method) && WaitFor(fd, POLLIN, deadline)) {
     const ssize_t n = recv(fd, buf, sizeof buf, 0);
     if (n <= 0) break;
     raw.append(buf, static_cast<std::size_t>(n));
