@@ -1,5 +1,6 @@
 #include "web/api.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 
@@ -179,6 +180,21 @@ Result<json> ReportRequest(const Query& query, double now_s) {
   }
   if (auto it = query.find("user"); it != query.end() && !it->second.empty()) req["user"] = it->second;
   return req;
+}
+
+json ThinPoints(const json& points, std::size_t max_points) {
+  json out = json::array();
+  if (!points.is_array() || points.empty() || max_points == 0) return out;
+  const std::size_t n = points.size();
+  const std::size_t kept = std::min(n, max_points);
+  for (std::size_t i = 0; i < kept; ++i) {
+    // Evenly spaced indices from the first to the last point.
+    const std::size_t at = kept == 1 ? n - 1 : i * (n - 1) / (kept - 1);
+    json p;
+    for (const char* key : {"t", "util_gpu_pct", "memory_used_bytes", "memory_total_bytes"}) Copy(points[at], p, key);
+    out.push_back(std::move(p));
+  }
+  return out;
 }
 
 int HttpStatusOf(ErrorKind kind) {

@@ -35,6 +35,12 @@ Result<nlohmann::json> HistoryRequest(const Query& query, double now_s);
 /// "1d", or `since_s`; `by`: user (default), job, gpu or day). Errors: kInvalidArgument, one line.
 Result<nlohmann::json> ReportRequest(const Query& query, double now_s);
 
+/// Points of a GPU's history (the daemon's history reply's "points") for a chart: at most
+/// `max_points`, evenly spaced through them (the last always kept), each with only `t`,
+/// `util_gpu_pct`, `memory_used_bytes` and `memory_total_bytes`. An hour at 1 s is 3,600 points a
+/// GPU; a chart a few hundred pixels wide shows no more than this.
+nlohmann::json ThinPoints(const nlohmann::json& points, std::size_t max_points);
+
 /// The HTTP status for a failure of kind `kind` (400, 404, 503, 502 or 500).
 int HttpStatusOf(ErrorKind kind);
 

@@ -124,6 +124,19 @@ TEST(WebApi, QueriesBecomeDaemonRequestsAndBadOnesAreOneLine) {
   EXPECT_FALSE(ReportRequest({{"by", "week"}}, 1));
 }
 
+TEST(WebApi, ChartPointsAreThinnedEvenlyToTheirFields) {
+  json points = json::array();
+  for (int i = 0; i < 3600; ++i) points.push_back({{"t", i}, {"util_gpu_pct", i % 100}, {"power_mw", 5}, {"memory_used_bytes", 7}});
+  json thin = ThinPoints(points, 600);
+  ASSERT_EQ(thin.size(), 600u);
+  EXPECT_EQ(thin.front()["t"], 0);
+  EXPECT_EQ(thin.back()["t"], 3599) << "the latest point is kept";
+  EXPECT_FALSE(thin[1].contains("power_mw")) << "only what the chart draws";
+  EXPECT_EQ(thin[1]["memory_used_bytes"], 7);
+  EXPECT_EQ(ThinPoints(json::array({{{"t", 1}}, {{"t", 2}}}), 600).size(), 2u) << "fewer points: all of them";
+  EXPECT_TRUE(ThinPoints(json::array(), 600).empty());
+}
+
 TEST(WebConfig, WebTableIsReadAndBadValuesNameKeyAndLine) {
   const auto dir = std::filesystem::temp_directory_path() / ("gpulane-web-config-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);

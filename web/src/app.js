@@ -22,28 +22,19 @@ function showError(message) {
   setText(e, message ? `⚠ ${message}` : '');
 }
 
-async function fillLastHour(status) {
-  if (!status.telemetry) return;  // the daemon's sampler is off: no history to ask for
-  await Promise.all(status.gpus.map(async (g) => {
-    const h = await getJson(`/api/v1/history?gpu=${g.index}&since=1h`);
-    cards.get(g.index)?.chart.add(h.points);
-  }));
-}
-
 async function refreshStatus() {
-  const status = await getJson('/api/v1/status');
+  // The first answer brings each GPU's last hour for its chart: drawn after one round trip.
+  const status = await (cards.size ? getJson('/api/v1/status') : getJson('/api/v1/status?history=1h', true));
   telemetry = status.telemetry;
   setText(document.getElementById('host'), status.hostname || 'gpulane');
   document.title = `${status.hostname || 'gpulane'} · gpulane`;
   const container = document.getElementById('gpus');
-  const fresh = [];
-  for (const g of status.gpus) {
-    if (!cards.has(g.index)) {
-      cards.set(g.index, new GpuCard(container, g));
-      fresh.push(g);
-    }
+  const fresh = status.gpus.filter((g) => !cards.has(g.index));
+  for (const g of fresh) cards.set(g.index, new GpuCard(container, g));
+  if (fresh.length) {
+    const width = Math.max(cards.get(fresh[0].index).chartBox.clientWidth, 300);
+    for (const g of fresh) cards.get(g.index).startChart(width, g.history);
   }
-  if (fresh.length) await fillLastHour({ ...status, gpus: fresh });
   for (const g of status.gpus) cards.get(g.index).update(g);
   const nowS = status.time_s ?? Date.now() / 1000;
   renderQueue(document.getElementById('queue'), document.getElementById('queue-empty'), status.queue, nowS);

@@ -29,7 +29,13 @@ export class GpuCard {
       el('div', { class: 'gpu-stats' }, this.temp, this.util, this.memory, this.power),
       this.utilBar, this.memBar, this.users, this.chartBox);
     parent.append(this.node);
-    this.chart = new LiveChart(this.chartBox, Math.max(this.chartBox.clientWidth, 300));
+    this.chart = null;
+  }
+
+  // The live chart, `width` pixels wide, drawn once with `points` (separate from the constructor:
+  // the page lays out every new card first and measures one, instead of one layout per card).
+  startChart(width, points) {
+    this.chart = new LiveChart(this.chartBox, width, points || []);
   }
 
   update(gpu) {

@@ -16,9 +16,11 @@ function memoryPct(p, totalBytes) {
 }
 
 export class LiveChart {
-  constructor(container, width) {
+  // Drawn once with `points` (the last hour), then extended by add().
+  constructor(container, width, points = []) {
     this.container = container;
     this.data = [[], [], []];
+    this.append(points);
     this.plot = new uPlot(
       { width, height: 120, series: SERIES, legend: { show: true },
         scales: { y: { range: [0, 100] } },
@@ -28,6 +30,12 @@ export class LiveChart {
 
   // Adds points (telemetry points: t, util_gpu_pct, memory_*), only those newer than the last one.
   add(points) {
+    if (!this.append(points)) return;
+    this.plot.setData(this.data);
+  }
+
+  // add() without drawing; whether anything was added.
+  append(points) {
     const [ts, util, mem] = this.data;
     let changed = false;
     for (const p of points) {
@@ -37,14 +45,14 @@ export class LiveChart {
       mem.push(memoryPct(p));
       changed = true;
     }
-    if (!changed) return;
+    if (!changed) return false;
     const oldest = ts[ts.length - 1] - WINDOW_S;
     let drop = 0;
     while (drop < ts.length && ts[drop] < oldest) drop++;
     if (drop) for (const a of this.data) a.splice(0, drop);
-    this.plot.setData(this.data);
     this.container.dataset.points = String(ts.length);
     this.container.dataset.lastUtil = String(util[util.length - 1] ?? '');
+    return true;
   }
 
   resize(width) {
