@@ -1,9 +1,9 @@
 // The dashboard in real headless Chromium (issue 11, item 6, "Tested as a user would"): Debian's
 // chromium driven by playwright-core (web/test/dashboard.mjs) against a daemon on three fake GPUs.
-// The page loads with no console error, shows every GPU, a GPU's live chart follows a change of the
-// fake NVML, and the queue shows a submitted job. scripts/setup.sh installs chromium, Node.js and
-// web/node_modules: when one is missing the test fails, naming it, unless GPULANE_SKIP_BROWSER_TESTS=1
-// says to skip it.
+// The page loads with no console error, shows every GPU, the queue shows a submitted job, history on
+// demand draws a chart, and a GPU's live chart follows a change of the fake NVML. scripts/setup.sh
+// installs chromium, Node.js and web/node_modules: when one is missing the test fails, naming it,
+// unless GPULANE_SKIP_BROWSER_TESTS=1 says to skip it.
 #include <unistd.h>
 
 #include <cstdlib>
@@ -53,6 +53,7 @@ TEST(WebDashboard, ChromiumShowsEveryGpuItsLiveChartAndTheQueue) {
   ASSERT_TRUE(r) << "the browser test did not end within 90 s: " << browser.OutSoFar() << browser.ErrSoFar();
   EXPECT_EQ(r->exit_code, 0) << r->out << r->err;
   for (const char* step : {"ok the page loads", "ok a card for each of the 3 GPUs", "ok the queue shows job",
+                           "ok history on demand draws GPU 0's last hour",
                            "ok GPU 1's chart and card follow the fake NVML to 87 %", "ok no console errors"})
     EXPECT_TRUE(Contains(r->out, step)) << step << "\n" << r->out << r->err;
 }

@@ -1,8 +1,8 @@
 // The dashboard in real headless Chromium (Debian's /usr/bin/chromium, driven by playwright-core):
 // run by the ctest test WebDashboard.* (tests/integration/web_dashboard_test.cc) against a daemon on
 // the fake NVML. Checks, each printed as "ok ..." (or "FAIL ...", exit 1): the page loads with no
-// console error, shows a card per GPU, GPU `--change-gpu`'s chart and card follow a change of the
-// fake NVML state file, and the queue shows job `--job`. Polls for every condition; never sleeps.
+// console error, shows a card per GPU, the queue shows job `--job`, history on demand draws a chart,
+// and GPU `--change-gpu`'s chart and card follow a change of the fake NVML state file. Polls for every condition; never sleeps.
 //
 //   node web/test/dashboard.mjs --url http://127.0.0.1:PORT/ --gpus N --job ID --state nvml.json
 //        [--change-gpu 1] [--screenshot out.png]
@@ -75,6 +75,14 @@ try {
     await row.waitFor({ timeout: TIMEOUT_MS });
     const text = await row.innerText();
     if (!text.includes('held')) throw new Error(`its row says '${text}'`);
+  });
+  await check('history on demand draws GPU 0\'s last hour', async () => {
+    await page.selectOption('#history-gpu', '0');
+    await page.selectOption('#history-range', '1h');
+    await page.click('#history-form button[type="submit"]');
+    await page.waitForFunction(() => /^[1-9][0-9]* points$/.test(document.getElementById('history-note').textContent),
+      null, { timeout: TIMEOUT_MS });
+    if (!(await page.locator('#history-chart canvas').count())) throw new Error('no chart drawn');
   });
   await check(`GPU ${changed}'s chart and card follow the fake NVML to 87 %`, async () => {
     setUtilization(opt.state, changed, 87);
