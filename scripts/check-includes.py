@@ -31,6 +31,8 @@ ALLOWED = {
     "exec": {"gpu", "lease", "os", "sched", "util", "telemetry"},
     "render": {"gpu", "lease", "sched", "store", "util", "telemetry"},
     "daemon": {"exec", "gpu", "lease", "os", "proto", "render", "sched", "store", "util", "telemetry"},
+    # gpulane-web's executable: a client of the daemon (daemon/ for daemon/paths.h only).
+    "web": {"daemon", "gpu", "proto", "render", "telemetry", "util"},
     "cli": {"daemon", "exec", "gpu", "lease", "os", "proto", "render", "sched", "sim", "store", "util", "telemetry"},
 }
 
