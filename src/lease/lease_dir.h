@@ -35,7 +35,11 @@
 //    time). A ticket nested in a job must be its owner's job (the parent lease's owner).
 //  - Which processes a lease owns (lease/occupancy.h): only its owner's, and only those descending
 //    from the process that holds its lock (/proc/locks, `holder`), or in its job's process group:
-//    a "pid" in the file that is no descendant of the lock's holder owns nothing.
+//    a "pid" in the file that is no descendant of the lock's holder owns nothing. One exception:
+//    a holder running `gpulane _lease` (its command line, /proc/<pid>/cmdline, says so) vouches
+//    for its parent when that is the owner's process: the process that started it (a Python
+//    lease()) is the job. Her own command line is her word too, but it gains her only what running
+//    `gpulane _lease` would: her own processes under one of her own processes.
 //  - Preemption (lease/preemption.h): a ticket makes a preemptible job give way only as the waiting
 //    request it is would (decided like every ticket, under the rules above); a lease's
 //    "preemptible" can only make its own owner's job give way, and a preemptible job's holder

@@ -14,14 +14,17 @@ constexpr std::uint64_t kGiB = 1ULL << 30;
 // A process tree given by hand: pid -> (parent, process group, owner).
 class FakeProcesses : public ProcessTable {
  public:
-  void Add(std::uint32_t pid, std::uint32_t ppid, std::uint32_t pgid, std::string user = "alice") {
+  void Add(std::uint32_t pid, std::uint32_t ppid, std::uint32_t pgid, std::string user = "alice",
+           std::string cmdline = "python train.py") {
     links_[pid] = {ppid, pgid, pgid};
     users_[pid] = std::move(user);
+    cmdlines_[pid] = std::move(cmdline);
   }
   void End(std::uint32_t pid) { links_.erase(pid); }
   std::optional<ProcessInfo> Lookup(std::uint32_t pid) override {
     if (!links_.count(pid)) return std::nullopt;
-    return ProcessInfo{UidOf(users_[pid]), users_[pid], "python", "python train.py"};
+    const std::string& cmdline = cmdlines_[pid];
+    return ProcessInfo{UidOf(users_[pid]), users_[pid], cmdline.substr(0, cmdline.find(' ')), cmdline};
   }
   static std::uint32_t UidOf(const std::string& user) { return user == "root" ? 0 : user == "bob" ? 1001 : 1000; }
   std::optional<ProcessLinks> Links(std::uint32_t pid) override {
@@ -33,6 +36,7 @@ class FakeProcesses : public ProcessTable {
  private:
   std::map<std::uint32_t, ProcessLinks> links_;
   std::map<std::uint32_t, std::string> users_;
+  std::map<std::uint32_t, std::string> cmdlines_;
 };
 
 std::string Uuid(unsigned i) { return "GPU-" + std::to_string(i) + "0000000-0000-0000-0000-000000000000"; }
@@ -271,6 +275,40 @@ TEST(Occupancy, ALeasesPidCountsOnlyWhenTheLocksHolderVouchesForIt) {
   EXPECT_EQ(BuildOccupancy(s, {lease}, procs).gpus[0].foreign.size(), 1u);
   lease.pid = 1200, lease.holder = 0;  // /proc/locks does not show the holder (another PID namespace)
   EXPECT_EQ(BuildOccupancy(s, {lease}, procs).gpus[0].foreign.size(), 2u);
+}
+
+// `gpulane _lease` (the Python package's lease()) holds a lease for the process that started it:
+// the file names the holder's parent, and that parent and its other children (a notebook kernel,
+// its data-loader workers) are the job. Only a holder running `gpulane _lease` vouches for its
+// parent, and only for its owner's process.
+TEST(Occupancy, AGpulaneLeaseHolderVouchesForItsParentOnly) {
+  FakeProcesses procs;
+  procs.Add(1300, 1, 1300);                                  // alice's notebook kernel
+  procs.Add(1301, 1300, 1300);                               // its data-loader worker
+  procs.Add(1302, 1300, 1302, "alice", "gpulane _lease -g 1");  // the lease's holder
+  procs.Add(1400, 1, 1400);                                  // alice's other python
+  GpuSnapshot s = Gpus(1);
+  RunOn(s, 0, 1300);
+  RunOn(s, 0, 1301);
+  RunOn(s, 0, 1400);
+  AnnotateProcesses(s, procs);
+  LeaseRecord lease = Lease("p1300", 1300, {0});
+  lease.holder = 1302;
+  Occupancy o = BuildOccupancy(s, {lease}, procs);
+  ASSERT_EQ(o.gpus[0].foreign.size(), 1u) << "the kernel and its worker are the lease's";
+  EXPECT_EQ(o.gpus[0].foreign[0], "alice's python (pid 1400)");
+  lease.pid = 1, lease.job_id = "p1";  // naming init (no parent of the holder)
+  EXPECT_EQ(BuildOccupancy(s, {lease}, procs).gpus[0].foreign.size(), 3u);
+
+  procs.Add(1302, 1300, 1302, "alice", "gpulane _leasex");  // not `_lease`: vouches for no parent
+  lease.pid = 1300;
+  EXPECT_EQ(BuildOccupancy(s, {lease}, procs).gpus[0].foreign.size(), 3u);
+  procs.Add(1302, 1300, 1302, "alice", "python fake_lease.py _lease");
+  EXPECT_EQ(BuildOccupancy(s, {lease}, procs).gpus[0].foreign.size(), 3u) << "only gpulane's own command";
+  procs.Add(1300, 1, 1300, "bob");  // the parent is another user's: never the lease's
+  procs.Add(1302, 1300, 1302, "alice", "gpulane _lease -g 1");
+  AnnotateProcesses(s, procs);
+  EXPECT_EQ(BuildOccupancy(s, {lease}, procs).gpus[0].foreign.size(), 3u);
 }
 
 TEST(Occupancy, FindParentLeaseNeedsTheCallersOwnLeaseHeldByAnAncestor) {
