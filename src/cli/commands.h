@@ -29,5 +29,7 @@ void RegisterReport(CLI::App& app, Runner* run);
 void RegisterEvents(CLI::App& app, Runner* run);
 void RegisterLease(CLI::App& app, Runner* run);
 void RegisterTop(CLI::App& app, Runner* run);
+void RegisterDoctor(CLI::App& app, Runner* run);
+void RegisterComplete(CLI::App& app, Runner* run);
 
 }  // namespace gpulane::cli

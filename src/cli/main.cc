@@ -13,6 +13,7 @@
 #include "util/timing.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/version.h"
 #include "util/config.h"
 #include "util/exit_codes.h"
 
@@ -37,6 +38,8 @@ constexpr Family kFamilies[] = {
     {gpulane::cli::RegisterEvents, {"events"}},
     {gpulane::cli::RegisterLease, {"_lease"}},
     {gpulane::cli::RegisterTop, {"top"}},
+    {gpulane::cli::RegisterDoctor, {"doctor"}},
+    {gpulane::cli::RegisterComplete, {"_complete"}},
 };
 
 // Registers the subcommand `first` (the first argument) names, alone: building every option of
@@ -65,7 +68,7 @@ int main(int argc, char** argv) {
   using namespace gpulane;
   CLI::App app{"gpulane: see, choose and lease the GPUs of a shared server", "gpulane"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "gpulane 0.1.0");
+  app.set_version_flag("--version", gpulane::cli::VersionLine());
   cli::Runner run;
   RegisterSubcommands(app, &run, argc > 1 ? argv[1] : "");
   gpulane::TimingMark("subcommands registered");
@@ -97,7 +100,9 @@ int main(int argc, char** argv) {
   // The settings, once for every command: a broken file stops each of them with <file>:<line>
   // (exit 2) instead of some commands ignoring it. Commands read them with LoadConfig(), which
   // returns this same result. A job's supervisor reports the error in the job's status instead.
-  if (std::string_view(argv[1]) != "_supervise") {  // chosen: it is the first argument (RegisterSubcommands)
+  // `doctor` reports a broken file as one of its checks; `_complete` (shell completion) stays quiet.
+  const std::string_view first = argv[1];  // chosen: it is the first argument (RegisterSubcommands)
+  if (first != "_supervise" && first != "doctor" && first != "_complete") {
     if (auto config = LoadConfig(); !config) return cli::Fail(config.error());
     gpulane::TimingMark("config loaded");
   }

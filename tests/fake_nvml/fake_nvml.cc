@@ -63,7 +63,7 @@ void Refresh(State& s) {
   const char* path = std::getenv("FAKE_NVML_STATE");
   if (!path) return;
   struct stat st {};
-  if (stat(path, &st) != 0) return;
+  if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return;  // a folder reads as a missing file
   if (s.loaded && st.st_ino == s.ino && st.st_size == s.size && st.st_mtim.tv_sec == s.mtime.tv_sec &&
       st.st_mtim.tv_nsec == s.mtime.tv_nsec)
     return;
