@@ -223,4 +223,20 @@ json ErrorBody(const Error& error) {
   return {{"error", error.message}, {"code", code}};
 }
 
+json AnomaliesView(const json& events) {
+  auto pick = [](const json& e, std::initializer_list<const char*> keys) {
+    json out = json::object();
+    for (const char* k : keys)
+      if (e.contains(k)) out[k] = e[k];
+    return out;
+  };
+  json current = json::array(), recent = json::array();
+  for (const json& e : events.value("current", json::array()))
+    current.push_back(pick(e, {"kind", "message", "gpu_index", "job_id", "user", "drains"}));
+  const json stored = events.value("events", json::array());
+  for (auto it = stored.rbegin(); it != stored.rend() && recent.size() < 50; ++it)
+    recent.push_back(pick(*it, {"time_s", "kind", "message", "gpu_index", "job_id", "user", "cleared_s"}));
+  return {{"supported", true}, {"anomalies", current}, {"recent", recent}};
+}
+
 }  // namespace gpulane::web

@@ -41,6 +41,12 @@ Result<nlohmann::json> ReportRequest(const Query& query, double now_s);
 /// GPU; a chart a few hundred pixels wide shows no more than this.
 nlohmann::json ThinPoints(const nlohmann::json& points, std::size_t max_points);
 
+/// /api/v1/anomalies from the daemon's events reply (docs/protocol.md, `events`): `anomalies`,
+/// the ones current now (kind, message, gpu_index, job_id, user, drains: the GPU takes no new
+/// jobs), and `recent`, the stored events of the request's window, newest first, at most 50.
+/// `supported` is true. (When the daemon's sampler is off the route answers supported: false.)
+nlohmann::json AnomaliesView(const nlohmann::json& events);
+
 /// The HTTP status for a failure of kind `kind` (400, 404, 503, 502 or 500).
 int HttpStatusOf(ErrorKind kind);
 

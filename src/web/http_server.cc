@@ -164,9 +164,16 @@ class Routes {
                         {"dashboard", dashboard_}, {"api", 1}});
   }
 
-  // The hook for issue 11, item 3: no anomaly detection yet, so none is current.
+  // The daemon's current anomalies and the last day's events; a daemon whose sampler is off (or
+  // one older than events) answers with an error: then nothing is detected here.
   void Anomalies(const httplib::Request&, httplib::Response& res) {
-    SendJson(res, 200, {{"supported", false}, {"anomalies", json::array()}});
+    const double since_s = static_cast<double>(std::time(nullptr)) - 86400;
+    auto reply = client_.Ask({{"op", "events"}, {"since_s", since_s}, {"limit", 1000}});
+    if (!reply) {
+      if (reply.error().message.find("telemetry is off") == std::string::npos) return SendError(res, reply.error());
+      return SendJson(res, 200, {{"supported", false}, {"anomalies", json::array()}, {"recent", json::array()}});
+    }
+    SendJson(res, 200, AnomaliesView(*reply));
   }
 
  private:

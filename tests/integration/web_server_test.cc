@@ -150,7 +150,46 @@ TEST(WebServer, ApiGivesStatusQueueHistoryAndReportWithoutCommandLines) {
   HttpResponse report = HttpGet(port, "/api/v1/report?since=1d&by=user");
   EXPECT_EQ(report.status, 200) << report.body;
   EXPECT_TRUE(JsonOf(report)["rows"].is_array()) << report.body;
-  EXPECT_EQ(JsonOf(HttpGet(port, "/api/v1/anomalies"))["supported"], false);
+  json anomalies = JsonOf(HttpGet(port, "/api/v1/anomalies"));
+  EXPECT_EQ(anomalies["supported"], true) << anomalies.dump();
+  EXPECT_TRUE(anomalies["anomalies"].is_array()) << anomalies.dump();
+}
+
+// The dashboard's anomalies: what the daemon's sampler raised (an Xid draining GPU 1), and
+// "not supported" when the daemon's telemetry is off.
+TEST(WebServer, AnomaliesAreTheDaemonsCurrentOnesAndTheLastDaysEvents) {
+  DaemonOptions options;
+  json state = IdleGpus(2);
+  state["devices"][1]["xids"] = json::array();
+  options.state = state;
+  options.config = kWebConfig;  // telemetry every 200 ms
+  TestDaemon d(options);
+  const int port = WebPort(d);
+  ASSERT_GT(port, 0);
+  ASSERT_TRUE(Eventually([&] { return d.Call({{"op", "telemetry"}}).value("time_s", 0.0) > 0; }, 30));
+  d.machine().state()["devices"][1]["xids"].push_back(79);
+  d.machine().Save();
+  json anomalies;
+  ASSERT_TRUE(Eventually([&] {
+    anomalies = JsonOf(HttpGet(port, "/api/v1/anomalies"));
+    return anomalies.is_object() && anomalies.value("anomalies", json::array()).size() == 1;
+  }, 30)) << anomalies.dump() << d.Log();
+  const json& a = anomalies["anomalies"][0];
+  EXPECT_EQ(a["kind"], "xid");
+  EXPECT_EQ(a["gpu_index"], 1);
+  EXPECT_EQ(a["drains"], true);
+  EXPECT_TRUE(Contains(a.value("message", ""), "GPU 1 raised Xid 79")) << a.dump();
+  ASSERT_FALSE(anomalies["recent"].empty()) << anomalies.dump();
+  EXPECT_EQ(anomalies["recent"][0]["kind"], "xid");
+
+  DaemonOptions off;
+  off.config = "[web]\nlisten = \"127.0.0.1:0\"\n[telemetry]\nenabled = false\n";
+  TestDaemon quiet(off);
+  const int quiet_port = WebPort(quiet);
+  ASSERT_GT(quiet_port, 0);
+  HttpResponse none = HttpGet(quiet_port, "/api/v1/anomalies");
+  EXPECT_EQ(none.status, 200) << none.body;
+  EXPECT_EQ(JsonOf(none)["supported"], false) << none.body;
 }
 
 TEST(WebServer, ShowCommandsShowsProcessAndJobCommandLines) {

@@ -61,15 +61,18 @@ async function refreshUsage() {
   renderUsage(document.getElementById('usage'), document.getElementById('usage-empty'), report.rows);
 }
 
-// The hook for anomaly alerts (issue 11, item 3): shown once the daemon reports them.
+// Anomalies (issue 11, item 3): the daemon's current ones, then how many it raised in the last day.
 async function refreshAnomalies() {
   const a = await getJson('/api/v1/anomalies');
   const box = document.getElementById('anomalies');
   if (!a.supported) {
-    setText(box, 'This gpulane does not detect anomalies yet.');
+    setText(box, 'Anomaly detection is off on this server (telemetry.enabled = false).');
     return;
   }
-  box.replaceChildren(...(a.anomalies.length ? a.anomalies.map((x) => el('div', { text: x.message })) : [el('span', { text: 'None.' })]));
+  const rows = a.anomalies.map((x) => el('div', { class: x.drains ? 'anomaly drains' : 'anomaly', text: `${x.kind}: ${x.message}` }));
+  if (!rows.length) rows.push(el('span', { text: 'None now.' }));
+  if (a.recent.length) rows.push(el('div', { class: 'muted', text: `${a.recent.length} event${a.recent.length === 1 ? '' : 's'} in the last 24 h (gpulane events --since 1d)` }));
+  box.replaceChildren(...rows);
 }
 
 async function showPeers() {
