@@ -31,5 +31,6 @@ void RegisterLease(CLI::App& app, Runner* run);
 void RegisterTop(CLI::App& app, Runner* run);
 void RegisterDoctor(CLI::App& app, Runner* run);
 void RegisterComplete(CLI::App& app, Runner* run);
+void RegisterSlurm(CLI::App& app, Runner* run);
 
 }  // namespace gpulane::cli

@@ -39,6 +39,7 @@ constexpr Family kFamilies[] = {
     {gpulane::cli::RegisterLease, {"_lease"}},
     {gpulane::cli::RegisterTop, {"top"}},
     {gpulane::cli::RegisterDoctor, {"doctor"}},
+    {gpulane::cli::RegisterSlurm, {"slurm"}},
     {gpulane::cli::RegisterComplete, {"_complete"}},
 };
 

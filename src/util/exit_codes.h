@@ -26,6 +26,7 @@ enum ExitCode : int {
   kExitStore = 13,
   kExitOverLimit = 14,      ///< a configured limit refuses the request now ([limits]: too many queued jobs)
   kExitChecksFailed = 16,   ///< doctor: one or more checks failed (each is a FAIL line)
+  kExitGpuHeld = 17,        ///< slurm prolog/epilog: a process or ghost memory holds one of the job's GPUs
   kExitCannotExecute = 126, ///< run: the command exists but could not be executed
   kExitNotFound = 127,      ///< run: the command was not found
 };
