@@ -27,10 +27,12 @@ ALLOWED = {
     "os": {"gpu", "util"},
     "proto": {"gpu", "sched", "telemetry", "util"},
     "store": {"proto", "sched", "util", "telemetry"},
-    "lease": {"gpu", "os", "proto", "sched", "util"},
+    "lease": {"gpu", "os", "proto", "sched", "telemetry", "util"},
     "exec": {"gpu", "lease", "os", "sched", "util", "telemetry"},
     "render": {"gpu", "lease", "sched", "store", "util", "telemetry"},
     "daemon": {"exec", "gpu", "lease", "os", "proto", "render", "sched", "store", "util", "telemetry"},
+    # gpulane-web's executable: a client of the daemon (daemon/ for daemon/paths.h only).
+    "web": {"daemon", "gpu", "proto", "render", "telemetry", "util"},
     "cli": {"daemon", "exec", "gpu", "lease", "os", "proto", "render", "sched", "sim", "store", "util", "telemetry"},
 }
 

@@ -15,6 +15,10 @@
 # Each target's figures (runs, executions per second, coverage "cov", features "ft", corpus size)
 # are printed at the end and written to build-fuzz/fuzz-summary.txt.
 #
+# FUZZ_TIMEOUT_S (default 10): an input that runs longer counts as a hang. libFuzzer measures wall
+# time, so a long run niced beside builds needs more (an hour's runs beside two builds reported
+# inputs of under 10 ms as 10 s timeouts: the process did not get the CPU).
+#
 # Needs clang and its libFuzzer runtime (Debian 12: clang, libclang-rt-14-dev); run as root it
 # installs them when missing (as CI does), otherwise it says what to install and exits 1.
 set -euo pipefail
@@ -85,7 +89,7 @@ for t in "${targets[@]}"; do
   echo "== fuzz_$t for ${time_s} s" >&2
   rc=0
   t0=$SECONDS
-  ./build-fuzz/fuzz/fuzz_"$t" -max_total_time="$time_s" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 \
+  ./build-fuzz/fuzz/fuzz_"$t" -max_total_time="$time_s" -print_final_stats=1 -timeout="${FUZZ_TIMEOUT_S:-10}" -rss_limit_mb=2048 \
     -max_len=16384 -dict="$(dict_of "$t")" -artifact_prefix="$crashes/" "$corpus" "tests/fuzz/corpus/$t" \
     >"$log" 2>&1 || rc=$?
   took=$((SECONDS - t0))

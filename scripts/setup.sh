@@ -7,7 +7,10 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake ninja-build pkg-config libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
           libsqlite3-dev libtomlplusplus-dev libgtest-dev libgmock-dev libbenchmark-dev sqlite3 python3 curl
-          tmux)
+          tmux libcpp-httplib-dev python3-prometheus-client chromium)
+# The dashboard's bundler and browser test run on Node.js and npm: Debian's, unless the machine has its own.
+command -v node >/dev/null 2>&1 || packages+=(nodejs)
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 missing=()
 for p in "${packages[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p"); done
 if ((${#missing[@]})); then
@@ -21,6 +24,9 @@ fi
 owner=$(stat -c %U .)
 as_owner=()
 if [ "$(id -u)" -eq 0 ] && [ "$owner" != root ]; then as_owner=(runuser -u "$owner" --); fi
+# The dashboard's npm packages (uPlot, esbuild, playwright-core: web/package-lock.json), from the
+# npm registry; the build itself then bundles offline from web/node_modules.
+(cd web && "${as_owner[@]}" npm ci --no-audit --no-fund --loglevel=error)
 "${as_owner[@]}" cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 "${as_owner[@]}" cmake --build build
 

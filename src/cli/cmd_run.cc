@@ -15,6 +15,7 @@
 #include "exec/job_env.h"
 #include "exec/job_runner.h"
 #include "exec/leased_job.h"
+#include "proto/call.h"
 #include "proto/telemetry_json.h"
 #include "telemetry/job_usage.h"
 #include "cli/request_options.h"
@@ -120,6 +121,13 @@ int RunRun(const RunOptions& o) {
     hooks.on_running = [&] { anomalies->Poll(); };
     job.running_hook_s = daemon::kAnomalyPollS;
   }
+  // Its usage line: from the daemon's sampler when one meters the lease directory, else metered here.
+  const bool daemon_meters = [] {
+    for (const auto& socket : daemon::SnapshotSockets())
+      if (auto reply = proto::CallExisting(socket, {{"op", "telemetry"}}, 2.0)) return true;
+    return false;
+  }();
+  if (!daemon_meters && !o.quiet) job.meter_usage_s = 1;
   auto outcome = exec::RunLeasedJob(**backend, *dir, job, hooks);
   if (!outcome) return Fail(outcome.error());
   if (outcome->interrupted_by_signal) return 128 + outcome->interrupted_by_signal;
@@ -135,7 +143,9 @@ int RunRun(const RunOptions& o) {
   // one sample).
   if (notified) daemon::NotifyJobEnd(*notified, ran, outcome->partition_stop.has_value(),
                                      outcome->partition_stop ? outcome->partition_stop->reason : "");
-  if (!o.quiet && !ran.exec_failed && !outcome->lease_name.empty())
+  if (!o.quiet && !ran.exec_failed && outcome->usage && outcome->usage->samples > 0)
+    fmt::print(stderr, "gpulane: {}\n", telemetry::UsageLine(job.job_id, *outcome->usage));
+  else if (!o.quiet && !ran.exec_failed && daemon_meters)
     if (auto record = proto::AskUsage(daemon::SnapshotSockets(), {{"lease", outcome->lease_name}}, 2.0); record && record->usage.samples > 0)
       fmt::print(stderr, "gpulane: {}\n", telemetry::UsageLine(job.job_id, record->usage));
   if (std::getenv("GPULANE_TIMING"))

@@ -27,6 +27,7 @@ void RegisterSimulate(CLI::App& app, Runner* run);
 void RegisterShare(CLI::App& app, Runner* run);
 void RegisterReport(CLI::App& app, Runner* run);
 void RegisterEvents(CLI::App& app, Runner* run);
+void RegisterLease(CLI::App& app, Runner* run);
 void RegisterTop(CLI::App& app, Runner* run);
 
 }  // namespace gpulane::cli

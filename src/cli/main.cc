@@ -35,6 +35,7 @@ constexpr Family kFamilies[] = {
     {gpulane::cli::RegisterShare, {"share"}},
     {gpulane::cli::RegisterReport, {"report"}},
     {gpulane::cli::RegisterEvents, {"events"}},
+    {gpulane::cli::RegisterLease, {"_lease"}},
     {gpulane::cli::RegisterTop, {"top"}},
 };
 

@@ -123,6 +123,13 @@ Status Daemon::Setup() {
   gpu_count_ = static_cast<unsigned>(snapshot->devices.size());
   for (const auto& d : snapshot->devices) gpu_index_[d.uuid] = d.pci_index;
   gpu_identity_ = *snapshot;
+  // The stop signals are blocked before the first thread that lives on starts (the sampler's): a
+  // thread that had them unblocked would take SIGTERM and end the daemon on the spot, without
+  // its clean stop (the loop's signalfd, below).
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGTERM, SIGINT, SIGCHLD, SIGHUP}) sigaddset(&set, sig);
+  sigprocmask(SIG_BLOCK, &set, nullptr);
   if (config_.telemetry_enabled) StartSampler();
   char exe[4096];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -156,10 +163,6 @@ Status Daemon::Setup() {
   jobs_ = std::make_unique<JobTable>(*store_, jobs_dir_, clock_, *launcher_, limits, [this](const std::string& line) { Log(line); });
   jobs_->SetGroupsLookup(GroupsOfUser);
 
-  sigset_t set;
-  sigemptyset(&set);
-  for (int sig : {SIGTERM, SIGINT, SIGCHLD, SIGHUP}) sigaddset(&set, sig);
-  sigprocmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
   signal_fd_ = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
   watch_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
@@ -170,6 +173,11 @@ Status Daemon::Setup() {
   Status listening = OpenSocket();
   launcher_->CloseInChild({lock_fd_, listen_fd_, spare_fd_});
   launcher_->ChildFileLimit(started_file_limit_);
+  if (listening.ok()) {
+    web_ = MakeWebChild(config_, paths_, std::string(exe, static_cast<std::size_t>(n)), {lock_fd_, listen_fd_, spare_fd_},
+                        [this](const std::string& line) { Log(line); });
+    if (web_) web_->Start(clock_.MonotonicS());
+  }
   return listening;
 }
 
@@ -269,6 +277,7 @@ int Daemon::Run() {
   while (!arrays_.empty())
     if (RunGuarded("storing arrays", [&] { StoreArrayParts(3600); }, log)) FailArrays();
   RunGuarded("writing replies", [&] { WriteAndClose(); }, log);
+  web_.reset();  // stops gpulane-web
   unlink(paths_.socket.c_str());
   Log("stopped; running jobs go on under their supervisors");
   return 0;

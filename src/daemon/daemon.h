@@ -22,6 +22,7 @@
 #include "daemon/sampler_thread.h"
 #include "daemon/paths.h"
 #include "daemon/settings.h"
+#include "daemon/web_child.h"
 #include "gpu/backend.h"
 #include "proto/wire.h"
 #include "store/job_store.h"
@@ -228,6 +229,8 @@ class Daemon {
   std::unique_ptr<ParseWorker> parse_worker_;
   /// The GPU sampler (history, accounting, metrics); nullptr when telemetry is off.
   std::unique_ptr<SamplerThread> sampler_;
+  /// gpulane-web, the HTTP side (web_child.h); nullptr when [web] listen is "off".
+  std::unique_ptr<WebChild> web_;
   static constexpr std::size_t kParseInLoopBytes = 256u << 10;
   static constexpr std::size_t kAcceptPerTurn = 64;  ///< connections Accept takes in one turn of the loop
   std::size_t parsing_bytes_ = 0;  ///< bytes of the frames parse_worker_ holds

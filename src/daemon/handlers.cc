@@ -221,8 +221,16 @@ std::string NotApplicable(const Job& job, bool hold, bool hold_requested) {
 // kMaxStreamedQueueLimit when `streamed`) of every state. A streamed selection holds only the ids:
 // PumpStream reads the jobs part by part. Errors: kNotFound for an unknown user, kInvalidArgument
 // for a limit over the maximum, kIo.
-Result<QueueSelection> SelectForQueue(const json& req, store::JobStore& store, const std::map<std::int64_t, Job>& active,
-                                      bool streamed) {
+Result<QueueSelection> SelectForQueue(const json& req, store::JobStore& store, const JobTable& table, bool streamed) {
+  const std::map<std::int64_t, Job>& active = table.active();
+  // One frame is built whole while everyone else waits: more jobs than it may hold are refused by
+  // their count alone (a listing of them is streamed).
+  const auto too_many = [](std::size_t count) {
+    return MakeError(ErrorKind::kInvalidArgument,
+                     fmt::format("queue: {} jobs are more than the {} of one reply: ask for a streamed reply (\"stream\": "
+                                 "\"json\" or \"table\", as gpulane queue does), or for one user's jobs",
+                                 count, kMaxQueueLimit));
+  };
   std::optional<std::uint32_t> uid;
   if (req.contains("user") && req["user"].is_string()) {
     struct passwd* pw = getpwnam(req["user"].get<std::string>().c_str());
@@ -256,10 +264,15 @@ Result<QueueSelection> SelectForQueue(const json& req, store::JobStore& store, c
       selection.ids.push_back(job.id);
       selection.stored.emplace(job.id, std::move(job));
     }
+  } else if (uid) {
+    // One user's: from the index by uid, never a walk over everyone's jobs.
+    const std::set<std::int64_t>& ids = table.IdsOfUid(*uid);
+    if (!streamed && ids.size() > kMaxQueueLimit) return too_many(ids.size());
+    selection.ids.assign(ids.begin(), ids.end());
   } else {
+    if (!streamed && active.size() > kMaxQueueLimit) return too_many(active.size());
     selection.ids.reserve(active.size());
-    for (const auto& [id, job] : active)
-      if (!uid || job.uid == *uid) selection.ids.push_back(id);
+    for (const auto& entry : active) selection.ids.push_back(entry.first);
   }
   return selection;
 }
@@ -680,7 +693,7 @@ json Daemon::HandleSnapshot(const json& req) {
 
 json Daemon::HandleQueue(const Peer& peer, const json& req) {
   (void)peer;
-  auto selection = SelectForQueue(req, *store_, jobs_->active(), false);
+  auto selection = SelectForQueue(req, *store_, *jobs_, false);
   if (!selection) return Err(selection.error().kind, selection.error().message);
   // One frame is built whole while everyone else waits: larger listings are streamed.
   if (selection->ids.size() > kMaxQueueLimit)
@@ -710,7 +723,7 @@ void Daemon::StartQueueStream(Connection& c, const json& req) {
     Reply(c, Err(ErrorKind::kInvalidArgument, "queue: \"stream\" must be \"json\" or \"table\""));
     return;
   }
-  auto selection = SelectForQueue(req, *store_, jobs_->active(), true);
+  auto selection = SelectForQueue(req, *store_, *jobs_, true);
   if (!selection) {
     Reply(c, Err(selection.error().kind, selection.error().message));
     return;

@@ -80,8 +80,11 @@ Status JobFiles::WriteStatusReserved(const SupervisorStatus& status) const {
 LostSupervisorAction DecideLostSupervisor(const std::optional<SupervisorStatus>& status, bool exec_marked,
                                           bool stored_running) {
   if (status && status->phase == "done") return LostSupervisorAction::kCollect;
+  // The child flushed its mark to disk just before its execve: the command may have run, even if
+  // the "running" that came before it was lost (a power loss: status writes are not flushed).
+  if (exec_marked) return LostSupervisorAction::kFail;
   if (status && status->phase == "running")
-    return status->marks_exec && !exec_marked ? LostSupervisorAction::kRequeue : LostSupervisorAction::kFail;
+    return status->marks_exec ? LostSupervisorAction::kRequeue : LostSupervisorAction::kFail;
   // Stored as running, with neither a status nor a supervisor: it ran (its record is gone).
   if (!status && stored_running) return LostSupervisorAction::kFail;
   return LostSupervisorAction::kGrace;

@@ -60,7 +60,8 @@ enum class LostSupervisorAction {
 
 /// The decision for a job stored as `stored_running` (true: kRunning; false: kLaunching) whose
 /// supervisor holds no lock, from its status file (`status`, nullopt when there is none) and its
-/// exec mark (`exec_marked`: <id>.exec says '1'). A lock nobody holds means no process of the
+/// exec mark (`exec_marked`: <id>.exec says '1', whatever the status says: the mark is flushed to
+/// disk before the exec, a status is not). A lock nobody holds means no process of the
 /// supervisor is left: neither the supervisor nor its forked child before the child's execve (the
 /// child shares the lock until then), so nothing can write the mark any more.
 LostSupervisorAction DecideLostSupervisor(const std::optional<SupervisorStatus>& status, bool exec_marked,

@@ -93,9 +93,19 @@ void JobTable::CountUser(const Job& job, int change) {
   ActiveUser& u = active_users_[job.user];
   if (change > 0) {
     if (u.jobs++ == 0) u.uid = job.uid, u.gid = job.gid;
-  } else if (--u.jobs == 0) {
-    active_users_.erase(job.user);
+    auto& ids = ids_of_uid_[job.uid];
+    ids.emplace_hint(ids.end(), job.id);  // ids grow: usually the end
+  } else {
+    if (--u.jobs == 0) active_users_.erase(job.user);
+    if (auto it = ids_of_uid_.find(job.uid); it != ids_of_uid_.end() && it->second.erase(job.id) && it->second.empty())
+      ids_of_uid_.erase(it);
   }
+}
+
+const std::set<std::int64_t>& JobTable::IdsOfUid(std::uint32_t uid) const {
+  static const std::set<std::int64_t> none;
+  auto it = ids_of_uid_.find(uid);
+  return it == ids_of_uid_.end() ? none : it->second;
 }
 
 void JobTable::Add(Job job) {
@@ -400,7 +410,7 @@ void JobTable::ImportStatusOf(Job& job) {
     // Nobody holds the lock: neither the supervisor nor its child before the exec is left, and
     // what the files say now is final (DecideLostSupervisor).
     const bool running = status && status->phase == "running";
-    switch (DecideLostSupervisor(status, running && files.ExecMarked(), job.state == JobState::kRunning)) {
+    switch (DecideLostSupervisor(status, files.ExecMarked(), job.state == JobState::kRunning)) {
       case LostSupervisorAction::kCollect:  // "done" was collected above
         return;
       case LostSupervisorAction::kFail:  // it may have run: never start it again

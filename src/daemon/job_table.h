@@ -109,8 +109,12 @@ class JobTable {
   /// copied or moved (added one by one, 100,000 tasks held the daemon's loop for one long turn). Ids in
   /// `jobs` already in the table stay in `jobs`.
   void AddAll(std::map<std::int64_t, store::Job>& jobs);
+  /// The ids in active() of user `uid`'s jobs (an index kept with active(): a listing of one
+  /// user's jobs never walks everyone's).
+  const std::set<std::int64_t>& IdsOfUid(std::uint32_t uid) const;
   /// Every unfinished job by id. Callers may change a job's fields; MarkDirty then stores them.
   std::map<std::int64_t, store::Job>& active() { return active_; }
+  const std::map<std::int64_t, store::Job>& active() const { return active_; }
   /// The job: unfinished ones from the table, others from the store; nullopt when there is none.
   std::optional<store::Job> Find(std::int64_t id);
 
@@ -238,6 +242,7 @@ class JobTable {
     std::uint32_t uid = 0, gid = 0;
   };
   std::map<std::string, ActiveUser> active_users_;
+  std::map<std::uint32_t, std::set<std::int64_t>> ids_of_uid_;  ///< IdsOfUid's index, kept by CountUser
   void CountUser(const store::Job& job, int change);
   std::map<std::int64_t, sched::DependencyState> finished_;  ///< end states seen (for --after), cached
   static constexpr std::size_t kTaskIdsKept = 100000;   ///< task_ids_ is emptied when it reaches this

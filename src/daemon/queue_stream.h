@@ -16,9 +16,10 @@ namespace gpulane::daemon {
 /// A part is sent when less than this is still waiting to be written to the client ...
 inline constexpr std::size_t kStreamLowWaterBytes = 64u << 10;
 /// ... and holds the text of the next jobs up to about this much, or this many jobs, whichever
-/// comes first (about half a millisecond of the daemon's time: other clients wait no longer).
+/// comes first (a part of jobs read from the store costs about 50 us a job on the 2-core machine,
+/// bench/results/daemon_latency-2026-12-03.md: 200 keep a turn near 10 ms).
 inline constexpr std::size_t kStreamPartBytes = 256u << 10;
-inline constexpr std::size_t kStreamPartJobs = 1000;
+inline constexpr std::size_t kStreamPartJobs = 200;
 
 /// Jobs a queue request may list with "all": `limit` is at most this in a one-frame reply, and
 /// without a limit (or 0) the newest kDefaultQueueLimit are listed. A streamed reply reads the

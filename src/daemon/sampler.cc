@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "lease/job_observation.h"
 #include "lease/occupancy.h"
 
 namespace gpulane::daemon {
@@ -32,17 +33,6 @@ const GpuDevice* DeviceOf(const GpuSnapshot& s, const std::string& uuid, const M
   return nullptr;
 }
 
-// The fraction of its GPU a lease's share of it is.
-double ShareOf(const lease::LeasedGpu& g, const GpuDevice* d, const MigDevice* mig) {
-  if (mig) {
-    if (mig->memory_total_bytes && d && d->memory_total_bytes && *d->memory_total_bytes > 0)
-      return std::min(1.0, static_cast<double>(*mig->memory_total_bytes) / static_cast<double>(*d->memory_total_bytes));
-    return 1;
-  }
-  if (!g.mem_bytes) return 1;
-  if (!d || !d->memory_total_bytes || *d->memory_total_bytes == 0) return 1;
-  return std::min(1.0, static_cast<double>(*g.mem_bytes) / static_cast<double>(*d->memory_total_bytes));
-}
 
 }  // namespace
 
@@ -123,60 +113,20 @@ void Sampler::Meter(double now_s, const GpuSnapshot& snapshot, const std::vector
                     const std::vector<std::vector<int>>& owners) {
   for (std::size_t i = 0; i < leases.size(); ++i) {
     const lease::LeaseRecord& lease = leases[i];
+    const std::vector<lease::LeaseGpuView> views = lease::ViewLease(snapshot, leases, i, owners);
     auto it = live_.find(lease.name);
     if (it == live_.end()) {
       std::vector<double> shares;
-      for (const auto& g : lease.gpus) {
-        const MigDevice* mig = nullptr;
-        shares.push_back(ShareOf(g, DeviceOf(snapshot, g.uuid, &mig), mig));
-      }
+      for (const auto& v : views) shares.push_back(v.share);
       it = live_.emplace(lease.name, LiveJob{lease, {}, telemetry::JobMeter(std::move(shares)), now_s}).first;
     }
     LiveJob& job = it->second;
     job.last_seen_s = now_s;
     job.gpus.clear();
     std::vector<telemetry::JobGpuObservation> observed;
-    for (const auto& g : lease.gpus) {
-      const MigDevice* mig = nullptr;
-      const GpuDevice* d = DeviceOf(snapshot, g.uuid, &mig);
-      telemetry::JobGpuObservation o;
-      if (d && !d->failed()) {
-        const std::size_t di = static_cast<std::size_t>(d - snapshot.devices.data());
-        const bool whole = !mig && !g.mem_bytes;
-        if (d->processes && di < owners.size()) {
-          std::uint64_t memory = 0;
-          double util = 0;
-          bool memory_known = true, util_known = true;
-          for (std::size_t k = 0; k < d->processes->size() && k < owners[di].size(); ++k) {
-            const GpuProcess& p = (*d->processes)[k];
-            if (owners[di][k] != static_cast<int>(i) || (mig && p.mig_uuid != g.uuid)) continue;
-            if (p.used_memory_bytes) memory += *p.used_memory_bytes;
-            else memory_known = false;
-            if (p.sm_util_pct) util += *p.sm_util_pct;
-            else util_known = false;
-          }
-          if (memory_known) o.memory_bytes = memory;
-          if (!whole && util_known) o.util_pct = std::min(util, 100.0);
-        }
-        // A whole GPU: the GPU's own figure (which also sees processes /proc does not show).
-        if (whole && d->utilization_gpu_pct) o.util_pct = *d->utilization_gpu_pct;
-        if (!mig) o.energy_mj = d->energy_mj;
-      }
-      LiveJobGpu seen{g.uuid, o.memory_bytes, o.util_pct, !mig && !g.mem_bytes, {}};
-      if (d && d->processes && static_cast<std::size_t>(d - snapshot.devices.data()) < owners.size()) {
-        const auto& own = owners[static_cast<std::size_t>(d - snapshot.devices.data())];
-        for (std::size_t k = 0; k < d->processes->size() && k < own.size(); ++k) {
-          const GpuProcess& p = (*d->processes)[k];
-          if (own[k] == static_cast<int>(i) || (mig && p.mig_uuid != g.uuid)) continue;
-          // A step nested in this job is the job's own.
-          if (own[k] >= 0 && leases[static_cast<std::size_t>(own[k])].parent == lease.name) continue;
-          if (own[k] == lease::kEndedProcess) continue;  // NVML lags its exit
-
-          seen.foreign.push_back(lease::DescribeProcess(p));
-        }
-      }
-      job.gpus.push_back(std::move(seen));
-      observed.push_back(o);
+    for (const auto& v : views) {
+      job.gpus.push_back({v.uuid, v.observed.memory_bytes, v.observed.util_pct, v.whole, v.foreign});
+      observed.push_back(v.observed);
     }
     job.meter.Observe(observed);
   }

@@ -298,9 +298,11 @@ void Daemon::ReadSignals() {
   signalfd_siginfo info{};
   while (read(signal_fd_, &info, sizeof info) == sizeof info) {
     if (info.ssi_signo == SIGTERM || info.ssi_signo == SIGINT) stop_ = true;
-    if (info.ssi_signo == SIGCHLD)
-      while (waitpid(-1, nullptr, WNOHANG) > 0) {
-      }
+    if (info.ssi_signo == SIGCHLD) {
+      int status = 0;
+      for (pid_t pid; (pid = waitpid(-1, &status, WNOHANG)) > 0;)
+        if (web_) web_->Reaped(pid, status, clock_.MonotonicS());
+    }
   }
 }
 
@@ -322,6 +324,7 @@ void Daemon::ReadStatusEvents() {
 
 // Liveness of supervisors, clients' deadlines and idle connections.
 void Daemon::Tick() {
+  if (web_) web_->Tick(clock_.MonotonicS());
   jobs_->CheckSupervisors();
   UpdateStoreMarker();
   schedule_needed_ = true;

@@ -412,7 +412,8 @@ Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>&
     ChildReport failure;
     if (PrepareChild(spec, groups, pipe_fds[1], &failure)) {
       // The exec mark: the last step before execve; nothing that could fail (but execve) comes after.
-      if (spec.exec_mark_fd >= 0 && pwrite(spec.exec_mark_fd, "1", 1, 0) != 1) {
+      // Flushed to disk first, so that after a power loss the job is known to have maybe run.
+      if (spec.exec_mark_fd >= 0 && (pwrite(spec.exec_mark_fd, "1", 1, 0) != 1 || fdatasync(spec.exec_mark_fd) != 0)) {
         ChildFailed(&failure, errno, "record the start");
       } else {
         execve(program.c_str(), argv.data(), envp.data());

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "exec/job_env.h"
+#include "lease/job_observation.h"
 #include "lease/occupancy.h"
 #include "lease/preemption.h"
 #include "os/process_table.h"
@@ -106,6 +107,49 @@ class PreemptWatch {
   std::optional<std::string> reason_;
 };
 
+// Meters the job's use of its GPUs itself, for `gpulane run` when no daemon does (its usage line):
+// the same view of the lease as the daemon's sampler (lease/job_observation.h).
+class UsageWatch {
+ public:
+  UsageWatch(GpuBackend& backend, const lease::LeaseDir& dir, std::string lease_name)
+      : backend_(backend), dir_(dir), lease_(std::move(lease_name)) {}
+
+  void Sample() {
+    ReadOptions options;
+    options.topology = false;
+    options.telemetry = true;
+    auto snapshot = backend_.Read(options);
+    if (!snapshot) return;
+    ProcfsProcessTable table;
+    AnnotateProcesses(*snapshot, table);
+    const lease::DirContents contents = dir_.Read();
+    const auto owners = lease::ProcessOwners(*snapshot, contents.leases, table);
+    for (std::size_t i = 0; i < contents.leases.size(); ++i) {
+      if (contents.leases[i].name != lease_) continue;
+      const auto views = lease::ViewLease(*snapshot, contents.leases, i, owners);
+      if (!meter_) {
+        std::vector<double> shares;
+        for (const auto& v : views) shares.push_back(v.share);
+        meter_.emplace(std::move(shares));
+      }
+      std::vector<telemetry::JobGpuObservation> observed;
+      for (const auto& v : views) observed.push_back(v.observed);
+      meter_->Observe(observed);
+    }
+  }
+  /// The usage of a job that ran from `start_s` to `end_s` (wall clock), nullopt before a sample.
+  std::optional<telemetry::JobUsage> Summary(double start_s, double end_s, double wait_s) const {
+    if (!meter_) return std::nullopt;
+    return meter_->Summary(start_s, end_s, wait_s);
+  }
+
+ private:
+  GpuBackend& backend_;
+  const lease::LeaseDir& dir_;
+  std::string lease_;
+  std::optional<telemetry::JobMeter> meter_;
+};
+
 }  // namespace
 
 Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir& dir, const LeasedJob& job,
@@ -153,13 +197,18 @@ Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir
   const bool check_strays = hooks.on_warning && job.stray_check_s > 0;
   const bool check_preemption = job.wait.request.preemptible != sched::Preemptible::kNo && job.preempt_check_s > 0;
   const bool call_running = hooks.on_running && job.running_hook_s > 0;
-  if (check_strays || check_preemption || call_running) {
+  UsageWatch usage(backend, dir, grant->lease.name());
+  const bool meter = job.meter_usage_s > 0;
+  const double started_wall_s = SystemClock().WallS();
+  if (check_strays || check_preemption || call_running || meter) {
     spec.tick_s = 1e9;
+    if (meter) spec.tick_s = std::min(spec.tick_s, job.meter_usage_s);
     if (check_strays) spec.tick_s = std::min(spec.tick_s, job.stray_check_s);
     if (check_preemption) spec.tick_s = std::min(spec.tick_s, job.preempt_check_s);
     if (call_running) spec.tick_s = std::min(spec.tick_s, job.running_hook_s);
     double next_stray_s = MonotonicS() + job.stray_check_s, next_running_s = MonotonicS() + job.running_hook_s;
     spec.on_tick = [&, next_stray_s, next_running_s]() mutable {
+      if (meter) usage.Sample();
       if (check_strays && MonotonicS() >= next_stray_s) {
         strays.Check();
         next_stray_s = MonotonicS() + job.stray_check_s;
@@ -184,6 +233,7 @@ Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir
   outcome.release_s = MonotonicS() - ended;
   outcome.snapshot = std::move(grant->snapshot);
   if (!ran) return ran.error();
+  if (meter) outcome.usage = usage.Summary(started_wall_s, SystemClock().WallS() - outcome.release_s, outcome.waited_s);
   outcome.gpus_released = waiter.CheckGpusReleased(outcome.gpus, ran->pids);
   if (ran->stopped && preemption.reason()) outcome.preempted = preemption.reason();
   else if (ran->stopped) outcome.partition_stop = grant->partition_stop;

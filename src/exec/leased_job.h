@@ -19,6 +19,7 @@
 #include "gpu/backend.h"
 #include "lease/lease_dir.h"
 #include "lease/waiter.h"
+#include "telemetry/job_usage.h"
 #include "util/result.h"
 
 namespace gpulane::exec {
@@ -40,6 +41,9 @@ struct LeasedJob {
   double preempt_check_s = 1;
   /// How often, while the job runs, LeasedJobHooks::on_running is called (seconds; 0: never).
   double running_hook_s = 0;
+  /// How often the job meters its own use of its GPUs (seconds; 0: never): `gpulane run` when no
+  /// daemon's sampler does (LeasedJobOutcome::usage).
+  double meter_usage_s = 0;
 };
 
 /// Where the caller hears of progress.
@@ -77,6 +81,8 @@ struct LeasedJobOutcome {
   std::optional<sched::PartitionStop> partition_stop;
   /// The job was preempted (job->stopped): why ("preempted: alice's job (#1 in line) needs GPU1").
   std::optional<std::string> preempted;
+  /// With LeasedJob::meter_usage_s: what the job used, from its own samples (nullopt: none taken).
+  std::optional<telemetry::JobUsage> usage;
 };
 
 /// Runs `job` through the whole lifecycle on the GPUs of `backend` and the lease directory `dir`.

@@ -7,6 +7,14 @@
 namespace gpulane::lease {
 namespace {
 
+// Whether a process runs `gpulane _lease` (argv[0] named gpulane, argv[1] "_lease").
+bool IsLeaseCommand(const std::optional<ProcessInfo>& info) {
+  if (!info || info->command != "gpulane") return false;
+  const std::size_t space = info->cmdline.find(' ');
+  if (space == std::string::npos || info->cmdline.compare(space, 7, " _lease") != 0) return false;
+  return info->cmdline.size() == space + 7 || info->cmdline[space + 7] == ' ';
+}
+
 bool Holds(const LeaseRecord& lease, const std::string& uuid) {
   for (const LeasedGpu& g : lease.gpus)
     if (g.uuid == uuid) return true;
@@ -18,10 +26,20 @@ bool Holds(const LeaseRecord& lease, const std::string& uuid) {
 // owns processes through its job's process group alone). A "pid" written in the file is only its
 // owner's word: the common ancestor of other users' processes (sshd, a shell's parent) is no
 // supervisor of hers.
+//
+// Or the holder's parent, when the holder is a `gpulane _lease` (what the Python package's lease()
+// runs: the Python process that started it and that process's children are the job), the file
+// names that parent and it is the lease owner's process. Its command line is the owner's word too,
+// but it gains her nothing `gpulane _lease` itself would not: only her own processes, and only
+// those under the process that started the holder. Any other holder vouches for no parent.
 std::uint32_t AnchorOf(const LeaseRecord& lease, ProcessTable& table) {
   if (lease.holder <= 0 || lease.pid <= 1) return 0;
   const auto pid = static_cast<std::uint32_t>(lease.pid), holder = static_cast<std::uint32_t>(lease.holder);
-  return pid == holder || BelongsTo(table, pid, holder, 0) ? pid : 0;
+  if (pid == holder || BelongsTo(table, pid, holder, 0)) return pid;
+  const auto links = table.Links(holder);
+  if (!links || links->ppid != pid || !IsLeaseCommand(table.Lookup(holder))) return 0;
+  const auto parent = table.Lookup(pid);
+  return parent && parent->uid == lease.uid ? pid : 0;
 }
 
 std::vector<std::uint32_t> AnchorsOf(const std::vector<LeaseRecord>& leases, ProcessTable& table) {

@@ -143,7 +143,7 @@ LeaseWaiter::LeaseWaiter(GpuBackend& backend, const LeaseDir& dir, WaitRequest r
                          std::string command, std::function<void(const std::string&)> on_status, WaitEnv& env)
     : backend_(backend), dir_(dir), request_(std::move(request)), on_status_(std::move(on_status)), env_(env) {
   record_.job_id = std::move(job_id);
-  record_.pid = getpid();
+  record_.pid = request_.lease_pid.value_or(getpid());
   record_.command = std::move(command);
   record_.uid = request_.owner_uid.value_or(geteuid());
   record_.user = UserNameOf(record_.uid);

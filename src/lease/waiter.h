@@ -32,6 +32,9 @@ struct WaitRequest {
   /// the request is nested in that job (a pipeline step): it waits only for that job's GPUs.
   std::optional<std::string> parent_job_id;
   std::optional<std::uint32_t> owner_uid, owner_gid;  ///< owner of the lease file (root supervisors: the job's user)
+  /// The process the lease is for, written as its "pid": this process (nullopt), or its parent
+  /// (`gpulane _lease`: the process that started it is the job; lease/occupancy.h AnchorOf).
+  std::optional<pid_t> lease_pid;
   std::optional<double> timeout_s;
   bool no_wait = false;
   bool quiet = false;

@@ -9,6 +9,7 @@
 #include <toml++/toml.h>
 
 #include "util/units.h"
+#include "util/web_config.h"
 
 namespace gpulane {
 namespace {
@@ -295,10 +296,10 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
   }
   for (auto&& [key, node] : table) {
     if (key != "lease" && key != "run" && key != "daemon" && key != "partitions" && key != "sched" && key != "limits" &&
-        key != "shares" && key != "telemetry" && key != "anomaly" && key != "notify")
+        key != "shares" && key != "telemetry" && key != "anomaly" && key != "notify" && key != "web")
       return Bad(path, node.source(),
                  fmt::format("unknown key {} (the sections are [lease], [run], [daemon], [sched], [limits], [shares], "
-                             "[telemetry], [anomaly], [notify], [partitions.NAME])",
+                             "[telemetry], [anomaly], [notify], [web], [partitions.NAME])",
                              key.str()));
     if (!node.is_table()) return Bad(path, node.source(), fmt::format("{} must be a section: [{}]", key.str(), key.str()));
   }
@@ -366,6 +367,9 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
   }
   if (auto anomaly = table["anomaly"].as_table()) {
     if (Status s = LoadAnomaly(path, *anomaly, config); !s.ok()) return s;
+  }
+  if (auto web = table["web"].as_table()) {
+    if (Status s = LoadWebTable(path, *web, config); !s.ok()) return s;
   }
   if (auto limits = table["limits"].as_table()) {
     // A file that has [limits] replaces the earlier files' limits as a whole.

@@ -100,6 +100,11 @@ struct Config {
   double anomaly_xid_clear_after_s = 600;
   std::string anomaly_idle_action = "warn";  ///< "warn", or "cancel" (after idle_cancel_after more)
   double anomaly_idle_cancel_after_s = 7200;
+  /// [web] (the daemon's gpulane-web: /metrics and the dashboard, docs/config.md "Web"; util/web_config.h).
+  std::string web_listen = "127.0.0.1:9470";      ///< web.listen: "HOST:PORT", or "off"
+  bool web_show_commands = false;                 ///< web.show_commands: command lines shown over HTTP
+  std::vector<std::string> web_allowed_hosts;     ///< web.allowed_hosts: more Host header names answered
+  std::vector<std::string> web_peers;             ///< web.peers: other servers' URLs shown beside this one
 };
 
 /// The names [sched] policy accepts, as sched::PolicyName spells them (a unit test checks the two

@@ -38,7 +38,7 @@ class DaemonFairShare : public ::testing::Test {
     ASSERT_NE(mkdtemp(dir), nullptr);
     config_dir_ = dir;
     const fs::path config = config_dir_ / "daemon.toml";
-    std::ofstream(config) << "[daemon]\nmax_waiting = 1\n";
+    std::ofstream(config) << "[daemon]\nmax_waiting = 1\n[web]\nlisten = \"off\"\n";
     d_ = std::make_unique<TestDaemon>(
         DaemonOptions{.state = IdleGpus(1), .system_mode = true, .daemon_env = {{"GPULANE_CONFIG", config.string()}}});
   }

@@ -339,6 +339,8 @@ TestDaemon::TestDaemon(DaemonOptions options) : options_(std::move(options)) {
   // for byte and do not want a sampler reading the fake NVML every second beside them.
   std::string config = options_.config;
   if (config.find("[telemetry]") == std::string::npos) config += "\n[telemetry]\nenabled = false\n";
+  // Nor gpulane-web (HTTP on a fixed port) unless a test asks with a [web] table.
+  if (config.find("[web]") == std::string::npos) config += "\n[web]\nlisten = \"off\"\n";
   std::ofstream(dir() / "config.toml") << config;
   if (options_.start) Start();
 }

@@ -66,7 +66,8 @@ struct DaemonOptions {
   /// (0755, the lease folder 1777) so that other users reach the socket.
   bool system_mode = false;
   /// Contents of the config file (GPULANE_CONFIG) the daemon and clients read. Without a
-  /// [telemetry] table, "[telemetry] enabled = false" is added (no sampler, no usage lines in logs).
+  /// [telemetry] table, "[telemetry] enabled = false" is added (no sampler, no usage lines in logs);
+  /// without a [web] table, "[web] listen = \"off\"" (no gpulane-web).
   std::string config;
   /// Start the daemon in the constructor (and wait until it answers).
   bool start = true;

@@ -64,6 +64,12 @@ std::string ReachableByOthers(const std::string& path) {
     const fs::path staged = tmp / target.filename();
     fs::create_hard_link(file, staged, ec);
     if (ec) fs::copy_file(file, staged, ec);
+    // gpulane's daemon starts the gpulane-web beside its binary: it comes along.
+    if (const fs::path web = file.parent_path() / "gpulane-web"; !ec && target.filename() == "gpulane" && fs::exists(web)) {
+      std::error_code web_ec;
+      fs::create_hard_link(web, tmp / "gpulane-web", web_ec);
+      if (web_ec) fs::copy_file(web, tmp / "gpulane-web", web_ec);
+    }
     if (!ec && rename(tmp.c_str(), dir.c_str()) != 0) fs::remove_all(tmp, ec);  // another process was first
     if (!fs::exists(target)) return reachable[path] = path;
   }

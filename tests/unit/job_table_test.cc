@@ -369,6 +369,9 @@ TEST(LostSupervisorDecision, EachStateOfTheJobsFiles) {
     EXPECT_EQ(DecideLostSupervisor(legacy_running, false, stored_running), A::kFail);
     // Waiting for GPUs (or requeued already): a lost launch, given back to the line.
     EXPECT_EQ(DecideLostSupervisor(waiting, false, stored_running), A::kGrace);
+    // A flushed mark whose "running" was lost (a power loss): it may have run, never again.
+    EXPECT_EQ(DecideLostSupervisor(waiting, true, stored_running), A::kFail);
+    EXPECT_EQ(DecideLostSupervisor(std::nullopt, true, stored_running), A::kFail);
   }
   EXPECT_EQ(DecideLostSupervisor(std::nullopt, false, false), A::kGrace) << "launched, no report yet";
   EXPECT_EQ(DecideLostSupervisor(std::nullopt, false, true), A::kFail) << "ran, and its record is gone";

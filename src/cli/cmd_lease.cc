@@ -1,0 +1,136 @@
+// gpulane _lease: holds GPUs for the process that started it (the Python package's lease(), issue
+// 13), in the same line as `gpulane run`: it waits, takes a lease whose "pid" is its parent (so the
+// parent and its children are the job: lease/occupancy.h AnchorOf), prints one JSON line on stdout
+//   {"gpus": [0], "uuids": ["GPU-..."], "job_id": "p4121", "lease": "<file name>",
+//    "env": {"CUDA_VISIBLE_DEVICES": "0", "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "GPULANE_JOB_ID": ..., ...}}
+// and holds the lease until its stdin ends (the parent closed it, or died) or a stop signal comes.
+// Waiting status lines go to stderr. Errors as `gpulane run`'s (exit codes of README's table).
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/request_options.h"
+#include "exec/job_env.h"
+#include "gpu/visible_devices.h"
+#include "lease/waiter.h"
+#include "util/config.h"
+#include "util/exit_codes.h"
+#include "util/strings.h"
+#include "util/terminal_text.h"
+#include "util/units.h"
+
+namespace gpulane::cli {
+namespace {
+
+struct LeaseOptions {
+  RequestOptions request;
+  std::string timeout;
+  bool no_wait = false, uuid = false, quiet = false;
+};
+
+// Blocks until fd 0 ends (EOF, a hang-up) or a stop signal of `stops` comes (signalfd).
+void HoldUntilReleased(const sigset_t& stops) {
+  const int signals = signalfd(-1, &stops, SFD_CLOEXEC);
+  char buf[256];
+  while (true) {
+    pollfd fds[2] = {{0, POLLIN, 0}, {signals, POLLIN, 0}};
+    if (poll(fds, signals >= 0 ? 2 : 1, -1) < 0) continue;
+    if (signals >= 0 && (fds[1].revents & POLLIN)) return;
+    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      if (read(0, buf, sizeof buf) <= 0) return;  // the parent closed its end, or is gone
+    }
+  }
+}
+
+int RunLease(const LeaseOptions& o) {
+  // The parent is the job: if it dies, so does this hold (stdin's end usually says so first).
+  const pid_t parent = getppid();
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid() != parent) return 0;
+  auto config = LoadConfig();
+  if (!config) return Fail(config.error());
+  auto request = o.request.ToRequest();
+  if (!request) return Fail(request.error());
+  lease::WaitRequest w;
+  w.request = std::move(request).value();
+  if (!o.timeout.empty()) {
+    auto s = ParseDurationS(o.timeout);
+    if (!s) return Fail(MakeError(ErrorKind::kInvalidArgument, "--timeout: " + s.error().message));
+    w.timeout_s = *s;
+  }
+  w.no_wait = o.no_wait;
+  w.quiet = o.quiet;
+  w.lease_pid = parent;
+  lease::ApplyConfig(*config, w);
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) w.visible_devices = visible;
+  if (const char* job = std::getenv("GPULANE_JOB_ID")) w.parent_job_id = job;
+  auto backend = OpenBackend();
+  if (!backend) return Fail(backend.error());
+  auto dir = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config->lease_dir));
+  if (!dir) return Fail(dir.error());
+  sigset_t stops;
+  sigemptyset(&stops);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stops, sig);
+  sigprocmask(SIG_BLOCK, &stops, nullptr);
+  const std::string job_id = fmt::format("p{}", parent);
+  std::string command = fmt::format("pid {}", parent);
+  {
+    std::ifstream in(fmt::format("/proc/{}/cmdline", parent), std::ios::binary);
+    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (char& c : cmdline) c = c == '\0' ? ' ' : c;
+    if (!Trim(cmdline).empty()) command = EscapeForTerminal(std::string(Trim(cmdline)));
+  }
+  lease::LeaseWaiter waiter(**backend, *dir, w, job_id, command, [&o](const std::string& line) {
+    if (!o.quiet && !line.empty()) fmt::print(stderr, "gpulane: {}\n", EscapeForTerminal(line));
+  });
+  if (Status joined = waiter.JoinLine(); !joined.ok()) return Fail(joined.error());
+  auto grant = waiter.Acquire();
+  if (!grant) return Fail(grant.error());
+  if (grant->interrupted_by_signal) return 128 + grant->interrupted_by_signal;
+  std::vector<std::string> vars = exec::JobEnvironment({}, grant->snapshot, grant->gpus, o.uuid, job_id,
+                                                      w.request.mem_bytes, grant->lease.fd(), grant->mig_uuid);
+  nlohmann::json env = nlohmann::json::object();
+  for (const std::string& v : vars) {
+    const auto eq = v.find('=');
+    const std::string key = v.substr(0, eq);
+    if (key == "GPULANE_LEASE_FD") continue;  // this process's descriptor, not the parent's
+    env[key] = v.substr(eq + 1);
+  }
+  nlohmann::json uuids = nlohmann::json::array();
+  for (unsigned i : grant->gpus) uuids.push_back(grant->mig_uuid.value_or(grant->snapshot.devices[i].uuid));
+  const nlohmann::json line = {
+      {"gpus", grant->gpus}, {"uuids", uuids}, {"job_id", job_id}, {"lease", grant->lease.name()}, {"env", env}};
+  fmt::print("{}\n", line.dump());
+  std::fflush(stdout);
+  HoldUntilReleased(stops);
+  return kExitOk;  // the lease ends with `grant`
+}
+
+}  // namespace
+
+void RegisterLease(CLI::App& app, Runner* run) {
+  auto o = std::make_shared<LeaseOptions>();
+  CLI::App* sub = app.add_subcommand("_lease", "Hold GPUs for the process that started this one (the Python package's "
+                                               "lease()): one JSON line on stdout, held until stdin ends");
+  sub->group("");  // internal: not listed in --help
+  o->request.Register(sub, {/*time_limit=*/true, /*priority=*/false});
+  sub->add_option("--timeout", o->timeout, "Give up waiting after this long (exit 6)")->type_name("DURATION");
+  sub->add_flag("--no-wait", o->no_wait, "Fail at once (exit 5) when the GPUs are not free now");
+  sub->add_flag("--uuid", o->uuid, "GPU UUIDs in CUDA_VISIBLE_DEVICES instead of indices");
+  sub->add_flag("-q,--quiet", o->quiet, "No waiting status on stderr");
+  sub->callback([o, run] { *run = [o] { return RunLease(*o); }; });
+}
+
+}  // namespace gpulane::cli

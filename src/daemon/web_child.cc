@@ -1,0 +1,149 @@
+#include "daemon/web_child.h"
+
+#include <fcntl.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include <fmt/format.h>
+
+namespace gpulane::daemon {
+namespace {
+
+constexpr double kMaxBackoffS = 60;
+constexpr double kStableRunS = 60;  ///< a run this long resets the back-off
+
+std::string Describe(int status) {
+  if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return fmt::format("was killed by signal {}", WTERMSIG(status));
+  return "ended";
+}
+
+// The child's side of the fork: async-signal-safe calls only (the daemon has threads), the
+// credentials changed by raw system calls (glibc's wrappers signal the other threads, which are
+// not in the child).
+[[noreturn]] void ExecChild(const WebChildSpec& spec, char* const* argv, char* const* envp, pid_t parent) {
+  for (int fd : spec.close_in_child) close(fd);
+  const int null_fd = open("/dev/null", O_RDONLY);
+  if (null_fd >= 0) dup2(null_fd, 0);
+  dup2(2, 1);  // its lines go to the daemon's log
+  if (spec.drop_privileges &&
+      (syscall(SYS_setgroups, 0, nullptr) != 0 || syscall(SYS_setresgid, spec.gid, spec.gid, spec.gid) != 0 ||
+       syscall(SYS_setresuid, spec.uid, spec.uid, spec.uid) != 0))
+    _exit(126);
+  // After the credentials change (which clears it): it ends with the daemon, even a kill -9'ed one.
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid() != parent) _exit(0);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  signal(SIGPIPE, SIG_DFL);
+  execve(spec.exe.c_str(), argv, envp);
+  _exit(127);
+}
+
+}  // namespace
+
+WebChild::WebChild(WebChildSpec spec, std::function<void(const std::string&)> log)
+    : spec_(std::move(spec)), log_(std::move(log)) {}
+
+WebChild::~WebChild() { Stop(); }
+
+void WebChild::Start(double now_s) {
+  // Everything the child needs is made before the fork.
+  std::vector<char*> argv;
+  for (auto& a : spec_.argv) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  // An environment of its own, not the daemon's; sanitizer settings pass (scripts/test-sanitizers.sh
+  // collects every sanitized process's reports).
+  std::vector<std::string> env = {"PATH=/usr/bin:/bin", "LANG=C.UTF-8"};
+  for (const char* name : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"})
+    if (const char* value = std::getenv(name)) env.push_back(std::string(name) + "=" + value);
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const pid_t parent = getpid();
+  const pid_t child = fork();
+  if (child < 0) {
+    log_(fmt::format("web: cannot start gpulane-web: fork: {}; trying again in {:g} s", std::strerror(errno), backoff_s_));
+    restart_at_s_ = now_s + backoff_s_;
+    return;
+  }
+  if (child == 0) ExecChild(spec_, argv.data(), envp.data(), parent);
+  pid_ = child;
+  started_s_ = now_s;
+  restart_at_s_ = -1;
+  log_(fmt::format("web: started gpulane-web (pid {}) on {}{}", pid_, spec_.argv.size() > 2 ? spec_.argv[2] : "?",
+                   spec_.drop_privileges ? fmt::format(" as uid {}", spec_.uid) : ""));
+}
+
+void WebChild::Reaped(pid_t pid, int status, double now_s) {
+  if (pid != pid_ || pid < 0) return;
+  pid_ = -1;
+  backoff_s_ = now_s - started_s_ >= kStableRunS ? 1 : backoff_s_;
+  restart_at_s_ = now_s + backoff_s_;
+  log_(fmt::format("web: gpulane-web (pid {}) {}; starting it again in {:g} s", pid, Describe(status), backoff_s_));
+  backoff_s_ = std::min(backoff_s_ * 2, kMaxBackoffS);
+}
+
+void WebChild::Tick(double now_s) {
+  if (pid_ < 0 && restart_at_s_ >= 0 && now_s >= restart_at_s_) Start(now_s);
+}
+
+void WebChild::Stop() {
+  restart_at_s_ = -1;
+  if (pid_ < 0) return;
+  kill(pid_, SIGTERM);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (waitpid(pid_, nullptr, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  pid_ = -1;
+}
+
+std::unique_ptr<WebChild> MakeWebChild(const Config& config, const DaemonPaths& paths, const std::string& self_exe,
+                                       std::vector<int> close_in_child, std::function<void(const std::string&)> log) {
+  if (config.web_listen == "off") return nullptr;
+  WebChildSpec spec;
+  spec.exe = self_exe.substr(0, self_exe.rfind('/') + 1) + "gpulane-web";
+  if (access(spec.exe.c_str(), X_OK) != 0) {
+    log(fmt::format("web: no /metrics and no dashboard: {} is missing (build or install gpulane-web beside gpulane, or set "
+                    "[web] listen = \"off\")", spec.exe));
+    return nullptr;
+  }
+  spec.argv = {"gpulane-web", "--listen", config.web_listen, "--socket", paths.socket};
+  if (config.web_show_commands) spec.argv.push_back("--show-commands");
+  for (const auto& host : config.web_allowed_hosts) spec.argv.insert(spec.argv.end(), {"--allow-host", host});
+  for (const auto& peer : config.web_peers) spec.argv.insert(spec.argv.end(), {"--peer", peer});
+  if (paths.system && geteuid() == 0) {
+    // The system daemon's HTTP side runs as nobody: it needs nothing but the socket (mode 0666).
+    passwd pw{}, *found = nullptr;
+    char buf[4096];
+    if (getpwnam_r("nobody", &pw, buf, sizeof buf, &found) != 0 || !found) {
+      log("web: no /metrics and no dashboard: there is no user \"nobody\" to run gpulane-web as");
+      return nullptr;
+    }
+    spec.drop_privileges = true;
+    spec.uid = found->pw_uid;
+    spec.gid = found->pw_gid;
+  }
+  spec.close_in_child = std::move(close_in_child);
+  return std::make_unique<WebChild>(std::move(spec), std::move(log));
+}
+
+}  // namespace gpulane::daemon

@@ -1,0 +1,253 @@
+#include "web/http_server.h"
+
+#include <netdb.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <thread>
+
+#include <fmt/format.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "util/exit_codes.h"
+#include "web/api.h"
+#include "web/daemon_client.h"
+#include "web/host_check.h"
+#include "web/static_dir.h"
+
+namespace gpulane::web {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kMetricsType = "text/plain; version=0.0.4; charset=utf-8";
+constexpr std::size_t kChartPoints = 600;  ///< points a GPU's chart gets with /api/v1/status?history=
+constexpr std::size_t kMaxBodyBytes = 64 << 10;  ///< cpp-httplib reads no body of a GET or HEAD and the guard refuses the rest: a bound all the same
+
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+void SendJson(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_header("Cache-Control", "no-store");
+  res.set_content(Dump(body) + "\n", "application/json");
+}
+
+void SendError(httplib::Response& res, const Error& e) { SendJson(res, HttpStatusOf(e.kind), ErrorBody(e)); }
+
+Query QueryOf(const httplib::Request& req) {
+  Query q;
+  for (const auto& [k, v] : req.params) q.emplace(k, v);  // emplace keeps the first of a name
+  return q;
+}
+
+// The daemon's reply without the protocol's own fields.
+json Body(json reply) {
+  reply.erase("v");
+  reply.erase("ok");
+  return reply;
+}
+
+std::string Hostname() {
+  char host[256] = {};
+  return gethostname(host, sizeof host - 1) == 0 ? host : "";
+}
+
+// Why binding `host`:`port` fails, for the error line (cpp-httplib says only that it did).
+std::string BindProblem(const ListenAddress& a) {
+  addrinfo hints{}, *found = nullptr;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  if (int rc = getaddrinfo(a.host.c_str(), std::to_string(a.port).c_str(), &hints, &found); rc != 0)
+    return fmt::format("{} is no address of this machine ({})", a.host, gai_strerror(rc));
+  std::string why = "unknown reason";
+  int fd = socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, found->ai_protocol);
+  int one = 1;
+  if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (fd < 0 || bind(fd, found->ai_addr, found->ai_addrlen) != 0) why = std::strerror(errno);
+  if (fd >= 0) close(fd);
+  freeaddrinfo(found);
+  return why;
+}
+
+// cpp-httplib compresses a response with Brotli at its highest quality whenever the client accepts
+// it (browsers do): 400 ms for the dashboard's 60 KB script on a busy 2-core machine. gzip (cheap)
+// stays; a request's "br" is dropped before any route sees it.
+void NoBrotli(httplib::Request& req) {
+  auto it = req.headers.find("Accept-Encoding");
+  if (it == req.headers.end() || it->second.find("br") == std::string::npos) return;
+  it->second = it->second.find("gzip") != std::string::npos ? "gzip" : "identity";
+}
+
+class Routes {
+ public:
+  Routes(const WebOptions& o, bool dashboard)
+      : o_(o), client_(o.socket_path), allowed_(AllowedHosts(o.listen.host, o.allowed_hosts)), hostname_(Hostname()),
+        dashboard_(dashboard) {}
+
+  // Before any route or file: read-only, and only for the names this server is known by.
+  httplib::Server::HandlerResponse Guard(const httplib::Request& req, httplib::Response& res) {
+    NoBrotli(const_cast<httplib::Request&>(req));
+    if (req.method != "GET" && req.method != "HEAD") {
+      res.set_header("Allow", "GET, HEAD");
+      res.set_header("Connection", "close");
+      SendJson(res, 405, {{"error", fmt::format("{} is not allowed: this server is read-only (GET and HEAD)", req.method)},
+                          {"code", "method_not_allowed"}});
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (!HostAllowed(req.get_header_value("Host"), allowed_)) {
+      res.status = 403;
+      res.set_content(fmt::format("403: this gpulane server answers only to the host names it is known by, not '{}' "
+                                  "(add the name to web.allowed_hosts in /etc/gpulane/config.toml, docs/config.md)\n",
+                                  HostName(req.get_header_value("Host"))),
+                      "text/plain; charset=utf-8");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  }
+
+  void Metrics(const httplib::Request&, httplib::Response& res) {
+    auto reply = client_.Ask({{"op", "metrics"}});
+    if (!reply) {
+      res.status = HttpStatusOf(reply.error().kind);
+      res.set_content("# gpulane: " + reply.error().message + "\n", "text/plain; charset=utf-8");
+      return;
+    }
+    res.set_header("Cache-Control", "no-store");
+    res.set_content(reply->value("text", ""), kMetricsType);
+  }
+
+  void Status(const httplib::Request& req, httplib::Response& res) {
+    auto snapshot = client_.Ask({{"op", "snapshot"}, {"sensors", true}, {"utilization", true}, {"topology", false}});
+    if (!snapshot) return SendError(res, snapshot.error());
+    auto queue = client_.Ask({{"op", "queue"}});
+    if (!queue && queue.error().kind != ErrorKind::kInvalidArgument) return SendError(res, queue.error());
+    // Too many jobs for one reply (over 10,000 unfinished): the GPUs still, and why the queue is not.
+    if (!queue) queue = json{{"jobs", json::array()}, {"warnings", {"the queue is not shown: " + queue.error().message}}};
+    auto telemetry = client_.Ask({{"op", "telemetry"}});  // unavailable with the sampler off: readings from the snapshot
+    json view = StatusView((*snapshot)["snapshot"], telemetry ? *telemetry : json(), *queue, o_.show_commands, hostname_);
+    // ?history=1h: each GPU's points since then too, so that a page draws its charts after one round trip.
+    if (req.has_param("history") && telemetry)
+      for (auto& g : view["gpus"]) {
+        auto request = HistoryRequest({{"gpu", std::to_string(g.value("index", 0))}, {"since", req.get_param_value("history")}},
+                                      static_cast<double>(std::time(nullptr)));
+        if (!request) return SendError(res, request.error());
+        auto history = client_.Ask(*request);
+        if (history) g["history"] = ThinPoints((*history)["points"], kChartPoints);
+      }
+    SendJson(res, 200, view);
+  }
+
+  void Queue(const httplib::Request&, httplib::Response& res) {
+    auto queue = client_.Ask({{"op", "queue"}});
+    if (!queue) return SendError(res, queue.error());
+    json out = QueueView(*queue, o_.show_commands);
+    out["warnings"] = queue->value("warnings", json::array());
+    SendJson(res, 200, out);
+  }
+
+  // history and report: the query becomes one daemon request, its reply the answer.
+  void Pass(Result<json> (*make)(const Query&, double), const httplib::Request& req, httplib::Response& res) {
+    auto request = make(QueryOf(req), static_cast<double>(std::time(nullptr)));
+    if (!request) return SendError(res, request.error());
+    auto reply = client_.Ask(*request);
+    if (!reply) return SendError(res, reply.error());
+    SendJson(res, 200, Body(std::move(reply).value()));
+  }
+
+  void Server(const httplib::Request&, httplib::Response& res) {
+    SendJson(res, 200, {{"hostname", hostname_}, {"show_commands", o_.show_commands}, {"peers", o_.peers},
+                        {"dashboard", dashboard_}, {"api", 1}});
+  }
+
+  // The hook for issue 11, item 3: no anomaly detection yet, so none is current.
+  void Anomalies(const httplib::Request&, httplib::Response& res) {
+    SendJson(res, 200, {{"supported", false}, {"anomalies", json::array()}});
+  }
+
+ private:
+  const WebOptions& o_;
+  DaemonClient client_;
+  std::vector<std::string> allowed_;
+  std::string hostname_;
+  bool dashboard_;
+};
+
+void Install(httplib::Server& svr, Routes& r, const std::string& static_dir, const WebOptions& o) {
+  using Req = const httplib::Request&;
+  using Res = httplib::Response&;
+  svr.set_pre_routing_handler([&r](Req req, Res res) { return r.Guard(req, res); });
+  svr.Get("/metrics", [&r](Req q, Res s) { r.Metrics(q, s); });
+  svr.Get("/api/v1/status", [&r](Req q, Res s) { r.Status(q, s); });
+  svr.Get("/api/v1/queue", [&r](Req q, Res s) { r.Queue(q, s); });
+  svr.Get("/api/v1/history", [&r](Req q, Res s) { r.Pass(HistoryRequest, q, s); });
+  svr.Get("/api/v1/report", [&r](Req q, Res s) { r.Pass(ReportRequest, q, s); });
+  svr.Get("/api/v1/server", [&r](Req q, Res s) { r.Server(q, s); });
+  svr.Get("/api/v1/anomalies", [&r](Req q, Res s) { r.Anomalies(q, s); });
+  std::string frames = "'none'";
+  for (const auto& peer : o.peers) frames = frames == "'none'" ? peer : frames + " " + peer;
+  const std::string csp = "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; object-src 'none'; "
+                          "base-uri 'none'; frame-src " + frames;
+  if (!static_dir.empty()) {
+    svr.set_mount_point("/", static_dir, {{"Cache-Control", "no-cache"}, {"Content-Security-Policy", csp}});
+  } else {
+    svr.Get("/", [](Req, Res s) { s.set_content(NotBuiltPage(), "text/html; charset=utf-8"); });
+  }
+  svr.set_error_handler([](Req, Res res) {
+    if (res.body.empty()) res.set_content(fmt::format("{}\n", res.status), "text/plain; charset=utf-8");
+  });
+  svr.set_default_headers({{"X-Content-Type-Options", "nosniff"}, {"Referrer-Policy", "no-referrer"}});
+  // SO_REUSEADDR alone: cpp-httplib's default adds SO_REUSEPORT, which would let another process of
+  // the same user bind the same port beside this one and take some of its connections.
+  svr.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+  // A response goes out in two writes (head, body): with Nagle's algorithm the second waits for the
+  // client's delayed ACK of the first, 40 ms on Linux, eight times the /metrics target.
+  svr.set_tcp_nodelay(true);
+  svr.set_payload_max_length(kMaxBodyBytes);
+  svr.set_keep_alive_max_count(100);
+  svr.set_read_timeout(5, 0);
+}
+
+}  // namespace
+
+int Serve(const WebOptions& options, const std::string& static_dir) {
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&stop_signals, sig);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);  // before any thread: only the waiter below takes them
+  signal(SIGPIPE, SIG_IGN);
+
+  httplib::Server svr;
+  Routes routes(options, !static_dir.empty());
+  Install(svr, routes, static_dir, options);
+  const ListenAddress& a = options.listen;
+  int port = a.port;
+  const bool bound = a.port == 0 ? (port = svr.bind_to_any_port(a.host)) > 0 : svr.bind_to_port(a.host, a.port);
+  if (!bound) {
+    fmt::print(stderr, "gpulane-web: error: cannot listen on {}:{}: {} (choose another [web] listen in docs/config.md, or "
+                       "\"off\")\n", a.host, a.port, BindProblem(a));
+    return kExitFailure;
+  }
+  std::thread waiter([&svr, stop_signals] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    svr.stop();
+  });
+  const std::string shown = a.host.find(':') != std::string::npos ? "[" + a.host + "]" : a.host;
+  fmt::print(stderr, "gpulane-web: listening on http://{}:{}/ (daemon {}, dashboard {})\n", shown, port, options.socket_path,
+             static_dir.empty() ? "not built" : static_dir);
+  std::fflush(stderr);
+  svr.listen_after_bind();
+  pthread_kill(waiter.native_handle(), SIGTERM);  // stopped otherwise: end the waiter too
+  waiter.join();
+  return kExitOk;
+}
+
+}  // namespace gpulane::web
