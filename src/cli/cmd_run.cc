@@ -93,12 +93,6 @@ int RunRun(const RunOptions& o) {
     notified->env = job.job.env;
     notified->target = std::move(target).value();
   }
-  auto backend = OpenBackend();
-  if (!backend) return Fail(backend.error());
-  auto dir = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config->lease_dir));
-  if (!dir) return Fail(dir.error());
-  TimingMark("lease directory opened");
-
   const bool tty = isatty(STDERR_FILENO) == 1;
   exec::LeasedJobHooks hooks;
   // The waiting line names other users' jobs and processes (lease job ids, process names): escaped
@@ -121,14 +115,25 @@ int RunRun(const RunOptions& o) {
     hooks.on_running = [&] { anomalies->Poll(); };
     job.running_hook_s = daemon::kAnomalyPollS;
   }
-  // Its usage line: from the daemon's sampler when one meters the lease directory, else metered here.
-  const bool daemon_meters = [] {
-    for (const auto& socket : daemon::SnapshotSockets())
-      if (auto reply = proto::CallExisting(socket, {{"op", "telemetry"}}, 2.0)) return true;
-    return false;
-  }();
-  if (!daemon_meters && !o.quiet) job.meter_usage_s = 1;
-  auto outcome = exec::RunLeasedJob(**backend, *dir, job, hooks);
+  Result<exec::LeasedJobOutcome> outcome = MakeError(ErrorKind::kInternal, "not run");
+  bool daemon_meters = false;  // a -g 0 job holds no GPU to meter
+  if (job.wait.request.count == 0) {  // -g 0: no GPU, no lease, no NVML (it works without a driver)
+    outcome = exec::RunWithoutGpus(job, hooks);
+  } else {
+    auto backend = OpenBackend();
+    if (!backend) return Fail(backend.error());
+    auto dir = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config->lease_dir));
+    if (!dir) return Fail(dir.error());
+    TimingMark("lease directory opened");
+    // Its usage line: from the daemon's sampler when one meters the lease directory, else metered here.
+    daemon_meters = [] {
+      for (const auto& socket : daemon::SnapshotSockets())
+        if (auto reply = proto::CallExisting(socket, {{"op", "telemetry"}}, 2.0)) return true;
+      return false;
+    }();
+    if (!daemon_meters && !o.quiet) job.meter_usage_s = 1;
+    outcome = exec::RunLeasedJob(**backend, *dir, job, hooks);
+  }
   if (!outcome) return Fail(outcome.error());
   if (outcome->interrupted_by_signal) return 128 + outcome->interrupted_by_signal;
   const exec::JobOutcome& ran = *outcome->job;
@@ -160,7 +165,7 @@ void RegisterRun(CLI::App& app, Runner* run) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* sub = app.add_subcommand(
       "run", "Wait for free GPUs, lease them, and run a command on them: gpulane run -g 2 -- python train.py");
-  o->request.Register(sub, {/*time_limit=*/true, /*priority=*/false});
+  o->request.Register(sub, {.time_limit = true, .priority = false, .zero_gpus = true});
   sub->add_flag("--uuid", o->uuid, "Put GPU UUIDs in CUDA_VISIBLE_DEVICES instead of indices");
   sub->add_option("--timeout", o->timeout, "Give up waiting after this long (exit 6), e.g. 30m")->type_name("DURATION");
   sub->add_flag("--no-wait", o->no_wait, "Fail at once (exit 5) when the GPUs are not free now");

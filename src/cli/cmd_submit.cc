@@ -155,7 +155,7 @@ int RunSubmit(const SubmitOptions& o) {
 void RegisterSubmit(CLI::App& app, Runner* run) {
   auto o = std::make_shared<SubmitOptions>();
   CLI::App* sub = app.add_subcommand("submit", "Queue a job with the daemon; prints its id: gpulane submit -g 1 -- python train.py");
-  o->request.Register(sub, {/*time_limit=*/true, /*priority=*/true, /*daemon_identifies=*/true});
+  o->request.Register(sub, {.time_limit = true, .priority = true, .daemon_identifies = true, .zero_gpus = true});
   sub->add_option("--name", o->name, "A name for the job (default: the command's name)");
   sub->add_option("--after", o->after, "Start only after these jobs completed successfully (ids, comma-separated: 12 (an array: all its tasks), 12_3 (one task), 12_[1-3])")->type_name("JOBS");
   sub->add_option("--after-any", o->after_any, "Start only after these jobs ended, however (ids as for --after)")->type_name("JOBS");

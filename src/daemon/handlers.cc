@@ -443,12 +443,14 @@ json Daemon::HandleSubmit(const Peer& peer, const json& req, std::vector<Job>* j
                fmt::format("--priority {}: only root and members of daemon.admin_group may raise a job's priority above "
                            "0; give 0 or a negative number",
                            request.priority));
-  auto allowed = ResolveAllowedGpus(request.gpu_list, exec::EnvValue(job.spec.env, "CUDA_VISIBLE_DEVICES"), gpu_identity_);
-  if (!allowed) return Err(allowed.error().kind, allowed.error().message);
-  request.allowed_uuids = std::move(allowed).value();
-  if (Status possible = lease::CanEverQualify(gpu_identity_, request, sched::Limits{config_.memory_margin_bytes});
-      !possible.ok())
-    return Err(possible.error().kind, possible.error().message);
+  if (request.count > 0) {  // a CPU-only job (-g 0) chooses no GPU
+    auto allowed = ResolveAllowedGpus(request.gpu_list, exec::EnvValue(job.spec.env, "CUDA_VISIBLE_DEVICES"), gpu_identity_);
+    if (!allowed) return Err(allowed.error().kind, allowed.error().message);
+    request.allowed_uuids = std::move(allowed).value();
+    if (Status possible = lease::CanEverQualify(gpu_identity_, request, sched::Limits{config_.memory_margin_bytes});
+        !possible.ok())
+      return Err(possible.error().kind, possible.error().message);
+  }
   if (job.spec.cwd.empty() || job.spec.cwd.front() != '/')
     return Err(ErrorKind::kInvalidArgument, "submit: the working directory must be an absolute path");
   // Every dependency must name a job: a look-up or two each (at most kMaxDependencies of them),
