@@ -1,6 +1,7 @@
 // gpulane run: wait for suitable GPUs, lease them, run the command on them, clean up, give them back.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -19,6 +20,7 @@
 #include "proto/telemetry_json.h"
 #include "telemetry/job_usage.h"
 #include "cli/request_options.h"
+#include "cli/run_each.h"
 #include "daemon/job_notify.h"
 #include "daemon/paths.h"
 #include "gpu/visible_devices.h"
@@ -26,6 +28,7 @@
 #include "util/config.h"
 #include "util/strings.h"
 #include "util/terminal_text.h"
+#include "util/shell_words.h"
 #include "util/units.h"
 
 namespace gpulane::cli {
@@ -33,10 +36,11 @@ namespace {
 
 struct RunOptions {
   RequestOptions request;
-  std::string timeout, kill_grace, notify;
+  std::string timeout, kill_grace, notify, each;
+  int jobs = 0;  ///< --each's -j (0: DefaultParallel)
   bool no_wait = false, uuid = false, quiet = false;
   // Given on the command line: an empty value ("--timeout ''") is an error, not "not given".
-  bool timeout_given = false, kill_grace_given = false;
+  bool timeout_given = false, kill_grace_given = false, each_given = false, jobs_given = false;
   std::vector<std::string> command;
 };
 
@@ -66,7 +70,9 @@ Result<lease::WaitRequest> ParseRequest(const RunOptions& o, const Config& confi
   return w;
 }
 
-int RunRun(const RunOptions& o) {
+// Runs `o.command` through the lease-and-run lifecycle; with `report_fd` >= 0 (a line of --each)
+// quietly, writing "granted <GPU indices>\n" there once its GPUs are leased. Returns the exit code.
+int RunRun(const RunOptions& o, int report_fd = -1) {
   auto config = LoadConfig();
   if (!config) return Fail(config.error());
   TimingMark("config loaded");
@@ -93,22 +99,26 @@ int RunRun(const RunOptions& o) {
     notified->env = job.job.env;
     notified->target = std::move(target).value();
   }
-  auto backend = OpenBackend();
-  if (!backend) return Fail(backend.error());
-  auto dir = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config->lease_dir));
-  if (!dir) return Fail(dir.error());
-  TimingMark("lease directory opened");
-
   const bool tty = isatty(STDERR_FILENO) == 1;
   exec::LeasedJobHooks hooks;
   // The waiting line names other users' jobs and processes (lease job ids, process names): escaped
   // (util/terminal_text.h), so that only our own "erase the line" code reaches the terminal.
-  hooks.on_waiting = [tty](const std::string& line) {
+  hooks.on_waiting = [tty, report_fd](const std::string& line) {
+    if (report_fd >= 0) return;  // a line of --each: its progress line says it waits
     if (tty) fmt::print(stderr, "\r\x1b[K{}", line.empty() ? "" : "gpulane: " + EscapeForTerminal(line));
     else if (!line.empty()) fmt::print(stderr, "gpulane: {}\n", EscapeForTerminal(line));
   };
   hooks.on_granted = [&](const lease::Grant& grant) {
     TimingMark("GPUs leased");
+    if (report_fd >= 0) {
+      std::vector<unsigned> gpus = grant.gpus;
+      std::sort(gpus.begin(), gpus.end());
+      std::string line = "granted ";
+      for (unsigned i : gpus) line += fmt::format("{}{}", line.size() > 8 ? "," : "", i);
+      line += '\n';
+      if (write(report_fd, line.data(), line.size()) < 0) {  // the parent is gone: run the line anyway
+      }
+    }
     if (grant.waited_s >= 1 && !o.quiet)
       fmt::print(stderr, "gpulane: got GPU{} {} after waiting {}\n", grant.gpus.size() > 1 ? "s" : "",
                  EscapeForTerminal(FormatVisibleDevices(grant.snapshot, grant.gpus, false)), FormatSeconds(grant.waited_s));
@@ -121,14 +131,25 @@ int RunRun(const RunOptions& o) {
     hooks.on_running = [&] { anomalies->Poll(); };
     job.running_hook_s = daemon::kAnomalyPollS;
   }
-  // Its usage line: from the daemon's sampler when one meters the lease directory, else metered here.
-  const bool daemon_meters = [] {
-    for (const auto& socket : daemon::SnapshotSockets())
-      if (auto reply = proto::CallExisting(socket, {{"op", "telemetry"}}, 2.0)) return true;
-    return false;
-  }();
-  if (!daemon_meters && !o.quiet) job.meter_usage_s = 1;
-  auto outcome = exec::RunLeasedJob(**backend, *dir, job, hooks);
+  Result<exec::LeasedJobOutcome> outcome = MakeError(ErrorKind::kInternal, "not run");
+  bool daemon_meters = false;  // a -g 0 job holds no GPU to meter
+  if (job.wait.request.count == 0) {  // -g 0: no GPU, no lease, no NVML (it works without a driver)
+    outcome = exec::RunWithoutGpus(job, hooks);
+  } else {
+    auto backend = OpenBackend();
+    if (!backend) return Fail(backend.error());
+    auto dir = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config->lease_dir));
+    if (!dir) return Fail(dir.error());
+    TimingMark("lease directory opened");
+    // Its usage line: from the daemon's sampler when one meters the lease directory, else metered here.
+    daemon_meters = [] {
+      for (const auto& socket : daemon::SnapshotSockets())
+        if (auto reply = proto::CallExisting(socket, {{"op", "telemetry"}}, 2.0)) return true;
+      return false;
+    }();
+    if (!daemon_meters && !o.quiet) job.meter_usage_s = 1;
+    outcome = exec::RunLeasedJob(**backend, *dir, job, hooks);
+  }
   if (!outcome) return Fail(outcome.error());
   if (outcome->interrupted_by_signal) return 128 + outcome->interrupted_by_signal;
   const exec::JobOutcome& ran = *outcome->job;
@@ -154,19 +175,48 @@ int RunRun(const RunOptions& o) {
   return ran.exit_code;
 }
 
+// --each FILE: every command line of FILE as a `gpulane run` of its own, at most -j at once.
+int RunEachFile(const RunOptions& o) {
+  auto usage = [](std::string m) { return Fail(MakeError(ErrorKind::kInvalidArgument, std::move(m))); };
+  if (!o.command.empty())
+    return usage(fmt::format("--each {} gives the commands: leave out the command '{}' after the options",
+                             EscapeForTerminal(o.each), EscapeForTerminal(o.command.front().substr(0, 40))));
+  if (o.jobs_given && o.jobs < 1) return usage(fmt::format("-j {}: run at least 1 line at once", o.jobs));
+  auto commands = ReadCommandFile(o.each);
+  if (!commands) return Fail(commands.error());
+  auto request = o.request.ToRequest();  // a bad option fails once here, not once per line
+  if (!request) return Fail(request.error());
+  int exit_code = kExitOk;
+  const unsigned parallel = o.jobs_given ? static_cast<unsigned>(o.jobs) : DefaultParallel(*request, &exit_code);
+  if (parallel == 0) return exit_code;
+  return RunEach(*commands, parallel, [&o](const std::vector<std::string>& argv, int report_fd) {
+    RunOptions line = o;
+    line.command = argv;
+    line.quiet = true;
+    return RunRun(line, report_fd);
+  });
+}
+
 }  // namespace
 
 void RegisterRun(CLI::App& app, Runner* run) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* sub = app.add_subcommand(
       "run", "Wait for free GPUs, lease them, and run a command on them: gpulane run -g 2 -- python train.py");
-  o->request.Register(sub, {/*time_limit=*/true, /*priority=*/false});
+  o->request.Register(sub, {.time_limit = true, .priority = false, .zero_gpus = true});
   sub->add_flag("--uuid", o->uuid, "Put GPU UUIDs in CUDA_VISIBLE_DEVICES instead of indices");
   sub->add_option("--timeout", o->timeout, "Give up waiting after this long (exit 6), e.g. 30m")->type_name("DURATION");
   sub->add_flag("--no-wait", o->no_wait, "Fail at once (exit 5) when the GPUs are not free now");
   sub->add_option("--kill-grace", o->kill_grace, "Time between SIGTERM and SIGKILL for leftovers (default 10s)")
       ->type_name("DURATION");
   sub->add_flag("-q,--quiet", o->quiet, "No waiting status or clean-up notes on stderr");
+  sub->add_option("--each", o->each,
+                  "Run every command line of FILE ('-': stdin) like this, each on GPUs of its own, at most -j at once; "
+                  "lines are split into words as a shell would but not run through one (sh -c '...' for that); "
+                  "exit 0 when every line exited 0, else 15")
+      ->type_name("FILE");
+  sub->add_option("-j,--jobs", o->jobs, "--each: lines run at once (default: the GPUs divided by -g; -g 0: the CPU cores)")
+      ->type_name("N");
   sub->add_option("--notify", o->notify,
                   "Tell me when the job ends, fails or has an anomaly (end, fail, anomaly): to notify.webhook and/or "
                   "notify.command of your config")
@@ -177,6 +227,8 @@ void RegisterRun(CLI::App& app, Runner* run) {
   sub->callback([o, sub, run] {
     o->timeout_given = sub->count("--timeout") > 0;
     o->kill_grace_given = sub->count("--kill-grace") > 0;
+    o->each_given = sub->count("--each") > 0;
+    o->jobs_given = sub->count("--jobs") > 0;
     o->command = sub->remaining();
     // With prefix_command(), CLI11 stops at the first word it does not know, also at an unknown
     // option: that is a usage error, not a command named "--bogus" (a command that starts with '-'
@@ -195,7 +247,15 @@ void RegisterRun(CLI::App& app, Runner* run) {
       if (!o->command.empty()) o->command.push_back("--");
       o->command.insert(o->command.end(), TrailingCommand().begin(), TrailingCommand().end());
     }
-    *run = [o] { return RunRun(*o); };
+    if (o->jobs_given && !o->each_given) {
+      *run = [] { return Fail(MakeError(ErrorKind::kInvalidArgument, "-j applies to --each FILE only: give --each")); };
+      return;
+    }
+    if (o->each_given && o->each.empty()) {
+      *run = [] { return Fail(MakeError(ErrorKind::kInvalidArgument, "--each '': give a command file")); };
+      return;
+    }
+    *run = [o] { return o->each_given ? RunEachFile(*o) : RunRun(*o); };
   });
 }
 

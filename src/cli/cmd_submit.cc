@@ -15,6 +15,8 @@
 #include "store/job.h"
 #include "exec/job_env.h"
 #include "util/config.h"
+#include "util/bytes_json.h"
+#include "util/shell_words.h"
 #include "util/strings.h"
 #include "util/terminal_text.h"
 #include "util/timing.h"
@@ -25,7 +27,8 @@ namespace {
 
 struct SubmitOptions {
   RequestOptions request;
-  std::string name, after, after_any, array, output, error, kill_grace, idempotency_key, retry, preemptible, notify;
+  std::string name, after, after_any, array, array_file, output, error, kill_grace, idempotency_key, retry, preemptible,
+      notify;
   bool preemptible_given = false;  ///< --preemptible, with or without a value
   bool hold = false;
   std::vector<std::string> command;
@@ -72,15 +75,53 @@ Result<std::string> NewIdempotencyKey() {
   return key;
 }
 
+// --array-file FILE: one task per command line. Sets the request's "array" (every command, or
+// those --array names by position: 0 is the first command) and "array_argv", the spec's argv (the
+// first task's command, which the spec must have) and its default name (the file's). Errors:
+// kInvalidArgument naming the file and line, or the --array index that names no command.
+Status AddArrayFile(const SubmitOptions& o, store::JobSpec& spec, nlohmann::json& request, std::vector<int>* indices) {
+  auto commands = ReadCommandFile(o.array_file);
+  if (!commands) return commands.error();
+  if (o.array.empty()) {
+    for (std::size_t i = 0; i < commands->size(); ++i) indices->push_back(static_cast<int>(i));
+  } else {
+    auto parsed = store::ParseTaskIndices(o.array);
+    if (!parsed) return MakeError(ErrorKind::kInvalidArgument, fmt::format("--array '{}': {}", o.array, parsed.error().message));
+    *indices = std::move(parsed).value();
+    for (int i : *indices)
+      if (static_cast<std::size_t>(i) >= commands->size())
+        return MakeError(ErrorKind::kInvalidArgument,
+                         fmt::format("--array {}: {} has {} commands, tasks 0 to {}; --array picks commands by "
+                                     "their position in the file",
+                                     i, o.array_file, commands->size(), commands->size() - 1));
+  }
+  nlohmann::json argv = nlohmann::json::array();
+  for (int i : *indices) argv.push_back(BytesListToJson((*commands)[static_cast<std::size_t>(i)].argv));
+  if (auto checked = store::ArrayArgvFromJson(argv, indices->size()); !checked) return checked.error();  // as the daemon would
+  spec.argv = (*commands)[static_cast<std::size_t>(indices->front())].argv;
+  if (o.name.empty()) spec.name = o.array_file == "-" ? "stdin" : o.array_file.substr(o.array_file.rfind('/') + 1);
+  request["array"] = *indices;
+  request["array_argv"] = std::move(argv);
+  return Status::Ok();
+}
+
 int RunSubmit(const SubmitOptions& o) {
   auto usage = [](std::string m) { return Fail(MakeError(ErrorKind::kInvalidArgument, std::move(m))); };
-  if (o.command.empty()) return usage("no command given: put it after the options, e.g. gpulane submit -g 1 -- python train.py");
+  if (!o.array_file.empty() && !o.command.empty())
+    return usage(fmt::format("--array-file {} gives the commands: leave out the command '{}' after the options",
+                             o.array_file, EscapeForTerminal(o.command.front().substr(0, 40))));
+  if (o.command.empty() && o.array_file.empty())
+    return usage("no command given: put it after the options, e.g. gpulane submit -g 1 -- python train.py");
   auto gpu_request = o.request.ToRequest();
   if (!gpu_request) return Fail(gpu_request.error());
   store::JobSpec spec;
-  spec.argv = o.command;
   spec.request = std::move(gpu_request).value();
-  spec.name = o.name.empty() ? o.command.front().substr(o.command.front().rfind('/') + 1) : o.name;
+  if (!o.command.empty()) {
+    spec.argv = o.command;
+    spec.name = o.name.empty() ? o.command.front().substr(o.command.front().rfind('/') + 1) : o.name;
+  } else {
+    spec.name = o.name;  // the file's name unless --name (AddArrayFile)
+  }
   auto after = ParseDeps(o.after, "--after");
   if (!after) return Fail(after.error());
   auto after_any = ParseDeps(o.after_any, "--after-any");
@@ -120,6 +161,16 @@ int RunSubmit(const SubmitOptions& o) {
   if (!getcwd(cwd, sizeof cwd)) return Fail(MakeError(ErrorKind::kIo, "cannot read the current directory"));
   spec.cwd = cwd;
   spec.env = exec::CurrentEnvironment();
+  nlohmann::json request = {{"op", "submit"}, {"hold", o.hold}};
+  std::vector<int> indices;
+  if (!o.array_file.empty()) {
+    if (Status added = AddArrayFile(o, spec, request, &indices); !added.ok()) return Fail(added.error());
+  } else if (!o.array.empty()) {
+    auto parsed = store::ParseTaskIndices(o.array);
+    if (!parsed) return usage(fmt::format("--array '{}': {}", o.array, parsed.error().message));
+    indices = std::move(parsed).value();
+    request["array"] = indices;
+  }
   if (Status within = store::CheckSpecLimits(spec); !within.ok()) return Fail(within.error());  // as the daemon would
   // The daemon answers a repeated key with the first submission's ids instead of queuing again,
   // so a submission sent again after a lost answer runs once (docs/protocol.md, "submit").
@@ -129,14 +180,8 @@ int RunSubmit(const SubmitOptions& o) {
     if (!fresh) return Fail(fresh.error());
     key = *fresh;
   }
-  nlohmann::json request = {{"op", "submit"}, {"spec", store::SpecToJson(spec)}, {"hold", o.hold}, {"idempotency_key", key}};
-  std::vector<int> indices;
-  if (!o.array.empty()) {
-    auto parsed = store::ParseTaskIndices(o.array);
-    if (!parsed) return usage(fmt::format("--array '{}': {}", o.array, parsed.error().message));
-    indices = std::move(parsed).value();
-    request["array"] = indices;
-  }
+  request["spec"] = store::SpecToJson(spec);
+  request["idempotency_key"] = key;
   TimingMark("submit: request built");
   auto reply = CallOrStart(request);  // the one command that may start a per-user daemon
   if (!reply) return Fail(reply.error());
@@ -145,7 +190,8 @@ int RunSubmit(const SubmitOptions& o) {
   if (reply->value("repeated", false))
     Warn(fmt::format("idempotency key {}: submitted before as job {}; nothing new was queued", key, ids.front()));
   if (request.contains("array"))
-    fmt::print(stderr, "gpulane: array job {}: {} tasks, {}_[{}] (job ids {}-{})\n", ids.front(), ids.size(), ids.front(),
+    fmt::print(stderr, "gpulane: array job {}: {} tasks{}, {}_[{}] (job ids {}-{})\n", ids.front(), ids.size(),
+               o.array_file.empty() ? "" : " from " + EscapeForTerminal(o.array_file), ids.front(),
                store::FormatTaskIndices(indices), ids.front(), ids.back());
   return kExitOk;
 }
@@ -155,12 +201,17 @@ int RunSubmit(const SubmitOptions& o) {
 void RegisterSubmit(CLI::App& app, Runner* run) {
   auto o = std::make_shared<SubmitOptions>();
   CLI::App* sub = app.add_subcommand("submit", "Queue a job with the daemon; prints its id: gpulane submit -g 1 -- python train.py");
-  o->request.Register(sub, {/*time_limit=*/true, /*priority=*/true, /*daemon_identifies=*/true});
+  o->request.Register(sub, {.time_limit = true, .priority = true, .daemon_identifies = true, .zero_gpus = true});
   sub->add_option("--name", o->name, "A name for the job (default: the command's name)");
   sub->add_option("--after", o->after, "Start only after these jobs completed successfully (ids, comma-separated: 12 (an array: all its tasks), 12_3 (one task), 12_[1-3])")->type_name("JOBS");
   sub->add_option("--after-any", o->after_any, "Start only after these jobs ended, however (ids as for --after)")->type_name("JOBS");
   sub->add_option("--array", o->array, "Many tasks, each its own job on its own lease: 0-99, 1,3,5, 0-99:2; the task gets GPULANE_ARRAY_INDEX")
       ->type_name("INDICES");
+  sub->add_option("--array-file", o->array_file,
+                  "An array with one task per command line of FILE ('-': stdin), split into words as a shell would "
+                  "but not run through one (write sh -c '...' for pipes and redirections); blank lines and # comments "
+                  "are skipped; task i runs the i-th command (--array picks some of them)")
+      ->type_name("FILE");
   sub->add_option("-o,--output", o->output,
                   "stdout log, appended to (%j job id, %a array index, %A array id, %u user); default: a new file "
                   "gpulane-%j.out, or gpulane-%j.1.out, .2 ... when that name is taken (gpulane show prints it)")
@@ -190,7 +241,7 @@ void RegisterSubmit(CLI::App& app, Runner* run) {
   sub->allow_extras();
   sub->callback([o, sub, run] {
     // An empty value ("--mem ''") is an error, not "not given" (as for gpulane run).
-    for (const char* name : {"--name", "--after", "--after-any", "--array", "--output", "--error", "--kill-grace",
+    for (const char* name : {"--name", "--after", "--after-any", "--array", "--array-file", "--output", "--error", "--kill-grace",
                              "--idempotency-key", "--retry"}) {
       const CLI::Option* opt = sub->get_option(name);
       if (opt->count() > 0 && (opt->results().empty() || opt->results().back().empty())) {

@@ -17,7 +17,10 @@ namespace gpulane::cli {
 void RequestOptions::Register(CLI::App* sub, RequestOptionSet set) {
   sub_ = sub;
   set_ = set;
-  sub->add_option("-g,-n,--gpu-count,--count", count_, "How many GPUs (default 1)")->type_name("N");
+  sub->add_option("-g,-n,--gpu-count,--count", count_,
+                  set.zero_gpus ? "How many GPUs (default 1; 0: a CPU-only step, no GPU and no lease, CUDA_VISIBLE_DEVICES empty)"
+                                : "How many GPUs (default 1)")
+      ->type_name("N");
   sub->add_option("--mem", mem_, "Share GPUs: declare this much GPU memory per GPU (e.g. 30GiB) instead of whole GPUs")
       ->type_name("SIZE");
   sub->add_option("--min-free", min_free_, "Each GPU needs at least this much free memory, e.g. 20GiB")->type_name("SIZE");
@@ -50,7 +53,9 @@ Result<sched::Request> RequestOptions::ToRequest() const {
     if (sub_->get_option_no_throw(name) && given(name) && sub_->get_option(name)->as<std::string>().empty())
       return usage(fmt::format("{} '': give a value", name));
   sched::Request r;
-  if (count_ < 1) return usage(fmt::format("-g {}: ask for at least 1 GPU", count_));
+  if (count_ < 0) return usage(fmt::format("-g {}: ask for 0 GPUs or more", count_));
+  if (count_ == 0 && !set_.zero_gpus)
+    return usage("-g 0: ask for at least 1 GPU (gpulane run -g 0 and submit -g 0 run a command without GPUs)");
   r.count = static_cast<unsigned>(count_);
   if (given("--mem")) {
     auto bytes = ParseSizeBytes(mem_);
@@ -76,9 +81,11 @@ Result<sched::Request> RequestOptions::ToRequest() const {
   // the waiter, the daemon and the store; its GPUs are applied once the GPUs are known.
   auto config = LoadConfig();
   if (!config) return config.error();
+  // A CPU-only job (-g 0) is in no partition: the default one does not apply (an explicit one is
+  // refused by CheckRequest).
   auto partition = sched::SelectPartition(*config, partition_);
   if (!partition) return partition.error();
-  if (*partition) {
+  if (*partition && (r.count > 0 || given("--partition"))) {
     r.partition = (*partition)->name;
     if (Status s = sched::ApplyPartition(**partition, r, std::nullopt); !s.ok()) return s.error();
   }

@@ -20,6 +20,8 @@ struct RequestOptionSet {
   /// The daemon takes who asks from the socket (submit): the request's user stays "" instead of
   /// being looked up (a user database look-up per submission).
   bool daemon_identifies = false;
+  /// -g 0 is a CPU-only job (run, submit): no GPU, no lease, no partition. Otherwise (pick) an error.
+  bool zero_gpus = false;
 };
 
 class RequestOptions {

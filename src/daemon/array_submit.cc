@@ -54,6 +54,10 @@ void Daemon::StoreArrayParts(double budget_s) {
     for (std::size_t i = offset; i < offset + count; ++i) {
       Job task = a.sub.jobs.front();
       task.array_index = a.sub.indices[i];
+      if (!a.sub.task_argv.empty()) {  // submit --array-file: its own command, the rest shared
+        task.spec.argv = a.sub.task_argv[i];
+        task.own_argv = true;
+      }
       part.push_back(std::move(task));
     }
     std::vector<store::SubmissionKey> keys;

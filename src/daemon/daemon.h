@@ -129,9 +129,11 @@ class Daemon {
   void TakeTelemetry();
   /// Checks a submission and makes its jobs (*jobs) and its idempotency key (*key, "" without one);
   /// an error reply, or null.
-  /// For an array, *jobs is one job (the template of every task) and *indices its tasks' indices.
+  /// For an array, *jobs is one job (the template of every task) and *indices its tasks' indices;
+  /// from a command file (submit --array-file), *task_argv each task's command, by position.
   nlohmann::json HandleSubmit(const Peer& peer, const nlohmann::json& req, std::vector<store::Job>* jobs,
-                              std::vector<int>* indices, std::string* key);
+                              std::vector<int>* indices, std::string* key,
+                              std::vector<store::SharedList<std::string>>* task_argv);
   nlohmann::json HandleQueue(const Peer& peer, const nlohmann::json& req);
   /// A queue request with "stream": answers the header, then PumpStream sends the text part by part.
   void StartQueueStream(Connection& c, const nlohmann::json& req);
@@ -208,6 +210,8 @@ class Daemon {
     bool array;
     std::string key;               ///< the client's idempotency key ("" without one)
     std::vector<int> indices;      ///< an array's task indices
+    /// submit --array-file: each task's own command, by position in `indices` (empty: the spec's)
+    std::vector<store::SharedList<std::string>> task_argv;
   };
   /// An array submission being stored in parts of kArrayPartTasks, one transaction a part: a
   /// 100,000-task array holds the loop a few milliseconds a turn, not a second.

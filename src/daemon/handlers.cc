@@ -371,14 +371,16 @@ void Daemon::HandleParsedRequest(Connection& c, const json& req) {
       std::vector<Job> jobs;
       std::vector<int> indices;
       std::string key;
-      json error = HandleSubmit(c.peer, req, &jobs, &indices, &key);
+      std::vector<store::SharedList<std::string>> task_argv;
+      json error = HandleSubmit(c.peer, req, &jobs, &indices, &key, &task_argv);
       if (!error.is_null()) {
         Reply(c, error);
       } else {
         const bool array = req.contains("array");
         // An array is answered once all its parts are stored: the requests behind it wait (ReadFrom).
         if (array) c.storing = true;
-        submits_.push_back({c.fd, c.serial, std::move(jobs), array, std::move(key), std::move(indices)});
+        submits_.push_back(
+            {c.fd, c.serial, std::move(jobs), array, std::move(key), std::move(indices), std::move(task_argv)});
       }
     } else if (op == "snapshot") {
       Reply(c, HandleSnapshot(req));
@@ -411,7 +413,7 @@ void Daemon::HandleParsedRequest(Connection& c, const json& req) {
 }
 
 json Daemon::HandleSubmit(const Peer& peer, const json& req, std::vector<Job>* jobs, std::vector<int>* array_indices,
-                          std::string* key) {
+                          std::string* key, std::vector<store::SharedList<std::string>>* task_argv) {
   Job job;
   if (!req.contains("spec")) return Err(ErrorKind::kInvalidArgument, "submit: the spec is missing");
   if (req.contains("idempotency_key")) {
@@ -443,12 +445,14 @@ json Daemon::HandleSubmit(const Peer& peer, const json& req, std::vector<Job>* j
                fmt::format("--priority {}: only root and members of daemon.admin_group may raise a job's priority above "
                            "0; give 0 or a negative number",
                            request.priority));
-  auto allowed = ResolveAllowedGpus(request.gpu_list, exec::EnvValue(job.spec.env, "CUDA_VISIBLE_DEVICES"), gpu_identity_);
-  if (!allowed) return Err(allowed.error().kind, allowed.error().message);
-  request.allowed_uuids = std::move(allowed).value();
-  if (Status possible = lease::CanEverQualify(gpu_identity_, request, sched::Limits{config_.memory_margin_bytes});
-      !possible.ok())
-    return Err(possible.error().kind, possible.error().message);
+  if (request.count > 0) {  // a CPU-only job (-g 0) chooses no GPU
+    auto allowed = ResolveAllowedGpus(request.gpu_list, exec::EnvValue(job.spec.env, "CUDA_VISIBLE_DEVICES"), gpu_identity_);
+    if (!allowed) return Err(allowed.error().kind, allowed.error().message);
+    request.allowed_uuids = std::move(allowed).value();
+    if (Status possible = lease::CanEverQualify(gpu_identity_, request, sched::Limits{config_.memory_margin_bytes});
+        !possible.ok())
+      return Err(possible.error().kind, possible.error().message);
+  }
   if (job.spec.cwd.empty() || job.spec.cwd.front() != '/')
     return Err(ErrorKind::kInvalidArgument, "submit: the working directory must be an absolute path");
   // Every dependency must name a job: a look-up or two each (at most kMaxDependencies of them),
@@ -479,10 +483,16 @@ json Daemon::HandleSubmit(const Peer& peer, const json& req, std::vector<Job>* j
     if (!indices) return Err(indices.error().kind, indices.error().message);
     if (Status s = sched::CheckQueuedLimit(user_limits, peer.user, unfinished, indices->size()); !s.ok())
       return Err(s.error().kind, s.error().message);
+    if (req.contains("array_argv")) {  // submit --array-file: a command of its own for each task
+      auto commands = store::ArrayArgvFromJson(req["array_argv"], indices->size());
+      if (!commands) return Err(commands.error().kind, commands.error().message);
+      *task_argv = std::move(commands).value();
+    }
     unfinished += indices->size();
     *array_indices = std::move(indices).value();  // the tasks are made part by part (StoreArrayParts)
     jobs->push_back(std::move(job));
   } else {
+    if (req.contains("array_argv")) return Err(ErrorKind::kInvalidArgument, "submit: \"array_argv\" needs \"array\"");
     if (Status s = sched::CheckQueuedLimit(user_limits, peer.user, unfinished, 1); !s.ok())
       return Err(s.error().kind, s.error().message);
     ++unfinished;

@@ -107,11 +107,17 @@ void JobTable::LaunchEligible() {
   // limits.max_gpu_hours_per_day: users whose queued jobs used that much in the last 24 hours.
   const std::map<std::string, std::string> over_gpu_hours = GpuHoursHeldBack(now);
   ForEachUnheld([&](std::int64_t id, Job& job) {
-    if (job.state == JobState::kLaunching)
+    const bool cpu_only = job.spec.request.count == 0;  // -g 0: waits for no GPU, uses no GPU-hours
+    if (job.state == JobState::kLaunching && !cpu_only)
       ++(job.spec.request.preemptible != sched::Preemptible::kNo ? limits.already_waiting_preemptible : limits.already_waiting);
     // Held jobs are left out rather than passed as held (and not even walked: unheld_).
     if (job.state != JobState::kPending) return;
     if (job.reason == kStoreUnavailableReason) job.reason.clear();
+    if (cpu_only) {
+      queue.push_back({id, job.spec.request.priority, false, job.spec.after_ok, job.spec.after_any,
+                       sched::PriorityOf(factor_of(job.user), now - job.submit_time, fs).value, false, true});
+      return;
+    }
     if (limits_.max_gpus_of) {
       const unsigned held = gpus_of_uid[job.uid];
       if (auto why = sched::GpuLimitReason(LimitsConfig{limits_.max_gpus_of(job.uid, job.user), {}, {}, {}}, job.user, held,
@@ -158,7 +164,7 @@ void JobTable::LaunchEligible() {
     Job& job = active_.at(id);
     // Two jobs of one user near its limits.max_gpus: only as many as fit are launched; the rest
     // stay pending (the next round, which counts these as launched, leaves them out).
-    if (limits_.max_gpus_of) {
+    if (limits_.max_gpus_of && job.spec.request.count > 0) {
       unsigned& held = gpus_of_uid[job.uid];
       if (auto why = sched::GpuLimitReason(LimitsConfig{limits_.max_gpus_of(job.uid, job.user), {}, {}, {}}, job.user, held,
                                            job.spec.request.count)) {
@@ -169,7 +175,7 @@ void JobTable::LaunchEligible() {
       held += job.spec.request.count;
     }
     job.state = JobState::kLaunching;
-    job.reason = "waiting for GPUs";
+    job.reason = job.spec.request.count == 0 ? "starting" : "waiting for GPUs";
     to_launch.push_back(&job);
   }
   if (to_launch.empty()) return;

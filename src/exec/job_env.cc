@@ -49,7 +49,7 @@ std::vector<std::string> JobEnvironment(const std::vector<std::string>& base, co
   env.push_back("GPULANE_GPU_UUIDS=" + uuid_list);
   env.push_back("GPULANE_GPU_INDICES=" + index_list);
   if (mem_bytes) env.push_back("GPULANE_MEM_BYTES=" + std::to_string(*mem_bytes));
-  env.push_back("GPULANE_LEASE_FD=" + std::to_string(lease_fd));
+  if (lease_fd >= 0) env.push_back("GPULANE_LEASE_FD=" + std::to_string(lease_fd));
   return env;
 }
 

@@ -18,7 +18,8 @@ std::vector<std::string> CurrentEnvironment();
 /// `base` without the variables below, then these set by gpulane:
 /// CUDA_VISIBLE_DEVICES (PCI-order indices, or UUIDs with `uuids`), CUDA_DEVICE_ORDER=PCI_BUS_ID,
 /// GPULANE_JOB_ID, GPULANE_GPU_UUIDS, GPULANE_GPU_INDICES, GPULANE_MEM_BYTES (declared memory per GPU,
-/// when shared) and GPULANE_LEASE_FD (the inherited lease descriptor). "KEY=VALUE" strings.
+/// when shared) and GPULANE_LEASE_FD (the inherited lease descriptor; none when `lease_fd` < 0: a
+/// CPU-only job, whose `gpus` are empty and CUDA_VISIBLE_DEVICES too). "KEY=VALUE" strings.
 /// Also removes GPULANE_ARRAY_INDEX, which the daemon's supervisor sets for array tasks. With
 /// `mig_uuid` (a MIG device leased on the GPU in `gpus`): CUDA_VISIBLE_DEVICES and GPULANE_GPU_UUIDS
 /// are that MIG- UUID, the only way CUDA selects a MIG device (CUDA's MIG support in the CUDA C

@@ -152,10 +152,41 @@ class UsageWatch {
 
 }  // namespace
 
+Result<LeasedJobOutcome> RunWithoutGpus(const LeasedJob& job, const LeasedJobHooks& hooks) {
+  const sigset_t stops = StopSignals(job.wait.extra_signals);
+  sigprocmask(SIG_BLOCK, &stops, nullptr);
+  LeasedJobOutcome outcome;
+  if (int sig = TakePending(stops)) {
+    outcome.interrupted_by_signal = sig;
+    return outcome;
+  }
+  const lease::Grant none;
+  if (hooks.on_granted)
+    if (Status s = hooks.on_granted(none); !s.ok()) return s.error();
+  JobSpec spec = job.job;
+  spec.env = JobEnvironment(job.job.env, GpuSnapshot{}, {}, false, job.job_id, std::nullopt, /*lease_fd=*/-1);
+  spec.env.insert(spec.env.end(), job.extra_env.begin(), job.extra_env.end());
+  if (hooks.on_running && job.running_hook_s > 0) {
+    spec.tick_s = job.running_hook_s;
+    spec.on_tick = [&hooks] {
+      hooks.on_running();
+      return false;  // never stops the job
+    };
+  }
+  const double start = MonotonicS();
+  auto ran = RunJob(
+      spec, [&](pid_t pgid) { if (hooks.on_started) hooks.on_started(pgid); }, hooks.on_logs);
+  outcome.job_s = MonotonicS() - start;
+  if (!ran) return ran.error();
+  outcome.job = std::move(ran).value();
+  return outcome;
+}
+
 Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir& dir, const LeasedJob& job,
                                       const LeasedJobHooks& hooks) {
   // Blocked from here to the process's end: the waiter and the job runner take them in turn, and
   // one that comes in between stays pending instead of killing gpulane with its job half-started.
+  if (job.wait.request.count == 0) return RunWithoutGpus(job, hooks);
   const sigset_t stops = StopSignals(job.wait.extra_signals);
   sigprocmask(SIG_BLOCK, &stops, nullptr);
   // The lease's "command" is for people and its file is JSON: the argv's bytes made visible

@@ -86,9 +86,17 @@ struct LeasedJobOutcome {
 };
 
 /// Runs `job` through the whole lifecycle on the GPUs of `backend` and the lease directory `dir`.
+/// A request for 0 GPUs (-g 0) is run by RunWithoutGpus, touching neither `backend` nor `dir`.
 /// Errors: those of LeaseWaiter::Acquire (the wait failed: kInvalidArgument, kNotEnoughGpus,
 /// kTimeout, kNotFound, kNvml, kIo), of `hooks.on_granted`, and kIo when the job cannot be forked.
 Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir& dir, const LeasedJob& job,
                                       const LeasedJobHooks& hooks);
+
+/// The lifecycle of a CPU-only job (-g 0: job.wait.request.count is 0): no place in line, no
+/// wait, no lease, no GPU read; the job starts at once with CUDA_VISIBLE_DEVICES empty (and
+/// CUDA_DEVICE_ORDER, GPULANE_JOB_ID as any job; no GPULANE_LEASE_FD). The hooks are called as for
+/// any job, on_granted with a grant of no GPUs and no lease; stop signals are handled the same way.
+/// Errors: those of `hooks.on_granted`, and kIo when the job cannot be forked.
+Result<LeasedJobOutcome> RunWithoutGpus(const LeasedJob& job, const LeasedJobHooks& hooks);
 
 }  // namespace gpulane::exec

@@ -75,14 +75,13 @@ LaunchPlan PlanLaunches(std::vector<QueuedJob> queue, const DependencyLookup& lo
   for (const QueuedJob& job : queue) plan.order.push_back(job.id);
   unsigned waiting = limits.already_waiting, waiting_preemptible = limits.already_waiting_preemptible;
   for (const QueuedJob& job : queue) {
-    if (waiting >= limits.max_waiting && waiting_preemptible >= limits.max_waiting) break;
-    if ((job.preemptible ? waiting_preemptible : waiting) >= limits.max_waiting) continue;
+    if (!job.cpu_only && (job.preemptible ? waiting_preemptible : waiting) >= limits.max_waiting) continue;
     Verdict v = Judge(job, lookup);
     if (v.failed) plan.cancel.push_back({job.id, std::move(*v.failed)});
     else if (v.blocked) plan.blocked.push_back({job.id, std::move(*v.blocked)});
     else {
       plan.launch.push_back(job.id);
-      ++(job.preemptible ? waiting_preemptible : waiting);
+      if (!job.cpu_only) ++(job.preemptible ? waiting_preemptible : waiting);
     }
   }
   return plan;

@@ -17,7 +17,7 @@
 //  - The cap: at most `max_waiting` launched jobs wait for GPUs at once (counting those already
 //    waiting); the rest wait in the queue. Preemptible jobs (submit --preemptible) have a cap of
 //    their own, so that waiting preemptible jobs never keep a job that would preempt them out of
-//    the lease line.
+//    the lease line. CPU-only jobs (-g 0) wait for no GPU: neither cap counts or holds them.
 //  - Only the head of the line is looked at (LaunchLookahead jobs), so that a queue of 100,000
 //    jobs costs a partial sort per decision instead of a full one; jobs further back neither start
 //    nor get a blocked reason in that round.
@@ -67,6 +67,9 @@ struct QueuedJob {
   std::span<const JobRef> after_any;  ///< --after-any: these must end, however
   double fair_priority = 0;           ///< within a priority class, higher goes first (sched::PriorityOf)
   bool preemptible = false;           ///< submit --preemptible: counted against its own cap
+  /// A CPU-only job (-g 0): it never waits for GPUs, so it is not counted against either cap and
+  /// starts whenever its dependencies allow.
+  bool cpu_only = false;
 };
 
 /// The cap on supervisors waiting for GPUs.

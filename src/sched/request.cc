@@ -45,7 +45,16 @@ Order EffectiveOrder(const Request& r) { return r.order.value_or(DefaultOrder(r)
 
 Status CheckRequest(const Request& r) {
   auto bad = [](std::string message) { return Status(MakeError(ErrorKind::kInvalidArgument, std::move(message))); };
-  if (r.count < 1) return bad("-g 0: ask for at least 1 GPU");
+  if (r.count == 0) {  // a CPU-only job: no GPU, no lease, no place in the GPUs' line
+    if (r.mem_bytes || r.min_free_bytes || r.max_util_pct || !r.gpu_list.empty() || !r.mig_profile.empty())
+      return bad("-g 0 with --mem, --min-free, --max-util, --gpus or --mig: a job with -g 0 takes no GPU; leave those "
+                 "out, or ask for at least 1 GPU");
+    if (!r.partition.empty())
+      return bad(StrCat("-g 0 --partition ", r.partition, ": a job with -g 0 takes no GPU, so no partition; leave "
+                        "--partition out"));
+    if (r.preemptible != Preemptible::kNo)
+      return bad("-g 0 --preemptible: a job with -g 0 holds no GPU to give way with; leave --preemptible out");
+  }
   if (r.count > kMaxGpuCount) return bad(StrCat("-g ", r.count, ": at most ", kMaxGpuCount, " GPUs per job"));
   if (r.mem_bytes && *r.mem_bytes == 0) return bad("--mem 0: declare the GPU memory the job needs, e.g. --mem 30GiB");
   if (r.mem_bytes && *r.mem_bytes > kMaxMemBytes)

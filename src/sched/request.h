@@ -54,7 +54,9 @@ inline constexpr int kMaxPriority = 1000000;
 /// What a job asks for.
 struct Request {
   // ---- the GPUs --------------------------------------------------------------------------------
-  unsigned count = 1;                           ///< GPUs wanted, 1..kMaxGpuCount
+  /// GPUs wanted, 0..kMaxGpuCount. 0: a CPU-only job (`-g 0`, run and submit): it takes no GPU and
+  /// no lease, never waits in the GPUs' line and starts with CUDA_VISIBLE_DEVICES empty.
+  unsigned count = 1;
   std::optional<std::uint64_t> mem_bytes;       ///< set: share GPUs, declaring this much GPU memory per GPU
   std::optional<std::uint64_t> min_free_bytes;  ///< each GPU needs at least this much free memory
   std::optional<unsigned> max_util_pct;         ///< each GPU at most this busy, 0..100
@@ -86,9 +88,9 @@ struct Request {
 /// The longest --mig profile name accepted ("7g.141gb" has 8 characters).
 inline constexpr std::size_t kMaxMigProfileChars = 32;
 
-/// Checks the bounds above and the combinations that make no sense (count 0, --mem 0, a
-/// utilisation over 100 %, a non-positive time limit). Errors: kInvalidArgument naming the option
-/// and the fix ("-g 0: ask for at least 1 GPU").
+/// Checks the bounds above and the combinations that make no sense (--mem 0, a utilisation over
+/// 100 %, a non-positive time limit, count 0 with options that choose GPUs, a partition or
+/// --preemptible). Errors: kInvalidArgument naming the option and the fix ("--mem 0: declare ...").
 Status CheckRequest(const Request& request);
 
 /// The order a request without --order gets: kBestFit when it declares memory (--mem), else

@@ -268,6 +268,32 @@ Result<std::vector<int>> ArrayIndicesFromJson(const json& value) {
   return indices;
 }
 
+Result<std::vector<SharedList<std::string>>> ArrayArgvFromJson(const json& value, std::size_t tasks) {
+  auto bad = [](std::string why) { return MakeError(ErrorKind::kInvalidArgument, "--array-file: " + why); };
+  if (!value.is_array() || value.size() != tasks)
+    return bad(fmt::format("give one command (a list of words) for each of the {} tasks", tasks));
+  std::vector<SharedList<std::string>> commands;
+  commands.reserve(tasks);
+  std::size_t total = 0;
+  for (const json& command : value) {
+    std::vector<std::string> argv;
+    if (!BytesListFromJson(command, &argv) || argv.empty())
+      return bad(fmt::format("task {}'s command must be a list of one or more words", commands.size()));
+    if (std::any_of(argv.begin(), argv.end(), [](const std::string& w) { return w.find('\0') != std::string::npos; }))
+      return bad(fmt::format("task {}'s command holds a NUL byte", commands.size()));
+    const std::size_t bytes = StringBytes(argv);
+    if (bytes > kMaxArgvBytes)
+      return bad(fmt::format("task {}'s command has {} bytes, more than the {} one command may have", commands.size(),
+                             bytes, kMaxArgvBytes));
+    total += bytes;
+    if (total > kMaxArrayArgvBytes)
+      return bad(fmt::format("the commands have more than {} bytes together: split the file into several arrays",
+                             kMaxArrayArgvBytes));
+    commands.emplace_back(std::move(argv));
+  }
+  return commands;
+}
+
 bool ShouldRetry(AttemptEnd end, int attempt, int retries) {
   const bool recorded_failure = end == AttemptEnd::kFailedExit || end == AttemptEnd::kStartFailed;
   return recorded_failure && attempt >= 0 && attempt < retries;

@@ -148,6 +148,9 @@ struct Job {
   std::int64_t id = 0;
   std::optional<std::int64_t> array_job_id;  ///< id of the array's first task
   std::optional<int> array_index;
+  /// An array task with a command of its own (submit --array-file: one command line per task):
+  /// spec.argv is this task's, stored with the task; the rest of the spec is the array's, stored once.
+  bool own_argv = false;
   std::uint32_t uid = 0;
   std::uint32_t gid = 0;
   std::string user;
@@ -207,6 +210,16 @@ Result<std::vector<JobRef>> JobRefsFromJson(const nlohmann::json& value);
 /// in the order given. Anything else (not an array, a float, an integer out of that range, a
 /// repeated index) is kInvalidArgument "--array: give 1 to ... different task indices from 0 to ...".
 Result<std::vector<int>> ArrayIndicesFromJson(const nlohmann::json& value);
+
+/// The most bytes the commands of one array from a command file (submit --array-file) may hold
+/// together, counted as execve counts argv (each word with its NUL): 4 MiB, well within a request.
+inline constexpr std::size_t kMaxArrayArgvBytes = 4u << 20;
+
+/// A submission's "array_argv" (submit --array-file): one command (a list of words, each as the
+/// spec's argv: util/bytes_json.h) per task, in the order of "array"'s `tasks` indices. Errors:
+/// kInvalidArgument naming the problem: not a list of `tasks` non-empty commands, a NUL byte, one
+/// command over kMaxArgvBytes or all of them over kMaxArrayArgvBytes.
+Result<std::vector<SharedList<std::string>>> ArrayArgvFromJson(const nlohmann::json& value, std::size_t tasks);
 
 /// The spec as JSON; without the environment unless `with_env`.
 nlohmann::json SpecToJson(const JobSpec& spec, bool with_env = true);

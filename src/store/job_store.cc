@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "store/sqlite_stmt.h"
+#include "util/bytes_json.h"
 
 namespace gpulane::store {
 namespace {
@@ -20,9 +21,11 @@ constexpr const char* kInsertJob =
     "INSERT INTO jobs (array_job_id, array_index, uid, gid, user, spec, state, reason, submit_time, logs) "
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
 
+// An array task: its spec is its array's (array_specs), but for its own command (argv, JSON; NULL:
+// the array's) when its array came from a command file (submit --array-file).
 constexpr const char* kInsertTask =
-    "INSERT INTO jobs (id, array_job_id, array_index, uid, gid, user, spec, state, reason, submit_time, logs) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, '', ?7, ?8, ?9, ?10)";
+    "INSERT INTO jobs (id, array_job_id, array_index, uid, gid, user, spec, state, reason, submit_time, logs, argv) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, '', ?7, ?8, ?9, ?10, ?11)";
 
 // The largest id used or reserved: AUTOINCREMENT's sqlite_sequence row (which an array's
 // reservation raises), or the largest id (a store whose row is missing).
@@ -46,7 +49,7 @@ constexpr const char* kFindKey = "SELECT first_id, count FROM submissions WHERE 
 
 constexpr const char* kColumns =
     "id, array_job_id, array_index, uid, gid, user, spec, state, reason, submit_time, start_time, end_time, "
-    "exit_code, gpus, supervisor_pid, logs, attempts";
+    "exit_code, gpus, supervisor_pid, logs, attempts, argv";
 
 
 // The spec of array `array_job_id` (kSelectArraySpec), nullptr when there is none.
@@ -65,6 +68,13 @@ std::string ReadRowFields(sqlite3_stmt* s, Job* job, const ArraySpecLookup& arra
     auto shared = array_spec(*job->array_job_id);
     if (!shared) return fmt::format("the spec of its array {} cannot be read", *job->array_job_id);
     job->spec = *shared;  // its lists are shared, not copied
+    if (sqlite3_column_type(s, 17) != SQLITE_NULL) {  // its own command (submit --array-file)
+      std::vector<std::string> argv;
+      auto stored = nlohmann::json::parse(Text(s, 17), nullptr, false);
+      if (!BytesListFromJson(stored, &argv) || argv.empty()) return "its command (argv) cannot be read";
+      job->spec.argv = std::move(argv);
+      job->own_argv = true;
+    }
   } else {
     auto spec = nlohmann::json::parse(Text(s, 6), nullptr, false);
     if (spec.is_discarded()) return "its spec is not JSON";
@@ -237,6 +247,10 @@ Status JobStore::Migrate() {
       // 7: arrays being stored in parts (InsertArrayPart), until their last part is: their ids
       // array_job_id .. array_job_id + count - 1 are reserved and left out of every read.
       "CREATE TABLE incomplete_arrays (array_job_id INTEGER PRIMARY KEY, count INTEGER NOT NULL);",
+      // 8: an array task's own command (submit --array-file: one command line per task), a JSON
+      // list as the spec's argv; NULL: its array's spec's. Only the command is per task, so an
+      // array of 10,000 commands stores its environment once.
+      "ALTER TABLE jobs ADD COLUMN argv TEXT;",
   };
   static_assert(std::size(kSteps) == kSchemaVersion, "one step per schema version");
   for (int v = current; v < kSchemaVersion; ++v) {
@@ -389,6 +403,8 @@ Result<std::int64_t> JobStore::InsertArrayPart(std::vector<Job>& tasks, const Ar
     insert.Bind(8, job.reason);
     insert.Bind(9, job.submit_time);
     insert.Bind(10, LogsToJson(job.logs).dump());
+    if (job.own_argv) insert.Bind(11, BytesListToJson(job.spec.argv).dump());
+    else insert.BindNull(11);
     if (insert.Step() != SQLITE_DONE) return fail(DbError(db_, "database: insert array task"));
     insert.Reset();
     ++id;

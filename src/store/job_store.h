@@ -60,15 +60,16 @@ class JobStore {
 
   /// The schema version this code writes (4: an array's spec stored once, in array_specs; 5:
   /// submissions' idempotency keys; 6: retried jobs' earlier attempts; 7: arrays being stored in
-  /// parts, incomplete_arrays).
-  static constexpr int kSchemaVersion = 7;
+  /// parts, incomplete_arrays; 8: an array task's own command, jobs.argv, for submit --array-file).
+  static constexpr int kSchemaVersion = 8;
 
   /// Changes how long each later statement waits for another connection's lock (milliseconds).
   void SetBusyTimeout(int busy_timeout_ms);
 
   /// Inserts jobs in one transaction (one fsync), assigning ids in order; array tasks get their
   /// array_job_id set to the first task's id when `array` is true, and then share one stored
-  /// spec: the first job's (every task of an array has the same). Records each of `keys` with the
+  /// spec: the first job's (every task of an array has the same but for the command of a task with
+  /// Job::own_argv, stored with that task alone). Records each of `keys` with the
   /// ids of its jobs in the same transaction (kIo, nothing stored, when one is already there:
   /// callers look keys up with FindSubmission first). Returns the ids.
   Result<std::vector<std::int64_t>> Insert(std::vector<Job>& jobs, bool array, const std::vector<SubmissionKey>& keys = {});

@@ -25,6 +25,7 @@ enum ExitCode : int {
   /// holding fewer jobs than it did (daemon/store_marker.h).
   kExitStore = 13,
   kExitOverLimit = 14,      ///< a configured limit refuses the request now ([limits]: too many queued jobs)
+  kExitLinesFailed = 15,    ///< run --each: one or more lines did not exit 0 (each is named on stderr)
   kExitChecksFailed = 16,   ///< doctor: one or more checks failed (each is a FAIL line)
   kExitGpuHeld = 17,        ///< slurm prolog/epilog: a process or ghost memory holds one of the job's GPUs
   kExitCannotExecute = 126, ///< run: the command exists but could not be executed

@@ -1,7 +1,8 @@
 // A daemon request as daemon/server.cc and daemon/handlers.cc decode it, before any state is
 // touched: the nesting check (proto::kMaxRequestDepth), the JSON parser, the version and operation,
 // then what each operation reads: a submission's spec (store::SpecFromJson, which reads the request
-// with proto::RequestFromJson), its "array" (store::ArrayIndicesFromJson), job ids
+// with proto::RequestFromJson), its "array" (store::ArrayIndicesFromJson) and "array_argv"
+// (store::ArrayArgvFromJson), job ids
 // (store::JobRefsFromJson) and "user". The daemon answers a json::exception from these with an
 // error reply; anything else reaching it (another exception, a crash) is a bug.
 //
@@ -68,6 +69,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (auto indices = store::ArrayIndicesFromJson(req["array"])) {
         FUZZ_CHECK(!indices->empty() && indices->size() <= store::kMaxArrayTasks, "%zu array tasks", indices->size());
         for (int i : *indices) FUZZ_CHECK(i >= 0 && i <= store::kMaxArrayIndex, "array index %d", i);
+        if (req.contains("array_argv"))  // submit --array-file: one command per task
+          if (auto commands = store::ArrayArgvFromJson(req["array_argv"], indices->size())) {
+            FUZZ_CHECK(commands->size() == indices->size(), "%zu commands for %zu tasks", commands->size(), indices->size());
+            for (const auto& argv : *commands) FUZZ_CHECK(!argv.empty(), "an empty command accepted");
+          }
       }
     }
     if (req.contains("ids") && req["ids"].is_array())

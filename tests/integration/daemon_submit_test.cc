@@ -69,7 +69,9 @@ TEST(DaemonSubmit, GpuCountAndGpuList) {
   // More GPUs than the machine has is refused at submission.
   EXPECT_TRUE(IsGpulaneError(d.Gpulane({"submit", "-g", "3", "--", "true"}), 2,
                              "asked for 3 GPUs but only 2 of the 2 GPUs here can ever qualify"));
-  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"submit", "-g", "0", "--", "true"}), 2, "-g"));
+  // -g 0 is a CPU-only job (CpuOnlyJobs.*), which chooses no GPU: options that choose GPUs are refused.
+  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"submit", "-g", "0", "--gpus", "1", "--", "true"}), 2, "-g 0 with"));
+  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"submit", "-g", "-1", "--", "true"}), 2, "-g -1"));
 }
 
 TEST(DaemonSubmit, MemDeclaresMemoryAndTooMuchIsRefused) {

@@ -46,7 +46,7 @@ TEST(RunErrors, BadCommandLinesAreUsageErrors) {
       {With({"--bogus", "--"}, cmd), "--bogus"},
       {With({"--bogus"}, cmd), "--bogus"},
       {With({"-g", "1", "-z"}, cmd), "-z"},
-      {With({"-g", "0", "--"}, cmd), "-g 0"},
+      {With({"-g", "0", "--mem", "1GiB", "--"}, cmd), "-g 0 with --mem"},
       {With({"-g", "-1", "--"}, cmd), "-g -1"},
       {With({"-g", "two", "--"}, cmd), "two"},
       {With({"-g", "99", "--"}, cmd), "99"},

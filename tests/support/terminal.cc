@@ -13,7 +13,11 @@
 
 namespace gpulane::test {
 
-RunResult RunGpulaneOnTerminal(const std::vector<std::string>& args, const Env& env, double timeout_s) {
+namespace {
+
+// Runs gpulane with `args` through `sh -c script`, where the script sends what it should to
+// "$GPULANE_TEST_PTY"; `out` is what reached the terminal.
+RunResult RunWithTerminal(const char* script, const std::vector<std::string>& args, const Env& env, double timeout_s) {
   int master = posix_openpt(O_RDWR | O_NOCTTY);
   if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0) throw std::runtime_error("no pseudo-terminal");
   const std::string slave_path = ptsname(master);
@@ -22,7 +26,7 @@ RunResult RunGpulaneOnTerminal(const std::vector<std::string>& args, const Env& 
   if (slave < 0) throw std::runtime_error("cannot open " + slave_path);
 
   // The child: `sh -c 'exec "$@" >PTY'` keeps the harness's environment handling and stderr capture.
-  std::vector<std::string> argv{"/bin/sh", "-c", "exec \"$@\" >\"$GPULANE_TEST_PTY\"", "sh", GpulaneBinary()};
+  std::vector<std::string> argv{"/bin/sh", "-c", script, "sh", GpulaneBinary()};
   argv.insert(argv.end(), args.begin(), args.end());
   Env with_pty = env;
   with_pty["GPULANE_TEST_PTY"] = slave_path;
@@ -56,6 +60,16 @@ RunResult RunGpulaneOnTerminal(const std::vector<std::string>& args, const Env& 
   }
   result->out = out;
   return *result;
+}
+
+}  // namespace
+
+RunResult RunGpulaneOnTerminal(const std::vector<std::string>& args, const Env& env, double timeout_s) {
+  return RunWithTerminal("exec \"$@\" >\"$GPULANE_TEST_PTY\"", args, env, timeout_s);
+}
+
+RunResult RunGpulaneWithStderrOnTerminal(const std::vector<std::string>& args, const Env& env, double timeout_s) {
+  return RunWithTerminal("exec \"$@\" 2>\"$GPULANE_TEST_PTY\"", args, env, timeout_s);
 }
 
 }  // namespace gpulane::test

@@ -13,4 +13,9 @@ namespace gpulane::test {
 /// terminal turns "\n" into "\r\n"). Kills it after `timeout_s`.
 RunResult RunGpulaneOnTerminal(const std::vector<std::string>& args, const Env& env, double timeout_s = 30);
 
+/// As RunGpulaneOnTerminal, but with stderr on the pseudo-terminal: `out` holds what reached it,
+/// `err` is empty and stdout is not kept. For what gpulane prints to stderr only on a terminal
+/// (run --each's progress line).
+RunResult RunGpulaneWithStderrOnTerminal(const std::vector<std::string>& args, const Env& env, double timeout_s = 30);
+
 }  // namespace gpulane::test

@@ -141,5 +141,30 @@ TEST(ArrayIndicesFromJson, OnlyIntegersInRangeEachOnceAreIndices) {
   EXPECT_FALSE(ArrayIndicesFromJson(nlohmann::json(std::vector<int>(kMaxArrayTasks + 1, 0))).ok());
 }
 
+// submit --array-file: the daemon takes each task's command from "array_argv" only when there is
+// one non-empty list of words per task, none with a NUL byte, within the size limits.
+TEST(ArrayArgvFromJson, OneNonEmptyCommandPerTaskOrARefusalThatSaysWhich) {
+  auto commands = ArrayArgvFromJson(nlohmann::json::parse(R"([["echo", "a b"], ["true"]])"), 2);
+  ASSERT_TRUE(commands.ok()) << commands.error().message;
+  ASSERT_EQ(commands->size(), 2u);
+  EXPECT_EQ((*commands)[0].get(), (std::vector<std::string>{"echo", "a b"}));
+  EXPECT_EQ((*commands)[1].get(), (std::vector<std::string>{"true"}));
+  auto refusal = [](const std::string& text, std::size_t tasks) {
+    auto r = ArrayArgvFromJson(nlohmann::json::parse(text), tasks);
+    EXPECT_FALSE(r.ok()) << text << " accepted";
+    return r.ok() ? std::string() : r.error().message;
+  };
+  EXPECT_EQ(refusal(R"([["true"]])", 2), "--array-file: give one command (a list of words) for each of the 2 tasks");
+  EXPECT_EQ(refusal(R"({"0": ["true"]})", 1), "--array-file: give one command (a list of words) for each of the 1 tasks");
+  EXPECT_EQ(refusal(R"([["true"], []])", 2), "--array-file: task 1's command must be a list of one or more words");
+  EXPECT_EQ(refusal(R"([["true"], [3]])", 2), "--array-file: task 1's command must be a list of one or more words");
+  EXPECT_EQ(refusal(R"([["a\u0000b"]])", 1), "--array-file: task 0's command holds a NUL byte");
+  const nlohmann::json big = nlohmann::json::array({nlohmann::json::array({std::string(kMaxArgvBytes, 'x')})});
+  EXPECT_NE(refusal(big.dump(), 1).find("task 0's command has"), std::string::npos);
+  nlohmann::json many = nlohmann::json::array();
+  for (int i = 0; i < 8; ++i) many.push_back(nlohmann::json::array({std::string(kMaxArrayArgvBytes / 7, 'x')}));
+  EXPECT_NE(refusal(many.dump(), 8).find("split the file into several arrays"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpulane::store

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fmt/format.h>
 
 #include <gtest/gtest.h>
 
@@ -231,7 +232,7 @@ TEST(JobStoreMigration, SchemaFiveJobsGetNoAttempts) {
     ASSERT_EQ(sqlite3_open(db.path().c_str(), &raw), SQLITE_OK);
     ASSERT_EQ(sqlite3_exec(raw,
                            "ALTER TABLE jobs DROP COLUMN attempts; UPDATE jobs SET spec = json_remove(spec, '$.retries');"
-                           "DROP TABLE incomplete_arrays; PRAGMA user_version=5;",
+                           "DROP TABLE incomplete_arrays; ALTER TABLE jobs DROP COLUMN argv; PRAGMA user_version=5;",
                            nullptr, nullptr, nullptr),
               SQLITE_OK)
         << sqlite3_errmsg(raw);
@@ -293,9 +294,10 @@ TEST(JobStoreMigration, SchemaThreeArraysGetTheirSpecStoredOnce) {
     ASSERT_TRUE(task && *task);
     EXPECT_EQ(**task, 3);
   }
-  // Migrated through 4 (array specs), 5 (idempotency keys) and 6 (retried jobs' attempts) to the
-  // current 7 (arrays stored in parts).
-  EXPECT_EQ(QueryText(db.path(), "PRAGMA user_version"), "7");
+  // Migrated through 4 (array specs), 5 (idempotency keys), 6 (retried jobs' attempts) and 7
+  // (arrays stored in parts) to the current 8 (array tasks' own commands).
+  EXPECT_EQ(QueryText(db.path(), "PRAGMA user_version"), "8");
+  EXPECT_EQ(QueryText(db.path(), "SELECT count(*) FROM jobs WHERE argv IS NOT NULL"), "0") << "older tasks share their array's command";
   EXPECT_EQ(QueryText(db.path(), "SELECT count(*) FROM incomplete_arrays"), "0");
   EXPECT_EQ(QueryText(db.path(), "SELECT attempts FROM jobs WHERE id = 1"), "[]") << "older jobs had no earlier attempts";
   EXPECT_EQ(QueryText(db.path(), "SELECT count(*) FROM array_specs"), "1");
@@ -328,6 +330,51 @@ TEST(JobStoreArrays, AnArraysSpecIsStoredOnce) {
   auto head = (*store)->Head(ids->front());
   ASSERT_TRUE(head && *head);
   EXPECT_EQ((**head).array_job_id, ids->front());
+}
+
+// submit --array-file: each task has a command of its own, stored with the task; the rest of the
+// spec (its 100 kB environment here) is still stored once and shared by the tasks read back.
+TEST(JobStoreArrays, TasksFromACommandFileKeepTheirOwnCommands) {
+  TempDb db;
+  auto store = JobStore::Open(db.path());
+  ASSERT_TRUE(store) << store.error().message;
+  Job job = MakeJob();
+  job.spec.env = std::vector<std::string>{"BIG=" + std::string(100000, 'x')};
+  std::vector<Job> tasks;
+  for (int i = 0; i < 50; ++i) {
+    tasks.push_back(job);
+    tasks.back().array_index = i;
+    tasks.back().spec.argv = std::vector<std::string>{"python", "sweep.py", "--seed", std::to_string(i), "\xff"};
+    tasks.back().own_argv = true;
+  }
+  auto ids = (*store)->Insert(tasks, true);
+  ASSERT_TRUE(ids) << ids.error().message;
+  EXPECT_LT(std::stoll(QueryText(db.path(), "SELECT sum(length(spec)) FROM jobs")) +
+                std::stoll(QueryText(db.path(), "SELECT sum(length(spec)) FROM array_specs")) +
+                std::stoll(QueryText(db.path(), "SELECT sum(length(argv)) FROM jobs")),
+            110000)
+      << "one environment, fifty small commands";
+  auto listed = (*store)->List(JobFilter{true});
+  ASSERT_TRUE(listed) << listed.error().message;
+  ASSERT_EQ(listed->size(), 50u);
+  for (const Job& task : *listed) {
+    EXPECT_EQ(task.spec.argv, (std::vector<std::string>{"python", "sweep.py", "--seed", std::to_string(*task.array_index), "\xff"}));
+    EXPECT_TRUE(task.own_argv);
+    EXPECT_TRUE(task.spec.env.SharesWith((*listed)[0].spec.env)) << "the environment is read once, shared";
+  }
+  auto one = (*store)->Get(ids->at(7));
+  ASSERT_TRUE(one && *one);
+  EXPECT_EQ((**one).spec.argv[3], "7");
+  // A plain array's tasks have no command of their own.
+  std::vector<Job> plain(3, job);
+  for (int i = 0; i < 3; ++i) plain[static_cast<std::size_t>(i)].array_index = i;
+  auto plain_ids = (*store)->Insert(plain, true);
+  ASSERT_TRUE(plain_ids);
+  EXPECT_EQ(QueryText(db.path(), fmt::format("SELECT count(*) FROM jobs WHERE argv IS NULL AND id >= {}", plain_ids->front()).c_str()), "3");
+  auto plain_task = (*store)->Get(plain_ids->back());
+  ASSERT_TRUE(plain_task && *plain_task);
+  EXPECT_FALSE((**plain_task).own_argv);
+  EXPECT_EQ((**plain_task).spec.argv, job.spec.argv);
 }
 
 }  // namespace

@@ -181,6 +181,19 @@ TEST(PlanLaunches, WaitingPreemptibleJobsDoNotKeepOthersOutOfTheLine) {
   EXPECT_TRUE(PlanLaunches(q.jobs, Table({}), limits).launch.empty());
 }
 
+// CPU-only jobs (-g 0) wait for no GPU: a full cap holds them back no more than it counts them.
+TEST(PlanLaunches, CpuOnlyJobsStartPastAFullCapAndTakeNoPlaceUnderIt) {
+  Queue q;
+  q.Add(1);
+  q.Add(2).cpu_only = true;
+  q.Add(3);
+  q.Add(4).cpu_only = true;
+  q.Add(5, 0, {100}).cpu_only = true;  // still waits for its dependency
+  EXPECT_EQ(PlanLaunches(q.jobs, Table({}), Cap(1)).launch, (Ids{1, 2, 4}));
+  EXPECT_EQ(PlanLaunches(q.jobs, Table({}), Cap(1, 1)).launch, (Ids{2, 4}));
+  EXPECT_EQ(PlanLaunches(q.jobs, Table({{100, DS::kCompleted}}), Cap(2, 2)).launch, (Ids{2, 4, 5}));
+}
+
 TEST(PlanLaunches, BlockedAndDoomedJobsTakeNoPlaceUnderTheCap) {
   Queue q;
   q.Add(1, 0, {100});  // blocked

@@ -68,6 +68,16 @@ TEST(RequestJson, AbsentOptionalFieldsStayUnset) {
   EXPECT_FALSE(RequestToJson(*r).contains("partition")) << "and none is not written";
 }
 
+// -g 0 (run and submit): a CPU-only request is valid on its own, and stays one through JSON.
+TEST(RequestJson, ZeroGpusAloneIsACpuOnlyRequest) {
+  auto r = RequestFromJson(json{{"count", 0}});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->count, 0u);
+  auto again = RequestFromJson(RequestToJson(*r));
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(again->count, 0u);
+}
+
 TEST(RequestJson, OutOfRangeAndMistypedFieldsAreRefusedByName) {
   auto refused = [](json j, const std::string& part) {
     auto r = RequestFromJson(j);
@@ -76,7 +86,8 @@ TEST(RequestJson, OutOfRangeAndMistypedFieldsAreRefusedByName) {
       return ::testing::AssertionFailure() << j.dump() << ": " << r.error().message;
     return ::testing::AssertionSuccess();
   };
-  EXPECT_TRUE(refused({{"count", 0}}, "-g 0"));
+  EXPECT_TRUE(refused({{"count", 0}, {"mem_bytes", 1 << 30}}, "-g 0"));
+  EXPECT_TRUE(refused({{"count", 0}, {"partition", "day"}}, "-g 0 --partition day"));
   EXPECT_TRUE(refused({{"count", -1}}, "count"));
   EXPECT_TRUE(refused({{"count", "2"}}, "count"));
   EXPECT_TRUE(refused({{"count", 1}, {"mem_bytes", 18446744073709551615ULL}}, "--mem"));
