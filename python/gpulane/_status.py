@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Union
 
-from ._binary import Size, find_binary, request_args, run_binary  # noqa: F401
+from ._binary import Size, request_args, run_binary
 from .errors import GpulaneError
 
 
