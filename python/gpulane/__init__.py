@@ -15,14 +15,17 @@ from ._lease import Lease, LeasedGpu, LeasedGpus, cuda_initialized_reason, lease
 from ._pool import spawn, worker_gpus, worker_pool
 from ._status import Gpu, MigDevice, NvlinkPeer, Process, pick, status
 from ._binary import find_binary
-from .errors import (BinaryNotFoundError, CudaAlreadyInitializedError, GpulaneError, InterruptedError,
+from .errors import (BinaryNotFoundError, CudaAlreadyInitializedError, GpulaneError, StoppedError,
                      InvalidRequestError, NoDriverError, NoGpuError, NvmlError, TimeoutError, UnsafeError)
 
 __version__ = "0.1.0"
 
+# TimeoutError is gpulane.TimeoutError (a subclass of the built-in one), left out of __all__ so that
+# `from gpulane import *` does not shadow the built-in.
+
 __all__ = [
-    "BinaryNotFoundError", "CudaAlreadyInitializedError", "Gpu", "GpulaneError", "InterruptedError",
+    "BinaryNotFoundError", "CudaAlreadyInitializedError", "Gpu", "GpulaneError", "StoppedError",
     "InvalidRequestError", "Lease", "LeasedGpu", "LeasedGpus", "MigDevice", "NoDriverError", "NoGpuError",
-    "NvlinkPeer", "NvmlError", "Process", "TimeoutError", "UnsafeError", "cuda_initialized_reason",
+    "NvlinkPeer", "NvmlError", "Process", "UnsafeError", "cuda_initialized_reason",
     "find_binary", "lease", "pick", "spawn", "status", "worker_gpus", "worker_pool",
 ]

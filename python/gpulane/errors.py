@@ -60,7 +60,7 @@ class UnsafeError(GpulaneError):
     """Exit 7: the lease directory or the daemon's socket is unsafe to use."""
 
 
-class InterruptedError(GpulaneError):  # noqa: A001
+class StoppedError(GpulaneError):
     """The binary was stopped by a signal (SIGINT, SIGTERM, SIGHUP) while waiting."""
 
 
@@ -88,7 +88,7 @@ def error_for(exit_code: int, stderr_text: str, what: str) -> GpulaneError:
         message = message[len("gpulane: "):]
     if exit_code < 0 or exit_code >= 128:
         sig = -exit_code if exit_code < 0 else exit_code - 128
-        return InterruptedError(message or f"{what} was stopped by signal {sig}", exit_code)
+        return StoppedError(message or f"{what} was stopped by signal {sig}", exit_code)
     if not message:
         message = f"{what} failed"
     return _BY_CODE.get(exit_code, GpulaneError)(message, exit_code)
