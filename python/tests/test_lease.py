@@ -194,3 +194,46 @@ def test_nested_lease_in_the_same_process_reuses_the_outer_one(machine2):
             assert inner.reused and inner.uuids == outer.uuids
         assert os.environ["CUDA_VISIBLE_DEVICES"] == ",".join(str(i) for i in outer.indices)
     assert "CUDA_VISIBLE_DEVICES" not in os.environ
+
+
+def _signal_pending(pid: int, signals: tuple) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            fields = dict(line.split(":", 1) for line in f)
+    except OSError:
+        return False
+    if fields["State"].strip().startswith("Z"):
+        return False
+    mask = int(fields["ShdPnd"], 16) | int(fields["SigPnd"], 16)
+    return any(mask & (1 << (s - 1)) for s in signals)
+
+
+def test_a_lease_taken_in_a_thread_outlives_the_thread(machine2, holders):
+    import threading
+    import time
+
+    box = {}
+
+    def take() -> None:
+        box["tid"] = threading.get_native_id()
+        box["lease"] = gpulane.lease(n=2)
+        box["gpus"] = box["lease"].acquire()
+
+    worker = threading.Thread(target=take)
+    worker.start()
+    worker.join()
+    holder = box["lease"]._proc
+    try:
+        # The kernel sends the parent-death signal when the thread is finished (its task gone);
+        # wait until then and until the holder has taken it (polling a condition, not a guess).
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and (
+                os.path.exists(f"/proc/self/task/{box['tid']}")
+                or _signal_pending(holder.pid, (signal.SIGUSR2, signal.SIGTERM))):
+            time.sleep(0.005)
+        assert holder.poll() is None, "the lease ended with the thread that took it"
+        assert holders(n=1, no_wait=True).result()["error"] == "NoGpuError"
+    finally:
+        box["lease"].release()
+    after = holders(n=2, no_wait=True).result()
+    assert sorted(after.get("indices", [])) == [0, 1], after
