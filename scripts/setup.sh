@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 packages=(build-essential cmake ninja-build pkg-config libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
           libsqlite3-dev libtomlplusplus-dev libgtest-dev libgmock-dev libbenchmark-dev sqlite3 python3 curl
           tmux libcpp-httplib-dev python3-prometheus-client chromium
-          help2man lintian zsh fish)
+          help2man lintian zsh fish python3-pytest python3-pip python3-setuptools
+          python3-venv)
 # The dashboard's bundler and browser test run on Node.js and npm: Debian's, unless the machine has its own.
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
 command -v npm >/dev/null 2>&1 || packages+=(npm)

@@ -3,7 +3,8 @@
 // parent and its children are the job: lease/occupancy.h AnchorOf), prints one JSON line on stdout
 //   {"gpus": [0], "uuids": ["GPU-..."], "job_id": "p4121", "lease": "<file name>",
 //    "env": {"CUDA_VISIBLE_DEVICES": "0", "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "GPULANE_JOB_ID": ..., ...}}
-// and holds the lease until its stdin ends (the parent closed it, or died) or a stop signal comes.
+// and holds the lease until its stdin ends (the parent closed it, or died), a stop signal comes, or
+// the parent process dies (not when only the parent's thread that started it ends).
 // Waiting status lines go to stderr. Errors as `gpulane run`'s (exit codes of README's table).
 #include <poll.h>
 #include <signal.h>
@@ -40,14 +41,30 @@ struct LeaseOptions {
   bool no_wait = false, uuid = false, quiet = false;
 };
 
-// Blocks until fd 0 ends (EOF, a hang-up) or a stop signal of `stops` comes (signalfd).
-void HoldUntilReleased(const sigset_t& stops) {
+// The parent-death signal. PR_SET_PDEATHSIG fires when the *thread* that started this process
+// ends, not the process: a program that leases from a worker thread (a thread pool, a notebook
+// helper) would lose its GPUs when that thread ends while it goes on using them. So the signal is
+// one of its own, and means "look whether the parent process is gone" (getppid() changes once it
+// is: a thread's children pass to another thread of the same process, keeping the parent's pid).
+constexpr int kParentDeathSignal = SIGUSR2;
+
+bool ParentGone(pid_t parent) { return getppid() != parent; }
+
+// Blocks until fd 0 ends (EOF, a hang-up), a stop signal of `stops` comes (signalfd), or the
+// parent process is gone.
+void HoldUntilReleased(sigset_t stops, pid_t parent) {
+  sigaddset(&stops, kParentDeathSignal);
   const int signals = signalfd(-1, &stops, SFD_CLOEXEC);
   char buf[256];
   while (true) {
     pollfd fds[2] = {{0, POLLIN, 0}, {signals, POLLIN, 0}};
     if (poll(fds, signals >= 0 ? 2 : 1, -1) < 0) continue;
-    if (signals >= 0 && (fds[1].revents & POLLIN)) return;
+    if (signals >= 0 && (fds[1].revents & POLLIN)) {
+      signalfd_siginfo info{};
+      if (read(signals, &info, sizeof info) != sizeof info) continue;
+      if (static_cast<int>(info.ssi_signo) != kParentDeathSignal || ParentGone(parent)) return;
+      continue;  // only a thread of the parent ended
+    }
     if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
       if (read(0, buf, sizeof buf) <= 0) return;  // the parent closed its end, or is gone
     }
@@ -57,8 +74,12 @@ void HoldUntilReleased(const sigset_t& stops) {
 int RunLease(const LeaseOptions& o) {
   // The parent is the job: if it dies, so does this hold (stdin's end usually says so first).
   const pid_t parent = getppid();
-  prctl(PR_SET_PDEATHSIG, SIGTERM);
-  if (getppid() != parent) return 0;
+  sigset_t death;
+  sigemptyset(&death);
+  sigaddset(&death, kParentDeathSignal);
+  sigprocmask(SIG_BLOCK, &death, nullptr);  // taken through signalfd only: while waiting and while held
+  prctl(PR_SET_PDEATHSIG, kParentDeathSignal);
+  if (ParentGone(parent)) return 0;
   auto config = LoadConfig();
   if (!config) return Fail(config.error());
   auto request = o.request.ToRequest();
@@ -73,6 +94,7 @@ int RunLease(const LeaseOptions& o) {
   w.no_wait = o.no_wait;
   w.quiet = o.quiet;
   w.lease_pid = parent;
+  w.extra_signals = {kParentDeathSignal};
   lease::ApplyConfig(*config, w);
   if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) w.visible_devices = visible;
   if (const char* job = std::getenv("GPULANE_JOB_ID")) w.parent_job_id = job;
@@ -97,6 +119,9 @@ int RunLease(const LeaseOptions& o) {
   });
   if (Status joined = waiter.JoinLine(); !joined.ok()) return Fail(joined.error());
   auto grant = waiter.Acquire();
+  // A thread of the parent ended while this waited: keep its place in line (the ticket stays held;
+  // a --timeout counts again from here).
+  while (grant && grant->interrupted_by_signal == kParentDeathSignal && !ParentGone(parent)) grant = waiter.Acquire();
   if (!grant) return Fail(grant.error());
   if (grant->interrupted_by_signal) return 128 + grant->interrupted_by_signal;
   std::vector<std::string> vars = exec::JobEnvironment({}, grant->snapshot, grant->gpus, o.uuid, job_id,
@@ -114,7 +139,7 @@ int RunLease(const LeaseOptions& o) {
       {"gpus", grant->gpus}, {"uuids", uuids}, {"job_id", job_id}, {"lease", grant->lease.name()}, {"env", env}};
   fmt::print("{}\n", line.dump());
   std::fflush(stdout);
-  HoldUntilReleased(stops);
+  HoldUntilReleased(stops, parent);
   return kExitOk;  // the lease ends with `grant`
 }
 
@@ -125,7 +150,9 @@ void RegisterLease(CLI::App& app, Runner* run) {
   CLI::App* sub = app.add_subcommand("_lease", "Hold GPUs for the process that started this one (the Python package's "
                                                "lease()): one JSON line on stdout, held until stdin ends");
   sub->group("");  // internal: not listed in --help
-  o->request.Register(sub, {/*time_limit=*/true, /*priority=*/false});
+  // No --time-limit: nothing here would stop the parent when it ran out, and the lease record would
+  // promise an end (which backfill plans around) that never comes.
+  o->request.Register(sub, {/*time_limit=*/false, /*priority=*/false});
   sub->add_option("--timeout", o->timeout, "Give up waiting after this long (exit 6)")->type_name("DURATION");
   sub->add_flag("--no-wait", o->no_wait, "Fail at once (exit 5) when the GPUs are not free now");
   sub->add_flag("--uuid", o->uuid, "GPU UUIDs in CUDA_VISIBLE_DEVICES instead of indices");
