@@ -33,19 +33,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def frame(obj):
-    body = json.dumps({"v": 2, **obj}).encode()
-    return struct.pack(">I", len(body)) + body
-
-
-def recv_exact(s, n):
-    out = bytearray()
-    while len(out) < n:
-        chunk = s.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError("closed")
-        out += chunk
-    return bytes(out)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from daemon_proto import frame, recv_exact  # noqa: E402
 
 
 def read_frame(s):

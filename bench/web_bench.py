@@ -43,19 +43,8 @@ WARM_S = 65  # at 10 samples a second: 650 points a GPU, over the 600 a page's f
 SHARED_S = 0.3  # gpulane-web answers identical questions within 0.25 s from one daemon answer (web/daemon_client.h)
 
 
-def frame(obj):
-    body = json.dumps({"v": 2, **obj}).encode()
-    return struct.pack(">I", len(body)) + body
-
-
-def recv_exact(s, n):
-    out = bytearray()
-    while len(out) < n:
-        chunk = s.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError("closed")
-        out += chunk
-    return bytes(out)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from daemon_proto import frame, recv_exact  # noqa: E402
 
 
 def call(sock_path, req):

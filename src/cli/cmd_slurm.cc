@@ -146,34 +146,47 @@ int RunGresConf() {
   return kExitOk;
 }
 
-int RunProlog(const SlurmOptions& o) {
+// What the prolog and the epilog start from: the threshold, NVML now, the job's GPUs.
+struct JobView {
+  std::uint64_t ghost_min = 0;
+  GpuSnapshot snapshot;
+  std::vector<unsigned> gpus;
+};
+
+Result<JobView> ViewJob(const SlurmOptions& o) {
+  JobView v;
   auto ghost_min = GhostMin(o);
-  if (!ghost_min) return Fail(ghost_min.error());
+  if (!ghost_min) return ghost_min.error();
+  v.ghost_min = *ghost_min;
   auto snapshot = ReadNvml();
-  if (!snapshot) return Fail(snapshot.error());
-  auto gpus = JobGpus(*snapshot);
-  if (!gpus) return Fail(gpus.error());
+  if (!snapshot) return snapshot.error();
+  v.snapshot = std::move(snapshot).value();
+  auto gpus = JobGpus(v.snapshot);
+  if (!gpus) return gpus.error();
+  v.gpus = std::move(gpus).value();
+  return v;
+}
+
+int RunProlog(const SlurmOptions& o) {
+  auto job = ViewJob(o);
+  if (!job) return Fail(job.error());
   int held = 0;
-  for (unsigned i : *gpus)
-    for (const std::string& line : Holders(snapshot->devices[i], *ghost_min, {})) {
+  for (unsigned i : job->gpus)
+    for (const std::string& line : Holders(job->snapshot.devices[i], job->ghost_min, {})) {
       fmt::print("{}: refusing to start {} on it\n", line, JobName());
       ++held;
     }
-  if (held == 0) fmt::print("GPUs {} are free for {}\n", IndexList(*gpus), JobName());
+  if (held == 0) fmt::print("GPUs {} are free for {}\n", IndexList(job->gpus), JobName());
   return held ? kExitGpuHeld : kExitOk;
 }
 
 int RunEpilog(const SlurmOptions& o) {
-  auto ghost_min = GhostMin(o);
-  if (!ghost_min) return Fail(ghost_min.error());
-  auto snapshot = ReadNvml();
-  if (!snapshot) return Fail(snapshot.error());
-  auto gpus = JobGpus(*snapshot);
-  if (!gpus) return Fail(gpus.error());
+  auto job = ViewJob(o);
+  if (!job) return Fail(job.error());
   const std::optional<std::uint32_t> uid = JobUid();
   std::vector<pid_t> leftovers;
-  for (unsigned i : *gpus)
-    for (const GpuProcess& p : snapshot->devices[i].processes.value_or(std::vector<GpuProcess>{})) {
+  for (unsigned i : job->gpus)
+    for (const GpuProcess& p : job->snapshot.devices[i].processes.value_or(std::vector<GpuProcess>{})) {
       if (!p.uid) continue;                // not visible here: cannot be signalled (reported below if it stays)
       if (uid && *p.uid != *uid) continue;  // another user's: not this job's to end
       fmt::print("GPU {}: ending {}, left by {}\n", i, Describe(p), JobName());
@@ -190,16 +203,16 @@ int RunEpilog(const SlurmOptions& o) {
   std::vector<std::string> holders;
   while (true) {
     holders.clear();
-    for (unsigned i : *gpus)
-      for (const std::string& line : Holders(snapshot->devices[i], *ghost_min, gone)) holders.push_back(line);
+    for (unsigned i : job->gpus)
+      for (const std::string& line : Holders(job->snapshot.devices[i], job->ghost_min, gone)) holders.push_back(line);
     if (holders.empty() || std::chrono::steady_clock::now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     auto again = ReadNvml();
     if (!again) return Fail(again.error());
-    *snapshot = std::move(again).value();
+    job->snapshot = std::move(again).value();
   }
   for (const std::string& line : holders) fmt::print("{}: still held after {}\n", line, JobName());
-  if (holders.empty()) fmt::print("GPUs {} are free after {}\n", IndexList(*gpus), JobName());
+  if (holders.empty()) fmt::print("GPUs {} are free after {}\n", IndexList(job->gpus), JobName());
   return holders.empty() ? kExitOk : kExitGpuHeld;
 }
 
