@@ -64,9 +64,9 @@ def cuda_initialized_reason() -> Optional[str]:
     """Why CUDA looks initialised in this process already, or None.
 
     Cheap checks only, importing nothing: ``torch.cuda.is_initialized()`` when torch is imported;
-    jax's backends when jax created a GPU backend; the CUDA driver library (libcuda.so) mapped in
-    this process (cupy, numba, TensorFlow, or ``torch.cuda.is_available()``, which initialises the
-    driver without torch calling itself initialised).
+    jax's backends when jax created a GPU backend; the CUDA driver initialised in this process
+    (cupy, numba, TensorFlow, or ``torch.cuda.is_available()``, which initialises the driver
+    without torch calling itself initialised): _cuda_driver_initialized.
     """
     torch = sys.modules.get("torch")
     cuda = getattr(torch, "cuda", None) if torch is not None else None
@@ -81,14 +81,35 @@ def cuda_initialized_reason() -> Optional[str]:
     backends = getattr(bridge, "_backends", None) if bridge is not None else None
     if isinstance(backends, dict) and any(k in ("cuda", "gpu", "rocm") for k in backends):
         return "jax has already created its GPU backend"
+    if _cuda_driver_initialized():
+        return "the CUDA driver is already initialised in this process (cuInit was called)"
+    return None
+
+
+def _cuda_driver_initialized() -> bool:
+    """Whether cuInit has run in this process (cupy, numba, TensorFlow, ``torch.cuda.is_available()``).
+
+    Loading libcuda.so is not enough: ``import torch`` maps it without initialising it (seen on an
+    H200 machine with PyTorch, docs/validation). Only when the library is already mapped, its
+    ``cuDeviceGetCount`` is asked through the handle the process holds (dlopen of a loaded library
+    loads and initialises nothing): before cuInit every driver call but cuInit and
+    cuDriverGetVersion returns CUDA_ERROR_NOT_INITIALIZED (3) (CUDA Driver API, "Initialization").
+    """
     try:
         with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
-            for line in maps:
-                if "/libcuda.so" in line:
-                    return "the CUDA driver library (libcuda.so) is already loaded in this process"
+            path = next((line.split()[-1] for line in maps if "/libcuda.so" in line), None)
     except OSError:
-        pass
-    return None
+        return False
+    if path is None:
+        return False
+    try:
+        import ctypes
+
+        lib = ctypes.CDLL(path, mode=getattr(os, "RTLD_NOLOAD", 4) | ctypes.RTLD_GLOBAL)
+        count = ctypes.c_int(0)
+        return lib.cuDeviceGetCount(ctypes.byref(count)) == 0
+    except (OSError, AttributeError):
+        return True  # mapped but not askable: assume the worst, as before
 
 
 def _check_cuda_not_initialized() -> None:

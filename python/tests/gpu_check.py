@@ -36,8 +36,8 @@ with gpulane.lease(n=1) as gpus:
 """,
     "two GPUs: torch sees both leased GPUs in order": r"""
 import torch, gpulane
-if len(gpulane.pick(n=2, min_free=None)) < 2:
-    print("SKIP: fewer than two GPUs free"); raise SystemExit(0)
+if len(gpulane.status()) < 2:
+    print("SKIP: this machine has fewer than two GPUs"); raise SystemExit(0)
 with gpulane.lease(n=2, no_wait=True) as gpus:
     assert torch.cuda.device_count() == 2, f"torch sees {torch.cuda.device_count()} GPUs"
     for i, g in enumerate(gpus):
@@ -63,8 +63,8 @@ def whoami(_):
     seen = "GPU-" + str(torch.cuda.get_device_properties(0).uuid)
     return os.getpid(), torch.cuda.device_count(), seen, g.uuids[0]
 if __name__ == "__main__":
-    if len(gpulane.pick(n=2, min_free=None)) < 2:
-        print("SKIP: fewer than two GPUs free"); raise SystemExit(0)
+    if len(gpulane.status()) < 2:
+        print("SKIP: this machine has fewer than two GPUs"); raise SystemExit(0)
     with gpulane.worker_pool(processes=2) as pool:
         rows = pool.map(whoami, range(8), chunksize=1)
     for pid, count, seen, leased in rows:

@@ -156,6 +156,32 @@ def test_torch_imported_without_cuda_is_fine(machine2, monkeypatch):
         assert len(gpus) == 1
 
 
+FAKE_CUDA_SCRIPT = r"""
+import ctypes, sys, gpulane
+cuda = ctypes.CDLL(sys.argv[1])  # libcuda.so.1 mapped, as `import torch` maps it, not initialised
+with gpulane.lease(n=1) as gpus:
+    print("leased", len(gpus), flush=True)
+cuda.cuInit(0)  # what cupy, numba or torch.cuda.is_available() do
+try:
+    with gpulane.lease(n=1):
+        print("leased after cuInit", flush=True)
+except gpulane.CudaAlreadyInitializedError as e:
+    print("refused:", e, flush=True)
+"""
+
+
+def test_cuda_driver_loaded_is_fine_but_initialised_is_refused(machine2, tmp_path):
+    fake = os.environ.get("GPULANE_TEST_FAKE_CUDA")
+    assert fake and os.path.exists(fake), "GPULANE_TEST_FAKE_CUDA names the fake libcuda.so.1 (tests/fake_cuda)"
+    script = tmp_path / "fake_cuda.py"
+    script.write_text(FAKE_CUDA_SCRIPT)
+    out = subprocess.run([sys.executable, str(script), fake], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    lines = out.stdout.splitlines()
+    assert lines[:1] == ["leased 1"], out.stdout + out.stderr
+    assert len(lines) == 2 and lines[1].startswith("refused: the CUDA driver is already initialised"), out.stdout + out.stderr
+
+
 def test_missing_binary_raises_binary_not_found(machine2, monkeypatch, tmp_path):
     monkeypatch.setenv("GPULANE_BIN", str(tmp_path / "no-such-gpulane"))
     with pytest.raises(gpulane.BinaryNotFoundError):
