@@ -9,7 +9,9 @@ per check and exits 1 if any failed. Checks, each in a fresh interpreter (CUDA s
      torch.cuda.get_device_properties(0).uuid is the leased UUID (torch prints it without "GPU-").
   2. lease(n=2) when two GPUs are free: both, in order.
   3. torch.cuda.is_available() before lease() (CUDA initialised): CudaAlreadyInitializedError.
-  4. worker_pool(2): each worker's cuda:0 is its own leased GPU (when two GPUs are free).
+  4. torch.cuda.is_available() alone (cuInit, torch.cuda.is_initialized() still False) before
+     lease(): CudaAlreadyInitializedError.
+  5. worker_pool(2): each worker's cuda:0 is its own leased GPU (when two GPUs are free).
 """
 
 from __future__ import annotations
@@ -49,6 +51,15 @@ with gpulane.lease(n=2, no_wait=True) as gpus:
 import torch, gpulane
 torch.cuda.is_available()  # initialises the driver (torch.cuda.is_initialized() stays False)
 torch.zeros(1, device="cuda")
+try:
+    with gpulane.lease(n=1):
+        raise SystemExit("lease() did not refuse")
+except gpulane.CudaAlreadyInitializedError as e:
+    print(str(e)[:100])
+""",
+    "torch.cuda.is_available() alone before lease(): refused (the driver is initialised)": r"""
+import torch, gpulane
+assert torch.cuda.is_available() and not torch.cuda.is_initialized()
 try:
     with gpulane.lease(n=1):
         raise SystemExit("lease() did not refuse")
