@@ -34,12 +34,6 @@ using Line = std::vector<Span>;
 // Text someone else chose, made safe for the terminal: the one way such text enters a line.
 std::string Theirs(std::string_view text) { return EscapeForTerminal(text); }
 
-std::size_t Columns(const Line& line) {
-  std::size_t n = 0;
-  for (const Span& s : line) n += DisplayColumns(s.text);
-  return n;
-}
-
 // The line cut to `width` columns, each span painted when colour is on.
 std::string Emit(const Line& line, std::size_t width, bool color) {
   std::string out;
