@@ -19,20 +19,6 @@ std::optional<std::uint16_t> Narrow(const std::optional<T>& v) {
   return static_cast<std::uint16_t>(std::min<T>(*v, 65535));
 }
 
-// The device of `uuid` (a GPU's, or the GPU a MIG device of that UUID is on: *mig set).
-const GpuDevice* DeviceOf(const GpuSnapshot& s, const std::string& uuid, const MigDevice** mig) {
-  *mig = nullptr;
-  for (const auto& d : s.devices) {
-    if (d.uuid == uuid) return &d;
-    for (const auto& m : d.mig_devices)
-      if (m.uuid == uuid) {
-        *mig = &m;
-        return &d;
-      }
-  }
-  return nullptr;
-}
-
 
 }  // namespace
 
@@ -158,7 +144,7 @@ telemetry::AnomalyChanges Sampler::Detect(double now_s, const GpuSnapshot& snaps
   for (const auto& [name, job] : live_)
     for (const LiveJobGpu& g : job.gpus) {
       const MigDevice* mig = nullptr;
-      const GpuDevice* d = DeviceOf(snapshot, g.uuid, &mig);
+      const GpuDevice* d = lease::DeviceOf(snapshot, g.uuid, &mig);
       jobs.push_back({job.lease.job_id, job.lease.user, name, g.uuid, d ? d->pci_index : 0u, g.whole, g.util_pct,
                       g.memory_bytes, g.foreign});
     }
@@ -174,7 +160,7 @@ telemetry::UsageRecord Sampler::RecordOf(const LiveJob& job, double end_s) const
   for (const auto& g : job.lease.gpus) {
     r.gpu_uuids.push_back(g.uuid);
     const MigDevice* mig = nullptr;
-    if (const GpuDevice* d = DeviceOf(latest_, g.uuid, &mig)) r.gpu_indices.push_back(d->pci_index);
+    if (const GpuDevice* d = lease::DeviceOf(latest_, g.uuid, &mig)) r.gpu_indices.push_back(d->pci_index);
   }
   if (r.gpu_indices.size() != r.gpu_uuids.size()) r.gpu_indices.clear();
   r.start_s = job.lease.started_s;

@@ -7,7 +7,19 @@
 namespace gpulane::lease {
 namespace {
 
-// The device of `uuid` (a GPU's, or the GPU a MIG device of that UUID is on: *mig set).
+// The fraction of its GPU a lease's GPU is.
+double ShareOf(const LeasedGpu& g, const GpuDevice* d, const MigDevice* mig) {
+  const auto fraction = [](std::uint64_t part, const std::optional<std::uint64_t>& total) {
+    return total && *total > 0 ? std::min(1.0, static_cast<double>(part) / static_cast<double>(*total)) : 1.0;
+  };
+  if (mig) return mig->memory_total_bytes && d ? fraction(*mig->memory_total_bytes, d->memory_total_bytes) : 1.0;
+  if (!g.mem_bytes || !d) return 1;
+  return fraction(*g.mem_bytes, d->memory_total_bytes);
+}
+
+}  // namespace
+
+// (job_observation.h) The device of `uuid` (a GPU's, or the GPU a MIG device of that UUID is on: *mig set).
 const GpuDevice* DeviceOf(const GpuSnapshot& s, const std::string& uuid, const MigDevice** mig) {
   *mig = nullptr;
   for (const auto& d : s.devices) {
@@ -21,17 +33,6 @@ const GpuDevice* DeviceOf(const GpuSnapshot& s, const std::string& uuid, const M
   return nullptr;
 }
 
-// The fraction of its GPU a lease's GPU is.
-double ShareOf(const LeasedGpu& g, const GpuDevice* d, const MigDevice* mig) {
-  const auto fraction = [](std::uint64_t part, const std::optional<std::uint64_t>& total) {
-    return total && *total > 0 ? std::min(1.0, static_cast<double>(part) / static_cast<double>(*total)) : 1.0;
-  };
-  if (mig) return mig->memory_total_bytes && d ? fraction(*mig->memory_total_bytes, d->memory_total_bytes) : 1.0;
-  if (!g.mem_bytes || !d) return 1;
-  return fraction(*g.mem_bytes, d->memory_total_bytes);
-}
-
-}  // namespace
 
 std::vector<LeaseGpuView> ViewLease(const GpuSnapshot& snapshot, const std::vector<LeaseRecord>& leases, std::size_t index,
                                     const std::vector<std::vector<int>>& owners) {

@@ -22,6 +22,10 @@ struct LeaseGpuView {
   const GpuDevice* device = nullptr;       ///< its GPU in the snapshot (nullptr: not there)
 };
 
+/// The device of `uuid` in `snapshot`: a GPU of that UUID, or the GPU a MIG device of that UUID is
+/// on (then *mig points to that MIG device, else nullptr). nullptr when no device has it.
+const GpuDevice* DeviceOf(const GpuSnapshot& snapshot, const std::string& uuid, const MigDevice** mig);
+
 /// The GPUs of `leases[index]` in `snapshot` (processes annotated), with `owners` from
 /// ProcessOwners of the same snapshot and leases. Utilisation: a whole GPU's own figure (it also
 /// sees processes /proc does not show); on a share or a MIG device the sum of the job's processes'
