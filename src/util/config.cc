@@ -211,7 +211,10 @@ Status LoadAnomaly(const std::string& path, const toml::table& anomaly, Config& 
       {"xid_clear_after", Kind::kDuration, &config.anomaly_xid_clear_after_s, nullptr, 1, 7 * 86400, "a duration from \"1s\" to \"7d\""},
       {"idle_cancel_after", Kind::kDuration, &config.anomaly_idle_cancel_after_s, nullptr, 1, 30 * 86400, "a duration from \"1s\" to \"30d\""},
   };
-  for (auto&& [name, node] : anomaly) {
+  for (auto&& entry : anomaly) {
+    // Not a structured binding: clang 14 (the fuzz gate's compiler) cannot capture one in a lambda.
+    const auto& name = entry.first;
+    const auto& node = entry.second;
     if (name == "idle_action") {
       auto text = node.value<std::string>();
       if (!text || (*text != "warn" && *text != "cancel"))
