@@ -30,10 +30,12 @@ ALLOWED = {
     "lease": {"gpu", "os", "proto", "sched", "telemetry", "util"},
     "exec": {"gpu", "lease", "os", "sched", "util", "telemetry"},
     "render": {"gpu", "lease", "sched", "store", "util", "telemetry"},
+    # Slurm's client commands behind slurm/command_runner.h; translation and state mapping pure.
+    "slurm": {"sched", "util"},
     "daemon": {"exec", "gpu", "lease", "os", "proto", "render", "sched", "store", "util", "telemetry"},
     # gpulane-web's executable: a client of the daemon (daemon/ for daemon/paths.h only).
     "web": {"daemon", "gpu", "proto", "render", "telemetry", "util"},
-    "cli": {"daemon", "exec", "gpu", "lease", "os", "proto", "render", "sched", "sim", "store", "util", "telemetry"},
+    "cli": {"daemon", "exec", "gpu", "lease", "os", "proto", "render", "sched", "sim", "slurm", "store", "util", "telemetry"},
 }
 
 PROJECT_INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/[^"]+"')

@@ -9,7 +9,8 @@ packages=(build-essential cmake ninja-build pkg-config libcli11-dev nlohmann-jso
           libsqlite3-dev libtomlplusplus-dev libgtest-dev libgmock-dev libbenchmark-dev sqlite3 python3 curl
           tmux libcpp-httplib-dev python3-prometheus-client chromium
           help2man lintian zsh fish python3-pytest python3-pip python3-setuptools
-          python3-venv)
+          python3-venv
+          slurmctld slurmd slurm-client munge)  # the last four: the Slurm tests start their own cluster (tests/slurm)
 # The dashboard's bundler and browser test run on Node.js and npm: Debian's, unless the machine has its own.
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
 command -v npm >/dev/null 2>&1 || packages+=(npm)

@@ -9,6 +9,7 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/slurm_jobs.h"
 #include "util/bytes_json.h"
 #include "util/exit_codes.h"
 #include "util/terminal_text.h"
@@ -25,7 +26,16 @@ std::string Filter(const std::string& user, const std::string& name) {
   return out;
 }
 
-int RunCancel(const std::vector<std::string>& words, const std::string& user, const std::string& name) {
+int RunCancel(const std::vector<std::string>& all_words, const std::string& user, const std::string& name) {
+  // Slurm jobs (slurm:ID) are cancelled with scancel, the rest by the daemon.
+  std::vector<std::string> slurm_ids, words;
+  SplitSlurmIds(all_words, &slurm_ids, &words);
+  if (!slurm_ids.empty()) {
+    const int slurm_code = CancelSlurmJobs(slurm_ids);
+    if (words.empty() && user.empty() && name.empty()) return slurm_code;
+    const int local_code = RunCancel(words, user, name);
+    return slurm_code != kExitOk ? slurm_code : local_code;
+  }
   auto ids = JobIdArgs(words);
   if (!ids) return Fail(ids.error());
   if (ids->empty() && user.empty() && name.empty())
@@ -81,7 +91,15 @@ Result<std::optional<json>> CallSurvivingRestarts(const json& request, double ti
   }
 }
 
-int RunWait(const std::vector<std::string>& words) {
+int RunWait(const std::vector<std::string>& all_words) {
+  std::vector<std::string> slurm_ids, words;
+  SplitSlurmIds(all_words, &slurm_ids, &words);
+  if (!slurm_ids.empty()) {
+    if (!words.empty())
+      return Fail(MakeError(ErrorKind::kInvalidArgument,
+                            "wait: give Slurm jobs (slurm:ID) and this machine's jobs to two wait commands"));
+    return WaitSlurmJobs(slurm_ids);
+  }
   auto ids = JobIdArgs(words);
   if (!ids) return Fail(ids.error());
   // First which ids name no job, so that a mistyped one is reported now, not when the others end.
@@ -108,6 +126,9 @@ int RunWait(const std::vector<std::string>& words) {
 }
 
 int RunLogs(const std::string& word, bool follow, bool err) {
+  std::vector<std::string> slurm_ids, local;
+  SplitSlurmIds({word}, &slurm_ids, &local);
+  if (!slurm_ids.empty()) return SlurmLogs(slurm_ids.front(), follow, err);
   auto ids = JobIdArgs({word});
   if (!ids) return Fail(ids.error());
   if (ids->size() != 1)

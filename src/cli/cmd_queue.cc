@@ -12,6 +12,7 @@
 #include "telemetry/job_usage.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/slurm_jobs.h"
 #include "render/queue_table.h"
 #include "sched/partition.h"
 #include "util/bytes_json.h"
@@ -48,7 +49,17 @@ int RunQueue(bool as_json, bool all, const std::string& user) {
   json request = {{"op", "queue"}, {"all", all}, {"stream", as_json ? "json" : "table"}};
   if (!user.empty()) request["user"] = user;
   if (!as_json) request["format"] = "table";  // for an older daemon
-  auto answer = StreamIfRunning(request, WriteOut);
+  // The user's Slurm jobs (cli/slurm_jobs.h) follow this machine's: JSON output is then collected
+  // and the Slurm jobs' objects put into the same list.
+  const std::vector<std::string> slurm_rows = user.empty() ? SlurmQueueRows(all, as_json) : std::vector<std::string>{};
+  std::string collected;
+  const bool collect = as_json && !slurm_rows.empty();
+  auto sink = [&](std::string_view text) -> Status {
+    if (!collect) return WriteOut(text);
+    collected.append(text);
+    return Status::Ok();
+  };
+  auto answer = StreamIfRunning(request, sink);
   if (!answer) return Fail(answer.error());
   // The daemon's word on its job store (unavailable since when; rows it cannot read): stderr, so
   // the listing on stdout stays exact.
@@ -56,10 +67,22 @@ int RunQueue(bool as_json, bool all, const std::string& user) {
     for (const auto& line : (**answer)["warnings"])
       if (line.is_string()) Warn(line.get<std::string>());
   Status written = Status::Ok();
-  if (!*answer) written = WriteOut(as_json ? "[]\n" : QueueTableHeader());
+  if (!*answer) written = sink(as_json ? "[]\n" : QueueTableHeader());
   else if ((*answer)->contains("stream")) written = Status::Ok();  // written as it came
-  else if (as_json) written = WriteOut((**answer)["jobs"].dump(2) + "\n");
-  else written = WriteOut((**answer)["table"].get_ref<const std::string&>());
+  else if (as_json) written = sink((**answer)["jobs"].dump(2) + "\n");
+  else written = sink((**answer)["table"].get_ref<const std::string&>());
+  if (written.ok() && collect) {
+    // "[]\n" or "[\n  {...},\n  {...}\n]\n" (render/queue_json.h): the Slurm jobs go before the "]".
+    std::string items;
+    for (const auto& row : slurm_rows) items += (items.empty() ? "  " : ",\n  ") + row;
+    const bool empty = collected.rfind("[]", 0) == 0;
+    if (empty) collected = "[\n" + items + "\n]\n";
+    else collected = collected.substr(0, collected.rfind("\n]")) + ",\n" + items + "\n]\n";
+    written = WriteOut(collected);
+  } else if (written.ok() && !as_json) {
+    for (const auto& row : slurm_rows)
+      if (written.ok()) written = WriteOut(row);
+  }
   // Under the table: the machine's partitions, open or closed now and until when (as `status`).
   if (written.ok() && !as_json)
     if (auto config = LoadConfig(); config && !config->partitions.empty()) {
@@ -170,6 +193,9 @@ void AddUsage(json& job) {
 // One job (a job, a task), or with an array's id or 12_[1-3] each task, a blank line between.
 // --json: the job's object, or a list of them for an array or a list of tasks.
 int RunShow(const std::string& word, bool as_json) {
+  std::vector<std::string> slurm_ids, local;
+  SplitSlurmIds({word}, &slurm_ids, &local);
+  if (!slurm_ids.empty()) return ShowSlurmJob(slurm_ids.front(), as_json);
   auto ids = JobIdArgs({word});
   if (!ids) return Fail(ids.error());
   if (ids->size() != 1)

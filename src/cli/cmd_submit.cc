@@ -12,6 +12,7 @@
 #include "cli/common.h"
 #include "util/exit_codes.h"
 #include "cli/request_options.h"
+#include "cli/slurm_jobs.h"
 #include "store/job.h"
 #include "exec/job_env.h"
 #include "util/config.h"
@@ -31,6 +32,7 @@ struct SubmitOptions {
       notify;
   bool preemptible_given = false;  ///< --preemptible, with or without a value
   bool hold = false;
+  std::string cluster;  ///< --cluster: "local", "slurm", or "" (submit.backend of the config)
   std::vector<std::string> command;
 };
 
@@ -105,8 +107,33 @@ Status AddArrayFile(const SubmitOptions& o, store::JobSpec& spec, nlohmann::json
   return Status::Ok();
 }
 
+// submit --cluster slurm (or submit.backend = "slurm"): the same request, through sbatch
+// (cli/slurm_jobs.h). Options that only gpulane's own daemon can honour are refused.
+int RunSubmitSlurm(const SubmitOptions& o) {
+  auto usage = [](std::string m) { return Fail(MakeError(ErrorKind::kInvalidArgument, std::move(m))); };
+  const std::pair<bool, const char*> local_only[] = {
+      {!o.array_file.empty(), "--array-file"}, {!o.kill_grace.empty(), "--kill-grace"}, {!o.retry.empty(), "--retry"},
+      {o.preemptible_given, "--preemptible"}, {!o.notify.empty(), "--notify"}, {!o.idempotency_key.empty(), "--idempotency-key"}};
+  for (const auto& given : local_only)
+    if (given.first)
+      return usage(fmt::format("{} is gpulane's own queue's: leave it out with --cluster slurm, or submit with "
+                               "--cluster local",
+                               given.second));
+  if (o.command.empty()) return usage("no command given: put it after the options, e.g. gpulane submit --cluster slurm -g 1 -- python train.py");
+  auto request = o.request.ToClusterRequest();
+  if (!request) return Fail(request.error());
+  SlurmSubmitArgs args{std::move(request).value(), o.name, o.after, o.after_any, o.array, o.output, o.error, o.hold, o.command};
+  return SubmitToSlurm(args);
+}
+
 int RunSubmit(const SubmitOptions& o) {
   auto usage = [](std::string m) { return Fail(MakeError(ErrorKind::kInvalidArgument, std::move(m))); };
+  {
+    // --cluster, else submit.backend of the config (the user's file over the machine's), else local.
+    auto config = LoadConfig();
+    if (!config) return Fail(config.error());
+    if ((o.cluster.empty() ? config->submit_backend : o.cluster) == "slurm") return RunSubmitSlurm(o);
+  }
   if (!o.array_file.empty() && !o.command.empty())
     return usage(fmt::format("--array-file {} gives the commands: leave out the command '{}' after the options",
                              o.array_file, EscapeForTerminal(o.command.front().substr(0, 40))));
@@ -232,6 +259,11 @@ void RegisterSubmit(CLI::App& app, Runner* run) {
                 "(--preemptible=cancel: ended); restarted with GPULANE_PREEMPTED=1")
       ->expected(0, 1)
       ->type_name("[=requeue|cancel]");
+  sub->add_option("--cluster", o->cluster,
+                  "Where the job goes: local (this machine's gpulane daemon) or slurm (sbatch; the job runs under "
+                  "gpulane run inside its allocation; its id is slurm:ID). Default: submit.backend of the config, else local")
+      ->check(CLI::IsMember({"local", "slurm"}))
+      ->type_name("local|slurm");
   sub->add_flag("--hold", o->hold, "Queue it held: it starts only after 'gpulane release'");
   sub->add_option("--idempotency-key", o->idempotency_key,
                   "Name this submission (1-128 letters, digits, - _ . :): submitting again with the same key queues "

@@ -46,6 +46,41 @@ void RequestOptions::Register(CLI::App* sub, RequestOptionSet set) {
 }
 
 Result<sched::Request> RequestOptions::ToRequest() const {
+  auto parsed = ParseGiven();
+  if (!parsed) return parsed.error();
+  sched::Request r = std::move(parsed).value();
+  auto given = [&](const char* name) { return sub_->count(name) > 0; };
+  // The partition is named, or the default filled in, here, so that the request carries it to
+  // the waiter, the daemon and the store; its GPUs are applied once the GPUs are known.
+  auto config = LoadConfig();
+  if (!config) return config.error();
+  // A CPU-only job (-g 0) is in no partition: the default one does not apply (an explicit one is
+  // refused by CheckRequest).
+  auto partition = sched::SelectPartition(*config, partition_);
+  if (!partition) return partition.error();
+  if (*partition && (r.count > 0 || given("--partition"))) {
+    r.partition = (*partition)->name;
+    if (Status s = sched::ApplyPartition(**partition, r, std::nullopt); !s.ok()) return s.error();
+  }
+  if (!set_.daemon_identifies) r.user = lease::UserNameOf(r.uid);
+  // The machine's [limits] for this user (the daemon checks a submission again, as the peer).
+  if (sched::AnyLimits(*config)) {
+    const LimitsConfig limits = sched::LimitsOf(*config, r.uid, lease::UserNameOf(r.uid), GroupNamesOf(r.uid));
+    if (Status s = sched::ApplyTimeLimits(limits, lease::UserNameOf(r.uid), r); !s.ok()) return s.error();
+    if (Status s = sched::CheckGpuLimitEver(limits, lease::UserNameOf(r.uid), r.count); !s.ok()) return s.error();
+  }
+  if (Status s = sched::CheckRequest(r); !s.ok()) return s.error();
+  return r;
+}
+
+Result<sched::Request> RequestOptions::ToClusterRequest() const {
+  auto parsed = ParseGiven();
+  if (!parsed) return parsed.error();
+  parsed->partition = partition_;  // the cluster's partition, as given ("" = its default)
+  return parsed;
+}
+
+Result<sched::Request> RequestOptions::ParseGiven() const {
   auto usage = [](std::string m) { return MakeError(ErrorKind::kInvalidArgument, std::move(m)); };
   auto given = [&](const char* name) { return sub_->count(name) > 0; };
   // An empty value ("--mem ''") is an error, not "not given".
@@ -77,29 +112,9 @@ Result<sched::Request> RequestOptions::ToRequest() const {
     if (!s) return usage("--time-limit: " + s.error().message);
     r.time_limit_s = *s;
   }
-  // The partition is named, or the default filled in, here, so that the request carries it to
-  // the waiter, the daemon and the store; its GPUs are applied once the GPUs are known.
-  auto config = LoadConfig();
-  if (!config) return config.error();
-  // A CPU-only job (-g 0) is in no partition: the default one does not apply (an explicit one is
-  // refused by CheckRequest).
-  auto partition = sched::SelectPartition(*config, partition_);
-  if (!partition) return partition.error();
-  if (*partition && (r.count > 0 || given("--partition"))) {
-    r.partition = (*partition)->name;
-    if (Status s = sched::ApplyPartition(**partition, r, std::nullopt); !s.ok()) return s.error();
-  }
   r.priority = priority_;
   r.uid = static_cast<std::uint32_t>(getuid());
-  if (!set_.daemon_identifies) r.user = lease::UserNameOf(r.uid);
   r.submit_time_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  // The machine's [limits] for this user (the daemon checks a submission again, as the peer).
-  if (sched::AnyLimits(*config)) {
-    const LimitsConfig limits = sched::LimitsOf(*config, r.uid, lease::UserNameOf(r.uid), GroupNamesOf(r.uid));
-    if (Status s = sched::ApplyTimeLimits(limits, lease::UserNameOf(r.uid), r); !s.ok()) return s.error();
-    if (Status s = sched::CheckGpuLimitEver(limits, lease::UserNameOf(r.uid), r.count); !s.ok()) return s.error();
-  }
-  if (Status s = sched::CheckRequest(r); !s.ok()) return s.error();
   return r;
 }
 

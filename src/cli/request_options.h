@@ -35,8 +35,14 @@ class RequestOptions {
   /// its GPUs and windows are the caller's to apply (cli/common.h PartitionGate).
   /// Errors: kInvalidArgument naming the option and the fix ("--mem '': give a size, e.g. 30GiB").
   Result<sched::Request> ToRequest() const;
+  /// The request for another cluster's scheduler (submit --cluster slurm): the options as given,
+  /// checked for form only; --partition names the cluster's partition, never this machine's, and
+  /// this machine's [limits] do not apply. Errors: kInvalidArgument as for ToRequest.
+  Result<sched::Request> ToClusterRequest() const;
 
  private:
+  /// The options' values, converted and bounded; no partition, limits or user name yet.
+  Result<sched::Request> ParseGiven() const;
   CLI::App* sub_ = nullptr;
   RequestOptionSet set_;
   int count_ = 1;

@@ -289,6 +289,43 @@ static Status CheckRunBounds(std::string_view key, double seconds) {
   return Status::Ok();
 }
 
+// [submit] backend and [slurm] gpus_option, shard_memory, poll_interval (any config file: they
+// only shape the user's own submissions).
+Status LoadClusterSections(const std::string& path, const toml::table& table, Config& config) {
+  if (auto submit = table["submit"].as_table()) {
+    for (auto&& [key, node] : *submit) {
+      if (key != "backend") return Bad(path, node.source(), fmt::format("unknown key submit.{} (known: backend)", key.str()));
+      auto text = node.value<std::string>();
+      if (!text || (*text != "local" && *text != "slurm"))
+        return Bad(path, node.source(), "submit.backend must be \"local\" (the gpulane daemon) or \"slurm\" (sbatch)");
+      config.submit_backend = *text;
+    }
+  }
+  if (auto slurm = table["slurm"].as_table()) {
+    for (auto&& [key, node] : *slurm) {
+      auto text = node.value<std::string>();
+      if (key == "gpus_option") {
+        if (!text || (*text != "gres" && *text != "gpus"))
+          return Bad(path, node.source(), "slurm.gpus_option must be \"gres\" (--gres=gpu:N) or \"gpus\" (--gpus=N)");
+        config.slurm_gpus_option = *text;
+      } else if (key == "shard_memory") {
+        auto bytes = text ? ParseSizeBytes(*text) : Result<std::uint64_t>(MakeError(ErrorKind::kInvalidArgument, "give a size like \"10GiB\""));
+        if (!bytes || *bytes == 0) return Bad(path, node.source(), "slurm.shard_memory must be a size like \"10GiB\"");
+        config.slurm_shard_memory_bytes = *bytes;
+      } else if (key == "poll_interval") {
+        auto seconds = text ? ParseDurationS(*text) : Result<double>(MakeError(ErrorKind::kInvalidArgument, "give a duration"));
+        if (!seconds || *seconds < 1 || *seconds > 600)
+          return Bad(path, node.source(), "slurm.poll_interval must be a duration from \"1s\" to \"10m\"");
+        config.slurm_poll_interval_s = *seconds;
+      } else {
+        return Bad(path, node.source(),
+                   fmt::format("unknown key slurm.{} (known: gpus_option, shard_memory, poll_interval)", key.str()));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
   if (access(path.c_str(), F_OK) != 0) return Status::Ok();
   toml::table table;
@@ -299,10 +336,11 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
   }
   for (auto&& [key, node] : table) {
     if (key != "lease" && key != "run" && key != "daemon" && key != "partitions" && key != "sched" && key != "limits" &&
-        key != "shares" && key != "telemetry" && key != "anomaly" && key != "notify" && key != "web")
+        key != "shares" && key != "telemetry" && key != "anomaly" && key != "notify" && key != "web" &&
+        key != "submit" && key != "slurm")
       return Bad(path, node.source(),
                  fmt::format("unknown key {} (the sections are [lease], [run], [daemon], [sched], [limits], [shares], "
-                             "[telemetry], [anomaly], [notify], [web], [partitions.NAME])",
+                             "[telemetry], [anomaly], [notify], [web], [submit], [slurm], [partitions.NAME])",
                              key.str()));
     if (!node.is_table()) return Bad(path, node.source(), fmt::format("{} must be a section: [{}]", key.str(), key.str()));
   }
@@ -351,6 +389,7 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
   if (auto telemetry = table["telemetry"].as_table()) {
     if (Status s = LoadTelemetry(path, *telemetry, config); !s.ok()) return s;
   }
+  if (Status cluster = LoadClusterSections(path, table, config); !cluster.ok()) return cluster;
   if (auto notify = table["notify"].as_table()) {
     for (auto&& [key, node] : *notify) {
       std::string* target = key == "webhook" ? &config.notify_webhook

@@ -105,6 +105,11 @@ struct Config {
   bool web_show_commands = false;                 ///< web.show_commands: command lines shown over HTTP
   std::vector<std::string> web_allowed_hosts;     ///< web.allowed_hosts: more Host header names answered
   std::vector<std::string> web_peers;             ///< web.peers: other servers' URLs shown beside this one
+  /// [submit] and [slurm] (docs/slurm.md): where `gpulane submit` sends jobs and how to Slurm.
+  std::string submit_backend = "local";           ///< submit.backend: "local" (the gpulane daemon) or "slurm" (sbatch)
+  std::string slurm_gpus_option = "gres";         ///< slurm.gpus_option: "gres" (--gres=gpu:N) or "gpus" (--gpus=N)
+  std::uint64_t slurm_shard_memory_bytes = 10ull << 30;  ///< slurm.shard_memory: GPU memory one shard stands for (--mem)
+  double slurm_poll_interval_s = 5;               ///< slurm.poll_interval: squeue at most this often per user (1s..10m)
 };
 
 /// The names [sched] policy accepts, as sched::PolicyName spells them (a unit test checks the two

@@ -17,7 +17,7 @@ enum ExitCode : int {
   kExitUnsafe = 7,          ///< a lease directory or file failed an ownership/permission check
   kExitNoSuchJob = 8,       ///< no such job
   kExitPermission = 9,      ///< not allowed to act on another user's job
-  kExitUnavailable = 10,    ///< the daemon cannot be reached or started
+  kExitUnavailable = 10,    ///< the daemon cannot be reached or started; Slurm's commands missing or failing
   kExitJobDidNotRun = 11,   ///< wait: the job was cancelled or its dependency failed before it ran
   kExitWrongState = 12,     ///< the job is not in a state the command applies to (hold of a running job)
   /// The job store cannot be trusted, so the daemon does not start on it (or a job's row cannot be

@@ -124,3 +124,16 @@ Result<std::vector<CommandLine>> ReadCommandFile(const std::string& path) {
 }
 
 }  // namespace gpulane
+
+namespace gpulane {
+
+std::string QuoteForShell(std::string_view word) {
+  std::string out = "'";
+  for (char c : word) {
+    if (c == '\'') out += "'\\''";
+    else out += c;
+  }
+  return out + "'";
+}
+
+}  // namespace gpulane

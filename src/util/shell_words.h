@@ -43,3 +43,11 @@ Result<std::vector<CommandLine>> ParseCommandFile(std::string_view text, std::st
 Result<std::vector<CommandLine>> ReadCommandFile(const std::string& path);
 
 }  // namespace gpulane
+
+namespace gpulane {
+
+/// `word` as one word for sh(1): single-quoted, each ' written as '\'' ("it's" -> 'it'\''s').
+/// Any bytes, newlines included, come back exactly (SplitShellWords and /bin/sh agree; unit-tested).
+std::string QuoteForShell(std::string_view word);
+
+}  // namespace gpulane
