@@ -14,7 +14,7 @@ build=$(cd "${1:-$src/build}" && pwd)
 submits=${2:-100}
 waiters=${3:-100}
 window_s=${4:-30}
-gpulane=$build/src/gpulane
+gpulane=$build/gpulane; [ -x "$gpulane" ] || gpulane=$build/src/gpulane
 work=$(mktemp -d /tmp/gpulane-slurm-bench.XXXXXX)
 cleanup() { "$src/tests/slurm/cluster.sh" stop "$work/cluster" || true; }
 trap cleanup EXIT

@@ -141,7 +141,8 @@ int PrintShow(const slurm::RegisteredJob& job, const std::vector<slurm::PolledJo
                row.view.state);
     fmt::print("  name      {}\n  command   {}\n  directory {}\n  gpus      {}\n", EscapeForTerminal(job.name), argv,
                EscapeForTerminal(job.cwd), GpusText(job));
-    fmt::print("  slurm     {}{}{}\n", row.slurm_state.empty() ? "(no longer listed)" : EscapeForTerminal(row.slurm_state),
+    fmt::print("  slurm     {}{}{}{}\n", row.slurm_state.empty() ? "(no longer listed)" : EscapeForTerminal(row.slurm_state),
+               row.view.finished && !row.confirmed ? " (at the last poll)" : "",
                row.partition.empty() ? "" : ", partition " + EscapeForTerminal(row.partition),
                row.nodes.empty() ? "" : ", nodes " + EscapeForTerminal(row.nodes));
     if (!row.view.reason.empty()) fmt::print("  reason    {}\n", EscapeForTerminal(row.view.reason));

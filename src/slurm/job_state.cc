@@ -167,13 +167,14 @@ JobView MapSlurmState(const SlurmJobRow& row) {
   return v;
 }
 
-JobView ViewFromExitFile(int exit_code) {
+JobView ViewFromExitFile(int exit_code, bool slurm_gone) {
   JobView v;
   v.state = exit_code == 0 ? "completed" : "failed";
   v.exit_code = exit_code;
   v.finished = true;
   v.ran = true;
-  v.reason = "from the exit code the batch script wrote (Slurm no longer lists the job)";
+  v.reason = slurm_gone ? "exit code from its batch script (Slurm no longer lists the job)"
+                        : "its command ended (exit code from its batch script; Slurm has not caught up yet)";
   return v;
 }
 

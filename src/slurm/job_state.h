@@ -54,8 +54,8 @@ struct JobView {
 /// An exit code is only read once the state is final: a late exit code is never a failure.
 JobView MapSlurmState(const SlurmJobRow& row);
 
-/// The view from the exit-code file the batch script wrote (accounting absent, the job gone from
-/// squeue): completed for 0, failed otherwise.
-JobView ViewFromExitFile(int exit_code);
+/// The view from the exit-code file the batch script wrote: completed for 0, failed otherwise.
+/// `slurm_gone`: Slurm no longer lists the job (no accounting); else it has not caught up yet.
+JobView ViewFromExitFile(int exit_code, bool slurm_gone);
 
 }  // namespace gpulane::slurm

@@ -26,7 +26,7 @@ std::string ParentOf(const std::string& id) { return id.substr(0, id.find('_'));
 json ToJson(const PolledJob& p) {
   json j = {{"id", p.id}, {"parent", p.parent}, {"job_id", p.job_id}, {"slurm_state", p.slurm_state}, {"partition", p.partition},
             {"nodes", p.nodes}, {"state", p.view.state}, {"reason", p.view.reason}, {"finished", p.view.finished},
-            {"ran", p.view.ran}};
+            {"ran", p.view.ran}, {"confirmed", p.confirmed}};
   if (p.view.exit_code) j["exit_code"] = *p.view.exit_code;
   return j;
 }
@@ -43,6 +43,7 @@ PolledJob FromJson(const json& j) {
   p.view.reason = j.value("reason", "");
   p.view.finished = j.value("finished", false);
   p.view.ran = j.value("ran", false);
+  p.confirmed = j.value("confirmed", false);
   if (j.contains("exit_code") && j["exit_code"].is_number_integer()) p.view.exit_code = j["exit_code"].get<int>();
   return p;
 }
@@ -121,7 +122,7 @@ std::vector<std::string> KeysOf(const std::map<std::string, PolledJob>& rows, co
 bool Done(const std::map<std::string, PolledJob>& rows, const std::string& parent) {
   const auto keys = KeysOf(rows, parent);
   for (const auto& key : keys)
-    if (!rows.at(key).view.finished) return false;
+    if (!rows.at(key).view.finished || !rows.at(key).confirmed) return false;
   return !keys.empty();
 }
 
@@ -136,7 +137,7 @@ std::string JoinIds(const std::vector<std::string>& ids) {
 Poller::Poller(CommandRunner& runner, const Clock& clock, JobRegistry registry, PollSettings settings)
     : runner_(runner), clock_(clock), registry_(std::move(registry)), settings_(settings) {}
 
-std::vector<PolledJob> Poller::FromExitFiles(const std::string& id, bool array) const {
+std::vector<PolledJob> Poller::FromExitFiles(const std::string& id, bool array, bool slurm_gone) const {
   std::vector<PolledJob> rows;
   const std::string dir = registry_.ExitCodeDir();
   auto add = [&](const std::string& row_id) {
@@ -144,7 +145,8 @@ std::vector<PolledJob> Poller::FromExitFiles(const std::string& id, bool array) 
       PolledJob p;
       p.id = row_id;
       p.parent = id;
-      p.view = ViewFromExitFile(*code);
+      p.view = ViewFromExitFile(*code, slurm_gone);
+      p.confirmed = slurm_gone;
       rows.push_back(std::move(p));
     }
   };
@@ -174,6 +176,7 @@ Result<std::vector<PolledJob>> Poller::AskSlurm(const std::vector<std::string>& 
     if (!rows) return rows.error();
     for (const auto& row : *rows) {
       PolledJob p{row.id, ParentOf(row.id), row.job_id, row.state, row.partition, row.nodes, MapSlurmState(row)};
+      p.confirmed = p.view.finished;
       seen.insert(p.parent);
       out.push_back(std::move(p));
     }
@@ -192,6 +195,7 @@ Result<std::vector<PolledJob>> Poller::AskSlurm(const std::vector<std::string>& 
     if (rows)
       for (const auto& row : *rows) {
         PolledJob p{row.id, ParentOf(row.id), row.job_id, row.state, row.partition, row.nodes, MapSlurmState(row)};
+        p.confirmed = p.view.finished;
         seen.insert(p.parent);
         out.push_back(std::move(p));
       }
@@ -212,7 +216,7 @@ Result<std::vector<PolledJob>> Poller::Poll(const std::vector<RegisteredJob>& jo
   for (const auto& job : jobs) {
     if (Done(cache.rows, job.slurm_id)) continue;
     // The batch script's exit code: the command ended; no need to ask Slurm.
-    for (PolledJob& p : FromExitFiles(job.slurm_id, job.array)) {
+    for (PolledJob& p : FromExitFiles(job.slurm_id, job.array, /*slurm_gone=*/false)) {
       auto it = cache.rows.find(p.id);
       if (job.array && it == cache.rows.end()) continue;  // an array's tasks are known from Slurm first
       if (it == cache.rows.end() || !it->second.view.finished) {
@@ -226,7 +230,7 @@ Result<std::vector<PolledJob>> Poller::Poll(const std::vector<RegisteredJob>& jo
         changed = true;
       }
     }
-    if (job.array || !Done(cache.rows, job.slurm_id)) {
+    {  // not Done: unfinished, or finished by its exit-code file and not yet confirmed by Slurm
       need.push_back(job.slurm_id);
       if (KeysOf(cache.rows, job.slurm_id).empty()) uncovered = true;
     }
@@ -252,8 +256,8 @@ Result<std::vector<PolledJob>> Poller::Poll(const std::vector<RegisteredJob>& jo
       if (answered.count(job.slurm_id) || Done(cache.rows, job.slurm_id)) continue;
       if (std::find(need.begin(), need.end(), job.slurm_id) == need.end()) continue;
       for (const auto& key : KeysOf(cache.rows, job.slurm_id))
-        if (!cache.rows.at(key).view.finished) cache.rows.erase(key);
-      std::vector<PolledJob> written = FromExitFiles(job.slurm_id, job.array);
+        if (!cache.rows.at(key).view.finished || !cache.rows.at(key).confirmed) cache.rows.erase(key);
+      std::vector<PolledJob> written = FromExitFiles(job.slurm_id, job.array, /*slurm_gone=*/true);
       for (const auto& p : written) cache.rows[p.id] = p;
       if (!written.empty()) continue;
       // Gone from squeue, no accounting, no exit code: ended without its script finishing
@@ -264,6 +268,7 @@ Result<std::vector<PolledJob>> Poller::Poll(const std::vector<RegisteredJob>& jo
       p.view.state = "cancelled";
       p.view.finished = true;
       p.view.reason = "Slurm no longer lists it and it wrote no exit code (cancelled, timed out or its node failed)";
+      p.confirmed = true;
       for (const auto& key : KeysOf(cache.rows, job.slurm_id)) cache.rows.erase(key);
       cache.rows[p.id] = p;
     }

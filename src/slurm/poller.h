@@ -24,6 +24,9 @@ struct PolledJob {
   std::string slurm_state; ///< Slurm's own word ("PENDING"; "" when read from an exit-code file)
   std::string partition, nodes;
   JobView view;
+  /// Slurm's final word, or Slurm no longer knows the job: never asked about again. A job ended
+  /// by its exit-code file alone is finished (wait returns) but not confirmed until the next poll.
+  bool confirmed = false;
 };
 
 /// How often Slurm is asked at most.
@@ -45,7 +48,8 @@ class Poller {
 
  private:
   Result<std::vector<PolledJob>> AskSlurm(const std::vector<std::string>& ids);
-  std::vector<PolledJob> FromExitFiles(const std::string& id, bool array) const;
+  /// The rows the batch scripts' exit-code files give (`slurm_gone`: Slurm no longer knows the job).
+  std::vector<PolledJob> FromExitFiles(const std::string& id, bool array, bool slurm_gone) const;
 
   CommandRunner& runner_;
   const Clock& clock_;

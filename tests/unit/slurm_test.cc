@@ -397,6 +397,17 @@ TEST_F(SlurmPoller, TheExitCodeFileEndsAWaitBeforeSlurmCatchesUp) {
   EXPECT_EQ((*rows)[0].view.exit_code, 0);
   EXPECT_EQ((*rows)[0].nodes, "n1");
   EXPECT_EQ(runner_.CallsOf("squeue"), 1);
+  EXPECT_FALSE((*rows)[0].confirmed);
+  // The next poll takes Slurm's final word; then the job is never asked about again.
+  runner_.answers["squeue"] = {{0, "4|4|N/A|4|COMPLETED|None|0|gpu|n1|\n", ""}};
+  clock_.Advance(5);
+  rows = poller.Poll({Job("4")});
+  ASSERT_TRUE(rows.ok());
+  EXPECT_EQ((*rows)[0].slurm_state, "COMPLETED");
+  EXPECT_TRUE((*rows)[0].confirmed);
+  clock_.Advance(10);
+  ASSERT_TRUE(poller.Poll({Job("4")}).ok());
+  EXPECT_EQ(runner_.CallsOf("squeue"), 2);
 }
 
 TEST_F(SlurmPoller, ArraysAreTheirTasksAndSqueueFailuresAreErrors) {
