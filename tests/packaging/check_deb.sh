@@ -42,8 +42,11 @@ grep -qx 'ExecStart=/usr/bin/gpulane daemon' "$work/root/usr/lib/systemd/system/
 for sub in $("$work/root/usr/bin/gpulane" --help | sed -n '/^Subcommands:/,$ s/^  \([a-z]\+\) .*/\1/p'); do
   page="$work/root/usr/share/man/man1/gpulane-$sub.1.gz"
   [ -f "$page" ] || fail "no man page for gpulane $sub"
+  # The page as text in a file: `zcat | sed | grep -q` fails under pipefail once a page is longer
+  # than sed's 4 KiB output buffer (grep -q exits at the first match, sed gets SIGPIPE).
+  zcat "$page" | sed 's/\\-/-/g' > "$work/page.txt"
   for opt in $("$work/root/usr/bin/gpulane" "$sub" --help | grep -o -- '--[a-z][a-z-]*' | sort -u); do
-    zcat "$page" | sed 's/\\-/-/g' | grep -q -- "$opt" || fail "gpulane-$sub.1 lacks $opt"
+    grep -q -- "$opt" "$work/page.txt" || fail "gpulane-$sub.1 lacks $opt"
   done
 done
 
