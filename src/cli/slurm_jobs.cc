@@ -271,9 +271,23 @@ int WaitSlurmJobs(const std::vector<std::string>& ids) {
   auto jobs = RegisteredFor(**side, ids);
   if (!jobs) return Fail(jobs.error());
   slurm::Poller poller((*side)->runner, (*side)->clock, (*side)->registry, (*side)->settings);
+  // Slurm that stops answering (slurmctld restarting) is waited for, as `wait` waits for a
+  // restarting gpulane daemon: up to 10 minutes, said once on stderr.
+  double unanswered_since_s = -1;
   while (true) {
     auto rows = poller.Poll(*jobs);
+    if (!rows && rows.error().kind == ErrorKind::kUnavailable) {
+      const double now_s = (*side)->clock.MonotonicS();
+      if (unanswered_since_s < 0) {
+        unanswered_since_s = now_s;
+        Warn(rows.error().message + "; waiting up to 10 minutes for Slurm to answer");
+      }
+      if (now_s - unanswered_since_s > 600) return Fail(rows.error());
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      continue;
+    }
     if (!rows) return Fail(rows.error());
+    unanswered_since_s = -1;
     bool all_done = true;
     for (const auto& id : ids) {
       auto mine = RowsOf(*rows, id);
