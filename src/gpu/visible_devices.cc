@@ -108,7 +108,9 @@ namespace {
 
 // "0,2,4-5" -> {0, 2, 4, 5}; nullopt when it is not such a list.
 std::optional<std::vector<unsigned>> ParseIndexList(std::string_view value) {
+  constexpr unsigned long long kMaxIndex = 1024;
   std::vector<unsigned> out;
+  std::vector<bool> seen(kMaxIndex + 1);
   if (Trim(value).empty()) return out;
   for (const std::string& raw : Split(value, ',')) {
     std::string_view entry = Trim(raw);
@@ -118,13 +120,14 @@ std::optional<std::vector<unsigned>> ParseIndexList(std::string_view value) {
     if (dash == std::string_view::npos) {
       if (!ParseUint(entry, &first)) return std::nullopt;
       last = first;
-    } else if (!ParseUint(entry.substr(0, dash), &first) || !ParseUint(entry.substr(dash + 1), &last) || last < first ||
-               last - first > 1024) {
+    } else if (!ParseUint(entry.substr(0, dash), &first) || !ParseUint(entry.substr(dash + 1), &last) || last < first) {
       return std::nullopt;
     }
-    if (last > 1024) return std::nullopt;
-    for (auto i = first; i <= last; ++i)
-      if (std::find(out.begin(), out.end(), i) == out.end()) out.push_back(static_cast<unsigned>(i));
+    if (last > kMaxIndex) return std::nullopt;
+    for (auto i = first; i <= last; ++i) {
+      if (!seen[i]) out.push_back(static_cast<unsigned>(i));
+      seen[i] = true;
+    }
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -193,11 +196,11 @@ VisibleDevices ParseInheritedGpus(const InheritedGpus& inherited, const GpuSnaps
   const unsigned count = static_cast<unsigned>(snapshot.devices.size());
   const bool beyond = !allocation->empty() && allocation->back() >= count;
   if (beyond) {
-    if (allocation->size() <= count) return ParseCudaVisibleDevices(cuda, snapshot);  // NVML shows only the allocation
+    if (allocation->size() == count) return ParseCudaVisibleDevices(cuda, snapshot);  // NVML shows only the allocation
     VisibleDevices none;
     none.restricted = true;
-    none.ended_by = fmt::format("{}='{}' names more GPUs than the {} here: no GPU is used", inherited.slurm_variable,
-                                *inherited.slurm_gpus, count);
+    none.ended_by = fmt::format("{}='{}' names GPUs this node does not show ({} GPUs here): no GPU is used",
+                                inherited.slurm_variable, *inherited.slurm_gpus, count);
     return none;
   }
   bool hidden = allocation->size() < count;

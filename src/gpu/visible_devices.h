@@ -54,8 +54,8 @@ InheritedGpus InheritedGpusFrom(const std::function<std::optional<std::string>(c
 
 /// The GPUs an inherited allocation allows. Outside Slurm: CUDA_VISIBLE_DEVICES as CUDA reads it.
 /// Inside a Slurm job, never a GPU outside Slurm's list:
-///  - NVML shows fewer GPUs than Slurm's indices need (the job's cgroup hides the node's others):
-///    the GPUs NVML shows are the allocation, and CUDA_VISIBLE_DEVICES indexes them.
+///  - NVML shows exactly as many GPUs as the job has, fewer than Slurm's indices need (the job's
+///    cgroup hides the node's others): they are the allocation, and CUDA_VISIBLE_DEVICES indexes them.
 ///  - NVML shows the whole node and every GPU outside the list is unreadable (Slurm's
 ///    ConstrainDevices): CUDA sees only the allocation, so CUDA_VISIBLE_DEVICES's indices count
 ///    within it ("0" is the allocation's first GPU in PCI order), as Slurm numbers them then.

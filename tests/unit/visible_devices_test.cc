@@ -210,7 +210,7 @@ TEST(SlurmAllocation, NvmlThatShowsOnlyTheJobsGpusIsTheAllocation) {
 
 TEST(SlurmAllocation, AListThatIsNotIndicesAllowsNoGpuAndSaysWhy) {
   const GpuSnapshot s = FourGpus();
-  for (const char* bad : {"gpu:2", "1,x", "3-1", "0,1,2,3,4,5"}) {
+  for (const char* bad : {"gpu:2", "1,x", "3-1", "0,1,2,3,4,5", "11,3"}) {
     VisibleDevices v = ParseInheritedGpus(InSlurm(bad), s);
     EXPECT_TRUE(v.restricted) << bad;
     EXPECT_TRUE(v.pci_indices.empty()) << bad;
