@@ -4,7 +4,9 @@
 #          behind would): `gpulane slurm prolog` refuses the GPU (exit 17); `gpulane slurm epilog`,
 #          called as slurmd calls it (SLURM_JOB_ID, SLURM_JOB_GPUS, SLURM_JOB_UID), ends it and exits
 #          0 once the driver freed its memory (nvidia-smi lists no process on GPU 0 afterwards); the
-#          prolog then passes. Also `gpulane slurm gres-conf` -> $OUT/slurm.txt
+#          prolog then passes. Also `gpulane slurm gres-conf` -> $OUT/slurm.txt. Then, as a batch
+#          script of a Slurm job holding GPU 0 (SLURM_JOB_ID, SLURMD_NODENAME, SLURM_JOB_GPUS=0),
+#          `gpulane run -g 1` gives PyTorch that GPU by UUID; a list naming no GPU here gives none.
 # Time: about 20 s on 1 x H200.
 
 sec_slurm() {
@@ -52,6 +54,25 @@ sec_slurm() {
   rc=$?
   [ "$rc" -eq 0 ] && pass "prolog passes on the freed GPU" || fail "prolog exit $rc after the epilog: $(tail -1 "$ART/slurm.txt")"
   wait "$left" 2>/dev/null
+
+  # Inside a Slurm job (issue 12, item 3): the job's GPU from SLURM_JOB_GPUS, handed on by UUID;
+  # PyTorch in the job sees exactly that GPU.
+  local uuid0 job_env=(SLURM_JOB_ID=4243 SLURMD_NODENAME="$(hostname)" SLURM_JOB_GPUS=0)
+  uuid0=$(nvidia-smi -i 0 --query-gpu=uuid --format=csv,noheader 2>/dev/null)
+  run_cmd -t 90 env "${job_env[@]}" "$GL" run -g 1 -- python3 -c \
+    'import os, torch; print(os.environ["CUDA_VISIBLE_DEVICES"], "GPU-" + str(torch.cuda.get_device_properties(0).uuid), torch.cuda.device_count())'
+  [ "$RC" -eq 0 ] && [ "$(cat "$WORK/stdout")" = "$uuid0 $uuid0 1" ] \
+    && pass "in a Slurm job holding GPU 0, run handed PyTorch GPU 0 by UUID ($uuid0)" \
+    || fail "run in a Slurm job: exit $RC, printed '$(cat "$WORK/stdout")', expected '$uuid0 $uuid0 1'"
+  # count+1 indices from `count` on: beyond this node's GPUs, and not as many as NVML shows (which
+  # would read as a cgroup hiding the node's other GPUs).
+  local count beyond
+  count=$(nvidia-smi -L | wc -l)
+  beyond=$(seq -s, "$count" $((2 * count)))
+  run_cmd -t 30 env "${job_env[@]/SLURM_JOB_GPUS=0/SLURM_JOB_GPUS=$beyond}" "$GL" pick
+  [ "$RC" -ne 0 ] && [ ! -s "$WORK/stdout" ] && grep -q "no GPU is used" "$WORK/stderr" \
+    && pass "a Slurm list naming no GPU of this node leaves pick without a GPU (exit $RC)" \
+    || fail "pick with SLURM_JOB_GPUS=$beyond on $count GPU(s): exit $RC, '$(cat "$WORK/stdout")'"
 }
 
 SECTIONS+=(slurm)

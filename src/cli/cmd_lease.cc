@@ -96,7 +96,7 @@ int RunLease(const LeaseOptions& o) {
   w.lease_pid = parent;
   w.extra_signals = {kParentDeathSignal};
   lease::ApplyConfig(*config, w);
-  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) w.visible_devices = visible;
+  w.inherited = InheritedAllocation();
   if (const char* job = std::getenv("GPULANE_JOB_ID")) w.parent_job_id = job;
   auto backend = OpenBackend();
   if (!backend) return Fail(backend.error());
@@ -124,7 +124,7 @@ int RunLease(const LeaseOptions& o) {
   while (grant && grant->interrupted_by_signal == kParentDeathSignal && !ParentGone(parent)) grant = waiter.Acquire();
   if (!grant) return Fail(grant.error());
   if (grant->interrupted_by_signal) return 128 + grant->interrupted_by_signal;
-  std::vector<std::string> vars = exec::JobEnvironment({}, grant->snapshot, grant->gpus, o.uuid, job_id,
+  std::vector<std::string> vars = exec::JobEnvironment({}, grant->snapshot, grant->gpus, o.uuid || w.inherited.in_slurm(), job_id,
                                                       w.request.mem_bytes, grant->lease.fd(), grant->mig_uuid);
   nlohmann::json env = nlohmann::json::object();
   for (const std::string& v : vars) {

@@ -44,7 +44,7 @@ int RunPick(const PickOptions& o) {
   if (!snapshot) return Fail(snapshot.error());
   AllowedGpus(*snapshot);  // warnings about the inherited CUDA_VISIBLE_DEVICES
   if (!o.export_line) WarnIfCudaOrderDiffers(*snapshot);
-  auto allowed = ResolveAllowedGpus(request->gpu_list, InheritedVisibleDevices(), *snapshot);
+  auto allowed = ResolveAllowedGpus(request->gpu_list, InheritedAllocation(), *snapshot);
   if (!allowed) return Fail(allowed.error());
   const lease::DirContents contents = dir->Read();
   ProcfsProcessTable table;
@@ -71,7 +71,7 @@ int RunPick(const PickOptions& o) {
   auto chosen = sched::GrantedNow(*request, decision, static_cast<unsigned>(snapshot->devices.size()));
   if (!chosen) return Fail(chosen.error());
   // A MIG device: CUDA selects it only by its MIG- UUID.
-  const std::string devices = decision.mig_uuid ? *decision.mig_uuid : FormatVisibleDevices(*snapshot, *chosen, o.uuid);
+  const std::string devices = decision.mig_uuid ? *decision.mig_uuid : FormatVisibleDevices(*snapshot, *chosen, o.uuid || InheritedAllocation().in_slurm());
   if (o.export_line) fmt::print("CUDA_VISIBLE_DEVICES={} CUDA_DEVICE_ORDER=PCI_BUS_ID\n", devices);
   else fmt::print("{}\n", devices);
   return kExitOk;

@@ -66,7 +66,7 @@ Result<lease::WaitRequest> ParseRequest(const RunOptions& o, const Config& confi
   w.no_wait = o.no_wait;
   w.quiet = o.quiet;
   lease::ApplyConfig(config, w);
-  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) w.visible_devices = visible;
+  w.inherited = InheritedAllocation();
   return w;
 }
 
@@ -85,7 +85,9 @@ int RunRun(const RunOptions& o, int report_fd = -1) {
   job.job.argv = o.command;
   job.job.time_limit_s = job.wait.request.time_limit_s;
   job.job.env = exec::CurrentEnvironment();
-  job.uuids_in_env = o.uuid;
+  // Inside a Slurm job CUDA may see only the allocation (ConstrainDevices), where node-wide indices
+  // would name other GPUs: UUIDs mean the same GPU either way.
+  job.uuids_in_env = o.uuid || job.wait.inherited.in_slurm();
   job.stray_check_s = config->stray_check_s;
   // --notify: end and fail when the job ends, anomalies (the daemon's, by job id) while it runs.
   std::optional<daemon::NotifiedJob> notified;

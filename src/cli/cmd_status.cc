@@ -54,7 +54,9 @@ StatusContext MakeContext(const GpuSnapshot& snapshot, bool warn) {
   context.hostname = HostName();
   context.now = std::time(nullptr);
   context.cuda_visible_devices = InheritedVisibleDevices();
-  context.visible = warn ? AllowedGpus(snapshot) : ParseCudaVisibleDevices(context.cuda_visible_devices, snapshot);
+  const InheritedGpus allocation = InheritedAllocation();
+  context.slurm_gpus = allocation.slurm_gpus;
+  context.visible = warn ? AllowedGpus(snapshot) : ParseInheritedGpus(allocation, snapshot);
   TimingMark("context");
   const lease::DirContents contents = ReadLeaseDirIfPresent();
   context.holders = LeaseHolders(contents.leases);

@@ -80,6 +80,8 @@ std::optional<std::string> EnvironmentValue(const char* name) {
 
 std::optional<std::string> InheritedVisibleDevices() { return EnvironmentValue("CUDA_VISIBLE_DEVICES"); }
 
+InheritedGpus InheritedAllocation() { return InheritedGpusFrom(EnvironmentValue); }
+
 namespace {
 
 // True if a CUDA_VISIBLE_DEVICES value names a GPU by index (whose meaning depends on CUDA's order).
@@ -119,9 +121,11 @@ void WarnIfCudaOrderDiffers(const GpuSnapshot& snapshot) {
 }
 
 VisibleDevices AllowedGpus(const GpuSnapshot& snapshot) {
-  auto inherited = InheritedVisibleDevices();
-  VisibleDevices visible = ParseCudaVisibleDevices(inherited, snapshot);
-  if (visible.ended_by) Warn(fmt::format("CUDA_VISIBLE_DEVICES='{}': {}", *inherited, *visible.ended_by));
+  const InheritedGpus allocation = InheritedAllocation();
+  const auto& inherited = allocation.cuda_visible_devices;
+  VisibleDevices visible = ParseInheritedGpus(allocation, snapshot);
+  if (visible.ended_by)
+    Warn(inherited ? fmt::format("CUDA_VISIBLE_DEVICES='{}': {}", *inherited, *visible.ended_by) : *visible.ended_by);
   if (inherited && HasIndexEntry(*inherited) && !order_warned && !CudaOrderIsPciBus() && MixedModels(snapshot)) {
     order_warned = true;
     Warn("CUDA_VISIBLE_DEVICES holds indices but CUDA_DEVICE_ORDER is not PCI_BUS_ID and the GPUs differ: "

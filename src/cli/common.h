@@ -56,6 +56,10 @@ std::optional<std::string> EnvironmentValue(const char* name);
 /// The inherited CUDA_VISIBLE_DEVICES, if set.
 std::optional<std::string> InheritedVisibleDevices();
 
+/// This process's inherited GPU allocation: CUDA_VISIBLE_DEVICES and, inside a Slurm job on its
+/// node, SLURM_STEP_GPUS/SLURM_JOB_GPUS (gpu/visible_devices.h InheritedGpusFrom).
+InheritedGpus InheritedAllocation();
+
 /// Parses the inherited CUDA_VISIBLE_DEVICES against `snapshot`, warning on stderr when an
 /// entry ends the list early or the CUDA order may differ from PCI order.
 VisibleDevices AllowedGpus(const GpuSnapshot& snapshot);

@@ -247,7 +247,7 @@ unsigned DefaultParallel(const sched::Request& request, int* exit_code) {
     auto backend = OpenBackend();
     auto snapshot = backend ? ReadAnnotated(**backend) : Result<GpuSnapshot>(backend.error());
     if (!snapshot) _exit(Fail(snapshot.error()));
-    auto allowed = ResolveAllowedGpus(request.gpu_list, InheritedVisibleDevices(), *snapshot);
+    auto allowed = ResolveAllowedGpus(request.gpu_list, InheritedAllocation(), *snapshot);
     if (!allowed) _exit(Fail(allowed.error()));
     const std::string count = std::to_string(allowed->size());
     _exit(write(fds[1], count.data(), count.size()) == static_cast<ssize_t>(count.size()) ? 0 : kExitFailure);

@@ -446,7 +446,9 @@ json Daemon::HandleSubmit(const Peer& peer, const json& req, std::vector<Job>* j
                            "0; give 0 or a negative number",
                            request.priority));
   if (request.count > 0) {  // a CPU-only job (-g 0) chooses no GPU
-    auto allowed = ResolveAllowedGpus(request.gpu_list, exec::EnvValue(job.spec.env, "CUDA_VISIBLE_DEVICES"), gpu_identity_);
+    auto allowed = ResolveAllowedGpus(
+        request.gpu_list, InheritedGpusFrom([&](const char* name) { return exec::EnvValue(job.spec.env, name); }),
+        gpu_identity_);
     if (!allowed) return Err(allowed.error().kind, allowed.error().message);
     request.allowed_uuids = std::move(allowed).value();
     if (Status possible = lease::CanEverQualify(gpu_identity_, request, sched::Limits{config_.memory_margin_bytes});

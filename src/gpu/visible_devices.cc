@@ -104,11 +104,135 @@ VisibleDevices ParseGpuList(std::string_view value, const GpuSnapshot& snapshot,
   return Walk(value, snapshot, /*strict=*/true, error);
 }
 
-Result<std::vector<std::string>> ResolveAllowedGpus(const std::string& gpu_list,
-                                                    const std::optional<std::string>& cuda_visible_devices,
+namespace {
+
+// "0,2,4-5" -> {0, 2, 4, 5}; nullopt when it is not such a list.
+std::optional<std::vector<unsigned>> ParseIndexList(std::string_view value) {
+  constexpr unsigned long long kMaxIndex = 1024;
+  std::vector<unsigned> out;
+  std::vector<bool> seen(kMaxIndex + 1);
+  if (Trim(value).empty()) return out;
+  for (const std::string& raw : Split(value, ',')) {
+    std::string_view entry = Trim(raw);
+    const size_t dash = entry.find('-');
+    unsigned long long first = 0;
+    unsigned long long last = 0;
+    if (dash == std::string_view::npos) {
+      if (!ParseUint(entry, &first)) return std::nullopt;
+      last = first;
+    } else if (!ParseUint(entry.substr(0, dash), &first) || !ParseUint(entry.substr(dash + 1), &last) || last < first) {
+      return std::nullopt;
+    }
+    if (last > kMaxIndex) return std::nullopt;
+    for (auto i = first; i <= last; ++i) {
+      if (!seen[i]) out.push_back(static_cast<unsigned>(i));
+      seen[i] = true;
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool Contains(const std::vector<unsigned>& list, unsigned i) { return std::find(list.begin(), list.end(), i) != list.end(); }
+
+// True if MIG device `mig` (a MIG UUID, or the older "MIG-GPU-<uuid>/<gi>/<ci>") is on one of `gpus`.
+bool MigParentIn(const std::string& mig, const std::vector<unsigned>& gpus, const GpuSnapshot& snapshot) {
+  for (unsigned i : gpus) {
+    const GpuDevice& d = snapshot.devices[i];
+    if (ToLower("MIG-" + d.uuid) == ToLower(mig.substr(0, mig.find('/')))) return true;
+    for (const auto& m : d.mig_devices)
+      if (m.uuid == mig) return true;
+  }
+  return false;
+}
+
+// CUDA_VISIBLE_DEVICES as CUDA reads it when it sees only `allocation` (PCI order): parsed against
+// those GPUs alone, then mapped back to the node's PCI indices.
+VisibleDevices ParseWithin(std::optional<std::string_view> value, const std::vector<unsigned>& allocation,
+                           const GpuSnapshot& snapshot) {
+  GpuSnapshot seen;
+  for (unsigned i : allocation) {
+    seen.devices.push_back(snapshot.devices[i]);
+    seen.devices.back().pci_index = static_cast<unsigned>(seen.devices.size() - 1);
+  }
+  VisibleDevices v = ParseCudaVisibleDevices(value, seen);
+  v.restricted = true;
+  if (!value) {
+    v.pci_indices = allocation;
+    return v;
+  }
+  for (unsigned& i : v.pci_indices) i = allocation[i];
+  return v;
+}
+
+}  // namespace
+
+InheritedGpus InheritedGpusFrom(const std::function<std::optional<std::string>(const char*)>& env) {
+  InheritedGpus out;
+  out.cuda_visible_devices = env("CUDA_VISIBLE_DEVICES");
+  if (!env("SLURM_JOB_ID") || !env("SLURMD_NODENAME")) return out;
+  for (const char* name : {"SLURM_STEP_GPUS", "SLURM_JOB_GPUS"}) {
+    if (auto value = env(name)) {
+      out.slurm_gpus = std::move(value);
+      out.slurm_variable = name;
+      break;
+    }
+  }
+  return out;
+}
+
+VisibleDevices ParseInheritedGpus(const InheritedGpus& inherited, const GpuSnapshot& snapshot) {
+  const auto cuda = inherited.cuda_visible_devices ? std::optional<std::string_view>(*inherited.cuda_visible_devices)
+                                                   : std::nullopt;
+  if (!inherited.slurm_gpus) return ParseCudaVisibleDevices(cuda, snapshot);
+  auto allocation = ParseIndexList(*inherited.slurm_gpus);
+  if (!allocation) {
+    VisibleDevices none;
+    none.restricted = true;
+    none.ended_by = fmt::format("{}='{}' is not a list of GPU indices: no GPU is used", inherited.slurm_variable,
+                                *inherited.slurm_gpus);
+    return none;
+  }
+  const unsigned count = static_cast<unsigned>(snapshot.devices.size());
+  const bool beyond = !allocation->empty() && allocation->back() >= count;
+  if (beyond) {
+    if (allocation->size() == count) return ParseCudaVisibleDevices(cuda, snapshot);  // NVML shows only the allocation
+    VisibleDevices none;
+    none.restricted = true;
+    none.ended_by = fmt::format("{}='{}' names GPUs this node does not show ({} GPUs here): no GPU is used",
+                                inherited.slurm_variable, *inherited.slurm_gpus, count);
+    return none;
+  }
+  bool hidden = allocation->size() < count;
+  for (unsigned i = 0; i < count && hidden; ++i)
+    if (!Contains(*allocation, i) && !snapshot.devices[i].failed()) hidden = false;
+  if (hidden) return ParseWithin(cuda, *allocation, snapshot);
+  VisibleDevices v = ParseCudaVisibleDevices(cuda, snapshot);
+  if (!v.restricted) {
+    v.restricted = true;
+    v.pci_indices = *allocation;
+    return v;
+  }
+  std::vector<unsigned> kept;
+  for (unsigned i : v.pci_indices) {
+    if (Contains(*allocation, i)) {
+      kept.push_back(i);
+    } else if (!v.ended_by) {
+      v.ended_by = fmt::format("GPU {} is outside the Slurm allocation ({}={}) and is not used", i,
+                               inherited.slurm_variable, *inherited.slurm_gpus);
+    }
+  }
+  std::vector<std::string> migs;
+  for (const auto& m : v.mig_uuids)
+    if (MigParentIn(m, kept, snapshot)) migs.push_back(m);
+  v.pci_indices = std::move(kept);
+  v.mig_uuids = std::move(migs);
+  return v;
+}
+
+Result<std::vector<std::string>> ResolveAllowedGpus(const std::string& gpu_list, const InheritedGpus& inherited,
                                                     const GpuSnapshot& snapshot) {
-  const auto inherited = cuda_visible_devices ? std::optional<std::string_view>(*cuda_visible_devices) : std::nullopt;
-  VisibleDevices visible = ParseCudaVisibleDevices(inherited, snapshot);
+  VisibleDevices visible = ParseInheritedGpus(inherited, snapshot);
   std::vector<unsigned> allowed;
   if (gpu_list.empty()) {
     for (const auto& d : snapshot.devices)

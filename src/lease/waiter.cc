@@ -275,7 +275,7 @@ Result<Grant> LeaseWaiter::Acquire() {
   auto snapshot = ReadSnapshot();
   if (!snapshot) return snapshot.error();
   double snapshot_time = env_.MonotonicS();
-  auto allowed = ResolveAllowedGpus(request_.request.gpu_list, request_.visible_devices, *snapshot);
+  auto allowed = ResolveAllowedGpus(request_.request.gpu_list, request_.inherited, *snapshot);
   if (!allowed) return allowed.error();
   if (partition) {
     sched::Request narrowed = request_.request;

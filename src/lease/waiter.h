@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gpu/backend.h"
+#include "gpu/visible_devices.h"
 #include "lease/lease_dir.h"
 #include "os/process_table.h"
 #include "sched/partition.h"
@@ -27,7 +28,7 @@ namespace gpulane::lease {
 struct WaitRequest {
   sched::Request request;       ///< what it asks (allowed_uuids nullopt: resolved here from gpu_list)
   std::uint64_t seq = 0;        ///< place in line: 0 for now (`gpulane run`); a queued job's submission time in ns
-  std::optional<std::string> visible_devices;  ///< the CUDA_VISIBLE_DEVICES the job was given (nullopt: unset)
+  InheritedGpus inherited;  ///< the allocation the job was given: CUDA_VISIBLE_DEVICES, Slurm's GPUs
   /// The GPULANE_JOB_ID this process inherited: when it names a live lease held by an ancestor,
   /// the request is nested in that job (a pipeline step): it waits only for that job's GPUs.
   std::optional<std::string> parent_job_id;

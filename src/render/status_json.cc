@@ -110,6 +110,7 @@ json StatusToJson(const GpuSnapshot& snapshot, const StatusContext& context) {
   Put(j, "nvml_version", snapshot.nvml_version);
   if (snapshot.cuda_driver_version) j["cuda_driver_version"] = FormatCudaVersion(*snapshot.cuda_driver_version);
   Put(j, "cuda_visible_devices", context.cuda_visible_devices);
+  Put(j, "slurm_gpus", context.slurm_gpus);
   json gpus = json::array();
   for (const auto& d : snapshot.devices) gpus.push_back(DeviceJson(d, context));
   j["gpus"] = std::move(gpus);

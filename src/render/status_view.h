@@ -26,6 +26,7 @@ struct StatusContext {
   std::string hostname;
   std::time_t now = 0;                              ///< seconds since the epoch
   std::optional<std::string> cuda_visible_devices;  ///< the inherited value, if set
+  std::optional<std::string> slurm_gpus;            ///< inside a Slurm job: its GPUs (SLURM_STEP_GPUS/SLURM_JOB_GPUS)
   VisibleDevices visible;                           ///< what that value allows
   std::map<std::string, std::string> holders;       ///< GPU UUID -> "job 12 (alice)": current lease holder
   std::map<std::pair<unsigned, std::uint32_t>, StrayMark> strays;  ///< (PCI index, pid) -> the job it strayed from

@@ -64,7 +64,7 @@ std::optional<std::uint64_t> FreeNow(const GpuState& g) {
 std::optional<Verdict> JudgeNever(const Context& c, const GpuState& g, const Request& r) {
   const Limits& limits = c.limits;
   auto never = [&](auto&& why) { return std::optional<Verdict>(Make(c, Wait::kNever, kInf, why)); };
-  if (!Allows(r, g.uuid)) return never([] { return "not among the GPUs this job may use (CUDA_VISIBLE_DEVICES, --gpus, --partition)"; });
+  if (!Allows(r, g.uuid)) return never([] { return "not among the GPUs this job may use (CUDA_VISIBLE_DEVICES, a Slurm job's GPUs, --gpus, --partition)"; });
   if (!g.usable) return never([&] { return g.unusable_reason; });
   if ((r.mem_bytes || r.min_free_bytes) && (!g.total_bytes || !g.free_bytes))
     return never([] { return "memory not reported by NVML"; });

@@ -298,7 +298,7 @@ TEST(Pick, GarbageInCudaVisibleDevicesWarnsAndHonoursTheEntriesBeforeIt) {
   r = Pick(machine, {"-n", "2"}, env);
   EXPECT_EQ(r.exit_code, 2) << "only GPU 3 may be used: two can never qualify";
   EXPECT_TRUE(r.out.empty()) << r.out;
-  EXPECT_TRUE(Contains(r.err, "GPU0: not among the GPUs this job may use (CUDA_VISIBLE_DEVICES, --gpus, --partition)")) << r.err;
+  EXPECT_TRUE(Contains(r.err, "GPU0: not among the GPUs this job may use (CUDA_VISIBLE_DEVICES, a Slurm job's GPUs, --gpus, --partition)")) << r.err;
 }
 
 TEST(Pick, InheritedCudaVisibleDevicesRestrictsTheChoice) {

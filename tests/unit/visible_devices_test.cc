@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 namespace gpulane {
 namespace {
 
@@ -129,6 +131,98 @@ TEST(GpuList, StrictListReportsTheBadEntryInsteadOfEndingQuietly) {
   v = ParseGpuList("1,GPU-9f", FourGpus(), &error);
   EXPECT_TRUE(error.empty()) << error;
   EXPECT_EQ(v.pci_indices, (Indices{1, 0}));
+}
+
+
+// Inside a Slurm job (issue 12, item 3): Slurm's GPU list bounds every choice.
+
+InheritedGpus InSlurm(const char* slurm, std::optional<std::string> cuda = std::nullopt) {
+  InheritedGpus in;
+  in.cuda_visible_devices = std::move(cuda);
+  in.slurm_gpus = slurm;
+  in.slurm_variable = "SLURM_JOB_GPUS";
+  return in;
+}
+
+std::vector<std::string> Allowed(const InheritedGpus& in, const GpuSnapshot& s, const std::string& list = "") {
+  auto r = ResolveAllowedGpus(list, in, s);
+  EXPECT_TRUE(r.ok());
+  return r ? *r : std::vector<std::string>{};
+}
+
+TEST(SlurmAllocation, ReadOnlyOnTheJobsNodeAndStepGpusBeforeJobGpus) {
+  std::map<std::string, std::string> env = {{"SLURM_JOB_ID", "7"}, {"SLURM_JOB_GPUS", "1,2"}, {"CUDA_VISIBLE_DEVICES", "1,2"}};
+  auto lookup = [&](const char* name) -> std::optional<std::string> {
+    auto it = env.find(name);
+    return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
+  };
+  EXPECT_FALSE(InheritedGpusFrom(lookup).in_slurm()) << "an salloc shell on a login node has no SLURMD_NODENAME";
+  env["SLURMD_NODENAME"] = "gpu01";
+  InheritedGpus in = InheritedGpusFrom(lookup);
+  EXPECT_EQ(in.slurm_gpus, "1,2");
+  EXPECT_EQ(in.slurm_variable, "SLURM_JOB_GPUS");
+  env["SLURM_STEP_GPUS"] = "2";
+  in = InheritedGpusFrom(lookup);
+  EXPECT_EQ(in.slurm_gpus, "2");
+  EXPECT_EQ(in.slurm_variable, "SLURM_STEP_GPUS");
+  EXPECT_EQ(in.cuda_visible_devices, "1,2");
+}
+
+TEST(SlurmAllocation, WithoutCudaVisibleDevicesOnlyTheJobsGpus) {
+  const GpuSnapshot s = FourGpus();
+  EXPECT_EQ(Allowed(InSlurm("1,3"), s), (std::vector<std::string>{s.devices[1].uuid, s.devices[3].uuid}));
+  EXPECT_EQ(Allowed(InSlurm("0-2"), s).size(), 3u) << "a range";
+}
+
+TEST(SlurmAllocation, ACudaVisibleDevicesWiderThanTheJobIsCutToIt) {
+  const GpuSnapshot s = FourGpus();
+  VisibleDevices v = ParseInheritedGpus(InSlurm("1", "0,1,2"), s);
+  EXPECT_EQ(v.pci_indices, (Indices{1}));
+  ASSERT_TRUE(v.ended_by);
+  EXPECT_NE(v.ended_by->find("GPU 0 is outside the Slurm allocation"), std::string::npos) << *v.ended_by;
+  EXPECT_EQ(Allowed(InSlurm("1", "0,1,2"), s), (std::vector<std::string>{s.devices[1].uuid}));
+  EXPECT_TRUE(Allowed(InSlurm("1", s.devices[2].uuid), s).empty()) << "a UUID outside the job";
+}
+
+TEST(SlurmAllocation, NarrowedByTheUserWithinTheJob) {
+  const GpuSnapshot s = FourGpus();
+  EXPECT_EQ(Allowed(InSlurm("1,2", "2"), s), (std::vector<std::string>{s.devices[2].uuid}));
+  EXPECT_TRUE(Allowed(InSlurm("1,2", "1,2"), s, "0").empty()) << "--gpus 0 is outside the job";
+}
+
+TEST(SlurmAllocation, ConstrainedDevicesNumberCudaVisibleDevicesWithinTheJob) {
+  // ConstrainDevices: NVML lists the node's four GPUs but cannot read the two outside the job, and
+  // Slurm sets CUDA_VISIBLE_DEVICES=0,1 counted within the job's GPUs (1 and 3).
+  GpuSnapshot s = FourGpus();
+  s.devices[0].error = "Insufficient Permissions";
+  s.devices[2].error = "Insufficient Permissions";
+  EXPECT_EQ(Allowed(InSlurm("1,3", "0,1"), s), (std::vector<std::string>{s.devices[1].uuid, s.devices[3].uuid}));
+  EXPECT_EQ(Allowed(InSlurm("1,3", "1"), s), (std::vector<std::string>{s.devices[3].uuid}));
+}
+
+TEST(SlurmAllocation, NvmlThatShowsOnlyTheJobsGpusIsTheAllocation) {
+  // The job's cgroup hides the node's other GPUs from NVML: two GPUs here, Slurm's indices 5 and 6.
+  GpuSnapshot s = FourGpus();
+  s.devices.resize(2);
+  EXPECT_EQ(Allowed(InSlurm("5,6", "0,1"), s).size(), 2u);
+  EXPECT_EQ(Allowed(InSlurm("5,6", "1"), s), (std::vector<std::string>{s.devices[1].uuid}));
+}
+
+TEST(SlurmAllocation, AListThatIsNotIndicesAllowsNoGpuAndSaysWhy) {
+  const GpuSnapshot s = FourGpus();
+  for (const char* bad : {"gpu:2", "1,x", "3-1", "0,1,2,3,4,5", "11,3"}) {
+    VisibleDevices v = ParseInheritedGpus(InSlurm(bad), s);
+    EXPECT_TRUE(v.restricted) << bad;
+    EXPECT_TRUE(v.pci_indices.empty()) << bad;
+    ASSERT_TRUE(v.ended_by) << bad;
+    EXPECT_NE(v.ended_by->find("no GPU is used"), std::string::npos) << *v.ended_by;
+  }
+}
+
+TEST(SlurmAllocation, OutsideSlurmCudaVisibleDevicesAloneDecides) {
+  InheritedGpus in;
+  in.cuda_visible_devices = "2,0";
+  EXPECT_EQ(ParseInheritedGpus(in, FourGpus()).pci_indices, (Indices{2, 0}));
 }
 
 }  // namespace
