@@ -3,7 +3,7 @@
 // 30 s, anomalies when the daemon reports them, and other servers side by side (web.peers).
 import { getJson } from './api.js';
 import { el, setText } from './dom.js';
-import { localMidnightS } from './format.js';
+import { clock, localMidnightS } from './format.js';
 import { GpuCard } from './cards.js';
 import { renderQueue, renderUsage } from './tables.js';
 import { setupHistory } from './history.js';
@@ -50,7 +50,7 @@ async function refreshStatus() {
     setupHistory(status.gpus);
     historyReady = true;
   }
-  setText(document.getElementById('updated'), `updated ${new Date().toLocaleTimeString()}`);
+  setText(document.getElementById('updated'), `updated ${clock()}`);
   document.body.dataset.ready = 'true';
   if (first) performance.mark('ready set');
 }
