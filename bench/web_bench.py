@@ -3,7 +3,7 @@
 (target 5 ms) and a dashboard page load (target 300 ms), each with a baseline measured in the same
 run and the ratio to it.
 
-  /usr/bin/python3 bench/web_bench.py [--scrapes 300] [--loads 20] [--gpulane build/gpulane] [--keep]
+  /usr/bin/python3 bench/web_bench.py [--scrapes 300] [--loads 20] [--profile 10] [--gpulane build/gpulane] [--keep]
 
 Starts its own `gpulane daemon --user` (and so its gpulane-web, `[web] listen = "127.0.0.1:0"`) in
 a fresh folder under $TMPDIR on the fake NVML (build/fake_nvml/current) with 8 GPUs cloned from the
@@ -21,6 +21,8 @@ and in Debian's headless Chromium (playwright-core from web/node_modules, bench/
               (body[data-ready], after /api/v1/status?history=1h)
   baseline    a fresh page navigating to the dashboard's own stylesheet (/app.css): a browser
               navigation's floor on the same server
+  profile     with --profile N: N more page loads by bench/web_page_profile.mjs, where the time goes
+              (the page's Resource and Navigation Timing and its marks, medians)
 Prints a markdown table on stdout (median, p90, ratio to the baseline, the target); progress on stderr.
 Everything it starts it stops.
 """
@@ -107,8 +109,10 @@ def main():
     ap.add_argument("--gpulane", default=os.path.join(ROOT, "build", "gpulane"))
     ap.add_argument("--scrapes", type=int, default=300)
     ap.add_argument("--loads", type=int, default=20)
+    ap.add_argument("--profile", type=int, default=0)
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
+    load_at_start = open("/proc/loadavg").read().split()[:3]
     tmp = tempfile.mkdtemp(prefix="gpulane-web-bench-")
     json.dump(eight_gpus(), open(os.path.join(tmp, "nvml.json"), "w"))
     open(os.path.join(tmp, "config.toml"), "w").write('[web]\nlisten = "127.0.0.1:0"\n[telemetry]\ninterval = "100ms"\n')
@@ -146,12 +150,20 @@ def main():
         if page.returncode != 0:
             raise SystemExit(f"web_bench: the page load benchmark failed: {page.stdout}{page.stderr}")
         loads = json.loads(page.stdout)
+        profile = None
+        if args.profile:
+            print(f"{args.profile} page loads profiled", file=sys.stderr)
+            profile = subprocess.run(["node", os.path.join(ROOT, "bench", "web_page_profile.mjs"), f"http://127.0.0.1:{port}/",
+                                      str(args.profile), "8"], capture_output=True, text=True, timeout=600)
+            if profile.returncode != 0:
+                raise SystemExit(f"web_bench: the page load profile failed: {profile.stdout}{profile.stderr}")
         load = open("/proc/loadavg").read().split()[:3]
         cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"], capture_output=True, text=True)
         print(f"# gpulane-web on a fake 8-GPU machine ({time.strftime('%Y-%m-%d')})\n")
-        print(f"Command: `/usr/bin/python3 bench/web_bench.py --scrapes {args.scrapes} --loads {args.loads}`; host "
+        shown = f" --profile {args.profile}" if args.profile else ""
+        print(f"Command: `/usr/bin/python3 bench/web_bench.py --scrapes {args.scrapes} --loads {args.loads}{shown}`; host "
               f"{socket.gethostname()}, {os.cpu_count()} cores ({cpu.stdout.strip()}), Chromium "
-              f"{loads['browser']}; load average at the end {' '.join(load)} (other work on the machine meanwhile); the fake NVML (a "
+              f"{loads['browser']}; load average at the start {' '.join(load_at_start)}, at the end {' '.join(load)} (other work on the machine meanwhile); the fake NVML (a "
               f"dry run, not GPU numbers). /metrics is {text_bytes} bytes.\n")
         print("| what | n | median ms | p90 ms | ratio to its baseline | target |")
         print("|---|---|---|---|---|---|")
@@ -162,6 +174,10 @@ def main():
         b = [x / 1000 for x in loads["baseline_ms"]]
         print(row("dashboard page load (every GPU's card and chart drawn)", s, b, "≤ 300 ms"))
         print(row("baseline: navigation to /app.css", b, b, ""))
+        if profile:
+            print(f"\nWhere a page load's time goes (bench/web_page_profile.mjs, {args.profile} more loads after the "
+                  "table's, the same server; the page's marks are web/src/app.js's):\n")
+            print(profile.stdout.rstrip())
     finally:
         daemon.terminate()
         daemon.wait(30)

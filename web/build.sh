@@ -24,8 +24,7 @@ if [ ! -x node_modules/.bin/esbuild ] || [ ! -f node_modules/uplot/package.json 
   command -v npm >/dev/null 2>&1 || not_built "npm was not found"
   npm ci --offline --no-audit --no-fund >/dev/null 2>&1 || not_built "web/node_modules is missing and npm ci --offline failed"
 fi
-node_modules/.bin/esbuild src/app.js --bundle --minify --format=iife --target=es2020 --log-level=warning \
-  --outfile="$out/app.js.tmp" || not_built "esbuild failed"
+node bundle.mjs "$out/app.js.tmp" || not_built "esbuild failed"
 cp index.html "$out/index.html" && cp app.css "$out/app.css" && cp node_modules/uplot/dist/uPlot.min.css "$out/uPlot.min.css" \
   || not_built "cannot copy the page into $out"
 mv "$out/app.js.tmp" "$out/app.js"

@@ -305,10 +305,23 @@ json SamplerThread::History(const json& req) {
   const double since_s = req.value("since_s", now_s - 3600);
   const double until_s = req.value("until_s", now_s + 1);
   const double resolution_s = req.value("resolution_s", 0.0);
+  // A chart's request: at most max_points of them, evenly spaced, and only the fields it draws.
+  const std::size_t max_points = req.value("max_points", std::size_t{0});
+  const auto fields = req.value("fields", std::vector<std::string>{});
+  auto select = [&fields](json point) {
+    if (fields.empty()) return point;
+    json out = {{"t", point["t"]}};
+    for (const auto& f : fields)
+      if (auto it = point.find(f); it != point.end()) out[f] = std::move(*it);
+    return out;
+  };
   json points = json::array();
   if (resolution_s <= 0) {
-    for (const auto& p : sampler_.Points(gpu->uuid, since_s))
-      if (p.time_s < until_s) points.push_back(proto::PointToJson(p));
+    std::vector<telemetry::GpuPoint> kept;
+    for (auto& p : sampler_.Points(gpu->uuid, since_s))
+      if (p.time_s < until_s) kept.push_back(std::move(p));
+    for (std::size_t i : proto::EvenlySpaced(kept.size(), max_points ? max_points : kept.size()))
+      points.push_back(select(proto::PointToJson(kept[i])));
     return Ok({{"gpu", gpu->pci_index}, {"uuid", gpu->uuid}, {"resolution_s", sampler_.settings().interval_s}, {"points", points}});
   }
   const auto& kept = sampler_.settings().resolutions_s;
@@ -318,7 +331,8 @@ json SamplerThread::History(const json& req) {
   if (!history_) return Error("unavailable", "history: the history database could not be opened (see the daemon's log)");
   auto rows = history_->Rows(gpu->uuid, resolution_s, since_s, until_s);
   if (!rows) return Error("io", rows.error().message);
-  for (const auto& r : *rows) points.push_back(proto::HistoryRowToJson(r));
+  for (std::size_t i : proto::EvenlySpaced(rows->size(), max_points ? max_points : rows->size()))
+    points.push_back(select(proto::HistoryRowToJson((*rows)[i])));
   return Ok({{"gpu", gpu->pci_index}, {"uuid", gpu->uuid}, {"resolution_s", resolution_s}, {"points", points}});
 }
 

@@ -1,5 +1,7 @@
 #include "proto/telemetry_json.h"
 
+#include <algorithm>
+
 #include "proto/call.h"
 
 namespace gpulane::proto {
@@ -82,6 +84,13 @@ telemetry::UsageRecord UsageRecordFromJson(const json& j) {
   r.end_s = Number(j, "end_s");
   if (j.contains("usage")) r.usage = UsageFromJson(j["usage"]);
   return r;
+}
+
+std::vector<std::size_t> EvenlySpaced(std::size_t n, std::size_t max) {
+  const std::size_t kept = std::min(n, max);
+  std::vector<std::size_t> at(kept);
+  for (std::size_t i = 0; i < kept; ++i) at[i] = kept == 1 ? n - 1 : i * (n - 1) / (kept - 1);
+  return at;
 }
 
 json PointToJson(const telemetry::GpuPoint& p) {

@@ -20,6 +20,10 @@ telemetry::JobUsage UsageFromJson(const nlohmann::json& j);
 nlohmann::json UsageRecordToJson(const telemetry::UsageRecord& record);
 telemetry::UsageRecord UsageRecordFromJson(const nlohmann::json& j);
 
+/// Indices of `n` items, at most `max` of them evenly spaced from the first to the last (all when
+/// n <= max; none when max is 0): a chart's points (the `history` op's `max_points`).
+std::vector<std::size_t> EvenlySpaced(std::size_t n, std::size_t max);
+
 nlohmann::json PointToJson(const telemetry::GpuPoint& point);
 nlohmann::json HistoryRowToJson(const telemetry::HistoryRow& row);
 nlohmann::json ReportRowToJson(const telemetry::ReportRow& row);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
+#include "proto/telemetry_json.h"
 #include "util/units.h"
 
 namespace gpulane::web {
@@ -182,16 +183,22 @@ Result<json> ReportRequest(const Query& query, double now_s) {
   return req;
 }
 
+Result<json> ChartHistoryRequest(const Query& query, double now_s, std::size_t max_points) {
+  auto request = HistoryRequest(query, now_s);
+  if (!request) return request;
+  (*request)["max_points"] = max_points;
+  (*request)["fields"] = json::array();
+  for (const char* f : kChartFields) (*request)["fields"].push_back(f);
+  return request;
+}
+
 json ThinPoints(const json& points, std::size_t max_points) {
   json out = json::array();
-  if (!points.is_array() || points.empty() || max_points == 0) return out;
-  const std::size_t n = points.size();
-  const std::size_t kept = std::min(n, max_points);
-  for (std::size_t i = 0; i < kept; ++i) {
-    // Evenly spaced indices from the first to the last point.
-    const std::size_t at = kept == 1 ? n - 1 : i * (n - 1) / (kept - 1);
+  if (!points.is_array() || points.empty()) return out;
+  for (std::size_t at : proto::EvenlySpaced(points.size(), max_points)) {
     json p;
-    for (const char* key : {"t", "util_gpu_pct", "memory_used_bytes", "memory_total_bytes"}) Copy(points[at], p, key);
+    Copy(points[at], p, "t");
+    for (const char* key : kChartFields) Copy(points[at], p, key);
     out.push_back(std::move(p));
   }
   return out;

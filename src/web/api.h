@@ -35,6 +35,13 @@ Result<nlohmann::json> HistoryRequest(const Query& query, double now_s);
 /// "1d", or `since_s`; `by`: user (default), job, gpu or day). Errors: kInvalidArgument, one line.
 Result<nlohmann::json> ReportRequest(const Query& query, double now_s);
 
+/// What a GPU's chart draws of each point, besides its time `t`.
+inline constexpr const char* kChartFields[] = {"util_gpu_pct", "memory_used_bytes", "memory_total_bytes"};
+
+/// HistoryRequest's request for a chart: the daemon sends at most `max_points` points, evenly
+/// spaced, each with `t` and kChartFields only (an hour at 1 s is 3,600 points of 13 fields a GPU).
+Result<nlohmann::json> ChartHistoryRequest(const Query& query, double now_s, std::size_t max_points);
+
 /// Points of a GPU's history (the daemon's history reply's "points") for a chart: at most
 /// `max_points`, evenly spaced through them (the last always kept), each with only `t`,
 /// `util_gpu_pct`, `memory_used_bytes` and `memory_total_bytes`. An hour at 1 s is 3,600 points a

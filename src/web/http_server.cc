@@ -133,8 +133,8 @@ class Routes {
     // ?history=1h: each GPU's points since then too, so that a page draws its charts after one round trip.
     if (req.has_param("history") && telemetry)
       for (auto& g : view["gpus"]) {
-        auto request = HistoryRequest({{"gpu", std::to_string(g.value("index", 0))}, {"since", req.get_param_value("history")}},
-                                      static_cast<double>(std::time(nullptr)));
+        auto request = ChartHistoryRequest({{"gpu", std::to_string(g.value("index", 0))}, {"since", req.get_param_value("history")}},
+                                           static_cast<double>(std::time(nullptr)), kChartPoints);
         if (!request) return SendError(res, request.error());
         auto history = client_.Ask(*request);
         if (history) g["history"] = ThinPoints((*history)["points"], kChartPoints);

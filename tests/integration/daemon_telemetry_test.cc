@@ -63,6 +63,15 @@ TEST(DaemonTelemetry, ARunJobsUseIsMeteredWhileItRunsPrintedAtItsEndAndReported)
   ASSERT_FALSE(history["points"].empty());
   EXPECT_EQ(history["points"].back()["util_gpu_pct"], 70);
   EXPECT_FALSE(history["points"].back().contains("power_mw") && history["points"].back()["power_mw"].is_null());
+  // A chart's request (the dashboard's): at most max_points, evenly spaced from the first to the
+  // latest, each with `t` and the fields asked for only.
+  ASSERT_GE(history["points"].size(), 3u);
+  json chart = d.Call({{"op", "history"}, {"gpu", 0}, {"max_points", 2}, {"fields", {"util_gpu_pct", "no_such_field"}}});
+  ASSERT_TRUE(chart.value("ok", false)) << chart.dump();
+  ASSERT_EQ(chart["points"].size(), 2u) << chart.dump();
+  EXPECT_EQ(chart["points"][0], json({{"t", history["points"][0]["t"]}, {"util_gpu_pct", 70}}));
+  EXPECT_GE(chart["points"][1]["t"].get<double>(), history["points"].back()["t"].get<double>()) << "the latest point";
+  EXPECT_EQ(chart["points"][1].size(), 2u) << chart.dump();
   json metrics = d.Call({{"op", "metrics"}});
   ASSERT_TRUE(metrics.value("ok", false)) << metrics.dump();
   const std::string text = metrics["text"].get<std::string>();

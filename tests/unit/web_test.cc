@@ -124,6 +124,17 @@ TEST(WebApi, QueriesBecomeDaemonRequestsAndBadOnesAreOneLine) {
   EXPECT_FALSE(ReportRequest({{"by", "week"}}, 1));
 }
 
+TEST(WebApi, AChartsHistoryRequestAsksTheDaemonForFewPointsOfItsFieldsOnly) {
+  auto request = ChartHistoryRequest({{"gpu", "3"}, {"since", "1h"}}, 100000, 600);
+  ASSERT_TRUE(request);
+  EXPECT_EQ((*request)["op"], "history");
+  EXPECT_EQ((*request)["gpu"], 3);
+  EXPECT_EQ((*request)["since_s"], 100000 - 3600);
+  EXPECT_EQ((*request)["max_points"], 600);
+  EXPECT_EQ((*request)["fields"], json({"util_gpu_pct", "memory_used_bytes", "memory_total_bytes"}));
+  EXPECT_FALSE(ChartHistoryRequest({{"gpu", "zero"}}, 100000, 600)) << "HistoryRequest's checks";
+}
+
 TEST(WebApi, ChartPointsAreThinnedEvenlyToTheirFields) {
   json points = json::array();
   for (int i = 0; i < 3600; ++i) points.push_back({{"t", i}, {"util_gpu_pct", i % 100}, {"power_mw", 5}, {"memory_used_bytes", 7}});

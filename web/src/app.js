@@ -3,7 +3,7 @@
 // 30 s, anomalies when the daemon reports them, and other servers side by side (web.peers).
 import { getJson } from './api.js';
 import { el, setText } from './dom.js';
-import { localMidnightS } from './format.js';
+import { clock, localMidnightS } from './format.js';
 import { GpuCard } from './cards.js';
 import { renderQueue, renderUsage } from './tables.js';
 import { setupHistory } from './history.js';
@@ -24,17 +24,22 @@ function showError(message) {
 
 async function refreshStatus() {
   // The first answer brings each GPU's last hour for its chart: drawn after one round trip.
+  const first = !cards.size;
+  if (first) performance.mark('app.js runs: status asked');
   const status = await (cards.size ? getJson('/api/v1/status') : getJson('/api/v1/status?history=1h', true));
+  if (first) performance.mark('status parsed');
   telemetry = status.telemetry;
   setText(document.getElementById('host'), status.hostname || 'gpulane');
   document.title = `${status.hostname || 'gpulane'} · gpulane`;
   const container = document.getElementById('gpus');
   const fresh = status.gpus.filter((g) => !cards.has(g.index));
   for (const g of fresh) cards.set(g.index, new GpuCard(container, g));
+  if (first) performance.mark('cards built');
   if (fresh.length) {
     const width = Math.max(cards.get(fresh[0].index).chartBox.clientWidth, 300);
     for (const g of fresh) cards.get(g.index).startChart(width, g.history);
   }
+  if (first) performance.mark('charts built');
   for (const g of status.gpus) cards.get(g.index).update(g);
   const nowS = status.time_s ?? Date.now() / 1000;
   renderQueue(document.getElementById('queue'), document.getElementById('queue-empty'), status.queue, nowS);
@@ -45,8 +50,9 @@ async function refreshStatus() {
     setupHistory(status.gpus);
     historyReady = true;
   }
-  setText(document.getElementById('updated'), `updated ${new Date().toLocaleTimeString()}`);
+  setText(document.getElementById('updated'), `updated ${clock()}`);
   document.body.dataset.ready = 'true';
+  if (first) performance.mark('ready set');
 }
 
 async function refreshUsage() {

@@ -20,6 +20,11 @@ export function kwh(joules) {
   return joules >= 3.6e6 ? `${(joules / 3.6e6).toFixed(2)} kWh` : `${(joules / 3600).toFixed(1)} Wh`;
 }
 
+// "14:05:09", the browser's local time (not toLocaleTimeString: no Intl, whose first use loads ICU).
+export function clock(date = new Date()) {
+  return [date.getHours(), date.getMinutes(), date.getSeconds()].map((n) => String(n).padStart(2, '0')).join(':');
+}
+
 // Seconds since the epoch of the browser's last local midnight ("usage today").
 export function localMidnightS(now = new Date()) {
   const midnight = new Date(now.getFullYear(), now.getMonth(), now.getDate());
