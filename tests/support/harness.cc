@@ -53,8 +53,15 @@ std::string ReachableByOthers(const std::string& path) {
   struct stat root_st{};
   if (lstat(root.c_str(), &root_st) != 0 || !S_ISDIR(root_st.st_mode) || root_st.st_uid != 0) return reachable[path] = path;
   chmod(root.c_str(), 0755);
+  // gpulane comes with gpulane-web and the dashboard (web/) beside it: a new bundle is a new copy.
+  const fs::path web_dir = file.parent_path() / "web";
+  const bool with_web = fs::path(path).filename() == "gpulane" && fs::exists(file.parent_path() / "gpulane-web");
+  std::string web_key;
+  struct stat web_st{};
+  if (with_web && stat((web_dir / "app.js").c_str(), &web_st) == 0)
+    web_key = "-w" + std::to_string(web_st.st_mtim.tv_sec) + "." + std::to_string(web_st.st_mtim.tv_nsec);
   const fs::path dir = root / (std::to_string(st.st_dev) + "-" + std::to_string(st.st_ino) + "-" + std::to_string(st.st_mtim.tv_sec) +
-                               "." + std::to_string(st.st_mtim.tv_nsec));
+                               "." + std::to_string(st.st_mtim.tv_nsec) + web_key);
   const fs::path target = dir / fs::path(path).filename();
   if (!fs::exists(target)) {
     const fs::path tmp = root / (".tmp-" + std::to_string(getpid()));
@@ -64,11 +71,16 @@ std::string ReachableByOthers(const std::string& path) {
     const fs::path staged = tmp / target.filename();
     fs::create_hard_link(file, staged, ec);
     if (ec) fs::copy_file(file, staged, ec);
-    // gpulane's daemon starts the gpulane-web beside its binary: it comes along.
-    if (const fs::path web = file.parent_path() / "gpulane-web"; !ec && target.filename() == "gpulane" && fs::exists(web)) {
+    // gpulane's daemon starts the gpulane-web beside its binary, which serves the dashboard from
+    // web/ beside itself: both come along.
+    if (!ec && with_web) {
       std::error_code web_ec;
-      fs::create_hard_link(web, tmp / "gpulane-web", web_ec);
-      if (web_ec) fs::copy_file(web, tmp / "gpulane-web", web_ec);
+      fs::create_hard_link(file.parent_path() / "gpulane-web", tmp / "gpulane-web", web_ec);
+      if (web_ec) fs::copy_file(file.parent_path() / "gpulane-web", tmp / "gpulane-web", web_ec);
+      if (fs::exists(web_dir)) {
+        fs::copy(web_dir, tmp / "web", fs::copy_options::recursive, web_ec);
+        chmod((tmp / "web").c_str(), 0755);
+      }
     }
     if (!ec && rename(tmp.c_str(), dir.c_str()) != 0) fs::remove_all(tmp, ec);  // another process was first
     if (!fs::exists(target)) return reachable[path] = path;
