@@ -19,6 +19,7 @@ sec_slurm() {
     echo "\$ gpulane slurm gres-conf"; timeout -k 5 30 "$GL" slurm gres-conf 2>&1
   } >"$ART/slurm.txt"
   grep -q '^Name=gpu Type=.* File=/dev/nvidia[0-9]' "$ART/slurm.txt" && pass "gres-conf wrote File= lines" || fail "gres-conf: no File= line"
+  [ "$DRY" -eq 0 ] || { skip "the leftover, the epilog and the Slurm job need nvidia-smi and PyTorch ($DRY_WHY)"; return; }
   local minor0
   minor0=$(nvidia-smi -i 0 --query-gpu=pci.bus_id --format=csv,noheader 2>/dev/null)
   info "GPU 0 is $minor0"
@@ -31,19 +32,22 @@ sec_slurm() {
   for i in $(seq 120); do [ -f "$d/ready" ] && break; sleep 0.25; done
   [ -f "$d/ready" ] || { fail "the PyTorch leftover did not start: $(tail -2 "$d/left.out")"; kill -9 "$left" 2>/dev/null; return; }
   local envs=(SLURM_JOB_ID=4242 SLURM_JOB_GPUS=0 SLURM_JOB_UID="$(id -u)")
-  echo "\$ SLURM_JOB_GPUS=0 gpulane slurm prolog" | tee -a "$ART/slurm.txt"
+  local seen
+  seen=$(wc -l <"$ART/slurm.txt")
+  echo "\$ SLURM_JOB_GPUS=0 gpulane slurm prolog" >>"$ART/slurm.txt"
   env "${envs[@]}" timeout -k 5 30 "$GL" slurm prolog >>"$ART/slurm.txt" 2>&1
   local rc=$?
-  tail -3 "$ART/slurm.txt"
+  tail -n +$((seen + 1)) "$ART/slurm.txt"  # the command and its output, once
   [ "$rc" -eq 17 ] && grep -q "pid $left" "$ART/slurm.txt" && pass "prolog refused GPU 0 held by pid $left (exit 17)" \
     || fail "prolog exit $rc with the leftover on GPU 0"
-  echo "\$ SLURM_JOB_GPUS=0 gpulane slurm epilog --grace 5 --settle 20" | tee -a "$ART/slurm.txt"
+  seen=$(wc -l <"$ART/slurm.txt")
+  echo "\$ SLURM_JOB_GPUS=0 gpulane slurm epilog --grace 5 --settle 20" >>"$ART/slurm.txt"
   local t0=$EPOCHREALTIME
   env "${envs[@]}" timeout -k 5 60 "$GL" slurm epilog --grace 5 --settle 20 >>"$ART/slurm.txt" 2>&1
   rc=$?
   local took
   took=$(python3 -c "print(f'{($EPOCHREALTIME - $t0):.2f}')")
-  tail -4 "$ART/slurm.txt"
+  tail -n +$((seen + 1)) "$ART/slurm.txt"
   [ "$rc" -eq 0 ] && pass "epilog ended the leftover and found GPU 0 free in ${took} s (exit 0)" \
     || fail "epilog exit $rc after ${took} s"
   kill -0 "$left" 2>/dev/null && { fail "pid $left still runs after the epilog"; kill -9 "$left"; } || pass "pid $left is gone"
