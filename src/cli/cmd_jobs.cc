@@ -54,7 +54,16 @@ int RunCancel(const std::vector<std::string>& all_words, const std::string& user
   return code;
 }
 
-int RunHold(const std::vector<std::string>& words, bool hold) {
+int RunHold(const std::vector<std::string>& all_words, bool hold) {
+  // Slurm jobs (slurm:ID) are held and released with scontrol, the rest by the daemon.
+  std::vector<std::string> slurm_ids, words;
+  SplitSlurmIds(all_words, &slurm_ids, &words);
+  if (!slurm_ids.empty()) {
+    const int slurm_code = HoldSlurmJobs(slurm_ids, hold);
+    if (words.empty()) return slurm_code;
+    const int local_code = RunHold(words, hold);
+    return slurm_code != kExitOk ? slurm_code : local_code;
+  }
   auto ids = JobIdArgs(words);
   if (!ids) return Fail(ids.error());
   auto answer = CallIfRunning({{"op", hold ? "hold" : "release"}, {"ids", *ids}}, 30, /*error_replies=*/true);
@@ -164,7 +173,7 @@ void RegisterJobCommands(CLI::App& app, Runner* run) {
     std::string id;
   };
   auto o = std::make_shared<Options>();
-  const std::string ids_help = "Job ids: 12, an array's id (all its tasks), 12_3 (task 3 of array 12), 12_[1-3,7]";
+  const std::string ids_help = "Job ids: 12, an array's id (all its tasks), 12_3 (task 3 of array 12), 12_[1-3,7], slurm:1234 (a Slurm job)";
   CLI::App* cancel = app.add_subcommand("cancel", "Cancel jobs (pending ones never start; running ones get SIGTERM)");
   cancel->add_option("jobs", o->ids, ids_help);
   cancel->add_option("-u,--user", o->user, "All jobs of this user (yours, unless you are an admin)");

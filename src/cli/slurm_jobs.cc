@@ -1,4 +1,4 @@
-// `wait`, `logs` and `cancel` of Slurm jobs (cli/slurm_jobs.h), and telling slurm:ID words from
+// `wait`, `logs`, `cancel`, `hold` and `release` of Slurm jobs (cli/slurm_jobs.h), and telling slurm:ID words from
 // gpulane's own job ids. submit: cli/slurm_submit.cc; show and queue: cli/slurm_show.cc.
 #include "cli/slurm_jobs.h"
 
@@ -13,6 +13,16 @@
 #include "util/terminal_text.h"
 
 namespace gpulane::cli {
+namespace {
+
+// A Slurm command (scancel, scontrol) that exited non-zero: kPermission when Slurm said the job
+// is not this user's to change, else kUnavailable; the message is Slurm's (DescribeFailure).
+Error CommandFailed(const std::vector<std::string>& argv, const slurm::CommandOutput& out) {
+  const bool denied = out.stderr_text.find("ermission") != std::string::npos || out.stderr_text.find("Access") != std::string::npos;
+  return MakeError(denied ? ErrorKind::kPermission : ErrorKind::kUnavailable, slurm::DescribeFailure(argv, out));
+}
+
+}  // namespace
 
 void SplitSlurmIds(const std::vector<std::string>& words, std::vector<std::string>* slurm_ids, std::vector<std::string>* local) {
   for (const auto& w : words) {
@@ -79,7 +89,7 @@ int SlurmLogs(const std::string& id, bool follow, bool err) {
   slurm::Poller poller((*side)->runner, (*side)->clock, (*side)->registry, (*side)->settings);
   std::uint64_t offset = 0;
   while (true) {
-    auto rows = poller.Poll(*jobs);
+    auto rows = PollCovering(**side, poller, *jobs, {id});
     if (!rows) return Fail(rows.error());
     auto mine = RowsOf(*rows, id);
     if (mine.empty()) return Fail(MakeError(ErrorKind::kNotFound, fmt::format("no job slurm:{}: Slurm lists no such task", id)));
@@ -114,7 +124,7 @@ int CancelSlurmJobs(const std::vector<std::string>& ids) {
   auto jobs = RegisteredFor(**side, ids);
   if (!jobs) return Fail(jobs.error());
   slurm::Poller poller((*side)->runner, (*side)->clock, (*side)->registry, (*side)->settings);
-  auto rows = poller.Poll(*jobs);
+  auto rows = PollCovering(**side, poller, *jobs, ids);
   if (!rows) return Fail(rows.error());
   std::vector<std::string> live;
   int code = kExitOk;
@@ -134,12 +144,44 @@ int CancelSlurmJobs(const std::vector<std::string>& ids) {
   argv.insert(argv.end(), live.begin(), live.end());
   auto ran = (*side)->runner.Run(argv);
   if (!ran) return Fail(ran.error());
-  if (ran->exit_code != 0) {
-    const bool denied = ran->stderr_text.find("ermission") != std::string::npos ||
-                        ran->stderr_text.find("Access") != std::string::npos;
-    return Fail(MakeError(denied ? ErrorKind::kPermission : ErrorKind::kUnavailable, slurm::DescribeFailure(argv, *ran)));
-  }
+  if (ran->exit_code != 0) return Fail(CommandFailed(argv, *ran));
   for (const auto& id : live) fmt::print("slurm:{}\n", id);
+  return code;
+}
+
+int HoldSlurmJobs(const std::vector<std::string>& ids, bool hold) {
+  auto side = OpenSlurmSide();
+  if (!side) return Fail(side.error());
+  auto jobs = RegisteredFor(**side, ids);
+  if (!jobs) return Fail(jobs.error());
+  slurm::Poller poller((*side)->runner, (*side)->clock, (*side)->registry, (*side)->settings);
+  auto rows = PollCovering(**side, poller, *jobs, ids);
+  if (!rows) return Fail(rows.error());
+  const char* verb = hold ? "hold" : "release";
+  std::string live;  // scontrol's job_list: ids separated by commas
+  int code = kExitOk;
+  for (const auto& id : ids) {
+    bool waiting = false, started = false;
+    for (const auto& r : RowsOf(*rows, id)) {
+      waiting = waiting || (!r.view.finished && r.view.state != "running");
+      started = started || r.view.state == "running";
+    }
+    if (waiting) {
+      live += (live.empty() ? "" : ",") + id;
+      continue;
+    }
+    Error e = MakeError(ErrorKind::kWrongState,
+                        started ? fmt::format("slurm:{} is running: only a waiting job can be {} (cancel ends a running one)",
+                                              id, hold ? "held" : "released")
+                                : fmt::format("slurm:{} has ended: nothing to {}", id, verb));
+    if (code == kExitOk) code = ExitCodeFor(e.kind);
+    Warn(e.message);
+  }
+  if (live.empty()) return code;
+  const std::vector<std::string> argv = {"scontrol", verb, live};
+  auto ran = (*side)->runner.Run(argv);
+  if (!ran) return Fail(ran.error());
+  if (ran->exit_code != 0) return Fail(CommandFailed(argv, *ran));
   return code;
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 // Slurm jobs in gpulane's commands (issue 12, items 1-2; docs/slurm.md): `submit --cluster slurm`
-// (slurm/sbatch.h), and `queue`, `show`, `wait`, `logs`, `cancel` of jobs named slurm:ID, read
+// (slurm/sbatch.h), and `queue`, `show`, `wait`, `logs`, `cancel`, `hold`, `release` of jobs named slurm:ID, read
 // through the user's shared, rate-bounded poll (slurm/poller.h).
 #include <string>
 #include <vector>
@@ -27,6 +27,10 @@ int ShowSlurmJob(const std::string& slurm_id, bool as_json);
 int WaitSlurmJobs(const std::vector<std::string>& slurm_ids);
 int SlurmLogs(const std::string& slurm_id, bool follow, bool err);
 int CancelSlurmJobs(const std::vector<std::string>& slurm_ids);
+/// `hold` (`hold` true) or `release` of waiting Slurm jobs: `scontrol hold|release ID,ID`. A running
+/// or ended job is refused with a warning (exit code 12, wrong state); the others are still held
+/// or released. Returns the exit code.
+int HoldSlurmJobs(const std::vector<std::string>& slurm_ids, bool hold);
 /// The user's unfinished Slurm jobs (all with `all`) as queue table rows (`as_json`: JSON objects
 /// as `queue --json` lists them, each indented for its list); "" when there are none. Errors are
 /// printed as warnings: the local queue is shown whatever Slurm does.

@@ -75,7 +75,7 @@ int ShowSlurmJob(const std::string& id, bool as_json) {
   auto jobs = RegisteredFor(**side, {id});
   if (!jobs) return Fail(jobs.error());
   slurm::Poller poller((*side)->runner, (*side)->clock, (*side)->registry, (*side)->settings);
-  auto rows = poller.Poll(*jobs);
+  auto rows = PollCovering(**side, poller, *jobs, {id});
   if (!rows) return Fail(rows.error());
   auto mine = RowsOf(*rows, id);
   if (mine.empty())

@@ -3,6 +3,9 @@
 
 #include <unistd.h>
 
+#include <chrono>
+#include <thread>
+
 #include <fmt/format.h>
 
 #include "cli/common.h"
@@ -54,6 +57,20 @@ std::vector<slurm::PolledJob> RowsOf(const std::vector<slurm::PolledJob>& rows, 
   for (const auto& r : rows)
     if (r.id == id || (id.find('_') == std::string::npos && r.parent == id)) out.push_back(r);
   return out;
+}
+
+Result<std::vector<slurm::PolledJob>> PollCovering(const SlurmSide& side, slurm::Poller& poller,
+                                                   const std::vector<slurm::RegisteredJob>& jobs,
+                                                   const std::vector<std::string>& ids) {
+  auto rows = poller.Poll(jobs);
+  for (int round = 0; round < 3 && rows.ok(); ++round) {
+    bool covered = true;
+    for (const auto& id : ids) covered = covered && !RowsOf(*rows, id).empty();
+    if (covered) break;
+    std::this_thread::sleep_for(std::chrono::duration<double>(side.settings.new_job_interval_s));
+    rows = poller.Poll(jobs);
+  }
+  return rows;
 }
 
 std::string GpusText(const slurm::RegisteredJob& job) { return std::to_string(job.gpu_count); }

@@ -38,6 +38,13 @@ Result<std::vector<slurm::RegisteredJob>> RegisteredFor(const SlurmSide& side, c
 /// The rows of `id`: its own row, or an array's every task for the array's id.
 std::vector<slurm::PolledJob> RowsOf(const std::vector<slurm::PolledJob>& rows, const std::string& id);
 
+/// `poller.Poll(jobs)`, asked again after the poll's new-job interval (up to 3 times) while one of
+/// `ids` has no rows: a job submitted since the last shared poll is not in it yet. For commands
+/// that read once (show, cancel, hold, release, logs). Errors: Poller::Poll's.
+Result<std::vector<slurm::PolledJob>> PollCovering(const SlurmSide& side, slurm::Poller& poller,
+                                                   const std::vector<slurm::RegisteredJob>& jobs,
+                                                   const std::vector<std::string>& ids);
+
 /// The GPU column of queue and show: the job's GPU count.
 std::string GpusText(const slurm::RegisteredJob& job);
 

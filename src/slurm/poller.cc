@@ -236,6 +236,16 @@ Result<std::vector<PolledJob>> Poller::Poll(const std::vector<RegisteredJob>& jo
     }
   }
   if (!need.empty() && (age_s >= settings_.interval_s || (uncovered && age_s >= settings_.new_job_interval_s) || age_s < 0)) {
+    // One call for every unfinished job of the user, not only the caller's: the next command
+    // (`show` of another job, `cancel` of two) then finds its jobs in the shared poll.
+    std::vector<RegisteredJob> polled = jobs;
+    auto registered = registry_.All();
+    if (!registered) return registered.error();
+    for (const auto& job : *registered)
+      if (!Done(cache.rows, job.slurm_id) && std::find(need.begin(), need.end(), job.slurm_id) == need.end()) {
+        need.push_back(job.slurm_id);
+        polled.push_back(job);
+      }
     auto rows = AskSlurm(need);
     if (!rows) return rows.error();
     std::set<std::string> answered;
@@ -252,7 +262,7 @@ Result<std::vector<PolledJob>> Poller::Poll(const std::vector<RegisteredJob>& jo
       if (it != cache.rows.end() && it->second.view.finished && !p.view.finished) continue;
       cache.rows[p.id] = p;
     }
-    for (const auto& job : jobs) {
+    for (const auto& job : polled) {
       if (answered.count(job.slurm_id) || Done(cache.rows, job.slurm_id)) continue;
       if (std::find(need.begin(), need.end(), job.slurm_id) == need.end()) continue;
       for (const auto& key : KeysOf(cache.rows, job.slurm_id))

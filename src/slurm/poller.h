@@ -39,7 +39,9 @@ class Poller {
  public:
   Poller(CommandRunner& runner, const Clock& clock, JobRegistry registry, PollSettings settings);
   /// The rows of `jobs` (registered submissions; an array's tasks each), from the shared poll
-  /// when it is fresh enough, else after polling Slurm. A job whose batch script wrote its exit
+  /// when it is fresh enough, else after polling Slurm about every unfinished job in the registry
+  /// (and `jobs`). A job submitted since the last poll has no rows until the next one, at most
+  /// new_job_interval_s away. A job whose batch script wrote its exit
   /// code is finished with that code at once (no Slurm call needed). Errors: kUnavailable when
   /// squeue cannot be run or fails for another reason than unknown ids; kIo for the cache.
   Result<std::vector<PolledJob>> Poll(const std::vector<RegisteredJob>& jobs);

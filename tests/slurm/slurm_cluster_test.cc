@@ -203,6 +203,29 @@ TEST_F(SlurmSubmit, CancelQueueAndUnknownIds) {
   EXPECT_EQ(unknown.out, "");
 }
 
+TEST_F(SlurmSubmit, HoldAndReleaseAWaitingJobButNotARunningOne) {
+  const std::string blocker = Submit({"-g", "1", "--name", "blocker", "--", "sleep", "300"});
+  const std::string waiting = Submit({"-g", "1", "--after", "slurm:" + blocker, "--", "true"});
+  ASSERT_TRUE(Eventually([&] { return ScontrolJob(blocker).find("JobState=RUNNING") != std::string::npos; }, 20));
+  RunResult held = Gpulane({"hold", "slurm:" + waiting});
+  EXPECT_EQ(held.exit_code, 0) << held.err;
+  EXPECT_NE(ScontrolJob(waiting).find("Reason=JobHeld"), std::string::npos) << ScontrolJob(waiting);
+  EXPECT_TRUE(Eventually([&] { return Gpulane({"show", "--json", "slurm:" + waiting}).out.find("\"held\"") != std::string::npos; }, 10))
+      << Gpulane({"show", "slurm:" + waiting}).out;
+  RunResult running = Gpulane({"hold", "slurm:" + blocker});
+  EXPECT_EQ(running.exit_code, 12) << running.err;
+  EXPECT_NE(running.err.find("is running: only a waiting job can be held"), std::string::npos)
+      << running.err << Gpulane({"show", "slurm:" + blocker}).out << ScontrolJob(blocker) << Gpulane({"logs", "slurm:" + blocker}).out;
+  EXPECT_NE(ScontrolJob(blocker).find("JobState=RUNNING"), std::string::npos);
+  RunResult released = Gpulane({"release", "slurm:" + waiting});
+  EXPECT_EQ(released.exit_code, 0) << released.err;
+  EXPECT_EQ(ScontrolJob(waiting).find("Reason=JobHeld"), std::string::npos) << ScontrolJob(waiting);
+  EXPECT_NE(ScontrolJob(waiting).find("Dependency=afterok:" + blocker), std::string::npos) << ScontrolJob(waiting);
+  RunResult unknown = Gpulane({"hold", "slurm:999999"});
+  EXPECT_EQ(unknown.exit_code, 8) << unknown.err;
+  EXPECT_EQ(Gpulane({"cancel", "slurm:" + blocker, "slurm:" + waiting}).exit_code, 0);
+}
+
 TEST_F(SlurmSubmit, SharesAndRefusals) {
   const std::string id = Submit({"-g", "1", "--mem", "15GiB", "--hold", "--", "true"});
   const std::string job = ScontrolJob(id);

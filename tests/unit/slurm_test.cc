@@ -346,6 +346,26 @@ TEST_F(SlurmPoller, ANewJobIsPolledAfterOneSecondNotTheWholeInterval) {
   EXPECT_EQ(runner_.CallsOf("squeue"), 2);
 }
 
+TEST_F(SlurmPoller, OnePollCoversEveryUnfinishedJobOfTheUserNotOnlyTheCallers) {
+  JobRegistry registry(dir_.string());
+  for (const char* id : {"1", "2", "3"}) ASSERT_TRUE(registry.Add(Job(id)).ok());
+  runner_.Answer("squeue", 0, "1|1|N/A|1|RUNNING|None|0|gpu|n1|\n2|2|N/A|2|PENDING|Dependency|0|gpu||\n3|3|N/A|3|COMPLETED|None|0|gpu|n1|\n");
+  runner_.Answer("squeue", 0, "1|1|N/A|1|RUNNING|None|0|gpu|n1|\n2|2|N/A|2|PENDING|Dependency|0|gpu||\n");
+  Poller poller = Make();
+  ASSERT_TRUE(poller.Poll({Job("1")}).ok());
+  ASSERT_EQ(runner_.CallsOf("squeue"), 1);
+  EXPECT_TRUE(Has(runner_.calls.back(), "1,2,3")) << "the whole registry in one call";
+  clock_.Advance(0.1);
+  auto other = poller.Poll({Job("2")});  // e.g. `hold slurm:2` right after `show slurm:1`
+  ASSERT_TRUE(other.ok());
+  ASSERT_EQ(other->size(), 1u) << "job 2 is in the shared poll: no wait for the next one";
+  EXPECT_EQ((*other)[0].view.state, "pending");
+  EXPECT_EQ(runner_.CallsOf("squeue"), 1);
+  clock_.Advance(5);
+  ASSERT_TRUE(poller.Poll({Job("1")}).ok());
+  EXPECT_TRUE(Has(runner_.calls.back(), "1,2")) << "finished job 3 is never asked about again";
+}
+
 TEST_F(SlurmPoller, FinishedJobsAreNeverAskedAgain) {
   runner_.Answer("squeue", 0, "1|1|N/A|1|COMPLETED|None|0|gpu|n1|\n2|2|N/A|2|RUNNING|None|0|gpu|n1|\n");
   runner_.Answer("squeue", 0, "2|2|N/A|2|RUNNING|None|0|gpu|n1|\n");
