@@ -277,5 +277,52 @@ TEST_F(SlurmSubmit, TwoNodeNamesOnOneHostBothRunJobs) {
   EXPECT_EQ(Gpulane({"wait", "slurm:" + a, "slurm:" + b}).exit_code, 0);
 }
 
+TEST_F(SlurmSubmit, AJobWhoseNodeFailsIsNeverShownRunning) {
+  // As Slurm does by default, the job goes back in line; with SBATCH_NO_REQUEUE (sbatch reads it
+  // from the environment gpulane passes on) it ends NODE_FAIL, a failure, never "running".
+  auto node_of = [&](const std::string& id) {
+    std::string node;
+    EXPECT_TRUE(Eventually([&] {
+      node = Slurm("squeue -h -t R -j " + id + " -o %N");
+      node.erase(node.find_last_not_of(" \n") + 1);
+      return !node.empty();
+    }, 20)) << ScontrolJob(id);
+    return node;
+  };
+  auto fail_node = [&](const std::string& node) { Slurm("scontrol update nodename=" + node + " state=down reason=gpulane-test"); };
+  auto resume_node = [&](const std::string& node) {
+    Slurm("scontrol update nodename=" + node + " state=resume");
+    EXPECT_TRUE(Eventually([&] { return Slurm("sinfo -h -n " + node + " -o %t").find("idle") != std::string::npos; }, 20))
+        << Slurm("sinfo -n " + node);
+  };
+  const std::string requeued = Submit({"-g", "1", "--", "sleep", "300"});
+  std::string node = node_of(requeued);
+  ASSERT_FALSE(node.empty());
+  fail_node(node);
+  nlohmann::json shown;
+  EXPECT_TRUE(Eventually([&] {
+    shown = nlohmann::json::parse(Gpulane({"show", "--json", "slurm:" + requeued}).out, nullptr, false);
+    return shown.is_object() && shown.value("state", "") != "running";
+  }, 15)) << shown.dump();
+  EXPECT_EQ(shown.value("state", ""), "pending") << shown.dump();
+  EXPECT_NE(ScontrolJob(requeued).find("Restarts=1"), std::string::npos) << ScontrolJob(requeued);
+  EXPECT_EQ(Gpulane({"cancel", "slurm:" + requeued}).exit_code, 0);
+  resume_node(node);
+
+  env_["SBATCH_NO_REQUEUE"] = "1";
+  const std::string failed = Submit({"-g", "1", "--", "sleep", "300"});
+  env_.erase("SBATCH_NO_REQUEUE");
+  node = node_of(failed);
+  ASSERT_FALSE(node.empty());
+  fail_node(node);
+  RunResult waited = Gpulane({"wait", "slurm:" + failed}, 20);
+  EXPECT_NE(waited.exit_code, 0) << waited.out << waited.err;
+  EXPECT_EQ(waited.out.rfind("slurm:" + failed + " failed", 0), 0u) << waited.out << waited.err;
+  EXPECT_NE(ScontrolJob(failed).find("JobState=NODE_FAIL"), std::string::npos) << ScontrolJob(failed);
+  RunResult show = Gpulane({"show", "slurm:" + failed});
+  EXPECT_NE(show.out.find("NODE_FAIL"), std::string::npos) << show.out;
+  resume_node(node);
+}
+
 }  // namespace
 }  // namespace gpulane::test
