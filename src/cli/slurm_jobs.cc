@@ -22,6 +22,12 @@ Error CommandFailed(const std::vector<std::string>& argv, const slurm::CommandOu
   return MakeError(denied ? ErrorKind::kPermission : ErrorKind::kUnavailable, slurm::DescribeFailure(argv, out));
 }
 
+// After this user changed jobs: the next command asks Slurm instead of showing the shared poll
+// from before the change. A failure only delays that (a warning).
+void ForgetPoll(slurm::Poller& poller) {
+  if (Status forgot = poller.Invalidate(); !forgot.ok()) Warn("the shared Slurm poll may show the jobs as before for a few seconds: " + forgot.error().message);
+}
+
 }  // namespace
 
 void SplitSlurmIds(const std::vector<std::string>& words, std::vector<std::string>* slurm_ids, std::vector<std::string>* local) {
@@ -145,6 +151,7 @@ int CancelSlurmJobs(const std::vector<std::string>& ids) {
   auto ran = (*side)->runner.Run(argv);
   if (!ran) return Fail(ran.error());
   if (ran->exit_code != 0) return Fail(CommandFailed(argv, *ran));
+  ForgetPoll(poller);
   for (const auto& id : live) fmt::print("slurm:{}\n", id);
   return code;
 }
@@ -182,6 +189,7 @@ int HoldSlurmJobs(const std::vector<std::string>& ids, bool hold) {
   auto ran = (*side)->runner.Run(argv);
   if (!ran) return Fail(ran.error());
   if (ran->exit_code != 0) return Fail(CommandFailed(argv, *ran));
+  ForgetPoll(poller);
   return code;
 }
 

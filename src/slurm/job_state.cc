@@ -111,7 +111,7 @@ JobView MapSlurmState(const SlurmJobRow& row) {
   if (s == "PENDING") {
     if (In(why, {"JobHeldUser", "JobHeldAdmin"})) {
       v.state = "held";
-      v.reason = fmt::format("held (Slurm: {}); scontrol release releases it", why);
+      v.reason = fmt::format("held (Slurm: {}); gpulane release slurm:{} releases it", why, row.id);
     } else if (why == "DependencyNeverSatisfied") {
       v.state = "cancelled";
       v.reason = "its dependency failed; it will never start (Slurm: DependencyNeverSatisfied; scancel it)";
@@ -149,7 +149,11 @@ JobView MapSlurmState(const SlurmJobRow& row) {
   } else if (In(s, {"CANCELLED", "PREEMPTED", "REVOKED"})) {
     v.state = "cancelled";
     v.reason = s == "PREEMPTED" ? "preempted by Slurm (PREEMPTED)" : fmt::format("Slurm: {}", s);
-    v.ran = row.exit_code.has_value() || row.signal.has_value() || (!row.nodes.empty() && row.nodes != "None assigned");
+    // squeue gives every job an exit code (0 for one cancelled while pending): it ran only when it
+    // was given a node or ended by a signal or a non-zero status; one that never ran has no code.
+    v.ran = row.signal.has_value() || (row.exit_code && *row.exit_code != 0) ||
+            (!row.nodes.empty() && row.nodes != "None assigned");
+    if (!v.ran) v.exit_code.reset();
   } else if (In(s, {"FAILED", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT"})) {
     v.state = "failed";
     v.reason = s == "NODE_FAIL"       ? "its node failed (Slurm: NODE_FAIL)"

@@ -203,6 +203,17 @@ Result<std::vector<PolledJob>> Poller::AskSlurm(const std::vector<std::string>& 
   return out;
 }
 
+Status Poller::Invalidate() {
+  if (Status made = MakeDirs(registry_.Dir()); !made.ok()) return made;
+  FileLock lock(registry_.Dir() + "/poll.lock");
+  if (!lock.ok()) return MakeError(ErrorKind::kIo, fmt::format("cannot lock {}/poll.lock", registry_.Dir()));
+  const std::string path = registry_.Dir() + "/poll.json";
+  Cache cache = ReadCache(path);
+  if (cache.time_s == 0) return Status::Ok();
+  cache.time_s = 0;
+  return WriteCache(path, cache);
+}
+
 Result<std::vector<PolledJob>> Poller::Poll(const std::vector<RegisteredJob>& jobs) {
   if (Status made = MakeDirs(registry_.Dir()); !made.ok()) return made.error();
   FileLock lock(registry_.Dir() + "/poll.lock");

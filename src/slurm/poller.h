@@ -45,6 +45,10 @@ class Poller {
   /// code is finished with that code at once (no Slurm call needed). Errors: kUnavailable when
   /// squeue cannot be run or fails for another reason than unknown ids; kIo for the cache.
   Result<std::vector<PolledJob>> Poll(const std::vector<RegisteredJob>& jobs);
+  /// Marks the shared poll out of date, so that the next Poll asks Slurm whatever its age: after
+  /// this user changed jobs (scancel, scontrol hold|release), the next `queue` shows the change.
+  /// Errors: kIo for the cache.
+  Status Invalidate();
   /// How many Slurm commands this poller ran (tests, benchmarks).
   int slurm_calls() const { return calls_; }
 

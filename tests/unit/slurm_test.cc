@@ -229,7 +229,7 @@ TEST(SlurmState, MapsEveryStateAndReason) {
       {Row("PENDING", "Resources"), "pending", false, std::nullopt, "waiting for GPUs"},
       {Row("PENDING", "Priority"), "pending", false, std::nullopt, "Priority"},
       {Row("PENDING", "Dependency"), "pending", false, std::nullopt, "dependencies"},
-      {Row("PENDING", "JobHeldUser"), "held", false, std::nullopt, "held"},
+      {Row("PENDING", "JobHeldUser"), "held", false, std::nullopt, "gpulane release slurm:7"},
       {Row("PENDING", "DependencyNeverSatisfied"), "cancelled", true, std::nullopt, "dependency failed"},
       {Row("RUNNING"), "running", false, std::nullopt, ""},
       {Row("COMPLETING", "None", 0), "running", false, std::nullopt, "COMPLETING"},  // a late exit code is no end yet
@@ -240,6 +240,8 @@ TEST(SlurmState, MapsEveryStateAndReason) {
       {Row("FAILED", "None", std::nullopt, 9), "failed", true, 137, ""},
       {Row("TIMEOUT", "TimeLimit", std::nullopt, 15), "timeout", true, 143, "time limit"},
       {Row("CANCELLED"), "cancelled", true, std::nullopt, "CANCELLED"},
+      {Row("CANCELLED", "None", 0), "cancelled", true, std::nullopt, "CANCELLED"},  // while pending: squeue's 0 is no exit code
+      {Row("CANCELLED", "None", std::nullopt, 15), "cancelled", true, 143, "CANCELLED"},   // while running: SIGTERM
       {Row("NODE_FAIL"), "failed", true, 1, "node failed"},
       {Row("OUT_OF_MEMORY", "None", 0), "failed", true, 137, "out of host memory"},
       {Row("PREEMPTED"), "cancelled", true, std::nullopt, "preempted"},
@@ -364,6 +366,23 @@ TEST_F(SlurmPoller, OnePollCoversEveryUnfinishedJobOfTheUserNotOnlyTheCallers) {
   clock_.Advance(5);
   ASSERT_TRUE(poller.Poll({Job("1")}).ok());
   EXPECT_TRUE(Has(runner_.calls.back(), "1,2")) << "finished job 3 is never asked about again";
+}
+
+TEST_F(SlurmPoller, AChangeByThisUserMakesTheNextPollAskSlurm) {
+  runner_.Answer("squeue", 0, "1|1|N/A|1|PENDING|Dependency|0|gpu||\n");
+  runner_.Answer("squeue", 0, "1|1|N/A|1|PENDING|JobHeldUser|0|gpu||\n");
+  Poller poller = Make();
+  ASSERT_TRUE(poller.Poll({Job("1")}).ok());
+  clock_.Advance(0.5);
+  ASSERT_TRUE(poller.Invalidate().ok());  // e.g. after scontrol hold 1
+  auto rows = poller.Poll({Job("1")});
+  ASSERT_TRUE(rows.ok());
+  EXPECT_EQ(runner_.CallsOf("squeue"), 2) << "within the interval, but out of date";
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].view.state, "held");
+  clock_.Advance(0.5);
+  ASSERT_TRUE(poller.Poll({Job("1")}).ok());
+  EXPECT_EQ(runner_.CallsOf("squeue"), 2) << "the new poll is shared again";
 }
 
 TEST_F(SlurmPoller, FinishedJobsAreNeverAskedAgain) {
