@@ -14,6 +14,18 @@
 namespace gpulane {
 namespace {
 
+// A TOML integer, or a float with a whole value that fits in 64 bits (5.0 -> 5); nullopt for
+// anything else. Never toml++'s node::value<std::int64_t>() for this: it converts a float out of
+// int64's range with undefined behaviour (UBSan; found by fuzz_config: max_waiting = 9.2e19).
+std::optional<std::int64_t> IntegerOf(const toml::node& node) {
+  if (auto integer = node.as_integer()) return integer->get();
+  if (auto number = node.as_floating_point()) {
+    const double d = number->get();
+    if (std::isfinite(d) && d == std::trunc(d) && d >= -9.0e18 && d <= 9.0e18) return static_cast<std::int64_t>(d);
+  }
+  return std::nullopt;
+}
+
 Error Bad(const std::string& path, const toml::source_region& where, std::string what) {
   for (char& c : what)
     if (c == '\n' || c == '\r') c = ' ';  // errors are one line
@@ -57,7 +69,7 @@ Status LoadPartitions(const std::string& path, bool trusted, const toml::table& 
         auto list = value.as_array();
         if (!list || list->empty()) return Bad(path, value.source(), k + " must be a list of GPU indices or UUIDs, e.g. [0, 1]");
         for (auto&& gpu : *list) {
-          if (auto index = gpu.value<std::int64_t>(); index && gpu.is_integer()) {
+          if (auto index = IntegerOf(gpu); index && gpu.is_integer()) {
             if (*index < 0) return Bad(path, gpu.source(), k + ": a GPU index is 0 or more");
             p.gpus.push_back(std::to_string(*index));
           } else if (auto uuid = gpu.value<std::string>(); uuid && !uuid->empty()) {
@@ -84,8 +96,9 @@ Status LoadPartitions(const std::string& path, bool trusted, const toml::table& 
           return Bad(path, value.source(), k + " must be a positive duration like \"12h\"");
         p.max_time_limit_s = *seconds;
       } else if (key == "max_gpus_per_user") {
-        auto n = value.value<std::int64_t>();
-        if (!value.is_integer() || !n || *n < 1) return Bad(path, value.source(), k + " must be a positive integer");
+        auto n = IntegerOf(value);
+        if (!value.is_integer() || !n || *n < 1 || *n > 1024)
+          return Bad(path, value.source(), k + " must be an integer from 1 to 1024");
         p.max_gpus_per_user = static_cast<unsigned>(*n);
       } else if (key == "ends") {
         auto text = value.value<std::string>();
@@ -110,7 +123,7 @@ Status LoadLimitValues(const std::string& path, const std::string& where, const 
   for (auto&& [key, node] : table) {
     const std::string name = fmt::format("{}.{}", where, key.str());
     if (key == "max_gpus" || key == "max_queued") {
-      auto n = node.value<std::int64_t>();
+      auto n = IntegerOf(node);
       const std::int64_t most = key == "max_gpus" ? 1024 : 1000000;
       if (!n || *n < 0 || *n > most)
         return Bad(path, node.source(), fmt::format("{} must be an integer from 0 to {}", name, most));
@@ -370,8 +383,9 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
         if (!text) return Bad(path, node.source(), "daemon.admin_group must be a group name");
         config.admin_group = *text;
       } else if (key == "max_waiting") {
-        auto n = node.value<std::int64_t>();
-        if (!n || *n < 1) return Bad(path, node.source(), "daemon.max_waiting must be a positive integer");
+        auto n = IntegerOf(node);
+        if (!n || *n < 1 || *n > 100000)
+          return Bad(path, node.source(), "daemon.max_waiting must be an integer from 1 to 100000");
         config.max_waiting_supervisors = static_cast<unsigned>(*n);
       } else if (key == "mode") {
         auto text = node.value<std::string>();

@@ -327,7 +327,7 @@ TEST_F(PartitionConfigFile, MistakesAreOneLineNamingTheKeyAndLine) {
       {"[partitions.day]\nwindows = [\"08:00-20:00\"]\n", 1, "partitions.day needs gpus"},
       {"[partitions.day]\ngpus = [-1]\n", 2, "a GPU index is 0 or more"},
       {"[partitions.day]\ngpus = [0]\nmax_time_limit = \"soon\"\n", 3, "partitions.day.max_time_limit must be a positive duration"},
-      {"[partitions.day]\ngpus = [0]\nmax_gpus_per_user = 0\n", 3, "partitions.day.max_gpus_per_user must be a positive integer"},
+      {"[partitions.day]\ngpus = [0]\nmax_gpus_per_user = 0\n", 3, "partitions.day.max_gpus_per_user must be an integer from 1 to 1024"},
       {"[partitions.day]\ngpus = [0]\n[sched]\ndefault_partition = \"night\"\n", 4, "no [partitions.night] table"},
       {"[sched]\nbackfill = true\n", 2, "unknown key sched.backfill"},
       {"[sched]\npolicy = \"slurm\"\n", 2, "sched.policy must be \"default\", \"easy\", \"fifo\" or \"firstfit\""},
