@@ -93,6 +93,30 @@ std::vector<std::size_t> EvenlySpaced(std::size_t n, std::size_t max) {
   return at;
 }
 
+json PointsToColumns(const json& points, const std::vector<std::string>& fields) {
+  std::vector<std::string> keys = {"t"};
+  for (const auto& f : fields)
+    if (f != "t") keys.push_back(f);
+  if (fields.empty() && points.is_array())
+    for (const auto& p : points)
+      if (p.is_object())
+        for (const auto& [k, v] : p.items())
+          if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+  json out = json::object();
+  for (const auto& k : keys) {
+    json column = json::array();
+    if (points.is_array()) {
+      column.get_ref<json::array_t&>().reserve(points.size());
+      for (const auto& p : points) {
+        auto it = p.is_object() ? p.find(k) : p.end();
+        column.push_back(p.is_object() && it != p.end() ? *it : json());
+      }
+    }
+    out[k] = std::move(column);
+  }
+  return out;
+}
+
 json PointToJson(const telemetry::GpuPoint& p) {
   const telemetry::GpuReading& r = p.reading;
   json j = {{"t", p.time_s}};
