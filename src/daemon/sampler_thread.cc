@@ -326,8 +326,13 @@ json SamplerThread::History(const json& req) {
     std::vector<telemetry::GpuPoint> kept;
     for (auto& p : sampler_.Points(gpu->uuid, since_s))
       if (p.time_s < until_s) kept.push_back(std::move(p));
-    for (std::size_t i : proto::EvenlySpaced(kept.size(), max_points ? max_points : kept.size()))
-      points.push_back(select(proto::PointToJson(kept[i])));
+    const auto at = proto::EvenlySpaced(kept.size(), max_points ? max_points : kept.size());
+    if (columns && !fields.empty()) {  // the dashboard's: straight into arrays, no object a point
+      json out = {{"columns", proto::GpuPointsToColumns(kept, at, fields)}};
+      out.update({{"gpu", gpu->pci_index}, {"uuid", gpu->uuid}, {"resolution_s", sampler_.settings().interval_s}});
+      return Ok(std::move(out));
+    }
+    for (std::size_t i : at) points.push_back(select(proto::PointToJson(kept[i])));
     json out = shaped(std::move(points));
     out.update({{"gpu", gpu->pci_index}, {"uuid", gpu->uuid}, {"resolution_s", sampler_.settings().interval_s}});
     return Ok(std::move(out));

@@ -29,6 +29,10 @@ nlohmann::json PointToJson(const telemetry::GpuPoint& point);
 /// `fields` (all the points' fields, in the order first met, when empty), null where a point has
 /// none (the `history` op's `columns`): a chart's data without a key repeated for every point.
 nlohmann::json PointsToColumns(const nlohmann::json& points, const std::vector<std::string>& fields = {});
+/// The same columns straight from points (`at`: which of them, in order), without an object a
+/// point: PointsToColumns of their PointToJson, for non-empty `fields`.
+nlohmann::json GpuPointsToColumns(const std::vector<telemetry::GpuPoint>& points, const std::vector<std::size_t>& at,
+                                  const std::vector<std::string>& fields);
 nlohmann::json HistoryRowToJson(const telemetry::HistoryRow& row);
 nlohmann::json ReportRowToJson(const telemetry::ReportRow& row);
 telemetry::ReportRow ReportRowFromJson(const nlohmann::json& j);

@@ -173,6 +173,28 @@ TEST(WebApi, AChartsHistoryIsColumnsOrPointsFromEitherReply) {
             json({{"t", {1, 3}}, {"a", {2, nullptr}}, {"b", {nullptr, 4}}})) << "no fields: every field met";
 }
 
+TEST(WebApi, ColumnsStraightFromPointsAreThoseOfTheirJson) {
+  std::vector<telemetry::GpuPoint> points(3);
+  for (std::size_t i = 0; i < points.size(); ++i) points[i].time_s = 100.5 + i;
+  points[0].reading.util_gpu_pct = 40;
+  points[0].reading.memory_used_bytes = 1ULL << 33;
+  points[0].reading.memory_total_bytes = 1ULL << 37;
+  points[1].reading.xid_errors = 2;
+  points[1].reading.failed = true;
+  points[2].reading.power_mw = 700000;
+  points[2].reading.clocks_event_reasons = 0x20;
+  const std::vector<std::string> fields = {"util_gpu_pct", "util_memory_pct", "memory_used_bytes", "memory_total_bytes",
+                                           "power_mw", "temperature_c", "clock_sm_mhz", "clock_mem_mhz", "energy_mj",
+                                           "clocks_event_reasons", "xid_errors", "failed", "no_such_field"};
+  const std::vector<std::size_t> at = {0, 2};
+  json objects = json::array();
+  for (std::size_t i : at) objects.push_back(proto::PointToJson(points[i]));
+  EXPECT_EQ(proto::GpuPointsToColumns(points, at, fields), proto::PointsToColumns(objects, fields));
+  objects = json::array();
+  for (const auto& p : points) objects.push_back(proto::PointToJson(p));
+  EXPECT_EQ(proto::GpuPointsToColumns(points, {0, 1, 2}, fields), proto::PointsToColumns(objects, fields));
+}
+
 TEST(WebConfig, WebTableIsReadAndBadValuesNameKeyAndLine) {
   const auto dir = std::filesystem::temp_directory_path() / ("gpulane-web-config-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
