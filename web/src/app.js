@@ -99,7 +99,8 @@ async function showPeers() {
   document.getElementById('peers-section').hidden = false;
 }
 
-// Runs `task` now and every `ms`, one at a time; a failure is shown until the next success.
+// Runs `task` now and every `ms`, one at a time; a failure is shown until the next success. The
+// promise: the first run done (succeeded or not).
 function every(ms, task, shows = true) {
   const run = async () => {
     try {
@@ -110,13 +111,16 @@ function every(ms, task, shows = true) {
     }
     setTimeout(run, ms);
   };
-  run();
+  return run();
 }
 
-every(STATUS_EVERY_MS, refreshStatus);
-every(USAGE_EVERY_MS, refreshUsage, false);
-every(ANOMALIES_EVERY_MS, refreshAnomalies, false);
-showPeers().catch(() => {});
+// The GPUs first: the other questions once the first status is drawn (or failed), so that their
+// requests do not compete with it while the page loads.
+every(STATUS_EVERY_MS, refreshStatus).then(() => {
+  every(USAGE_EVERY_MS, refreshUsage, false);
+  every(ANOMALIES_EVERY_MS, refreshAnomalies, false);
+  showPeers().catch(() => {});
+});
 window.addEventListener('resize', () => {
   for (const c of cards.values()) c.chart.resize(Math.max(c.chartBox.clientWidth, 300));
 });
