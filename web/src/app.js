@@ -56,8 +56,9 @@ async function refreshStatus() {
   document.body.dataset.ready = 'true';
   if (first) {
     performance.mark('ready set');
-    // 'painted': the frame with the drawn page is on screen (bench/web_bench.py's page load): its
-    // animation frame ran (style, layout, paint follow it in the same frame), then the next task.
+    // 'painted' (bench/web_bench.py's page load): the frame with the drawn page has been painted by
+    // the main thread: its animation frame ran (style, layout, paint follow it in the same frame),
+    // then the next task; raster and display after that are not counted.
     requestAnimationFrame(() => {
       const channel = new MessageChannel();
       channel.port1.onmessage = () => performance.mark('painted');
