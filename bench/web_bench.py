@@ -18,9 +18,14 @@ Then, interleaved in rounds so that drift of the machine hits every row alike:
   floor       GET /api/v1/server (answered by gpulane-web alone): HTTP's own round trip here
 and in Debian's headless Chromium (playwright-core from web/node_modules, bench/web_page_load.mjs):
   page load   a fresh page: navigation until the dashboard has drawn every GPU's card and chart
-              (body[data-ready], after /api/v1/status?history=1h)
+              (body[data-ready], after /api/v1/status?history=1h&columns=1), two ways:
+              on the page's clock, navigation start until its mark 'painted' (web/src/app.js: the
+              frame after ready has been painted); and as the harness sees it, page.goto until
+              Playwright's raf polling finds the page drawn (its own round trips included)
   baseline    a fresh page navigating to the dashboard's own stylesheet (/app.css): a browser
-              navigation's floor on the same server
+              navigation's floor on the same server, the same two ways (its 'painted' set by an
+              init script the same way, after its load event); each row's ratio is to the
+              baseline measured on the same clock
   profile     with --profile N: N more page loads by bench/web_page_profile.mjs, where the time goes
               (the page's Resource and Navigation Timing and its marks, medians)
 Prints a markdown table on stdout (median, p90, ratio to the baseline, the target); progress on stderr.
@@ -172,8 +177,15 @@ def main():
         print(row("floor: GET /api/v1/server (no daemon)", floor, baseline, ""))
         s = [x / 1000 for x in loads["page_ms"]]
         b = [x / 1000 for x in loads["baseline_ms"]]
-        print(row("dashboard page load (every GPU's card and chart drawn)", s, b, "≤ 300 ms"))
-        print(row("baseline: navigation to /app.css", b, b, ""))
+        sp = [x / 1000 for x in loads["page_painted_ms"]]
+        bp = [x / 1000 for x in loads["baseline_painted_ms"]]
+        print(row("dashboard page load, the page's clock: navigation start to 'painted' (the frame with every GPU's "
+                  "card and chart painted)", sp, bp, "≤ 300 ms"))
+        print(row("baseline, the page's clock: navigation to /app.css, start to 'painted' (the frame after its load)",
+                  bp, bp, ""))
+        print(row("dashboard page load as the harness sees it: page.goto until body[data-ready] and every chart drawn "
+                  "(Playwright's raf polling; its own round trips included)", s, b, "≤ 300 ms"))
+        print(row("baseline as the harness sees it: page.goto of /app.css until loaded", b, b, ""))
         if profile:
             print(f"\nWhere a page load's time goes (bench/web_page_profile.mjs, {args.profile} more loads after the "
                   "table's, the same server; the page's marks are web/src/app.js's):\n")

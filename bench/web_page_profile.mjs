@@ -30,6 +30,7 @@ async function once(trace) {
   await page.goto(url);
   await page.waitForFunction(drawn, gpus, { polling: 'raf', timeout: 30000 });
   const outside = performance.now() - t;
+  await page.waitForFunction(() => performance.getEntriesByName('painted').length > 0, null, { polling: 'raf', timeout: 30000 });
   const rows = await page.evaluate(() => {
     const out = { 'ready (performance.now in the page)': performance.now() };
     const nav = performance.getEntriesByType('navigation')[0];

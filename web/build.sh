@@ -25,6 +25,8 @@ if [ ! -x node_modules/.bin/esbuild ] || [ ! -f node_modules/uplot/package.json 
   npm ci --offline --no-audit --no-fund >/dev/null 2>&1 || not_built "web/node_modules is missing and npm ci --offline failed"
 fi
 node bundle.mjs "$out/app.js.tmp" || not_built "esbuild failed"
-cp index.html "$out/index.html" && cp app.css "$out/app.css" && cp node_modules/uplot/dist/uPlot.min.css "$out/uPlot.min.css" \
+# One stylesheet: uPlot's, then the page's (the order of the cascade that two links would give).
+rm -f "$out/uPlot.min.css"
+cp index.html "$out/index.html" && { cat node_modules/uplot/dist/uPlot.min.css; echo; cat app.css; } >"$out/app.css" \
   || not_built "cannot copy the page into $out"
 mv "$out/app.js.tmp" "$out/app.js"

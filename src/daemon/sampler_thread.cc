@@ -308,6 +308,12 @@ json SamplerThread::History(const json& req) {
   // A chart's request: at most max_points of them, evenly spaced, and only the fields it draws.
   const std::size_t max_points = req.value("max_points", std::size_t{0});
   const auto fields = req.value("fields", std::vector<std::string>{});
+  // ... and, with "columns": true, as one array a field instead of an object a point.
+  const bool columns = req.value("columns", false);
+  auto shaped = [&](json points) {
+    if (!columns) return json{{"points", std::move(points)}};
+    return json{{"columns", proto::PointsToColumns(points, fields)}};
+  };
   auto select = [&fields](json point) {
     if (fields.empty()) return point;
     json out = {{"t", point["t"]}};
@@ -320,9 +326,16 @@ json SamplerThread::History(const json& req) {
     std::vector<telemetry::GpuPoint> kept;
     for (auto& p : sampler_.Points(gpu->uuid, since_s))
       if (p.time_s < until_s) kept.push_back(std::move(p));
-    for (std::size_t i : proto::EvenlySpaced(kept.size(), max_points ? max_points : kept.size()))
-      points.push_back(select(proto::PointToJson(kept[i])));
-    return Ok({{"gpu", gpu->pci_index}, {"uuid", gpu->uuid}, {"resolution_s", sampler_.settings().interval_s}, {"points", points}});
+    const auto at = proto::EvenlySpaced(kept.size(), max_points ? max_points : kept.size());
+    if (columns && !fields.empty()) {  // the dashboard's: straight into arrays, no object a point
+      json out = {{"columns", proto::GpuPointsToColumns(kept, at, fields)}};
+      out.update({{"gpu", gpu->pci_index}, {"uuid", gpu->uuid}, {"resolution_s", sampler_.settings().interval_s}});
+      return Ok(std::move(out));
+    }
+    for (std::size_t i : at) points.push_back(select(proto::PointToJson(kept[i])));
+    json out = shaped(std::move(points));
+    out.update({{"gpu", gpu->pci_index}, {"uuid", gpu->uuid}, {"resolution_s", sampler_.settings().interval_s}});
+    return Ok(std::move(out));
   }
   const auto& kept = sampler_.settings().resolutions_s;
   if (std::find(kept.begin(), kept.end(), resolution_s) == kept.end())
@@ -333,7 +346,9 @@ json SamplerThread::History(const json& req) {
   if (!rows) return Error("io", rows.error().message);
   for (std::size_t i : proto::EvenlySpaced(rows->size(), max_points ? max_points : rows->size()))
     points.push_back(select(proto::HistoryRowToJson((*rows)[i])));
-  return Ok({{"gpu", gpu->pci_index}, {"uuid", gpu->uuid}, {"resolution_s", resolution_s}, {"points", points}});
+  json out = shaped(std::move(points));
+  out.update({{"gpu", gpu->pci_index}, {"uuid", gpu->uuid}, {"resolution_s", resolution_s}});
+  return Ok(std::move(out));
 }
 
 json SamplerThread::Report(const json& req) {

@@ -93,6 +93,64 @@ std::vector<std::size_t> EvenlySpaced(std::size_t n, std::size_t max) {
   return at;
 }
 
+json PointsToColumns(const json& points, const std::vector<std::string>& fields) {
+  std::vector<std::string> keys = {"t"};
+  for (const auto& f : fields)
+    if (f != "t") keys.push_back(f);
+  if (fields.empty() && points.is_array())
+    for (const auto& p : points)
+      if (p.is_object())
+        for (const auto& [k, v] : p.items())
+          if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+  json out = json::object();
+  for (const auto& k : keys) {
+    json column = json::array();
+    if (points.is_array()) {
+      column.get_ref<json::array_t&>().reserve(points.size());
+      for (const auto& p : points) {
+        auto it = p.is_object() ? p.find(k) : p.end();
+        column.push_back(p.is_object() && it != p.end() ? *it : json());
+      }
+    }
+    out[k] = std::move(column);
+  }
+  return out;
+}
+
+json GpuPointsToColumns(const std::vector<telemetry::GpuPoint>& points, const std::vector<std::size_t>& at,
+                        const std::vector<std::string>& fields) {
+  using R = telemetry::GpuReading;
+  auto column = [&](auto value) {
+    json c = json::array();
+    c.get_ref<json::array_t&>().reserve(at.size());
+    for (std::size_t i : at) c.push_back(value(points[i]));
+    return c;
+  };
+  auto optional = [&](auto member) {
+    return column([member](const telemetry::GpuPoint& p) { const auto& v = p.reading.*member; return v ? json(*v) : json(); });
+  };
+  json out = {{"t", column([](const telemetry::GpuPoint& p) { return json(p.time_s); })}};
+  for (const auto& f : fields) {
+    if (f == "t") continue;
+    if (f == "util_gpu_pct") out[f] = optional(&R::util_gpu_pct);
+    else if (f == "util_memory_pct") out[f] = optional(&R::util_memory_pct);
+    else if (f == "memory_used_bytes") out[f] = optional(&R::memory_used_bytes);
+    else if (f == "memory_total_bytes") out[f] = optional(&R::memory_total_bytes);
+    else if (f == "power_mw") out[f] = optional(&R::power_mw);
+    else if (f == "temperature_c") out[f] = optional(&R::temperature_c);
+    else if (f == "clock_sm_mhz") out[f] = optional(&R::clock_sm_mhz);
+    else if (f == "clock_mem_mhz") out[f] = optional(&R::clock_mem_mhz);
+    else if (f == "energy_mj") out[f] = optional(&R::energy_mj);
+    else if (f == "clocks_event_reasons") out[f] = optional(&R::clocks_event_reasons);
+    else if (f == "xid_errors")
+      out[f] = column([](const telemetry::GpuPoint& p) { return p.reading.xid_errors ? json(p.reading.xid_errors) : json(); });
+    else if (f == "failed")
+      out[f] = column([](const telemetry::GpuPoint& p) { return p.reading.failed ? json(true) : json(); });
+    else out[f] = column([](const telemetry::GpuPoint&) { return json(); });
+  }
+  return out;
+}
+
 json PointToJson(const telemetry::GpuPoint& p) {
   const telemetry::GpuReading& r = p.reading;
   json j = {{"t", p.time_s}};

@@ -25,6 +25,14 @@ telemetry::UsageRecord UsageRecordFromJson(const nlohmann::json& j);
 std::vector<std::size_t> EvenlySpaced(std::size_t n, std::size_t max);
 
 nlohmann::json PointToJson(const telemetry::GpuPoint& point);
+/// `points` (objects with `t`) as columns: {"t": [...], field: [...], ...}, one array a field of
+/// `fields` (all the points' fields, in the order first met, when empty), null where a point has
+/// none (the `history` op's `columns`): a chart's data without a key repeated for every point.
+nlohmann::json PointsToColumns(const nlohmann::json& points, const std::vector<std::string>& fields = {});
+/// The same columns straight from points (`at`: which of them, in order), without an object a
+/// point: PointsToColumns of their PointToJson, for non-empty `fields`.
+nlohmann::json GpuPointsToColumns(const std::vector<telemetry::GpuPoint>& points, const std::vector<std::size_t>& at,
+                                  const std::vector<std::string>& fields);
 nlohmann::json HistoryRowToJson(const telemetry::HistoryRow& row);
 nlohmann::json ReportRowToJson(const telemetry::ReportRow& row);
 telemetry::ReportRow ReportRowFromJson(const nlohmann::json& j);

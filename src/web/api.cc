@@ -189,6 +189,7 @@ Result<json> ChartHistoryRequest(const Query& query, double now_s, std::size_t m
   (*request)["max_points"] = max_points;
   (*request)["fields"] = json::array();
   for (const char* f : kChartFields) (*request)["fields"].push_back(f);
+  (*request)["columns"] = true;
   return request;
 }
 
@@ -202,6 +203,24 @@ json ThinPoints(const json& points, std::size_t max_points) {
     out.push_back(std::move(p));
   }
   return out;
+}
+
+json ChartHistory(const json& reply, std::size_t max_points, bool columns) {
+  const std::vector<std::string> fields(std::begin(kChartFields), std::end(kChartFields));
+  if (auto c = reply.find("columns"); c != reply.end() && c->is_object() && c->contains("t") && (*c)["t"].is_array()) {
+    if (columns) return *c;
+    json points = json::array();  // the rows of the columns, a missing (null) field left out
+    const json& t = (*c)["t"];
+    for (std::size_t i = 0; i < t.size(); ++i) {
+      json p = {{"t", t[i]}};
+      for (const auto& f : fields)
+        if (auto it = c->find(f); it != c->end() && it->is_array() && i < it->size() && !(*it)[i].is_null()) p[f] = (*it)[i];
+      points.push_back(std::move(p));
+    }
+    return ThinPoints(points, max_points);
+  }
+  json thin = ThinPoints(reply.value("points", json::array()), max_points);
+  return columns ? proto::PointsToColumns(thin, fields) : thin;
 }
 
 int HttpStatusOf(ErrorKind kind) {

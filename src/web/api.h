@@ -39,7 +39,8 @@ Result<nlohmann::json> ReportRequest(const Query& query, double now_s);
 inline constexpr const char* kChartFields[] = {"util_gpu_pct", "memory_used_bytes", "memory_total_bytes"};
 
 /// HistoryRequest's request for a chart: the daemon sends at most `max_points` points, evenly
-/// spaced, each with `t` and kChartFields only (an hour at 1 s is 3,600 points of 13 fields a GPU).
+/// spaced, each with `t` and kChartFields only (an hour at 1 s is 3,600 points of 13 fields a GPU),
+/// as columns (one array a field: docs/protocol.md, `history`'s `columns`).
 Result<nlohmann::json> ChartHistoryRequest(const Query& query, double now_s, std::size_t max_points);
 
 /// Points of a GPU's history (the daemon's history reply's "points") for a chart: at most
@@ -47,6 +48,12 @@ Result<nlohmann::json> ChartHistoryRequest(const Query& query, double now_s, std
 /// `util_gpu_pct`, `memory_used_bytes` and `memory_total_bytes`. An hour at 1 s is 3,600 points a
 /// GPU; a chart a few hundred pixels wide shows no more than this.
 nlohmann::json ThinPoints(const nlohmann::json& points, std::size_t max_points);
+
+/// A chart's history from the daemon's reply to ChartHistoryRequest: `columns` true, {"t": [...],
+/// "util_gpu_pct": [...], "memory_used_bytes": [...], "memory_total_bytes": [...]} (null where a
+/// point lacks the field); false, ThinPoints' points. A daemon older than `columns` answers with
+/// points: thinned here (at most `max_points`) either way.
+nlohmann::json ChartHistory(const nlohmann::json& reply, std::size_t max_points, bool columns);
 
 /// /api/v1/anomalies from the daemon's events reply (docs/protocol.md, `events`): `anomalies`,
 /// the ones current now (kind, message, gpu_index, job_id, user, drains: the GPU takes no new

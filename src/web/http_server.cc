@@ -130,14 +130,16 @@ class Routes {
     if (!queue) queue = json{{"jobs", json::array()}, {"warnings", {"the queue is not shown: " + queue.error().message}}};
     auto telemetry = client_.Ask({{"op", "telemetry"}});  // unavailable with the sampler off: readings from the snapshot
     json view = StatusView((*snapshot)["snapshot"], telemetry ? *telemetry : json(), *queue, o_.show_commands, hostname_);
-    // ?history=1h: each GPU's points since then too, so that a page draws its charts after one round trip.
+    // ?history=1h: each GPU's points since then too, so that a page draws its charts after one round trip;
+    // with &columns=1 as one array a field (the dashboard's: no object a point to build and parse).
+    const bool columns = req.has_param("columns") && req.get_param_value("columns") != "0";
     if (req.has_param("history") && telemetry)
       for (auto& g : view["gpus"]) {
         auto request = ChartHistoryRequest({{"gpu", std::to_string(g.value("index", 0))}, {"since", req.get_param_value("history")}},
                                            static_cast<double>(std::time(nullptr)), kChartPoints);
         if (!request) return SendError(res, request.error());
         auto history = client_.Ask(*request);
-        if (history) g["history"] = ThinPoints((*history)["points"], kChartPoints);
+        if (history) g["history"] = ChartHistory(*history, kChartPoints, columns);
       }
     SendJson(res, 200, view);
   }

@@ -72,6 +72,15 @@ TEST(DaemonTelemetry, ARunJobsUseIsMeteredWhileItRunsPrintedAtItsEndAndReported)
   EXPECT_EQ(chart["points"][0], json({{"t", history["points"][0]["t"]}, {"util_gpu_pct", 70}}));
   EXPECT_GE(chart["points"][1]["t"].get<double>(), history["points"].back()["t"].get<double>()) << "the latest point";
   EXPECT_EQ(chart["points"][1].size(), 2u) << chart.dump();
+  // The same as columns: one array a field asked for, null where no point has it.
+  json cols = d.Call({{"op", "history"}, {"gpu", 0}, {"max_points", 2}, {"fields", {"util_gpu_pct", "no_such_field"}},
+                      {"columns", true}});
+  ASSERT_TRUE(cols.value("ok", false)) << cols.dump();
+  EXPECT_FALSE(cols.contains("points")) << cols.dump();
+  ASSERT_EQ(cols["columns"]["t"].size(), 2u) << cols.dump();
+  EXPECT_EQ(cols["columns"]["t"][0], history["points"][0]["t"]);
+  EXPECT_EQ(cols["columns"]["util_gpu_pct"], json({70, 70})) << cols.dump();
+  EXPECT_EQ(cols["columns"]["no_such_field"], json({nullptr, nullptr})) << cols.dump();
   json metrics = d.Call({{"op", "metrics"}});
   ASSERT_TRUE(metrics.value("ok", false)) << metrics.dump();
   const std::string text = metrics["text"].get<std::string>();

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "proto/telemetry_json.h"
 #include "util/config.h"
 #include "util/listen_address.h"
 #include "web/api.h"
@@ -132,6 +133,7 @@ TEST(WebApi, AChartsHistoryRequestAsksTheDaemonForFewPointsOfItsFieldsOnly) {
   EXPECT_EQ((*request)["since_s"], 100000 - 3600);
   EXPECT_EQ((*request)["max_points"], 600);
   EXPECT_EQ((*request)["fields"], json({"util_gpu_pct", "memory_used_bytes", "memory_total_bytes"}));
+  EXPECT_EQ((*request)["columns"], true) << "one array a field";
   EXPECT_FALSE(ChartHistoryRequest({{"gpu", "zero"}}, 100000, 600)) << "HistoryRequest's checks";
 }
 
@@ -146,6 +148,51 @@ TEST(WebApi, ChartPointsAreThinnedEvenlyToTheirFields) {
   EXPECT_EQ(thin[1]["memory_used_bytes"], 7);
   EXPECT_EQ(ThinPoints(json::array({{{"t", 1}}, {{"t", 2}}}), 600).size(), 2u) << "fewer points: all of them";
   EXPECT_TRUE(ThinPoints(json::array(), 600).empty());
+}
+
+TEST(WebApi, AChartsHistoryIsColumnsOrPointsFromEitherReply) {
+  const json columns = {{"t", {1, 2, 3}}, {"util_gpu_pct", {5, nullptr, 7}}, {"memory_used_bytes", {8, 8, 8}},
+                        {"memory_total_bytes", {9, 9, 9}}};
+  const json reply = {{"gpu", 0}, {"columns", columns}};
+  EXPECT_EQ(ChartHistory(reply, 600, true), columns) << "the daemon's columns as they are";
+  json rows = ChartHistory(reply, 600, false);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0], json({{"t", 1}, {"util_gpu_pct", 5}, {"memory_used_bytes", 8}, {"memory_total_bytes", 9}}));
+  EXPECT_FALSE(rows[1].contains("util_gpu_pct")) << "a missing field stays absent in the rows";
+  // A daemon older than `columns` answers with points: thinned, and turned into columns if asked.
+  json points = json::array();
+  for (int i = 0; i < 3600; ++i) points.push_back({{"t", i}, {"util_gpu_pct", i % 100}, {"power_mw", 5}});
+  const json old = {{"gpu", 0}, {"points", points}};
+  EXPECT_EQ(ChartHistory(old, 600, false), ThinPoints(points, 600));
+  json c = ChartHistory(old, 600, true);
+  ASSERT_EQ(c["t"].size(), 600u);
+  EXPECT_EQ(c["t"].back(), 3599);
+  EXPECT_TRUE(c["memory_used_bytes"][0].is_null());
+  EXPECT_FALSE(c.contains("power_mw"));
+  EXPECT_EQ(proto::PointsToColumns(json::array({{{"t", 1}, {"a", 2}}, {{"t", 3}, {"b", 4}}})),
+            json({{"t", {1, 3}}, {"a", {2, nullptr}}, {"b", {nullptr, 4}}})) << "no fields: every field met";
+}
+
+TEST(WebApi, ColumnsStraightFromPointsAreThoseOfTheirJson) {
+  std::vector<telemetry::GpuPoint> points(3);
+  for (std::size_t i = 0; i < points.size(); ++i) points[i].time_s = 100.5 + i;
+  points[0].reading.util_gpu_pct = 40;
+  points[0].reading.memory_used_bytes = 1ULL << 33;
+  points[0].reading.memory_total_bytes = 1ULL << 37;
+  points[1].reading.xid_errors = 2;
+  points[1].reading.failed = true;
+  points[2].reading.power_mw = 700000;
+  points[2].reading.clocks_event_reasons = 0x20;
+  const std::vector<std::string> fields = {"util_gpu_pct", "util_memory_pct", "memory_used_bytes", "memory_total_bytes",
+                                           "power_mw", "temperature_c", "clock_sm_mhz", "clock_mem_mhz", "energy_mj",
+                                           "clocks_event_reasons", "xid_errors", "failed", "no_such_field"};
+  const std::vector<std::size_t> at = {0, 2};
+  json objects = json::array();
+  for (std::size_t i : at) objects.push_back(proto::PointToJson(points[i]));
+  EXPECT_EQ(proto::GpuPointsToColumns(points, at, fields), proto::PointsToColumns(objects, fields));
+  objects = json::array();
+  for (const auto& p : points) objects.push_back(proto::PointToJson(p));
+  EXPECT_EQ(proto::GpuPointsToColumns(points, {0, 1, 2}, fields), proto::PointsToColumns(objects, fields));
 }
 
 TEST(WebConfig, WebTableIsReadAndBadValuesNameKeyAndLine) {

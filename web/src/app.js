@@ -8,6 +8,8 @@ import { GpuCard } from './cards.js';
 import { renderQueue, renderUsage } from './tables.js';
 import { setupHistory } from './history.js';
 
+// The first status: each GPU's last hour too, as columns (docs/web.md); index.html preloads it.
+const FIRST_STATUS = '/api/v1/status?history=1h&columns=1';
 const STATUS_EVERY_MS = 1000;
 const USAGE_EVERY_MS = 30000;
 const ANOMALIES_EVERY_MS = 10000;
@@ -26,7 +28,7 @@ async function refreshStatus() {
   // The first answer brings each GPU's last hour for its chart: drawn after one round trip.
   const first = !cards.size;
   if (first) performance.mark('app.js runs: status asked');
-  const status = await (cards.size ? getJson('/api/v1/status') : getJson('/api/v1/status?history=1h', true));
+  const status = await (cards.size ? getJson('/api/v1/status') : getJson(FIRST_STATUS, true));
   if (first) performance.mark('status parsed');
   telemetry = status.telemetry;
   setText(document.getElementById('host'), status.hostname || 'gpulane');
@@ -52,7 +54,17 @@ async function refreshStatus() {
   }
   setText(document.getElementById('updated'), `updated ${clock()}`);
   document.body.dataset.ready = 'true';
-  if (first) performance.mark('ready set');
+  if (first) {
+    performance.mark('ready set');
+    // 'painted' (bench/web_bench.py's page load): the frame with the drawn page has been painted by
+    // the main thread: its animation frame ran (style, layout, paint follow it in the same frame),
+    // then the next task; raster and display after that are not counted.
+    requestAnimationFrame(() => {
+      const channel = new MessageChannel();
+      channel.port1.onmessage = () => performance.mark('painted');
+      channel.port2.postMessage(null);
+    });
+  }
 }
 
 async function refreshUsage() {
@@ -88,7 +100,8 @@ async function showPeers() {
   document.getElementById('peers-section').hidden = false;
 }
 
-// Runs `task` now and every `ms`, one at a time; a failure is shown until the next success.
+// Runs `task` now and every `ms`, one at a time; a failure is shown until the next success. The
+// promise: the first run done (succeeded or not).
 function every(ms, task, shows = true) {
   const run = async () => {
     try {
@@ -99,13 +112,16 @@ function every(ms, task, shows = true) {
     }
     setTimeout(run, ms);
   };
-  run();
+  return run();
 }
 
-every(STATUS_EVERY_MS, refreshStatus);
-every(USAGE_EVERY_MS, refreshUsage, false);
-every(ANOMALIES_EVERY_MS, refreshAnomalies, false);
-showPeers().catch(() => {});
+// The GPUs first: the other questions once the first status is drawn (or failed), so that their
+// requests do not compete with it while the page loads.
+every(STATUS_EVERY_MS, refreshStatus).then(() => {
+  every(USAGE_EVERY_MS, refreshUsage, false);
+  every(ANOMALIES_EVERY_MS, refreshAnomalies, false);
+  showPeers().catch(() => {});
+});
 window.addEventListener('resize', () => {
   for (const c of cards.values()) c.chart.resize(Math.max(c.chartBox.clientWidth, 300));
 });

@@ -21,12 +21,25 @@ function memoryPct(p, totalBytes) {
   return p.memory_used_bytes !== undefined && total ? (100 * p.memory_used_bytes) / total : null;
 }
 
+// Columns of points ({t: [...], util_gpu_pct: [...], memory_used_bytes: [...], memory_total_bytes:
+// [...]}, /api/v1/status?history=1h&columns=1) as the chart's data: [times, util %, memory %].
+function chartData(c) {
+  const t = c.t || [], util = c.util_gpu_pct || [], used = c.memory_used_bytes || [], total = c.memory_total_bytes || [];
+  const u = new Array(t.length), m = new Array(t.length);
+  for (let i = 0; i < t.length; i++) {
+    u[i] = util[i] ?? null;
+    m[i] = used[i] != null && total[i] ? (100 * used[i]) / total[i] : null;
+  }
+  return [t, u, m];
+}
+
 export class LiveChart {
-  // Drawn once with `points` (the last hour), then extended by add().
+  // Drawn once with `points` (the last hour: points, or their columns), then extended by add().
   constructor(container, width, points = []) {
     this.container = container;
     this.data = [[], [], []];
-    this.append(points);
+    if (Array.isArray(points)) this.append(points);
+    else this.appendData(chartData(points));
     this.plot = new uPlot(
       { width, height: 120, series: SERIES, legend: { show: true },
         scales: { y: { range: [0, 100] } },
@@ -52,6 +65,12 @@ export class LiveChart {
       changed = true;
     }
     if (!changed) return false;
+    return this.trim();
+  }
+
+  // Drops what is older than the window; sets the container's data-points and data-last-util.
+  trim() {
+    const [ts, util] = this.data;
     const oldest = ts[ts.length - 1] - WINDOW_S;
     let drop = 0;
     while (drop < ts.length && ts[drop] < oldest) drop++;
@@ -59,6 +78,20 @@ export class LiveChart {
     this.container.dataset.points = String(ts.length);
     this.container.dataset.lastUtil = String(util[util.length - 1] ?? '');
     return true;
+  }
+
+  // append() of chart data [times, util %, memory %] in time order (the first answer's columns).
+  appendData([t, u, m]) {
+    const [ts, util, mem] = this.data;
+    let changed = false;
+    for (let i = 0; i < t.length; i++) {
+      if (t[i] == null || (ts.length && t[i] <= ts[ts.length - 1])) continue;
+      ts.push(t[i]);
+      util.push(u[i]);
+      mem.push(m[i]);
+      changed = true;
+    }
+    return changed && this.trim();
   }
 
   resize(width) {
