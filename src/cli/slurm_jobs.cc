@@ -1,5 +1,6 @@
-// `wait`, `logs`, `cancel`, `hold` and `release` of Slurm jobs (cli/slurm_jobs.h), and telling slurm:ID words from
-// gpulane's own job ids. submit: cli/slurm_submit.cc; show and queue: cli/slurm_show.cc.
+// `wait`, `logs`, `cancel`, `hold` and `release` of Slurm jobs (cli/slurm_jobs.h), and telling
+// slurm:ID words from gpulane's own job ids. submit: cli/slurm_submit.cc; show and queue:
+// cli/slurm_show.cc.
 #include "cli/slurm_jobs.h"
 
 #include <chrono>
@@ -18,14 +19,16 @@ namespace {
 // A Slurm command (scancel, scontrol) that exited non-zero: kPermission when Slurm said the job
 // is not this user's to change, else kUnavailable; the message is Slurm's (DescribeFailure).
 Error CommandFailed(const std::vector<std::string>& argv, const slurm::CommandOutput& out) {
-  const bool denied = out.stderr_text.find("ermission") != std::string::npos || out.stderr_text.find("Access") != std::string::npos;
+  const bool denied =
+      out.stderr_text.find("ermission") != std::string::npos || out.stderr_text.find("Access") != std::string::npos;
   return MakeError(denied ? ErrorKind::kPermission : ErrorKind::kUnavailable, slurm::DescribeFailure(argv, out));
 }
 
 // After this user changed jobs: the next command asks Slurm instead of showing the shared poll
 // from before the change. A failure only delays that (a warning).
 void ForgetPoll(slurm::Poller& poller) {
-  if (Status forgot = poller.Invalidate(); !forgot.ok()) Warn("the shared Slurm poll may show the jobs as before for a few seconds: " + forgot.error().message);
+  if (Status forgot = poller.Invalidate(); !forgot.ok())
+    Warn("the shared Slurm poll may show the jobs as before for a few seconds: " + forgot.error().message);
 }
 
 }  // namespace
