@@ -34,7 +34,14 @@ TEST(Preemption, APreemptibleJobGivesWayIsRequeuedOnceAndRestartsWithGpulanePree
   const std::int64_t normal = d.Submit({"--gpus", "0", "--", "sh", "-c", "echo normal on $CUDA_VISIBLE_DEVICES; sleep 2"});
   ASSERT_GT(normal, 0);
   ASSERT_TRUE(d.WaitForState(normal, "running", 30)) << d.State(normal) << "\n" << d.Log();
-  nlohmann::json job = d.Show(preemptible);
+  // The two supervisors report on their own: the normal job's start may be read on the tick before
+  // the preemptible job's end, so the end is waited for, not assumed. Back in line, it is handed to
+  // a supervisor at once (launching), which adds no attempt until it starts.
+  nlohmann::json job;
+  ASSERT_TRUE(Eventually([&] {
+    job = d.Show(preemptible);
+    return job["state"] != "running";
+  }, 30)) << job.dump() << "\n" << d.Log();
   ASSERT_EQ(job["attempts"].size(), 1u) << job.dump();
   EXPECT_EQ(job["attempts"][0]["state"], "cancelled");
   EXPECT_EQ(job["attempts"][0]["preempted"], true);
