@@ -4,36 +4,13 @@
 // input is kept in tests/fuzz/corpus/config/, which ctest's FuzzCorpus.config replays).
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
-
+#include "support/config_file.h"
 #include "util/config.h"
 
 namespace gpulane {
 namespace {
 
-namespace fs = std::filesystem;
-
-class ConfigIntegers : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/gpulane-config-integers-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    file_ = (dir_ / "config.toml").string();
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  Status Load(const std::string& text, Config& config) {
-    std::ofstream(file_, std::ios::trunc) << text;
-    return LoadConfigFile(file_, /*trusted=*/true, config);
-  }
-  std::string ErrorOf(const std::string& text) {
-    Config config;
-    Status s = Load(text, config);
-    return s.ok() ? "" : s.error().message;
-  }
-  fs::path dir_;
-  std::string file_;
-};
+class ConfigIntegers : public test::ConfigFileTest {};
 
 TEST_F(ConfigIntegers, WholeFloatsAreIntegersAndHugeOnesAreRefusedNamingTheRange) {
   Config config;

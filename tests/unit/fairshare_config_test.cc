@@ -2,37 +2,13 @@
 // defaults, values, and one-line errors naming the key and the fix.
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
-
+#include "support/config_file.h"
 #include "util/config.h"
 
 namespace gpulane {
 namespace {
 
-namespace fs = std::filesystem;
-
-class FairShareConfigFile : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/gpulane-fairshare-config-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    file_ = (dir_ / "config.toml").string();
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  Status Load(const std::string& text, Config& config, bool trusted = true) {
-    std::ofstream(file_, std::ios::trunc) << text;
-    return LoadConfigFile(file_, trusted, config);
-  }
-  // The error of `text`, "" when it loads.
-  std::string ErrorOf(const std::string& text, bool trusted = true) {
-    Config config;
-    Status s = Load(text, config, trusted);
-    return s.ok() ? "" : s.error().message;
-  }
-  fs::path dir_;
-  std::string file_;
-};
+class FairShareConfigFile : public test::ConfigFileTest {};
 
 TEST_F(FairShareConfigFile, DefaultsAndValues) {
   Config defaults;

@@ -2,20 +2,15 @@
 // midnight, over day ranges), the next change, the GPU restriction and limits, and the
 // [partitions.NAME] tables of the config file.
 #include <gtest/gtest.h>
-#include <stdlib.h>
-
-#include <filesystem>
-#include <fstream>
 
 #include "sched/partition.h"
 #include "sched/policy.h"
+#include "support/config_file.h"
 #include "util/config.h"
 #include "util/week_window.h"
 
 namespace gpulane {
 namespace {
-
-namespace fs = std::filesystem;
 
 // Local week time in seconds: day 0 = Monday.
 double At(unsigned day, unsigned hour, unsigned minute = 0, unsigned second = 0) {
@@ -249,21 +244,7 @@ TEST(Partition, ClosedPartitionRefusesWhatMustStartNow) {
 }
 
 // The [partitions.NAME] tables as the config file gives them.
-class PartitionConfigFile : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/gpulane-partition-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    file_ = (dir_ / "config.toml").string();
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  Status Load(const std::string& text, Config& config, bool trusted = true) {
-    std::ofstream(file_, std::ios::trunc) << text;
-    return LoadConfigFile(file_, trusted, config);
-  }
-  fs::path dir_;
-  std::string file_;
-};
+class PartitionConfigFile : public test::ConfigFileTest {};
 
 TEST_F(PartitionConfigFile, TheDayAndNightExample) {
   Config config;

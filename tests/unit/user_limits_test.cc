@@ -5,15 +5,11 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
-
 #include "sched/policy.h"
+#include "support/config_file.h"
 
 namespace gpulane::sched {
 namespace {
-
-namespace fs = std::filesystem;
 
 Config Limits3() {
   Config c;
@@ -199,16 +195,11 @@ TEST(UserLimits, InTheLineARequestOverItsUsersLimitWaitsAndReservesNothing) {
 }
 
 // The [limits] tables as a config file gives them, and their mistakes.
-TEST(UserLimits, TheConfigTables) {
-  char tmpl[] = "/tmp/gpulane-limits-XXXXXX";
-  const fs::path dir = mkdtemp(tmpl);
-  const std::string file = (dir / "config.toml").string();
-  auto load = [&](const std::string& text, Config& config, bool trusted = true) {
-    std::ofstream(file, std::ios::trunc) << text;
-    return LoadConfigFile(file, trusted, config);
-  };
+class UserLimitsConfigFile : public test::ConfigFileTest {};
+
+TEST_F(UserLimitsConfigFile, TheConfigTables) {
   Config config;
-  Status s = load(
+  Status s = Load(
       "[limits]\nmax_gpus = 2\nmax_queued = 500\nmax_time_limit = \"3d\"\ndefault_time_limit = \"1d\"\n"
       "max_gpu_hours_per_day = 24\n[limits.users.alice]\nmax_gpus = 8\nmax_gpu_hours_per_day = 100.5\n"
       "[limits.groups.ml]\nmax_queued = 2000\n",
@@ -246,16 +237,15 @@ TEST(UserLimits, TheConfigTables) {
            {"[limits.users]\nbob = 3\n", "limits.users.bob must be a table"},
        }) {
     Config c;
-    Status bad = load(b.text, c);
+    Status bad = Load(b.text, c);
     ASSERT_FALSE(bad.ok()) << b.text;
     EXPECT_NE(bad.error().message.find(b.says), std::string::npos) << bad.error().message;
     EXPECT_EQ(bad.error().message.find('\n'), std::string::npos);
   }
   Config user;
-  Status untrusted = load("[limits]\nmax_gpus = 100\n", user, /*trusted=*/false);
+  Status untrusted = Load("[limits]\nmax_gpus = 100\n", user, /*trusted=*/false);
   ASSERT_FALSE(untrusted.ok()) << "a user cannot lift her own limits";
   EXPECT_NE(untrusted.error().message.find("limits may only be set in /etc/gpulane/config.toml"), std::string::npos);
-  fs::remove_all(dir);
 }
 
 }  // namespace
