@@ -16,6 +16,7 @@
 #include "lease/waiter.h"
 #include "os/process_table.h"
 #include "sched/partition.h"
+#include "util/clock.h"
 #include "util/config.h"
 #include "util/exit_codes.h"
 #include "util/week_window.h"
@@ -67,7 +68,9 @@ int RunPick(const PickOptions& o) {
   lease::NoteFreeSince(view->occupancy.gpus, request->submit_time_s, first_seen_free_s);
   sched::Limits limits = lease::DecisionLimits(*config, request->submit_time_s);
   if (!parent) lease::AddUserLimits(*config, contents.leases, view->tickets, request->uid, limits);
-  const sched::Decision decision = lease::DecideNewcomer(view->occupancy, view->tickets, *request, limits);
+  const sched::Decision decision = lease::DecideNewcomer(view->occupancy, view->tickets, *request, limits,
+                                                               contents.shares ? &*contents.shares : nullptr,
+                                                               SystemClock().WallS());
   auto chosen = sched::GrantedNow(*request, decision, static_cast<unsigned>(snapshot->devices.size()));
   if (!chosen) return Fail(chosen.error());
   // A MIG device: CUDA selects it only by its MIG- UUID.

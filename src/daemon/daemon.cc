@@ -131,6 +131,12 @@ Status Daemon::Setup() {
   for (int sig : {SIGTERM, SIGINT, SIGCHLD, SIGHUP}) sigaddset(&set, sig);
   sigprocmask(SIG_BLOCK, &set, nullptr);
   if (config_.telemetry_enabled) StartSampler();
+  if (paths_.system) {
+    if (auto opened = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config_.lease_dir)))
+      line_dir_ = std::make_unique<lease::LeaseDir>(std::move(opened).value());
+    else
+      Log(fmt::format("fair share: {}: `gpulane run` waits in submission order", opened.error().message));
+  }
   char exe[4096];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n <= 0) return MakeError(ErrorKind::kIo, "cannot find the gpulane binary (/proc/self/exe)");
@@ -273,6 +279,7 @@ int Daemon::Run() {
   RunGuarded("launching jobs", [&] { jobs_->LaunchEligible(); }, log);
   RunGuarded("storing job updates", [&] { jobs_->FlushDirty(); }, log);
   Loop();
+  if (line_dir_) line_dir_->RemoveLineShares();  // no stale order once nobody keeps it current
   // Arrays being stored are finished first (a second at most, for 100,000 tasks) and answered.
   while (!arrays_.empty())
     if (RunGuarded("storing arrays", [&] { StoreArrayParts(3600); }, log)) FailArrays();

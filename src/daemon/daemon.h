@@ -24,6 +24,8 @@
 #include "daemon/settings.h"
 #include "daemon/web_child.h"
 #include "gpu/backend.h"
+#include "lease/lease_dir.h"
+#include "sched/fairshare.h"
 #include "proto/wire.h"
 #include "store/job_store.h"
 #include "util/clock.h"
@@ -127,6 +129,10 @@ class Daemon {
   void AskSampler(Connection& c, const nlohmann::json& req);
   /// Replies with the sampler's answers, then handles what waited behind them.
   void TakeTelemetry();
+  /// Once a tick: hands the sampler's metered `gpulane run` leases to the job table (fair share),
+  /// and, as the system daemon, publishes the users' fair-share factors to the lease line
+  /// (lease/line_shares.h) when they moved or kLineSharesRefreshS passed.
+  void ShareWithLeaseLine();
   /// Checks a submission and makes its jobs (*jobs) and its idempotency key (*key, "" without one);
   /// an error reply, or null.
   /// For an array, *jobs is one job (the template of every task) and *indices its tasks' indices;
@@ -231,6 +237,10 @@ class Daemon {
   /// Frames larger than kParseInLoopBytes are parsed here, off the loop (while the bytes it holds
   /// stay under half the partial-request budget; beyond, in the loop as before).
   std::unique_ptr<ParseWorker> parse_worker_;
+  /// The lease directory the system daemon publishes fair-share factors to; nullptr otherwise.
+  std::unique_ptr<lease::LeaseDir> line_dir_;
+  std::optional<sched::LineShares> published_shares_;  ///< as last published
+  double published_mono_s_ = 0;                         ///< when (the monotonic clock)
   /// The GPU sampler (history, accounting, metrics); nullptr when telemetry is off.
   std::unique_ptr<SamplerThread> sampler_;
   /// gpulane-web, the HTTP side (web_child.h); nullptr when [web] listen is "off".

@@ -173,13 +173,16 @@ void JobTable::RecordUsage(const Job& job) {
   AddEndedUsage({job.user, *job.start_time, std::min(job.end_time.value_or(now), now), GpusHeld(job)}, now);
 }
 
+void JobTable::AddDecayedUsage(const sched::UsageRecord& record, double now_s) {
+  const double h = limits_.fair_share.half_life_s;
+  EndedUsage& u = ended_usage_[record.user];
+  u.gpu_s = sched::DecayTo(u.gpu_s, u.at_s, now_s, h) + sched::DecayedUsageGpuS(record, now_s, h);
+  u.at_s = now_s;
+}
+
 void JobTable::AddEndedUsage(const sched::UsageRecord& record, double now_s) {
   const double h = limits_.fair_share.half_life_s;
-  if (record.end_s && *record.end_s >= now_s - kUsageKeptHalfLives * h) {
-    EndedUsage& u = ended_usage_[record.user];
-    u.gpu_s = sched::DecayTo(u.gpu_s, u.at_s, now_s, h) + sched::DecayedUsageGpuS(record, now_s, h);
-    u.at_s = now_s;
-  }
+  if (record.end_s && *record.end_s >= now_s - kUsageKeptHalfLives * h) AddDecayedUsage(record, now_s);
   if (limits_.max_gpu_hours_of && record.end_s && *record.end_s >= now_s - sched::kGpuHoursWindowS)
     recent_usage_.push_back(record);
 }
@@ -239,11 +242,32 @@ std::map<std::string, sched::UserShare> JobTable::FairShareAt(double now_s) {
     if (job.state == JobState::kRunning && job.start_time)  // running jobs count so far
       usage[job.user] += sched::DecayedUsageGpuS({job.user, *job.start_time, std::nullopt, GpusHeld(job)}, now_s, h);
   });
+  for (const sched::UsageRecord& lease : live_lease_usage_)  // `gpulane run` and lease(): so far
+    usage[lease.user] += sched::DecayedUsageGpuS(lease, now_s, h);
   for (const auto& [user, u] : active_users_) share_of(user, u.uid, u.gid);  // every user with a job in the table
   for (const auto& [user, used] : usage)
     if (!shares.count(user)) share_of(user, 0, 0);
   std::map<std::string, sched::UserShare> out;
   for (auto& row : sched::FairShareTable(shares, usage)) out.emplace(row.user, std::move(row));
+  return out;
+}
+
+void JobTable::AddLeaseUsage(const std::vector<sched::UsageRecord>& ended, std::vector<sched::UsageRecord> live) {
+  const double now = Now();
+  const double h = limits_.fair_share.half_life_s;
+  for (const sched::UsageRecord& record : ended)
+    if (record.end_s && *record.end_s >= now - kUsageKeptHalfLives * h) AddDecayedUsage(record, now);
+  live_lease_usage_ = std::move(live);
+}
+
+sched::LineShares JobTable::LineShares() {
+  const double now = Now();
+  sched::LineShares out;
+  out.weight_fair_share = limits_.fair_share.weight_fair_share;
+  out.weight_age = limits_.fair_share.weight_age;
+  out.max_age_s = limits_.fair_share.max_age_s;
+  out.written_s = now;
+  for (const auto& [user, row] : FairShareAt(now)) out.factor_of_user[user] = row.factor;
   return out;
 }
 

@@ -177,6 +177,14 @@ class JobTable {
   /// The fair-share table at the table's clock (`gpulane share`): every user who used GPUs within
   /// the kept history or has an unfinished job, with share, decayed usage and factor, by name.
   std::vector<sched::UserShare> ShareTable();
+  /// GPU use of leases that are no jobs of this table (`gpulane run`, Python lease(); the sampler
+  /// meters them, SamplerThread::TakeLeaseUsage): `ended` ones are added to their users' decayed
+  /// usage for fair share; `live` ones (end_s unset) replace the last call's and count up to now,
+  /// as running jobs do. Not counted for limits.max_gpu_hours_per_day.
+  void AddLeaseUsage(const std::vector<sched::UsageRecord>& ended, std::vector<sched::UsageRecord> live);
+  /// What the lease line is ordered by (lease/line_shares.h): every user's fair-share factor at
+  /// the table's clock and the priority weights.
+  sched::LineShares LineShares();
   /// The half-life the usage decays with, seconds.
   double half_life_s() const { return limits_.fair_share.half_life_s; }
 
@@ -221,6 +229,8 @@ class JobTable {
   /// Records the use of an ended job (or a stored row, at Recover): for fair share, and for
   /// limits.max_gpu_hours_per_day while it is within the last 24 hours. `now_s`: the table's clock.
   void AddEndedUsage(const sched::UsageRecord& record, double now_s);
+  /// Adds ended `record`'s use, decayed to `now_s`, to its user's ended_usage_.
+  void AddDecayedUsage(const sched::UsageRecord& record, double now_s);
   /// limits.max_gpu_hours_per_day at `now_s`: why the pending jobs of each user at or over it wait
   /// (sched::GpuHoursLimitReason), by user; users under it (or without it) are absent.
   std::map<std::string, std::string> GpuHoursHeldBack(double now_s);
@@ -269,6 +279,8 @@ class JobTable {
   /// The same ended jobs' use, undecayed, those that ended within the last 24 hours (kept only
   /// while max_gpu_hours_of is set; older ones are dropped by GpuHoursHeldBack).
   std::vector<sched::UsageRecord> recent_usage_;
+  /// Live leases that are no jobs of this table, as of the sampler's last sample (AddLeaseUsage).
+  std::vector<sched::UsageRecord> live_lease_usage_;
   static constexpr double kUsageKeptHalfLives = 30;  ///< older use weighs less than 1e-9 of new
 };
 

@@ -1,6 +1,7 @@
 #include "daemon/sampler.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 #include "lease/job_observation.h"
@@ -189,6 +190,23 @@ std::vector<telemetry::GpuPoint> Sampler::Points(const std::string& uuid, double
   auto it = gpus_.find(uuid);
   if (it == gpus_.end()) return {};
   return it->second.ring.Since(since_s);
+}
+
+std::map<std::string, sched::UsageRecord> OutsideLeaseUsage(const std::vector<lease::LeaseRecord>& leases,
+                                                           const GpuSnapshot& snapshot, double now_s) {
+  std::map<std::string, sched::UsageRecord> out;
+  for (const lease::LeaseRecord& lease : leases) {
+    if (!lease.parent.empty() || lease.job_id.empty() || std::isdigit(static_cast<unsigned char>(lease.job_id[0]))) continue;
+    double gpus = 0;
+    for (const lease::LeasedGpu& g : lease.gpus) {
+      std::optional<std::uint64_t> total;
+      for (const GpuDevice& d : snapshot.devices)
+        if (d.uuid == g.uuid) total = d.memory_total_bytes;
+      gpus += sched::GpuShareOfRequest(1, g.mem_bytes, total);
+    }
+    out[lease.name] = {lease.user, std::min(lease.started_s, now_s), std::nullopt, gpus};
+  }
+  return out;
 }
 
 }  // namespace gpulane::daemon

@@ -163,10 +163,22 @@ void SamplerThread::SampleOnce() {
       if (wait <= kWaitBucketsS[b]) ++wait_buckets_[b];
     ++wait_buckets_.back();
   }
+  std::map<std::string, sched::UsageRecord> outside = OutsideLeaseUsage(leases, *snapshot, now_s);
+  for (auto& [name, record] : outside)  // a start claimed in the future counts from the first sample
+    if (auto seen = outside_live_.find(name); seen != outside_live_.end())
+      record.start_s = std::min(record.start_s, seen->second.start_s);
   {
     std::lock_guard lock(mu_);
     ++samples_;
+    for (auto& [name, record] : outside_live_)
+      if (!outside.count(name)) {
+        record.end_s = now_s;
+        lease_usage_.ended.push_back(std::move(record));
+      }
+    lease_usage_.live.clear();
+    for (const auto& [name, record] : outside) lease_usage_.live.push_back(record);
   }
+  outside_live_ = std::move(outside);
   Record(now_s, out.anomalies);
   if (!sampler_.settings().hpc_job_mapping_dir.empty()) WriteJobMapping();
   if (!history_) return;
@@ -236,6 +248,14 @@ void SamplerThread::Record(double now_s, const telemetry::AnomalyChanges& change
   for (const auto& [key, a] : sampler_.anomalies().current()) marks.anomalies[a.gpu_uuid].push_back(a.message);
   std::lock_guard lock(mu_);
   marks_ = std::move(marks);
+}
+
+SamplerThread::LeaseUsage SamplerThread::TakeLeaseUsage() {
+  std::lock_guard lock(mu_);
+  LeaseUsage out;
+  out.ended = std::exchange(lease_usage_.ended, {});
+  out.live = lease_usage_.live;
+  return out;
 }
 
 std::vector<telemetry::IdleCancel> SamplerThread::TakeCancels() {

@@ -69,6 +69,12 @@ class SamplerThread {
   /// Queued jobs to cancel because they stayed idle (anomaly.idle_action = "cancel"), by job id
   /// with the reason, since the last call (`gpulane run` jobs the thread stops itself).
   std::vector<telemetry::IdleCancel> TakeCancels();
+  /// The GPU use of leases that are no daemon jobs (OutsideLeaseUsage): those that ended since the
+  /// last call (end_s: the first sample that no longer saw them) and those live at the last sample.
+  struct LeaseUsage {
+    std::vector<sched::UsageRecord> ended, live;
+  };
+  LeaseUsage TakeLeaseUsage();
 
  private:
   struct Question {
@@ -106,7 +112,10 @@ class SamplerThread {
   std::map<std::string, std::string> mapping_written_;  ///< job mapping files as last written, by name
   std::map<std::string, std::int64_t> event_ids_;  ///< stored event of each current anomaly, by key
 
+  std::map<std::string, sched::UsageRecord> outside_live_;  ///< OutsideLeaseUsage at the last sample, by lease name
+
   mutable std::mutex mu_;
+  LeaseUsage lease_usage_;  ///< under mu_: what TakeLeaseUsage hands over
   Marks marks_;
   std::vector<telemetry::IdleCancel> cancels_;
   std::condition_variable wake_;

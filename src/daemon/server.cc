@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "daemon/daemon.h"
+#include "lease/line_shares.h"
 
 #include <signal.h>
 
@@ -215,6 +216,26 @@ void Daemon::TakeParsed() {
     }
     if (!Paused(c)) ReadFrom(c);  // the requests that came in behind it, in order
   }
+}
+
+void Daemon::ShareWithLeaseLine() {
+  if (sampler_) {
+    SamplerThread::LeaseUsage usage = sampler_->TakeLeaseUsage();
+    jobs_->AddLeaseUsage(usage.ended, std::move(usage.live));
+  }
+  if (!line_dir_) return;
+  sched::LineShares shares = jobs_->LineShares();
+  const double now = clock_.MonotonicS();
+  if (published_shares_ && now - published_mono_s_ < lease::kLineSharesRefreshS &&
+      !lease::LineSharesDiffer(*published_shares_, shares))
+    return;
+  if (Status s = line_dir_->PublishLineShares(shares); !s.ok()) {
+    Log(fmt::format("fair share: {}; `gpulane run` waits in submission order", s.error().message));
+    line_dir_.reset();  // logged once
+    return;
+  }
+  published_shares_ = std::move(shares);
+  published_mono_s_ = now;
 }
 
 void Daemon::TakeTelemetry() {
@@ -425,6 +446,7 @@ void Daemon::LoopTurn(double& last_tick_s) {
     last_tick_s = now;
     ticked = true;
     RunGuarded("checking supervisors", [&] { Tick(); }, log);
+    RunGuarded("sharing with the lease line", [&] { ShareWithLeaseLine(); }, log);
   }
   const bool table_changed = jobs_->TakeScheduleNeeded();
   if (std::exchange(schedule_needed_, false) || table_changed)

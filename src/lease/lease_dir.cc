@@ -1,4 +1,5 @@
 #include "lease/lease_dir.h"
+#include "lease/line_shares.h"
 
 #include <time.h>
 
@@ -372,8 +373,55 @@ DirContents LeaseDir::Read() const {
       if (IsNamed(l, t.parent)) return l.uid != t.request.uid;
     return false;  // its job has ended: it stands in no line anyone decides
   });
-  std::sort(out.tickets.begin(), out.tickets.end(), LineOrder);
+  const double now_s = static_cast<double>(NowNs()) / 1e9;
+  out.shares = ReadLineShares(now_s);
+  SortLine(out.tickets, out.shares ? &*out.shares : nullptr, now_s);
   return out;
+}
+
+std::optional<sched::LineShares> LeaseDir::ReadLineShares(double now_s) const {
+  struct stat dir_st {};
+  if (fstat(dir_fd_, &dir_st) != 0) return std::nullopt;
+  const int f = openat(dir_fd_, kLineSharesFile, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (f < 0) return std::nullopt;
+  struct stat st {};
+  std::string content;
+  const bool trusted = fstat(f, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == dir_st.st_uid &&
+                       (st.st_mode & (S_IWGRP | S_IWOTH)) == 0 && st.st_size < (1 << 22) && ReadAll(f, &content);
+  close(f);
+  if (!trusted) return std::nullopt;
+  auto shares = LineSharesFromJson(nlohmann::json::parse(content, nullptr, false));
+  if (!shares || !LineSharesFresh(*shares, now_s)) return std::nullopt;
+  return shares;
+}
+
+Status LeaseDir::PublishLineShares(const sched::LineShares& shares) const {
+  struct stat dir_st {};
+  if (fstat(dir_fd_, &dir_st) != 0 || dir_st.st_uid != geteuid())
+    return MakeError(ErrorKind::kPermission,
+                     fmt::format("the lease directory {} is not this user's: fair-share factors are published only by "
+                                 "its owner (the system daemon, as root)",
+                                 path_));
+  const std::string tmp = ".tmp-" + RandomHex();
+  const int fd = openat(dir_fd_, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return MakeError(ErrorKind::kIo, fmt::format("cannot create a file in lease directory {}: {}", path_, std::strerror(errno)));
+  const std::string content = LineSharesToJson(shares).dump();
+  const bool ok = fchmod(fd, 0644) == 0 && write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
+  const int err = errno;
+  close(fd);
+  if (!ok || renameat(dir_fd_, tmp.c_str(), dir_fd_, kLineSharesFile) != 0) {
+    const int why = ok ? errno : err;
+    unlinkat(dir_fd_, tmp.c_str(), 0);
+    return MakeError(ErrorKind::kIo, fmt::format("cannot write {} in lease directory {}: {}", kLineSharesFile, path_,
+                                                 std::strerror(why)));
+  }
+  return Status::Ok();
+}
+
+void LeaseDir::RemoveLineShares() const {
+  struct stat dir_st {};
+  if (fstat(dir_fd_, &dir_st) == 0 && dir_st.st_uid == geteuid()) unlinkat(dir_fd_, kLineSharesFile, 0);
 }
 
 Result<HeldFile> LeaseDir::CreateFile(const std::string& final_name, const std::string& content, bool inheritable,

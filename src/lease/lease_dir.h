@@ -33,6 +33,8 @@
 //    kernel at creation, rename and write, and no user can set it back), so nobody can take a place
 //    before the moment the ticket appeared; root's tickets keep theirs (a queued job's submission
 //    time). A ticket nested in a job must be its owner's job (the parent lease's owner).
+//  - Fair share (lease/line_shares.h): the factors that order the line count only in a file of the
+//    directory's owner that nobody else may write; she can remove any file here anyway.
 //  - Which processes a lease owns (lease/occupancy.h): only its owner's, and only those descending
 //    from the process that holds its lock (/proc/locks, `holder`), or in its job's process group:
 //    a "pid" in the file that is no descendant of the lock's holder owns nothing. One exception:
@@ -59,6 +61,7 @@
 #include <vector>
 
 #include "lease/records.h"
+#include "sched/fairshare.h"
 #include "util/result.h"
 
 namespace gpulane::lease {
@@ -130,7 +133,10 @@ std::map<FileKey, pid_t> ParseFlockHolders(std::string_view proc_locks);
 /// What the directory holds right now.
 struct DirContents {
   std::vector<LeaseRecord> leases;    ///< live leases
-  std::vector<TicketRecord> tickets;  ///< live tickets, oldest first
+  std::vector<TicketRecord> tickets;  ///< live tickets, in line order (lease/line_shares.h SortLine)
+  /// The fair-share factors the tickets were ordered by (lease/line_shares.h: the directory owner's
+  /// fresh file), or nullopt: then the line is in submission order within each --priority class.
+  std::optional<sched::LineShares> shares;
 };
 
 class LeaseDir {
@@ -152,8 +158,20 @@ class LeaseDir {
   DirLock Lock() const;
   /// Reads live leases and tickets as far as their owners vouch for them (TrustLease,
   /// TrustTicket; a file seen twice counts once; a ticket nested in another user's job is left
-  /// out); removes stale files the caller owns (or all, as root).
+  /// out); removes stale files the caller owns (or all, as root). Orders the tickets by the
+  /// published fair-share factors when there are trusted fresh ones (ReadLineShares), else by
+  /// --priority and submission.
   DirContents Read() const;
+  /// The fair-share factors of kLineSharesFile (lease/line_shares.h) when that is a regular file
+  /// of the directory's owner that nobody else may write, parses, and is fresh at `now_s`;
+  /// nullopt otherwise.
+  std::optional<sched::LineShares> ReadLineShares(double now_s) const;
+  /// Replaces kLineSharesFile with `shares` (written whole under a temporary name, then renamed;
+  /// mode 0644). Errors: kPermission when the caller does not own the directory (nobody else's
+  /// file would be trusted), kIo when the file cannot be written.
+  Status PublishLineShares(const sched::LineShares& shares) const;
+  /// Removes kLineSharesFile when the caller owns the directory (a daemon that stops).
+  void RemoveLineShares() const;
   /// Creates a lease file for `record` (left open and locked, inheritable: not O_CLOEXEC), owned
   /// by `owner_uid`/`owner_gid` when given (root creating a lease on a user's behalf); the "uid"
   /// it records is that owner.

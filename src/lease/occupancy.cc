@@ -1,4 +1,5 @@
 #include "lease/occupancy.h"
+#include "lease/line_shares.h"
 
 #include <algorithm>
 
@@ -305,11 +306,18 @@ std::vector<sched::Request> LineOf(const std::vector<TicketRecord>& tickets) {
 }
 
 sched::Decision DecideNewcomer(const Occupancy& occupancy, const std::vector<TicketRecord>& tickets,
-                               const sched::Request& request, const sched::Limits& limits) {
+                               const sched::Request& request, const sched::Limits& limits,
+                               const sched::LineShares* shares, double now_s) {
+  TicketRecord newcomer;  // as CreateTicket would write it now: numbered after every live ticket
+  newcomer.request = request;
+  newcomer.seq = static_cast<std::uint64_t>(std::max(0.0, now_s) * 1e9);
+  for (const auto& t : tickets) newcomer.seq = std::max(newcomer.seq, t.seq + 1);
+  newcomer.seq = std::min(newcomer.seq, kMaxTicketSeq);
+  newcomer.id = "\x7f";
   std::vector<sched::Request> line;
   std::size_t mine = 0;
   for (const auto& t : tickets) {
-    if (t.request.priority >= request.priority) mine = line.size() + 1;
+    if (LineBefore(t, newcomer, shares, now_s)) mine = line.size() + 1;
     line.push_back(t.request);
   }
   line.insert(line.begin() + static_cast<std::ptrdiff_t>(mine), request);

@@ -14,6 +14,7 @@
 #include "gpu/types.h"
 #include "lease/records.h"
 #include "os/process_table.h"
+#include "sched/fairshare.h"
 #include "sched/policy.h"
 #include "util/result.h"
 
@@ -109,11 +110,13 @@ std::vector<std::string> WithinParent(std::vector<std::string> allowed, const Le
 /// The requests of `tickets` (already in line order, LeaseDir::Read) for sched::Schedule.
 std::vector<sched::Request> LineOf(const std::vector<TicketRecord>& tickets);
 
-/// The decision `request` would get if it joined the line now: behind every ticket that LineOrder
-/// puts before a new ticket of its priority (what `gpulane pick` asks; `run` gets the same from
-/// its own ticket at that place).
+/// The decision `request` would get if it joined the line now (`now_s`, seconds since the epoch):
+/// behind every ticket that LineBefore (lease/line_shares.h) puts before a new ticket of its
+/// priority and user under `shares` (nullptr: none published), which is what `gpulane pick` asks;
+/// `run` gets the same from its own ticket at that place.
 sched::Decision DecideNewcomer(const Occupancy& occupancy, const std::vector<TicketRecord>& tickets,
-                               const sched::Request& request, const sched::Limits& limits);
+                               const sched::Request& request, const sched::Limits& limits,
+                               const sched::LineShares* shares, double now_s);
 
 /// Whether `request` could ever be met on the GPUs of `snapshot` (nothing leased, nothing waiting):
 /// the policy's own "never" rules, as `run` applies them on its first look. Errors:

@@ -82,6 +82,15 @@ JobPriority PriorityOf(double fair_share, double age_s, const FairShareSettings&
   return p;
 }
 
+double LinePriority(const LineShares& shares, const std::string& user, double age_s) {
+  const auto it = shares.factor_of_user.find(user);
+  FairShareSettings settings;
+  settings.weight_fair_share = shares.weight_fair_share;
+  settings.weight_age = shares.weight_age;
+  settings.max_age_s = shares.max_age_s;
+  return PriorityOf(it == shares.factor_of_user.end() ? 1.0 : it->second, age_s, settings).value;
+}
+
 std::string UsageText(double usage_gpu_s) {
   if (usage_gpu_s >= 3600) return Fixed(usage_gpu_s / 3600, 1) + " GPU-h";
   if (usage_gpu_s >= 60) return Fixed(usage_gpu_s / 60, 1) + " GPU-min";

@@ -104,6 +104,22 @@ struct JobPriority {
 /// The priority of a job that has waited `age_s` seconds, of a user whose factor is `fair_share`.
 JobPriority PriorityOf(double fair_share, double age_s, const FairShareSettings& settings);
 
+/// The fair-share factors the system daemon publishes for the lease line (lease/line_shares.h), so
+/// that `gpulane run`'s waiting requests are ordered by the same priority as queued jobs: within a
+/// --priority class, weight_fair_share x factor(user) + weight_age x min(1, age / max_age), higher
+/// first, then submission. A user without a factor counts as unused (1).
+struct LineShares {
+  double weight_fair_share = kDefaultWeightFairShare;
+  double weight_age = kDefaultWeightAge;
+  double max_age_s = kDefaultMaxAgeS;
+  std::map<std::string, double> factor_of_user;  ///< FairShareFactor of each user with usage, 0..1
+  double written_s = 0;  ///< when the daemon computed them, seconds since the epoch
+};
+
+/// The line priority of a request of `user` that has waited `age_s` seconds, under `shares`
+/// (PriorityOf with the published weights and the user's factor, 1 when unlisted).
+double LinePriority(const LineShares& shares, const std::string& user, double age_s);
+
 /// "12.3 GPU-h" (or GPU-min, GPU-s below one GPU-minute): a usage in GPU-seconds for people.
 std::string UsageText(double usage_gpu_s);
 

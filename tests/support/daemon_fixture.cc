@@ -446,14 +446,7 @@ fs::path TestDaemon::UserDir(const TestUser& user) const {
 
 RunResult TestDaemon::GpulaneAs(const TestUser& user, const std::vector<std::string>& args, const Env& extra,
                                 double timeout_s) const {
-  std::vector<std::string> argv = {SetprivPath(), fmt::format("--reuid={}", user.uid), fmt::format("--regid={}", user.gid),
-                                   "--clear-groups", "--", EnvPath(), "-C", UserDir(user).string(), GpulaneBinary()};
-  argv.insert(argv.end(), args.begin(), args.end());
-  Env e = env(extra);
-  e["USER"] = user.name;
-  e["LOGNAME"] = user.name;
-  e["HOME"] = UserDir(user).string();
-  Child child(argv, e);
+  Child child = StartGpulaneAs(user, args, extra);
   auto result = child.Wait(timeout_s);
   if (!result) {
     child.Kill(SIGKILL);
@@ -461,6 +454,17 @@ RunResult TestDaemon::GpulaneAs(const TestUser& user, const std::vector<std::str
     if (result) result->err += "\n[test: killed after time-out]";
   }
   return result.value_or(RunResult{});
+}
+
+Child TestDaemon::StartGpulaneAs(const TestUser& user, const std::vector<std::string>& args, const Env& extra) const {
+  std::vector<std::string> argv = {SetprivPath(), fmt::format("--reuid={}", user.uid), fmt::format("--regid={}", user.gid),
+                                   "--clear-groups", "--", EnvPath(), "-C", UserDir(user).string(), GpulaneBinary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Env e = env(extra);
+  e["USER"] = user.name;
+  e["LOGNAME"] = user.name;
+  e["HOME"] = UserDir(user).string();
+  return Child(argv, e);
 }
 
 Child TestDaemon::StartGpulane(const std::vector<std::string>& args, const Env& extra) const {

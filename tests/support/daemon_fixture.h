@@ -147,6 +147,8 @@ class TestDaemon {
   /// The same as `user` (setpriv), in that user's folder work()/<name>.
   RunResult GpulaneAs(const TestUser& user, const std::vector<std::string>& args, const Env& extra = {},
                       double timeout_s = 60) const;
+  /// The same in the background.
+  Child StartGpulaneAs(const TestUser& user, const std::vector<std::string>& args, const Env& extra = {}) const;
   /// `gpulane ARGS...` in the background, in work().
   Child StartGpulane(const std::vector<std::string>& args, const Env& extra = {}) const;
   /// A folder work()/<name> owned by `user` (created on first use).

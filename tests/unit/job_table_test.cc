@@ -848,6 +848,26 @@ TEST_F(JobTableTest, ARunningJobsUseCountsSoFarAndItsEndIsKept) {
   EXPECT_NEAR(shares[0].usage_gpu_s, 0.5 * 24 * 3600 / std::log(2.0) * (1 - std::exp2(-1.0 / 24)), 1) << "halved a day later";
 }
 
+// `gpulane run` leases the sampler metered (JobTable::AddLeaseUsage) count for fair share: live
+// ones up to now, ended ones decayed; the factors published to the lease line say so.
+TEST_F(JobTableTest, GpulaneRunLeasesCountForFairShareAndArePublishedToTheLine) {
+  ASSERT_TRUE(Table().Recover());
+  const double t0 = clock_.WallS();
+  Table().AddLeaseUsage({}, {{"carol", t0, std::nullopt, 2}});  // `run -g 2`, running
+  clock_.Advance(3600);
+  auto shares = Table().ShareTable();
+  ASSERT_EQ(shares.size(), 1u);
+  EXPECT_EQ(shares[0].user, "carol");
+  EXPECT_NEAR(shares[0].usage_gpu_s, 2 * 24 * 3600 / std::log(2.0) * (1 - std::exp2(-1.0 / 24)), 1) << "two GPUs for an hour";
+  // It ended; dave's `run --mem` share of half a GPU has run for the same hour.
+  Table().AddLeaseUsage({{"carol", t0, t0 + 3600, 2}}, {{"dave", t0, std::nullopt, 0.5}});
+  const sched::LineShares line = Table().LineShares();
+  EXPECT_EQ(line.written_s, clock_.WallS());
+  ASSERT_EQ(line.factor_of_user.size(), 2u);
+  EXPECT_NEAR(line.factor_of_user.at("carol"), std::exp2(-0.8 / 0.5), 1e-6) << "4/5 of the use, half the shares";
+  EXPECT_NEAR(line.factor_of_user.at("dave"), std::exp2(-0.2 / 0.5), 1e-6);
+}
+
 // ---- limits.max_gpu_hours_per_day ---------------------------------------------------------------
 
 TEST_F(JobTableTest, AUserOverHerGpuHoursOfTheLast24HoursWaitsUntilEnoughLeftTheWindowOthersDoNot) {

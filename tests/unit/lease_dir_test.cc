@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "lease/line_shares.h"
 #include "support/planted.h"
 
 namespace gpulane::lease {
@@ -295,6 +296,49 @@ TEST_F(LeaseDirOtherUserTest, AHardLinkCountsOnceAndATicketInAnotherUsersJobIsNo
   test::PlantedFile w(root_ / "leases" / "w1.nested.wait", ToJson(t).dump(), test::PlantedFile::Holder::kTest, kNobody);
   EXPECT_TRUE(dir.Read().tickets.empty()) << "nobody's ticket in root's job's own line";
   unlink((root_ / "leases" / "7.linked00.lease").c_str());
+}
+
+// The system daemon's fair-share factors order the line (lease/line_shares.h): root's ticket for
+// a user who used her share stands behind nobody's later one; a copy of the factors that root does
+// not vouch for (another owner's file, one others may write, a stale one) orders nothing.
+TEST_F(LeaseDirOtherUserTest, PublishedFactorsOrderTheLineOnlyWhenTheDirectorysOwnerVouchesForThem) {
+  LeaseDir dir = Open();
+  TicketRecord heavy = Ticket(0), light = Ticket(0);
+  light.request.uid = kNobody;  // root's ticket speaks for the user it names
+  auto a = dir.CreateTicket(heavy);
+  auto b = dir.CreateTicket(light);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_LT(heavy.seq, light.seq);
+  const double now_s = static_cast<double>(light.seq) / 1e9;
+  sched::LineShares shares;
+  shares.written_s = now_s;
+  shares.factor_of_user = {{UserNameOf(0), 0.1}};  // nobody has no entry: unused, factor 1
+  auto first_user = [&] { return dir.Read().tickets.at(0).request.uid; };
+  EXPECT_EQ(first_user(), 0u) << "no factors: submission order";
+
+  ASSERT_TRUE(dir.PublishLineShares(shares).ok());
+  const DirContents contents = dir.Read();
+  ASSERT_TRUE(contents.shares);
+  EXPECT_EQ(contents.shares->factor_of_user, shares.factor_of_user);
+  EXPECT_EQ(contents.tickets.at(0).request.uid, kNobody) << "the light user's later request goes first";
+  struct stat st {};
+  ASSERT_EQ(stat((root_ / "leases" / kLineSharesFile).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0644u);
+
+  const fs::path file = root_ / "leases" / kLineSharesFile;
+  ASSERT_EQ(chmod(file.c_str(), 0666), 0);
+  EXPECT_EQ(first_user(), 0u) << "a file others may write";
+  ASSERT_EQ(chmod(file.c_str(), 0644), 0);
+  ASSERT_EQ(chown(file.c_str(), kNobody, kNobody), 0);
+  EXPECT_EQ(first_user(), 0u) << "a file of another owner than the directory's";
+  ASSERT_EQ(chown(file.c_str(), 0, 0), 0);
+  EXPECT_EQ(first_user(), kNobody);
+
+  shares.written_s = now_s - kLineSharesStaleS - 60;
+  ASSERT_TRUE(dir.PublishLineShares(shares).ok());
+  EXPECT_EQ(first_user(), 0u) << "factors of a daemon that stopped writing them";
+  dir.RemoveLineShares();
+  EXPECT_FALSE(fs::exists(file));
 }
 
 }  // namespace

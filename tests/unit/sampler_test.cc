@@ -108,5 +108,30 @@ TEST(Sampler, ASharedLeaseCountsItsFractionAndItsProcessesUtilisationOnly) {
   EXPECT_DOUBLE_EQ(record->usage.gpu_s, 900);
 }
 
+// Fair share counts `gpulane run` and lease() leases (daemon jobs count from the job table, nested
+// requests in their job): whole GPUs, a --mem share as its fraction of the GPU's memory.
+TEST(OutsideLeaseUsage, CountsRunAndLeaseCallsButNotDaemonJobsNorNestedRequests) {
+  lease::LeaseRecord daemon_job = Lease(), run = Lease(), python = Lease(), nested = Lease();
+  run.name = "run";
+  run.job_id = "r4121";
+  run.gpus = {{"GPU-0", std::nullopt}, {"GPU-1", 25 * kGiB}};
+  python.name = "python";
+  python.job_id = "p77";
+  python.user = "bob";
+  nested.name = "nested";
+  nested.job_id = "r99";
+  nested.parent = "lease-a";
+  python.started_s = 5000;  // a start after now: counted from now
+  const auto usage = OutsideLeaseUsage({daemon_job, run, python, nested}, TwoGpus(0, 0), 2000);
+  ASSERT_EQ(usage.size(), 2u);
+  EXPECT_EQ(usage.at("run").user, "alice");
+  EXPECT_EQ(usage.at("run").start_s, 1000);
+  EXPECT_FALSE(usage.at("run").end_s);
+  EXPECT_DOUBLE_EQ(usage.at("run").gpus, 1.25) << "GPU 0 whole, a quarter of GPU 1";
+  EXPECT_EQ(usage.at("python").user, "bob");
+  EXPECT_EQ(usage.at("python").start_s, 2000);
+  EXPECT_DOUBLE_EQ(usage.at("python").gpus, 1);
+}
+
 }  // namespace
 }  // namespace gpulane::daemon

@@ -1,0 +1,108 @@
+// Fair share for `gpulane run` through the real binary and the fake NVML: a system daemon meters
+// alice's `gpulane run` on the one GPU, publishes the users' fair-share factors to the lease line
+// (lease/line_shares.h), and bob's `gpulane run`, started after alice's second one, gets the GPU
+// first. Needs root (two test users through setpriv); skipped otherwise.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <memory>
+
+#include "support/daemon_fixture.h"
+#include "support/text.h"
+
+namespace gpulane::test {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+class RunFairShare : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!CanSwitchUsers()) GTEST_SKIP() << "needs root and setpriv (util-linux) to act as two users";
+    std::string why;
+    auto a = EnsureTestUser("gpulane-test-a", &why);
+    if (!a) GTEST_SKIP() << why;
+    auto b = EnsureTestUser("gpulane-test-b", &why);
+    if (!b) GTEST_SKIP() << why;
+    a_ = *a;
+    b_ = *b;
+    char dir[] = "/tmp/gpulane-run-fairshare-test-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    config_dir_ = dir;
+    const fs::path config = config_dir_ / "daemon.toml";
+    // The sampler meters leases every 200 ms (the default is seconds apart).
+    std::ofstream(config) << "[web]\nlisten = \"off\"\n[telemetry]\ninterval = \"200ms\"\n";
+    d_ = std::make_unique<TestDaemon>(
+        DaemonOptions{.state = IdleGpus(1), .system_mode = true, .daemon_env = {{"GPULANE_CONFIG", config.string()}}});
+  }
+  void TearDown() override {
+    d_.reset();
+    if (!config_dir_.empty()) fs::remove_all(config_dir_);
+  }
+
+  // `gpulane run` as `user` of a job that appends `name` to log_ and then waits for gate_.
+  Child RunAs(const TestUser& user, const std::string& name) {
+    const std::string script =
+        fmt::format("echo {} >> {}; while [ ! -e {} ]; do sleep 0.05; done", name, log_.string(), gate_.string());
+    return d_->StartGpulaneAs(user, {"run", "-g", "1", "--", "sh", "-c", script});
+  }
+  std::vector<std::string> Started() const {
+    std::vector<std::string> out;
+    std::ifstream in(log_);
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+    return out;
+  }
+  std::size_t Waiting() const {
+    std::size_t n = 0;
+    for (const auto& e : fs::directory_iterator(d_->dir() / "leases")) n += e.path().extension() == ".wait";
+    return n;
+  }
+  // alice's factor as published in the lease directory, or nullopt before it is.
+  std::optional<double> PublishedFactor(const std::string& user) const {
+    std::ifstream in(d_->dir() / "leases" / "fair-share.json");
+    if (!in) return std::nullopt;
+    const json j = json::parse(in, nullptr, false);
+    if (j.is_discarded() || !j.contains("factors") || !j["factors"].contains(user)) return std::nullopt;
+    return j["factors"][user].get<double>();
+  }
+
+  TestUser a_, b_;
+  fs::path config_dir_, log_, gate_;
+  std::unique_ptr<TestDaemon> d_;
+};
+
+TEST_F(RunFairShare, ALightUsersLaterRunGetsTheGpuBeforeAHeavyUsersWaitingOne) {
+  TestDaemon& d = *d_;
+  log_ = d.work() / "started.log";
+  gate_ = d.work() / "gate";
+  std::ofstream(log_).close();
+  ASSERT_EQ(chmod(log_.c_str(), 0666), 0);
+
+  Child a1 = RunAs(a_, "a1");
+  ASSERT_TRUE(Eventually([&] { return Started().size() == 1; }, 30)) << a1.ErrSoFar();
+  // The daemon counts alice's `gpulane run` as her use, and publishes her factor.
+  ASSERT_TRUE(Eventually([&] { return PublishedFactor(a_.name).value_or(1) < 1; }, 30)) << d.Log();
+  RunResult share = d.Gpulane({"share", "--json"});
+  ASSERT_EQ(share.exit_code, 0) << share.err;
+  EXPECT_TRUE(Contains(share.out, a_.name)) << "`gpulane share` lists the run's user: " << share.out;
+
+  Child a2 = RunAs(a_, "a2");
+  ASSERT_TRUE(Eventually([&] { return Waiting() == 1; }, 30)) << a2.ErrSoFar();
+  Child b1 = RunAs(b_, "b1");
+  ASSERT_TRUE(Eventually([&] { return Waiting() == 2; }, 30)) << b1.ErrSoFar();
+
+  Touch(gate_);
+  for (Child* c : {&a1, &a2, &b1}) {
+    auto r = c->Wait(60);
+    ASSERT_TRUE(r) << "a run did not end";
+    EXPECT_EQ(r->exit_code, 0) << r->err;
+  }
+  EXPECT_EQ(Started(), (std::vector<std::string>{"a1", "b1", "a2"}))
+      << "bob used nothing, alice the whole GPU: bob's later request goes first";
+}
+
+}  // namespace
+}  // namespace gpulane::test
