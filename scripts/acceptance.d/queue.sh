@@ -9,6 +9,26 @@
 
 QUEUE_SECONDS=${QUEUE_SECONDS:-4}
 
+# queue_second_user HOME_DIR: a second user for the two-user sections (root is the first): sets
+# QUEUE_USER_B, QUEUE_UID_B, QUEUE_PY (a python3 both users may run: root's own may live under
+# /root) and defines `as_b CMD...` (CMD as that user in HOME_DIR). With the fake NVML (a dry run, or
+# scripts/acceptance-selftest.sh's stand-in driver), that user's jobs must read and update the fake
+# state too, so it is opened to them.
+queue_second_user() {
+  if [ -n "${FAKE_NVML_STATE:-}" ]; then
+    chmod 777 "$WORK" && chmod 777 "$(dirname "$FAKE_NVML_STATE")" && chmod 666 "$FAKE_NVML_STATE" &&
+      touch "$(dirname "$FAKE_NVML_STATE")/$(basename "$FAKE_NVML_STATE").lock" "$WORK/fake_state.json.lock" &&
+      chmod 666 "$(dirname "$FAKE_NVML_STATE")/$(basename "$FAKE_NVML_STATE").lock" "$WORK/fake_state.json.lock"
+  fi
+  QUEUE_USER_B=gpulane-acc
+  id "$QUEUE_USER_B" >/dev/null 2>&1 || useradd -M -N -s /bin/sh "$QUEUE_USER_B" >/dev/null 2>&1 || QUEUE_USER_B=nobody
+  QUEUE_UID_B=$(id -u "$QUEUE_USER_B")
+  QUEUE_B_HOME=$1
+  as_b() { (cd "$QUEUE_B_HOME" && setpriv --reuid="$QUEUE_UID_B" --regid="$(id -g "$QUEUE_USER_B")" --init-groups env HOME="$QUEUE_B_HOME" "$@"); }
+  QUEUE_PY=$(command -v python3)
+  as_b test -x "$QUEUE_PY" || QUEUE_PY=/usr/bin/python3
+}
+
 sec_queue() {
   section "queue: 12 jobs, 2 users, daemon killed and restarted"
   [ -n "$GL" ] || { skip "no gpulane binary"; return; }
@@ -18,27 +38,11 @@ sec_queue() {
   rm -rf "$q"; mkdir -m 0755 "$q" "$q/a" && mkdir -m 0777 "$q/b" && mkdir -m 1777 "$q/leases"
   export GPULANE_LEASE_DIR=$q/leases GPULANE_SOCKET=$q/run/gpulane.sock GPULANE_STATE_DIR=$q/state
   export TORCH_JOB_LOG=$q/jobs.log
-  # Dry run: the stand-in torch of scripts/acceptance-selftest (its jobs say "simulated").
-  # (The stand-in also updates the fake state, so user B must be able to write it there.)
-  # With the fake NVML (a dry run, or scripts/acceptance-selftest.sh's stand-in driver), user B's jobs
-  # must read and update the fake state too.
-  if [ -n "${FAKE_NVML_STATE:-}" ]; then
-    chmod 777 "$WORK" && chmod 777 "$(dirname "$FAKE_NVML_STATE")" && chmod 666 "$FAKE_NVML_STATE" &&
-      touch "$(dirname "$FAKE_NVML_STATE")/$(basename "$FAKE_NVML_STATE").lock" "$WORK/fake_state.json.lock" &&
-      chmod 666 "$(dirname "$FAKE_NVML_STATE")/$(basename "$FAKE_NVML_STATE").lock" "$WORK/fake_state.json.lock"
-  fi
   [ "$DRY" -eq 1 ] && export PYTHONPATH=$ROOT/scripts/acceptance-selftest${PYTHONPATH:+:$PYTHONPATH}
   touch "$TORCH_JOB_LOG" && chmod 666 "$TORCH_JOB_LOG"
-  local user_b=gpulane-acc
-  id "$user_b" >/dev/null 2>&1 || useradd -M -N -s /bin/sh "$user_b" >/dev/null 2>&1 || user_b=nobody
-  local uid_b
-  uid_b=$(id -u "$user_b")
+  queue_second_user "$q/b"
+  local user_b=$QUEUE_USER_B uid_b=$QUEUE_UID_B py=$QUEUE_PY
   echo "second user: $user_b (uid $uid_b); daemon state $GPULANE_STATE_DIR"
-  as_b() { (cd "$q/b" && setpriv --reuid="$uid_b" --regid="$(id -g "$user_b")" --init-groups env HOME="$q/b" "$@"); }
-  # A python3 both users may run (root's own may live under /root).
-  local py
-  py=$(command -v python3)
-  as_b test -x "$py" || py=/usr/bin/python3
   local job=("$py" "$ROOT/scripts/acceptance/torch_job.py")
 
   "$GL" daemon >"$q/daemon1.log" 2>&1 &

@@ -35,6 +35,12 @@
 #                    to SIGTERM (the preemptible job's look, lease/preemption.h), SIGTERM to the
 #                    attempt's end (the job's own exit and CUDA teardown), that end to the matmul
 #                    job's start (gpulane's hand-over and python3's start-up).
+#   sched_fairrun    root and a second user against a system daemon (telemetry every 500 ms): root's
+#                    `gpulane run` holds GPU 0 with a torch job; once the daemon has published root's
+#                    fair-share factor below 1 (fair-share.json in the lease directory), root's second
+#                    run and then the other user's wait for GPU 0; when the holder ends, the other
+#                    user's later run starts first; both run a CUDA matmul on GPU 0. Timed in parts:
+#                    the gate to the holder's end, that to the next python3's start, and so on.
 #   sched_mig        MIG mode as gpulane reads it (status --json mig_enabled) equals nvidia-smi's
 #                    mig.mode.current for every GPU; on GPUs none of which is in MIG mode (the lent
 #                    H200), `pick --mig 1g.18gb` exits 2 saying so. (No MIG device is leased: the
@@ -624,6 +630,86 @@ PY
   run_teardown
 }
 
+sec_sched_fairrun() {
+  section "scheduling: fair share for gpulane run: a light user's later run gets GPU 0 before a heavy user's waiting one (system daemon)"
+  [ "$(id -u)" -eq 0 ] || { skip "needs root: a system daemon and a second user"; return; }
+  if ! run_setup sched_fairrun || ! sched_free --gpus 0; then run_teardown; return; fi
+  local d=/tmp/gpulane-fairrun-acc.$$ daemon a1 a2 b n uuid0
+  uuid0=$(sched_uuid0)
+  rm -rf "$d"; mkdir -m 0755 "$d" && mkdir -m 0777 "$d/b" && mkdir -m 1777 "$d/leases"
+  queue_second_user "$d/b"
+  local py=$QUEUE_PY
+  echo "second user: $QUEUE_USER_B (uid $QUEUE_UID_B)"
+  export GPULANE_LEASE_DIR=$d/leases GPULANE_SOCKET=$d/run/gpulane.sock GPULANE_STATE_DIR=$d/state
+  sched_config fairrun <<'TOML'
+[telemetry]
+interval = "500ms"
+[web]
+listen = "off"
+TOML
+  env "${RUN_ENV[@]}" timeout -k 5 "$(run_limit 150)" "$GL" daemon >"$d/daemon.log" 2>&1 &
+  daemon=$!
+  for _ in $(seq 100); do [ -S "$GPULANE_SOCKET" ] && break; sleep 0.1; done  # (a client call would start a daemon of its own)
+  # root (the heavy user) holds GPU 0 with a torch job until the gate file exists.
+  env "${RUN_ENV[@]}" timeout -k 5 "$(run_limit 120)" "$GL" run --gpus 0 -- "$py" -c "$SCHED_PY_HOLD" "$d/gate" 90 \
+    >"$d/a1.out" 2>"$d/a1.err" &
+  a1=$!
+  for n in $(seq 600); do grep -q '^holding' "$d/a1.out" 2>/dev/null && break; sleep 0.1; done  # torch's import: seconds
+  grep -q '^holding' "$d/a1.out" 2>/dev/null && pass "root's gpulane run holds 1 GiB on GPU 0" || fail "root's gpulane run holds GPU 0 within 60 s"
+  # The daemon meters that run as root's use and publishes root's factor to the lease line.
+  for n in $(seq 300); do
+    [ "$(pyq "$d/leases/fair-share.json" 'd["factors"].get("root", 1) < 1' 2>/dev/null)" = True ] && break
+    sleep 0.1
+  done
+  sed 's/^/    fair-share.json: /' "$d/leases/fair-share.json" 2>/dev/null; echo
+  [ "$(pyq "$d/leases/fair-share.json" 'd["factors"].get("root", 1) < 1' 2>/dev/null)" = True ] &&
+    pass "the system daemon published root's fair-share factor below 1 (its gpulane run counted)" ||
+    fail "the system daemon publishes root's fair-share factor within 30 s"
+  # root's second run waits first, the second user's after it.
+  env "${RUN_ENV[@]}" timeout -k 5 "$(run_limit 120)" "$GL" run --gpus 0 -- "$py" -c "$SCHED_PY_MATMUL" >"$d/a2.out" 2>"$d/a2.err" &
+  a2=$!
+  for n in $(seq 300); do [ "$(find "$d/leases" -name '*.wait' | wc -l)" -ge 1 ] && break; sleep 0.1; done
+  as_b env "${RUN_ENV[@]}" timeout -k 5 "$(run_limit 120)" "$GL" run --gpus 0 -- "$py" -c "$SCHED_PY_MATMUL" >"$d/b.out" 2>"$d/b.err" &
+  b=$!
+  for n in $(seq 300); do [ "$(find "$d/leases" -name '*.wait' | wc -l)" -ge 2 ] && break; sleep 0.1; done
+  [ "$(find "$d/leases" -name '*.wait' | wc -l)" -eq 2 ] && pass "both runs wait for GPU 0 (root's first)" || fail "both runs wait for GPU 0"
+  python3 -c 'import time; print("%.3f" % time.time())' >"$d/gate.t"
+  touch "$d/gate"
+  wait "$a1" "$a2" "$b"
+  for f in a1.out a1.err a2.out a2.err b.out b.err; do sed "s/^/    $f: /" "$d/$f" 2>/dev/null; done
+  python3 - "$d" "$uuid0" "$QUEUE_USER_B" <<'PY' | report_lines
+import sys
+d, uuid0, user_b = sys.argv[1], sys.argv[2], sys.argv[3]
+norm = lambda u: (u or "").strip().lower().removeprefix("gpu-")
+def lines(name):
+    try:
+        return {l.split()[0]: l.split()[1:] for l in open("%s/%s" % (d, name)).read().splitlines() if l.strip()}
+    except OSError:
+        return {}
+a1, a2, b = lines("a1.out"), lines("a2.out"), lines("b.out")
+gate = float(open(d + "/gate.t").read())
+ok = all(x.get("matmul") == ["1024.0"] and norm(x.get("uuid", [""])[0]) == norm(uuid0) for x in (a2, b))
+print(("PASS" if ok else "FAIL"), "both waiting runs ran their CUDA matmul on GPU 0 (%s: %s, root: %s)" % (
+    user_b, b.get("matmul"), a2.get("matmul")))
+if "start" in a2 and "start" in b:
+    tb, ta = float(b["start"][0]), float(a2["start"][0])
+    print(("PASS" if tb < ta else "FAIL"), "%s's later run started before root's earlier one (%.3f s before)" % (user_b, ta - tb))
+    if "end" in a1 and "end" in b:
+        e1, eb = float(a1["end"][0]), float(b["end"][0])
+        print("INFO gate to the holder's last line %.0f ms; that to %s's python3 start %.0f ms (the holder's exit and CUDA "
+              "teardown, gpulane's hand-over, python3's start-up); %s's end line to root's python3 start %.0f ms" % (
+                  (e1 - gate) * 1000, user_b, (tb - e1) * 1000, user_b, (ta - eb) * 1000))
+else:
+    print("FAIL both waiting runs printed their start (%s: %s, root: %s)" % (user_b, "start" in b, "start" in a2))
+PY
+  kill -TERM "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null
+  [ -e "$d/leases/fair-share.json" ] && fail "the daemon removes fair-share.json when it stops" || pass "the daemon removes fair-share.json when it stops"
+  cp "$d/daemon.log" "$ART/sched_fairrun_daemon.log" 2>/dev/null
+  sched_sim_note "fair-share order of gpulane run"
+  unset GPULANE_SOCKET GPULANE_STATE_DIR GPULANE_CONFIG
+  run_teardown
+}
+
 sec_sched_mig() {
   section "MIG: MIG mode as NVML reports it, and --mig on GPUs without MIG mode"
   if ! run_setup sched_mig; then run_teardown; return; fi
@@ -657,4 +743,4 @@ PY
   run_teardown
 }
 
-SECTIONS+=(sched_partition sched_backfill sched_retry sched_array sched_ends sched_preempt sched_mig)
+SECTIONS+=(sched_partition sched_backfill sched_retry sched_array sched_ends sched_preempt sched_fairrun sched_mig)
