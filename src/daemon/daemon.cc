@@ -71,6 +71,14 @@ void Daemon::Log(const std::string& message) const {
 }
 
 Status Daemon::Setup() {
+  // The stop signals are blocked before any thread starts: the sampler's, and NVML's own, which
+  // libnvidia-ml starts in nvmlInit (the fake NVML starts none). A thread that had them unblocked
+  // would take SIGTERM and end the daemon on the spot (exit 143, measured on the H200 when they
+  // were blocked after NvmlBackend::Open), without its clean stop (the loop's signalfd, below).
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGTERM, SIGINT, SIGCHLD, SIGHUP}) sigaddset(&set, sig);
+  sigprocmask(SIG_BLOCK, &set, nullptr);
   // Connections take descriptors: as many as the hard limit allows (the unit raises it with
   // LimitNOFILE), and never more connections than fit under it with kFdMargin to spare.
   rlimit files{};
@@ -123,13 +131,6 @@ Status Daemon::Setup() {
   gpu_count_ = static_cast<unsigned>(snapshot->devices.size());
   for (const auto& d : snapshot->devices) gpu_index_[d.uuid] = d.pci_index;
   gpu_identity_ = *snapshot;
-  // The stop signals are blocked before the first thread that lives on starts (the sampler's): a
-  // thread that had them unblocked would take SIGTERM and end the daemon on the spot, without
-  // its clean stop (the loop's signalfd, below).
-  sigset_t set;
-  sigemptyset(&set);
-  for (int sig : {SIGTERM, SIGINT, SIGCHLD, SIGHUP}) sigaddset(&set, sig);
-  sigprocmask(SIG_BLOCK, &set, nullptr);
   if (config_.telemetry_enabled) StartSampler();
   if (paths_.system) {
     if (auto opened = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config_.lease_dir)))
