@@ -1,13 +1,32 @@
 #include "nvml/nvml_loader.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <fmt/format.h>
 
 namespace gpulane::nvml {
+
 namespace {
+
+// Blocks every signal on the calling thread for its lifetime, then restores the mask.
+class BlockAllSignals {
+ public:
+  BlockAllSignals() {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old_);
+  }
+  ~BlockAllSignals() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  BlockAllSignals(const BlockAllSignals&) = delete;
+  BlockAllSignals& operator=(const BlockAllSignals&) = delete;
+
+ private:
+  sigset_t old_;
+};
 
 // Binds `slot` to the first of `symbols` the library exports; returns the name bound or "".
 template <typename Fn>
@@ -82,6 +101,12 @@ Result<std::unique_ptr<Library>> Library::Open(const std::string& requested) {
     const char* env = std::getenv(kLibraryEnv);
     path = (env && *env) ? env : kDefaultLibrary;
   }
+  // Threads libnvidia-ml starts (when loaded, in nvmlInit) inherit this mask: every signal is
+  // blocked in them, so that a signal gpulane takes later (SIGTERM through a signalfd, blocked on
+  // its own threads only) is never delivered to one of the library's threads, where its default
+  // action would end the process (the daemon's exit 143 on the H200; the fake NVML starts such a
+  // thread in nvmlInit to keep it so in tests).
+  const BlockAllSignals blocked;
   const auto t0 = std::chrono::steady_clock::now();
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   const auto t1 = std::chrono::steady_clock::now();

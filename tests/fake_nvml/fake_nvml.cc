@@ -11,6 +11,7 @@
 //   FAKE_NVML_WITHOUT_GRAPHICS_PROCESSES  no nvmlDeviceGetGraphicsRunningProcesses* at all (no real
 //                                   driver: tests "function missing" for the graphics list)
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +19,7 @@
 #include <ctime>
 #include <fstream>
 #include <mutex>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -276,6 +278,12 @@ FAKE_EXPORT nvmlReturn_t nvmlInit_v2(void) {
   }
   s.initialised = true;
   ++s.init_count;
+  // As libnvidia-ml does, the first nvmlInit of a process starts a thread of the library's own that
+  // lives as long as the process, with the signal mask of the caller at that moment. A signal the
+  // caller blocks only afterwards can be delivered to it, whose default action ends the process
+  // (what the daemon's stop on SIGTERM once suffered on the H200: daemon.cc, Setup).
+  static std::once_flag started;
+  std::call_once(started, [] { std::thread([] { for (;;) pause(); }).detach(); });
   return NVML_SUCCESS;
 }
 FAKE_EXPORT nvmlReturn_t nvmlInit(void) { return nvmlInit_v2(); }
