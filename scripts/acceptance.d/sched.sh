@@ -650,6 +650,16 @@ TOML
   env "${RUN_ENV[@]}" timeout -k 5 "$(run_limit 150)" "$GL" daemon >"$d/daemon.log" 2>&1 &
   daemon=$!
   for _ in $(seq 100); do [ -S "$GPULANE_SOCKET" ] && break; sleep 0.1; done  # (a client call would start a daemon of its own)
+  # Every thread of the daemon, libnvidia-ml's own included, blocks SIGTERM (bit 15 of SigBlk), so
+  # that a stop is always taken by its signalfd and never by a thread where it would kill it.
+  local dpid t unblocked=""
+  dpid=$(pgrep -P "$daemon" -f "daemon" | head -1)
+  for t in /proc/"$dpid"/task/*; do
+    echo "    daemon thread $(basename "$t") $(cat "$t/comm" 2>/dev/null): $(grep SigBlk "$t/status" 2>/dev/null)"
+    (( (16#$(awk '/SigBlk/ {print $2}' "$t/status" 2>/dev/null || echo 0) >> 14) & 1 )) || unblocked+=" $(basename "$t")"
+  done
+  [ -n "$dpid" ] && [ -z "$unblocked" ] && pass "every thread of the daemon (pid $dpid) blocks SIGTERM" ||
+    fail "every thread of the daemon (pid ${dpid:-?}) blocks SIGTERM (not:${unblocked:- no daemon found})"
   # root (the heavy user) holds GPU 0 with a torch job until the gate file exists.
   env "${RUN_ENV[@]}" timeout -k 5 "$(run_limit 120)" "$GL" run --gpus 0 -- "$py" -c "$SCHED_PY_HOLD" "$d/gate" 90 \
     >"$d/a1.out" 2>"$d/a1.err" &
@@ -703,6 +713,9 @@ else:
     print("FAIL both waiting runs printed their start (%s: %s, root: %s)" % (user_b, "start" in b, "start" in a2))
 PY
   kill -TERM "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null
+  local drc=$?
+  [ "$drc" -eq 0 ] && grep -q 'stopped; running jobs go on' "$d/daemon.log" &&
+    pass "SIGTERM stops the daemon cleanly (exit 0, 'stopped' logged)" || fail "SIGTERM stops the daemon cleanly (exit $drc)"
   [ -e "$d/leases/fair-share.json" ] && fail "the daemon removes fair-share.json when it stops" || pass "the daemon removes fair-share.json when it stops"
   cp "$d/daemon.log" "$ART/sched_fairrun_daemon.log" 2>/dev/null
   sched_sim_note "fair-share order of gpulane run"
