@@ -77,35 +77,31 @@ TEST(DaemonConnections, TricklingARequestOneByteAtATimeIsCutAtTheDeadline) {
 // another user and root still connect; past the global cap only root gets in; and the daemon runs
 // with its descriptor limit raised to the hard limit.
 TEST(DaemonConnections, OneUserFloodingConnectionsIsCappedWhileAnotherStillConnects) {
-  if (!CanSwitchUsers()) GTEST_SKIP() << "needs root to connect as two users";
-  std::string why;
-  auto a = EnsureTestUser("gpulane-test-a", &why);
-  if (!a) GTEST_SKIP() << why;
-  auto b = EnsureTestUser("gpulane-test-b", &why);
-  if (!b) GTEST_SKIP() << why;
+  TestUser a, b;
+  if (auto why = TwoTestUsers(&a, &b)) GTEST_SKIP() << *why;
   // 20 in all, of which 2 (20 / 8) are root's alone: users share 18.
   TestDaemon d({.system_mode = true,
                 .daemon_env = {{"GPULANE_DAEMON_MAX_CONNECTIONS", "20"}, {"GPULANE_DAEMON_MAX_CONNECTIONS_PER_UID", "8"}}});
   std::vector<std::unique_ptr<RawConnection>> of_a, of_b, of_root;
   for (int i = 0; i < 8; ++i) {
-    of_a.push_back(ConnectAs(d.socket(), *a));
+    of_a.push_back(ConnectAs(d.socket(), a));
     ASSERT_TRUE(Pings(*of_a.back())) << "connection " << i + 1 << " of 8";
   }
-  auto ninth = ConnectAs(d.socket(), *a);
+  auto ninth = ConnectAs(d.socket(), a);
   ASSERT_TRUE(ninth->connected());
   ninth->SendFrame(R"({"v":2,"op":"ping"})");
   EXPECT_TRUE(IsErrorReply(ninth->Read(30), "unavailable", "already has 8 connections"));
   EXPECT_TRUE(ninth->ClosedByPeer(10));
   // The CLI says so in one line, exit 10.
-  EXPECT_TRUE(IsGpulaneError(d.GpulaneAs(*a, {"queue"}), 10, "connections"));
-  of_b.push_back(ConnectAs(d.socket(), *b));
+  EXPECT_TRUE(IsGpulaneError(d.GpulaneAs(a, {"queue"}), 10, "connections"));
+  of_b.push_back(ConnectAs(d.socket(), b));
   EXPECT_TRUE(Pings(*of_b.back())) << "another user still connects";
   for (int i = 0; i < 9; ++i) {
     of_root.push_back(std::make_unique<RawConnection>(d.socket()));
     ASSERT_TRUE(Pings(*of_root.back())) << "root's connection " << i + 1;
   }
   // 18 open: users are at the global cap, root is not.
-  auto b2 = ConnectAs(d.socket(), *b);
+  auto b2 = ConnectAs(d.socket(), b);
   b2->SendFrame(R"({"v":2,"op":"ping"})");
   EXPECT_TRUE(IsErrorReply(b2->Read(30), "unavailable", "has 18 connections, its limit"));
   for (int i = 0; i < 2; ++i) {
@@ -123,9 +119,9 @@ TEST(DaemonConnections, OneUserFloodingConnectionsIsCappedWhileAnotherStillConne
     RawConnection root_ping(d.socket());
     return Pings(root_ping);
   }, 10));
-  auto again = ConnectAs(d.socket(), *a);
+  auto again = ConnectAs(d.socket(), a);
   EXPECT_TRUE(Pings(*again));
-  EXPECT_TRUE(Contains(d.Log(), "refused a connection: uid " + std::to_string(a->uid) + " over its limit of 8")) << d.Log();
+  EXPECT_TRUE(Contains(d.Log(), "refused a connection: uid " + std::to_string(a.uid) + " over its limit of 8")) << d.Log();
   // RLIMIT_NOFILE raised to the hard limit.
   std::ifstream limits(fmt::format("/proc/{}/limits", d.pid()));
   std::string line, soft, hard;

@@ -189,12 +189,8 @@ TEST(DaemonExitCodes, SomeJobsFailingMeansWarningsTheOthersDoneAndTheFirstFailur
 // Another user's job: 9 for the commands that change it or read its output; show and wait are
 // everyone's. Needs root and setpriv (two test users); skipped otherwise.
 TEST(DaemonExitCodes, AnotherUsersJobIs9) {
-  if (!CanSwitchUsers()) GTEST_SKIP() << "needs root and setpriv (util-linux) to act as two users";
-  std::string why;
-  auto a = EnsureTestUser("gpulane-test-a", &why);
-  if (!a) GTEST_SKIP() << why;
-  auto b = EnsureTestUser("gpulane-test-b", &why);
-  if (!b) GTEST_SKIP() << why;
+  TestUser a, b;
+  if (auto why = TwoTestUsers(&a, &b)) GTEST_SKIP() << *why;
   TestDaemon d({.system_mode = true});
   auto submit_as = [&](const TestUser& user, std::vector<std::string> args) -> std::int64_t {
     args.insert(args.begin(), "submit");
@@ -202,32 +198,32 @@ TEST(DaemonExitCodes, AnotherUsersJobIs9) {
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return r.exit_code == 0 ? std::stoll(r.out) : -1;
   };
-  const std::int64_t held = submit_as(*a, {"--hold", "--", "true"});
-  const std::int64_t done = submit_as(*a, {"--", "echo", "a's output"});
+  const std::int64_t held = submit_as(a, {"--hold", "--", "true"});
+  const std::int64_t done = submit_as(a, {"--", "echo", "a's output"});
   ASSERT_EQ(d.Gpulane({"wait", Id(done)}).exit_code, 0);
-  RunResult array = d.GpulaneAs(*a, {"submit", "--hold", "--array", "0-1", "--", "true"});
+  RunResult array = d.GpulaneAs(a, {"submit", "--hold", "--array", "0-1", "--", "true"});
   ASSERT_EQ(array.exit_code, 0) << array.err;
   const std::string arr = Lines(array.out).at(0);
   const std::vector<Row> table = {
-      {{"cancel", Id(held)}, 9, fmt::format("job {} belongs to {}", held, a->name)},
-      {{"hold", Id(held)}, 9, fmt::format("job {} belongs to {}", held, a->name)},
-      {{"release", Id(held)}, 9, fmt::format("job {} belongs to {}", held, a->name)},
-      {{"logs", Id(done)}, 9, fmt::format("job {} belongs to {}", done, a->name)},
-      {{"cancel", arr}, 9, fmt::format("array {} belongs to {}", arr, a->name)},
-      {{"release", arr + "_1"}, 9, fmt::format("job {}_1 belongs to {}", arr, a->name)},
-      {{"cancel", "--user", a->name}, 9, fmt::format("--user {0}: only {0} or an admin", a->name)},
-      {{"cancel", "--user", a->name, "--name", "x"}, 9, fmt::format("--user {}", a->name)},
+      {{"cancel", Id(held)}, 9, fmt::format("job {} belongs to {}", held, a.name)},
+      {{"hold", Id(held)}, 9, fmt::format("job {} belongs to {}", held, a.name)},
+      {{"release", Id(held)}, 9, fmt::format("job {} belongs to {}", held, a.name)},
+      {{"logs", Id(done)}, 9, fmt::format("job {} belongs to {}", done, a.name)},
+      {{"cancel", arr}, 9, fmt::format("array {} belongs to {}", arr, a.name)},
+      {{"release", arr + "_1"}, 9, fmt::format("job {}_1 belongs to {}", arr, a.name)},
+      {{"cancel", "--user", a.name}, 9, fmt::format("--user {0}: only {0} or an admin", a.name)},
+      {{"cancel", "--user", a.name, "--name", "x"}, 9, fmt::format("--user {}", a.name)},
       // Unknown and finished stay 8 and 12 for everyone.
       {{"cancel", "999"}, 8, "no job 999"},
-      {{"hold", Id(done)}, 9, fmt::format("job {} belongs to {}", done, a->name)},
+      {{"hold", Id(done)}, 9, fmt::format("job {} belongs to {}", done, a.name)},
   };
-  for (const Row& row : table) EXPECT_TRUE(IsGpulaneError(d.GpulaneAs(*b, row.args), row.code, row.part)) << Describe(row.args);
-  EXPECT_EQ(d.GpulaneAs(*b, {"show", Id(held)}).exit_code, 0) << "anyone may look at a job";
-  EXPECT_EQ(d.GpulaneAs(*b, {"wait", Id(done)}).exit_code, 0) << "and wait for it";
+  for (const Row& row : table) EXPECT_TRUE(IsGpulaneError(d.GpulaneAs(b, row.args), row.code, row.part)) << Describe(row.args);
+  EXPECT_EQ(d.GpulaneAs(b, {"show", Id(held)}).exit_code, 0) << "anyone may look at a job";
+  EXPECT_EQ(d.GpulaneAs(b, {"wait", Id(done)}).exit_code, 0) << "and wait for it";
   // B's own job next to A's: B's is cancelled, A's refused with a warning, exit 9.
-  const std::int64_t mine = submit_as(*b, {"--hold", "--", "true"});
-  EXPECT_TRUE(IsPartialFailure(d.GpulaneAs(*b, {"cancel", Id(mine), Id(held)}), 9, Id(mine) + "\n",
-                               {fmt::format("job {} belongs to {}", held, a->name)}));
+  const std::int64_t mine = submit_as(b, {"--hold", "--", "true"});
+  EXPECT_TRUE(IsPartialFailure(d.GpulaneAs(b, {"cancel", Id(mine), Id(held)}), 9, Id(mine) + "\n",
+                               {fmt::format("job {} belongs to {}", held, a.name)}));
   EXPECT_EQ(d.State(held), "held");
   EXPECT_EQ(d.State(std::stoll(arr)), "held");
   EXPECT_EQ(d.State(mine), "cancelled");

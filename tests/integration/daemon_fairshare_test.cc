@@ -25,14 +25,7 @@ using nlohmann::json;
 class DaemonFairShare : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!CanSwitchUsers()) GTEST_SKIP() << "needs root and setpriv (util-linux) to act as two users";
-    std::string why;
-    auto a = EnsureTestUser("gpulane-test-a", &why);
-    if (!a) GTEST_SKIP() << why;
-    auto b = EnsureTestUser("gpulane-test-b", &why);
-    if (!b) GTEST_SKIP() << why;
-    a_ = *a;
-    b_ = *b;
+    if (auto why = TwoTestUsers(&a_, &b_)) GTEST_SKIP() << *why;
     // The daemon's own config (root's file, so machine keys count); clients read none.
     char dir[] = "/tmp/gpulane-fairshare-test-XXXXXX";
     ASSERT_NE(mkdtemp(dir), nullptr);

@@ -23,14 +23,7 @@ using nlohmann::json;
 class DaemonLimits : public ::testing::Test {
  protected:
   void Start(const std::string& config) {
-    if (!CanSwitchUsers()) GTEST_SKIP() << "needs root and setpriv (util-linux) to act as two users";
-    std::string why;
-    auto a = EnsureTestUser("gpulane-test-a", &why);
-    if (!a) GTEST_SKIP() << why;
-    auto b = EnsureTestUser("gpulane-test-b", &why);
-    if (!b) GTEST_SKIP() << why;
-    a_ = *a;
-    b_ = *b;
+    if (auto why = TwoTestUsers(&a_, &b_)) GTEST_SKIP() << *why;
     DaemonOptions options;
     options.system_mode = true;
     options.config = config;

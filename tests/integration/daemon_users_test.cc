@@ -26,14 +26,7 @@ std::string Id(std::int64_t id) { return std::to_string(id); }
 class DaemonUsers : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!CanSwitchUsers()) GTEST_SKIP() << "needs root and setpriv (util-linux) to act as two users";
-    std::string why;
-    auto a = EnsureTestUser("gpulane-test-a", &why);
-    if (!a) GTEST_SKIP() << why;
-    auto b = EnsureTestUser("gpulane-test-b", &why);
-    if (!b) GTEST_SKIP() << why;
-    a_ = *a;
-    b_ = *b;
+    if (auto why = TwoTestUsers(&a_, &b_)) GTEST_SKIP() << *why;
     d_ = std::make_unique<TestDaemon>(DaemonOptions{.system_mode = true});
   }
 

@@ -173,6 +173,18 @@ std::optional<TestUser> EnsureTestUser(const std::string& name, std::string* why
   return user;
 }
 
+std::optional<std::string> TwoTestUsers(TestUser* a, TestUser* b) {
+  if (!CanSwitchUsers()) return "needs root and setpriv (util-linux) to act as two users";
+  std::string why;
+  auto first = EnsureTestUser("gpulane-test-a", &why);
+  if (!first) return why;
+  auto second = EnsureTestUser("gpulane-test-b", &why);
+  if (!second) return why;
+  *a = *first;
+  *b = *second;
+  return std::nullopt;
+}
+
 // ---- Raw connections --------------------------------------------------------------------------
 
 std::string Frame(const std::string& payload) {

@@ -58,6 +58,9 @@ bool CanSwitchUsers();
 /// A non-root user named `name`, created (useradd, no home, no group of its own) when missing;
 /// nullopt (with the reason in *why) when that is not possible.
 std::optional<TestUser> EnsureTestUser(const std::string& name, std::string* why);
+/// The two users the two-user tests act as (gpulane-test-a and -b, through setpriv as root): fills
+/// *a and *b, or returns why the test is skipped (not root, no setpriv, no user could be made).
+std::optional<std::string> TwoTestUsers(TestUser* a, TestUser* b);
 
 struct DaemonOptions {
   /// The fake NVML state; default: two idle H200s.
