@@ -241,6 +241,7 @@ class Daemon {
   std::unique_ptr<lease::LeaseDir> line_dir_;
   std::optional<sched::LineShares> published_shares_;  ///< as last published
   double published_mono_s_ = 0;                         ///< when (the monotonic clock)
+  std::string share_error_;                             ///< the last publishing failure logged ("" after a success)
   /// The GPU sampler (history, accounting, metrics); nullptr when telemetry is off.
   std::unique_ptr<SamplerThread> sampler_;
   /// gpulane-web, the HTTP side (web_child.h); nullptr when [web] listen is "off".

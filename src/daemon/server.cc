@@ -230,10 +230,14 @@ void Daemon::ShareWithLeaseLine() {
       !lease::LineSharesDiffer(*published_shares_, shares))
     return;
   if (Status s = line_dir_->PublishLineShares(shares); !s.ok()) {
-    Log(fmt::format("fair share: {}; `gpulane run` waits in submission order", s.error().message));
-    line_dir_.reset();  // logged once
+    // Not the directory's owner: never will be (logged once). Anything else (a full /run): tried
+    // again next tick, logged when the reason changes.
+    if (s.error().message != std::exchange(share_error_, s.error().message))
+      Log(fmt::format("fair share: {}; `gpulane run` waits in submission order", s.error().message));
+    if (s.error().kind == ErrorKind::kPermission) line_dir_.reset();
     return;
   }
+  share_error_.clear();
   published_shares_ = std::move(shares);
   published_mono_s_ = now;
 }
