@@ -79,9 +79,11 @@ for mode in "${modes[@]}"; do
   export ASAN_OPTIONS="detect_leaks=1:log_path=$reports/asan:log_exe_name=1"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$reports/ubsan:log_exe_name=1"
   # atexit_sleep_ms=0: TSan sleeps 1 s at every exit while another thread lives, and the fake NVML,
-  # as libnvidia-ml does, keeps a thread of its own for the process's life (measured: `gpulane
-  # pick` 1.02 s instead of 0.02 s, and the pick/run property test past its 120 s). gpulane's own
-  # threads are joined before it exits.
+  # as libnvidia-ml does, keeps a thread of its own for the process's life (measured with
+  # `GPULANE_NVML_LIBRARY=build-tsan/fake_nvml/current/libnvidia-ml.so.1 FAKE_NVML_STATE=<a fixture>
+  # /usr/bin/time build-tsan/gpulane pick` with and without atexit_sleep_ms=0: 1.02 s instead of
+  # 0.02 s; the pick/run property test ran past its 120 s). gpulane's own threads are joined
+  # before it exits.
   export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:atexit_sleep_ms=0:log_path=$reports/tsan:log_exe_name=1"
   # The pick/run property test over 150 random states instead of 1000: every gpulane under ASan
   # starts 8 times slower, and 1000 states ran past the test's 120 s (the normal build runs 1000).

@@ -62,32 +62,34 @@ bool LineSharesDiffer(const sched::LineShares& a, const sched::LineShares& b, do
   return false;
 }
 
-bool LineBefore(const TicketRecord& a, const TicketRecord& b, const sched::LineShares* shares, double now_s) {
+namespace {
+
+// The line's order for tickets whose line priorities (LinePriority, or 0 without shares) are known.
+bool Before(const TicketRecord& a, double priority_a, const TicketRecord& b, double priority_b) {
   if (a.request.priority != b.request.priority) return a.request.priority > b.request.priority;
-  if (shares) {
-    const double pa = sched::LinePriority(*shares, a.request.user, AgeS(a.seq, now_s));
-    const double pb = sched::LinePriority(*shares, b.request.user, AgeS(b.seq, now_s));
-    if (pa != pb) return pa > pb;
-  }
+  if (priority_a != priority_b) return priority_a > priority_b;
   return LineOrder(a, b);
 }
 
+double PriorityIn(const sched::LineShares* shares, const TicketRecord& t, double now_s) {
+  return shares ? sched::LinePriority(*shares, t.request.user, AgeS(t.seq, now_s)) : 0;
+}
+
+}  // namespace
+
+bool LineBefore(const TicketRecord& a, const TicketRecord& b, const sched::LineShares* shares, double now_s) {
+  return Before(a, PriorityIn(shares, a, now_s), b, PriorityIn(shares, b, now_s));
+}
+
 void SortLine(std::vector<TicketRecord>& tickets, const sched::LineShares* shares, double now_s) {
-  if (!shares) {
-    std::sort(tickets.begin(), tickets.end(), LineOrder);
-    return;
-  }
   std::vector<std::pair<double, TicketRecord>> keyed;
   keyed.reserve(tickets.size());
   for (auto& t : tickets) {
-    const double p = sched::LinePriority(*shares, t.request.user, AgeS(t.seq, now_s));
+    const double p = PriorityIn(shares, t, now_s);
     keyed.emplace_back(p, std::move(t));
   }
-  std::sort(keyed.begin(), keyed.end(), [](const auto& x, const auto& y) {
-    if (x.second.request.priority != y.second.request.priority) return x.second.request.priority > y.second.request.priority;
-    if (x.first != y.first) return x.first > y.first;
-    return LineOrder(x.second, y.second);
-  });
+  std::sort(keyed.begin(), keyed.end(),
+            [](const auto& x, const auto& y) { return Before(x.second, x.first, y.second, y.first); });
   tickets.clear();
   for (auto& [p, t] : keyed) tickets.push_back(std::move(t));
 }
