@@ -60,7 +60,7 @@ for mode in "${modes[@]}"; do
   # -O1: what the sanitizers' authors advise, and a third faster to build than -O2 here. Shared
   # system libraries (GPULANE_STATIC_DEPS=OFF): the sanitizer runtimes are shared libraries anyway.
   "${as_owner[@]}" cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DGPULANE_SANITIZE="$sanitize" -DGPULANE_STATIC_DEPS=OFF >/dev/null
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DGPULANE_SANITIZE="$sanitize" -DGPULANE_STATIC_DEPS=OFF >/dev/null
   "${as_owner[@]}" cmake --build "$dir" --parallel "$jobs" "${targets[@]}"
   test_dir=$dir
   if [ "$mode" = tsan ]; then

@@ -1,0 +1,23 @@
+// fmt's compiled part, built once for the static gpulane binary instead of FMT_HEADER_ONLY in every
+// translation unit (Debian's libfmt-dev ships only the shared library, and header-only fmt
+// compiled its whole implementation into each of ~120 files: 5 of 13.7 s for one file, measured
+// with /usr/bin/time on src/lease/records.cc). The same explicit instantiations as fmt's own
+// src/format.cc for the version Debian 12 ships (9.1): the rest of format-inl.h is non-template.
+#include <fmt/format-inl.h>
+
+FMT_BEGIN_NAMESPACE
+namespace detail {
+template FMT_API auto dragonbox::to_decimal(float x) noexcept -> dragonbox::decimal_fp<float>;
+template FMT_API auto dragonbox::to_decimal(double x) noexcept -> dragonbox::decimal_fp<double>;
+template FMT_API locale_ref::locale_ref(const std::locale& loc);
+template FMT_API auto locale_ref::get<std::locale>() const -> std::locale;
+template FMT_API auto thousands_sep_impl(locale_ref) -> thousands_sep_result<char>;
+template FMT_API auto decimal_point_impl(locale_ref) -> char;
+template FMT_API void buffer<char>::append(const char*, const char*);
+template FMT_API void vformat_to(buffer<char>&, string_view, basic_format_args<FMT_BUFFER_CONTEXT(char)>,
+                                 locale_ref);
+template FMT_API auto thousands_sep_impl(locale_ref) -> thousands_sep_result<wchar_t>;
+template FMT_API auto decimal_point_impl(locale_ref) -> wchar_t;
+template FMT_API void buffer<wchar_t>::append(const wchar_t*, const wchar_t*);
+}  // namespace detail
+FMT_END_NAMESPACE
