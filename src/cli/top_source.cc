@@ -26,7 +26,7 @@ std::optional<T> Field(const json& j, const char* key) {
   return it->get<T>();
 }
 
-std::string Text(const json& j, const char* key) {
+std::string RawText(const json& j, const char* key) {
   auto it = j.find(key);
   return it != j.end() && it->is_string() ? it->get<std::string>() : "";
 }
@@ -57,17 +57,17 @@ std::string GpusAsked(const json& job) {
 
 TopJob JobOf(const json& j, double now_s) {
   TopJob job;
-  job.id = j.contains("id_text") ? Text(j, "id_text") : std::to_string(Field<std::int64_t>(j, "id").value_or(0));
-  job.user = Text(j, "user");
-  job.name = j.contains("spec") && j["spec"].is_object() ? Text(j["spec"], "name") : "";
-  job.state = Text(j, "state");
+  job.id = j.contains("id_text") ? RawText(j, "id_text") : std::to_string(Field<std::int64_t>(j, "id").value_or(0));
+  job.user = RawText(j, "user");
+  job.name = j.contains("spec") && j["spec"].is_object() ? RawText(j["spec"], "name") : "";
+  job.state = RawText(j, "state");
   job.gpus = GpusAsked(j);
   if (auto submitted = Field<double>(j, "submit_time")) job.age_s = std::max(0.0, now_s - *submitted);
   std::string where;
   if (job.state == "running" && j.contains("gpu_indices") && j["gpu_indices"].is_array())
     for (const auto& i : j["gpu_indices"])
       if (i.is_number_unsigned()) where += fmt::format("{}GPU{}", where.empty() ? "" : ",", i.get<unsigned>());
-  job.where = where.empty() ? Text(j, "reason") : where;
+  job.where = where.empty() ? RawText(j, "reason") : where;
   return job;
 }
 
@@ -124,7 +124,7 @@ void TopSource::AddTelemetry(TopModel& model, const GpuSnapshot& snapshot) {
   }
   if ((*reply)["jobs"].is_array())
     for (const json& j : (*reply)["jobs"])
-      if (auto util = Field<double>(j, "util_pct")) job_util_pct_[{Text(j, "job_id"), Text(j, "gpu_uuid")}] = *util;
+      if (auto util = Field<double>(j, "util_pct")) job_util_pct_[{RawText(j, "job_id"), RawText(j, "gpu_uuid")}] = *util;
   for (std::size_t i = 0; i < snapshot.devices.size() && i < model.gpus.size(); ++i) {
     UpdateHistory(snapshot.devices[i].uuid, model.now_s);
     model.gpus[i].history = history_[snapshot.devices[i].uuid];
