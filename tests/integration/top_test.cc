@@ -102,11 +102,11 @@ std::string MyUserName() {
 }
 
 TEST(Top, TmuxIsInstalled) {
-  ASSERT_NE(TmuxBinary(), "") << "tmux is missing: the top tests drive a real terminal; scripts/setup.sh installs it";
+  ASSERT_NE(TmuxBinary(), "") << "tmux is missing: the top tests drive a real terminal; scripts/test.sh installs it";
 }
 
 TEST(Top, ShowsTheMachineFollowsItSortsFiltersAndQuitsWithQ) {
-  ASSERT_NE(TmuxBinary(), "") << "tmux is missing: scripts/setup.sh installs it";
+  ASSERT_NE(TmuxBinary(), "") << "tmux is missing: scripts/test.sh installs it";
   DaemonOptions options;
   options.state = IdleGpus(2);
   SetUtilization((*options.state)["devices"][0], 10);
@@ -180,7 +180,7 @@ TEST(Top, ShowsTheMachineFollowsItSortsFiltersAndQuitsWithQ) {
 }
 
 TEST(Top, WithTelemetryOffItSaysThereIsNoHistoryAndCtrlCRestoresTheTerminal) {
-  ASSERT_NE(TmuxBinary(), "") << "tmux is missing: scripts/setup.sh installs it";
+  ASSERT_NE(TmuxBinary(), "") << "tmux is missing: scripts/test.sh installs it";
   TestDaemon d;  // the fixture's default: telemetry off
   TmuxSession tmux(d.dir(), WriteTopScript(d.dir(), d.env(), ""), 120, 30);
   ASSERT_TRUE(tmux.started());
@@ -194,7 +194,7 @@ TEST(Top, WithTelemetryOffItSaysThereIsNoHistoryAndCtrlCRestoresTheTerminal) {
 }
 
 TEST(Top, WithoutADaemonItReadsNvmlAndSigtermRestoresTheTerminal) {
-  ASSERT_NE(TmuxBinary(), "") << "tmux is missing: scripts/setup.sh installs it";
+  ASSERT_NE(TmuxBinary(), "") << "tmux is missing: scripts/test.sh installs it";
   FakeMachine machine(EightGpus());
   TmuxSession tmux(machine.dir(), WriteTopScript(machine.dir(), machine.env(), "--interval 0.2"), 140, 40);
   ASSERT_TRUE(tmux.started());

@@ -1,7 +1,7 @@
 // The dashboard in real headless Chromium (issue 11, item 6, "Tested as a user would"): Debian's
 // chromium driven by playwright-core (web/test/dashboard.mjs) against a daemon on three fake GPUs.
 // The page loads with no console error, shows every GPU, the queue shows a submitted job, history on
-// demand draws a chart, and a GPU's live chart follows a change of the fake NVML. scripts/setup.sh
+// demand draws a chart, and a GPU's live chart follows a change of the fake NVML. scripts/test.sh
 // installs chromium, Node.js and web/node_modules: when one is missing the test fails, naming it,
 // unless GPULANE_SKIP_BROWSER_TESTS=1 says to skip it.
 #include <unistd.h>
@@ -33,7 +33,7 @@ TEST(WebDashboard, ChromiumShowsEveryGpuItsLiveChartAndTheQueue) {
   if (const std::string missing = MissingTool(); !missing.empty()) {
     const char* skip = std::getenv("GPULANE_SKIP_BROWSER_TESTS");
     if (skip && std::string(skip) == "1") GTEST_SKIP() << "GPULANE_SKIP_BROWSER_TESTS=1, and " << missing << " is missing";
-    FAIL() << missing << " is missing: scripts/setup.sh installs it (GPULANE_SKIP_BROWSER_TESTS=1 skips this test)";
+    FAIL() << missing << " is missing: scripts/test.sh installs it (GPULANE_SKIP_BROWSER_TESTS=1 skips this test)";
   }
   DaemonOptions options;
   options.state = IdleGpus(3);

@@ -61,7 +61,7 @@ TEST(WebServer, MetricsOverHttpAreReadByPrometheusClientsParser) {
   EXPECT_EQ(r.headers["content-type"], "text/plain; version=0.0.4; charset=utf-8");
   EXPECT_EQ(r.headers.count("access-control-allow-origin"), 0u) << "no CORS headers";
   RunResult parsed = ParseWithPrometheusClient(d, r.body);
-  ASSERT_EQ(parsed.exit_code, 0) << "install python3-prometheus-client (scripts/setup.sh does): " << parsed.err;
+  ASSERT_EQ(parsed.exit_code, 0) << "install python3-prometheus-client (scripts/test.sh does): " << parsed.err;
   const std::string uuid1 = d.machine().state()["devices"][1]["uuid"];
   // GPU 1's utilisation, with dcgm-exporter's labels (sorted by name: upper case first).
   std::string util1;

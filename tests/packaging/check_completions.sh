@@ -22,8 +22,8 @@ gpus=$(complete_line gpulane run --gpus "")
 uuid0=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["devices"][0]["uuid"])' "$state")
 [[ " $gpus " == *" 0 "* && " $gpus " == *" $uuid0 "* ]] || fail "run --gpus <TAB> gave '$gpus', not GPU 0 and $uuid0"
 [ -z "$(complete_line gpulane show "")" ] || fail "show <TAB> without a daemon should offer nothing"
-command -v zsh >/dev/null || fail "zsh is not installed (scripts/setup.sh installs it)"
+command -v zsh >/dev/null || fail "zsh is not installed (scripts/test.sh installs it)"
 zsh -n "$dir/_gpulane" || fail "zsh -n _gpulane"
-command -v fish >/dev/null || fail "fish is not installed (scripts/setup.sh installs it)"
+command -v fish >/dev/null || fail "fish is not installed (scripts/test.sh installs it)"
 fish -n "$dir/gpulane.fish" || fail "fish -n gpulane.fish"
 echo ok

@@ -59,7 +59,7 @@ if [ -d "$source_dir/python/gpulane" ] || ls "$work"/out/python3-gpulane_*_all.d
     || fail "the unpacked Python package does not import"
 fi
 
-command -v lintian >/dev/null || fail "lintian is not installed (scripts/setup.sh installs it)"
+command -v lintian >/dev/null || fail "lintian is not installed (scripts/test.sh installs it)"
 lintian --tag-display-limit 0 "$work"/out/*.deb 2>&1 | grep -v 'running with root privileges' >"$work/lintian" || true
 if [ -s "$work/lintian" ]; then cat "$work/lintian" >&2; fail "lintian reported the tags above"; fi
 echo "ok: $(cd "$work/out" && ls *.deb | tr '\n' ' ')"

@@ -32,7 +32,7 @@ if [ "$cmd" = stop ]; then stop; exit 0; fi
 
 for tool in munged mungekey slurmctld slurmd sbatch squeue scontrol; do
   command -v "$tool" >/dev/null 2>&1 || [ -x "/usr/sbin/$tool" ] ||
-    fail "$tool not found: install Debian's slurmctld slurmd slurm-client munge (scripts/setup.sh)"
+    fail "$tool not found: install Debian's slurmctld slurmd slurm-client munge (scripts/test.sh does)"
 done
 export PATH="$PATH:/usr/sbin"
 

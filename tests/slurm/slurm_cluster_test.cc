@@ -66,7 +66,7 @@ class SlurmSubmit : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_FALSE(g_cluster_dir.empty()) << "the Slurm test cluster did not start (tests/slurm/cluster.sh): " << g_start_error
-                                        << "\nInstall Debian's slurmctld slurmd slurm-client munge (scripts/setup.sh).";
+                                        << "\nInstall Debian's slurmctld slurmd slurm-client munge (scripts/test.sh does).";
     machine_ = std::make_unique<FakeMachine>(IdleGpus(2));
     fs::create_directories(machine_->dir() / "work");
     std::ofstream(machine_->dir() / "config.toml") << "[slurm]\npoll_interval = \"1s\"\n";

@@ -11,7 +11,7 @@
 
 namespace gpulane::test {
 
-/// The tmux binary on PATH; "" when there is none (scripts/setup.sh installs it).
+/// The tmux binary on PATH; "" when there is none (scripts/test.sh installs it).
 std::string TmuxBinary();
 
 /// A shell script that exports `env` (a value of "\x01unset" unsets the variable) and then runs
