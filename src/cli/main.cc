@@ -67,6 +67,13 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "gpulane: timing: main() at {:.6f} s monotonic\n",
                std::chrono::duration<double>(started.time_since_epoch()).count());
   using namespace gpulane;
+  // `gpulane --version` alone, without building the command line's parser: what CLI11 prints for
+  // it, in a tenth of the instructions (every subcommand's options were registered for it:
+  // 2.84 M instructions against /bin/true's 0.13 M, callgrind; docs/ci-time.md, bench/cli_start.sh).
+  if (argc == 2 && std::string_view(argv[1]) == "--version") {
+    std::puts(gpulane::cli::VersionLine().c_str());
+    return kExitOk;
+  }
   CLI::App app{"gpulane: see, choose and lease the GPUs of a shared server", "gpulane"};
   app.require_subcommand(1);
   app.set_version_flag("--version", gpulane::cli::VersionLine());
