@@ -9,6 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/packages.sh
 ensure_packages "building gpulane" "${GPULANE_BUILD_PACKAGES[@]}"
+echo "== setup: packages ready after ${SECONDS} s" >&2
 
 # Build as the clone's owner, also under sudo: a root-owned build/ would stop that user's own
 # ./scripts/test.sh later.
@@ -18,11 +19,13 @@ if [ "$(id -u)" -eq 0 ] && [ "$owner" != root ]; then as_owner=(runuser -u "$own
 # The dashboard's npm packages (uPlot, esbuild, playwright-core: web/package-lock.json), from the
 # npm registry; the build itself then bundles offline from web/node_modules.
 (cd web && "${as_owner[@]}" npm ci --no-audit --no-fund --loglevel=error)
+echo "== setup: the dashboard's npm packages ready after ${SECONDS} s" >&2
 # GPULANE_BUILD_TESTS stays as the build folder has it: OFF on a first run, ON once test.sh ran.
 tests_flag=()
 grep -q '^GPULANE_BUILD_TESTS:BOOL=ON' build/CMakeCache.txt 2>/dev/null || tests_flag=(-DGPULANE_BUILD_TESTS=OFF)
 "${as_owner[@]}" cmake -S . -B build -G Ninja "${tests_flag[@]}" >/dev/null
 "${as_owner[@]}" cmake --build build --target gpulane gpulane-web gpulane_dashboard
+echo "== setup: gpulane, gpulane-web and the dashboard built after ${SECONDS} s" >&2
 
 # The shared lease directory (and at every boot, through systemd-tmpfiles).
 if [ "$(id -u)" -eq 0 ]; then
