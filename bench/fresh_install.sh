@@ -71,4 +71,19 @@ print(f"- services enabled by the install: {wants} systemd wants-links, {rclinks
 EOF
 grep '^== setup:' "$dir/root/setup.log" | sed 's/^== setup: /- /'
 echo "(the whole log: $dir/root/setup.log)"
+
+# FRESH_TEST_PACKAGES=1: then what ./scripts/test.sh installs before building the tests (Slurm's and
+# munge's daemons among them), and whether any of their services was enabled or started.
+if [ "${FRESH_TEST_PACKAGES:-0}" = 1 ] && [ "$rc" -eq 0 ]; then
+  touch "$dir/root/tests-mark"
+  before=$(chroot "$dir" dpkg-query -W -f='${Package}\n' | wc -l)
+  chroot "$dir" /bin/bash -c 'cd /root/gpulane && source scripts/lib/packages.sh &&
+    ensure_packages "the tests" "${GPULANE_TEST_PACKAGES[@]}"' >"$dir/root/test-packages.log" 2>&1 || rc=$?
+  after=$(chroot "$dir" dpkg-query -W -f='${Package}\n' | wc -l)
+  wants=$(find "$dir/etc/systemd/system" -path '*.wants/*' -newer "$dir/root/tests-mark" 2>/dev/null | wc -l)
+  rclinks=$(find "$dir"/etc/rc[2-5].d -name 'S*' -newer "$dir/root/tests-mark" 2>/dev/null | wc -l)
+  daemons=$(pgrep -x 'munged|slurmctld|slurmd' | while read -r p; do [ "$(readlink /proc/$p/root)" = "$dir" ] && echo "$p"; done | wc -l)
+  echo "## the tests' packages (scripts/lib/packages.sh GPULANE_TEST_PACKAGES): exit $rc"
+  echo "- packages installed: $((after - before)); services enabled: $wants systemd wants-links, $rclinks init-script start links; daemons running from them: $daemons"
+fi
 exit "$rc"
