@@ -9,7 +9,7 @@ FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([A-Za-z0-9_+-]*)")
 DIRECTIVE = re.compile(r"^\s*<!--\s*doctest:\s*(.*?)\s*-->\s*$")
 DIRECTIVE_BODY = re.compile(r'^(\w+)(?:\s+(\d+)s?)?(?:\s+"([^"]*)")?\s*(?::\s*(.*))?$')
 VERBS_NEEDING_REASON = {"skip", "setup", "stop", "retry"}
-VERBS = VERBS_NEEDING_REASON | {"exit", "output", "timeout"}
+VERBS = VERBS_NEEDING_REASON | {"exit", "output", "exact", "timeout"}
 # What an untested command looks like outside a shell fence (an indented block, an untagged fence).
 COMMAND_LIKE = re.compile(r"^\s*(\$ |gpulane(-web)? |\./|sudo |cd |export |curl |ssh |python3? |pip |cmake |ctest |git "
                           r"|[\w.-]+/[\w./-]+ )")
@@ -36,7 +36,8 @@ class Example:
     stop_s: int | None = None  # run this long, then Ctrl-C (SIGINT); it must still be running
     retry_s: int | None = None  # run again until it succeeds, this long at most
     timeout_s: int | None = None
-    check_output: bool = False  # compare the output line by line (digits and spacing aside)
+    check_output: bool = False  # the lines shown must be printed (digits and spacing aside)
+    exact_output: bool = False  # ... digits included (job ids, GPU indices)
 
 
 def parse_directive(body, line):
@@ -44,7 +45,7 @@ def parse_directive(body, line):
     if not m or m.group(1) not in VERBS:
         raise ValueError(f"{line}: doctest directive '{body}' is not one of: "
                          'skip: WHY | setup: WHY | skip "TEXT": WHY | exit N ["TEXT"] | stop Ns ["TEXT"]: WHY '
-                         '| retry Ns ["TEXT"]: WHY | timeout Ns ["TEXT"] | output ["TEXT"]')
+                         '| retry Ns ["TEXT"]: WHY | timeout Ns ["TEXT"] | output ["TEXT"] | exact ["TEXT"]')
     verb, number, text, reason = m.group(1), m.group(2), m.group(3), (m.group(4) or "").strip()
     if verb in VERBS_NEEDING_REASON and not reason:
         raise ValueError(f"{line}: doctest directive '{body}' needs a reason after a colon")
@@ -112,6 +113,8 @@ def apply_directives(example, directives):
             example.timeout_s = d.number
         elif d.verb == "output":
             example.check_output = True
+        elif d.verb == "exact":
+            example.check_output = example.exact_output = True
 
 
 def check_untested(line, number, in_indented, errors):

@@ -22,16 +22,16 @@ import doc_sandbox  # noqa: E402
 DEFAULT_TIMEOUT_S = 30
 
 
-def normalise(line):
-    return re.sub(r"\s+", " ", re.sub(r"\d+", "0", line)).strip()
+def normalise(line, digits=False):
+    return re.sub(r"\s+", " ", line if digits else re.sub(r"\d+", "0", line)).strip()
 
 
-def output_matches(shown, printed):
+def output_matches(shown, printed, digits=False):
     """Whether every line the page shows is among the lines PRINTED, in the page's order, digits and
     spacing aside (a command may print more: a warning, a usage line); a shown '...' stands for
     lines left out."""
-    got = iter(normalise(p) for p in printed if p.strip())
-    return all(any(g == want for g in got) for want in (normalise(s) for s in shown)
+    got = iter(normalise(p, digits) for p in printed if p.strip())
+    return all(any(g == want for g in got) for want in (normalise(s, digits) for s in shown)
                if want and want != "...")
 
 
@@ -45,8 +45,10 @@ def judge(example, result):
         return f"exit status {result.rc}, the page expects {example.exit_code}"
     if example.output and not result.output.strip():
         return "the page shows output, the command printed nothing"
-    if example.check_output and not output_matches(example.output or [], result.output.splitlines()):
-        return "its output differs from the page's (digits and spacing aside)"
+    if example.check_output and not output_matches(example.output or [], result.output.splitlines(),
+                                                   example.exact_output):
+        aside = "spacing" if example.exact_output else "digits and spacing"
+        return f"its output differs from the page's ({aside} aside)"
     return None
 
 
@@ -92,6 +94,8 @@ def run_page(page, args, totals):
                     result = run_example(session, e)
                     ran += 1
                     why = judge(e, result)
+                    if args.show:
+                        print(f"--- {name}:{e.line}: $ {e.command}\n{result.output.rstrip()}")
                     if why:
                         failed += 1
                         report_failure(name, e, why, result)
@@ -115,6 +119,7 @@ def main():
     parser.add_argument("--build", required=True, help="the build folder (gpulane, fake_nvml/)")
     parser.add_argument("--source", required=True, help="the source tree (README.md, docs/, tests/)")
     parser.add_argument("--list", action="store_true", help="list the examples and what is done with each")
+    parser.add_argument("--show", action="store_true", help="print each command and its output")
     parser.add_argument("pages", nargs="+")
     args = parser.parse_args()
     args.build, args.source = os.path.abspath(args.build), os.path.abspath(args.source)

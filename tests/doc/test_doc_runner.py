@@ -154,6 +154,22 @@ class DocRunner(unittest.TestCase):
             ~~~
             """)
 
+    def test_exact_output_compares_digits_too(self):
+        self.assertFails("""
+            <!-- doctest: exact -->
+            ~~~console
+            $ echo 13
+            12
+            ~~~
+            """, "its output differs from the page's (spacing aside)")
+        self.assertPasses("""
+            <!-- doctest: exact -->
+            ~~~console
+            $ echo '12   a'
+            12 a
+            ~~~
+            """)
+
     def test_a_command_that_hangs_fails_at_its_limit(self):
         started = time.monotonic()
         self.assertFails("""
