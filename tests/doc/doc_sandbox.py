@@ -179,8 +179,10 @@ class Sandbox:
             # the fake NVML, as scripts/setup.sh runs it where there is no driver
             "GPULANE_DIRECT_NVML": "1", "FAKE_NVML_STATE": self.path("nvml_state.json"),
             "GPULANE_NVML_LIBRARY": os.path.join(self.build, "fake_nvml/current/libnvidia-ml.so.1"),
-            # nothing of the machine's own: its lease directory, its system daemon
+            # nothing of the machine's own: its lease directory, its system daemon (whose socket a
+            # client would ask first)
             "GPULANE_LEASE_DIR": self.path("leases"), "GPULANE_SYSTEM_DAEMON": "0",
+            "GPULANE_SOCKET": self.path("run/gpulane.sock"),
         }
 
     def session(self):

@@ -67,6 +67,7 @@ class DocRunner(unittest.TestCase):
         rc, out = run_page("""
             ~~~sh
             test -z "$DOCTEST_LEAK" && test "$HOME" != "$CALLER_HOME" && test -n "$FAKE_NVML_STATE"
+            case "$GPULANE_SOCKET $GPULANE_LEASE_DIR" in "${HOME%/home}"/*" ${HOME%/home}"/*) ;; *) false ;; esac
             ~~~
             """, {"DOCTEST_LEAK": "x", "CALLER_HOME": os.environ.get("HOME", "/root")})
         self.assertEqual(rc, 0, out)
