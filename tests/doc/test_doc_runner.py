@@ -200,6 +200,16 @@ class DocRunner(unittest.TestCase):
             """, "did not finish within 1 s", "not run: the page's shell ended at an earlier command")
         self.assertLess(time.monotonic() - started, 30)
 
+    def test_retry_runs_a_command_again_until_it_succeeds(self):
+        page = """
+            {directive}
+            ~~~sh
+            test -e tried || {{ touch tried; false; }}
+            ~~~
+            """
+        self.assertPasses(page.format(directive='<!-- doctest: retry 5: the page says "a second later" -->'))
+        self.assertFails(page.format(directive=""), "exit status 1, the page expects 0")
+
     def test_background_processes_are_ended_after_the_page(self):
         marker = f"doctest-background-{os.getpid()}-{time.monotonic_ns()}"
         rc, out = run_page(f"""
@@ -213,4 +223,4 @@ class DocRunner(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(argv=[sys.argv[0], "-v"])
+    unittest.main(argv=[sys.argv[0], "-v"] + sys.argv[3:])  # then test names, if any
