@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes a synthetic job trace for `gpulane simulate` (the CSV of README "Simulate a policy").
+"""Writes a synthetic job trace for `gpulane simulate` (the CSV of docs/simulate.md).
 
   python3 bench/make_sim_trace.py --jobs 100000 --gpus 8 --load 0.9 --seed 1 > trace.csv
 

@@ -1,7 +1,7 @@
 """Exceptions raised by the gpulane package.
 
 Every error of the ``gpulane`` binary becomes a :class:`GpulaneError` (or a subclass chosen by
-its exit code, README's exit-code table) carrying the binary's one-line message and exit code.
+its exit code, docs/exit-codes.md) carrying the binary's one-line message and exit code.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ class GpulaneError(Exception):
 
     Attributes:
         message: the binary's one-line error message (``gpulane: `` prefix removed).
-        exit_code: the binary's exit status (README's table), or ``None`` when no binary ran.
+        exit_code: the binary's exit status (docs/exit-codes.md), or ``None`` when no binary ran.
     """
 
     def __init__(self, message: str, exit_code: Optional[int] = None) -> None:
