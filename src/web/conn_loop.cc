@@ -81,7 +81,7 @@ struct ConnLoop::Impl {
   std::map<int, std::unique_ptr<Conn>> conns;  ///< the accepting thread's alone; a worker touches only its exchange's fd
 
   std::mutex mu;  ///< guards the queues and `returned`
-  std::condition_variable cv;
+  std::condition_variable cv, metrics_cv;  ///< the general workers', the /metrics workers'
   std::deque<Exchange> metrics_queue, queue;
   std::vector<std::pair<int, bool>> returned;  ///< fd, keep open: connections whose answer is written
 
@@ -112,7 +112,7 @@ void ConnLoop::Impl::Worker(bool metrics_only) {
     Exchange x;
     {
       std::unique_lock lock(mu);
-      cv.wait(lock, [&] { return stopping || !metrics_queue.empty() || (!metrics_only && !queue.empty()); });
+      (metrics_only ? metrics_cv : cv).wait(lock, [&] { return stopping || !metrics_queue.empty() || (!metrics_only && !queue.empty()); });
       if (stopping) return;
       auto& from = metrics_queue.empty() ? queue : metrics_queue;  // a scrape first, whoever takes it
       x = std::move(from.front());
@@ -164,7 +164,8 @@ void ConnLoop::Impl::Dispatch(Conn& c, const RequestHead& head) {
     std::lock_guard lock(mu);
     (scrape ? metrics_queue : queue).push_back(std::move(x));
   }
-  cv.notify_all();
+  cv.notify_one();  // one worker, not all of them, wakes for a request
+  if (scrape) metrics_cv.notify_one();
 }
 
 // What `c`'s bytes so far make: a request for a worker, a refusal, or nothing yet.
@@ -248,11 +249,14 @@ int ConnLoop::Impl::TimeoutMs(TimePoint now) const {
 }
 
 // Room for a new connection: closes one that no worker holds, the first of: one already being
-// closed, the one idle longest, the one whose request began longest ago (the slowest).
+// closed; the one connected longest without a request; the one whose head began longest ago (the
+// slowest); the one kept alive idle longest after its answers (a dashboard between two polls goes
+// last: a flood of fresh sockets sheds its own kind first).
 bool ConnLoop::Impl::ShedOne() {
   auto rank = [](const Conn& c) {
     if (c.state == Conn::State::kDraining) return std::pair(0, TimePoint::min());
-    return c.first_byte ? std::pair(2, *c.first_byte) : std::pair(1, c.last_active);
+    if (c.first_byte) return std::pair(2, *c.first_byte);
+    return std::pair(c.requests == 0 ? 1 : 3, c.last_active);
   };
   Conn* victim = nullptr;
   for (auto& [fd, c] : conns) {
@@ -320,6 +324,7 @@ void ConnLoop::Run() {
     m.stopping = true;
   }
   m.cv.notify_all();
+  m.metrics_cv.notify_all();
   for (auto& w : workers) w.join();
 }
 
