@@ -4,7 +4,8 @@
 // complete head goes to a worker of a bounded pool, and a connection kept alive goes back to that
 // thread between requests. So idle, kept-alive and slow connections hold a buffer, never a
 // worker; each has a deadline from its request's first byte; the number of connections is capped,
-// a new one beyond the cap shedding the idlest (then the slowest) of those no worker is answering;
+// a new one beyond the cap shedding one no worker is answering (ShedOne: those that never asked
+// and slow heads before kept-alive clients between requests);
 // and GET /metrics has a worker of its own besides: a scrape is answered while others hold the rest.
 // No HTTP beyond the head is parsed here: a worker answers through cpp-httplib (web/http_server.cc).
 #include <chrono>
