@@ -49,7 +49,7 @@ std::string HostName(const std::string& host_header) {
     if (!AllDigits(port)) return "";
   }
   for (unsigned char c : name)
-    if (c <= ' ' || c == '/' || c == '@' || c == 0x7f) return "";
+    if (c <= ' ' || c >= 0x7f || c == '/' || c == '@' || c == '%' || c == '\\') return "";  // a raw header: no escapes
   return name;
 }
 

@@ -1,11 +1,15 @@
 #include "web/http_server.h"
 
+#include <fcntl.h>
 #include <netdb.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <ctime>
 #include <thread>
@@ -16,6 +20,7 @@
 
 #include "util/exit_codes.h"
 #include "web/api.h"
+#include "web/conn_loop.h"
 #include "web/daemon_client.h"
 #include "web/host_check.h"
 #include "web/static_dir.h"
@@ -28,6 +33,11 @@ using nlohmann::json;
 constexpr const char* kMetricsType = "text/plain; version=0.0.4; charset=utf-8";
 constexpr std::size_t kChartPoints = 600;  ///< points a GPU's chart gets with /api/v1/status?history=
 constexpr std::size_t kMaxBodyBytes = 64 << 10;  ///< cpp-httplib reads no body of a GET or HEAD and the guard refuses the rest: a bound all the same
+
+// The head of the request this worker thread answers (HttpSide::Answer sets it around cpp-httplib's
+// parse): the Host check and the query's strict decoding judge its raw bytes, not cpp-httplib's
+// percent-decoded copies (which turned "localhost%00.evil" into "localhost").
+thread_local const RequestHead* current_head = nullptr;
 
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
@@ -83,6 +93,13 @@ void NoBrotli(httplib::Request& req) {
   it->second = it->second.find("gzip") != std::string::npos ? "gzip" : "identity";
 }
 
+// Someone else's bytes for a line of text: printable ASCII kept, the rest as \xNN, at most 100.
+std::string Printable(const std::string& raw) {
+  std::string out;
+  for (unsigned char c : raw.substr(0, 100)) out += c >= 0x20 && c < 0x7f ? std::string(1, static_cast<char>(c)) : fmt::format("\\x{:02x}", c);
+  return out;
+}
+
 class Routes {
  public:
   Routes(const WebOptions& o, bool dashboard)
@@ -99,12 +116,23 @@ class Routes {
                           {"code", "method_not_allowed"}});
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (!HostAllowed(req.get_header_value("Host"), allowed_)) {
+    static const RequestHead kNoHead;  // (none outside HttpSide::Answer: no Host, so refused)
+    const RequestHead& head = current_head ? *current_head : kNoHead;
+    if (head.hosts.size() > 1) {
+      SendJson(res, 400, {{"error", "a request has one Host header, not several"}, {"code", "invalid_argument"}});
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    const std::string host = head.hosts.empty() ? "" : head.hosts.front();
+    if (!HostAllowed(host, allowed_)) {
       res.status = 403;
       res.set_content(fmt::format("403: this gpulane server answers only to the host names it is known by, not '{}' "
                                   "(add the name to web.allowed_hosts in /etc/gpulane/config.toml, docs/config.md)\n",
-                                  HostName(req.get_header_value("Host"))),
+                                  Printable(host)),
                       "text/plain; charset=utf-8");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (gpulane::Status target = CheckTarget(head.target); !target) {
+      SendError(res, target.error());
       return httplib::Server::HandlerResponse::Handled;
     }
     return httplib::Server::HandlerResponse::Unhandled;
@@ -220,9 +248,77 @@ void Install(httplib::Server& svr, Routes& r, const std::string& static_dir, con
   // client's delayed ACK of the first, 40 ms on Linux, eight times the /metrics target.
   svr.set_tcp_nodelay(true);
   svr.set_payload_max_length(kMaxBodyBytes);
-  svr.set_keep_alive_max_count(100);
-  svr.set_read_timeout(5, 0);
+  const LoopLimits limits;  // the connections' limits are web/conn_loop's; these only word its Keep-Alive header
+  svr.set_keep_alive_max_count(static_cast<std::size_t>(limits.max_requests));
+  svr.set_keep_alive_timeout(static_cast<time_t>(limits.idle_s));
 }
+
+// cpp-httplib answers one request a call here, from the head web/conn_loop read; the connection
+// is the loop's (its accept loop, thread pool and keep-alive loop are not used).
+class HttpSide final : public httplib::Server {
+ public:
+  // The listening socket bind_to_port made, non-blocking, with a backlog for bursts of connections.
+  int PrepareListenFd() const {
+    const int fd = svr_sock_;
+    ::listen(fd, 1024);
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    return fd;
+  }
+  bool Answer(const Exchange& x) {
+    HeadStream stream(x);
+    bool closed = false;
+    current_head = &x.head;
+    const bool written = process_request(stream, x.last, closed, nullptr);
+    current_head = nullptr;
+    return written && !closed && !x.last;
+  }
+
+ private:
+  // The exchange's head to read, its connection to write to until its deadline.
+  class HeadStream final : public httplib::Stream {
+   public:
+    explicit HeadStream(const Exchange& x) : x_(x) {}
+    bool is_readable() const override { return read_ < x_.head_bytes.size(); }
+    bool is_writable() const override { return WaitWritable(); }
+    ssize_t read(char* ptr, size_t size) override {
+      const std::size_t n = std::min(size, x_.head_bytes.size() - read_);
+      std::memcpy(ptr, x_.head_bytes.data() + read_, n);
+      read_ += n;
+      return static_cast<ssize_t>(n);
+    }
+    ssize_t write(const char* ptr, size_t size) override {
+      for (std::size_t done = 0; done < size;) {
+        if (!WaitWritable()) return -1;  // past the deadline: a client that does not read holds no worker longer
+        const ssize_t n = send(x_.fd, ptr + done, size - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && errno != EAGAIN && errno != EINTR) return -1;
+        done += n > 0 ? static_cast<std::size_t>(n) : 0;
+      }
+      return static_cast<ssize_t>(size);
+    }
+    void get_remote_ip_and_port(std::string& ip, int& port) const override { Name(getpeername, ip, port); }
+    void get_local_ip_and_port(std::string& ip, int& port) const override { Name(getsockname, ip, port); }
+    socket_t socket() const override { return x_.fd; }
+
+   private:
+    bool WaitWritable() const {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(x_.deadline - std::chrono::steady_clock::now()).count();
+      pollfd p{x_.fd, POLLOUT, 0};
+      return left > 0 && poll(&p, 1, static_cast<int>(left)) > 0 && (p.revents & POLLOUT);
+    }
+    void Name(int (*get)(int, sockaddr*, socklen_t*), std::string& ip, int& port) const {
+      sockaddr_storage a{};
+      socklen_t len = sizeof a;
+      char host[NI_MAXHOST] = {}, serv[NI_MAXSERV] = {};
+      if (get(x_.fd, reinterpret_cast<sockaddr*>(&a), &len) != 0 ||
+          getnameinfo(reinterpret_cast<sockaddr*>(&a), len, host, sizeof host, serv, sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+        return;
+      ip = host;
+      port = std::atoi(serv);
+    }
+    const Exchange& x_;
+    std::size_t read_ = 0;
+  };
+};
 
 }  // namespace
 
@@ -233,7 +329,7 @@ int Serve(const WebOptions& options, const std::string& static_dir) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);  // before any thread: only the waiter below takes them
   signal(SIGPIPE, SIG_IGN);
 
-  httplib::Server svr;
+  HttpSide svr;
   Routes routes(options, !static_dir.empty());
   Install(svr, routes, static_dir, options);
   const ListenAddress& a = options.listen;
@@ -244,16 +340,17 @@ int Serve(const WebOptions& options, const std::string& static_dir) {
                        "\"off\")\n", a.host, a.port, BindProblem(a));
     return kExitFailure;
   }
-  std::thread waiter([&svr, stop_signals] {
+  ConnLoop loop(svr.PrepareListenFd(), LoopLimits{}, [&svr](const Exchange& x) { return svr.Answer(x); });
+  std::thread waiter([&loop, stop_signals] {
     int sig = 0;
     sigwait(&stop_signals, &sig);
-    svr.stop();
+    loop.Stop();
   });
   const std::string shown = a.host.find(':') != std::string::npos ? "[" + a.host + "]" : a.host;
   fmt::print(stderr, "gpulane-web: listening on http://{}:{}/ (daemon {}, dashboard {})\n", shown, port, options.socket_path,
              static_dir.empty() ? "not built" : static_dir);
   std::fflush(stderr);
-  svr.listen_after_bind();
+  loop.Run();
   pthread_kill(waiter.native_handle(), SIGTERM);  // stopped otherwise: end the waiter too
   waiter.join();
   return kExitOk;

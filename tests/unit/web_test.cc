@@ -59,7 +59,7 @@ TEST(WebHostCheck, OnlyTheNamesTheServerIsKnownByAreAnswered) {
   for (const char* good : {"127.0.0.1:9470", "localhost", "LOCALHOST:9470", "[::1]:9470", "gpu01.example.org:80", "127.0.0.1"})
     EXPECT_TRUE(HostAllowed(good, allowed)) << good;
   for (const char* bad : {"", "evil.example:9470", "127.0.0.1.evil.example", "localhost.", "127.0.0.1:x", "[::1", "a@127.0.0.1",
-                          "gpu01.example.org.evil:1"})
+                          "gpu01.example.org.evil:1", "localhost%00.evil", "localhost\\.evil", "localh\xc3\xb6st"})
     EXPECT_FALSE(HostAllowed(bad, allowed)) << bad;
   // A wildcard listen address is no name; a concrete one is.
   EXPECT_FALSE(HostAllowed("0.0.0.0:9470", AllowedHosts("0.0.0.0", {})));
