@@ -54,7 +54,7 @@ STUB_CUDA = textwrap.dedent("""
 
 
 def _stub_torch(root: Path) -> Path:
-    (root / "torch").mkdir()
+    (root / "torch").mkdir(parents=True)
     (root / "torch" / "__init__.py").write_text("from . import cuda\n")
     (root / "torch" / "cuda.py").write_text(STUB_CUDA)
     return root
