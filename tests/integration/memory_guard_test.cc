@@ -4,6 +4,8 @@
 // after anomaly.overuse_grace with the reason in `show`/`queue` and exit status 18; with grace 0
 // it is only warned; a job holding GPU 0 whole is never touched whatever it holds. The same for
 // `gpulane run` without a daemon, which also measures the time from the crossing to the stop.
+#include <unistd.h>
+
 #include <chrono>
 #include <filesystem>
 #include <fstream>
