@@ -11,6 +11,7 @@ import threading
 from dataclasses import dataclass
 from typing import IO, Any, Dict, Iterable, List, Optional, Union
 
+from ._torch_memory import limit_torch_memory
 from ._binary import Duration, Size, duration_arg, find_binary, request_args
 from .errors import CudaAlreadyInitializedError, GpulaneError, InvalidRequestError, error_for
 
@@ -218,7 +219,9 @@ class Lease:
 
         Sets ``CUDA_VISIBLE_DEVICES``, ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, ``GPULANE_JOB_ID``,
         ``GPULANE_GPU_UUIDS``, ``GPULANE_GPU_INDICES`` (and ``GPULANE_MEM_BYTES`` with ``mem``) in
-        ``os.environ``. Inside a gpulane job (``GPULANE_JOB_ID`` and ``CUDA_VISIBLE_DEVICES`` set,
+        ``os.environ``. With ``mem`` (or inside a ``--mem`` job), PyTorch is asked to keep to it:
+        ``torch.cuda.set_per_process_memory_fraction`` when CUDA starts (a courtesy, so that the job
+        fails its own allocation first; gpulane stops a job over its declaration, docs/security.md). Inside a gpulane job (``GPULANE_JOB_ID`` and ``CUDA_VISIBLE_DEVICES`` set,
         e.g. under ``gpulane run`` or in an enclosing ``lease()``) it returns the job's GPUs at once,
         leasing and changing nothing.
 
@@ -239,6 +242,7 @@ class Lease:
                         f"this process runs inside gpulane job {job.job_id}, which has {len(job)} GPU(s), "
                         f"fewer than the {self._n} asked for", 2)
                 self._gpus = job
+                limit_torch_memory(job.env.get("GPULANE_MEM_BYTES"))
                 return job
         if self._check_cuda:
             _check_cuda_not_initialized()
@@ -270,6 +274,7 @@ class Lease:
         self._saved_env = {k: os.environ.get(k, _UNSET) for k in gpus.env}
         os.environ.update(gpus.env)
         self._gpus = gpus
+        limit_torch_memory(gpus.env.get("GPULANE_MEM_BYTES"))  # a courtesy: the monitor is the guarantee
         _held.add(self)  # held until release() or the process ends, referenced or not
         return gpus
 

@@ -89,6 +89,7 @@ int RunRun(const RunOptions& o, int report_fd = -1) {
   // would name other GPUs: UUIDs mean the same GPU either way.
   job.uuids_in_env = o.uuid || job.wait.inherited.in_slurm();
   job.stray_check_s = config->stray_check_s;
+  job.memory_guard = {config->memory_margin_bytes, config->anomaly_overuse_grace_s};
   // --notify: end and fail when the job ends, anomalies (the daemon's, by job id) while it runs.
   std::optional<daemon::NotifiedJob> notified;
   if (!o.notify.empty()) {
@@ -158,14 +159,19 @@ int RunRun(const RunOptions& o, int report_fd = -1) {
   if (ran.exec_failed) PrintDiagnostic("error", ran.exec_error);
   // Its partition closed (ends = "stop", or "requeue", which `run` cannot do: it stops too).
   if (outcome->partition_stop) PrintDiagnostic("warning", "the job was stopped: " + outcome->partition_stop->reason);
+  if (outcome->memory_overuse) PrintDiagnostic("error", "the job was stopped: " + *outcome->memory_overuse);
   if (ran.leftovers_terminated > 0 && !o.quiet)
     fmt::print(stderr, "gpulane: ended {} process{} the job left behind{}\n", ran.leftovers_terminated,
                ran.leftovers_terminated > 1 ? "es" : "",
                ran.leftovers_killed ? fmt::format(" ({} needed SIGKILL)", ran.leftovers_killed) : "");
   // What the daemon's sampler metered of the job (nothing without a daemon, or for a job shorter than
   // one sample).
-  if (notified) daemon::NotifyJobEnd(*notified, ran, outcome->partition_stop.has_value(),
-                                     outcome->partition_stop ? outcome->partition_stop->reason : "");
+  if (notified) {
+    exec::JobOutcome ended = ran;
+    if (outcome->memory_overuse) ended.exit_code = kExitMemoryOveruse;  // what run exits with
+    daemon::NotifyJobEnd(*notified, ended, outcome->partition_stop.has_value(),
+                         outcome->partition_stop ? outcome->partition_stop->reason : outcome->memory_overuse.value_or(""));
+  }
   if (!o.quiet && !ran.exec_failed && outcome->usage && outcome->usage->samples > 0)
     fmt::print(stderr, "gpulane: {}\n", telemetry::UsageLine(job.job_id, *outcome->usage));
   else if (!o.quiet && !ran.exec_failed && daemon_meters)
@@ -174,7 +180,7 @@ int RunRun(const RunOptions& o, int report_fd = -1) {
   if (std::getenv("GPULANE_TIMING"))
     fmt::print(stderr, "gpulane: timing: lease {:.2f} ms, job {:.2f} ms, release after the job's end {:.2f} ms\n",
                outcome->waited_s * 1e3, outcome->job_s * 1e3, outcome->release_s * 1e3);
-  return ran.exit_code;
+  return outcome->memory_overuse ? kExitMemoryOveruse : ran.exit_code;
 }
 
 // --each FILE: every command line of FILE as a `gpulane run` of its own, at most -j at once.

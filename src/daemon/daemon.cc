@@ -219,6 +219,7 @@ void Daemon::StartSampler() {
   a.throttle_after_s = config_.anomaly_throttle_after_s;
   a.xid_clear_after_s = config_.anomaly_xid_clear_after_s;
   a.idle_cancel_after_s = config_.anomaly_idle_action == "cancel" ? config_.anomaly_idle_cancel_after_s : 0;
+  a.memory_guard = {config_.memory_margin_bytes, config_.anomaly_overuse_grace_s};
   sampler_ = std::make_unique<SamplerThread>(settings, std::move(backend).value(), std::move(leases),
                                              history ? std::move(history).value() : nullptr, clock_,
                                              [this](const std::string& line) { Log(line); });

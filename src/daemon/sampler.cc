@@ -112,7 +112,10 @@ void Sampler::Meter(double now_s, const GpuSnapshot& snapshot, const std::vector
     job.gpus.clear();
     std::vector<telemetry::JobGpuObservation> observed;
     for (const auto& v : views) {
-      job.gpus.push_back({v.uuid, v.observed.memory_bytes, v.observed.util_pct, v.whole, v.foreign});
+      std::optional<std::uint64_t> declared;
+      for (const lease::LeasedGpu& g : lease.gpus)
+        if (g.uuid == v.uuid) declared = g.mem_bytes;
+      job.gpus.push_back({v.uuid, v.observed.memory_bytes, v.observed.util_pct, v.whole, v.foreign, declared});
       observed.push_back(v.observed);
     }
     job.meter.Observe(observed);
@@ -147,7 +150,7 @@ telemetry::AnomalyChanges Sampler::Detect(double now_s, const GpuSnapshot& snaps
       const MigDevice* mig = nullptr;
       const GpuDevice* d = lease::DeviceOf(snapshot, g.uuid, &mig);
       jobs.push_back({job.lease.job_id, job.lease.user, name, g.uuid, d ? d->pci_index : 0u, g.whole, g.util_pct,
-                      g.memory_bytes, g.foreign});
+                      g.memory_bytes, g.declared_bytes, g.foreign});
     }
   return detector_.Observe(now_s, gpus, jobs);
 }

@@ -40,6 +40,7 @@ struct LiveJobGpu {
   std::optional<double> util_pct;
   bool whole = true;                 ///< held whole (not a --mem share, not a MIG device)
   std::vector<std::string> foreign;  ///< processes on it outside the job: "bob's python (pid 12)"
+  std::optional<std::uint64_t> declared_bytes;  ///< its lease's --mem there (nullopt: none)
 };
 
 /// A live lease as the sampler meters it.

@@ -24,6 +24,7 @@
 #include "proto/telemetry_json.h"
 #include "telemetry/job_usage.h"
 #include "util/config.h"
+#include "util/exit_codes.h"
 
 namespace gpulane::daemon {
 namespace {
@@ -116,6 +117,7 @@ exec::LeasedJob MakeLeasedJob(const store::Job& job, const Config& config) {
   spec.env = job.spec.env;
   spec.cwd = job.spec.cwd;
   spec.kill_grace_s = job.spec.kill_grace_s;
+  leased.memory_guard = {config.memory_margin_bytes, config.anomaly_overuse_grace_s};
   spec.time_limit_s = job.spec.request.time_limit_s;
   spec.stdout_path = store::OutputPath(job);
   spec.stdout_new_file = store::HasDefaultOutputPath(job);  // never append to an older job's gpulane-<id>.out
@@ -195,8 +197,12 @@ void RecordOutcome(const Result<exec::LeasedJobOutcome>& outcome, sched::Preempt
     status.requeue = preemptible == sched::Preemptible::kRequeue;
     status.reason = *outcome->preempted;
   }
+  if (outcome->memory_overuse) {  // failed, with gpulane's code for it: the job's own status is a SIGTERM's
+    status.exit_code = kExitMemoryOveruse;
+    status.reason = *outcome->memory_overuse;
+  }
   if (ran.exec_failed) status.reason = ran.exec_error;
-  else if (ran.leftovers_terminated) status.reason = fmt::format("ended {} leftover process(es)", ran.leftovers_terminated);
+  else if (!outcome->memory_overuse && ran.leftovers_terminated) status.reason = fmt::format("ended {} leftover process(es)", ran.leftovers_terminated);
 }
 
 }  // namespace
@@ -311,8 +317,11 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
   if (outcome && outcome->job && !outcome->job->exec_failed) AppendUsageLine(*job, status.logs, outcome->lease_name);
   RecordOutcome(outcome, job->spec.request.preemptible, status);
   const int rc = Finish(files, status);
-  if (job->spec.notify && outcome && outcome->job)
-    NotifyJobEnd(NotifiedOf(*job, status.logs), *outcome->job, status.partition_stopped || status.preempted, status.reason);
+  if (job->spec.notify && outcome && outcome->job) {
+    exec::JobOutcome ended = *outcome->job;
+    if (outcome->memory_overuse) ended.exit_code = kExitMemoryOveruse;  // as recorded
+    NotifyJobEnd(NotifiedOf(*job, status.logs), ended, status.partition_stopped || status.preempted, status.reason);
+  }
   return rc;
 }
 

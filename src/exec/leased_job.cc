@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "exec/job_env.h"
+#include "exec/memory_watch.h"
 #include "lease/job_observation.h"
 #include "lease/occupancy.h"
 #include "lease/preemption.h"
@@ -111,31 +112,18 @@ class PreemptWatch {
 // the same view of the lease as the daemon's sampler (lease/job_observation.h).
 class UsageWatch {
  public:
-  UsageWatch(GpuBackend& backend, const lease::LeaseDir& dir, std::string lease_name)
-      : backend_(backend), dir_(dir), lease_(std::move(lease_name)) {}
+  UsageWatch() = default;
 
-  void Sample() {
-    ReadOptions options;
-    options.topology = false;
-    options.telemetry = true;
-    auto snapshot = backend_.Read(options);
-    if (!snapshot) return;
-    ProcfsProcessTable table;
-    AnnotateProcesses(*snapshot, table);
-    const lease::DirContents contents = dir_.Read();
-    const auto owners = lease::ProcessOwners(*snapshot, contents.leases, table);
-    for (std::size_t i = 0; i < contents.leases.size(); ++i) {
-      if (contents.leases[i].name != lease_) continue;
-      const auto views = lease::ViewLease(*snapshot, contents.leases, i, owners);
-      if (!meter_) {
-        std::vector<double> shares;
-        for (const auto& v : views) shares.push_back(v.share);
-        meter_.emplace(std::move(shares));
-      }
-      std::vector<telemetry::JobGpuObservation> observed;
-      for (const auto& v : views) observed.push_back(v.observed);
-      meter_->Observe(observed);
+  /// One sample of the lease's GPUs (ViewOwnLease).
+  void Observe(const std::vector<lease::LeaseGpuView>& views) {
+    if (!meter_) {
+      std::vector<double> shares;
+      for (const auto& v : views) shares.push_back(v.share);
+      meter_.emplace(std::move(shares));
     }
+    std::vector<telemetry::JobGpuObservation> observed;
+    for (const auto& v : views) observed.push_back(v.observed);
+    meter_->Observe(observed);
   }
   /// The usage of a job that ran from `start_s` to `end_s` (wall clock), nullopt before a sample.
   std::optional<telemetry::JobUsage> Summary(double start_s, double end_s, double wait_s) const {
@@ -144,9 +132,6 @@ class UsageWatch {
   }
 
  private:
-  GpuBackend& backend_;
-  const lease::LeaseDir& dir_;
-  std::string lease_;
   std::optional<telemetry::JobMeter> meter_;
 };
 
@@ -228,18 +213,28 @@ Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir
   const bool check_strays = hooks.on_warning && job.stray_check_s > 0;
   const bool check_preemption = job.wait.request.preemptible != sched::Preemptible::kNo && job.preempt_check_s > 0;
   const bool call_running = hooks.on_running && job.running_hook_s > 0;
-  UsageWatch usage(backend, dir, grant->lease.name());
+  UsageWatch usage;
   const bool meter = job.meter_usage_s > 0;
+  MemoryWatch memory(job.job_id, job.wait.request.mem_bytes, job.memory_guard, hooks.on_warning);
+  const bool guard = memory.active() && job.memory_check_s > 0;
   const double started_wall_s = SystemClock().WallS();
-  if (check_strays || check_preemption || call_running || meter) {
+  if (check_strays || check_preemption || call_running || meter || guard) {
     spec.tick_s = 1e9;
     if (meter) spec.tick_s = std::min(spec.tick_s, job.meter_usage_s);
+    if (guard) spec.tick_s = std::min(spec.tick_s, job.memory_check_s);
     if (check_strays) spec.tick_s = std::min(spec.tick_s, job.stray_check_s);
     if (check_preemption) spec.tick_s = std::min(spec.tick_s, job.preempt_check_s);
     if (call_running) spec.tick_s = std::min(spec.tick_s, job.running_hook_s);
     double next_stray_s = MonotonicS() + job.stray_check_s, next_running_s = MonotonicS() + job.running_hook_s;
-    spec.on_tick = [&, next_stray_s, next_running_s]() mutable {
-      if (meter) usage.Sample();
+    ReadOptions sample_options{false, false, false, meter};  // the meter's figures need the telemetry fields
+    if (meter) sample_options.utilization = sample_options.sensors = true;
+    spec.on_tick = [&, next_stray_s, next_running_s, sample_options]() mutable {
+      bool stop_for_memory = false;
+      if (meter || guard)  // one read of the GPUs for both
+        ViewOwnLease(backend, sample_options, dir, grant->lease.name(), [&](const std::vector<lease::LeaseGpuView>& views) {
+          if (meter) usage.Observe(views);
+          if (guard) stop_for_memory = memory.Observe(MonotonicS(), views);
+        });
       if (check_strays && MonotonicS() >= next_stray_s) {
         strays.Check();
         next_stray_s = MonotonicS() + job.stray_check_s;
@@ -248,7 +243,7 @@ Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir
         hooks.on_running();
         next_running_s = MonotonicS() + job.running_hook_s;
       }
-      return check_preemption && !preemption.reason() && preemption.Check();
+      return stop_for_memory || (check_preemption && !preemption.reason() && preemption.Check());
     };
   }
   auto ran = RunJob(
@@ -266,7 +261,8 @@ Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir
   if (!ran) return ran.error();
   if (meter) outcome.usage = usage.Summary(started_wall_s, SystemClock().WallS() - outcome.release_s, outcome.waited_s);
   outcome.gpus_released = waiter.CheckGpusReleased(outcome.gpus, ran->pids);
-  if (ran->stopped && preemption.reason()) outcome.preempted = preemption.reason();
+  if (ran->stopped && memory.reason()) outcome.memory_overuse = memory.reason();
+  else if (ran->stopped && preemption.reason()) outcome.preempted = preemption.reason();
   else if (ran->stopped) outcome.partition_stop = grant->partition_stop;
   outcome.job = std::move(ran).value();
   return outcome;

@@ -20,6 +20,7 @@
 #include "lease/lease_dir.h"
 #include "lease/waiter.h"
 #include "telemetry/job_usage.h"
+#include "telemetry/memory_guard.h"
 #include "util/result.h"
 
 namespace gpulane::exec {
@@ -44,6 +45,12 @@ struct LeasedJob {
   /// How often the job meters its own use of its GPUs (seconds; 0: never): `gpulane run` when no
   /// daemon's sampler does (LeasedJobOutcome::usage).
   double meter_usage_s = 0;
+  /// A job that declared its memory (wait.request.mem_bytes): how often, while it runs, it reads
+  /// its processes' memory on its GPUs (exec/memory_watch.h; seconds, 0: never), and the rule
+  /// (lease.memory_margin, anomaly.overuse_grace) that warns it and stops it (SIGTERM, its kill
+  /// grace, SIGKILL) when it holds more than it declared.
+  double memory_check_s = 1;
+  telemetry::MemoryGuardSettings memory_guard;
 };
 
 /// Where the caller hears of progress.
@@ -81,6 +88,9 @@ struct LeasedJobOutcome {
   std::optional<sched::PartitionStop> partition_stop;
   /// The job was preempted (job->stopped): why ("preempted: alice's job (#1 in line) needs GPU1").
   std::optional<std::string> preempted;
+  /// The job was stopped for holding more memory than it declared (job->stopped): the one-line
+  /// reason ("memory over declaration: held 45.0 GiB on GPU 0 for 10 s, ...").
+  std::optional<std::string> memory_overuse;
   /// With LeasedJob::meter_usage_s: what the job used, from its own samples (nullopt: none taken).
   std::optional<telemetry::JobUsage> usage;
 };

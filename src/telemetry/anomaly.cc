@@ -177,6 +177,18 @@ void AnomalyDetector::ObserveJob(AnomalyChanges& changes, double now_s, const Jo
     End(changes, leak.key);
   }
 
+  // Overuse: at the first sample over the line; over when a sample shows it under (not an unknown one).
+  Anomaly overuse = base;
+  overuse.kind = "overuse";
+  overuse.key = "overuse:" + track_key;
+  const GuardedGpu guarded{j.gpu_index, j.whole ? std::nullopt : j.declared_bytes, j.memory_bytes};
+  if (OverDeclared(guarded, s_.memory_guard.margin_bytes)) {
+    overuse.message = OveruseWarning(j.job_id, guarded, s_.memory_guard);
+    Raise(changes, overuse);
+  } else if (j.memory_bytes) {
+    End(changes, overuse.key);
+  }
+
   std::set<std::string> seen_before;
   seen_before.swap(t.foreign_seen);
   for (const std::string& process : j.foreign) {

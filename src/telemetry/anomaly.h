@@ -11,6 +11,9 @@
 //   throttle    the GPU slowed to protect itself (thermal, hardware slowdown, power brake) for throttle_after_s
 //   xid         NVML reported an Xid error on the GPU: the GPU is drained until xid_clear_after_s without one
 //   gpu_lost    NVML reports the GPU failed (lost, needs a reset): drained while it does
+//   overuse     a job sharing a GPU by --mem holds more there than it declared plus lease.memory_margin
+//               (telemetry/memory_guard.h; raised at once, the job's own lifecycle stops it after
+//               anomaly.overuse_grace)
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -18,6 +21,8 @@
 #include <set>
 #include <string>
 #include <vector>
+
+#include "telemetry/memory_guard.h"
 
 namespace gpulane::telemetry {
 
@@ -36,6 +41,9 @@ struct AnomalySettings {
   /// anomaly.idle_action = "cancel": a job whose GPU stays idle this long after its idle warning is
   /// cancelled; 0 (idle_action = "warn", the default): only warned about.
   double idle_cancel_after_s = 0;
+  /// lease.memory_margin and anomaly.overuse_grace: the line of the overuse rule (its message says
+  /// when the job is stopped).
+  MemoryGuardSettings memory_guard;
 };
 
 /// One job's view of one of its GPUs at a sample.
@@ -48,6 +56,7 @@ struct JobGpuState {
   bool whole = true;    ///< the job holds the GPU whole (a foreign process there is an anomaly)
   std::optional<double> util_pct;            ///< the job's utilisation there (JobGpuObservation)
   std::optional<std::uint64_t> memory_bytes; ///< its processes' memory there
+  std::optional<std::uint64_t> declared_bytes; ///< its --mem there when it shares the GPU; nullopt: none
   std::vector<std::string> foreign;          ///< processes on it outside this lease: "bob's python (pid 12)"
 };
 
@@ -67,7 +76,7 @@ struct GpuState {
 /// An anomaly as it starts.
 struct Anomaly {
   std::string key;       ///< identifies it while it lasts ("idle:<lease>:<uuid>")
-  std::string kind;      ///< "idle", "stuck", "leak", "ghost", "foreign", "throttle", "xid", "gpu_lost"
+  std::string kind;      ///< "idle", "stuck", "leak", "ghost", "foreign", "throttle", "xid", "gpu_lost", "overuse"
   std::string gpu_uuid;
   std::optional<unsigned> gpu_index;
   std::string job_id;    ///< "" when about the GPU alone

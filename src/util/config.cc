@@ -201,7 +201,7 @@ Status LoadTelemetry(const std::string& path, const toml::table& telemetry, Conf
 }
 
 // [anomaly]: each rule's threshold, within bounds. Read by daemons only (as [telemetry]).
-Status LoadAnomaly(const std::string& path, const toml::table& anomaly, Config& config) {
+Status LoadAnomaly(const std::string& path, bool trusted, const toml::table& anomaly, Config& config) {
   enum class Kind { kPercent, kDuration, kSize };
   struct Key {
     const char* name;
@@ -235,13 +235,22 @@ Status LoadAnomaly(const std::string& path, const toml::table& anomaly, Config& 
       config.anomaly_idle_action = *text;
       continue;
     }
+    if (name == "overuse_grace") {  // enforces a promise to other users: the machine's to set
+      if (!trusted) return Bad(path, node.source(), "anomaly.overuse_grace may only be set in /etc/gpulane/config.toml");
+      auto text = node.value<std::string>();
+      auto seconds = text ? ParseDurationS(*text) : Result<double>(MakeError(ErrorKind::kInvalidArgument, "not a string"));
+      if (!seconds || !std::isfinite(*seconds) || *seconds < 0 || *seconds > 86400)
+        return Bad(path, node.source(), "anomaly.overuse_grace must be a duration from \"0s\" (warn only) to \"1d\", like \"10s\"");
+      config.anomaly_overuse_grace_s = *seconds;
+      continue;
+    }
     const Key* key = nullptr;
     for (const auto& k : keys)
       if (name == k.name) key = &k;
     if (!key)
       return Bad(path, node.source(),
                  fmt::format("unknown key anomaly.{} (known: idle_util, idle_after, stuck_util, stuck_after, leak_window, "
-                             "leak_min_growth, ghost_min, ghost_after, throttle_after, xid_clear_after, idle_action, idle_cancel_after)",
+                             "leak_min_growth, ghost_min, ghost_after, throttle_after, xid_clear_after, idle_action, idle_cancel_after, overuse_grace)",
                              name.str()));
     const auto bad = [&] { return Bad(path, node.source(), fmt::format("anomaly.{} must be {}", name.str(), key->range)); };
     if (key->kind == Kind::kPercent) {
@@ -422,7 +431,7 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
       return Bad(path, table["notify"]["format"].node()->source(), "notify.format must be \"json\" or \"text\"");
   }
   if (auto anomaly = table["anomaly"].as_table()) {
-    if (Status s = LoadAnomaly(path, *anomaly, config); !s.ok()) return s;
+    if (Status s = LoadAnomaly(path, trusted, *anomaly, config); !s.ok()) return s;
   }
   if (auto web = table["web"].as_table()) {
     if (Status s = LoadWebTable(path, *web, config); !s.ok()) return s;

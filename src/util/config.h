@@ -100,6 +100,9 @@ struct Config {
   double anomaly_xid_clear_after_s = 600;
   std::string anomaly_idle_action = "warn";  ///< "warn", or "cancel" (after idle_cancel_after more)
   double anomaly_idle_cancel_after_s = 7200;
+  /// anomaly.overuse_grace: a --mem job over its declaration plus lease.memory_margin is stopped
+  /// after this long (telemetry/memory_guard.h); 0: warned only. Machine's file only.
+  double anomaly_overuse_grace_s = 10;
   /// [web] (the daemon's gpulane-web: /metrics and the dashboard, docs/config.md "Web"; util/web_config.h).
   std::string web_listen = "127.0.0.1:9470";      ///< web.listen: "HOST:PORT", or "off"
   bool web_show_commands = false;                 ///< web.show_commands: command lines shown over HTTP

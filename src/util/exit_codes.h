@@ -28,6 +28,9 @@ enum ExitCode : int {
   kExitLinesFailed = 15,    ///< run --each: one or more lines did not exit 0 (each is named on stderr)
   kExitChecksFailed = 16,   ///< doctor: one or more checks failed (each is a FAIL line)
   kExitGpuHeld = 17,        ///< slurm prolog/epilog: a process or ghost memory holds one of the job's GPUs
+  /// run, and a queued job's exit status: the job was stopped for holding more GPU memory than its
+  /// --mem declared plus lease.memory_margin for anomaly.overuse_grace (telemetry/memory_guard.h)
+  kExitMemoryOveruse = 18,
   kExitCannotExecute = 126, ///< run: the command exists but could not be executed
   kExitNotFound = 127,      ///< run: the command was not found
 };

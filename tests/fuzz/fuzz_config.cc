@@ -52,7 +52,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!trusted) {
     FUZZ_CHECK(config.lease_dir == before.lease_dir && config.memory_margin_bytes == before.memory_margin_bytes &&
                    config.admin_group == before.admin_group && config.daemon_mode == before.daemon_mode &&
-                   config.max_waiting_supervisors == before.max_waiting_supervisors,
+                   config.max_waiting_supervisors == before.max_waiting_supervisors &&
+                   config.anomaly_overuse_grace_s == before.anomaly_overuse_grace_s,
                "a user's file changed a machine-only key");
   }
   return 0;
