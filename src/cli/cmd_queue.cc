@@ -142,8 +142,10 @@ void PrintAttempts(const json& job) {
   if (it == job.end() || !it->is_array() || it->empty() || (retries == 0 && it->size() <= 1)) return;
   // Requeued attempts (a preemption, a partition's close) use none of --retry.
   const int used = job.value("retries_used", 0), requeues = job.value("requeues", 0);
-  fmt::print("  attempts  {}: {} of --retry {} used{}\n", it->size(), used, retries,
-             requeues ? fmt::format(", requeued {}x (preempted, or stopped as its partition closed)", requeues) : "");
+  const int preempted = job.value("preemptions", 0);
+  fmt::print("  attempts  {}: {} of --retry {} used{}{}\n", it->size(), used, retries,
+             requeues ? fmt::format(", requeued {}x (preempted, or stopped as its partition closed)", requeues) : "",
+             preempted ? fmt::format(", preempted {}x", preempted) : "");
   for (const json& a : *it) {
     std::string outcome = a.contains("exit_code") ? fmt::format("exit code {}", a["exit_code"].get<int>()) : Text(a, "state");
     if (!a.value("reason", "").empty()) outcome += ": " + Text(a, "reason");

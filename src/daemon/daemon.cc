@@ -160,6 +160,7 @@ Status Daemon::Setup() {
       };
   }
   limits.fair_share.half_life_s = config_.fair_share_half_life_s;
+  limits.max_preemptions_per_minute = config_.max_preemptions_per_minute;
   limits.fair_share.weight_fair_share = config_.priority_weight_fair_share;
   limits.fair_share.weight_age = config_.priority_weight_age;
   limits.fair_share.max_age_s = config_.priority_max_age_s;

@@ -76,6 +76,8 @@ struct JobTableLimits {
   /// The priority's settings ([sched] and [shares]): pending jobs are ordered by it within their
   /// --priority class (sched/fairshare.h).
   sched::FairShareSettings fair_share;
+  /// sched.max_preemptions_per_minute (0: no bound; sched::LaunchLimits).
+  unsigned max_preemptions_per_minute = 0;
   /// Memory of the machine's GPUs (the smallest), for the fraction of a GPU a --mem job uses;
   /// nullopt: unknown (a --mem job counts as its whole GPUs).
   std::optional<std::uint64_t> gpu_total_bytes;

@@ -106,7 +106,13 @@ void JobTable::LaunchEligible() {
   };
   // limits.max_gpu_hours_per_day: users whose queued jobs used that much in the last 24 hours.
   const std::map<std::string, std::string> over_gpu_hours = GpuHoursHeldBack(now);
+  limits.max_preemptions_per_minute = limits_.max_preemptions_per_minute;
   ForEachUnheld([&](std::int64_t id, Job& job) {
+    // sched.max_preemptions_per_minute: the machine's preemptions in the last 60 s.
+    for (auto a = job.attempts.rbegin(); limits.max_preemptions_per_minute && a != job.attempts.rend(); ++a) {
+      if (!a->end_time || *a->end_time < now - 60) break;
+      if (a->preempted) ++limits.preemptions_last_minute;
+    }
     const bool cpu_only = job.spec.request.count == 0;  // -g 0: waits for no GPU, uses no GPU-hours
     if (job.state == JobState::kLaunching && !cpu_only)
       ++(job.spec.request.preemptible != sched::Preemptible::kNo ? limits.already_waiting_preemptible : limits.already_waiting);
@@ -133,6 +139,7 @@ void JobTable::LaunchEligible() {
     const double priority = sched::PriorityOf(factor_of(job.user), now - job.submit_time, fs).value;
     queue.push_back({id, job.spec.request.priority, false, job.spec.after_ok, job.spec.after_any, priority,
                      job.spec.request.preemptible != sched::Preemptible::kNo});
+    queue.back().preemptions = static_cast<unsigned>(store::Preemptions(job));
   });
   sched::LaunchPlan plan = sched::PlanLaunches(std::move(queue), [this](const sched::JobRef& dep) { return DependencyStateOf(dep); }, limits);
   // Why the jobs looked at wait (those the plan does not start, cancel or block): their priority,

@@ -40,6 +40,7 @@ double Now() {
 lease::WaitRequest MakeRequest(const store::Job& job, const Config& config) {
   lease::WaitRequest w;
   w.request = job.spec.request;
+  w.request.preemptions = static_cast<unsigned>(store::Preemptions(job));  // the store's count, not the spec's word
   // Its place in line: the submission time, with the id's last digits apart for jobs submitted in
   // the same nanosecond's rounding.
   w.seq = static_cast<std::uint64_t>(std::llround(job.submit_time * 1e9)) + static_cast<std::uint64_t>(job.id % 1000);

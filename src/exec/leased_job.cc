@@ -14,6 +14,7 @@
 #include "lease/job_observation.h"
 #include "lease/occupancy.h"
 #include "lease/preemption.h"
+#include "sched/preemption.h"
 #include "os/process_table.h"
 #include "util/clock.h"
 #include "util/strings.h"
@@ -211,7 +212,8 @@ Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir
   StrayWatch strays(backend, dir, grant->lease.name(), job.job_id, hooks.on_warning);
   PreemptWatch preemption(backend, dir, grant->lease.name(), job.wait);
   const bool check_strays = hooks.on_warning && job.stray_check_s > 0;
-  const bool check_preemption = job.wait.request.preemptible != sched::Preemptible::kNo && job.preempt_check_s > 0;
+  const bool check_preemption =
+      sched::GivesWay(job.wait.request, job.wait.limits_config.max_preemptions_per_job) && job.preempt_check_s > 0;
   const bool call_running = hooks.on_running && job.running_hook_s > 0;
   UsageWatch usage;
   const bool meter = job.meter_usage_s > 0;

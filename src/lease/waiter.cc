@@ -20,6 +20,7 @@
 #include "sched/partition.h"
 #include "sched/user_limits.h"
 #include "sched/policy.h"
+#include "sched/preemption.h"
 #include "util/strings.h"
 #include "util/units.h"
 #include "util/week_window.h"
@@ -327,7 +328,8 @@ Result<Grant> LeaseWaiter::Acquire() {
         record_.started_s = env_.WallS();
         if (ticket_.seq > 0) record_.requested_s = static_cast<double>(ticket_.seq) / 1e9;  // the ticket's time: submission
         record_.time_limit_s = request.time_limit_s;
-        record_.preemptible = preemptible;
+        // Preempted sched.max_preemptions_per_job times: this attempt is not preempted again.
+        record_.preemptible = sched::GivesWay(request, request_.limits_config.max_preemptions_per_job);
         record_.gpus.clear();
         for (unsigned i : mine->gpus) record_.gpus.push_back({mine->mig_uuid.value_or(snapshot->devices[i].uuid), request.mem_bytes});
         auto lease = dir_.CreateLease(record_, request_.owner_uid, request_.owner_gid);

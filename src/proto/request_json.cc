@@ -20,6 +20,7 @@ json RequestToJson(const sched::Request& r) {
   if (!r.partition.empty()) j["partition"] = r.partition;
   if (r.preemptible != sched::Preemptible::kNo) j["preemptible"] = sched::PreemptibleName(r.preemptible);
   if (!r.mig_profile.empty()) j["mig_profile"] = r.mig_profile;
+  if (r.preemptions > 0) j["preemptions"] = r.preemptions;
   return j;
 }
 
@@ -79,7 +80,7 @@ Result<sched::Request> RequestFromJson(const json& j) {
       !ReadField(j, "user", &r.user, &why) || !ReadField(j, "priority", &r.priority, &why) ||
       !ReadField(j, "submit_time_s", &r.submit_time_s, &why) || !ReadOptional(j, "time_limit_s", &r.time_limit_s, &why) ||
       !ReadField(j, "partition", &r.partition, &why) || !ReadOptional(j, "preemptible", &preemptible, &why) ||
-      !ReadField(j, "mig_profile", &r.mig_profile, &why))
+      !ReadField(j, "mig_profile", &r.mig_profile, &why) || !ReadField(j, "preemptions", &r.preemptions, &why))
     return bad(why);
   if (preemptible) {
     auto parsed = sched::ParsePreemptible(*preemptible);

@@ -285,6 +285,10 @@ void AppendQueueJobJson(const store::Job& job, const std::vector<unsigned>& gpu_
     w.Key("logs");
     Logs(w, logs);
   }
+  if (const int preemptions = store::Preemptions(job); preemptions > 0) {
+    w.Key("preemptions");
+    w.Int(preemptions);
+  }
   w.Key("reason");
   w.String(job.reason);
   w.Key("spec");

@@ -39,6 +39,7 @@ std::string WhereOrWhy(const store::Job& job, const std::vector<unsigned>& gpu_i
   const int requeued = static_cast<int>(job.attempts.size()) - failed;
   std::string head = failed > 0 || job.spec.retries > 0 ? fmt::format("retry {}/{}", failed, job.spec.retries) : "";
   if (requeued > 0) head += fmt::format("{}requeued {}x", head.empty() ? "" : ", ", requeued);
+  if (const int preempted = store::Preemptions(job); preempted > 0) head += fmt::format(" (preempted {}x)", preempted);
   return head + (out.empty() ? "" : ", " + out);
 }
 

@@ -34,6 +34,18 @@ Verdict Judge(const QueuedJob& job, const DependencyLookup& lookup) {
   return v;
 }
 
+// Whether a ready GPU job that is not preemptible is left out of the lease line by the cap: then a
+// job that gave way before is not launched (sched/preemption.h).
+bool FirmJobLeftOut(const std::vector<QueuedJob>& queue, const DependencyLookup& lookup, const LaunchLimits& limits) {
+  unsigned firm = limits.already_waiting;
+  for (const QueuedJob& job : queue) {
+    if (job.preemptible || job.cpu_only) continue;
+    const Verdict v = Judge(job, lookup);
+    if (!v.failed && !v.blocked && ++firm > limits.max_waiting) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string JobRefText(const JobRef& ref) {
@@ -74,7 +86,21 @@ LaunchPlan PlanLaunches(std::vector<QueuedJob> queue, const DependencyLookup& lo
   queue.resize(look);
   for (const QueuedJob& job : queue) plan.order.push_back(job.id);
   unsigned waiting = limits.already_waiting, waiting_preemptible = limits.already_waiting_preemptible;
+  const bool firm_left_out = std::any_of(queue.begin(), queue.end(), [](const QueuedJob& j) { return j.preemptions > 0; }) &&
+                             FirmJobLeftOut(queue, lookup, limits);
   for (const QueuedJob& job : queue) {
+    if (job.preemptible && limits.max_preemptions_per_minute > 0 &&
+        limits.preemptions_last_minute >= limits.max_preemptions_per_minute) {
+      plan.blocked.push_back({job.id, StrCat(limits.preemptions_last_minute, " preemptions in the last minute, sched."
+                                             "max_preemptions_per_minute allows ", limits.max_preemptions_per_minute,
+                                             ": preemptible jobs start again once fewer")});
+      continue;
+    }
+    if (job.preemptible && job.preemptions > 0 && firm_left_out) {
+      plan.blocked.push_back({job.id, "gave way to another job before: starts again once the jobs waiting that are not "
+                                      "preemptible are in the line for GPUs (daemon.max_waiting)"});
+      continue;
+    }
     if (!job.cpu_only && (job.preemptible ? waiting_preemptible : waiting) >= limits.max_waiting) continue;
     Verdict v = Judge(job, lookup);
     if (v.failed) plan.cancel.push_back({job.id, std::move(*v.failed)});

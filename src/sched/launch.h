@@ -18,6 +18,9 @@
 //    waiting); the rest wait in the queue. Preemptible jobs (submit --preemptible) have a cap of
 //    their own, so that waiting preemptible jobs never keep a job that would preempt them out of
 //    the lease line. CPU-only jobs (-g 0) wait for no GPU: neither cap counts or holds them.
+//  - Hysteresis (sched/preemption.h): a preemptible job that gave way before (preemptions > 0)
+//    is launched only when no job that is not preemptible, ready to start, is left waiting by the
+//    cap; else it is blocked with that reason, so it never takes back GPUs such a job waits for.
 //  - Only the head of the line is looked at (LaunchLookahead jobs), so that a queue of 100,000
 //    jobs costs a partial sort per decision instead of a full one; jobs further back neither start
 //    nor get a blocked reason in that round.
@@ -70,6 +73,9 @@ struct QueuedJob {
   /// A CPU-only job (-g 0): it never waits for GPUs, so it is not counted against either cap and
   /// starts whenever its dependencies allow.
   bool cpu_only = false;
+  /// A preemptible job's preemptions so far (store::Preemptions): above 0 it joins the line again
+  /// only while no job that is not preemptible is kept out of it by the cap (sched/preemption.h).
+  unsigned preemptions = 0;
 };
 
 /// The cap on supervisors waiting for GPUs.
@@ -77,6 +83,11 @@ struct LaunchLimits {
   unsigned max_waiting = 4;      ///< launched jobs that may wait for GPUs at once
   unsigned already_waiting = 0;  ///< launched jobs waiting now, preemptible ones left out
   unsigned already_waiting_preemptible = 0;  ///< launched preemptible jobs waiting now (their own cap of max_waiting)
+  /// sched.max_preemptions_per_minute (0: no bound): while `preemptions_last_minute` (the
+  /// machine's jobs preempted in the last 60 s) is at it, no preemptible job is launched, so no
+  /// more start that could be preempted (sched/preemption.h).
+  unsigned max_preemptions_per_minute = 0;
+  unsigned preemptions_last_minute = 0;
 };
 
 /// daemon.max_waiting's default: 2 per GPU, at least 4.
@@ -96,7 +107,7 @@ struct JobReason {
 struct LaunchPlan {
   std::vector<std::int64_t> launch;  ///< hand these to supervisors, in line order
   std::vector<JobReason> cancel;     ///< cancel these (never to run), with why
-  std::vector<JobReason> blocked;    ///< these wait for a dependency, with why
+  std::vector<JobReason> blocked;    ///< these wait for a dependency (or a bound of preemption), with why
   /// Every job looked at (the head of the line, held ones left out), in line order: launched,
   /// cancelled, blocked and those left waiting by the cap alike.
   std::vector<std::int64_t> order;

@@ -1,5 +1,6 @@
 #include "sched/policy.h"
 
+#include "sched/preemption.h"
 #include "sched/user_limits.h"
 
 #include <algorithm>
@@ -41,6 +42,10 @@ struct Context {
   double now = 0;
   bool explain = true;   // build the reason strings
   bool backfills = false;
+  // Per GPU, the place in line of a request that is not preemptible and wants it now
+  // (WantedByWaiters); null: nobody (or no preemptible request in line).
+  const std::vector<int>* wanted = nullptr;
+  std::span<const Request> line;
 };
 
 template <typename Why>
@@ -103,9 +108,17 @@ Verdict Judge(const Context& c, const GpuState& g, const Request& r, const std::
   const double unknown = kInf;
   if (g.exclusive_holder) return Make(c, Wait::kLease, leased_ready, [&] { return StrCat("leased by ", *g.exclusive_holder); });
   bool backfill = false;
+  // Hysteresis (sched/preemption.h): a preemptible request leaves a GPU that a request that is not
+  // preemptible would start on now, or preempt for, to it.
+  if (IsPreemptible(r) && c.wanted && (*c.wanted)[g.index] >= 0)
+    return Make(c, Wait::kLease, kInf, [&] {
+      const Request& w = c.line[static_cast<std::size_t>((*c.wanted)[g.index])];
+      return StrCat("wanted by ", w.user.empty() ? std::string("another user") : w.user,
+                    "'s job waiting in line, which is not preemptible (a preemptible job leaves it to it)");
+    });
   // A preemptible request may take a GPU reserved for a waiting one (it gives way when that one
-  // can start), but not one reserved for a preemption.
-  if (hold.by >= 0 && !(IsPreemptible(r) && !hold.preempting)) {
+  // can start), but not one reserved for a preemption, nor once it gave way before.
+  if (hold.by >= 0 && !(IsPreemptible(r) && !hold.preempting && r.preemptions == 0)) {
     // Backfill: it may start ahead of the reservation when its time limit ends before that starts.
     backfill = c.backfills && r.time_limit_s && std::isfinite(hold.start_s) && c.now + *r.time_limit_s <= hold.start_s;
     if (!backfill) return Make(c, Wait::kLease, hold.end_s, [&] { return HeldReason(c, hold, r); });
@@ -342,6 +355,9 @@ std::vector<Decision> Schedule(std::vector<GpuState> gpus, std::span<const Reque
   c.now = limits.now_s.value_or(0);
   c.explain = !limits.grants_only;
   c.backfills = c.timed && (policy == PolicyKind::kDefault || policy == PolicyKind::kEasy);
+  const std::vector<int> wanted = WantedByWaiters(gpus, line, limits, mig_units);
+  if (!wanted.empty()) c.wanted = &wanted;
+  c.line = line;
   std::vector<Hold> holds(n);
   std::vector<Decision> out;
   if (!limits.grants_only) out.reserve(line.size());

@@ -76,6 +76,10 @@ struct Request {
   /// --mig PROFILE ("1g.18gb"): one MIG device of this profile instead of whole GPUs (count 1,
   /// no --mem, --min-free or --max-util: a MIG device is leased whole). "" = whole GPUs.
   std::string mig_profile;
+  /// A preemptible job's: how often it gave way to another job before this attempt (its attempts
+  /// recorded preempted). Above 0 it no longer takes GPUs reserved for waiting jobs, and at
+  /// sched.max_preemptions_per_job it is not preempted again (sched/preemption.h).
+  unsigned preemptions = 0;
 
   // ---- who and when ----------------------------------------------------------------------------
   std::uint32_t uid = 0;       ///< who asks; from the kernel (SO_PEERCRED, a file's owner), never from input

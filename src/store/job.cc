@@ -304,6 +304,10 @@ int FailedAttempts(const Job& job) {
                                         [](const JobAttempt& a) { return a.state == JobState::kFailed; }));
 }
 
+int Preemptions(const Job& job) {
+  return static_cast<int>(std::count_if(job.attempts.begin(), job.attempts.end(), [](const JobAttempt& a) { return a.preempted; }));
+}
+
 std::string RetryLine(int attempt, int retries, const JobAttempt& previous, int failed) {
   if (previous.state != JobState::kFailed) return fmt::format("attempt {}, requeued: {}", attempt + 1, previous.reason);
   std::string after = previous.exit_code ? fmt::format("exit code {}", *previous.exit_code)
@@ -386,6 +390,7 @@ json JobToJson(const Job& job, bool with_env) {
   if (job.end_time) j["end_time"] = *job.end_time;
   if (job.exit_code) j["exit_code"] = *job.exit_code;
   if (!job.attempts.empty()) j["attempt"] = job.attempts.size();
+  if (const int preemptions = Preemptions(job); preemptions > 0) j["preemptions"] = preemptions;  // sched/preemption.h
   if (JobLogs logs = LogsOf(job); !logs.stdout_path.empty() || !logs.stderr_path.empty()) j["logs"] = LogsToJson(logs);
   return j;
 }

@@ -172,6 +172,10 @@ struct Job {
 /// partition closed does not count).
 int FailedAttempts(const Job& job);
 
+/// The earlier attempts of `job` that gave way to another job (submit --preemptible): its
+/// preemptions, kept with its attempts in the store (a daemon restart keeps them).
+int Preemptions(const Job& job);
+
 /// Earlier attempts as stored (a JSON list of {state, reason, start_time, end_time, exit_code,
 /// gpu_uuids}) and back; what cannot be read reads as no attempts.
 nlohmann::json AttemptsToJson(const std::vector<JobAttempt>& attempts);

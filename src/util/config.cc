@@ -464,6 +464,20 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
         config.max_reserve_idle_s = *seconds;
         continue;
       }
+      if (key == "max_preemptions_per_job") {
+        auto count = IntegerOf(node);
+        if (!count || *count < 0 || *count > 1000)
+          return Bad(path, node.source(), "sched.max_preemptions_per_job must be a whole number from 0 to 1000, like 3");
+        config.max_preemptions_per_job = static_cast<unsigned>(*count);
+        continue;
+      }
+      if (key == "max_preemptions_per_minute") {
+        auto count = IntegerOf(node);
+        if (!count || *count < 0 || *count > 100000)
+          return Bad(path, node.source(), "sched.max_preemptions_per_minute must be a whole number from 0 to 100000, like 30");
+        config.max_preemptions_per_minute = static_cast<unsigned>(*count);
+        continue;
+      }
       if (key == "default_partition") {
         auto text = node.value<std::string>();
         if (!text || text->empty()) return Bad(path, node.source(), "sched.default_partition must be the name of a [partitions.NAME] table");
@@ -486,7 +500,7 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
         (key == "priority_weight_fair_share" ? config.priority_weight_fair_share : config.priority_weight_age) = *weight;
       } else {
         return Bad(path, node.source(),
-                   fmt::format("unknown key sched.{} (known: default_partition, policy, max_reserve_idle, fair_share_half_life, "
+                   fmt::format("unknown key sched.{} (known: default_partition, policy, max_reserve_idle, max_preemptions_per_job, max_preemptions_per_minute, fair_share_half_life, "
                                "priority_weight_fair_share, priority_weight_age, priority_max_age)",
                                key.str()));
       }

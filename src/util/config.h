@@ -70,6 +70,12 @@ struct Config {
   double fair_share_half_life_s = 86400;          ///< [sched] fair_share_half_life: past GPU use counts half after this long
   double priority_weight_fair_share = 1.0;        ///< [sched] priority_weight_fair_share (sched/fairshare.h)
   double priority_weight_age = 1.0;               ///< [sched] priority_weight_age
+  /// [sched] max_preemptions_per_job: a preemptible job preempted this often runs its next attempt
+  /// to its end, not preempted again (sched/preemption.h; 0: preemptible jobs are never preempted).
+  unsigned max_preemptions_per_job = 3;
+  /// [sched] max_preemptions_per_minute: while the machine's jobs were preempted this often in the
+  /// last minute, no preemptible job is started (sched::LaunchLimits; 0: no bound).
+  unsigned max_preemptions_per_minute = 30;
   double priority_max_age_s = 7 * 86400;          ///< [sched] priority_max_age: the age factor is 1 from this long in line
   std::map<std::string, double> shares;           ///< [shares]: "alice" or "@group" -> share (unlisted: 1)
   /// [telemetry] (the daemon's sampler, docs/config.md "Telemetry"; read by daemons only).

@@ -207,6 +207,7 @@ TEST(QueueJson, RandomJobs) {
     job.spec.kill_grace_s = real();
     job.spec.retries = static_cast<int>(rng() % (store::kMaxRetries + 1));
     job.attempts.resize(coin() ? 0 : rng() % 4);  // a retried job: "attempt"
+    for (auto& attempt : job.attempts) attempt.preempted = coin();  // a preempted one: "preemptions"
     job.spec.request.submit_time_s = real();
     if (coin()) job.spec.request.time_limit_s = real();
     if (coin()) job.spec.request.partition = text();
