@@ -67,7 +67,8 @@ int RunPick(const PickOptions& o) {
   std::map<std::string, double> first_seen_free_s;  // pick looks once: every free GPU is free since now
   lease::NoteFreeSince(view->occupancy.gpus, request->submit_time_s, first_seen_free_s);
   sched::Limits limits = lease::DecisionLimits(*config, request->submit_time_s);
-  if (!parent) lease::AddUserLimits(*config, contents.leases, view->tickets, request->uid, limits);
+  if (!parent) lease::AddUserLimits(*config, contents.leases, view->tickets, request->uid,
+                                    static_cast<unsigned>(snapshot->devices.size()), limits);
   const sched::Decision decision = lease::DecideNewcomer(view->occupancy, view->tickets, *request, limits,
                                                                contents.shares ? &*contents.shares : nullptr,
                                                                SystemClock().WallS());

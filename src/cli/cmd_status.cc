@@ -15,6 +15,8 @@
 #include "cli/status_watch.h"
 #include "util/exit_codes.h"
 #include "lease/lease_dir.h"
+#include "lease/line_shares.h"
+#include "util/terminal_text.h"
 #include "lease/occupancy.h"
 #include "os/process_table.h"
 #include "render/status_view.h"
@@ -59,8 +61,12 @@ StatusContext MakeContext(const GpuSnapshot& snapshot, bool warn) {
   context.visible = warn ? AllowedGpus(snapshot) : ParseInheritedGpus(allocation, snapshot);
   TimingMark("context");
   const lease::DirContents contents = ReadLeaseDirIfPresent();
-  context.holders = LeaseHolders(contents.leases);
+  context.holders = LeaseHolders(contents.leases, snapshot);
   context.strays = StraysOf(snapshot, contents.leases);
+  if (!contents.shares_unreadable.empty())
+    context.lease_warnings.push_back(fmt::format("the published fair-share factors ({}) order nothing: {}; the line goes "
+                                                 "by --priority and submission",
+                                                 lease::kLineSharesFile, contents.shares_unreadable));
   TimingMark("lease holders");
   return context;
 }
@@ -76,6 +82,7 @@ std::string Render(const GpuSnapshot& snapshot, const StatusContext& context, co
     text += "note: NVML (and nvidia-smi) number these GPUs differently from PCI bus order; gpulane shows PCI "
             "order, which CUDA uses with CUDA_DEVICE_ORDER=PCI_BUS_ID (nvml:N is nvidia-smi's number)\n";
   for (const auto& line : snapshot.warnings) text += "warning: " + line + "\n";  // the daemon's: its job store
+  for (const auto& line : context.lease_warnings) text += "warning: " + EscapeForTerminal(line) + "\n";
   // The machine's partitions, open or closed now (local time).
   if (auto config = LoadConfig(); config) {
     const double week_s = LocalWeekSeconds(std::time(nullptr));

@@ -152,15 +152,22 @@ lease::DirContents ReadLeaseDirIfPresent() {
   return dir->Read();
 }
 
-// Who holds each GPU ("job 12 (alice)"; several memory-sharing jobs are joined with ", ").
-std::map<std::string, std::string> LeaseHolders() { return LeaseHolders(ReadLeaseDirIfPresent().leases); }
-
-std::map<std::string, std::string> LeaseHolders(const std::vector<lease::LeaseRecord>& leases) {
+std::map<std::string, std::string> LeaseHolders(const std::vector<lease::LeaseRecord>& leases, const GpuSnapshot& snapshot) {
   std::map<std::string, std::string> holders;
   for (const auto& lease : leases) {
-    for (const auto& gpu : lease.gpus) {
-      std::string& text = holders[gpu.uuid];
-      text += (text.empty() ? "" : ", ") + fmt::format("job {} ({})", lease.job_id, lease.user);
+    const std::string who = lease.unreadable.empty()
+                                ? fmt::format("job {} ({})", lease.job_id, lease.user)
+                                : fmt::format("held by an unreadable lease ({}: {})", lease.user, lease.unreadable);
+    std::vector<std::string> uuids;
+    for (const auto& gpu : lease.gpus) uuids.push_back(gpu.uuid);
+    if (lease.every_gpu)
+      for (const GpuDevice& d : snapshot.devices) {
+        uuids.push_back(d.uuid);
+        for (const MigDevice& m : d.mig_devices) uuids.push_back(m.uuid);
+      }
+    for (const auto& uuid : uuids) {
+      std::string& text = holders[uuid];
+      text += (text.empty() ? "" : ", ") + who;
     }
   }
   return holders;

@@ -76,11 +76,11 @@ lease::DirContents ReadLeaseDirIfPresent();
 /// Whether stdout should get colour: `mode` "always"/"never"/"auto" (auto: a terminal and no NO_COLOR).
 bool UseColor(const std::string& mode);
 
-/// Who holds each GPU now, from the lease directory when there is one: GPU UUID -> "job 12 (alice)"
-/// (several memory-sharing jobs joined with ", "). Never creates the directory.
-std::map<std::string, std::string> LeaseHolders();
-/// The same from leases already read (ReadLeaseDirIfPresent).
-std::map<std::string, std::string> LeaseHolders(const std::vector<lease::LeaseRecord>& leases);
+/// Who holds each GPU of `snapshot` now, from leases read from the lease directory
+/// (ReadLeaseDirIfPresent): GPU or MIG device UUID -> "job 12 (alice)" (several memory-sharing jobs
+/// joined with ", "); a live file that is no readable lease holds what it names, or every GPU:
+/// "held by an unreadable lease (bob: not JSON)".
+std::map<std::string, std::string> LeaseHolders(const std::vector<lease::LeaseRecord>& leases, const GpuSnapshot& snapshot);
 
 /// This machine's host name.
 std::string HostName();

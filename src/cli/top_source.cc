@@ -159,7 +159,7 @@ Result<TopModel> TopSource::Refresh(double now_s) {
   model.now_s = now_s;
   model.span_s = span_s_;
   model.driver_version = snapshot->driver_version;
-  const std::map<std::string, std::string> holders = LeaseHolders(contents.leases);
+  const std::map<std::string, std::string> holders = LeaseHolders(contents.leases, *snapshot);
   for (const GpuDevice& d : snapshot->devices) model.gpus.push_back(GpuOf(d, holders));
   AddTelemetry(model, *snapshot);
   AddQueue(model);

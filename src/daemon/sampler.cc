@@ -207,6 +207,7 @@ std::map<std::string, sched::UsageRecord> OutsideLeaseUsage(const std::vector<le
         if (d.uuid == g.uuid) total = d.memory_total_bytes;
       gpus += sched::GpuShareOfRequest(1, g.mem_bytes, total);
     }
+    if (lease.every_gpu) gpus = static_cast<double>(snapshot.devices.size());  // unreadable, naming none: it holds them all
     out[lease.name] = {lease.user, std::min(lease.started_s, now_s), std::nullopt, gpus};
   }
   return out;

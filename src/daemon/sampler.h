@@ -55,7 +55,7 @@ struct LiveJob {
 /// Python lease(): "p<pid>"; a daemon job's id starts with a digit) and not nested in a job (its
 /// parent's lease counts its GPUs already), by lease name: the lease's user, its start, no end,
 /// and its GPUs as whole GPUs (a --mem share as mem / the GPU's memory in `snapshot`; a whole GPU
-/// when that memory is unknown). The start is the lease's, but no later than `now_s` (seconds since
+/// when that memory is unknown; an unreadable lease naming no GPU as every GPU). The start is the lease's, but no later than `now_s` (seconds since
 /// the epoch): a lease file that says it starts later is its owner's word, and must not hide her
 /// use. For fair share (JobTable::AddLeaseUsage).
 std::map<std::string, sched::UsageRecord> OutsideLeaseUsage(const std::vector<lease::LeaseRecord>& leases,

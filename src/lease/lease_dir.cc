@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <fmt/format.h>
 #include <map>
 #include <random>
@@ -27,7 +28,6 @@ namespace gpulane::lease {
 namespace {
 
 constexpr const char* kDefaultDir = "/run/gpulane/leases";
-constexpr std::size_t kMaxRecordBytes = 64 * 1024;
 
 bool EndsWith(const std::string& s, const char* suffix) {
   std::size_t n = std::strlen(suffix);
@@ -126,6 +126,92 @@ Status CreateDirectory(const std::string& path) {
   return Status::Ok();
 }
 
+// One *.lease or *.wait file as far as it can be read.
+struct RecordFile {
+  bool live = false;       // its lock is held: it counts (else it is ignored)
+  struct stat st {};
+  std::string bytes;       // what was read of it
+  bool complete = false;   // `bytes` is all of it
+  std::string unreadable;  // why it is no record gpulane can read ("": `bytes` still has to parse)
+};
+
+// Reads the file `name` of the lease directory: a stale one (nobody holds its lock) is not live and
+// removed when its owner or root sees it; a live one that is not a regular file, too large or not
+// openable by this user is live all the same, with why it cannot be read. A symbolic link is never
+// live: nobody can hold a lock on the link itself, and gpulane never follows one here.
+RecordFile ReadRecordFile(int dir_fd, const std::string& name, uid_t me, const std::function<pid_t(const FileKey&)>& holder_of) {
+  RecordFile out;
+  if (fstatat(dir_fd, name.c_str(), &out.st, AT_SYMLINK_NOFOLLOW) != 0 || S_ISLNK(out.st.st_mode)) return out;
+  const int f = openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (f < 0) {
+    // Not this user's to open (mode 0, a socket): live while /proc/locks names the holder of its lock.
+    out.unreadable = fmt::format("cannot be opened: {}", std::strerror(errno));
+    out.live = holder_of({static_cast<std::uint64_t>(out.st.st_dev), static_cast<std::uint64_t>(out.st.st_ino)}) > 0;
+    return out;
+  }
+  if (fstat(f, &out.st) != 0) {
+    close(f);
+    return out;
+  }
+  if (flock(f, LOCK_SH | LOCK_NB) == 0) {  // nobody holds it: stale
+    if (S_ISREG(out.st.st_mode) && (out.st.st_uid == me || me == 0)) unlinkat(dir_fd, name.c_str(), 0);
+    close(f);
+    return out;
+  }
+  out.live = true;
+  if (!S_ISREG(out.st.st_mode)) out.unreadable = "not a regular file";
+  else if (static_cast<std::uint64_t>(out.st.st_size) > kMaxRecordBytes) out.unreadable = "larger than 1 MiB";
+  else if (!ReadAll(f, &out.bytes)) out.unreadable = out.bytes.size() > kMaxRecordBytes ? "larger than 1 MiB" : "cannot be read";
+  else out.complete = true;
+  close(f);
+  return out;
+}
+
+// The lease a live file holds, as far as its owner vouches for it (TrustLease); an unreadable one
+// (UnreadableLease) when it is none gpulane can read.
+LeaseRecord LeaseOf(const RecordFile& file, const FileFacts& facts) {
+  std::string why = file.unreadable;
+  LeaseRecord r;
+  std::optional<std::uint32_t> uid;
+  if (why.empty()) {
+    const auto j = nlohmann::json::parse(file.bytes, nullptr, false);
+    if (j.is_discarded()) why = "not JSON";
+    else if (!FromJson(j, &r) || !ContentUid(j, &uid)) why = "fields missing or of the wrong type";
+    else if (!TrustLease(r, uid, facts)) why = fmt::format("names uid {}, not its owner", *uid);
+    else return r;
+  }
+  r = UnreadableLease(std::move(why), file.bytes, file.complete);
+  r.started_s = static_cast<double>(facts.ctime_ns) / 1e9;  // its file's last change: for fair share, not from the epoch
+  TrustLease(r, std::nullopt, facts);
+  return r;
+}
+
+// The ticket a live file holds (TrustTicket), or an unreadable one (UnreadableTicket) in line at
+// its file's change time.
+TicketRecord TicketOf(const RecordFile& file, const FileFacts& facts) {
+  std::string why = file.unreadable;
+  TicketRecord t;
+  if (why.empty()) {
+    const auto j = nlohmann::json::parse(file.bytes, nullptr, false);
+    if (j.is_discarded()) {
+      why = "not JSON";
+    } else if (!FromJson(j, &t)) {
+      why = "fields missing or of the wrong type";
+    } else {
+      const auto& request = j.at("request");
+      const bool names_uid = request.contains("uid") && !request["uid"].is_null();
+      const std::uint32_t named = t.request.uid;
+      if (TrustTicket(t, names_uid ? std::optional(named) : std::nullopt, facts)) return t;
+      why = fmt::format("names uid {}, not its owner", named);
+    }
+  }
+  t = UnreadableTicket(std::move(why), file.bytes, file.complete);
+  t.seq = std::min(facts.ctime_ns, kMaxTicketSeq);  // not before the file existed, whoever's it is
+  t.request.submit_time_s = static_cast<double>(facts.ctime_ns) / 1e9;
+  TrustTicket(t, std::nullopt, facts);
+  return t;
+}
+
 }  // namespace
 
 std::string UserNameOf(std::uint32_t uid) {
@@ -218,9 +304,18 @@ void HeldFile::Release() {
   fd_ = -1;
 }
 
-Status HeldFile::Rewrite(const std::string& content) {
+Status HeldFile::Rewrite(const std::string& text) {
+  if (text.size() > kMaxRecordBytes)
+    return MakeError(ErrorKind::kInternal, fmt::format("cannot update {}: {} bytes is more than readers read", name_, text.size()));
   // Write first, then cut to size: a reader without the directory lock (gpulane status) never sees
-  // an empty file, as it could between a truncate and the write.
+  // an empty file, as it could between a truncate and the write. Padded with spaces (JSON allows
+  // them) to the old size, so such a reader never sees the new text followed by the old one's tail
+  // either, which would not parse (and count as an unreadable lease).
+  std::string content = text;
+  struct stat st {};
+  if (fstat(fd_, &st) == 0 && static_cast<std::uint64_t>(st.st_size) > content.size() &&
+      static_cast<std::uint64_t>(st.st_size) <= kMaxRecordBytes)
+    content.append(static_cast<std::size_t>(st.st_size) - content.size(), ' ');
   if (pwrite(fd_, content.data(), content.size(), 0) != static_cast<ssize_t>(content.size()) ||
       ftruncate(fd_, static_cast<off_t>(content.size())) != 0)
     return MakeError(ErrorKind::kIo, fmt::format("cannot update {}: {}", name_, std::strerror(errno)));
@@ -307,62 +402,37 @@ DirContents LeaseDir::Read() const {
   }
   rewinddir(dir);
   const uid_t me = geteuid();
-  std::optional<std::map<FileKey, pid_t>> holders;  // read at the first live lease, once
+  // /proc/locks is read once, at the first lease (or file this user cannot open): a read of it can
+  // take milliseconds (strace of a waiting `gpulane run` on the fake NVML: 8.7 and 14 ms for some
+  // reads, 26 us for others), which a line of tickets alone, as at a hand-over on one GPU, does not
+  // need to pay (bench/handover.py --jobs 11 --job "sleep 0.2": run 15.0 -> 3.5 ms, queue 13.4 -> 4.5 ms).
+  std::optional<std::map<FileKey, pid_t>> holders;
+  const auto holder_of = [&](const FileKey& key) -> pid_t {
+    if (!holders) holders = ParseFlockHolders(ReadProcLocks());
+    const auto it = holders->find(key);
+    return it == holders->end() ? 0 : it->second;
+  };
   std::set<FileKey> seen;
   std::map<FileKey, std::size_t> lease_at;  // where in out.leases each lease file is
   while (struct dirent* e = readdir(dir)) {
     std::string name = e->d_name;
-    bool is_lease = EndsWith(name, ".lease"), is_ticket = EndsWith(name, ".wait");
+    const bool is_lease = EndsWith(name, ".lease"), is_ticket = EndsWith(name, ".wait");
     if (!is_lease && !is_ticket) continue;
-    int f = openat(dir_fd_, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (f < 0) continue;  // a symlink (ELOOP) or unreadable file is no lease
-    struct stat st {};
-    if (fstat(f, &st) != 0 || !S_ISREG(st.st_mode)) {
-      close(f);
-      continue;
-    }
-    if (flock(f, LOCK_SH | LOCK_NB) == 0) {  // nobody holds it: stale
-      if (st.st_uid == me || me == 0) unlinkat(dir_fd_, name.c_str(), 0);
-      close(f);
-      continue;
-    }
-    const FileKey key{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)};
+    RecordFile file = ReadRecordFile(dir_fd_, name, me, holder_of);
+    if (!file.live) continue;
+    const FileKey key{static_cast<std::uint64_t>(file.st.st_dev), static_cast<std::uint64_t>(file.st.st_ino)};
     if (!seen.insert(key).second) {  // another name of a file already read (a hard link): counted once
       if (auto at = lease_at.find(key); at != lease_at.end()) out.leases[at->second].other_names.push_back(name);
-      close(f);
       continue;
     }
-    std::string content;
-    bool read_ok = ReadAll(f, &content);
-    close(f);
-    if (!read_ok) continue;
-    auto j = nlohmann::json::parse(content, nullptr, false);
-    if (j.is_discarded()) continue;
     // Only a lease's lock holder matters (occupancy.cc: which processes it owns); a ticket's never.
-    // /proc/locks is read once, at the first lease: a read of it can take milliseconds (strace of
-    // a waiting `gpulane run` on the fake NVML: 8.7 and 14 ms for some reads, 26 us for others),
-    // which a line of tickets alone, as at a hand-over on one GPU, does not need to pay
-    // (bench/handover.py --jobs 11 --job "sleep 0.2": run 15.0 -> 3.5 ms, queue 13.4 -> 4.5 ms).
-    pid_t holder_pid = 0;
+    const FileFacts facts{file.st.st_uid, key.first, key.second, CtimeNs(file.st), is_lease ? holder_of(key) : 0};
     if (is_lease) {
-      if (!holders) holders = ParseFlockHolders(ReadProcLocks());
-      if (const auto holder = holders->find(key); holder != holders->end()) holder_pid = holder->second;
-    }
-    const FileFacts facts{st.st_uid, key.first, key.second, CtimeNs(st), holder_pid};
-    if (is_lease) {
-      LeaseRecord r;
-      std::optional<std::uint32_t> uid;
-      if (!FromJson(j, &r) || !ContentUid(j, &uid) || !TrustLease(r, uid, facts)) continue;
-      r.name = name;
       lease_at[key] = out.leases.size();
-      out.leases.push_back(std::move(r));
+      out.leases.push_back(LeaseOf(file, facts));
+      out.leases.back().name = std::move(name);
     } else {
-      TicketRecord t;
-      if (!FromJson(j, &t)) continue;
-      const auto& request = j.at("request");
-      const bool names_uid = request.contains("uid") && !request["uid"].is_null();
-      if (!TrustTicket(t, names_uid ? std::optional(t.request.uid) : std::nullopt, facts)) continue;
-      out.tickets.push_back(std::move(t));
+      out.tickets.push_back(TicketOf(file, facts));
     }
   }
   closedir(dir);
@@ -374,24 +444,33 @@ DirContents LeaseDir::Read() const {
     return false;  // its job has ended: it stands in no line anyone decides
   });
   const double now_s = static_cast<double>(NowNs()) / 1e9;
-  out.shares = ReadLineShares(now_s);
+  out.shares = ReadLineShares(now_s, &out.shares_unreadable);
   SortLine(out.tickets, out.shares ? &*out.shares : nullptr, now_s);
   return out;
 }
 
-std::optional<sched::LineShares> LeaseDir::ReadLineShares(double now_s) const {
+std::optional<sched::LineShares> LeaseDir::ReadLineShares(double now_s, std::string* why) const {
+  std::string ignored;
+  if (!why) why = &ignored;
+  why->clear();
   struct stat dir_st {};
   if (fstat(dir_fd_, &dir_st) != 0) return std::nullopt;
-  const int f = openat(dir_fd_, kLineSharesFile, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (f < 0) return std::nullopt;
   struct stat st {};
+  if (fstatat(dir_fd_, kLineSharesFile, &st, AT_SYMLINK_NOFOLLOW) != 0) return std::nullopt;  // none published
+  const int f = S_ISLNK(st.st_mode) ? -1 : openat(dir_fd_, kLineSharesFile, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   std::string content;
-  const bool trusted = fstat(f, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == dir_st.st_uid &&
-                       (st.st_mode & (S_IWGRP | S_IWOTH)) == 0 && st.st_size < (1 << 22) && ReadAll(f, &content);
-  close(f);
-  if (!trusted) return std::nullopt;
+  if (S_ISLNK(st.st_mode)) *why = "a symbolic link";
+  else if (f < 0) *why = fmt::format("cannot be opened: {}", std::strerror(errno));
+  else if (fstat(f, &st) != 0 || !S_ISREG(st.st_mode)) *why = "not a regular file";
+  else if (st.st_uid != dir_st.st_uid) *why = fmt::format("{}'s, not the lease directory owner's", UserNameOf(st.st_uid));
+  else if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) *why = "writable by others than its owner";
+  else if (static_cast<std::uint64_t>(st.st_size) > kMaxRecordBytes || !ReadAll(f, &content)) *why = "larger than 1 MiB or unreadable";
+  if (f >= 0) close(f);
+  if (!why->empty()) return std::nullopt;
   auto shares = LineSharesFromJson(nlohmann::json::parse(content, nullptr, false));
-  if (!shares || !LineSharesFresh(*shares, now_s)) return std::nullopt;
+  if (!shares) *why = "not fair-share factors gpulane can read";
+  else if (!LineSharesFresh(*shares, now_s)) *why = "stale (the daemon that publishes them has not for a while)";
+  if (!why->empty()) return std::nullopt;
   return shares;
 }
 
@@ -427,6 +506,9 @@ void LeaseDir::RemoveLineShares() const {
 Result<HeldFile> LeaseDir::CreateFile(const std::string& final_name, const std::string& content, bool inheritable,
                                       std::optional<std::uint32_t> owner_uid,
                                       std::optional<std::uint32_t> owner_gid) const {
+  if (content.size() > kMaxRecordBytes)  // readers would take it for an unreadable file: say so instead
+    return MakeError(ErrorKind::kInternal, fmt::format("a record of {} bytes is more than the lease directory's readers read ({})",
+                                                       content.size(), kMaxRecordBytes));
   const std::string tmp = ".tmp-" + RandomHex();
   int flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | (inheritable ? 0 : O_CLOEXEC);
   int fd = openat(dir_fd_, tmp.c_str(), flags, 0644);

@@ -10,8 +10,16 @@
 //    and already locked. Its descriptor is inherited by the job, so the lock, and with it the lease,
 //    lives exactly as long as the last process holding it, also if `gpulane run` is SIGKILLed.
 //  - A file whose lock can be taken is stale: ignored, and removed when its owner or root sees it.
-//  - Files are opened O_NOFOLLOW, checked to be regular, read only; gpulane never writes to a file
-//    it did not create.
+//  - A file whose lock is held is never absent, whatever it holds (unknown is not free): one that
+//    is no record gpulane can read (larger than kMaxRecordBytes, cut short, not JSON, fields
+//    missing or of the wrong type, naming another uid than its owner, not a regular file, not
+//    openable by the reader while /proc/locks names its lock's holder) is its owner's unreadable
+//    lease, holding exclusively the GPUs whose UUIDs its bytes name, or every GPU when it names none
+//    (or is too large to tell), or her unreadable ticket, waiting in line at its file's change time
+//    for the same (records.h UnreadableLease, UnreadableTicket). Writers keep records small (a
+//    lease keeps at most kMaxLeaseCommandBytes of its command) and refuse to write a larger one.
+//  - Files are opened O_NOFOLLOW|O_NONBLOCK|O_NOCTTY, and read only when regular and at most
+//    kMaxRecordBytes; gpulane never writes to a file it did not create.
 //  - The directory must be owned by root or by the caller and, if others may write to it, sticky,
 //    so no user can remove or replace another's lease.
 //  - inotify on the directory wakes waiters within milliseconds when a lease file is closed for the
@@ -46,7 +54,9 @@
 //    request it is would (decided like every ticket, under the rules above); a lease's
 //    "preemptible" can only make its own owner's job give way, and a preemptible job's holder
 //    decides with its job's spec, not with what its lease file says.
-// What a user can still do by writing files: claim GPUs for herself out of turn (as she could by
+// What a user can still do by writing files: claim GPUs for herself out of turn (an unreadable
+// file of hers does no more: it holds GPUs as her lease, and counts for her limits.max_gpus and
+// fair share) (as she could by
 // using them without gpulane: her processes are foreign to everyone else either way) and wait in
 // line like any request (a ticket she holds without ever taking its GPUs keeps a preemptible job
 // off them, as a job of hers holding them would).
@@ -137,6 +147,9 @@ struct DirContents {
   /// The fair-share factors the tickets were ordered by (lease/line_shares.h: the directory owner's
   /// fresh file), or nullopt: then the line is in submission order within each --priority class.
   std::optional<sched::LineShares> shares;
+  /// Why a published fair-share file is there but orders nothing (ReadLineShares), "" when none is
+  /// there or it was read: not absent, said so (`gpulane status`).
+  std::string shares_unreadable;
 };
 
 class LeaseDir {
@@ -158,14 +171,16 @@ class LeaseDir {
   DirLock Lock() const;
   /// Reads live leases and tickets as far as their owners vouch for them (TrustLease,
   /// TrustTicket; a file seen twice counts once; a ticket nested in another user's job is left
-  /// out); removes stale files the caller owns (or all, as root). Orders the tickets by the
+  /// out), a live file that is none gpulane can read as an unreadable one (header comment);
+  /// removes stale files the caller owns (or all, as root). Orders the tickets by the
   /// published fair-share factors when there are trusted fresh ones (ReadLineShares), else by
   /// --priority and submission.
   DirContents Read() const;
   /// The fair-share factors of kLineSharesFile (lease/line_shares.h) when that is a regular file
-  /// of the directory's owner that nobody else may write, parses, and is fresh at `now_s`;
-  /// nullopt otherwise.
-  std::optional<sched::LineShares> ReadLineShares(double now_s) const;
+  /// of the directory's owner that nobody else may write, at most kMaxRecordBytes, parses, and is
+  /// fresh at `now_s`; nullopt otherwise, with `*why` (when given) saying why the file that is
+  /// there orders nothing ("" when there is none).
+  std::optional<sched::LineShares> ReadLineShares(double now_s, std::string* why = nullptr) const;
   /// Replaces kLineSharesFile with `shares` (written whole under a temporary name, then renamed;
   /// mode 0644). Errors: kPermission when the caller does not own the directory (nobody else's
   /// file would be trusted), kIo when the file cannot be written.

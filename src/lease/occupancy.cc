@@ -16,10 +16,14 @@ bool IsLeaseCommand(const std::optional<ProcessInfo>& info) {
   return info->cmdline.size() == space + 7 || info->cmdline[space + 7] == ' ';
 }
 
-bool Holds(const LeaseRecord& lease, const std::string& uuid) {
+// The GPUs of `lease` that are `uuid` (one, or more when a file names it twice): an unreadable
+// lease that names none holds every GPU exclusively.
+std::vector<LeasedGpu> EntriesFor(const LeaseRecord& lease, const std::string& uuid) {
+  if (lease.every_gpu) return {LeasedGpu{uuid, std::nullopt}};
+  std::vector<LeasedGpu> out;
   for (const LeasedGpu& g : lease.gpus)
-    if (g.uuid == uuid) return true;
-  return false;
+    if (g.uuid == uuid) out.push_back(g);
+  return out;
 }
 
 // The process a lease's job descends from: the supervisor its file names when the kernel confirms
@@ -100,7 +104,7 @@ void Classify(const GpuDevice& d, const std::vector<LeaseRecord>& leases, const 
     const std::optional<std::uint32_t> uid = UidOf(p, table);
     const int owner = uid ? OwnerOf(p.pid, *uid, leases, anchors, table) : -1;
     // A process on a MIG device belongs to the lease of that MIG device (its GPU is never leased whole).
-    if (owner >= 0 && (Holds(leases[owner], d.uuid) || (p.mig_uuid && Holds(leases[owner], *p.mig_uuid)))) {
+    if (owner >= 0 && (HoldsGpu(leases[owner], d.uuid) || (p.mig_uuid && HoldsGpu(leases[owner], *p.mig_uuid)))) {
       used_by_lease[owner] += mem;
       continue;
     }
@@ -132,7 +136,7 @@ void AddMigUnits(const GpuDevice& d, const std::vector<LeaseRecord>& leases, con
     u.processes_known = g.processes_known;
     int holder = -1;
     for (std::size_t i = 0; i < leases.size(); ++i)
-      if (Holds(leases[i], m.uuid)) {
+      if (HoldsGpu(leases[i], m.uuid)) {
         holder = static_cast<int>(i);
         u.holder = Describe(leases[i]);
       }
@@ -165,6 +169,7 @@ sched::GpuState BaseState(const GpuDevice& d, const GpuSnapshot& snapshot) {
   g.one_context_only = d.compute_mode == ComputeMode::kExclusiveProcess || d.compute_mode == ComputeMode::kExclusiveThread;
   g.total_bytes = d.memory_total_bytes;
   g.free_bytes = d.memory_free_bytes;
+  g.reserved_bytes = d.memory_reserved_bytes;
   g.util_pct = d.utilization_gpu_pct;
   for (const auto& peer : d.nvlink_peers)
     for (const auto& other : snapshot.devices)
@@ -186,7 +191,7 @@ std::vector<std::vector<int>> ProcessOwners(const GpuSnapshot& snapshot, const s
       if (processes.Links(p.pid)) {
         const std::optional<std::uint32_t> uid = UidOf(p, processes);
         owner = uid ? OwnerOf(p.pid, *uid, leases, anchors, processes) : -1;
-        if (owner >= 0 && !Holds(leases[owner], dev.uuid) && !(p.mig_uuid && Holds(leases[owner], *p.mig_uuid))) owner = -1;
+        if (owner >= 0 && !HoldsGpu(leases[owner], dev.uuid) && !(p.mig_uuid && HoldsGpu(leases[owner], *p.mig_uuid))) owner = -1;
       }
       owners[d].push_back(owner);
     }
@@ -213,8 +218,7 @@ Occupancy BuildOccupancy(const GpuSnapshot& snapshot, const std::vector<LeaseRec
     const LeaseRecord* first_preemptible = nullptr;
     for (std::size_t i = 0; i < leases.size(); ++i) {
       if (&leases[i] == options.transparent) continue;
-      for (const LeasedGpu& lg : leases[i].gpus) {
-        if (lg.uuid != d.uuid) continue;
+      for (const LeasedGpu& lg : EntriesFor(leases[i], d.uuid)) {
         g.has_context = true;
         leased = true;
         // A step nested in a job ends with it: it neither makes the GPU preemptible nor keeps it from being so.
@@ -298,10 +302,19 @@ std::vector<std::string> WithinParent(std::vector<std::string> allowed, const Le
   return out;
 }
 
-std::vector<sched::Request> LineOf(const std::vector<TicketRecord>& tickets) {
+sched::Request RequestOf(const TicketRecord& ticket, const std::vector<sched::GpuState>& gpus) {
+  sched::Request r = ticket.request;
+  if (ticket.every_gpu) {
+    const auto usable = std::count_if(gpus.begin(), gpus.end(), [](const sched::GpuState& g) { return g.usable; });
+    r.count = std::max<unsigned>(1, static_cast<unsigned>(usable));
+  }
+  return r;
+}
+
+std::vector<sched::Request> LineOf(const std::vector<TicketRecord>& tickets, const std::vector<sched::GpuState>& gpus) {
   std::vector<sched::Request> line;
   line.reserve(tickets.size());
-  for (const auto& t : tickets) line.push_back(t.request);
+  for (const auto& t : tickets) line.push_back(RequestOf(t, gpus));
   return line;
 }
 
@@ -318,7 +331,7 @@ sched::Decision DecideNewcomer(const Occupancy& occupancy, const std::vector<Tic
   std::size_t mine = 0;
   for (const auto& t : tickets) {
     if (LineBefore(t, newcomer, shares, now_s)) mine = line.size() + 1;
-    line.push_back(t.request);
+    line.push_back(RequestOf(t, occupancy.gpus));
   }
   line.insert(line.begin() + static_cast<std::ptrdiff_t>(mine), request);
   return sched::Schedule(occupancy.gpus, line, limits, occupancy.mig_units)[mine];

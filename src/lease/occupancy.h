@@ -107,8 +107,11 @@ Result<LineView> ViewOfLine(const std::vector<LeaseRecord>& leases, const std::v
 /// `allowed` (UUIDs) narrowed to the GPUs of `parent`'s lease when nested (unchanged otherwise).
 std::vector<std::string> WithinParent(std::vector<std::string> allowed, const LeaseRecord* parent);
 
-/// The requests of `tickets` (already in line order, LeaseDir::Read) for sched::Schedule.
-std::vector<sched::Request> LineOf(const std::vector<TicketRecord>& tickets);
+/// What `ticket` asks of `gpus`: its request, or for an unreadable ticket that names no GPU
+/// (TicketRecord::every_gpu) every usable GPU, exclusively.
+sched::Request RequestOf(const TicketRecord& ticket, const std::vector<sched::GpuState>& gpus);
+/// The requests of `tickets` (already in line order, LeaseDir::Read) for sched::Schedule over `gpus`.
+std::vector<sched::Request> LineOf(const std::vector<TicketRecord>& tickets, const std::vector<sched::GpuState>& gpus);
 
 /// The decision `request` would get if it joined the line now (`now_s`, seconds since the epoch):
 /// behind every ticket that LineBefore (lease/line_shares.h) puts before a new ticket of its

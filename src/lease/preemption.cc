@@ -25,8 +25,9 @@ std::optional<std::string> PreemptionOf(const DirContents& contents, const GpuSn
   if (own_uuids.empty()) return std::nullopt;  // not leased any more
   Occupancy occupancy = BuildOccupancy(snapshot, leases, processes);
   NoteFreeSince(occupancy.gpus, now_s, first_seen_free_s);
-  const sched::Limits limits = LineLimits(w, now_s, leases, line);
-  const std::vector<sched::Decision> decisions = sched::Schedule(std::move(occupancy.gpus), LineOf(line), limits, occupancy.mig_units);
+  const sched::Limits limits = LineLimits(w, now_s, leases, line, static_cast<unsigned>(snapshot.devices.size()));
+  std::vector<sched::Request> requests = LineOf(line, occupancy.gpus);
+  const std::vector<sched::Decision> decisions = sched::Schedule(std::move(occupancy.gpus), requests, limits, occupancy.mig_units);
   for (std::size_t k = 0; k < decisions.size(); ++k) {
     for (unsigned i : decisions[k].preempt) {
       if (i >= snapshot.devices.size()) continue;

@@ -111,6 +111,65 @@ bool IsNamed(const LeaseRecord& r, const std::string& name) {
   return r.name == name || std::find(r.other_names.begin(), r.other_names.end(), name) != r.other_names.end();
 }
 
-std::string Describe(const LeaseRecord& r) { return fmt::format("{} (job {})", r.user, r.job_id); }
+std::string Describe(const LeaseRecord& r) {
+  if (!r.unreadable.empty()) return fmt::format("{} (an unreadable lease: {})", r.user, r.unreadable);
+  return fmt::format("{} (job {})", r.user, r.job_id);
+}
+
+bool HoldsGpu(const LeaseRecord& r, const std::string& uuid) {
+  if (r.every_gpu) return true;
+  return std::any_of(r.gpus.begin(), r.gpus.end(), [&](const LeasedGpu& g) { return g.uuid == uuid; });
+}
+
+std::string CommandForLease(std::string command) {
+  if (command.size() <= kMaxLeaseCommandBytes) return command;
+  const std::size_t whole = command.size();
+  std::size_t cut = kMaxLeaseCommandBytes;
+  while (cut > 0 && (static_cast<unsigned char>(command[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 character
+  command.resize(cut);
+  return fmt::format("{} ... ({} bytes in all)", command, whole);
+}
+
+std::vector<std::string> UuidsNamedIn(std::string_view bytes) {
+  const auto uuid_char = [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '/';
+  };
+  std::vector<std::string> out;
+  for (std::size_t at = 0; at + 4 <= bytes.size(); ++at) {
+    const std::string_view prefix = bytes.substr(at, 4);
+    if (prefix != "GPU-" && prefix != "MIG-") continue;
+    std::size_t end = at + 4;
+    while (end < bytes.size() && end - at < 128 && uuid_char(bytes[end])) ++end;
+    std::string uuid(bytes.substr(at, end - at));
+    if (std::find(out.begin(), out.end(), uuid) == out.end()) out.push_back(std::move(uuid));
+    at = end - 1;
+  }
+  return out;
+}
+
+LeaseRecord UnreadableLease(std::string why, std::string_view bytes, bool complete) {
+  LeaseRecord r;
+  r.job_id = "unreadable";
+  r.unreadable = std::move(why);
+  r.command = "?";
+  if (complete)
+    for (std::string& uuid : UuidsNamedIn(bytes)) r.gpus.push_back({std::move(uuid), std::nullopt});
+  r.every_gpu = r.gpus.empty();
+  return r;
+}
+
+TicketRecord UnreadableTicket(std::string why, std::string_view bytes, bool complete) {
+  TicketRecord t;
+  t.id = "unreadable";
+  t.unreadable = std::move(why);
+  std::vector<std::string> named;
+  if (complete) named = UuidsNamedIn(bytes);
+  std::erase_if(named, [](const std::string& uuid) { return uuid.rfind("GPU-", 0) != 0; });  // a request is for whole GPUs
+  if (named.size() > sched::kMaxGpuCount) named.clear();  // more than any request may ask: every GPU
+  t.every_gpu = named.empty();
+  t.request.count = std::max<unsigned>(1, static_cast<unsigned>(named.size()));
+  if (!t.every_gpu) t.request.allowed_uuids = std::move(named);
+  return t;
+}
 
 }  // namespace gpulane::lease

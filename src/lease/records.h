@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -49,6 +50,13 @@ struct LeaseRecord {
   bool preemptible = false;
   std::string name;        ///< its file name in the lease directory (set when read, not stored)
   std::vector<std::string> other_names;  ///< more names of the same file (hard links someone made; set when read)
+  /// Set when read from a live file (its lock held) that is no lease gpulane can read: why ("larger
+  /// than 1 MiB", "not JSON", ...; UnreadableRecord). "" for a lease read whole. Such a file is not
+  /// absent (unknown is not free): it holds, exclusively, the GPUs whose UUIDs its bytes name
+  /// (`gpus`), or every GPU (`every_gpu`) when it names none, until its holder's lock is gone. Its
+  /// job owns no process (no pid, no process group) and has no known end.
+  std::string unreadable;
+  bool every_gpu = false;  ///< unreadable and naming no GPU: holds every GPU and MIG device
 };
 
 /// Whether `name` is a name of the lease's file (LeaseRecord::name or one of its other names).
@@ -65,6 +73,11 @@ struct TicketRecord {
   sched::Request request;  ///< what it asks; request.uid and .user come from the file's owner (root: from its content)
   std::string parent;      ///< nested: the file name of the lease of the job it runs inside ("" = none)
   std::uint64_t dev = 0, ino = 0;  ///< the file's identity (fstat; set when created or read): what a waiter knows its own ticket by
+  /// As LeaseRecord::unreadable: a live ticket gpulane cannot read stands in line (priority 0, at
+  /// its file's change time) as its owner's exclusive request for the GPUs its bytes name, or for
+  /// every GPU (`every_gpu`; LineOf makes the count) when it names none.
+  std::string unreadable;
+  bool every_gpu = false;
 };
 
 /// The largest seq a ticket may have (nanoseconds since the epoch: the year 2116). A ticket with a
@@ -79,6 +92,29 @@ nlohmann::json ToJson(const TicketRecord& r);
 /// Parse; false when fields are missing or of the wrong type (a damaged or foreign file).
 bool FromJson(const nlohmann::json& j, LeaseRecord* r);
 bool FromJson(const nlohmann::json& j, TicketRecord* r);
+
+/// Whether the lease holds the GPU or MIG device `uuid` (an unreadable one naming none holds all).
+bool HoldsGpu(const LeaseRecord& r, const std::string& uuid);
+
+/// The most bytes a lease or ticket file is read to (1 MiB): a larger one is unreadable and, as
+/// what it names past this bound is unknown, holds every GPU.
+inline constexpr std::size_t kMaxRecordBytes = 1 << 20;
+/// The most bytes of its command line a lease keeps (for people: status, history): the rest is cut
+/// at a UTF-8 boundary and said so, so that no command line makes a lease too large to read.
+inline constexpr std::size_t kMaxLeaseCommandBytes = 4096;
+/// `command` cut to kMaxLeaseCommandBytes: "python train.py --config ... (70012 bytes in all)".
+std::string CommandForLease(std::string command);
+
+/// The GPU and MIG device UUIDs ("GPU-...", "MIG-...") that the bytes of an unreadable record name,
+/// each once, in order of first appearance.
+std::vector<std::string> UuidsNamedIn(std::string_view bytes);
+
+/// A lease for a live file that cannot be read as one (`why`; its owner and name are the reader's to fill),
+/// holding what `bytes` (what could be read of it; empty when nothing) names, else every GPU.
+/// `complete`: `bytes` is the whole file (else what it names past them is unknown: every GPU).
+LeaseRecord UnreadableLease(std::string why, std::string_view bytes, bool complete);
+/// The same for a ticket: its owner's exclusive request, priority 0, for what `bytes` names.
+TicketRecord UnreadableTicket(std::string why, std::string_view bytes, bool complete);
 
 /// "alice (job r4121)" for reasons and status.
 std::string Describe(const LeaseRecord& r);

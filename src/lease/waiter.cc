@@ -37,7 +37,7 @@ void ApplyConfig(const Config& config, WaitRequest& w) {
 }
 
 void AddUserLimits(const Config& config, const std::vector<LeaseRecord>& leases, const std::vector<TicketRecord>& tickets,
-                   std::optional<std::uint32_t> newcomer_uid, sched::Limits& limits,
+                   std::optional<std::uint32_t> newcomer_uid, unsigned gpu_count, sched::Limits& limits,
                    std::map<std::uint32_t, std::optional<unsigned>>* cache) {
   if (!sched::AnyLimits(config)) return;
   std::map<std::uint32_t, std::optional<unsigned>> local;
@@ -51,7 +51,8 @@ void AddUserLimits(const Config& config, const std::vector<LeaseRecord>& leases,
   for (const TicketRecord& t : tickets) add(t.request.uid);
   if (newcomer_uid) add(*newcomer_uid);
   for (const LeaseRecord& lease : leases)
-    if (lease.parent.empty()) limits.gpus_in_use_by_uid[lease.uid] += static_cast<unsigned>(lease.gpus.size());
+    if (lease.parent.empty())  // an unreadable lease naming no GPU holds them all
+      limits.gpus_in_use_by_uid[lease.uid] += lease.every_gpu ? gpu_count : static_cast<unsigned>(lease.gpus.size());
 }
 
 void NoteFreeSince(std::vector<sched::GpuState>& gpus, double now_s, std::map<std::string, double>& first_seen_free_s) {
@@ -134,9 +135,10 @@ WaitEnv& RealWaitEnv() {
 }
 
 sched::Limits LineLimits(const WaitRequest& w, double now_s, const std::vector<LeaseRecord>& leases,
-                         const std::vector<TicketRecord>& tickets, std::map<std::uint32_t, std::optional<unsigned>>* cache) {
+                         const std::vector<TicketRecord>& tickets, unsigned gpu_count,
+                         std::map<std::uint32_t, std::optional<unsigned>>* cache) {
   sched::Limits limits{w.margin_bytes, w.policy, now_s, w.max_reserve_idle_s};
-  AddUserLimits(w.limits_config, leases, tickets, std::nullopt, limits, cache);
+  AddUserLimits(w.limits_config, leases, tickets, std::nullopt, gpu_count, limits, cache);
   return limits;
 }
 
@@ -145,7 +147,7 @@ LeaseWaiter::LeaseWaiter(GpuBackend& backend, const LeaseDir& dir, WaitRequest r
     : backend_(backend), dir_(dir), request_(std::move(request)), on_status_(std::move(on_status)), env_(env) {
   record_.job_id = std::move(job_id);
   record_.pid = request_.lease_pid.value_or(getpid());
-  record_.command = std::move(command);
+  record_.command = CommandForLease(std::move(command));  // bounded: every reader can read the lease
   record_.uid = request_.owner_uid.value_or(geteuid());
   record_.user = UserNameOf(record_.uid);
 }
@@ -218,8 +220,11 @@ Result<sched::Decision> LeaseWaiter::Decide(const GpuSnapshot& snapshot, Process
   const double now_s = env_.WallS();
   NoteFreeSince(view->occupancy.gpus, now_s, free_since_s_);
   sched::Limits limits{request_.margin_bytes, request_.policy, now_s, request_.max_reserve_idle_s};
-  if (!nested()) limits = LineLimits(request_, now_s, contents.leases, view->tickets, &max_gpus_cache_);
-  auto decisions = sched::Schedule(std::move(view->occupancy.gpus), LineOf(view->tickets), limits, view->occupancy.mig_units);
+  if (!nested())
+    limits = LineLimits(request_, now_s, contents.leases, view->tickets, static_cast<unsigned>(snapshot.devices.size()),
+                        &max_gpus_cache_);
+  std::vector<sched::Request> line = LineOf(view->tickets, view->occupancy.gpus);
+  auto decisions = sched::Schedule(std::move(view->occupancy.gpus), line, limits, view->occupancy.mig_units);
   *earlier_granted = false;
   for (std::size_t i = 0; i < view->tickets.size(); ++i) {
     // Its own ticket is the file it holds, known by its inode: any user can write a ticket with

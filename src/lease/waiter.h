@@ -70,11 +70,11 @@ void NoteFreeSince(std::vector<sched::GpuState>& gpus, double now_s, std::map<st
 /// Per-user GPU limits for one decision: fills `limits.max_gpus_by_uid` for every user in
 /// `tickets` and `newcomer_uid` (limits.max_gpus under `config`, sched::LimitsOf with the user's
 /// groups from the user database; cached in `*cache` when given, uid -> limit) and
-/// `limits.gpus_in_use_by_uid` from `leases` (each GPU of a lease counts once for its owner; a
-/// nested lease counts nothing, it runs on its job's GPUs). Leaves `limits` alone when no
-/// [limits] are configured.
+/// `limits.gpus_in_use_by_uid` from `leases` (each GPU of a lease counts once for its owner, an
+/// unreadable lease naming none as all `gpu_count` of the machine's; a nested lease counts
+/// nothing, it runs on its job's GPUs). Leaves `limits` alone when no [limits] are configured.
 void AddUserLimits(const Config& config, const std::vector<LeaseRecord>& leases, const std::vector<TicketRecord>& tickets,
-                   std::optional<std::uint32_t> newcomer_uid, sched::Limits& limits,
+                   std::optional<std::uint32_t> newcomer_uid, unsigned gpu_count, sched::Limits& limits,
                    std::map<std::uint32_t, std::optional<unsigned>>* cache = nullptr);
 
 /// The settings of the decision of the machine's line (not nested in a job) for a request made
@@ -82,7 +82,7 @@ void AddUserLimits(const Config& config, const std::vector<LeaseRecord>& leases,
 /// limits of everyone in `tickets` (AddUserLimits, cached in `*cache`). The same for a waiter and
 /// for a preemptible job's holder asking whether to give way (lease/preemption.h).
 sched::Limits LineLimits(const WaitRequest& w, double now_s, const std::vector<LeaseRecord>& leases,
-                         const std::vector<TicketRecord>& tickets,
+                         const std::vector<TicketRecord>& tickets, unsigned gpu_count,
                          std::map<std::uint32_t, std::optional<unsigned>>* cache = nullptr);
 
 /// The settings of one decision under `config` made at `now_s` (seconds since the epoch; nullopt:

@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -30,6 +31,7 @@ struct StatusContext {
   VisibleDevices visible;                           ///< what that value allows
   std::map<std::string, std::string> holders;       ///< GPU UUID -> "job 12 (alice)": current lease holder
   std::map<std::pair<unsigned, std::uint32_t>, StrayMark> strays;  ///< (PCI index, pid) -> the job it strayed from
+  std::vector<std::string> lease_warnings;  ///< what the lease directory holds that gpulane cannot read (text view)
 };
 
 /// Options of the text view.

@@ -65,6 +65,13 @@ std::optional<std::uint64_t> FreeNow(const GpuState& g) {
   return *g.free_bytes > g.unallocated_reservation_bytes ? *g.free_bytes - g.unallocated_reservation_bytes : 0;
 }
 
+// The most memory that can ever be free on `g` (its total is known): the total less what the
+// driver keeps for itself.
+std::uint64_t EverFree(const GpuState& g) {
+  const std::uint64_t reserved = g.reserved_bytes.value_or(0);
+  return *g.total_bytes > reserved ? *g.total_bytes - reserved : 0;
+}
+
 // What can never change while the machine stays as it is.
 std::optional<Verdict> JudgeNever(const Context& c, const GpuState& g, const Request& r) {
   const Limits& limits = c.limits;
@@ -73,13 +80,19 @@ std::optional<Verdict> JudgeNever(const Context& c, const GpuState& g, const Req
   if (!g.usable) return never([&] { return g.unusable_reason; });
   if ((r.mem_bytes || r.min_free_bytes) && (!g.total_bytes || !g.free_bytes))
     return never([] { return "memory not reported by NVML"; });
-  if (r.mem_bytes && *r.mem_bytes + limits.margin_bytes > *g.total_bytes)
+  // What can ever be free: all of it but what the driver keeps (total when NVML does not say).
+  const std::uint64_t ever_free = EverFree(g);
+  const char* ever_words = ever_free < *g.total_bytes ? " free at most" : " total";
+  if (r.mem_bytes && *r.mem_bytes + limits.margin_bytes > ever_free)
     return never([&] {
-      return StrCat(FormatBytes(*r.mem_bytes), " + ", FormatBytes(limits.margin_bytes), " margin > ",
-                    FormatBytes(*g.total_bytes), " total");
+      const std::string most = FormatBytesApart(*r.mem_bytes + limits.margin_bytes, ever_free).second;
+      return StrCat(FormatBytes(*r.mem_bytes), " + ", FormatBytes(limits.margin_bytes), " margin > ", most, ever_words);
     });
-  if (r.min_free_bytes && *r.min_free_bytes > *g.total_bytes)
-    return never([&] { return StrCat(FormatBytes(*g.total_bytes), " total < ", FormatBytes(*r.min_free_bytes)); });
+  if (r.min_free_bytes && *r.min_free_bytes > ever_free)
+    return never([&] {
+      const auto [most, asked] = FormatBytesApart(ever_free, *r.min_free_bytes);
+      return StrCat(most, ever_words, " < ", asked);
+    });
   if (!g.processes_known && !r.share_foreign)
     return never([] { return "its processes are not reported by NVML (unknown is not free; --share-foreign to use it anyway)"; });
   if (!g.processes_known && g.one_context_only)
@@ -566,7 +579,7 @@ std::string ImpossibleReason(const Request& r, const Decision& d, unsigned gpu_c
   return StrCat("asked for ", Plural(r.count, "GPU"), memory ? StrCat(" with ", FormatBytes(*r.mem_bytes), " each") : "",
                 " but only ", d.possible, " of the ", Plural(gpu_count, "GPU"), " here can ever qualify",
                 d.never.empty() ? std::string() : StrCat(" (", Join(d.never, "; "), ")"), ": ask for fewer",
-                memory ? " or less memory" : "");
+                memory ? " or less memory" : "", r.min_free_bytes ? " or a smaller --min-free" : "");
 }
 
 Result<std::vector<unsigned>> GrantedNow(const Request& r, const Decision& d, unsigned gpu_count) {

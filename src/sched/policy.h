@@ -75,6 +75,9 @@ struct GpuState {
   bool has_context = false;       ///< a process runs on it or a gpulane lease holds it
   std::optional<std::uint64_t> total_bytes;  ///< nullopt: NVML does not report its memory
   std::optional<std::uint64_t> free_bytes;   ///< NVML free memory, with memory of ended processes added back
+  /// Memory the driver keeps for itself (nvmlDeviceGetMemoryInfo_v2's reserved: about 0.6 GiB of an
+  /// H200), never free for any job; nullopt: not reported (NVML v1), then total is the bound.
+  std::optional<std::uint64_t> reserved_bytes;
   std::optional<unsigned> util_pct;
   bool processes_known = true;          ///< false: NVML could not list its processes (unknown, not none)
   std::vector<std::string> foreign;     ///< processes outside gpulane's leases of this GPU: "bob's python (pid 12)"

@@ -1,5 +1,6 @@
 #include "util/units.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <fmt/format.h>
@@ -122,6 +123,25 @@ std::string FormatBytes(std::uint64_t bytes) {
   if (gib >= 100) return fmt::format("{:.0f} GiB", gib);
   if (gib >= 1) return fmt::format("{:.1f} GiB", gib);
   return fmt::format("{} MiB", BytesToMib(bytes));
+}
+
+std::pair<std::string, std::string> FormatBytesApart(std::uint64_t a, std::uint64_t b) {
+  std::pair<std::string, std::string> out{FormatBytes(a), FormatBytes(b)};
+  if (a == b || out.first != out.second) return out;
+  const double unit = std::max(a, b) >= (1ULL << 30) ? 1024.0 * 1024 * 1024 : 1024.0 * 1024;
+  const char* name = unit > 1024.0 * 1024 * 1024 - 1 ? "GiB" : "MiB";
+  const auto in_unit = [&](std::uint64_t bytes, int decimals) {
+    const double v = static_cast<double>(bytes) / unit;
+    if (bytes % static_cast<std::uint64_t>(unit) == 0) return fmt::format("{:.0f} {}", v, name);
+    return fmt::format("{:.{}f} {}", v, decimals, name);
+  };
+  // Apart when their rounded values differ ("140.0 GiB" and "140 GiB" read as the same size).
+  const auto rounded = [&](std::uint64_t bytes, int decimals) {
+    return std::llround(static_cast<double>(bytes) / unit * std::pow(10.0, decimals));
+  };
+  for (int decimals = 1; decimals <= 3; ++decimals)
+    if (rounded(a, decimals) != rounded(b, decimals)) return {in_unit(a, decimals), in_unit(b, decimals)};
+  return {fmt::format("{}B", a), fmt::format("{}B", b)};
 }
 
 std::string FormatSeconds(double seconds) {

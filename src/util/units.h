@@ -2,6 +2,7 @@
 // Parsing and printing of memory sizes and durations as users type them.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <string_view>
 
 #include "util/result.h"
@@ -23,6 +24,12 @@ Result<double> ParseDurationS(std::string_view text);
 
 /// Formats bytes for people: "512 MiB", "20.0 GiB", "143 GiB" (binary units).
 std::string FormatBytes(std::uint64_t bytes);
+
+/// Formats two sizes that are compared in one sentence ("139.8 GiB free at most < 140 GiB") so
+/// that they read as different when they are: as FormatBytes when that tells them apart, else in
+/// GiB (MiB below 1 GiB) with as many decimals as it takes, up to 3 (a whole number without any),
+/// else in bytes ("150106472448B"). Equal sizes are formatted alike.
+std::pair<std::string, std::string> FormatBytesApart(std::uint64_t a, std::uint64_t b);
 
 /// Formats seconds for people: "0.8 s", "12 s", "5m 03s", "2h 05m".
 std::string FormatSeconds(double seconds);

@@ -1,6 +1,8 @@
 // Lease and ticket files as lease/lease_dir.cc reads them from the shared lease directory, where
 // any user may write one: the file's bytes through the JSON parser, then lease::FromJson as a
 // lease (".lease") and as a ticket (".wait").
+// And the same bytes as a live file gpulane cannot read (lease::UnreadableLease, UnreadableTicket)
+// and as a command line a lease keeps (lease::CommandForLease).
 // Properties: a record that is accepted writes back (ToJson) to JSON that reads as the same
 // record; a ticket's seq is at most kMaxTicketSeq and its request passes sched::CheckRequest.
 #include <cstdint>
@@ -15,6 +17,15 @@ namespace lease = gpulane::lease;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string content(reinterpret_cast<const char*>(data), size);
+  // As an unreadable file (issue 23): it holds only what its bytes name, else every GPU; as a
+  // ticket, a request CheckRequest accepts.
+  const lease::LeaseRecord unreadable = lease::UnreadableLease("fuzz", content, true);
+  FUZZ_CHECK(unreadable.every_gpu == unreadable.gpus.empty(), "an unreadable lease holds nothing");
+  for (const lease::LeasedGpu& g : unreadable.gpus)
+    FUZZ_CHECK(content.find(g.uuid) != std::string::npos && !g.mem_bytes, "an unreadable lease holds %s", g.uuid.c_str());
+  const lease::TicketRecord waiting = lease::UnreadableTicket("fuzz", content, true);
+  FUZZ_CHECK(gpulane::sched::CheckRequest(waiting.request).ok(), "an unreadable ticket's request fails CheckRequest");
+  FUZZ_CHECK(lease::CommandForLease(content).size() <= lease::kMaxLeaseCommandBytes + 40, "a lease's command is unbounded");
   auto j = json::parse(content, nullptr, false);
   if (j.is_discarded()) return 0;
 

@@ -12,6 +12,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <fmt/format.h>
 
 #include "lease/line_shares.h"
 #include "support/planted.h"
@@ -95,15 +96,57 @@ TEST_F(LeaseDirTest, AnUnlockedFileIsStaleIgnoredAndRemoved) {
   EXPECT_FALSE(fs::exists(stale)) << "its owner (or root) removes it";
 }
 
-TEST_F(LeaseDirTest, DamagedOrForeignFilesAreNoLeases) {
+// Unknown is not free: a live file that is no lease gpulane can read still holds what it names.
+TEST_F(LeaseDirTest, ADamagedLiveFileIsAnUnreadableLeaseHoldingWhatItNames) {
   LeaseDir dir = Open();
   const fs::path damaged = root_ / "leases" / "r8.00000000.lease";
-  std::ofstream(damaged) << "{not json";
+  std::ofstream(damaged) << R"({"gpus":[{"uuid":"GPU-b"}],"job_id":"r8)";
   int fd = open(damaged.c_str(), O_RDONLY);
   ASSERT_GE(fd, 0);
-  ASSERT_EQ(flock(fd, LOCK_SH), 0);  // held, so not stale: still not a lease
-  EXPECT_TRUE(dir.Read().leases.empty());
+  ASSERT_EQ(flock(fd, LOCK_EX), 0);  // held, so not stale
+  DirContents contents = dir.Read();
+  ASSERT_EQ(contents.leases.size(), 1u);
+  const LeaseRecord& r = contents.leases[0];
+  EXPECT_EQ(r.unreadable, "not JSON");
+  EXPECT_FALSE(r.every_gpu);
+  ASSERT_EQ(r.gpus.size(), 1u);
+  EXPECT_EQ(r.gpus[0].uuid, "GPU-b");
+  EXPECT_FALSE(r.gpus[0].mem_bytes) << "held exclusively";
+  EXPECT_EQ(r.uid, geteuid());
+  EXPECT_EQ(r.pid, 0) << "its job owns no process";
+  EXPECT_TRUE(HoldsGpu(r, "GPU-b"));
+  EXPECT_FALSE(HoldsGpu(r, "GPU-a"));
+
+  std::ofstream(damaged) << "[1, 2, 3]";  // JSON, but no lease: names no GPU, so holds them all
+  contents = dir.Read();
+  ASSERT_EQ(contents.leases.size(), 1u);
+  EXPECT_EQ(contents.leases[0].unreadable, "fields missing or of the wrong type");
+  EXPECT_TRUE(contents.leases[0].every_gpu);
+  EXPECT_TRUE(HoldsGpu(contents.leases[0], "GPU-a"));
   close(fd);
+  EXPECT_TRUE(dir.Read().leases.empty()) << "its lock is gone: stale";
+}
+
+TEST(UnreadableRecords, UuidsAreTheGpuAndMigNamesInTheBytesEachOnce) {
+  EXPECT_EQ(UuidsNamedIn(R"(x"GPU-1a-2b","MIG-3c/1/0" GPU-1a-2b GPU-)"),
+            (std::vector<std::string>{"GPU-1a-2b", "MIG-3c/1/0", "GPU-"}));
+  EXPECT_TRUE(UuidsNamedIn("no uuid here").empty());
+  const LeaseRecord cut = UnreadableLease("larger than 1 MiB", "GPU-a", /*complete=*/false);
+  EXPECT_TRUE(cut.every_gpu) << "what an incomplete file names past what was read is unknown";
+  const TicketRecord t = UnreadableTicket("not JSON", R"(["GPU-a","GPU-b","MIG-c"])", true);
+  EXPECT_EQ(t.request.count, 2u);
+  EXPECT_EQ(t.request.allowed_uuids, (std::vector<std::string>{"GPU-a", "GPU-b"}));
+}
+
+TEST(UnreadableRecords, ALeaseKeepsABoundedCommandCutAtACharacter) {
+  EXPECT_EQ(CommandForLease("python train.py"), "python train.py");
+  std::string long_command = "x" + std::string(3000, 'a');
+  for (int i = 0; i < 1000; ++i) long_command += "\xc3\xa9é";  // two-byte characters across the cut
+  const std::string kept = CommandForLease(long_command);
+  EXPECT_LE(kept.size(), kMaxLeaseCommandBytes + 32);
+  EXPECT_NE(kept.find(fmt::format("({} bytes in all)", long_command.size())), std::string::npos) << kept;
+  const std::string head = kept.substr(0, kept.find(" ... ("));
+  EXPECT_TRUE(head.empty() || (static_cast<unsigned char>(head.back()) & 0xC0) != 0xC0) << "not cut inside a character";
 }
 
 TEST_F(LeaseDirTest, TheLineIsByPriorityThenArrival) {
@@ -264,7 +307,7 @@ TEST_F(LeaseDirOtherUserTest, ACopiedTicketIdIsAnotherTicketKnownApartByItsInode
   EXPECT_NE(tickets[1].ino, mine.ino);
 }
 
-TEST_F(LeaseDirOtherUserTest, EntriesNamingAnotherUserThanTheirOwnerAreIgnored) {
+TEST_F(LeaseDirOtherUserTest, EntriesNamingAnotherUserThanTheirOwnerAreTheOwnersAndUnreadable) {
   LeaseDir dir = Open();
   nlohmann::json lease = ToJson(Record("r1"));
   lease["uid"] = 0;
@@ -272,12 +315,21 @@ TEST_F(LeaseDirOtherUserTest, EntriesNamingAnotherUserThanTheirOwnerAreIgnored) 
   TicketRecord t = Ticket(0);
   t.id = "w1.forged";
   t.seq = 1;
+  t.request.allowed_uuids = std::vector<std::string>{"GPU-a"};
   nlohmann::json ticket = ToJson(t);
   ticket["request"]["uid"] = 0;
   test::PlantedFile w(root_ / "leases" / "w1.forged.wait", ticket.dump(), test::PlantedFile::Holder::kTest, kNobody);
   const DirContents contents = dir.Read();
-  EXPECT_TRUE(contents.leases.empty()) << "nobody's file saying it is root's lease";
-  EXPECT_TRUE(contents.tickets.empty()) << "nobody's file saying it is root's ticket";
+  ASSERT_EQ(contents.leases.size(), 1u) << "nobody's file saying it is root's lease still holds what it names";
+  EXPECT_EQ(contents.leases[0].uid, kNobody) << "as nobody's, not root's";
+  EXPECT_EQ(contents.leases[0].unreadable, "names uid 0, not its owner");
+  EXPECT_TRUE(HoldsGpu(contents.leases[0], "GPU-a"));
+  EXPECT_FALSE(HoldsGpu(contents.leases[0], "GPU-b"));
+  ASSERT_EQ(contents.tickets.size(), 1u);
+  EXPECT_EQ(contents.tickets[0].request.uid, kNobody);
+  EXPECT_EQ(contents.tickets[0].request.priority, 0);
+  EXPECT_GT(contents.tickets[0].seq, 1u) << "not before its file appeared";
+  EXPECT_FALSE(contents.tickets[0].unreadable.empty());
 }
 
 TEST_F(LeaseDirOtherUserTest, AHardLinkCountsOnceAndATicketInAnotherUsersJobIsNone) {

@@ -530,6 +530,19 @@ TEST(Schedule, ImpossibleRequestsAreFlaggedWithHowManyGpusCouldQualify) {
   EXPECT_TRUE(d[0].impossible);
   EXPECT_TRUE(HasReason(d[0], "GPU1: 80.0 GiB total < 81.0 GiB")) << ReasonsOf(d[0]);
 
+  // What the driver reserves is never free (issue 23, item 4): judged by total - reserved.
+  auto reserved = Idle(1);
+  reserved[0].reserved_bytes = 600ULL << 20;
+  min_free.min_free_bytes = 80 * kGiB;
+  d = Schedule(reserved, {min_free}, kNoMargin);
+  EXPECT_TRUE(d[0].impossible);
+  EXPECT_TRUE(HasReason(d[0], "GPU0: 79.4 GiB free at most < 80.0 GiB")) << ReasonsOf(d[0]);
+  d = Schedule(reserved, {Shared("all", 79 * kGiB, 1)}, Limits{1 * kGiB});
+  EXPECT_TRUE(d[0].impossible);
+  EXPECT_TRUE(HasReason(d[0], "GPU0: 79.0 GiB + 1.0 GiB margin > 79.4 GiB free at most")) << ReasonsOf(d[0]);
+  min_free.min_free_bytes = 79 * kGiB;
+  EXPECT_FALSE(Schedule(reserved, {min_free}, kNoMargin)[0].impossible);
+
   gpus[1].usable = false;
   gpus[1].unusable_reason = "failed (NVML_ERROR_GPU_IS_LOST)";
   d = Schedule(gpus, {Whole("two", 2, 2)}, kNoMargin);

@@ -106,5 +106,19 @@ TEST(FormatBytes, ReadableBinaryUnits) {
   EXPECT_EQ(FormatBytes(150754820096ULL), "140 GiB");
 }
 
+// Two sizes compared in one sentence never read alike when they differ (issue 23, item 4: "140 GiB
+// free < 140 GiB").
+TEST(Units, FormatBytesApartTellsCloseSizesApart) {
+  EXPECT_EQ(FormatBytesApart(150106472448ULL, 140ULL << 30), std::make_pair(std::string("139.8 GiB"), std::string("140 GiB")));
+  EXPECT_EQ(FormatBytesApart(1000ULL << 30, 150754820096ULL), std::make_pair(std::string("1000 GiB"), std::string("140 GiB")))
+      << "as FormatBytes when that tells them apart";
+  const auto close = FormatBytesApart((140ULL << 30) - (1ULL << 20), 140ULL << 30);  // 1 MiB apart
+  EXPECT_EQ(close, std::make_pair(std::string("139.999 GiB"), std::string("140 GiB")));
+  const auto bytes = FormatBytesApart((140ULL << 30) - 1, 140ULL << 30);
+  EXPECT_EQ(bytes, std::make_pair(std::string("150323855359B"), std::string("150323855360B")));
+  EXPECT_EQ(FormatBytesApart(5ULL << 30, 5ULL << 30), std::make_pair(std::string("5.0 GiB"), std::string("5.0 GiB")));
+  EXPECT_EQ(FormatBytesApart(300ULL << 20, (300ULL << 20) + (1ULL << 19)).first, "300 MiB");
+}
+
 }  // namespace
 }  // namespace gpulane
