@@ -20,9 +20,11 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "exec/device_isolation.h"
 #include "lease/lease_dir.h"
 #include "util/config.h"
 #include "util/exit_codes.h"
+#include "util/strings.h"
 #include "util/terminal_text.h"
 
 namespace gpulane::cli {
@@ -116,7 +118,8 @@ void CheckLeaseDir(Report& report, const Config& config) {
                                       st.st_mode & 07777));
 }
 
-void CheckDaemon(Report& report) {
+// Returns the answering daemon's mode ("system", "user"), "" when none answers.
+std::string CheckDaemon(Report& report) {
   auto pong = CallIfRunning({{"op", "ping"}}, 5);
   if (!pong) {
     report.Line(Level::kFail, "daemon: " + pong.error().message);
@@ -126,7 +129,49 @@ void CheckDaemon(Report& report) {
     const nlohmann::json& p = **pong;
     report.Line(Level::kOk, fmt::format("daemon: the {} daemon (pid {}) answers, {} GPUs", p.value("mode", "?"),
                                         p.value("pid", 0), p.value("gpus", 0)));
+    return p.value("mode", "");
   }
+  return "";
+}
+
+// [run] isolate: whether jobs see only their GPUs (docs/security.md "Device isolation"): the
+// setting, what `gpulane run` by this user and the daemon's jobs get, and whether it works here.
+void CheckIsolation(Report& report, const Config& config, const std::optional<GpuSnapshot>& snapshot,
+                    const std::string& daemon_mode) {
+  const exec::IsolationSetting setting = exec::IsolationOf(config);
+  if (!setting.devices) {
+    report.Line(Level::kWarn, "isolation: off ([run] isolate): every job sees every GPU, CUDA_VISIBLE_DEVICES is advice "
+                              "only - fix: isolate = \"devices\" in /etc/gpulane/config.toml (docs/security.md)");
+    return;
+  }
+  const bool root = geteuid() == 0;
+  std::string text = fmt::format("isolation: gpulane run here: {}", exec::IsolationWords(setting, root));
+  if (!daemon_mode.empty())
+    text += fmt::format("; the {} daemon's jobs: {}", daemon_mode,
+                        daemon_mode == "system" ? exec::IsolationWords(setting, true) : "as gpulane run by their user");
+  if (!root) {
+    report.Line(setting.required ? Level::kFail : Level::kOk,
+                setting.required ? text + " - fix: run jobs through the system daemon (gpulane submit), or an admin "
+                                          "sets isolate_required = false"
+                                 : text);
+    return;
+  }
+  if (Status probe = exec::ProbeIsolation(); !probe.ok()) {
+    report.Line(setting.required ? Level::kFail : Level::kWarn,
+                text + " - but it does not work here: " + probe.error().message + "; jobs start " +
+                    (setting.required ? "not at all" : "with a warning") + " - fix: run gpulane with CAP_SYS_ADMIN");
+    return;
+  }
+  std::vector<std::string> unknown;
+  if (snapshot)
+    for (const GpuDevice& d : snapshot->devices)
+      if (!d.minor_number) unknown.push_back(fmt::format("GPU {}", d.pci_index));
+  if (!unknown.empty()) {
+    report.Line(Level::kWarn, text + fmt::format(" - but NVML does not report the minor number of {}: jobs on it start {}",
+                                                 Join(unknown, ", "), setting.required ? "not at all" : "with a warning"));
+    return;
+  }
+  report.Line(Level::kOk, text + " (a mount namespace of its own works here)");
 }
 
 void CheckCudaOrder(Report& report, const std::optional<GpuSnapshot>& snapshot) {
@@ -169,7 +214,8 @@ int RunDoctor() {
   const Config config = CheckConfig(report);
   const std::optional<GpuSnapshot> snapshot = CheckNvml(report);
   CheckLeaseDir(report, config);
-  CheckDaemon(report);
+  const std::string daemon_mode = CheckDaemon(report);
+  CheckIsolation(report, config, snapshot, daemon_mode);
   CheckCudaOrder(report, snapshot);
   CheckClock(report);
   return report.failed() ? kExitChecksFailed : kExitOk;
@@ -179,7 +225,7 @@ int RunDoctor() {
 
 void RegisterDoctor(CLI::App& app, Runner* run) {
   CLI::App* sub = app.add_subcommand(
-      "doctor", "Check the setup (driver, NVML, lease directory, daemon, config, CUDA_DEVICE_ORDER, clock), one line each");
+      "doctor", "Check the setup (driver, NVML, lease directory, daemon, isolation, config, CUDA_DEVICE_ORDER, clock), one line each");
   sub->callback([run] { *run = [] { return RunDoctor(); }; });
 }
 

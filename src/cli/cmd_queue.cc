@@ -170,6 +170,7 @@ void PrintJob(const json& job) {
     fmt::print("  array     {} (task {}, job id {})\n", job["array_job_id"].get<std::int64_t>(),
                job["array_index"].get<int>(), job["id"].get<std::int64_t>());
   if (!job.value("reason", "").empty()) fmt::print("  reason    {}\n", Text(job, "reason"));
+  if (job.contains("isolation")) fmt::print("  isolation {}\n", Text(job, "isolation"));
   if (!job["gpu_uuids"].empty()) fmt::print("  gpu uuids {}\n", EscapeForTerminal(job["gpu_uuids"].dump()));
   if (job.contains("exit_code")) fmt::print("  exit code {}\n", job["exit_code"].get<int>());
   if (job.contains("logs")) PrintLogs(job["logs"]);

@@ -90,6 +90,7 @@ int RunRun(const RunOptions& o, int report_fd = -1) {
   job.uuids_in_env = o.uuid || job.wait.inherited.in_slurm();
   job.stray_check_s = config->stray_check_s;
   job.memory_guard = {config->memory_margin_bytes, config->anomaly_overuse_grace_s};
+  job.isolation = exec::IsolationOf(*config);
   // --notify: end and fail when the job ends, anomalies (the daemon's, by job id) while it runs.
   std::optional<daemon::NotifiedJob> notified;
   if (!o.notify.empty()) {

@@ -20,6 +20,7 @@
 
 #include "daemon/daemon.h"
 #include "daemon/queue_stream.h"
+#include "exec/device_isolation.h"
 #include "exec/job_env.h"
 #include "gpu/snapshot_json.h"
 #include "gpu/visible_devices.h"
@@ -818,6 +819,9 @@ json Daemon::HandleShow(const Peer& peer, const json& req) {
       // What --retry has used (failed earlier attempts) and the requeues, which use none of it.
       j["retries_used"] = store::FailedAttempts(*job);
       j["requeues"] = static_cast<int>(job->attempts.size()) - store::FailedAttempts(*job);
+      // How this daemon's supervisors isolate jobs ([run] isolate, their euid: docs/security.md);
+      // a job that could not be isolated has the warning in its log.
+      j["isolation"] = exec::IsolationWords(exec::IsolationOf(config_), geteuid() == 0);
       jobs.push_back(std::move(j));
     }
   }

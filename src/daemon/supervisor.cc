@@ -309,6 +309,7 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
   exec::LeasedJob leased = MakeLeasedJob(*job, *config);
   if (hooks.on_running) leased.running_hook_s = kAnomalyPollS;
   leased.stray_check_s = config->stray_check_s;
+  leased.isolation = exec::IsolationOf(*config);
   leased.job.exec_mark_fd = *exec_mark;
   leased.job.on_forked = [](pid_t) { MaybeDieAt("forked"); };
   auto outcome = exec::RunLeasedJob(backend, *dir, leased, hooks);

@@ -37,13 +37,13 @@ constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2
 // without a failure report means the command runs): the logs it opened, then, if it could not
 // start, why.
 struct ChildReport {
-  enum Kind : int { kLogsOpened, kFailed };
+  enum Kind : int { kLogsOpened, kFailed, kWarning };
   Kind kind = kFailed;
   int err = 0;             // kFailed: the errno, or 0 when `what` says it all
   bool at_exec = false;    // kFailed: execve itself failed (exit 127 or 126, as a shell's)
   std::uint64_t stdout_offset = 0, stderr_offset = 0;  // kLogsOpened
   char stdout_path[PATH_MAX] = {}, stderr_path[PATH_MAX] = {};
-  char what[PATH_MAX + 160] = {};  // kFailed: what could not be done, for "cannot <what>"
+  char what[PATH_MAX + 160] = {};  // kFailed, kWarning: what could not be done, for "cannot <what>"
 };
 
 void WriteReport(int fd, const ChildReport& report) {
@@ -367,6 +367,32 @@ bool PrepareChild(const JobSpec& spec, const std::vector<gid_t>& groups, int rep
   return OpenLogs(spec, report_fd, failure);
 }
 
+// In the forked child, still root: the job's device isolation (exec/device_isolation.h). A job that
+// cannot be isolated fails here when isolation is required, else it starts with a warning.
+bool Isolate(const JobSpec& spec, int report_fd, ChildReport* failure) {
+  if (!spec.isolation_failure.empty()) {
+    if (spec.isolation_required) return ChildFailed(failure, 0, spec.isolation_failure.c_str());
+    return true;  // the parent warns
+  }
+  if (!spec.isolation) return true;
+  ChildReport report;
+  if (ApplyIsolation(*spec.isolation, report.what, sizeof report.what, &report.err)) return true;
+  if (spec.isolation_required) {
+    report.kind = ChildReport::kFailed;
+    *failure = report;
+    return false;
+  }
+  report.kind = ChildReport::kWarning;
+  WriteReport(report_fd, report);
+  return true;
+}
+
+// The line for a job started without its device isolation.
+std::string NotIsolatedWarning(const std::string& why) {
+  return EscapeForTerminal(fmt::format("the job runs without device isolation (every GPU's device node is visible to it): {}; "
+                                       "[run] isolate_required = true refuses such a start", why));
+}
+
 }  // namespace
 
 Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>& on_started,
@@ -410,7 +436,7 @@ Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>&
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
     ChildReport failure;
-    if (PrepareChild(spec, groups, pipe_fds[1], &failure)) {
+    if (Isolate(spec, pipe_fds[1], &failure) && PrepareChild(spec, groups, pipe_fds[1], &failure)) {
       // The exec mark: the last step before execve; nothing that could fail (but execve) comes after.
       // Flushed to disk first, so that after a power loss the job is known to have maybe run.
       if (spec.exec_mark_fd >= 0 && (pwrite(spec.exec_mark_fd, "1", 1, 0) != 1 || fdatasync(spec.exec_mark_fd) != 0)) {
@@ -432,8 +458,12 @@ Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>&
   auto report = std::make_unique<ChildReport>();
   auto failure = std::make_unique<ChildReport>();
   bool exec_failed = false, logs_opened = false;
+  std::vector<std::string> warnings;
+  if (!spec.isolation_failure.empty() && !spec.isolation_required) warnings.push_back(NotIsolatedWarning("cannot " + spec.isolation_failure));
   while (!exec_failed && ReadReport(pipe_fds[0], report.get())) {
-    if (report->kind == ChildReport::kLogsOpened) {
+    if (report->kind == ChildReport::kWarning) {
+      warnings.push_back(NotIsolatedWarning(fmt::format("cannot {}: {}", report->what, std::strerror(report->err))));
+    } else if (report->kind == ChildReport::kLogsOpened) {
       outcome.logs = {report->stdout_path, report->stderr_path, report->stdout_offset, report->stderr_offset};
       logs_opened = true;
     } else {
@@ -446,6 +476,8 @@ Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>&
   TerminalHandoff terminal;
   terminal.Give(child);
   if (logs_opened && on_logs) on_logs(outcome.logs);
+  if (spec.on_warning)
+    for (const std::string& line : warnings) spec.on_warning(line);
   if (exec_failed) {
     outcome.exec_failed = true;
     // Quotes the command and paths, which are bytes: made visible (util/terminal_text.h), so the

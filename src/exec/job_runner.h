@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "exec/device_isolation.h"
 #include "util/result.h"
 
 namespace gpulane::exec {
@@ -51,6 +52,17 @@ struct JobSpec {
   /// Called in the parent right after the fork, with the child's pid, before the child's reports
   /// are read (the test fault point "forked" of the supervisor: daemon/supervisor.cc).
   std::function<void(pid_t)> on_forked;
+  /// Device isolation (exec/device_isolation.h), carried out by the forked child as root before it
+  /// becomes the job's user; nullopt: none.
+  std::optional<IsolationPlan> isolation;
+  /// What about the job's isolation cannot be done, known before the fork, as in "cannot <this>"
+  /// ("isolate the job's GPUs: ..."); "" = nothing known against it.
+  std::string isolation_failure;
+  /// A job that cannot be isolated (isolation_failure, or a step of `isolation` that fails) fails
+  /// to start (exit 126) instead of starting with a warning.
+  bool isolation_required = false;
+  /// Warnings for the job's owner about its start (one line each), called once its logs are open.
+  std::function<void(const std::string&)> on_warning;
 };
 
 /// The log files a job's command writes to, as they were opened.

@@ -1,6 +1,7 @@
 #include "exec/leased_job.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -136,6 +137,24 @@ class UsageWatch {
   std::optional<telemetry::JobMeter> meter_;
 };
 
+// Sets up the device isolation of a job granted `granted` (none: -g 0) in `spec`: a plan the
+// forked child carries out, or why there can be none (a warning, or a failed start if required).
+void PrepareIsolation(const LeasedJob& job, const LeasedJobHooks& hooks, const std::vector<GrantedDevice>& granted,
+                      JobSpec& spec) {
+  if (!job.isolation.devices) return;
+  spec.isolation_required = job.isolation.required;
+  spec.on_warning = hooks.on_warning;
+  if (geteuid() != 0) {  // per-user mode: advice-only, unless isolation is required
+    if (job.isolation.required)
+      spec.isolation_failure = "isolate the job's GPUs: jobs started by a user other than root cannot have a mount "
+                               "namespace of their own (submit it to the system daemon, or set [run] isolate_required = false)";
+    return;
+  }
+  auto plan = PlanIsolation(granted, IsolationRoots::FromEnvironment());
+  if (!plan) spec.isolation_failure = plan.error().message;
+  else if (!plan->empty()) spec.isolation = std::move(plan).value();  // else nothing to hide: no namespace
+}
+
 }  // namespace
 
 Result<LeasedJobOutcome> RunWithoutGpus(const LeasedJob& job, const LeasedJobHooks& hooks) {
@@ -152,6 +171,7 @@ Result<LeasedJobOutcome> RunWithoutGpus(const LeasedJob& job, const LeasedJobHoo
   JobSpec spec = job.job;
   spec.env = JobEnvironment(job.job.env, GpuSnapshot{}, {}, false, job.job_id, std::nullopt, /*lease_fd=*/-1);
   spec.env.insert(spec.env.end(), job.extra_env.begin(), job.extra_env.end());
+  PrepareIsolation(job, hooks, {}, spec);
   if (hooks.on_running && job.running_hook_s > 0) {
     spec.tick_s = job.running_hook_s;
     spec.on_tick = [&hooks] {
@@ -209,6 +229,7 @@ Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir
   spec.env = JobEnvironment(job.job.env, grant->snapshot, grant->gpus, job.uuids_in_env, job.job_id,
                             job.wait.request.mem_bytes, grant->lease.fd(), grant->mig_uuid);
   spec.env.insert(spec.env.end(), job.extra_env.begin(), job.extra_env.end());
+  PrepareIsolation(job, hooks, GrantedDevices(grant->snapshot, grant->gpus, grant->mig_uuid), spec);
   StrayWatch strays(backend, dir, grant->lease.name(), job.job_id, hooks.on_warning);
   PreemptWatch preemption(backend, dir, grant->lease.name(), job.wait);
   const bool check_strays = hooks.on_warning && job.stray_check_s > 0;

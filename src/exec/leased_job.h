@@ -51,6 +51,10 @@ struct LeasedJob {
   /// grace, SIGKILL) when it holds more than it declared.
   double memory_check_s = 1;
   telemetry::MemoryGuardSettings memory_guard;
+  /// [run] isolate / isolate_required: the job sees only its GPUs' device nodes
+  /// (exec/device_isolation.h) when the spawner runs as root; else advice-only (CUDA_VISIBLE_DEVICES),
+  /// which fails the start when isolation is required.
+  IsolationSetting isolation;
 };
 
 /// Where the caller hears of progress.

@@ -348,6 +348,23 @@ Status LoadClusterSections(const std::string& path, const toml::table& table, Co
   return Status::Ok();
 }
 
+// [run] isolate and isolate_required: they protect other users' GPUs, so only the machine's file
+// sets them.
+Status SetIsolation(const std::string& path, bool trusted, std::string_view key, const toml::node& node, Config& config) {
+  if (!trusted) return Bad(path, node.source(), fmt::format("run.{} may only be set in /etc/gpulane/config.toml", key));
+  if (key == "isolate_required") {
+    auto required = node.value<bool>();
+    if (!required) return Bad(path, node.source(), "run.isolate_required must be true or false");
+    config.isolate_required = *required;
+    return Status::Ok();
+  }
+  auto mode = node.value<std::string>();
+  if (!mode || (*mode != "devices" && *mode != "off"))
+    return Bad(path, node.source(), "run.isolate must be \"devices\" (jobs see only their GPUs) or \"off\"");
+  config.isolate = *mode;
+  return Status::Ok();
+}
+
 Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
   if (access(path.c_str(), F_OK) != 0) return Status::Ok();
   toml::table table;
@@ -531,6 +548,10 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
   }
   if (auto run = table["run"].as_table()) {
     for (auto&& [key, node] : *run) {
+      if (key == "isolate" || key == "isolate_required") {
+        if (Status set = SetIsolation(path, trusted, key.str(), node, config); !set.ok()) return set;
+        continue;
+      }
       double* target = key == "kill_grace"    ? &config.kill_grace_s
                        : key == "nvml_poll"   ? &config.nvml_poll_s
                        : key == "stray_check" ? &config.stray_check_s

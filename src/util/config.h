@@ -53,6 +53,10 @@ struct Config {
   double kill_grace_s = 10;                       ///< [run] kill_grace: SIGTERM..SIGKILL for leftovers
   double nvml_poll_s = 1;                         ///< [run] nvml_poll: how often waiters re-read NVML
   double stray_check_s = 5;                       ///< [run] stray_check: how often a running job is checked for processes on GPUs it did not lease (0: never)
+  /// [run] isolate: "devices" (a job sees only its GPUs' device nodes, where jobs start as root:
+  /// exec/device_isolation.h) or "off". Machine's file only.
+  std::string isolate = "devices";
+  bool isolate_required = false;                  ///< [run] isolate_required: a job that cannot be isolated fails to start (machine's file only)
   std::string admin_group;                        ///< [daemon] admin_group: may act on every job
   unsigned max_waiting_supervisors = 0;           ///< [daemon] max_waiting: queued jobs waiting for GPUs at once (0: 2 per GPU, at least 4)
   std::string daemon_mode = "auto";               ///< [daemon] mode: "auto", "system" or "user" (daemon/paths.h: SystemDaemonInstalled)
