@@ -11,6 +11,7 @@
 //   FAKE_NVML_WITHOUT_GRAPHICS_PROCESSES  no nvmlDeviceGetGraphicsRunningProcesses* at all (no real
 //                                   driver: tests "function missing" for the graphics list)
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -59,6 +60,22 @@ State& S() {
   return s;
 }
 
+// With $FAKE_NVML_DEV_ROOT, as the driver does: a GPU whose <root>/nvidia<minor> is missing or is
+// /dev/null (a job's device isolation masks it so) does not exist for this process's NVML.
+void HideMaskedDevices(json& doc) {
+  const char* root = std::getenv("FAKE_NVML_DEV_ROOT");
+  if (!root || !*root || !doc.contains("devices") || !doc["devices"].is_array()) return;
+  json kept = json::array();
+  for (auto& dev : doc["devices"]) {
+    if (!dev.contains("minor") || !dev["minor"].is_number_unsigned()) continue;
+    const std::string node = std::string(root) + "/nvidia" + std::to_string(dev["minor"].get<unsigned>());
+    struct stat st {};
+    if (stat(node.c_str(), &st) != 0 || (S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3))) continue;
+    kept.push_back(std::move(dev));
+  }
+  doc["devices"] = std::move(kept);
+}
+
 // Re-reads the state file when its inode, size or mtime changed. Keeps the old state if the new
 // file cannot be parsed (a test writing it in place rather than renaming).
 void Refresh(State& s) {
@@ -72,6 +89,7 @@ void Refresh(State& s) {
   std::ifstream in(path);
   json doc = json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return;
+  HideMaskedDevices(doc);
   s.doc = std::move(doc);
   s.loaded = true;
   s.ino = st.st_ino;
