@@ -59,10 +59,10 @@ class DriverTree {
 // "gpus:<entry>" for each /proc/driver/nvidia/gpus entry, "proc:<entry>" for /proc/driver/nvidia's,
 // "params:<line>" for its params.
 const char* kLook =
-    R"(cd "$0" && for f in nvidia* nvidia-caps/*; do [ -e "$f" ] && [ ! -d "$f" ] && printf 'dev:%s=%s\n' "$f" "$(cat "$f")"; done; )"
-    R"(for f in "$1"/nvidia/gpus/*; do [ -e "$f" ] && printf 'gpus:%s\n' "${f##*/}"; done; )"
-    R"(for f in "$1"/nvidia/*; do printf 'proc:%s\n' "${f##*/}"; done; )"
-    R"(sed 's/^/params:/' "$1"/nvidia/params; )";
+    R"sh(cd "$0" && for f in nvidia* nvidia-caps/*; do [ -e "$f" ] && [ ! -d "$f" ] && printf 'dev:%s=%s\n' "$f" "$(cat "$f")"; done; )sh"
+    R"sh(for f in "$1"/nvidia/gpus/*; do [ -e "$f" ] && printf 'gpus:%s\n' "${f##*/}"; done; )sh"
+    R"sh(for f in "$1"/nvidia/*; do printf 'proc:%s\n' "${f##*/}"; done; )sh"
+    R"sh(sed 's/^/params:/' "$1"/nvidia/params; )sh";
 
 std::vector<std::string> Look(const DriverTree& tree) { return {"sh", "-c", kLook, tree.dev().string(), tree.proc().string()}; }
 
@@ -152,7 +152,7 @@ TEST_F(DeviceIsolation, NothingChangesOutsideWhileTheJobRuns) {
   FakeMachine machine(MixedModels());
   DriverTree tree(machine.dir(), machine.state());
   const fs::path inside = machine.dir() / "inside", gate = machine.dir() / "gate";
-  const std::string job = std::string(kLook) + R"(> "$2.tmp"; mv "$2.tmp" "$2"; while [ ! -e "$3" ]; do sleep 0.02; done)";
+  const std::string job = "{ " + std::string(kLook) + R"sh(} > "$2.tmp"; mv "$2.tmp" "$2"; while [ ! -e "$3" ]; do sleep 0.02; done)sh";
   Child run = StartRun(machine, {"--gpus", "1", "--", "sh", "-c", job, tree.dev().string(), tree.proc().string(),
                                  inside.string(), gate.string()},
                        tree.env());
