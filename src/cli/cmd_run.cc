@@ -53,7 +53,7 @@ Result<lease::WaitRequest> ParseRequest(const RunOptions& o, const Config& confi
   if (!request) return request.error();
   w.request = std::move(request).value();
   if (o.timeout_given) {
-    auto s = ParseDurationS(o.timeout);
+    auto s = ParseDurationS(o.timeout, "m");
     if (!s) return usage("--timeout: " + s.error().message);
     w.timeout_s = *s;
   }
