@@ -21,6 +21,7 @@
 #include "telemetry/job_usage.h"
 #include "cli/request_options.h"
 #include "cli/run_each.h"
+#include "cli/suggest.h"
 #include "daemon/job_notify.h"
 #include "daemon/paths.h"
 #include "gpu/visible_devices.h"
@@ -242,12 +243,9 @@ void RegisterRun(CLI::App& app, Runner* run) {
     // option: that is a usage error, not a command named "--bogus" (a command that starts with '-'
     // goes after --).
     if (!o->command.empty() && o->command.front().size() > 1 && o->command.front()[0] == '-') {
-      *run = [o] {
-        return Fail(MakeError(ErrorKind::kInvalidArgument,
-                              fmt::format("unknown option '{}' for gpulane run; see 'gpulane run --help' (put the "
-                                          "command after -- if it starts with '-')",
-                                          o->command.front())));
-      };
+      const std::string message = UnknownOptionMessage(*sub, o->command.front()) +
+                                  "; a command that starts with '-' goes after --";
+      *run = [message] { return Fail(MakeError(ErrorKind::kInvalidArgument, message)); };
       return;
     }
     if (TrailingCommandGiven()) {

@@ -13,6 +13,7 @@
 #include "util/exit_codes.h"
 #include "cli/request_options.h"
 #include "cli/slurm_jobs.h"
+#include "cli/suggest.h"
 #include "store/job.h"
 #include "exec/job_env.h"
 #include "util/config.h"
@@ -286,6 +287,14 @@ void RegisterSubmit(CLI::App& app, Runner* run) {
     }
     o->preemptible_given = sub->get_option("--preemptible")->count() > 0;
     o->command = sub->remaining();
+    // CLI11 stops at the first word it does not know (prefix_command): an unknown option is a usage
+    // error naming the nearest option (`--time 1h`: --time-limit), not a command named "--time".
+    if (!o->command.empty() && o->command.front().size() > 1 && o->command.front()[0] == '-') {
+      const std::string message = UnknownOptionMessage(*sub, o->command.front()) +
+                                  (TrailingCommandGiven() ? "" : "; a command that starts with '-' goes after --");
+      *run = [message] { return Fail(MakeError(ErrorKind::kInvalidArgument, message)); };
+      return;
+    }
     if (TrailingCommandGiven()) {
       if (!o->command.empty()) {
         std::string stray = o->command.front();
