@@ -163,7 +163,7 @@ void PrintJob(const json& job) {
   std::string argv;
   for (const auto& a : spec["argv"]) argv += (argv.empty() ? "" : " ") + BytesText(a);
   const std::string id = job.contains("id_text") ? Text(job, "id_text") : std::to_string(job["id"].get<std::int64_t>());
-  fmt::print("job {}  {}  {}\n", id, Text(job, "user"), Text(job, "state"));
+  fmt::print("job {}  {}  {}\n", id, Text(job, "user"), EscapeForTerminal(StateLabelOf(job.value("state", ""))));
   fmt::print("  name      {}\n  command   {}\n  directory {}\n  gpus      {}\n", Text(spec, "name"), argv,
              BytesText(spec, "cwd"), GpusColumn(spec));
   if (job.contains("array_index"))

@@ -210,7 +210,7 @@ std::string NotApplicable(const Job& job, bool hold, bool hold_requested) {
   const std::string id = store::JobIdText(job);
   if (!hold && hold_requested)
     return fmt::format("job {} is not held yet (it is leaving the line for GPUs): release it once it is held", id);
-  if (!hold) return fmt::format("job {} is {}, not held", id, store::StateName(job.state));
+  if (!hold) return fmt::format("job {} is {}, not held", id, StateLabel(job.state));
   if (job.state == JobState::kRunning)
     return fmt::format("job {} is running: hold keeps queued jobs from starting (gpulane cancel {} ends it)", id, id);
   return fmt::format("job {} is held already", id);
