@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "util/exit_codes.h"
+#include "exec/command_check.h"
 #include "exec/job_env.h"
 #include "exec/job_runner.h"
 #include "exec/leased_job.h"
@@ -86,6 +87,12 @@ int RunRun(const RunOptions& o, int report_fd = -1) {
   job.job.argv = o.command;
   job.job.time_limit_s = job.wait.request.time_limit_s;
   job.job.env = exec::CurrentEnvironment();
+  // A command that cannot be executed fails now (127 or 126, as a shell's), not after the wait for GPUs.
+  char cwd[4096];
+  if (auto problem = exec::CheckCommand(o.command.front(), job.job.env, getcwd(cwd, sizeof cwd) ? cwd : "")) {
+    PrintDiagnostic("error", problem->message);
+    return problem->exit_code;
+  }
   // Inside a Slurm job CUDA may see only the allocation (ConstrainDevices), where node-wide indices
   // would name other GPUs: UUIDs mean the same GPU either way.
   job.uuids_in_env = o.uuid || job.wait.inherited.in_slurm();
@@ -232,7 +239,9 @@ void RegisterRun(CLI::App& app, Runner* run) {
       ->type_name("EVENTS");
   sub->prefix_command();
   sub->allow_extras();
-  sub->footer("Everything after the first argument that is not an option (or after --) is the command, run as given.");
+  sub->footer("Everything after the first argument that is not an option (or after --) is the command, run as given. "
+              "A command that cannot be executed is refused before any wait for GPUs: exit 127 (not found in PATH) "
+              "or 126 (not executable).");
   sub->callback([o, sub, run] {
     o->timeout_given = sub->count("--timeout") > 0;
     o->kill_grace_given = sub->count("--kill-grace") > 0;
