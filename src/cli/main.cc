@@ -98,6 +98,7 @@ int main(int argc, char** argv) {
     cli::PrintDiagnostic("error", cli::UnknownCommandMessage(app, argv[1]));
     return kExitUsage;
   }
+  const std::vector<std::string> words(args.rbegin(), args.rend());  // parse() consumes args
   try {
     app.parse(args);
   } catch (const CLI::CallForHelp& e) {
@@ -108,7 +109,6 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // An option a (sub)command does not know: named with the nearest it does know.
-    std::vector<std::string> words(args.rbegin(), args.rend());
     const std::string unknown = dynamic_cast<const CLI::ExtrasError*>(&e) ? cli::UnknownOptionIn(app, words) : "";
     cli::PrintDiagnostic("error", unknown.empty() ? fmt::format("{}; see 'gpulane --help'", e.what()) : unknown);
     return kExitUsage;
