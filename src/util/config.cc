@@ -238,7 +238,7 @@ Status LoadAnomaly(const std::string& path, bool trusted, const toml::table& ano
     if (name == "overuse_grace") {  // enforces a promise to other users: the machine's to set
       if (!trusted) return Bad(path, node.source(), "anomaly.overuse_grace may only be set in /etc/gpulane/config.toml");
       auto text = node.value<std::string>();
-      auto seconds = text ? ParseDurationS(*text) : Result<double>(MakeError(ErrorKind::kInvalidArgument, "not a string"));
+      auto seconds = text ? ParseDurationOrSecondsS(*text) : Result<double>(MakeError(ErrorKind::kInvalidArgument, "not a string"));
       if (!seconds || !std::isfinite(*seconds) || *seconds < 0 || *seconds > 86400)
         return Bad(path, node.source(), "anomaly.overuse_grace must be a duration from \"0s\" (warn only) to \"1d\", like \"10s\"");
       config.anomaly_overuse_grace_s = *seconds;
