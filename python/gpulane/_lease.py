@@ -207,7 +207,9 @@ class Lease:
     def _forward_stderr(self, stream: IO[str]) -> None:
         for line in stream:
             self._stderr_lines.append(line)
-            if not self._quiet:
+            # An error line becomes the exception's message (error_for): printing it here too
+            # showed every error twice, once forwarded and once in the traceback.
+            if not self._quiet and not line.startswith("gpulane: error: "):
                 try:
                     sys.stderr.write(line)
                     sys.stderr.flush()

@@ -263,3 +263,16 @@ def test_a_lease_taken_in_a_thread_outlives_the_thread(machine2, holders):
         box["lease"].release()
     after = holders(n=2, no_wait=True).result()
     assert sorted(after.get("indices", [])) == [0, 1], after
+
+
+def test_an_error_is_printed_once(machine2, capfd):
+    """The binary's error line was forwarded to stderr AND carried by the exception, so a script
+    that let it propagate showed it twice. It is the exception's alone now."""
+    with pytest.raises(gpulane.InvalidRequestError) as info:
+        with gpulane.lease(n=9):  # more GPUs than the machine has: exit 2
+            pytest.fail("leased 9 of 2 GPUs")
+    err = capfd.readouterr().err
+    assert info.value.message, info.value
+    assert info.value.message not in err, f"printed before the exception carried it: {err!r}"
+    shown = err + str(info.value)
+    assert shown.count(info.value.message) == 1, shown

@@ -201,7 +201,7 @@ Result<nlohmann::json> ExchangeStreamed(int fd, const std::string& frame, const 
 Result<double> SystemDaemonWaitS() {
   const char* text = std::getenv("GPULANE_SYSTEM_DAEMON_WAIT");
   if (!text || !*text) return kSystemDaemonWaitS;
-  auto seconds = ParseDurationS(text);
+  auto seconds = ParseDurationOrSecondsS(text);
   if (!seconds) return MakeError(ErrorKind::kInvalidArgument, "GPULANE_SYSTEM_DAEMON_WAIT: " + seconds.error().message);
   return *seconds;
 }

@@ -44,8 +44,9 @@ std::string EventLine(const json& e) {
 }
 
 int RunEvents(const EventsOptions& o) {
-  auto since = ParseDurationS(o.since);
-  if (!since || *since <= 0)
+  auto since = ParseDurationS(o.since, "h");
+  if (!since) return Fail(MakeError(ErrorKind::kInvalidArgument, "--since: " + since.error().message));
+  if (*since <= 0)
     return Fail(MakeError(ErrorKind::kInvalidArgument, fmt::format("--since {}: give how far back, e.g. 1h, 1d or 7d", o.since)));
   json request = {{"op", "events"}, {"since_s", static_cast<double>(std::time(nullptr)) - *since}};
   std::int64_t last_id = 0;

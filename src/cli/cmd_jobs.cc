@@ -4,6 +4,7 @@
 #include <chrono>
 #include <fmt/format.h>
 #include <memory>
+#include <set>
 #include <thread>
 
 #include "cli/client.h"
@@ -24,6 +25,20 @@ std::string Filter(const std::string& user, const std::string& name) {
   std::string out = user.empty() ? "" : "--user " + user;
   if (!name.empty()) out += (out.empty() ? "" : " ") + ("--name " + name);
   return out;
+}
+
+// The command's result, one line a job it acted on (the ids of the reply's `field`): `done`, or
+// `in_progress` for those whose change completes once their supervisor has acted on it.
+void PrintActedOn(const json& reply, const char* field, const char* done, const char* in_progress) {
+  std::set<std::string> later;
+  for (const auto& id : reply.value("in_progress_text", json::array()))
+    if (id.is_string()) later.insert(id.get<std::string>());
+  for (const auto& id : reply.value(field, json::array())) {
+    if (!id.is_string()) continue;
+    const std::string& text = id.get_ref<const std::string&>();
+    fmt::print(fmt::runtime(later.count(text) ? in_progress : done), EscapeForTerminal(text));
+    fmt::print("\n");
+  }
 }
 
 int RunCancel(const std::vector<std::string>& all_words, const std::string& user, const std::string& name) {
@@ -50,7 +65,7 @@ int RunCancel(const std::vector<std::string>& all_words, const std::string& user
                              : NoJobWithoutDaemon(ids->front()));
   const json& reply = **answer;
   const int code = ReportFailures(reply);
-  for (const auto& id : reply.value("cancelled_text", json::array())) fmt::print("{}\n", EscapeForTerminal(id.get<std::string>()));
+  PrintActedOn(reply, "cancelled_text", "cancelled job {}", "cancelling job {} (SIGTERM sent; SIGKILL after its kill grace)");
   return code;
 }
 
@@ -69,7 +84,10 @@ int RunHold(const std::vector<std::string>& all_words, bool hold) {
   auto answer = CallIfRunning({{"op", hold ? "hold" : "release"}, {"ids", *ids}}, 30, /*error_replies=*/true);
   if (!answer) return Fail(answer.error());
   if (!*answer) return Fail(NoJobWithoutDaemon(ids->front()));
-  return ReportFailures(**answer);
+  const int code = ReportFailures(**answer);
+  PrintActedOn(**answer, "changed_text", hold ? "held job {}" : "released job {}",
+               "holding job {} (it leaves the line for GPUs; held once its supervisor has let go)");
+  return code;
 }
 
 // How long `wait` and `logs -f` wait for a daemon that went away to come back.
@@ -174,7 +192,7 @@ void RegisterJobCommands(CLI::App& app, Runner* run) {
   };
   auto o = std::make_shared<Options>();
   const std::string ids_help = "Job ids: 12, an array's id (all its tasks), 12_3 (task 3 of array 12), 12_[1-3,7], slurm:1234 (a Slurm job)";
-  CLI::App* cancel = app.add_subcommand("cancel", "Cancel jobs (pending ones never start; running ones get SIGTERM)");
+  CLI::App* cancel = app.add_subcommand("cancel", "Cancel jobs (pending ones never start; running ones get SIGTERM); prints 'cancelled job 12' (or 'cancelling job 12 ...' for one being stopped) for each");
   cancel->add_option("jobs", o->ids, ids_help);
   cancel->add_option("-u,--user", o->user, "All jobs of this user (yours, unless you are an admin)");
   cancel->add_option("-n,--name", o->name, "All jobs with this name");
@@ -182,7 +200,7 @@ void RegisterJobCommands(CLI::App& app, Runner* run) {
 
   for (bool hold : {true, false}) {
     CLI::App* sub = app.add_subcommand(hold ? "hold" : "release",
-                                       hold ? "Keep pending jobs from starting" : "Let held jobs start");
+                                       hold ? "Keep pending jobs from starting; prints 'held job 12' for each" : "Let held jobs start; prints 'released job 12' for each");
     sub->add_option("jobs", o->ids, ids_help)->required();
     sub->callback([o, run, hold] { *run = [o, hold] { return RunHold(o->ids, hold); }; });
   }

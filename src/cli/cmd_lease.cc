@@ -87,7 +87,7 @@ int RunLease(const LeaseOptions& o) {
   lease::WaitRequest w;
   w.request = std::move(request).value();
   if (!o.timeout.empty()) {
-    auto s = ParseDurationS(o.timeout);
+    auto s = ParseDurationS(o.timeout, "m");
     if (!s) return Fail(MakeError(ErrorKind::kInvalidArgument, "--timeout: " + s.error().message));
     w.timeout_s = *s;
   }

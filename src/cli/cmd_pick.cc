@@ -3,6 +3,8 @@
 // line, over the same GPU state (NVML processes joined with the live leases and tickets).
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <fmt/format.h>
 #include <map>
 #include <memory>
@@ -19,6 +21,7 @@
 #include "util/clock.h"
 #include "util/config.h"
 #include "util/exit_codes.h"
+#include "util/shell_words.h"
 #include "util/week_window.h"
 
 namespace gpulane::cli {
@@ -29,6 +32,17 @@ struct PickOptions {
   bool uuid = false;
   bool export_line = false;
 };
+
+// `--export`: one line that, eval'd by bash, zsh, dash (any POSIX sh; fish 3 too), EXPORTS both
+// variables to the programs the shell starts next: without `export`, eval would set shell variables
+// that no child sees. The value is quoted for the shell unless every byte is one no shell treats
+// specially (indices, GPU- and MIG- UUIDs).
+std::string ExportLine(const std::string& devices) {
+  const bool plain = !devices.empty() && std::all_of(devices.begin(), devices.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::string_view(",._:/-").find(c) != std::string_view::npos;
+  });
+  return fmt::format("export CUDA_VISIBLE_DEVICES={} CUDA_DEVICE_ORDER=PCI_BUS_ID", plain ? devices : QuoteForShell(devices));
+}
 
 int RunPick(const PickOptions& o) {
   auto request = o.request.ToRequest();
@@ -76,7 +90,7 @@ int RunPick(const PickOptions& o) {
   if (!chosen) return Fail(chosen.error());
   // A MIG device: CUDA selects it only by its MIG- UUID.
   const std::string devices = decision.mig_uuid ? *decision.mig_uuid : FormatVisibleDevices(*snapshot, *chosen, o.uuid || InheritedAllocation().in_slurm());
-  if (o.export_line) fmt::print("CUDA_VISIBLE_DEVICES={} CUDA_DEVICE_ORDER=PCI_BUS_ID\n", devices);
+  if (o.export_line) fmt::print("{}\n", ExportLine(devices));
   else fmt::print("{}\n", devices);
   return kExitOk;
 }
@@ -90,7 +104,9 @@ void RegisterPick(CLI::App& app, Runner* run) {
   o->request.Register(sub);
   sub->add_flag("--uuid", o->uuid, "Print GPU UUIDs instead of indices");
   sub->add_flag("--export", o->export_line,
-                "Print CUDA_VISIBLE_DEVICES=... CUDA_DEVICE_ORDER=PCI_BUS_ID, for eval \"$(gpulane pick --export)\"");
+                "Print 'export CUDA_VISIBLE_DEVICES=... CUDA_DEVICE_ORDER=PCI_BUS_ID' for bash, zsh or sh: "
+                "out=$(gpulane pick -g 2 --export) && eval \"$out\" && python train.py (runs only when pick "
+                "succeeded). fish: set -l out (gpulane pick -g 2 --export); and eval $out; and python train.py");
   sub->callback([o, run] { *run = [o] { return RunPick(*o); }; });
 }
 

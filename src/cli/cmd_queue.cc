@@ -134,6 +134,28 @@ std::string LocalTime(const json& object, const char* key) {
   return text;
 }
 
+// "12, 15_3": a dependency list of the spec (ids as numbers, tasks as "12_3"); "" when none.
+std::string DependencyList(const json& spec, const char* field) {
+  std::string out;
+  for (const auto& dep : spec.value(field, json::array()))
+    out += (out.empty() ? "" : ", ") + (dep.is_string() ? EscapeForTerminal(dep.get<std::string>()) : dep.dump());
+  return out;
+}
+
+// What `show --json` had alone: the jobs it waits for, its time limit, and when it was submitted,
+// started and ended (local time).
+void PrintDependenciesAndTimes(const json& job) {
+  const json& spec = job["spec"];
+  if (auto after = DependencyList(spec, "after_ok"); !after.empty()) fmt::print("  after     {} (each must complete)\n", after);
+  if (auto any = DependencyList(spec, "after_any"); !any.empty()) fmt::print("  after any {} (each must end)\n", any);
+  const json request = spec.value("request", json::object());
+  if (auto it = request.find("time_limit_s"); it != request.end() && it->is_number())
+    fmt::print("  timelimit {}\n", FormatSeconds(it->get<double>()));
+  fmt::print("  submitted {}\n", LocalTime(job, "submit_time"));
+  if (job.contains("start_time")) fmt::print("  started   {}\n", LocalTime(job, "start_time"));
+  if (job.contains("end_time")) fmt::print("  ended     {}\n", LocalTime(job, "end_time"));
+}
+
 // A retried job's attempts (or any job submitted with --retry), one line each:
 //   attempt 1  2026-12-01 14:02:05 - 14:02:06  exit code 3  GPU0
 void PrintAttempts(const json& job) {
@@ -163,12 +185,13 @@ void PrintJob(const json& job) {
   std::string argv;
   for (const auto& a : spec["argv"]) argv += (argv.empty() ? "" : " ") + BytesText(a);
   const std::string id = job.contains("id_text") ? Text(job, "id_text") : std::to_string(job["id"].get<std::int64_t>());
-  fmt::print("job {}  {}  {}\n", id, Text(job, "user"), Text(job, "state"));
+  fmt::print("job {}  {}  {}\n", id, Text(job, "user"), EscapeForTerminal(StateLabelOf(job.value("state", ""))));
   fmt::print("  name      {}\n  command   {}\n  directory {}\n  gpus      {}\n", Text(spec, "name"), argv,
              BytesText(spec, "cwd"), GpusColumn(spec));
   if (job.contains("array_index"))
     fmt::print("  array     {} (task {}, job id {})\n", job["array_job_id"].get<std::int64_t>(),
                job["array_index"].get<int>(), job["id"].get<std::int64_t>());
+  PrintDependenciesAndTimes(job);
   if (!job.value("reason", "").empty()) fmt::print("  reason    {}\n", Text(job, "reason"));
   if (job.contains("isolation")) fmt::print("  isolation {}\n", Text(job, "isolation"));
   if (!job["gpu_uuids"].empty()) fmt::print("  gpu uuids {}\n", EscapeForTerminal(job["gpu_uuids"].dump()));

@@ -27,8 +27,9 @@ struct ReportOptions {
 };
 
 int RunReport(const ReportOptions& o) {
-  auto since = ParseDurationS(o.since);
-  if (!since || *since <= 0)
+  auto since = ParseDurationS(o.since, "h");
+  if (!since) return Fail(MakeError(ErrorKind::kInvalidArgument, "--since: " + since.error().message));
+  if (*since <= 0)
     return Fail(MakeError(ErrorKind::kInvalidArgument,
                           fmt::format("--since {}: give how far back, e.g. 7d, 12h or 30d", o.since)));
   auto by = telemetry::ParseReportBy(o.by);

@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "util/exit_codes.h"
+#include "exec/command_check.h"
 #include "exec/job_env.h"
 #include "exec/job_runner.h"
 #include "exec/leased_job.h"
@@ -21,6 +22,7 @@
 #include "telemetry/job_usage.h"
 #include "cli/request_options.h"
 #include "cli/run_each.h"
+#include "cli/suggest.h"
 #include "daemon/job_notify.h"
 #include "daemon/paths.h"
 #include "gpu/visible_devices.h"
@@ -53,7 +55,7 @@ Result<lease::WaitRequest> ParseRequest(const RunOptions& o, const Config& confi
   if (!request) return request.error();
   w.request = std::move(request).value();
   if (o.timeout_given) {
-    auto s = ParseDurationS(o.timeout);
+    auto s = ParseDurationS(o.timeout, "m");
     if (!s) return usage("--timeout: " + s.error().message);
     w.timeout_s = *s;
   }
@@ -85,6 +87,12 @@ int RunRun(const RunOptions& o, int report_fd = -1) {
   job.job.argv = o.command;
   job.job.time_limit_s = job.wait.request.time_limit_s;
   job.job.env = exec::CurrentEnvironment();
+  // A command that cannot be executed fails now (127 or 126, as a shell's), not after the wait for GPUs.
+  char cwd[4096];
+  if (auto problem = exec::CheckCommand(o.command.front(), job.job.env, getcwd(cwd, sizeof cwd) ? cwd : "")) {
+    PrintDiagnostic("error", problem->message);
+    return problem->exit_code;
+  }
   // Inside a Slurm job CUDA may see only the allocation (ConstrainDevices), where node-wide indices
   // would name other GPUs: UUIDs mean the same GPU either way.
   job.uuids_in_env = o.uuid || job.wait.inherited.in_slurm();
@@ -232,7 +240,9 @@ void RegisterRun(CLI::App& app, Runner* run) {
       ->type_name("EVENTS");
   sub->prefix_command();
   sub->allow_extras();
-  sub->footer("Everything after the first argument that is not an option (or after --) is the command, run as given.");
+  sub->footer("Everything after the first argument that is not an option (or after --) is the command, run as given. "
+              "A command that cannot be executed is refused before any wait for GPUs: exit 127 (not found in PATH) "
+              "or 126 (not executable).");
   sub->callback([o, sub, run] {
     o->timeout_given = sub->count("--timeout") > 0;
     o->kill_grace_given = sub->count("--kill-grace") > 0;
@@ -243,12 +253,9 @@ void RegisterRun(CLI::App& app, Runner* run) {
     // option: that is a usage error, not a command named "--bogus" (a command that starts with '-'
     // goes after --).
     if (!o->command.empty() && o->command.front().size() > 1 && o->command.front()[0] == '-') {
-      *run = [o] {
-        return Fail(MakeError(ErrorKind::kInvalidArgument,
-                              fmt::format("unknown option '{}' for gpulane run; see 'gpulane run --help' (put the "
-                                          "command after -- if it starts with '-')",
-                                          o->command.front())));
-      };
+      const std::string message = UnknownOptionMessage(*sub, o->command.front()) +
+                                  "; a command that starts with '-' goes after --";
+      *run = [message] { return Fail(MakeError(ErrorKind::kInvalidArgument, message)); };
       return;
     }
     if (TrailingCommandGiven()) {

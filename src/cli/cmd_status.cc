@@ -134,7 +134,7 @@ int Watch(GpuBackend& backend, const StatusOptions& o, double interval_s, long f
 int RunStatus(const StatusOptions& o) {
   double interval_s = 1.0;
   if (o.watch_given && !o.watch.empty()) {
-    auto parsed = ParseDurationS(o.watch);
+    auto parsed = ParseDurationOrSecondsS(o.watch);
     if (!parsed || *parsed < 0.1)
       return Fail(MakeError(ErrorKind::kInvalidArgument,
                             fmt::format("--watch '{}': give the refresh interval in seconds, at least 0.1", o.watch)));

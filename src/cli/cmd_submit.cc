@@ -13,7 +13,9 @@
 #include "util/exit_codes.h"
 #include "cli/request_options.h"
 #include "cli/slurm_jobs.h"
+#include "cli/suggest.h"
 #include "store/job.h"
+#include "exec/command_check.h"
 #include "exec/job_env.h"
 #include "util/config.h"
 #include "util/bytes_json.h"
@@ -107,6 +109,18 @@ Status AddArrayFile(const SubmitOptions& o, store::JobSpec& spec, nlohmann::json
   return Status::Ok();
 }
 
+// A command the job could not execute, found now by the submitting user (the job runs as them, in
+// this directory and environment) rather than after its wait in the queue: prints the error and
+// returns 127 or 126 (as a shell's), else kExitOk. Not for a job with dependencies (the job it
+// follows may build its program) and not for --array-file (each task fails alone when it runs).
+int RefuseUnrunnable(const SubmitOptions& o, const store::JobSpec& spec) {
+  if (!o.after.empty() || !o.after_any.empty() || spec.argv.empty()) return kExitOk;
+  auto problem = exec::CheckCommand(spec.argv.front(), spec.env.get(), spec.cwd);
+  if (!problem) return kExitOk;
+  PrintDiagnostic("error", problem->message + " (nothing was queued)");
+  return problem->exit_code;
+}
+
 // submit --cluster slurm (or submit.backend = "slurm"): the same request, through sbatch
 // (cli/slurm_jobs.h). Options that only gpulane's own daemon can honour are refused.
 int RunSubmitSlurm(const SubmitOptions& o) {
@@ -188,6 +202,7 @@ int RunSubmit(const SubmitOptions& o) {
   if (!getcwd(cwd, sizeof cwd)) return Fail(MakeError(ErrorKind::kIo, "cannot read the current directory"));
   spec.cwd = cwd;
   spec.env = exec::CurrentEnvironment();
+  if (int code = RefuseUnrunnable(o, spec); code != kExitOk) return code;
   nlohmann::json request = {{"op", "submit"}, {"hold", o.hold}};
   std::vector<int> indices;
   if (!o.array_file.empty()) {
@@ -271,6 +286,9 @@ void RegisterSubmit(CLI::App& app, Runner* run) {
       ->type_name("KEY");
   sub->prefix_command();
   sub->allow_extras();
+  sub->footer("A command that cannot be executed (looked up in your PATH, from this directory) is refused before it "
+              "is queued: exit 127 (not found) or 126 (not executable); not for a job with --after or --after-any, "
+              "whose dependency may build it.");
   sub->callback([o, sub, run] {
     // An empty value ("--mem ''") is an error, not "not given" (as for gpulane run).
     for (const char* name : {"--name", "--after", "--after-any", "--array", "--array-file", "--output", "--error", "--kill-grace",
@@ -286,6 +304,14 @@ void RegisterSubmit(CLI::App& app, Runner* run) {
     }
     o->preemptible_given = sub->get_option("--preemptible")->count() > 0;
     o->command = sub->remaining();
+    // CLI11 stops at the first word it does not know (prefix_command): an unknown option is a usage
+    // error naming the nearest option (`--time 1h`: --time-limit), not a command named "--time".
+    if (!o->command.empty() && o->command.front().size() > 1 && o->command.front()[0] == '-') {
+      const std::string message = UnknownOptionMessage(*sub, o->command.front()) +
+                                  (TrailingCommandGiven() ? "" : "; a command that starts with '-' goes after --");
+      *run = [message] { return Fail(MakeError(ErrorKind::kInvalidArgument, message)); };
+      return;
+    }
     if (TrailingCommandGiven()) {
       if (!o->command.empty()) {
         std::string stray = o->command.front();

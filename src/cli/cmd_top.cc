@@ -105,7 +105,7 @@ int Loop(View& v, double interval_s, long iterations) {
 }
 
 int RunTop(const TopOptions& o) {
-  auto interval = ParseDurationS(o.interval);
+  auto interval = ParseDurationOrSecondsS(o.interval);
   if (!interval || *interval < 0.1 || *interval > 3600)
     return Fail(MakeError(ErrorKind::kInvalidArgument,
                           fmt::format("--interval '{}': give the refresh interval in seconds, from 0.1 to 3600 (e.g. --interval 2)",

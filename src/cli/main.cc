@@ -13,6 +13,7 @@
 #include "util/timing.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/suggest.h"
 #include "cli/version.h"
 #include "util/config.h"
 #include "util/exit_codes.h"
@@ -91,6 +92,13 @@ int main(int argc, char** argv) {
       break;
     }
   }
+  // A first word that names no command: one line with the nearest command, not CLI11's
+  // "A subcommand is required" (`gpulane qeue`).
+  if (argc > 1 && argv[1][0] != '-' && argv[1][0] != '\0' && !cli::FindSubcommand(app, argv[1])) {
+    cli::PrintDiagnostic("error", cli::UnknownCommandMessage(app, argv[1]));
+    return kExitUsage;
+  }
+  const std::vector<std::string> words(args.rbegin(), args.rend());  // parse() consumes args
   try {
     app.parse(args);
   } catch (const CLI::CallForHelp& e) {
@@ -100,7 +108,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    cli::PrintDiagnostic("error", fmt::format("{}; see 'gpulane --help'", e.what()));
+    // An option a (sub)command does not know: named with the nearest it does know.
+    const std::string unknown = dynamic_cast<const CLI::ExtrasError*>(&e) ? cli::UnknownOptionIn(app, words) : "";
+    cli::PrintDiagnostic("error", unknown.empty() ? fmt::format("{}; see 'gpulane --help'", e.what()) : unknown);
     return kExitUsage;
   }
   if (!run) return kExitUsage;

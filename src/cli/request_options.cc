@@ -33,7 +33,7 @@ void RequestOptions::Register(CLI::App* sub, RequestOptionSet set) {
                   "pci, bestfit (least memory left once placed; default with --mem)")
       ->check(CLI::IsMember({"memory", "util", "pci", "bestfit"}));
   if (set.time_limit)
-    sub->add_option("--time-limit", time_limit_, "Stop the job after this long (SIGTERM, then SIGKILL), e.g. 4h")
+    sub->add_option("--time-limit", time_limit_, "Stop the job after this long (SIGTERM, then SIGKILL), with a unit: 90m, 4h, 1h30m, 2d (Slurm: --time)")
         ->type_name("DURATION");
   sub->add_option("--partition", partition_,
                   "Only this partition's GPUs, inside its time windows (the machine's [partitions.NAME]; default: sched.default_partition)")
@@ -108,7 +108,7 @@ Result<sched::Request> RequestOptions::ParseGiven() const {
   r.share_foreign = share_foreign_;
   if (given("--order")) r.order = sched::ParseOrder(order_);  // not given: the default (sched::DefaultOrder)
   if (sub_->get_option_no_throw("--time-limit") && given("--time-limit")) {
-    auto s = ParseDurationS(time_limit_);
+    auto s = ParseDurationS(time_limit_, "m");
     if (!s) return usage("--time-limit: " + s.error().message);
     r.time_limit_s = *s;
   }

@@ -10,6 +10,7 @@
 #include "daemon/paths.h"
 #include "lease/occupancy.h"
 #include "proto/call.h"
+#include "render/queue_table.h"
 #include "util/units.h"
 
 namespace gpulane::cli {
@@ -60,7 +61,7 @@ TopJob JobOf(const json& j, double now_s) {
   job.id = j.contains("id_text") ? RawText(j, "id_text") : std::to_string(Field<std::int64_t>(j, "id").value_or(0));
   job.user = RawText(j, "user");
   job.name = j.contains("spec") && j["spec"].is_object() ? RawText(j["spec"], "name") : "";
-  job.state = RawText(j, "state");
+  job.state = StateLabelOf(RawText(j, "state"));
   job.gpus = GpusAsked(j);
   if (auto submitted = Field<double>(j, "submit_time")) job.age_s = std::max(0.0, now_s - *submitted);
   std::string where;

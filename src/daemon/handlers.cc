@@ -146,6 +146,9 @@ class Outcome {
     ids_.push_back(job.id);
     texts_.push_back(store::JobIdText(job));
   }
+  // `job` (also Done) is acted on, and the change completes once its supervisor has acted: a
+  // cancelled job that runs or waits for GPUs (SIGTERM sent), one leaving the line to be held.
+  void InProgress(const Job& job) { in_progress_.push_back(store::JobIdText(job)); }
   void Failed(ErrorKind kind, const std::string& id, const std::string& message) {
     if (failed_.empty()) first_ = Error{kind, message};
     failed_.push_back({{"id", id}, {"error", message}, {"code", proto::KindName(kind)}});
@@ -167,12 +170,13 @@ class Outcome {
   // The error response when nothing was done.
   json Reply(const std::string& done) const {
     if (ids_.empty() && failed()) return ErrorReply();
-    json body = Ok({{done, ids_}, {done + "_text", texts_}});
+    json body = Ok({{done, ids_}, {done + "_text", texts_}, {"in_progress_text", in_progress_}});
     return WithFailures(body);
   }
 
  private:
   json ids_ = json::array(), texts_ = json::array(), failed_ = json::array(), errors_ = json::array();
+  json in_progress_ = json::array();
   Error first_;
 };
 
@@ -211,7 +215,7 @@ std::string NotApplicable(const Job& job, bool hold, bool hold_requested) {
   const std::string id = store::JobIdText(job);
   if (!hold && hold_requested)
     return fmt::format("job {} is not held yet (it is leaving the line for GPUs): release it once it is held", id);
-  if (!hold) return fmt::format("job {} is {}, not held", id, store::StateName(job.state));
+  if (!hold) return fmt::format("job {} is {}, not held", id, StateLabel(job.state));
   if (job.state == JobState::kRunning)
     return fmt::format("job {} is running: hold keeps queued jobs from starting (gpulane cancel {} ends it)", id, id);
   return fmt::format("job {} is held already", id);
@@ -853,6 +857,7 @@ json Daemon::HandleCancel(const Peer& peer, const json& req) {
       jobs_->RequestCancel(job.id);
       job.reason = fmt::format("cancelling (by {})", peer.user);
       if (job.supervisor_pid) kill(*job.supervisor_pid, SIGTERM);
+      out.InProgress(job);
     }
     out.Done(job);
   };
@@ -920,6 +925,7 @@ json Daemon::HandleHold(const Peer& peer, const json& req, bool hold) {
       jobs_->RequestHold(job.id);
       job.reason = fmt::format("holding (by {})", peer.user);
       if (job.supervisor_pid) kill(*job.supervisor_pid, HoldSignal());
+      out.InProgress(job);
     } else {
       job.state = hold ? JobState::kHeld : JobState::kPending;
       job.reason = hold ? fmt::format("held by {}", peer.user) : "";

@@ -13,7 +13,7 @@ namespace {
 Status ReadSeconds(const EnvLookup& getenv, const char* name, double min_s, double max_s, double* out) {
   const char* text = getenv(name);
   if (!text) return Status::Ok();
-  auto value = ParseDurationS(text);
+  auto value = ParseDurationOrSecondsS(text);
   if (!value || !(*value >= min_s && *value <= max_s))
     return MakeError(ErrorKind::kInvalidArgument,
                      fmt::format("{}={}: give a duration from {:g} s to {:g} s (e.g. 500ms, 2s)", name, text, min_s, max_s));

@@ -55,13 +55,22 @@ std::string NameColumn(const std::string& name) {
 
 }  // namespace
 
+const char* StateLabel(store::JobState state) {
+  return state == store::JobState::kLaunching ? "waiting" : store::StateName(state);
+}
+
+std::string StateLabelOf(const std::string& name) {
+  auto state = store::ParseState(name);
+  return state ? StateLabel(*state) : name;
+}
+
 std::string QueueTableHeader() { return fmt::format(kRow, "ID", "USER", "NAME", "GPUS", "STATE", "AGE", "WHERE / WHY"); }
 
 void AppendQueueRow(const store::Job& job, const std::vector<unsigned>& gpu_indices, double now, std::string& out) {
   // The client copies this text to a terminal as it comes: every field a user chose (the name, the
   // reason, which may quote a command) is escaped here (util/terminal_text.h).
   fmt::format_to(std::back_inserter(out), kRow, store::JobIdText(job), EscapeForTerminal(job.user), NameColumn(job.spec.name),
-                 GpusColumn(job.spec.request), store::StateName(job.state), FormatSeconds(now - job.submit_time),
+                 GpusColumn(job.spec.request), StateLabel(job.state), FormatSeconds(now - job.submit_time),
                  EscapeForTerminal(WhereOrWhy(job, gpu_indices)));
 }
 

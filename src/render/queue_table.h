@@ -9,6 +9,13 @@
 
 namespace gpulane {
 
+/// The state as the text of queue, show and top words it: store::StateName, but "waiting" for
+/// launching (its supervisor waits in line for GPUs; the job has not started). JSON, the store and
+/// the metrics keep the state's name.
+const char* StateLabel(store::JobState state);
+/// StateLabel of a state's name ("launching" -> "waiting"); any other text as it is.
+std::string StateLabelOf(const std::string& name);
+
 /// The header line (with its newline).
 std::string QueueTableHeader();
 /// Appends the job's line to `out`. `gpu_indices`: PCI-order indices of the GPUs it runs on; `now`:

@@ -20,6 +20,15 @@ struct Verdict {
   std::optional<std::string> blocked;
 };
 
+// How a dependency that did not complete ended, for the reason of a job that will not start.
+const char* DependencyEnd(DependencyState s) {
+  switch (s) {
+    case DependencyState::kCancelled: return "was cancelled";
+    case DependencyState::kTimeout: return "timed out";
+    default: return "failed";
+  }
+}
+
 // The last failed and the last blocking dependency name the reason, --after-any's after --after's.
 Verdict Judge(const QueuedJob& job, const DependencyLookup& lookup) {
   Verdict v;
@@ -27,7 +36,7 @@ Verdict Judge(const QueuedJob& job, const DependencyLookup& lookup) {
     const DependencyState s = lookup(dep);
     if (s == DependencyState::kUnfinished) v.blocked = StrCat("waiting for job ", JobRefText(dep));
     else if (s != DependencyState::kCompleted)
-      v.failed = StrCat("job ", JobRefText(dep), " it depends on ended ", DependencyStateName(s));
+      v.failed = StrCat("its dependency job ", JobRefText(dep), " ", DependencyEnd(s), " (--after needs it to complete)");
   }
   for (const JobRef& dep : job.after_any)
     if (lookup(dep) == DependencyState::kUnfinished) v.blocked = StrCat("waiting for job ", JobRefText(dep), " to end");
@@ -101,10 +110,13 @@ LaunchPlan PlanLaunches(std::vector<QueuedJob> queue, const DependencyLookup& lo
                                       "preemptible are in the line for GPUs (daemon.max_waiting)"});
       continue;
     }
-    if (!job.cpu_only && (job.preemptible ? waiting_preemptible : waiting) >= limits.max_waiting) continue;
+    // Dependencies first: a job that waits for another job says so (and one whose dependency
+    // failed ends) whether or not the cap on waiting supervisors is reached; only a job that could
+    // start waits for the cap.
     Verdict v = Judge(job, lookup);
     if (v.failed) plan.cancel.push_back({job.id, std::move(*v.failed)});
     else if (v.blocked) plan.blocked.push_back({job.id, std::move(*v.blocked)});
+    else if (!job.cpu_only && (job.preemptible ? waiting_preemptible : waiting) >= limits.max_waiting) continue;
     else {
       plan.launch.push_back(job.id);
       if (!job.cpu_only) ++(job.preemptible ? waiting_preemptible : waiting);

@@ -99,7 +99,7 @@ std::size_t LaunchLookahead(unsigned max_waiting);
 /// A job that gets an update without starting: cancelled (its dependency failed) or still blocked.
 struct JobReason {
   std::int64_t id = 0;
-  std::string reason;  ///< "job 12 it depends on ended failed", "waiting for job 12_3", "waiting for job 12 to end"
+  std::string reason;  ///< "its dependency job 12 failed (--after needs it to complete)", "waiting for job 12_3", "waiting for job 12 to end"
   bool operator==(const JobReason&) const = default;
 };
 

@@ -91,7 +91,7 @@ Status LoadPartitions(const std::string& path, bool trusted, const toml::table& 
         }
       } else if (key == "max_time_limit") {
         auto text = value.value<std::string>();
-        auto seconds = text ? ParseDurationS(*text) : Result<double>(MakeError(ErrorKind::kInvalidArgument, "give a duration"));
+        auto seconds = text ? ParseDurationOrSecondsS(*text) : Result<double>(MakeError(ErrorKind::kInvalidArgument, "give a duration"));
         if (!seconds || !std::isfinite(*seconds) || *seconds <= 0)
           return Bad(path, value.source(), k + " must be a positive duration like \"12h\"");
         p.max_time_limit_s = *seconds;
@@ -131,7 +131,7 @@ Status LoadLimitValues(const std::string& path, const std::string& where, const 
       else out.max_queued = static_cast<std::size_t>(*n);
     } else if (key == "max_time_limit" || key == "default_time_limit") {
       auto text = node.value<std::string>();
-      auto seconds = text ? ParseDurationS(*text) : Result<double>(MakeError(ErrorKind::kInvalidArgument, "not a string"));
+      auto seconds = text ? ParseDurationOrSecondsS(*text) : Result<double>(MakeError(ErrorKind::kInvalidArgument, "not a string"));
       if (!seconds || !std::isfinite(*seconds) || *seconds <= 0 || *seconds > 365.0 * 86400)
         return Bad(path, node.source(), fmt::format("{} must be a duration from 1s to 365d, like \"3d\"", name));
       (key == "max_time_limit" ? out.max_time_limit_s : out.default_time_limit_s) = *seconds;
@@ -192,7 +192,7 @@ Status LoadTelemetry(const std::string& path, const toml::table& telemetry, Conf
       return Bad(path, node.source(),
                  fmt::format("unknown key telemetry.{} (known: enabled, interval, keep_10s, keep_1m, keep_records, hpc_job_mapping_dir)", key.str()));
     auto text = node.value<std::string>();
-    auto seconds = text ? ParseDurationS(*text) : Result<double>(MakeError(ErrorKind::kInvalidArgument, "not a string"));
+    auto seconds = text ? ParseDurationOrSecondsS(*text) : Result<double>(MakeError(ErrorKind::kInvalidArgument, "not a string"));
     if (!seconds || !std::isfinite(*seconds) || *seconds < d->min_s || *seconds > d->max_s)
       return Bad(path, node.source(), fmt::format("telemetry.{} must be a duration {}", key.str(), d->range));
     *d->target = *seconds;
@@ -238,7 +238,7 @@ Status LoadAnomaly(const std::string& path, bool trusted, const toml::table& ano
     if (name == "overuse_grace") {  // enforces a promise to other users: the machine's to set
       if (!trusted) return Bad(path, node.source(), "anomaly.overuse_grace may only be set in /etc/gpulane/config.toml");
       auto text = node.value<std::string>();
-      auto seconds = text ? ParseDurationS(*text) : Result<double>(MakeError(ErrorKind::kInvalidArgument, "not a string"));
+      auto seconds = text ? ParseDurationOrSecondsS(*text) : Result<double>(MakeError(ErrorKind::kInvalidArgument, "not a string"));
       if (!seconds || !std::isfinite(*seconds) || *seconds < 0 || *seconds > 86400)
         return Bad(path, node.source(), "anomaly.overuse_grace must be a duration from \"0s\" (warn only) to \"1d\", like \"10s\"");
       config.anomaly_overuse_grace_s = *seconds;
@@ -262,7 +262,7 @@ Status LoadAnomaly(const std::string& path, bool trusted, const toml::table& ano
     auto text = node.value<std::string>();
     if (!text) return bad();
     if (key->kind == Kind::kDuration) {
-      auto seconds = ParseDurationS(*text);
+      auto seconds = ParseDurationOrSecondsS(*text);
       if (!seconds || !std::isfinite(*seconds) || *seconds < key->min || *seconds > key->max) return bad();
       *key->seconds_or_pct = *seconds;
     } else {
@@ -335,7 +335,7 @@ Status LoadClusterSections(const std::string& path, const toml::table& table, Co
         if (!bytes || *bytes == 0) return Bad(path, node.source(), "slurm.shard_memory must be a size like \"10GiB\"");
         config.slurm_shard_memory_bytes = *bytes;
       } else if (key == "poll_interval") {
-        auto seconds = text ? ParseDurationS(*text) : Result<double>(MakeError(ErrorKind::kInvalidArgument, "give a duration"));
+        auto seconds = text ? ParseDurationOrSecondsS(*text) : Result<double>(MakeError(ErrorKind::kInvalidArgument, "give a duration"));
         if (!seconds || *seconds < 1 || *seconds > 600)
           return Bad(path, node.source(), "slurm.poll_interval must be a duration from \"1s\" to \"10m\"");
         config.slurm_poll_interval_s = *seconds;
@@ -475,7 +475,7 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
       }
       if (key == "max_reserve_idle") {
         auto text = node.value<std::string>();
-        auto seconds = text ? ParseDurationS(*text) : Result<double>(MakeError(ErrorKind::kInvalidArgument, "not a string"));
+        auto seconds = text ? ParseDurationOrSecondsS(*text) : Result<double>(MakeError(ErrorKind::kInvalidArgument, "not a string"));
         if (!seconds || !std::isfinite(*seconds) || *seconds < 0 || *seconds > 86400)
           return Bad(path, node.source(), "sched.max_reserve_idle must be a duration from \"0s\" to \"1d\", like \"10m\"");
         config.max_reserve_idle_s = *seconds;
@@ -503,7 +503,7 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
         // A duration ("1d", "12h") or seconds; at least one minute, at most a year.
         std::optional<double> seconds = node.value<double>();
         if (auto text = node.value<std::string>()) {
-          auto parsed = ParseDurationS(*text);
+          auto parsed = ParseDurationOrSecondsS(*text);
           if (!parsed) return Bad(path, node.source(), fmt::format("sched.{}: {}", key.str(), parsed.error().message));
           seconds = *parsed;
         }
@@ -562,7 +562,7 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
       if (number) {
         *target = *number;
       } else if (text) {
-        auto seconds = ParseDurationS(*text);
+        auto seconds = ParseDurationOrSecondsS(*text);
         if (!seconds) return Bad(path, node.source(), fmt::format("run.{}: {}", key.str(), seconds.error().message));
         *target = *seconds;
       } else {

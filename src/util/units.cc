@@ -78,16 +78,21 @@ Result<std::uint64_t> ParseSizeBytes(std::string_view input) {
   return static_cast<std::uint64_t>(std::round(bytes));
 }
 
-Result<double> ParseDurationS(std::string_view input) {
+namespace {
+
+// The duration `input` reads as (units.h); a bare number is seconds when `bare_is_seconds`, else
+// refused with a hint naming `likely_unit`.
+Result<double> ParseDuration(std::string_view input, bool bare_is_seconds, std::string_view likely_unit) {
   std::string_view text = Trim(input);
   auto bad = [&] {
     return MakeError(ErrorKind::kInvalidArgument,
-                     fmt::format("cannot read '{}' as a duration: use seconds or units, e.g. 90, 500ms, 30s, "
-                                 "10m, 2h, 1h30m",
+                     fmt::format("cannot read '{}' as a duration: give a number and a unit, e.g. 500ms, 30s, 10m, "
+                                 "2h, 1h30m, 3d",
                                  input));
   };
   if (text.empty()) return bad();
   double total = 0;
+  bool bare = false;  // a number without a unit (only the last one may be)
   while (!text.empty()) {
     std::size_t i = 0;
     while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
@@ -111,12 +116,28 @@ Result<double> ParseDurationS(std::string_view input) {
     else if (unit == "d") scale = 86400;
     else return bad();
     if (unit.empty() && j != text.size()) return bad();
+    bare = bare || (unit.empty() && number != 0);
     total += number * scale;
     text = text.substr(j);
   }
   if (!std::isfinite(total)) return bad();  // 308 digits of days: no duration, not infinity
+  if (bare && !bare_is_seconds) {
+    const std::string_view typed = Trim(input);
+    return MakeError(ErrorKind::kInvalidArgument,
+                     fmt::format("'{}' has no unit: did you mean {}{}? (a duration needs one: ms, s, m or min, h, d; "
+                                 "e.g. 90s, 90m, 1h30m)",
+                                 input, typed, likely_unit));
+  }
   return total;
 }
+
+}  // namespace
+
+Result<double> ParseDurationS(std::string_view text, std::string_view likely_unit) {
+  return ParseDuration(text, false, likely_unit);
+}
+
+Result<double> ParseDurationOrSecondsS(std::string_view text) { return ParseDuration(text, true, "s"); }
 
 std::string FormatBytes(std::uint64_t bytes) {
   const double gib = static_cast<double>(bytes) / (1024.0 * 1024 * 1024);

@@ -18,9 +18,20 @@ namespace gpulane {
 /// Returns bytes, or kInvalidArgument quoting the text, with a suggestion ("did you mean 30GiB?").
 Result<std::uint64_t> ParseSizeBytes(std::string_view text);
 
-/// Parses a duration: plain seconds ("90"), or with a unit "ms", "s", "m"/"min", "h", "d"
-/// (combinations like "1h30m"). Returns seconds (fractional), or kInvalidArgument.
-Result<double> ParseDurationS(std::string_view text);
+/// Parses a duration as users type it on the command line: numbers with a unit "ms", "s",
+/// "m"/"min", "h", "d" (case-insensitive; combinations like "1h30m"). A number without a unit is
+/// refused, except 0, which is the same in all ("--time-limit 90": Slurm users mean 90 minutes, the
+/// code once read 90 seconds); the error suggests the number with `likely_unit`, the unit people
+/// most likely mean for this option ("'90' has no unit: did you mean 90m? ..."). Returns seconds
+/// (fractional), or kInvalidArgument quoting the text.
+Result<double> ParseDurationS(std::string_view text, std::string_view likely_unit = "s");
+
+/// As ParseDurationS, but a number without a unit is seconds ("90" = 90 s): for values whose unit
+/// is seconds by convention or by an older promise: the configuration files' durations
+/// (docs/config.md: files written for older versions keep their meaning), environment variables,
+/// the HTTP API's query parameters, and refresh periods (status --watch, top --interval: seconds,
+/// as for watch -n and top -d).
+Result<double> ParseDurationOrSecondsS(std::string_view text);
 
 /// Formats bytes for people: "512 MiB", "20.0 GiB", "143 GiB" (binary units).
 std::string FormatBytes(std::uint64_t bytes);

@@ -74,7 +74,7 @@ Result<double> SinceS(const Query& query, double now_s, double fallback_s) {
   }
   auto it = query.find("since");
   if (it == query.end()) return now_s - fallback_s;
-  auto back = ParseDurationS(it->second);
+  auto back = ParseDurationOrSecondsS(it->second);
   if (!back || !std::isfinite(*back) || *back < 0)
     return Bad(fmt::format("since={}: give a duration back from now, like since=1h or since=7d", it->second));
   return now_s - *back;
@@ -162,7 +162,7 @@ Result<json> HistoryRequest(const Query& query, double now_s) {
   if (!since) return since.error();
   req["since_s"] = *since;
   if (auto it = query.find("resolution"); it != query.end()) {
-    auto r = ParseDurationS(it->second);
+    auto r = ParseDurationOrSecondsS(it->second);
     if (!r || (*r != 0 && *r != 10 && *r != 60))
       return Bad(fmt::format("resolution={}: give 0 (full rate, the last hour), 10 or 60 (seconds)", it->second));
     req["resolution_s"] = *r;

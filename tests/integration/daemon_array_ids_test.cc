@@ -103,7 +103,7 @@ TEST(DaemonArrayIds, TasksAreHeldReleasedCancelledAndWaitedForByTheirIds) {
   // Several tasks in brackets: cancel prints each in the notation.
   RunResult cancel = d.Gpulane({"cancel", fmt::format("{}_[2-3]", a)});
   EXPECT_EQ(cancel.exit_code, 0) << cancel.err;
-  EXPECT_EQ(cancel.out, fmt::format("{}_2\n{}_3\n", a, a));
+  EXPECT_EQ(cancel.out, fmt::format("cancelled job {}_2\ncancelled job {}_3\n", a, a));
   EXPECT_EQ(d.State(a + 3), "cancelled");
   // The array's id: only the tasks the command applies to (task 0 is the one still held).
   RunResult release_all = d.Gpulane({"release", Id(a)});

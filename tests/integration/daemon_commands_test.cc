@@ -132,7 +132,7 @@ TEST(DaemonCancel, PendingJobNeverRuns) {
   const std::int64_t id = d.Submit({"--hold", "--", "touch", mark.string()});
   RunResult r = d.Gpulane({"cancel", Id(id)});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, Id(id) + "\n");
+  EXPECT_EQ(r.out, "cancelled job " + Id(id) + "\n") << "cancel says what it did";
   RunResult wait = d.Gpulane({"wait", Id(id)});
   EXPECT_EQ(wait.exit_code, 11) << "cancelled before it ran";
   EXPECT_EQ(wait.out, Id(id) + " cancelled\n");
@@ -158,7 +158,8 @@ TEST(DaemonCancel, RunningJobGetsSigterm) {
   ASSERT_TRUE(d.WaitForState(id, "running"));
   RunResult r = d.Gpulane({"cancel", Id(id)});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, Id(id) + "\n");
+  EXPECT_EQ(r.out, "cancelling job " + Id(id) + " (SIGTERM sent; SIGKILL after its kill grace)\n")
+      << "a running job is being stopped, not gone yet";
   RunResult wait = d.Gpulane({"wait", Id(id)}, {}, 60);
   EXPECT_EQ(wait.out, Id(id) + " cancelled 5\n");
   EXPECT_EQ(wait.exit_code, 5);
@@ -309,8 +310,15 @@ TEST(DaemonHold, HeldJobWaitsPastItsDependencyUntilReleased) {
   const std::int64_t first = d.Submit({"--", "sh", "-c", "while [ ! -e \"$0\" ]; do sleep 0.05; done", gate.string()});
   const std::int64_t next = d.Submit({"--after", Id(first), "--", "touch", mark.string()});
   ASSERT_TRUE(d.WaitForState(next, "pending"));
+  // show (text) names what it waits for, as --json did alone.
+  ASSERT_TRUE(Eventually([&] { return Contains(d.Gpulane({"show", Id(next)}).out, "waiting for job " + Id(first)); }, 30));
+  RunResult shown = d.Gpulane({"show", Id(next)});
+  EXPECT_TRUE(Contains(shown.out, "\n  after     " + Id(first) + " (each must complete)\n")) << shown.out;
+  EXPECT_TRUE(Contains(shown.out, "\n  submitted 20")) << shown.out;
+  EXPECT_FALSE(Contains(shown.out, "\n  started")) << shown.out;
   RunResult hold = d.Gpulane({"hold", Id(next)});
   EXPECT_EQ(hold.exit_code, 0) << hold.err;
+  EXPECT_EQ(hold.out, "held job " + Id(next) + "\n") << "hold says what it did";
   EXPECT_EQ(d.State(next), "held");
   EXPECT_TRUE(IsGpulaneError(d.Gpulane({"hold", Id(next)}), 12, "held"));
   Touch(gate);
@@ -321,8 +329,11 @@ TEST(DaemonHold, HeldJobWaitsPastItsDependencyUntilReleased) {
   EXPECT_EQ(d.State(next), "held");
   RunResult release = d.Gpulane({"release", Id(next)});
   EXPECT_EQ(release.exit_code, 0) << release.err;
+  EXPECT_EQ(release.out, "released job " + Id(next) + "\n") << "release says what it did";
   EXPECT_EQ(d.Gpulane({"wait", Id(next)}).exit_code, 0);
   EXPECT_TRUE(fs::exists(mark));
+  RunResult ended = d.Gpulane({"show", Id(next)});
+  EXPECT_TRUE(Contains(ended.out, "\n  started   20") && Contains(ended.out, "\n  ended     20")) << ended.out;
   EXPECT_TRUE(IsGpulaneError(d.Gpulane({"release", Id(next)}), 12, Id(next)));
   EXPECT_TRUE(IsGpulaneError(d.Gpulane({"hold", "888"}), 8, "888"));
 }

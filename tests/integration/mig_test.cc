@@ -24,7 +24,7 @@ TEST(Mig, PickAndRunGetTheFreeMigDeviceOfTheProfile) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, free_mig + "\n");
   r = RunGpulane({"pick", "--mig", "3g.71gb", "--export"}, machine.env());
-  EXPECT_EQ(r.out, fmt::format("CUDA_VISIBLE_DEVICES={} CUDA_DEVICE_ORDER=PCI_BUS_ID\n", free_mig));
+  EXPECT_EQ(r.out, fmt::format("export CUDA_VISIBLE_DEVICES={} CUDA_DEVICE_ORDER=PCI_BUS_ID\n", free_mig));
   r = RunGpulane({"run", "--mig", "3g.71gb", "--", "sh", "-c", "echo $CUDA_VISIBLE_DEVICES $GPULANE_GPU_UUIDS"}, machine.env());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, fmt::format("{} {}\n", free_mig, free_mig));

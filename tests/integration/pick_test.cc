@@ -3,7 +3,10 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <fstream>
+
+#include <unistd.h>
 
 #include "support/harness.h"
 #include "support/scenarios.h"
@@ -85,29 +88,54 @@ TEST(Pick, MixedModelsWarnWithoutPciBusOrderAndExportSetsIt) {
   EXPECT_TRUE(Picked(Pick(machine, {}, {{"CUDA_DEVICE_ORDER", "PCI_BUS_ID"}}), r.out.substr(0, r.out.size() - 1)));
 
   RunResult exported = Pick(machine, {"--export"}, {{"CUDA_DEVICE_ORDER", "\x01unset"}});
-  EXPECT_TRUE(Picked(exported, "CUDA_VISIBLE_DEVICES=" + r.out.substr(0, r.out.size() - 1) + " CUDA_DEVICE_ORDER=PCI_BUS_ID"))
+  EXPECT_TRUE(Picked(exported, "export CUDA_VISIBLE_DEVICES=" + r.out.substr(0, r.out.size() - 1) + " CUDA_DEVICE_ORDER=PCI_BUS_ID"))
       << "--export sets the order itself: no warning";
 }
 
-// The README's form: the program runs only when pick succeeded, with pick's GPUs and PCI bus order.
-TEST(Pick, ExportEvalRunsTheProgramOnlyWhenPickSucceeds) {
+// The README's lines, exactly as written, in each shell users type them into: the variables must
+// reach the PROGRAM the line starts (a child process), not just the shell. `--export` once printed
+// the assignments without `export`, so eval set shell variables no child saw and the program ran on
+// every GPU; the old test exported them itself and could not see it.
+TEST(Pick, ExportLineEvalGivesTheChildItsGpusInBashZshAndDash) {
   json state = EightGpus();
   SetUsedMemory(state["devices"][0], 10 * kGiB);
   FakeMachine machine(state);
   Env env = machine.env();
-  env["GPULANE"] = GpulaneBinary();
-  const std::string line = "out=$(\"$GPULANE\" pick --export \"$@\") && eval \"$out\" && export CUDA_VISIBLE_DEVICES "
-                           "CUDA_DEVICE_ORDER && sh -c 'echo \"[$CUDA_VISIBLE_DEVICES $CUDA_DEVICE_ORDER]\"'";
-  Child ok({"/bin/sh", "-c", line, "sh", "-g", "1"}, env);
-  auto r = ok.Wait(30);
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->exit_code, 0) << r->err;
-  EXPECT_EQ(r->out, "[1 PCI_BUS_ID]\n");
-  Child refused({"/bin/sh", "-c", line, "sh", "-g", "9"}, env);
-  r = refused.Wait(30);
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->exit_code, 2) << "pick's exit status stops the line";
-  EXPECT_EQ(r->out, "") << "the program did not run";
+  const std::string bin_dir = std::filesystem::path(GpulaneBinary()).parent_path().string();
+  env["PATH"] = bin_dir + ":/usr/bin:/bin";  // `gpulane` as the README writes it
+  env["CUDA_VISIBLE_DEVICES"] = "\x01unset";
+  env["CUDA_DEVICE_ORDER"] = "\x01unset";
+  // The child: what its environment holds of the two variables ("-" for unset).
+  const std::string prog = "sh -c 'echo \"[${CUDA_VISIBLE_DEVICES--} ${CUDA_DEVICE_ORDER--}]\"'";
+  const std::string readme_pick = "out=$(gpulane pick -g 2 --export) && eval \"$out\" && " + prog;
+  const std::string readme_eval = "eval \"$(gpulane pick --export)\"\n" + prog;
+  // What plain pick prints (GPU 0 is the fullest, so not "0"), without the newline.
+  const RunResult two = Pick(machine, {"-g", "2"}), one = Pick(machine, {});
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  ASSERT_NE(one.out, "0\n");
+  int shells = 0;
+  for (const char* shell : {"/bin/bash", "/usr/bin/zsh", "/bin/zsh", "/bin/dash"}) {
+    if (access(shell, X_OK) != 0) continue;
+    if (std::string(shell) == "/bin/zsh" && access("/usr/bin/zsh", X_OK) == 0) continue;
+    ++shells;
+    SCOPED_TRACE(shell);
+    for (const auto& [line, picked] : {std::pair{readme_pick, two.out}, std::pair{readme_eval, one.out}}) {
+      const std::string expected = "[" + picked.substr(0, picked.size() - 1) + " PCI_BUS_ID]\n";
+      Child child({shell, "-c", line}, env);
+      auto r = child.Wait(30);
+      ASSERT_TRUE(r);
+      EXPECT_EQ(r->exit_code, 0) << line << "\n" << r->err;
+      EXPECT_EQ(r->out, expected) << line;
+    }
+    // A refused pick stops the line: the program never runs on GPUs it was not given.
+    Child refused({shell, "-c", "out=$(gpulane pick -g 9 --export) && eval \"$out\" && " + prog}, env);
+    auto r = refused.Wait(30);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->exit_code, 2) << "pick's exit status stops the line";
+    EXPECT_EQ(r->out, "") << "the program did not run";
+  }
+  EXPECT_GE(shells, 2) << "bash and dash at least (zsh: scripts/setup.sh installs it)";
 }
 
 TEST(Pick, MostFreeFirstThenLowerUtilisationThenPciOrder) {

@@ -542,7 +542,7 @@ TEST_F(JobTableTest, ADependentStartsOnceItsDependencyCompletedAndIsCancelledWhe
   EXPECT_EQ(TableState(after_b), "");
   Job doomed = StoredJob(after_b);
   EXPECT_EQ(std::string(store::StateName(doomed.state)), "cancelled");
-  EXPECT_EQ(doomed.reason, "job " + std::to_string(b) + " it depends on ended failed");
+  EXPECT_EQ(doomed.reason, "its dependency job " + std::to_string(b) + " failed (--after needs it to complete)");
 }
 
 TEST_F(JobTableTest, ADependencyOnAnArrayMeansEveryTask) {
@@ -556,7 +556,7 @@ TEST_F(JobTableTest, ADependencyOnAnArrayMeansEveryTask) {
   Table().LaunchEligible();
   // The pending task of `partly` is launched too (it is a job in line like any other).
   EXPECT_EQ(launcher_.started, (Ids{partly + 1, after_done}));
-  EXPECT_EQ(StoredJob(after_failed).reason, "job " + std::to_string(failed) + " it depends on ended failed");
+  EXPECT_EQ(StoredJob(after_failed).reason, "its dependency job " + std::to_string(failed) + " failed (--after needs it to complete)");
   EXPECT_EQ(TableState(after_partly), "pending");
   EXPECT_EQ(Table().active().at(after_partly).reason, "waiting for job " + std::to_string(partly));
 }

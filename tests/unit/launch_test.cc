@@ -93,16 +93,16 @@ TEST(PlanLaunches, AfterAJobThatFailedWasCancelledOrTimedOutCancelsTheDependent)
   LaunchPlan plan =
       PlanLaunches(q.jobs, Table({{1, DS::kFailed}, {2, DS::kCancelled}, {3, DS::kTimeout}}), Cap(10));
   EXPECT_EQ(plan.launch, (Ids{13}));
-  EXPECT_EQ(plan.cancel, (std::vector<JobReason>{{10, "job 1 it depends on ended failed"},
-                                                 {11, "job 2 it depends on ended cancelled"},
-                                                 {12, "job 3 it depends on ended timeout"}}));
+  EXPECT_EQ(plan.cancel, (std::vector<JobReason>{{10, "its dependency job 1 failed (--after needs it to complete)"},
+                                                 {11, "its dependency job 2 was cancelled (--after needs it to complete)"},
+                                                 {12, "its dependency job 3 timed out (--after needs it to complete)"}}));
 }
 
 TEST(PlanLaunches, AFailedDependencyDoomsTheJobEvenWhileAnotherIsUnfinished) {
   Queue q;
   q.Add(10, 0, {1, 2});
   LaunchPlan plan = PlanLaunches(q.jobs, Table({{1, DS::kUnfinished}, {2, DS::kFailed}}), Cap(10));
-  EXPECT_EQ(plan.cancel, (std::vector<JobReason>{{10, "job 2 it depends on ended failed"}}));
+  EXPECT_EQ(plan.cancel, (std::vector<JobReason>{{10, "its dependency job 2 failed (--after needs it to complete)"}}));
   EXPECT_TRUE(plan.blocked.empty());
 }
 
@@ -154,7 +154,20 @@ TEST(PlanLaunches, AfterAnArrayWaitsForEveryTask) {
             (std::vector<JobReason>{{20, "waiting for job 10"}}));
   EXPECT_EQ(PlanLaunches(q.jobs, as_array({DS::kCompleted, DS::kCompleted, DS::kCompleted}), Cap(10)).launch, (Ids{20}));
   EXPECT_EQ(PlanLaunches(q.jobs, as_array({DS::kCompleted, DS::kFailed, DS::kCompleted}), Cap(10)).cancel,
-            (std::vector<JobReason>{{20, "job 10 it depends on ended failed"}}));
+            (std::vector<JobReason>{{20, "its dependency job 10 failed (--after needs it to complete)"}}));
+}
+
+// A job waiting for `--after 25` showed fair-share arithmetic ("priority 0.500 (fair share ...)")
+// whenever the cap on waiting supervisors was reached: it was skipped before its dependencies were
+// looked at. Its dependency names its wait (and a failed one ends it) whatever the cap.
+TEST(PlanLaunches, ADependencyWaitIsNamedWhenTheCapIsReached) {
+  Queue q;
+  q.Add(30, 0, {25});
+  q.Add(31, 0, {26});
+  const LaunchPlan plan = PlanLaunches(q.jobs, Table({{25, DS::kUnfinished}, {26, DS::kFailed}}), Cap(4, 4));
+  EXPECT_TRUE(plan.launch.empty());
+  EXPECT_EQ(plan.blocked, (std::vector<JobReason>{{30, "waiting for job 25"}}));
+  EXPECT_EQ(plan.cancel, (std::vector<JobReason>{{31, "its dependency job 26 failed (--after needs it to complete)"}}));
 }
 
 TEST(PlanLaunches, TheCapCountsJobsAlreadyWaiting) {
@@ -262,7 +275,7 @@ TEST(PlanLaunches, AfterATaskWaitsForThatTaskAloneAndSaysSo) {
   auto done = [](const JobRef&) { return DS::kFailed; };
   plan = PlanLaunches(q.jobs, done, Cap(4));
   ASSERT_EQ(plan.cancel.size(), 1u);
-  EXPECT_EQ(plan.cancel[0].reason, "job 12_3 it depends on ended failed");
+  EXPECT_EQ(plan.cancel[0].reason, "its dependency job 12_3 failed (--after needs it to complete)");
 }
 
 TEST(PlanLaunches, TheDefaultCapIsTwoPerGpuAndAtLeastFour) {

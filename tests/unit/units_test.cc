@@ -88,7 +88,9 @@ TEST(ParseDurationS, ADurationTooLongForADoubleIsRefused) {
 }
 
 TEST(ParseDurationS, UnitsAndCombinations) {
-  EXPECT_DOUBLE_EQ(*ParseDurationS("90"), 90);
+  EXPECT_DOUBLE_EQ(*ParseDurationOrSecondsS("90"), 90);
+  EXPECT_DOUBLE_EQ(*ParseDurationOrSecondsS("1h30"), 5430) << "config files: a bare number is seconds";
+  EXPECT_DOUBLE_EQ(*ParseDurationS("0"), 0) << "0 is the same in every unit";
   EXPECT_DOUBLE_EQ(*ParseDurationS("500ms"), 0.5);
   EXPECT_DOUBLE_EQ(*ParseDurationS("10m"), 600);
   EXPECT_DOUBLE_EQ(*ParseDurationS("1h30m"), 5400);
@@ -97,6 +99,17 @@ TEST(ParseDurationS, UnitsAndCombinations) {
   EXPECT_FALSE(ParseDurationS("soon").ok());
   EXPECT_FALSE(ParseDurationS("5 parsecs").ok());
   EXPECT_FALSE(ParseDurationS("10 5").ok());
+}
+
+// `--time-limit 90` was read as 90 seconds; Slurm users mean 90 minutes. A bare number is refused
+// on the command line, with the unit the option most likely means.
+TEST(ParseDurationS, ABareNumberIsRefusedWithAHint) {
+  auto r = ParseDurationS("90", "m");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().kind, ErrorKind::kInvalidArgument);
+  EXPECT_NE(r.error().message.find("'90' has no unit: did you mean 90m?"), std::string::npos) << r.error().message;
+  EXPECT_FALSE(ParseDurationS("1h30").ok()) << "a trailing bare number too";
+  EXPECT_FALSE(ParseDurationS("2.5").ok());
 }
 
 TEST(FormatBytes, ReadableBinaryUnits) {

@@ -1,0 +1,204 @@
+// The edges a new user met in the first ten minutes (issue 24, part 5), each through the binary as
+// the user typed it: mistyped commands and options, durations without a unit, Slurm's --time, a
+// command that cannot run, what hold/release/cancel did, and what a queued job waits for.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include "support/daemon_fixture.h"
+#include "support/harness.h"
+#include "support/scenarios.h"
+#include "support/text.h"
+
+namespace gpulane::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Id(std::int64_t id) { return std::to_string(id); }
+std::string Me() { return UserName(getuid()); }
+
+// ---- mistyped commands and options ------------------------------------------------------------
+
+// `gpulane qeue` said only "A subcommand is required".
+TEST(CliEdges, AMistypedCommandNamesTheNearestOne) {
+  FakeMachine machine(EightGpus());
+  RunResult r = RunGpulane({"qeue"}, machine.env());
+  EXPECT_TRUE(IsGpulaneError(r, 2, "unknown command 'qeue': did you mean queue?")) << r.err;
+  r = RunGpulane({"stauts", "--json"}, machine.env());
+  EXPECT_TRUE(IsGpulaneError(r, 2, "did you mean status?")) << r.err;
+  r = RunGpulane({"frobnicate"}, machine.env());
+  EXPECT_TRUE(IsGpulaneError(r, 2, "unknown command 'frobnicate' (gpulane --help lists the commands)")) << r.err;
+  EXPECT_FALSE(Contains(r.err, "did you mean")) << "nothing near: no guess";
+  r = RunGpulane({"supervise"}, machine.env());
+  EXPECT_FALSE(Contains(r.err, "_supervise")) << "internal commands are never offered: " << r.err;
+}
+
+TEST(CliEdges, AMistypedOptionNamesTheNearestOne) {
+  FakeMachine machine(EightGpus());
+  RunResult r = RunGpulane({"status", "--jsn"}, machine.env());
+  EXPECT_TRUE(IsGpulaneError(r, 2, "unknown option '--jsn' for gpulane status: did you mean --json?")) << r.err;
+  r = RunGpulane({"pick", "--min-fre", "20GiB"}, machine.env());
+  EXPECT_TRUE(IsGpulaneError(r, 2, "did you mean --min-free?")) << r.err;
+  r = RunGpulane({"run", "--tiemout", "5m", "--", "true"}, machine.env());
+  EXPECT_TRUE(IsGpulaneError(r, 2, "unknown option '--tiemout' for gpulane run: did you mean --timeout?")) << r.err;
+  r = RunGpulane({"queue", "--frobnicate"}, machine.env());
+  EXPECT_TRUE(IsGpulaneError(r, 2, "unknown option '--frobnicate' for gpulane queue")) << r.err;
+}
+
+// Slurm's --time (and -t) is gpulane's --time-limit; `submit --time 1h` said "put the whole command
+// after --", which was no help.
+TEST(CliEdges, SlurmsTimeOptionPointsToTimeLimit) {
+  TestDaemon d;
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"submit", "--time", "1h", "--", "true"},
+           {"submit", "-t", "60", "--", "true"},
+           {"submit", "--time=1h", "--", "true"},
+           {"submit", "--time", "1h", "true"},
+           {"run", "--time", "1h", "--", "true"},
+           {"run", "-t", "60", "--", "true"}}) {
+    RunResult r = d.Gpulane(args);
+    EXPECT_TRUE(IsGpulaneError(r, 2, "did you mean --time-limit?")) << args[0] << " " << args[1] << ": " << r.err;
+  }
+  EXPECT_TRUE(d.Queue({"--all"}).empty()) << "nothing was queued";
+}
+
+// ---- durations --------------------------------------------------------------------------------
+
+// `--time-limit 90` was taken as 90 seconds; Slurm users mean 90 minutes. Sizes already refused
+// bare numbers; durations do too now, with the unit the option most likely means.
+TEST(CliEdges, ABareDurationIsRefusedWithTheLikelyUnit) {
+  TestDaemon d;
+  const fs::path mark = d.work() / "ran";
+  struct Case {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"run", "--time-limit", "90", "--", "touch", mark.string()}, "--time-limit: '90' has no unit: did you mean 90m?"},
+           {{"submit", "--time-limit", "90", "--", "touch", mark.string()}, "--time-limit: '90' has no unit: did you mean 90m?"},
+           {{"run", "--timeout", "30", "--", "touch", mark.string()}, "--timeout: '30' has no unit: did you mean 30m?"},
+           {{"run", "--kill-grace", "10", "--", "touch", mark.string()}, "--kill-grace: '10' has no unit: did you mean 10s?"},
+           {{"submit", "--kill-grace", "10", "--", "touch", mark.string()}, "did you mean 10s?"},
+           {{"run", "--time-limit", "1h30", "--", "touch", mark.string()}, "did you mean 1h30m?"},
+           {{"events", "--since", "24"}, "--since: '24' has no unit: did you mean 24h?"},
+           {{"report", "--since", "24"}, "--since: '24' has no unit: did you mean 24h?"}}) {
+    RunResult r = d.Gpulane(c.args);
+    EXPECT_TRUE(IsGpulaneError(r, 2, c.says)) << c.args[0] << " " << c.args[1] << ": " << r.err;
+  }
+  EXPECT_FALSE(fs::exists(mark)) << "no command ran";
+  EXPECT_TRUE(d.Queue({"--all"}).empty()) << "nothing was queued";
+  // With a unit (and 0, the same in every unit) it is taken.
+  RunResult ok = d.Gpulane({"run", "--time-limit", "90m", "--kill-grace", "0", "--", "touch", mark.string()});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_TRUE(fs::exists(mark));
+}
+
+// ---- a command that cannot run ----------------------------------------------------------------
+
+// `run -- nonexistent-cmd` waited for its GPUs (here: forever, GPU 1 is busy) before exiting 127.
+TEST(CliEdges, RunRefusesACommandThatCannotRunBeforeWaitingForGpus) {
+  Child outsider = StartProcess({"/bin/sleep", "120"});
+  FakeMachine machine(RecordedH200x2(static_cast<std::uint32_t>(outsider.pid())));  // GPU 1 in use
+  const fs::path script = machine.dir() / "not-executable.sh";
+  std::ofstream(script) << "#!/bin/sh\necho ran\n";
+  chmod(script.c_str(), 0644);
+  struct Case {
+    std::vector<std::string> command;
+    int exit_code;
+    std::string says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"gpulane-no-such-command-xyz"}, 127, "cannot run 'gpulane-no-such-command-xyz': not found in PATH"},
+           {{(machine.dir() / "missing").string()}, 127, "no such file"},
+           {{script.string()}, 126, "not an executable file"},
+           {{machine.dir().string()}, 126, "not an executable file"}}) {
+    std::vector<std::string> argv = {GpulaneBinary(), "run", "-g", "2", "--"};
+    argv.insert(argv.end(), c.command.begin(), c.command.end());
+    Child run(argv, machine.env());
+    auto r = run.Wait(20);
+    ASSERT_TRUE(r) << c.command[0] << ": still waiting for GPUs after 20 s: " << run.ErrSoFar();
+    EXPECT_EQ(r->exit_code, c.exit_code) << r->err;
+    EXPECT_EQ(LineCount(r->err), 1) << r->err;
+    EXPECT_TRUE(Contains(r->err, "gpulane: error: cannot run '")) << r->err;
+    EXPECT_TRUE(Contains(r->err, c.says)) << r->err;
+    EXPECT_EQ(r->out, "");
+  }
+}
+
+// `submit` checks the command as the submitting user, in the job's PATH and directory, before it
+// is queued; a job that follows another (which may build its program) is not checked.
+TEST(CliEdges, SubmitRefusesACommandThatCannotRunBeforeItIsQueued) {
+  TestDaemon d;
+  RunResult r = d.Gpulane({"submit", "--", "gpulane-no-such-command-xyz", "--lr", "3"});
+  EXPECT_TRUE(IsGpulaneError(r, 127, "cannot run 'gpulane-no-such-command-xyz': not found in PATH")) << r.err;
+  EXPECT_TRUE(Contains(r.err, "nothing was queued")) << r.err;
+  r = d.Gpulane({"submit", "--", "./train.sh"});
+  EXPECT_TRUE(IsGpulaneError(r, 127, "cannot run './train.sh': no such file (in " + d.work().string() + ")")) << r.err;
+  EXPECT_TRUE(d.Queue({"--all"}).empty()) << "nothing was queued";
+  // Found in the PATH the job will have (the submitting shell's), relative to its directory.
+  const fs::path bin = d.work() / "bin";
+  fs::create_directories(bin);
+  std::ofstream(bin / "mytool") << "#!/bin/sh\necho mytool ran\n";
+  chmod((bin / "mytool").c_str(), 0755);
+  const std::int64_t ok = d.Submit({"--", "mytool"}, {{"PATH", bin.string() + ":/usr/bin:/bin"}});
+  ASSERT_GT(ok, 0);
+  EXPECT_EQ(d.Gpulane({"wait", Id(ok)}).exit_code, 0);
+  // --after: the job it follows may build the program; it is queued, and fails alone if still missing.
+  const std::int64_t later = d.Submit({"--after", Id(ok), "--", "./built-later.sh"});
+  EXPECT_GT(later, 0);
+}
+
+// ---- what hold, release and cancel did; what a job waits for ------------------------------------
+
+// A job waiting for `--after N` showed fair-share arithmetic instead of "waiting for job N"
+// whenever the supervisors waiting for GPUs filled their cap (other jobs pending); and a job
+// waiting for GPUs was labelled `launching`.
+TEST(CliEdges, ADependencyWaitIsNamedWhenOtherJobsWaitForGpus) {
+  TestDaemon d({.state = IdleGpus(1), .config = "[daemon]\nmax_waiting = 1\n"});
+  const fs::path log = d.work() / "marks.log", gate = d.work() / "gate";
+  const std::int64_t blocker = d.Submit(MarkedJob(log.string(), gate.string()));
+  ASSERT_TRUE(d.WaitForState(blocker, "running"));
+  const std::int64_t waiting = d.Submit({"--", "true"});  // its supervisor waits for the GPU: the cap (1) is full
+  ASSERT_TRUE(d.WaitForState(waiting, "launching"));
+  const std::int64_t after = d.Submit({"--after", Id(blocker), "--", "true"});
+  ASSERT_TRUE(d.WaitForReason(after, "waiting for job " + Id(blocker), 30)) << d.Show(after).dump();
+  RunResult shown = d.Gpulane({"show", Id(after)});
+  EXPECT_TRUE(Contains(shown.out, "  reason    waiting for job " + Id(blocker) + "\n")) << shown.out;
+  EXPECT_FALSE(Contains(shown.out, "fair share")) << shown.out;
+  // The job whose supervisor waits for the GPU is `waiting` in the text (JSON keeps `launching`).
+  RunResult queue = d.Gpulane({"queue"});
+  std::string state;  // the STATE column (ID USER NAME GPUS STATE AGE ...) of its row
+  for (const auto& line : Lines(queue.out)) {
+    std::istringstream words(line);
+    std::vector<std::string> w{std::istream_iterator<std::string>(words), std::istream_iterator<std::string>()};
+    if (w.size() > 4 && w[0] == Id(waiting)) state = w[4];
+  }
+  EXPECT_EQ(state, "waiting") << queue.out;
+  EXPECT_FALSE(Contains(queue.out, "launching")) << queue.out;
+  EXPECT_TRUE(Contains(d.Gpulane({"show", Id(waiting)}).out, "  " + Me() + "  waiting\n"));
+  Touch(gate);
+  for (std::int64_t id : {blocker, waiting, after}) EXPECT_EQ(d.Gpulane({"wait", Id(id)}).exit_code, 0);
+}
+
+// "job 66 it depends on ended failed" was garbled.
+TEST(CliEdges, AFailedDependencyIsWordedPlainly) {
+  TestDaemon d;
+  const std::int64_t failing = d.Submit({"--", "false"});
+  const std::int64_t next = d.Submit({"--after", Id(failing), "--", "true"});
+  EXPECT_EQ(d.Gpulane({"wait", Id(next)}).exit_code, 11);
+  RunResult shown = d.Gpulane({"show", Id(next)});
+  EXPECT_TRUE(Contains(shown.out, "  reason    its dependency job " + Id(failing) +
+                                      " failed (--after needs it to complete)\n"))
+      << shown.out;
+}
+
+}  // namespace
+}  // namespace gpulane::test
