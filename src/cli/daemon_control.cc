@@ -107,6 +107,20 @@ std::string DashboardLine(const nlohmann::json& web) {
   return "dashboard: unknown (an older daemon)";
 }
 
+// Prints `text` on stdout, each line escaped for the terminal (paths and URLs come from the
+// environment and the daemon).
+void PrintLines(const std::string& text) {
+  std::string out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const std::size_t end = text.find('\n', start);
+    out += EscapeForTerminal(text.substr(start, end == std::string::npos ? std::string::npos : end - start)) + "\n";
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  fmt::print("{}", out);
+}
+
 }  // namespace
 
 int RunDaemonStatus() {
@@ -130,7 +144,7 @@ int RunDaemonStatus() {
     out += "start:     the next gpulane command about jobs (gpulane queue) starts it while its state holds jobs; "
            "gpulane daemon --user --install keeps it running under systemd\n";
   }
-  fmt::print("{}", EscapeForTerminal(out));
+  PrintLines(out);
   return *pong ? kExitOk : kExitUnavailable;
 }
 
@@ -212,7 +226,7 @@ int RunDaemonInstall() {
   if (Env("XDG_RUNTIME_DIR").empty())
     out += "note: this shell has no XDG_RUNTIME_DIR, so its commands look for the daemon in /tmp, while systemd's listens "
            "in /run/user/UID: log in with a session (ssh with pam_systemd) or export XDG_RUNTIME_DIR=/run/user/$(id -u)\n";
-  fmt::print("{}", EscapeForTerminal(out));
+  PrintLines(out);
   return kExitOk;
 }
 
