@@ -120,7 +120,7 @@ TEST(UserDaemon, NoCommandSaysAJobOfAKilledPerUserDaemonDoesNotExist) {
     EXPECT_FALSE(Contains(r.err, "no job " + Id(id))) << what;
     if (args.front() == "queue") {
       const json jobs = json::parse(r.out, nullptr, false);
-      EXPECT_TRUE(jobs.is_array() && jobs.size() == 1 && jobs[0].value("id", "") == Id(id)) << r.out;
+      EXPECT_TRUE(jobs.is_array() && jobs.size() == 1 && jobs[0]["id"] == id) << r.out;
     }
     if (args.front() == "wait") EXPECT_EQ(r.out, fmt::format("{} cancelled\n", id)) << what;
   }
@@ -143,6 +143,7 @@ TEST(UserDaemon, AStateTheDaemonCannotOpenIsNamedNotShownAsAnEmptyQueue) {
   TestDaemon d;
   ASSERT_GT(d.Submit({"--hold", "--", "true"}), 0);
   d.Kill9();
+  for (const char* part : {"jobs.db-wal", "jobs.db-shm"}) fs::remove(d.state_dir() / part);
   {
     std::ofstream damaged(d.state_dir() / "jobs.db", std::ios::trunc);
     damaged << "this is not a database";
