@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -11,15 +12,18 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
 #include <thread>
 #include <vector>
 
+#include "cli/common.h"
 #include "daemon/paths.h"
 #include "proto/call.h"
 #include "proto/wire.h"
+#include "store/job_counts.h"
 #include "util/config.h"
 #include "util/timing.h"
 #include "util/units.h"
@@ -32,17 +36,22 @@ using Clock = std::chrono::steady_clock;
 using proto::ConnectTo;
 using proto::ExchangeEncoded;
 
-// Starts `gpulane daemon --user` detached from this process and its terminal.
-void StartUserDaemon(const daemon::DaemonPaths& paths) {
+// Starts `gpulane daemon --user` detached from this process and its terminal; its pid, or -1.
+pid_t StartUserDaemon(const daemon::DaemonPaths& paths) {
   char exe[4096];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n <= 0) return;
+  if (n <= 0) return -1;
   exe[n] = '\0';
   std::string state = paths.state_dir;
+  int told[2];
+  if (pipe2(told, O_CLOEXEC) != 0) return -1;
   pid_t child = fork();
   if (child == 0) {
     setsid();
-    if (fork() != 0) _exit(0);
+    if (const pid_t daemon = fork(); daemon != 0) {
+      (void)!write(told[1], &daemon, sizeof daemon);
+      _exit(0);
+    }
     std::string mkdir_state = state;
     for (std::size_t i = 1; i <= mkdir_state.size(); ++i)
       if (i == mkdir_state.size() || mkdir_state[i] == '/') mkdir(mkdir_state.substr(0, i).c_str(), 0700);
@@ -54,7 +63,38 @@ void StartUserDaemon(const daemon::DaemonPaths& paths) {
     execl(exe, "gpulane", "daemon", "--user", static_cast<char*>(nullptr));
     _exit(127);
   }
-  if (child > 0) waitpid(child, nullptr, 0);
+  close(told[1]);
+  pid_t daemon = -1;
+  if (child > 0) {
+    waitpid(child, nullptr, 0);
+    if (read(told[0], &daemon, sizeof daemon) != static_cast<ssize_t>(sizeof daemon)) daemon = -1;
+  }
+  close(told[0]);
+  return daemon;
+}
+
+// Whether process `pid` has ended (gone, or a zombie nobody reaped yet).
+bool Ended(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return true;
+  char stat[512];
+  const ssize_t n = read(fd, stat, sizeof stat - 1);
+  close(fd);
+  if (n <= 0) return true;
+  stat[n] = '\0';
+  const char* close_paren = std::strrchr(stat, ')');
+  return !close_paren || close_paren[1] == '\0' || close_paren[2] == 'Z';
+}
+
+// Whether another process holds the daemon lock of `state_dir` (a daemon starting there).
+bool StateLocked(const std::string& state_dir) {
+  const int fd = open((state_dir + "/daemon.lock").c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return false;
+  const bool locked = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  close(fd);
+  return locked;
 }
 
 // Where this client looks for its daemon.
@@ -125,22 +165,55 @@ Result<std::optional<int>> ConnectRunning(const Discovery& d) {
   }
 }
 
+// The last line of the per-user daemon's log in `state_dir` ("" when there is none): why it did not start.
+std::string LastLogLine(const std::string& state_dir) {
+  const int fd = open((state_dir + "/daemon.log").c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return "";
+  struct stat st {};
+  std::string tail(4096, '\0');
+  const off_t from = fstat(fd, &st) == 0 && st.st_size > 4096 ? st.st_size - 4096 : 0;
+  const ssize_t n = pread(fd, tail.data(), tail.size(), from);
+  close(fd);
+  tail.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+  while (!tail.empty() && tail.back() == '\n') tail.pop_back();
+  return tail.substr(tail.rfind('\n') == std::string::npos ? 0 : tail.rfind('\n') + 1);
+}
+
 // Starts the per-user daemon and connects to it once it listens (10 s at most). Its folders in the
 // shared /tmp, if it uses any, are made private first (or refused: kUnsafe).
 Result<int> StartAndConnect() {
   daemon::DaemonPaths user = daemon::UserPaths();
   if (Status safe = daemon::SecureUserPaths(user, /*create=*/true); !safe.ok()) return safe.error();
-  StartUserDaemon(user);
+  const pid_t started = StartUserDaemon(user);
   const auto deadline = Clock::now() + std::chrono::seconds(10);
   while (Clock::now() < deadline) {
     auto fd = ConnectTrusted(user.socket);
     if (!fd) return fd.error();
     if (*fd >= 0) return *fd;
+    // The one started has failed, and no other daemon (another command's) is starting in its place.
+    if (started > 0 && Ended(started) && !StateLocked(user.state_dir)) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  const std::string last = LastLogLine(user.state_dir);
   return MakeError(ErrorKind::kUnavailable,
-                   fmt::format("no gpulane daemon answers on {} and one could not be started (see {}/daemon.log)",
-                               user.socket, user.state_dir));
+                   fmt::format("no gpulane daemon answers on {} and one could not be started ({}/daemon.log{}{})", user.socket,
+                               user.state_dir, last.empty() ? "" : " says: ", last));
+}
+
+// With no daemon answering: the user's own daemon started again when its state holds jobs (or a
+// job store it cannot read: the daemon's start says why), said once on stderr; nullopt when the
+// state holds none.
+Result<std::optional<int>> StartWhenStateHasJobs() {
+  const daemon::DaemonPaths user = daemon::UserPaths();
+  if (Status safe = daemon::SecureUserPaths(user, /*create=*/false); !safe.ok()) return safe.error();
+  auto counts = store::CountJobs(user.state_dir + "/jobs.db");
+  if (counts && counts->total == 0) return std::optional<int>();
+  auto fd = StartAndConnect();
+  if (!fd) return fd.error();
+  Warn(counts ? fmt::format("your gpulane daemon was not running; started it again ({} of the {} job{} in {} unfinished)",
+                            counts->unfinished, counts->total, counts->total == 1 ? "" : "s", user.state_dir)
+              : fmt::format("your gpulane daemon was not running; started it again ({})", counts.error().message));
+  return std::optional<int>(*fd);
 }
 
 // Reads exactly `n` bytes into `data`, waiting up to `timeout_s` (< 0: forever) for each part.
@@ -224,11 +297,14 @@ Result<nlohmann::json> CallOrStart(nlohmann::json request, double timeout_s) {
   return ExchangeEncoded(*started, frame, timeout_s);
 }
 
-Result<std::optional<nlohmann::json>> CallIfRunning(nlohmann::json request, double timeout_s, bool error_replies) {
+Result<std::optional<nlohmann::json>> CallIfRunning(nlohmann::json request, double timeout_s, bool error_replies,
+                                                    IfDown if_down) {
   const std::string frame = proto::EncodeRequest(std::move(request));
   auto d = Discover();
   if (!d) return d.error();
   auto fd = ConnectRunning(*d);
+  if (!fd) return fd.error();
+  if (!*fd && if_down == IfDown::kStartWithJobs) fd = StartWhenStateHasJobs();
   if (!fd) return fd.error();
   if (!*fd) return std::optional<nlohmann::json>();
   auto reply = ExchangeEncoded(**fd, frame, timeout_s, error_replies);
@@ -241,6 +317,8 @@ Result<std::optional<nlohmann::json>> StreamIfRunning(nlohmann::json request, co
   auto d = Discover();
   if (!d) return d.error();
   auto fd = ConnectRunning(*d);
+  if (!fd) return fd.error();
+  if (!*fd) fd = StartWhenStateHasJobs();
   if (!fd) return fd.error();
   if (!*fd) return std::optional<nlohmann::json>();
   auto reply = ExchangeStreamed(**fd, frame, sink, timeout_s);

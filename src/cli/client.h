@@ -4,8 +4,9 @@
 // Which daemon: when a system daemon is installed (daemon::SystemDaemonInstalled, or
 // GPULANE_SOCKET names /run/gpulane/gpulane.sock), only the system one, waited for up to
 // SystemDaemonWaitS() while it restarts; a per-user daemon is never started. Otherwise the
-// system socket, then the user's own; only CallOrStart (submit) starts the per-user daemon when
-// neither answers.
+// system socket, then the user's own. When neither answers, CallOrStart (submit) starts the per-user
+// daemon; the other calls start it again only when its state still holds jobs (a crash, a reboot,
+// `gpulane daemon stop`: its queue resumes and its jobs are never reported missing; docs/user-daemon.md).
 //
 // Nothing is sent before the answering process is known to be root or the caller
 // (proto::CheckDaemonPeer), and a socket in the shared /tmp only inside the caller's own private
@@ -39,13 +40,23 @@ Result<double> SystemDaemonWaitS();
 /// is not the caller's private folder.
 Result<nlohmann::json> CallOrStart(nlohmann::json request, double timeout_s = 30);
 
-/// Like CallOrStart, but never starts a daemon: for commands that read or wait for existing jobs.
-/// nullopt when no daemon answers and none is installed (so no job exists); an installed system
-/// daemon is waited for as in CallOrStart, then kUnavailable. With `error_replies`, an error reply
-/// ("ok": false) is returned as it came instead of as an Error: for commands over several jobs,
-/// whose replies say job by job what failed ("failed").
+/// What a call does when no daemon answers and no system daemon is installed.
+enum class IfDown {
+  /// Start the user's own daemon again when its state (jobs.db) holds any job, or cannot be read
+  /// (the daemon's start says why); nullopt only when it holds none. For commands about jobs.
+  kStartWithJobs,
+  /// Start nothing: nullopt (doctor, shell completion, `daemon status`/`stop`).
+  kStartNone,
+};
+
+/// Like CallOrStart, but starts the per-user daemon only as `if_down` says: for commands that read
+/// or wait for existing jobs. nullopt when no daemon answers, none is installed and none was
+/// started (with kStartWithJobs: the user's state holds no job, so no job exists); an installed
+/// system daemon is waited for as in CallOrStart, then kUnavailable. With `error_replies`, an
+/// error reply ("ok": false) is returned as it came instead of as an Error: for commands over
+/// several jobs, whose replies say job by job what failed ("failed"). Errors: CallOrStart's.
 Result<std::optional<nlohmann::json>> CallIfRunning(nlohmann::json request, double timeout_s = 30,
-                                                    bool error_replies = false);
+                                                    bool error_replies = false, IfDown if_down = IfDown::kStartWithJobs);
 
 /// Receives the text of a streamed reply part by part, as it arrives; an error ends the call.
 using TextSink = std::function<Status(std::string_view)>;
@@ -57,8 +68,8 @@ using TextSink = std::function<Status(std::string_view)>;
 /// "stream") and `sink` is not called. Errors: as CallIfRunning, and `sink`'s.
 Result<std::optional<nlohmann::json>> StreamIfRunning(nlohmann::json request, const TextSink& sink, double timeout_s = 30);
 
-/// The error for job `id` ("12", "12_3") when no daemon runs and none is installed: kNotFound,
-/// "no job <id>" with why (no daemon, so nothing is queued).
+/// The error for job `id` ("12", "12_3") when no daemon runs, none is installed and the user's
+/// state holds no job: kNotFound, "no job <id>" with why (no daemon, so nothing is queued).
 Error NoJobWithoutDaemon(const std::string& id);
 /// The same for `what` ("no queued or running job matches --name x").
 Error NothingWithoutDaemon(const std::string& what);

@@ -18,7 +18,7 @@ namespace {
 
 // The caller's queued and running jobs' ids ("12", "12_3"): the first column of queue's table.
 void PrintJobIds() {
-  auto answer = CallIfRunning({{"op", "queue"}, {"all", false}, {"format", "table"}}, 2);
+  auto answer = CallIfRunning({{"op", "queue"}, {"all", false}, {"format", "table"}}, 2, false, IfDown::kStartNone);
   if (!answer || !*answer) return;
   const std::string table = (**answer).value("table", "");
   std::string_view rest = table;

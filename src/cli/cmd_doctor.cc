@@ -21,7 +21,9 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "exec/device_isolation.h"
+#include "daemon/paths.h"
 #include "lease/lease_dir.h"
+#include "store/job_counts.h"
 #include "util/config.h"
 #include "util/exit_codes.h"
 #include "util/strings.h"
@@ -120,15 +122,25 @@ void CheckLeaseDir(Report& report, const Config& config) {
 
 // Returns the answering daemon's mode ("system", "user"), "" when none answers.
 std::string CheckDaemon(Report& report) {
-  auto pong = CallIfRunning({{"op", "ping"}}, 5);
+  auto pong = CallIfRunning({{"op", "ping"}}, 5, false, IfDown::kStartNone);
   if (!pong) {
     report.Line(Level::kFail, "daemon: " + pong.error().message);
   } else if (!*pong) {
-    report.Line(Level::kOk, "daemon: none runs (status, pick and run need none; submit starts your own)");
+    const daemon::DaemonPaths user = daemon::UserPaths();
+    auto counts = store::CountJobs(user.state_dir + "/jobs.db");
+    if (counts && counts->unfinished == 0)
+      report.Line(Level::kOk, "daemon: none runs (status, pick and run need none; submit starts your own)");
+    else
+      report.Line(Level::kWarn, fmt::format("daemon: yours is not running and its state {} {}: the next gpulane command about "
+                                            "jobs (gpulane queue) starts it; gpulane daemon --user --install keeps it running",
+                                            user.state_dir, counts ? fmt::format("holds {} unfinished jobs", counts->unfinished)
+                                                                   : "cannot be read: " + counts.error().message));
   } else {
     const nlohmann::json& p = **pong;
-    report.Line(Level::kOk, fmt::format("daemon: the {} daemon (pid {}) answers, {} GPUs", p.value("mode", "?"),
-                                        p.value("pid", 0), p.value("gpus", 0)));
+    const nlohmann::json web = p.value("web", nlohmann::json::object());
+    report.Line(Level::kOk, fmt::format("daemon: the {} daemon (pid {}) answers, {} GPUs{}", p.value("mode", "?"),
+                                        p.value("pid", 0), p.value("gpus", 0),
+                                        web.contains("url") ? ", dashboard " + web.value("url", "") : ""));
     return p.value("mode", "");
   }
   return "";

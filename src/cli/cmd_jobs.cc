@@ -93,10 +93,11 @@ int RunHold(const std::vector<std::string>& all_words, bool hold) {
 // How long `wait` and `logs -f` wait for a daemon that went away to come back.
 constexpr auto kRestartPatience = std::chrono::minutes(10);
 
-// Calls the daemon (CallIfRunning: never starts one); when it goes away mid-call or, with
-// `answered_before` (it served this command already), does not answer, tries again every 0.5 s
-// for up to kRestartPatience, so that `wait` and `logs -f` outlive a daemon restart as the jobs
-// themselves do. The system daemon comes back by systemd, a per-user one with the next submit.
+// Calls the daemon (CallIfRunning: starts the user's own again while its state holds jobs); when
+// it goes away mid-call or, with `answered_before` (it served this command already), does not
+// answer, tries again every 0.5 s for up to kRestartPatience, so that `wait` and `logs -f` outlive
+// a daemon restart as the jobs themselves do. The system daemon comes back by systemd, a per-user
+// one by this very call.
 // Says once on stderr that it waits. Errors: CallIfRunning's; kUnavailable when it gave up.
 Result<std::optional<json>> CallSurvivingRestarts(const json& request, double timeout_s, bool answered_before) {
   const auto give_up = std::chrono::steady_clock::now() + kRestartPatience;
@@ -110,7 +111,7 @@ Result<std::optional<json>> CallSurvivingRestarts(const json& request, double ti
     if (std::chrono::steady_clock::now() > give_up)
       return MakeError(ErrorKind::kUnavailable, "the gpulane daemon went away and did not come back within 10 minutes");
     if (none_answers && !warned) {
-      Warn(reply ? "the gpulane daemon went away; waiting up to 10 minutes for it to come back (your next 'gpulane submit' starts it again)"
+      Warn(reply ? "the gpulane daemon went away; waiting up to 10 minutes for it to come back"
                  : "the gpulane system daemon went away; waiting up to 10 minutes for it to come back");
       warned = true;
     }

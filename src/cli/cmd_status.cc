@@ -20,7 +20,10 @@
 #include "lease/occupancy.h"
 #include "os/process_table.h"
 #include "render/status_view.h"
+#include "daemon/paths.h"
+#include "proto/call.h"
 #include "util/config.h"
+#include "util/terminal_text.h"
 #include "util/week_window.h"
 #include "sched/partition.h"
 #include "util/units.h"
@@ -34,7 +37,19 @@ struct StatusOptions {
   std::string watch;  // "" unless --watch; seconds as text
   bool watch_given = false;
   std::string color = "auto";
+  std::string dashboard_url;  // the answering daemon's (DashboardUrl); "" for none
 };
+
+// The dashboard of the first daemon that answers where snapshots are asked (the system daemon's,
+// else the user's own), as its ping says; "" when none answers or it serves none. Never starts or
+// waits for a daemon.
+std::string DashboardUrl() {
+  for (const auto& socket : daemon::SnapshotSockets()) {
+    auto pong = proto::CallExisting(socket, {{"op", "ping"}}, 2);
+    if (pong) return pong->value("web", nlohmann::json::object()).value("url", "");
+  }
+  return "";
+}
 
 volatile sig_atomic_t g_stop = 0;
 void OnStopSignal(int) { g_stop = 1; }
@@ -83,6 +98,7 @@ std::string Render(const GpuSnapshot& snapshot, const StatusContext& context, co
             "order, which CUDA uses with CUDA_DEVICE_ORDER=PCI_BUS_ID (nvml:N is nvidia-smi's number)\n";
   for (const auto& line : snapshot.warnings) text += "warning: " + line + "\n";  // the daemon's: its job store
   for (const auto& line : context.lease_warnings) text += "warning: " + EscapeForTerminal(line) + "\n";
+  if (!o.dashboard_url.empty()) text += "dashboard: " + EscapeForTerminal(o.dashboard_url) + "\n";
   // The machine's partitions, open or closed now (local time).
   if (auto config = LoadConfig(); config) {
     const double week_s = LocalWeekSeconds(std::time(nullptr));
@@ -99,7 +115,8 @@ void SleepUnlessStopped(double seconds) {
 }
 
 // Redraws every `interval_s` until a stop signal, or until `frames` were written (0: no limit).
-int Watch(GpuBackend& backend, const StatusOptions& o, double interval_s, long frames = 0) {
+int Watch(GpuBackend& backend, StatusOptions o, double interval_s, long frames = 0) {
+  if (!o.json) o.dashboard_url = DashboardUrl();
   struct sigaction sa {};
   sa.sa_handler = OnStopSignal;
   sigaction(SIGINT, &sa, nullptr);
@@ -146,7 +163,9 @@ int RunStatus(const StatusOptions& o) {
   auto snapshot = ReadAnnotated(**backend);
   if (!snapshot) return Fail(snapshot.error());
   TimingMark("snapshot");
-  std::string out = Render(*snapshot, MakeContext(*snapshot, true), o, UseColor(o.color));
+  StatusOptions shown = o;
+  if (!o.json) shown.dashboard_url = DashboardUrl();
+  std::string out = Render(*snapshot, MakeContext(*snapshot, true), shown, UseColor(o.color));
   TimingMark("rendered");
   std::fwrite(out.data(), 1, out.size(), stdout);
   return kExitOk;

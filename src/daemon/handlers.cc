@@ -362,7 +362,8 @@ void Daemon::HandleParsedRequest(Connection& c, const json& req) {
     CommitSubmissions();
   try {
     if (op == "ping") {
-      json pong = Ok({{"pid", getpid()}, {"mode", paths_.system ? "system" : "user"}, {"gpus", gpu_count_}});
+      json pong = Ok({{"pid", getpid()}, {"mode", paths_.system ? "system" : "user"}, {"gpus", gpu_count_},
+                      {"socket", paths_.socket}, {"web", WebInfo(web_.get())}});
       // The loop's turns since the last such ping, and the longest (bench/daemon_latency.py).
       if (req.value("loop_stats", false)) {
         pong["loop_turns"] = loop_turns_;

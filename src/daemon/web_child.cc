@@ -17,6 +17,8 @@
 
 #include <fmt/format.h>
 
+#include "util/web_config.h"
+
 namespace gpulane::daemon {
 namespace {
 
@@ -32,8 +34,10 @@ std::string Describe(int status) {
 // The child's side of the fork: async-signal-safe calls only (the daemon has threads), the
 // credentials changed by raw system calls (glibc's wrappers signal the other threads, which are
 // not in the child).
-[[noreturn]] void ExecChild(const WebChildSpec& spec, char* const* argv, char* const* envp, pid_t parent) {
+[[noreturn]] void ExecChild(const WebChildSpec& spec, char* const* argv, char* const* envp, pid_t parent, int url_fd) {
   for (int fd : spec.close_in_child) close(fd);
+  // --ready-fd 3: the pipe's write end there, kept across the exec (dup2 clears close-on-exec).
+  if (url_fd >= 0 && (url_fd == 3 ? fcntl(3, F_SETFD, 0) : dup2(url_fd, 3)) < 0) _exit(126);
   const int null_fd = open("/dev/null", O_RDONLY);
   if (null_fd >= 0) dup2(null_fd, 0);
   dup2(2, 1);  // its lines go to the daemon's log
@@ -55,14 +59,40 @@ std::string Describe(int status) {
 }  // namespace
 
 WebChild::WebChild(WebChildSpec spec, std::function<void(const std::string&)> log)
-    : spec_(std::move(spec)), log_(std::move(log)) {}
+    : spec_(std::move(spec)), log_(std::move(log)) {
+  listen_ = spec_.argv.size() > 2 ? spec_.argv[2] : "";
+}
 
 WebChild::~WebChild() { Stop(); }
 
+void WebChild::CloseUrlPipe() {
+  if (url_fd_ >= 0) close(url_fd_);
+  url_fd_ = -1;
+  url_read_.clear();
+}
+
+std::string WebChild::Url() {
+  while (url_fd_ >= 0 && url_read_.find('\n') == std::string::npos && url_read_.size() < 1024) {
+    char buf[256];
+    const ssize_t n = read(url_fd_, buf, sizeof buf);
+    if (n <= 0) break;  // nothing yet (EAGAIN), or it closed the pipe
+    url_read_.append(buf, static_cast<std::size_t>(n));
+  }
+  const auto end = url_read_.find('\n');
+  return pid_ >= 0 && end != std::string::npos ? url_read_.substr(0, end) : "";
+}
+
 void WebChild::Start(double now_s) {
   // Everything the child needs is made before the fork.
+  std::vector<std::string> args = spec_.argv;
+  int url_pipe[2] = {-1, -1};
+  CloseUrlPipe();
+  if (spec_.ask_url && pipe2(url_pipe, O_CLOEXEC) == 0) {
+    fcntl(url_pipe[0], F_SETFL, O_NONBLOCK);
+    args.insert(args.end(), {"--ready-fd", "3"});
+  }
   std::vector<char*> argv;
-  for (auto& a : spec_.argv) argv.push_back(a.data());
+  for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   // An environment of its own, not the daemon's; sanitizer settings pass (scripts/test-sanitizers.sh
   // collects every sanitized process's reports).
@@ -77,9 +107,13 @@ void WebChild::Start(double now_s) {
   if (child < 0) {
     log_(fmt::format("web: cannot start gpulane-web: fork: {}; trying again in {:g} s", std::strerror(errno), backoff_s_));
     restart_at_s_ = now_s + backoff_s_;
+    for (int fd : url_pipe)
+      if (fd >= 0) close(fd);
     return;
   }
-  if (child == 0) ExecChild(spec_, argv.data(), envp.data(), parent);
+  if (child == 0) ExecChild(spec_, argv.data(), envp.data(), parent, url_pipe[1]);
+  if (url_pipe[1] >= 0) close(url_pipe[1]);
+  url_fd_ = url_pipe[0];
   pid_ = child;
   started_s_ = now_s;
   restart_at_s_ = -1;
@@ -90,6 +124,7 @@ void WebChild::Start(double now_s) {
 void WebChild::Reaped(pid_t pid, int status, double now_s) {
   if (pid != pid_ || pid < 0) return;
   pid_ = -1;
+  CloseUrlPipe();
   backoff_s_ = now_s - started_s_ >= kStableRunS ? 1 : backoff_s_;
   restart_at_s_ = now_s + backoff_s_;
   log_(fmt::format("web: gpulane-web (pid {}) {}; starting it again in {:g} s", pid, Describe(status), backoff_s_));
@@ -102,6 +137,7 @@ void WebChild::Tick(double now_s) {
 
 void WebChild::Stop() {
   restart_at_s_ = -1;
+  CloseUrlPipe();
   if (pid_ < 0) return;
   kill(pid_, SIGTERM);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
@@ -116,9 +152,19 @@ void WebChild::Stop() {
   pid_ = -1;
 }
 
+nlohmann::json WebInfo(WebChild* web) {
+  if (!web) return {{"state", "off"}};
+  const std::string url = web->Url();
+  if (url.empty()) return {{"state", "starting"}, {"listen", web->listen()}};
+  return {{"state", "listening"}, {"url", url}};
+}
+
 std::unique_ptr<WebChild> MakeWebChild(const Config& config, const DaemonPaths& paths, const std::string& self_exe,
                                        std::vector<int> close_in_child, std::function<void(const std::string&)> log) {
-  if (config.web_listen == "off") return nullptr;
+  Config machine;  // the machine's file alone: its web.listen is the system daemon's
+  if (!paths.system) (void)LoadConfigFile(kMachineConfigFile, true, machine);
+  const std::string listen = WebListenFor(config, machine.web_listen, paths.system);
+  if (listen == "off") return nullptr;
   WebChildSpec spec;
   spec.exe = self_exe.substr(0, self_exe.rfind('/') + 1) + "gpulane-web";
   if (access(spec.exe.c_str(), X_OK) != 0) {
@@ -126,7 +172,7 @@ std::unique_ptr<WebChild> MakeWebChild(const Config& config, const DaemonPaths& 
                     "[web] listen = \"off\")", spec.exe));
     return nullptr;
   }
-  spec.argv = {"gpulane-web", "--listen", config.web_listen, "--socket", paths.socket};
+  spec.argv = {"gpulane-web", "--listen", listen, "--socket", paths.socket};
   if (config.web_show_commands) spec.argv.push_back("--show-commands");
   for (const auto& host : config.web_allowed_hosts) spec.argv.insert(spec.argv.end(), {"--allow-host", host});
   for (const auto& peer : config.web_peers) spec.argv.insert(spec.argv.end(), {"--peer", peer});
@@ -143,6 +189,7 @@ std::unique_ptr<WebChild> MakeWebChild(const Config& config, const DaemonPaths& 
     spec.gid = found->pw_gid;
   }
   spec.close_in_child = std::move(close_in_child);
+  spec.ask_url = true;
   return std::make_unique<WebChild>(std::move(spec), std::move(log));
 }
 

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +24,9 @@ struct WebChildSpec {
   uid_t uid = 0;
   gid_t gid = 0;
   std::vector<int> close_in_child;  ///< the daemon's descriptors closed before the exec (its lock)
+  /// Adds `--ready-fd 3` and reads from it the URL gpulane-web listens on once it has bound its
+  /// port (a port of 0 is the kernel's choice: only the child knows which).
+  bool ask_url = false;
 };
 
 class WebChild {
@@ -46,8 +50,18 @@ class WebChild {
   void Stop();
   /// Its pid; -1 while none runs.
   pid_t pid() const { return pid_; }
+  /// Where the running gpulane-web listens ("http://127.0.0.1:41235/"), as it said once bound; ""
+  /// while none runs or it has not said yet. Never blocks.
+  std::string Url();
+  /// The [web] listen address it was started with ("127.0.0.1:0").
+  const std::string& listen() const { return listen_; }
 
  private:
+  void CloseUrlPipe();
+
+  std::string listen_;
+  int url_fd_ = -1;        ///< the read end of the running child's --ready-fd, non-blocking
+  std::string url_read_;   ///< what came through it so far
   WebChildSpec spec_;
   std::function<void(const std::string&)> log_;
   pid_t pid_ = -1;
@@ -56,9 +70,15 @@ class WebChild {
   double restart_at_s_ = -1;  ///< < 0: no restart planned
 };
 
-/// The gpulane-web of a daemon with `config` on `paths`, whose own binary is `self_exe`; nullptr
-/// (logged) when web.listen is "off", gpulane-web is not next to `self_exe`, or the system
-/// daemon's user "nobody" does not exist. Not started yet.
+/// What `ping` says of a daemon's gpulane-web `web` (nullptr: none, docs/protocol.md): {"state":
+/// "off"} (web.listen "off", or gpulane-web cannot be run: the log says why), {"state": "listening",
+/// "url"}, or {"state": "starting", "listen"} (started, or to be restarted, and not listening yet).
+nlohmann::json WebInfo(WebChild* web);
+
+/// The gpulane-web of a daemon with `config` on `paths`, whose own binary is `self_exe`, on
+/// WebListenFor (a per-user daemon: a port of its own); nullptr (logged)
+/// when that is "off", gpulane-web is not next to `self_exe`, or the system daemon's user "nobody"
+/// does not exist. Not started yet.
 std::unique_ptr<WebChild> MakeWebChild(const Config& config, const DaemonPaths& paths, const std::string& self_exe,
                                        std::vector<int> close_in_child, std::function<void(const std::string&)> log);
 

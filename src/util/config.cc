@@ -36,7 +36,7 @@ Error Bad(const std::string& path, const toml::source_region& where, std::string
 // The files in order (docs/config.md), each on top of the one before.
 Result<Config> ReadConfigFiles() {
   Config config;
-  Status s = LoadConfigFile("/etc/gpulane/config.toml", true, config);
+  Status s = LoadConfigFile(kMachineConfigFile, true, config);
   if (!s.ok()) return s.error();
   std::string user_file;
   if (const char* explicit_file = std::getenv("GPULANE_CONFIG"); explicit_file && *explicit_file) {

@@ -43,6 +43,11 @@ bool IsPeerUrl(const std::string& url) {
   return true;
 }
 
+std::string WebListenFor(const Config& config, const std::string& machine_listen, bool system_daemon) {
+  if (system_daemon || config.web_listen != machine_listen || config.web_listen == "off") return config.web_listen;
+  return "127.0.0.1:0";
+}
+
 Status LoadWebTable(const std::string& path, const toml::table& web, Config& config) {
   for (auto&& [key, node] : web) {
     if (key == "listen") {

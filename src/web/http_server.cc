@@ -350,6 +350,16 @@ int Serve(const WebOptions& options, const std::string& static_dir) {
   fmt::print(stderr, "gpulane-web: listening on http://{}:{}/ (daemon {}, dashboard {})\n", shown, port, options.socket_path,
              static_dir.empty() ? "not built" : static_dir);
   std::fflush(stderr);
+  if (options.ready_fd >= 0) {
+    // A wildcard address: a name the Host check lets through (web.allowed_hosts), else loopback.
+    const bool wildcard = a.host == "0.0.0.0" || a.host == "::";
+    const std::string host = !wildcard ? shown : !options.allowed_hosts.empty() ? options.allowed_hosts.front()
+                                               : a.host == "::" ? "[::1]" : "127.0.0.1";
+    const std::string url = fmt::format("http://{}:{}/\n", host, port);
+    if (write(options.ready_fd, url.data(), url.size()) < 0)
+      fmt::print(stderr, "gpulane-web: cannot tell the daemon its URL: {}\n", std::strerror(errno));
+    close(options.ready_fd);
+  }
   loop.Run();
   pthread_kill(waiter.native_handle(), SIGTERM);  // stopped otherwise: end the waiter too
   waiter.join();

@@ -24,7 +24,8 @@ Result<WebOptions> ParseWebArgs(const std::vector<std::string>& args) {
       o.show_commands = true;
       continue;
     }
-    const bool takes_value = a == "--listen" || a == "--socket" || a == "--static" || a == "--allow-host" || a == "--peer";
+    const bool takes_value = a == "--listen" || a == "--socket" || a == "--static" || a == "--allow-host" || a == "--peer" ||
+                             a == "--ready-fd";
     if (!takes_value) return Bad(fmt::format("unknown argument '{}' (see gpulane-web --help)", a));
     if (i + 1 >= args.size()) return Bad(fmt::format("{} needs a value (see gpulane-web --help)", a));
     const std::string& v = args[++i];
@@ -33,6 +34,10 @@ Result<WebOptions> ParseWebArgs(const std::vector<std::string>& args) {
       if (!listen) return listen.error();
       o.listen = *listen;
       has_listen = true;
+    } else if (a == "--ready-fd") {
+      if (v.empty() || v.size() > 4 || v.find_first_not_of("0123456789") != std::string::npos || std::stoi(v) < 3)
+        return Bad(fmt::format("--ready-fd '{}': give a descriptor number of 3 or more", v));
+      o.ready_fd = std::stoi(v);
     } else if (a == "--socket") {
       o.socket_path = v;
     } else if (a == "--static") {
@@ -55,7 +60,7 @@ Result<WebOptions> ParseWebArgs(const std::vector<std::string>& args) {
 
 std::string WebUsage() {
   return "usage: gpulane-web --listen HOST:PORT --socket PATH [--static DIR] [--show-commands]\n"
-         "                   [--allow-host NAME]... [--peer URL]...\n"
+         "                   [--allow-host NAME]... [--peer URL]... [--ready-fd N]\n"
          "Serves /metrics (Prometheus) and the dashboard with its JSON API (/api/v1/...) from a gpulane\n"
          "daemon's socket, read-only (docs/web.md). The daemon starts it itself ([web] in docs/config.md).\n";
 }

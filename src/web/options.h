@@ -18,6 +18,9 @@ struct WebOptions {
   std::vector<std::string> allowed_hosts;  ///< --allow-host NAME: more Host header names to accept
   std::vector<std::string> peers;          ///< --peer URL: other gpulane servers the dashboard shows beside
   bool help = false;                       ///< --help: print the usage and exit 0
+  /// --ready-fd N: once listening, write "http://HOST:PORT/\n" there and close it (the daemon reads
+  /// its URL so: with port 0 only gpulane-web knows the port); -1: none.
+  int ready_fd = -1;
 };
 
 /// Parses gpulane-web's arguments (argv[0] excluded). Errors: kInvalidArgument, one line.

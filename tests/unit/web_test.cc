@@ -12,6 +12,7 @@
 #include "proto/telemetry_json.h"
 #include "util/config.h"
 #include "util/listen_address.h"
+#include "util/web_config.h"
 #include "web/api.h"
 #include "web/host_check.h"
 #include "web/options.h"
@@ -193,6 +194,23 @@ TEST(WebApi, ColumnsStraightFromPointsAreThoseOfTheirJson) {
   objects = json::array();
   for (const auto& p : points) objects.push_back(proto::PointToJson(p));
   EXPECT_EQ(proto::GpuPointsToColumns(points, {0, 1, 2}, fields), proto::PointsToColumns(objects, fields));
+}
+
+// Every user's daemon wanted the machine's port 9470 (issue 24): the second user's dashboard failed
+// in its log and the URL showed the first user's. A per-user daemon takes its own port unless the
+// user's own file names one.
+TEST(WebConfig, PerUserDaemonsNeverTakeTheMachinesPort) {
+  Config config;
+  const std::string fallback = config.web_listen;  // no machine file
+  EXPECT_EQ(WebListenFor(config, fallback, true), "127.0.0.1:9470");
+  EXPECT_EQ(WebListenFor(config, fallback, false), "127.0.0.1:0");
+  config.web_listen = "0.0.0.0:9470";  // the machine's file
+  EXPECT_EQ(WebListenFor(config, "0.0.0.0:9470", true), "0.0.0.0:9470");
+  EXPECT_EQ(WebListenFor(config, "0.0.0.0:9470", false), "127.0.0.1:0") << "the machine's address is the system daemon's";
+  config.web_listen = "off";
+  EXPECT_EQ(WebListenFor(config, "off", false), "off") << "the machine's file turns the web off for everyone";
+  config.web_listen = "127.0.0.1:9555";  // the user's own file
+  EXPECT_EQ(WebListenFor(config, fallback, false), "127.0.0.1:9555") << "the user's own choice, as written";
 }
 
 TEST(WebConfig, WebTableIsReadAndBadValuesNameKeyAndLine) {
