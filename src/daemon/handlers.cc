@@ -630,6 +630,12 @@ json Daemon::WithStoreWarnings(json reply) const {
                                    "daemon's log)",
                                    damaged.size() == 1 ? "" : "s", ids, damaged.size() == 1 ? "it is" : "they are"));
   }
+  // Fair share switched off for `gpulane run` (a lease directory it cannot publish in): said
+  // wherever the daemon's health is shown, not only in its log.
+  if (!share_error_.empty())
+    warnings.push_back(fmt::format("fair share is not published to the lease line ({}): `gpulane run` and lease() "
+                                   "wait in submission order until it is; see the daemon's log",
+                                   share_error_));
   if (!warnings.empty()) reply["warnings"] = std::move(warnings);
   return reply;
 }
