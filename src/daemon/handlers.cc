@@ -974,6 +974,8 @@ json Daemon::HandleLogs(const Peer& peer, const json& req) {
                               .null_device_ok = true});
   if (!file) {
     if (file.error().kind == ErrorKind::kNotFound) return nothing();
+    if (file.error().kind == ErrorKind::kPermission)  // the owner herself may not open it
+      return Err(ErrorKind::kPermission, fmt::format("cannot read {} as {}: {}", path, job->user, std::strerror(EACCES)));
     return Err(file.error().kind, fmt::format("cannot read the log of job {} as {}: {}", named->text, job->user,
                                               file.error().message));
   }

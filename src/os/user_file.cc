@@ -172,7 +172,7 @@ Result<UserFile> OpenAsUser(const std::string& path, std::optional<FileUser> as,
   }
   UserFile file(fd, st);
   if (!S_ISREG(st.st_mode) && !(rules.null_device_ok && file.null_device()))
-    return MakeError(ErrorKind::kUnsafe, fmt::format("{} is {}, not a regular file: gpulane opens only regular files for a user",
+    return MakeError(ErrorKind::kUnsafe, fmt::format("{} is not a regular file ({}): gpulane opens only regular files for a user",
                                                      path, KindOf(st.st_mode)));
   if (rules.owner && S_ISREG(st.st_mode) && st.st_uid != *rules.owner)
     return MakeError(ErrorKind::kUnsafe, fmt::format("{} belongs to uid {}, not to uid {} whose file it should be", path,
