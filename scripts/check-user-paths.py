@@ -28,6 +28,8 @@ PATH_CALL = re.compile(
 STATE = "the daemon's own state folder (root's, 0700; the user's own for a per-user daemon), never a user's path"
 OWN = "a fixed path of the system, not one a user names"
 CHILD = "in the job's forked child after it became the job's user (PrepareChild): the user's own rights"
+ISOLATION = ("device isolation (exec/device_isolation): /dev and /proc/driver/nvidia entries, system paths, in the "
+             "job's own mount namespace before it runs")
 ADMIN = "a path from the admin's config or the daemon's own paths (daemon/paths.h), not a user's"
 
 # file (relative to src/) -> [(a fragment of the line, why it is not a user's path)]
@@ -87,6 +89,17 @@ ALLOWED = {
     "daemon/web_child.cc": [
         ('open("/dev/null"', OWN),
         ("access(spec.exe.c_str(), X_OK)", ADMIN + ": gpulane-web beside the daemon's own binary"),
+    ],
+    "exec/device_isolation.cc": [
+        ("opendir(dir.c_str())", ISOLATION),
+        ("fstatat(dirfd(d), e->d_name", ISOLATION),
+        ("std::ifstream in(path)", ISOLATION + ": the driver's params and nvidia-caps/mig-minors"),
+        ("mkdir(path, 0555)", ISOLATION),
+        ("open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0444)", ISOLATION + ": a mount point on its tmpfs"),
+        ("open(plan.proc_kept[i].path.c_str()", ISOLATION),
+        ("open(plan.gpus_kept[i].c_str()", ISOLATION),
+        ("mkdir(plan.gpus_dir.c_str(), 0555)", ISOLATION),
+        ("open(plan.params_path.c_str()", ISOLATION + ": on its tmpfs"),
     ],
     "exec/job_runner.cc": [
         ("opendir(task_dir.c_str())", OWN + ": /proc/<pid>/task"),
