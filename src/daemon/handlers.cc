@@ -3,10 +3,7 @@
 #include <fcntl.h>
 #include <pwd.h>
 #include <signal.h>
-#include <grp.h>
-#include <sys/fsuid.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,6 +26,7 @@
 #include "render/queue_table.h"
 #include "render/share_table.h"
 #include "os/process_table.h"
+#include "os/user_file.h"
 #include "os/user_groups.h"
 #include "sched/user_limits.h"
 #include "store/job_id.h"
@@ -280,41 +278,6 @@ Result<QueueSelection> SelectForQueue(const json& req, store::JobStore& store, c
     for (const auto& entry : active) selection.ids.push_back(entry.first);
   }
   return selection;
-}
-
-// Opens `path` read-only, O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, with the file-system rights of the
-// owner of `job` (a daemon running as root takes the owner's uid, gid and groups for the open
-// alone: setfsuid, setfsgid, setgroups; the loop has no other thread that opens files). Returns the
-// descriptor, or -1 with errno set.
-int OpenAsOwner(const std::string& path, const Job& job) {
-  constexpr int kFlags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
-  if (geteuid() != 0 || job.uid == 0) return open(path.c_str(), kFlags);
-  gid_t groups[256];
-  int count = 256;
-  if (getgrouplist(job.user.c_str(), job.gid, groups, &count) < 0) {  // more than 256: the primary group alone
-    groups[0] = job.gid;
-    count = 1;
-  }
-  std::vector<gid_t> saved(static_cast<std::size_t>(std::max(getgroups(0, nullptr), 0)));
-  if (getgroups(static_cast<int>(saved.size()), saved.data()) < 0) saved.clear();
-  if (setgroups(static_cast<std::size_t>(count), groups) != 0) {
-    errno = EPERM;
-    return -1;
-  }
-  const int old_gid = setfsgid(job.gid);
-  const int old_uid = setfsuid(job.uid);
-  // setfsuid answers the previous id whatever happens: check that it took.
-  const bool switched = setfsuid(job.uid) == static_cast<int>(job.uid);
-  int fd = -1, err = EPERM;
-  if (switched) {
-    fd = open(path.c_str(), kFlags);
-    err = errno;
-  }
-  setfsuid(static_cast<uid_t>(old_uid));
-  setfsgid(static_cast<gid_t>(old_gid));
-  if (setgroups(saved.size(), saved.data()) != 0) std::abort();  // root's groups could not be restored: stop, not carry on as someone else
-  errno = err;
-  return fd;
 }
 
 }  // namespace
@@ -672,6 +635,12 @@ json Daemon::WithStoreWarnings(json reply) const {
                                    "daemon's log)",
                                    damaged.size() == 1 ? "" : "s", ids, damaged.size() == 1 ? "it is" : "they are"));
   }
+  // Fair share switched off for `gpulane run` (a lease directory it cannot publish in): said
+  // wherever the daemon's health is shown, not only in its log.
+  if (!share_error_.empty())
+    warnings.push_back(fmt::format("fair share is not published to the lease line ({}): `gpulane run` and lease() "
+                                   "wait in submission order until it is; see the daemon's log",
+                                   share_error_));
   if (!warnings.empty()) reply["warnings"] = std::move(warnings);
   return reply;
 }
@@ -1005,29 +974,24 @@ json Daemon::HandleLogs(const Peer& peer, const json& req) {
   if (path.empty()) return nothing();
   // Opened with the owner's rights (never root's: a path the owner names may lead anywhere), never
   // through a final symlink, never blocking (a FIFO), never becoming the daemon's terminal; and
-  // read only when it is a regular file the job's owner owns.
-  int fd = OpenAsOwner(path, *job);
-  if (fd < 0) {
-    if (errno == ENOENT) return nothing();
-    return Err(errno == EACCES || errno == EPERM ? ErrorKind::kPermission : ErrorKind::kIo,
-               fmt::format("cannot read {} as {}: {}", path, job->user, std::strerror(errno)));
+  // read only when it is a regular file the job's owner owns (os/user_file.h).
+  auto file = os::OpenAsUser(path, os::ActingFor(job->uid, job->gid),
+                             {.access = os::UserFileAccess::kRead,
+                              .owner = job->uid == 0 ? std::nullopt : std::optional<std::uint32_t>(job->uid),
+                              .null_device_ok = true});
+  if (!file) {
+    if (file.error().kind == ErrorKind::kNotFound) return nothing();
+    if (file.error().kind == ErrorKind::kPermission)  // the owner herself may not open it
+      return Err(ErrorKind::kPermission, fmt::format("cannot read {} as {}: {}", path, job->user, std::strerror(EACCES)));
+    return Err(file.error().kind, fmt::format("cannot read the log of job {} as {}: {}", named->text, job->user,
+                                              file.error().message));
   }
-  struct stat st {};
-  const bool null_device = fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3);
-  if (null_device) {  // -o /dev/null: the output was thrown away
-    close(fd);
-    return nothing();
-  }
-  if (!S_ISREG(st.st_mode) || (st.st_uid != job->uid && job->uid != 0)) {
-    close(fd);
-    return Err(ErrorKind::kUnsafe, fmt::format("{} is not a regular file owned by {}", path, job->user));
-  }
-  const std::uint64_t size = std::min<std::uint64_t>(static_cast<std::uint64_t>(st.st_size), end.value_or(UINT64_MAX));
+  if (file->null_device()) return nothing();  // -o /dev/null: the output was thrown away
+  const std::uint64_t size = std::min<std::uint64_t>(file->size_bytes(), end.value_or(UINT64_MAX));
   const std::uint64_t from = start + offset;
-  std::string data(std::min<std::uint64_t>(4u << 20, size > from ? size - from : 0), '\0');
-  ssize_t n = data.empty() ? 0 : pread(fd, data.data(), data.size(), static_cast<off_t>(from));
-  close(fd);
-  data.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+  auto read = os::ReadAt(*file, from, std::min<std::uint64_t>(4u << 20, size > from ? size - from : 0));
+  if (!read) return Err(ErrorKind::kIo, fmt::format("cannot read {}: {}", path, read.error().message));
+  std::string data = std::move(read).value();
   // The output is bytes, and a 4 MiB part may end inside a character: {"b64": ...} unless UTF-8.
   return Ok({{"data", BytesToJson(data)}, {"offset", offset + data.size()}, {"finished", finished}, {"path", BytesToJson(path)}});
 }

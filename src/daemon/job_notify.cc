@@ -8,6 +8,7 @@
 
 #include "daemon/paths.h"
 #include "exec/notify.h"
+#include "os/user_file.h"
 #include "proto/call.h"
 
 namespace gpulane::daemon {
@@ -21,7 +22,9 @@ exec::NotifyEvent EventOf(const NotifiedJob& job, const std::string& event, cons
   e.user = job.user;
   e.state = state;
   e.message = message;
-  e.log_tail = exec::LogTail(job.log_path);
+  // Read with the job's user's rights, never root's: the job may have swapped its log for anything.
+  const std::optional<os::FileUser> as = job.uid && job.gid ? os::ActingFor(*job.uid, *job.gid) : std::nullopt;
+  e.log_tail = exec::LogTail(job.log_path, as, job.uid ? std::optional<std::uint32_t>(*job.uid) : std::nullopt);
   return e;
 }
 

@@ -229,12 +229,13 @@ void Daemon::ShareWithLeaseLine() {
   if (published_shares_ && now - published_mono_s_ < lease::kLineSharesRefreshS &&
       !lease::LineSharesDiffer(*published_shares_, shares))
     return;
-  if (Status s = line_dir_->PublishLineShares(shares); !s.ok()) {
-    // Not the directory's owner: never will be (logged once). Anything else (a full /run): tried
-    // again next tick, logged when the reason changes.
-    if (s.error().message != std::exchange(share_error_, s.error().message))
-      Log(fmt::format("fair share: {}; `gpulane run` waits in submission order", s.error().message));
-    if (s.error().kind == ErrorKind::kPermission) line_dir_.reset();
+  if (Status published = line_dir_->PublishLineShares(shares); !published.ok()) {
+    // Not the directory's owner: never will be (logged once). Anything else (a full /run, a name
+    // taken by something it could not clear): tried again next tick, logged when the reason
+    // changes, and shown by `gpulane status` (WithStoreWarnings) until a publish succeeds.
+    const std::string& why = published.error().message;
+    if (why != std::exchange(share_error_, why)) Log(fmt::format("fair share: {}; `gpulane run` waits in submission order", why));
+    if (published.error().kind == ErrorKind::kPermission) line_dir_.reset();
     return;
   }
   share_error_.clear();

@@ -20,6 +20,7 @@
 #include "exec/job_log.h"
 #include "exec/leased_job.h"
 #include "daemon/job_notify.h"
+#include "os/user_file.h"
 #include "proto/snapshot_source.h"
 #include "proto/telemetry_json.h"
 #include "telemetry/job_usage.h"
@@ -53,11 +54,12 @@ lease::WaitRequest MakeRequest(const store::Job& job, const Config& config) {
   return w;
 }
 
-// The size of the regular file `path` (never followed through a symlink), or none.
-std::optional<std::uint64_t> FileSize(const std::string& path) {
-  struct stat st {};
-  if (path.empty() || lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
-  return static_cast<std::uint64_t>(st.st_size);
+// The size of the job's log `path` when it is a regular file of the job's user, looked at with
+// that user's rights (never through a symlink: os/user_file.h), or none.
+std::optional<std::uint64_t> LogSize(const std::string& path, const store::Job& job) {
+  auto file = os::OpenAsUser(path, os::ActingFor(job.uid, job.gid), {.access = os::UserFileAccess::kStat});
+  if (!file) return std::nullopt;
+  return file->size_bytes();
 }
 
 // A progress note (waiting, the job's logs): when it cannot be written the daemon keeps showing the
@@ -170,7 +172,7 @@ NotifiedJob NotifiedOf(const store::Job& job, const store::JobLogs& logs) {
   return n;
 }
 
-void RecordOutcome(const Result<exec::LeasedJobOutcome>& outcome, sched::Preemptible preemptible, SupervisorStatus& status) {
+void RecordOutcome(const Result<exec::LeasedJobOutcome>& outcome, const store::Job& job, SupervisorStatus& status) {
   if (!outcome) {
     status.reason = outcome.error().message;
     status.start_failed = true;
@@ -183,8 +185,8 @@ void RecordOutcome(const Result<exec::LeasedJobOutcome>& outcome, sched::Preempt
     return;
   }
   const exec::JobOutcome& ran = *outcome->job;
-  status.logs.stdout_end = FileSize(status.logs.stdout_path);  // this job's part of an appended file ends here
-  status.logs.stderr_end = FileSize(status.logs.stderr_path);
+  status.logs.stdout_end = LogSize(status.logs.stdout_path, job);  // this job's part of an appended file ends here
+  status.logs.stderr_end = LogSize(status.logs.stderr_path, job);
   status.exit_code = ran.exit_code;
   status.timed_out = ran.timed_out;
   status.start_failed = ran.exec_failed;
@@ -195,7 +197,7 @@ void RecordOutcome(const Result<exec::LeasedJobOutcome>& outcome, sched::Preempt
   }
   if (outcome->preempted) {
     status.preempted = true;
-    status.requeue = preemptible == sched::Preemptible::kRequeue;
+    status.requeue = job.spec.request.preemptible == sched::Preemptible::kRequeue;
     status.reason = *outcome->preempted;
   }
   if (outcome->memory_overuse) {  // failed, with gpulane's code for it: the job's own status is a SIGTERM's
@@ -317,7 +319,7 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
   // a failure before the job's start (no fork) is recorded as this job's failure to start.
   if (!outcome && status.phase == "running" && !running_recorded) return 1;
   if (outcome && outcome->job && !outcome->job->exec_failed) AppendUsageLine(*job, status.logs, outcome->lease_name);
-  RecordOutcome(outcome, job->spec.request.preemptible, status);
+  RecordOutcome(outcome, *job, status);
   const int rc = Finish(files, status);
   if (job->spec.notify && outcome && outcome->job) {
     exec::JobOutcome ended = *outcome->job;

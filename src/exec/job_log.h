@@ -9,7 +9,7 @@
 namespace gpulane::exec {
 
 /// Appends "gpulane: warning: <line>\n" to the job's log `path` with the rights of `uid`/`gid`
-/// (when given and this process is root: setfsuid/setfsgid for the open only), never creating it,
+/// (when given and this process is root: os::AppendAsUser, the job's user's rights), never creating it,
 /// never through a final symlink, never blocking and only into a regular file that `uid` owns.
 /// Errors: kIo naming the file and why.
 Status AppendWarningToLog(const std::string& path, std::optional<std::uint32_t> uid, std::optional<std::uint32_t> gid,

@@ -26,6 +26,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "os/user_file.h"
 #include "util/terminal_text.h"
 
 namespace gpulane::exec {
@@ -84,8 +85,9 @@ int DecodeStatus(int status) {
   return 1;
 }
 
-// Looks argv[0] up in the PATH of the job's environment, as execvp would in that environment.
-std::string Resolve(const std::string& name, const std::vector<std::string>& env) {
+// Looks argv[0] up in the PATH of the job's environment, as execvp would in that environment and
+// with the rights of the job's user `as` (os/user_file.h: never root's for a root supervisor).
+std::string Resolve(const std::string& name, const std::vector<std::string>& env, std::optional<os::FileUser> as) {
   if (name.find('/') != std::string::npos) return name;
   std::string path = "/usr/local/bin:/usr/bin:/bin";
   for (const auto& kv : env)
@@ -95,8 +97,8 @@ std::string Resolve(const std::string& name, const std::vector<std::string>& env
   std::string fallback;
   while (std::getline(dirs, dir, ':')) {
     std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
-    if (fallback.empty() && access(candidate.c_str(), F_OK) == 0) fallback = candidate;
+    if (os::AccessibleAsUser(candidate, as, X_OK)) return candidate;
+    if (fallback.empty() && os::AccessibleAsUser(candidate, as, F_OK)) fallback = candidate;
   }
   return fallback.empty() ? name : fallback;
 }
@@ -415,7 +417,8 @@ Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>&
 
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return MakeError(ErrorKind::kIo, "cannot create a pipe");
-  const std::string program = Resolve(spec.argv.front(), spec.env);
+  const std::string program =
+      Resolve(spec.argv.front(), spec.env, spec.uid && spec.gid ? os::ActingFor(*spec.uid, *spec.gid) : std::nullopt);
   std::vector<char*> argv, envp;
   for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);

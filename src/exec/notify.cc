@@ -12,7 +12,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -104,16 +103,15 @@ std::vector<std::string> CommandEnvironment(const NotifyEvent& e) {
   return env;
 }
 
-std::string LogTail(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  const std::streamoff from = std::max<std::streamoff>(0, size - static_cast<std::streamoff>(kLogTailBytes));
-  in.seekg(from);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (from > 0)
-    if (auto nl = text.find('\n'); nl != std::string::npos) text.erase(0, nl + 1);  // from a whole line on
+std::string LogTail(const std::string& path, std::optional<os::FileUser> as, std::optional<std::uint32_t> owner) {
+  // One byte more than is kept: whether the tail starts inside a line.
+  auto tail = os::ReadTailAsUser(path, as, owner, kLogTailBytes + 1);
+  if (!tail) return "";
+  std::string text = std::move(tail).value();
+  if (text.size() > kLogTailBytes) {  // from a whole line on
+    const auto nl = text.find('\n');
+    text.erase(0, nl == std::string::npos ? 1 : nl + 1);
+  }
   return text;
 }
 

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "os/user_file.h"
 #include "util/notify_target.h"
 #include "util/result.h"
 
@@ -40,8 +41,10 @@ std::string WebhookBody(const NotifyEvent& e, const std::string& format);
 /// GPULANE_MESSAGE, GPULANE_LOG_TAIL.
 std::vector<std::string> CommandEnvironment(const NotifyEvent& e);
 
-/// The last lines of file `path`, at most kLogTailBytes, from a whole line on ("" when unreadable).
-std::string LogTail(const std::string& path);
+/// The last lines of the job's log `path`, at most kLogTailBytes, from a whole line on; "" when it
+/// is not a regular file of `owner` (when given) that `as` may read (os::ReadTailAsUser: a log
+/// swapped for a symlink, a FIFO or a device gives nothing, and never blocks).
+std::string LogTail(const std::string& path, std::optional<os::FileUser> as, std::optional<std::uint32_t> owner);
 
 /// Sends `e` to `target` from a detached process and returns at once. As root, that process becomes
 /// `uid`/`gid` (with the user's groups) before anything else. The webhook goes through curl

@@ -474,6 +474,41 @@ std::optional<sched::LineShares> LeaseDir::ReadLineShares(double now_s, std::str
   return shares;
 }
 
+namespace {
+
+// Renames the written `tmp` in lease directory `dir_fd` (`path`) to kLineSharesFile.
+Status PlaceLineShares(int dir_fd, const std::string& path, const std::string& tmp) {
+  // A rename replaces any file of that name, but not a folder: `mkdir fair-share.json` by anyone
+  // (the directory is 1777) would make every publish fail (EISDIR) and switch fair share off. The
+  // owner swaps such a thing with the new file at once (RENAME_EXCHANGE: atomic, so the name never
+  // goes missing meanwhile), then removes it when it is an empty folder, else leaves it under a
+  // name nobody reads. A few tries: it may vanish or come back between two calls.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    if (renameat(dir_fd, tmp.c_str(), dir_fd, kLineSharesFile) == 0) return Status::Ok();
+    if (errno != EISDIR && errno != ENOTEMPTY && errno != EEXIST) break;
+    if (renameat2(dir_fd, tmp.c_str(), dir_fd, kLineSharesFile, RENAME_EXCHANGE) != 0) {
+      if (errno == ENOENT) continue;  // gone meanwhile: a plain rename again
+      break;
+    }
+    if (unlinkat(dir_fd, tmp.c_str(), AT_REMOVEDIR) != 0) {  // not empty (or no folder): kept, under a name nobody reads
+      const std::string aside = fmt::format(".refused-{}-{}", kLineSharesFile, RandomHex().substr(0, 8));
+      renameat2(dir_fd, tmp.c_str(), dir_fd, aside.c_str(), RENAME_NOREPLACE);
+    }
+    return Status::Ok();
+  }
+  const int why = errno;
+  unlinkat(dir_fd, tmp.c_str(), 0);
+  struct stat st {};
+  if (fstatat(dir_fd, kLineSharesFile, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
+    return MakeError(ErrorKind::kIo, fmt::format("cannot publish {} in lease directory {}: something that is not a "
+                                                 "regular file (of uid {}) keeps its name: {}",
+                                                 kLineSharesFile, path, st.st_uid, std::strerror(why)));
+  return MakeError(ErrorKind::kIo, fmt::format("cannot write {} in lease directory {}: {}", kLineSharesFile, path,
+                                               std::strerror(why)));
+}
+
+}  // namespace
+
 Status LeaseDir::PublishLineShares(const sched::LineShares& shares) const {
   struct stat dir_st {};
   if (fstat(dir_fd_, &dir_st) != 0 || dir_st.st_uid != geteuid())
@@ -489,13 +524,12 @@ Status LeaseDir::PublishLineShares(const sched::LineShares& shares) const {
   const bool ok = fchmod(fd, 0644) == 0 && write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
   const int err = errno;
   close(fd);
-  if (!ok || renameat(dir_fd_, tmp.c_str(), dir_fd_, kLineSharesFile) != 0) {
-    const int why = ok ? errno : err;
+  if (!ok) {
     unlinkat(dir_fd_, tmp.c_str(), 0);
     return MakeError(ErrorKind::kIo, fmt::format("cannot write {} in lease directory {}: {}", kLineSharesFile, path_,
-                                                 std::strerror(why)));
+                                                 std::strerror(err)));
   }
-  return Status::Ok();
+  return PlaceLineShares(dir_fd_, path_, tmp);
 }
 
 void LeaseDir::RemoveLineShares() const {
