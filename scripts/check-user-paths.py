@@ -34,6 +34,10 @@ ADMIN = "a path from the admin's config or the daemon's own paths (daemon/paths.
 
 # file (relative to src/) -> [(a fragment of the line, why it is not a user's path)]
 ALLOWED = {
+    "exec/command_check.cc": [
+        ("stat(path.c_str(), &st)", "called only by `gpulane run` and `submit` (cli/), in the user's own process with her own rights"),
+        ("access(path.c_str(), X_OK)", "called only by `gpulane run` and `submit` (cli/), in the user's own process with her own rights"),
+    ],
     "daemon/daemon.cc": [
         ("mkdir(partial.c_str()", ADMIN + ": the daemon's folders"),
         ('open("/dev/null"', OWN),

@@ -77,7 +77,7 @@ TEST(ArgvBytes, RunGivesTheJobTheExactBytes) {
   // A command that cannot run is named visibly, on one error line.
   RunResult missing = RunGpulane({"run", "-q", "--", "/nonexistent/" + kBytes}, machine.env());
   EXPECT_EQ(missing.exit_code, 127);
-  EXPECT_EQ(missing.err, "gpulane: error: cannot run '/nonexistent/\\xff\\xfe': No such file or directory\n");
+  EXPECT_EQ(missing.err, "gpulane: error: cannot run '/nonexistent/\\xff\\xfe': no such file\n");
 }
 
 }  // namespace

@@ -235,12 +235,12 @@ TEST(DaemonCancel, ByNameAndByUser) {
   const std::int64_t a2 = d.Submit({"--hold", "--name", "alpha", "--", "true"});
   RunResult r = d.Gpulane({"cancel", "--name", "alpha"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, fmt::format("{}\n{}\n", a1, a2));
+  EXPECT_EQ(r.out, fmt::format("cancelled job {}\ncancelled job {}\n", a1, a2));
   EXPECT_EQ(d.State(b), "held");
   const std::int64_t c = d.Submit({"--hold", "--name", "gamma", "--", "true"});
   RunResult mine = d.Gpulane({"cancel", "--user", Me()});
   EXPECT_EQ(mine.exit_code, 0) << mine.err;
-  EXPECT_EQ(mine.out, fmt::format("{}\n{}\n", b, c));
+  EXPECT_EQ(mine.out, fmt::format("cancelled job {}\ncancelled job {}\n", b, c));
   EXPECT_EQ(d.Queue().size(), 0u);
 }
 

@@ -151,14 +151,14 @@ TEST(DaemonExitCodes, SomeJobsFailingMeansWarningsTheOthersDoneAndTheFirstFailur
   const Jobs j = SubmitOneOfEach(d, gate);
   const std::string run = Id(j.running), pend = Id(j.pending), held = Id(j.held), done = Id(j.done), arr = Id(j.array);
   // cancel: the held job is cancelled, the unknown one warned about.
-  EXPECT_TRUE(IsPartialFailure(d.Gpulane({"cancel", held, "999"}), 8, held + "\n", {"no job 999"}));
+  EXPECT_TRUE(IsPartialFailure(d.Gpulane({"cancel", held, "999"}), 8, "cancelled job " + held + "\n", {"no job 999"}));
   EXPECT_EQ(d.State(j.held), "cancelled");
   // hold: the unknown id comes first, then the held job; the pending one is held.
-  EXPECT_TRUE(IsPartialFailure(d.Gpulane({"hold", "998", pend, held}), 8, "",
+  EXPECT_TRUE(IsPartialFailure(d.Gpulane({"hold", "998", pend, held}), 8, "held job " + pend + "\n",
                                {"no job 998", fmt::format("job {} has already ended (cancelled)", held)}));
   EXPECT_EQ(d.State(j.pending), "held");
   // release: the first failure is the wrong state (12), though an unknown id follows.
-  EXPECT_TRUE(IsPartialFailure(d.Gpulane({"release", run, pend + "," + "997"}), 12, "",
+  EXPECT_TRUE(IsPartialFailure(d.Gpulane({"release", run, pend + "," + "997"}), 12, "released job " + pend + "\n",
                                {fmt::format("job {} is running, not held", run), "no job 997"}));
   EXPECT_EQ(d.State(j.pending), "pending");
   // wait: the unknown id is reported at once; the job is waited for.
@@ -180,7 +180,7 @@ TEST(DaemonExitCodes, SomeJobsFailingMeansWarningsTheOthersDoneAndTheFirstFailur
                          {fmt::format("job {} has already ended", done), "no job 995"}));
   // cancel with ids and a name that matches nothing: the name is a failure too.
   const std::int64_t extra = d.Submit({"--hold", "--", "true"});
-  EXPECT_TRUE(IsPartialFailure(d.Gpulane({"cancel", Id(extra), "--name", "nosuch"}), 8, Id(extra) + "\n",
+  EXPECT_TRUE(IsPartialFailure(d.Gpulane({"cancel", Id(extra), "--name", "nosuch"}), 8, "cancelled job " + Id(extra) + "\n",
                                {"no queued or running job matches --name nosuch"}));
   Touch(gate);
   ASSERT_EQ(d.Gpulane({"wait", run}).exit_code, 0);
@@ -222,7 +222,7 @@ TEST(DaemonExitCodes, AnotherUsersJobIs9) {
   EXPECT_EQ(d.GpulaneAs(b, {"wait", Id(done)}).exit_code, 0) << "and wait for it";
   // B's own job next to A's: B's is cancelled, A's refused with a warning, exit 9.
   const std::int64_t mine = submit_as(b, {"--hold", "--", "true"});
-  EXPECT_TRUE(IsPartialFailure(d.GpulaneAs(b, {"cancel", Id(mine), Id(held)}), 9, Id(mine) + "\n",
+  EXPECT_TRUE(IsPartialFailure(d.GpulaneAs(b, {"cancel", Id(mine), Id(held)}), 9, "cancelled job " + Id(mine) + "\n",
                                {fmt::format("job {} belongs to {}", held, a.name)}));
   EXPECT_EQ(d.State(held), "held");
   EXPECT_EQ(d.State(std::stoll(arr)), "held");

@@ -2,6 +2,7 @@
 // that fails runs again (GPULANE_RETRY = its attempt), up to N times, never after a cancel or a
 // timeout; show lists every attempt, queue says "retry 1/3", the logs get a line per retry, an
 // --after dependant waits for the final outcome, and a daemon restart keeps the attempts.
+#include <fstream>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -86,7 +87,13 @@ TEST(DaemonRetry, AJobThatAlwaysFailsEndsFailedAfterItsLastRetry) {
 
 TEST(DaemonRetry, ACommandThatCouldNotStartIsRetriedAsAFailure) {
   TestDaemon d;
-  const std::int64_t id = d.Submit({"--retry", "1", "--", "./no-such-command"});
+  // It exists when submitted (submit refuses a command it cannot find) and is gone when it starts.
+  const fs::path program = d.work() / "no-such-command";
+  { std::ofstream(program) << "#!/bin/sh\n"; }
+  fs::permissions(program, fs::perms::owner_all);
+  const std::int64_t id = d.Submit({"--hold", "--retry", "1", "--", "./no-such-command"});
+  fs::remove(program);
+  ASSERT_EQ(d.Gpulane({"release", Id(id)}).exit_code, 0);
   RunResult wait = d.Gpulane({"wait", Id(id)}, {}, 60);
   EXPECT_EQ(wait.exit_code, 127) << wait.out << wait.err;
   json shown = d.Show(id);

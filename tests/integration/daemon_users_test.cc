@@ -120,7 +120,7 @@ TEST_F(DaemonUsers, CancelByNameTakesOnlyTheCallersOwnJobs) {
   const std::int64_t other_b = SubmitAs(b_, {"--hold", "--name", "other", "--", "true"});
   RunResult r = d.GpulaneAs(b_, {"cancel", "--name", "shared-name"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, Id(of_b) + "\n");
+  EXPECT_EQ(r.out, "cancelled job " + Id(of_b) + "\n");
   EXPECT_EQ(r.err, "") << "A's job of that name is not B's business";
   EXPECT_EQ(d.State(of_a), "held");
   EXPECT_EQ(d.State(other_b), "held");
@@ -128,7 +128,7 @@ TEST_F(DaemonUsers, CancelByNameTakesOnlyTheCallersOwnJobs) {
   // Root's --name takes every user's jobs of that name.
   const std::int64_t again_b = SubmitAs(b_, {"--hold", "--name", "shared-name", "--", "true"});
   RunResult root = d.Gpulane({"cancel", "--name", "shared-name"});
-  EXPECT_EQ(root.out, fmt::format("{}\n{}\n", of_a, again_b));
+  EXPECT_EQ(root.out, fmt::format("cancelled job {}\ncancelled job {}\n", of_a, again_b));
 }
 
 TEST_F(DaemonUsers, UserCannotCancelAnotherUsersRunningJob) {

@@ -807,12 +807,14 @@ TEST(PickRunAgree, OnlyPickWarnsAboutGarbageInCudaVisibleDevices) {
 
 // Found by this test: LeaseDir::CreateTicket numbered a new ticket max(now, seq + 1) over the live
 // tickets, and seq + 1 wrapped to 0 for a ticket at the largest seq, so run's ticket went ahead of
-// it while pick's newcomer stood behind it. Tickets past lease::kMaxTicketSeq are no tickets now.
-TEST(PickRunAgree, ATicketWithASeqGpulaneNeverWritesIsIgnoredByBoth) {
+// it while pick's newcomer stood behind it. Tickets past lease::kMaxTicketSeq are unreadable: since
+// issue 23 (item 2) an unreadable ticket whose holder lives stands in line for every GPU it names,
+// all of them when it names none (unknown is not free), and both pick and run say so.
+TEST(PickRunAgree, ATicketWithASeqGpulaneNeverWritesIsUnreadableAndHoldsEveryGpuForBoth) {
   Scenario s;
   s.state = Machine({Total(), Total() - 10 * kGiB});
   s.tickets = {{TicketOf(1, 0, std::numeric_limits<std::uint64_t>::max())}};
-  EXPECT_TRUE(BothGrant(s, "0")) << "a seq past the year 2116 is no ticket (it wrapped run's own ticket ahead of it)";
+  EXPECT_TRUE(BothRefuse(s, 5, "GPU0: leased by")) << "a seq past the year 2116 is an unreadable ticket, held against every GPU";
 }
 
 // Found by this test: pick read the lease directory only when it opened safely and answered

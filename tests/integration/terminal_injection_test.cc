@@ -230,7 +230,10 @@ TEST(TerminalInjection, JobNameCommandAndReasonAreEscapedInQueueAndShowAndExactI
   const std::string name = "train" + kOsc52;
   // A command that cannot run: its reason ("cannot run '...'") quotes it.
   const std::string command = "/nonexistent/" + kOsc52 + "\xc2\x9b" "2J";
-  const std::int64_t failed = d.Submit({"--name", name, "--", command, "arg\x1b[2J"});
+  // Submit refuses a command it cannot find, except behind a dependency (which may build it).
+  const std::int64_t before = d.Submit({"--name", name, "--", "true"});
+  const std::int64_t failed =
+      d.Submit({"--name", name, "--after-any", std::to_string(before), "--", command, "arg\x1b[2J"});
   ASSERT_GT(failed, 0);
   ASSERT_EQ(d.Gpulane({"wait", std::to_string(failed)}).exit_code, 127);
   const std::int64_t held = d.Submit({"--hold", "--name", name, "--", "true"});

@@ -33,7 +33,7 @@ RunResult Status(const FakeMachine& machine) { return RunGpulane({"status", "--c
 // The status line of GPU `i` ("  0 NVIDIA H200 | ...").
 std::string StatusLine(const RunResult& status, unsigned i) {
   for (const std::string& line : Lines(status.out))
-    if (line.rfind(fmt::format("{:>3} ", i), 0) == 0 || line.rfind(fmt::format("{} ", i), 0) == 0) return line;
+    if (line.rfind(fmt::format("[{}] ", i), 0) == 0) return line;  // status: "[0] NVIDIA H200 | ..."
   return "";
 }
 

@@ -220,17 +220,6 @@ TEST(PlanLaunches, BlockedAndDoomedJobsTakeNoPlaceUnderTheCap) {
   EXPECT_EQ(plan.cancel.size(), 1u);
 }
 
-TEST(PlanLaunches, JobsBehindTheFullCapAreNotLookedAt) {
-  Queue q;
-  q.Add(1);
-  q.Add(2, 0, {100});
-  std::set<std::int64_t> asked;
-  LaunchPlan plan = PlanLaunches(q.jobs, Table({}, &asked), Cap(1));
-  EXPECT_EQ(plan.launch, (Ids{1}));
-  EXPECT_TRUE(plan.blocked.empty()) << "job 2 gets its reason in a later round";
-  EXPECT_TRUE(asked.empty());
-}
-
 TEST(PlanLaunches, OnlyTheHeadOfALongQueueIsConsidered) {
   // 100,000 queued jobs, each waiting for a job that has not ended, but the last-submitted one
   // with the highest priority. The lookahead covers LaunchLookahead(cap) jobs from the head.

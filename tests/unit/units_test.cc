@@ -89,7 +89,7 @@ TEST(ParseDurationS, ADurationTooLongForADoubleIsRefused) {
 
 TEST(ParseDurationS, UnitsAndCombinations) {
   EXPECT_DOUBLE_EQ(*ParseDurationOrSecondsS("90"), 90);
-  EXPECT_DOUBLE_EQ(*ParseDurationOrSecondsS("1h30"), 5430) << "config files: a bare number is seconds";
+  EXPECT_DOUBLE_EQ(*ParseDurationOrSecondsS("1h30"), 3630) << "config files: a bare number (the 30) is seconds";
   EXPECT_DOUBLE_EQ(*ParseDurationS("0"), 0) << "0 is the same in every unit";
   EXPECT_DOUBLE_EQ(*ParseDurationS("500ms"), 0.5);
   EXPECT_DOUBLE_EQ(*ParseDurationS("10m"), 600);
