@@ -10,7 +10,8 @@
 # its parts (packages, npm, build, status), its CPU time, the load beside it, and whether any
 # service was enabled or started (systemd wants-links and init-script links in the chroot, and
 # processes of the packages' daemons). With FRESH_OLD_PACKAGES=1 it also counts, by apt's
-# simulation, the packages the setup.sh before this change installed (its list is kept below).
+# simulation, the packages the setup.sh before this change installed (its list is kept below) and
+# what setup.sh and test.sh install now; FRESH_COUNT_ONLY=1 stops there, before installing anything.
 # Network: Debian's mirror and the npm registry, as setup.sh itself uses them; the machine's extra
 # CA certificates are copied in so that npm trusts what the host trusts.
 set -euo pipefail
@@ -40,6 +41,15 @@ if [ "${FRESH_OLD_PACKAGES:-0}" = 1 ]; then
        python3-setuptools python3-venv slurmctld slurmd slurm-client munge nodejs npm)
   chroot "$dir" apt-get update -qq
   echo "before this change, setup.sh would install $(chroot "$dir" apt-get install -s "${old[@]}" | grep -c '^Inst') packages here (apt-get -s)"
+  # The same simulation for what setup.sh and test.sh install now (scripts/lib/packages.sh, with
+  # node and npm as on a machine without them).
+  new_counts=$(chroot "$dir" /bin/bash -c 'cd /root/gpulane && source scripts/lib/packages.sh &&
+    build=("${GPULANE_BUILD_PACKAGES[@]}" nodejs npm) &&
+    echo "$(apt-get install -s --no-install-recommends "${build[@]}" | grep -c "^Inst")" \
+         "$(apt-get install -s --no-install-recommends "${build[@]}" "${GPULANE_TEST_PACKAGES[@]}" | grep -c "^Inst")"')
+  read -r n_setup n_all <<<"$new_counts"
+  echo "now, setup.sh would install $n_setup packages here, and test.sh $((n_all - n_setup)) more (apt-get -s)"
+  [ "${FRESH_COUNT_ONLY:-0}" = 1 ] && exit 0
 fi
 
 cat >"$dir/root/fresh-run.sh" <<'EOF'
