@@ -105,6 +105,9 @@ ALLOWED = {
         ("mkdir(plan.gpus_dir.c_str(), 0555)", ISOLATION),
         ("open(plan.params_path.c_str()", ISOLATION + ": on its tmpfs"),
     ],
+    "exec/isolation_run.cc": [
+        ('open("/proc/self/ns/mnt"', OWN + ": the spawner's own mount namespace (GPULANE_ISOLATE_TIMING=1 only)"),
+    ],
     "exec/job_runner.cc": [
         ("opendir(task_dir.c_str())", OWN + ": /proc/<pid>/task"),
         ('std::ifstream in(task_dir + "/"', OWN + ": /proc/<pid>/task/<tid>/children"),

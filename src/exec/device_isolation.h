@@ -15,6 +15,9 @@
 // /dev/nvidiactl, /dev/nvidia-uvm*, /dev/nvidia-modeset and the job's own nodes are untouched.
 // Nothing outside the job changes. The planning is done in the parent (it reads directories and
 // allocates); the child only makes system calls.
+#include <sys/types.h>
+
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -78,10 +81,36 @@ struct IsolationPlan {
 /// told apart from the others), kIo when a directory that exists cannot be read.
 Result<IsolationPlan> PlanIsolation(const std::vector<GrantedDevice>& granted, const IsolationRoots& roots);
 
+/// When each step of ApplyIsolation ended, CLOCK_MONOTONIC nanoseconds (0: not reached), for the
+/// timing split (GPULANE_ISOLATE_TIMING=1, exec/job_runner.h).
+struct IsolationSteps {
+  std::int64_t start_ns = 0, unshare_ns = 0, slave_ns = 0, masks_ns = 0, proc_ns = 0, holder_ns = 0;
+};
+
+/// CLOCK_MONOTONIC now, in nanoseconds (async-signal-safe).
+std::int64_t MonotonicNs();
+
 /// In the forked child, as root, before the uid switch: carries `plan` out (async-signal-safe:
 /// system calls and snprintf only). False on the first step that fails, with `what` (size
-/// `what_size`) naming it and `*err` the errno.
-bool ApplyIsolation(const IsolationPlan& plan, char* what, std::size_t what_size, int* err);
+/// `what_size`) naming it and `*err` the errno. `steps` (may be null) records when each step ended.
+bool ApplyIsolation(const IsolationPlan& plan, char* what, std::size_t what_size, int* err, IsolationSteps* steps = nullptr);
+
+/// The namespace holder (docs/security.md "Device isolation", "Its cost"). The kernel frees a mount
+/// namespace when its last process leaves it, and waits for an RCU grace period there
+/// (namespace_unlock's synchronize_rcu_expedited): milliseconds that, without a holder, the job's
+/// exit and so its spawner's wait pay. Called in the forked child right after ApplyIsolation, this
+/// starts a process in the job's namespace that keeps it alive past the job's end: a sibling of
+/// the job (a child of the spawner, CLONE_PARENT), in a process group of its own, ignoring the
+/// job's signals, holding no descriptor but `hold_fd` (the read end of a pipe whose write end only
+/// the spawner keeps, close-on-exec) and, when `timing_fd` >= 0, that one (stderr, for the timing
+/// line). It waits for the end of the pipe and exits, freeing the namespace then, while nobody
+/// waits for it; with `timing_fd` >= 0 and `host_ns_fd` (the spawner's namespace, opened before
+/// unshare) it first leaves the namespace by setns, timing the kernel's teardown, and writes
+/// "gpulane: isolate timing: ... namespace freed in N us" to `timing_fd`. Async-signal-safe; the
+/// holder runs on a static stack in the child's memory (CLONE_VM: no page tables copied), which
+/// the job's execve leaves to the holder alone. Returns its pid, or -1 (the job then frees its
+/// namespace at its own exit, as without a holder: slower, nothing else changes).
+pid_t StartNamespaceHolder(int hold_fd, int timing_fd, int host_ns_fd);
 
 /// The [run] isolate setting as the spawner applies it.
 struct IsolationSetting {

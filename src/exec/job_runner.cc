@@ -26,6 +26,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "exec/isolation_run.h"
 #include "os/user_file.h"
 #include "util/terminal_text.h"
 
@@ -38,13 +39,15 @@ constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2
 // without a failure report means the command runs): the logs it opened, then, if it could not
 // start, why.
 struct ChildReport {
-  enum Kind : int { kLogsOpened, kFailed, kWarning };
+  enum Kind : int { kLogsOpened, kFailed, kWarning, kIsolated };
   Kind kind = kFailed;
   int err = 0;             // kFailed: the errno, or 0 when `what` says it all
   bool at_exec = false;    // kFailed: execve itself failed (exit 127 or 126, as a shell's)
   std::uint64_t stdout_offset = 0, stderr_offset = 0;  // kLogsOpened
   char stdout_path[PATH_MAX] = {}, stderr_path[PATH_MAX] = {};
   char what[PATH_MAX + 160] = {};  // kFailed, kWarning: what could not be done, for "cannot <what>"
+  pid_t holder = -1;               // kIsolated: the namespace holder (exec/device_isolation.h), or -1
+  IsolationSteps steps;            // kIsolated: when each step ended
 };
 
 void WriteReport(int fd, const ChildReport& report) {
@@ -138,13 +141,15 @@ std::vector<pid_t> ChildrenOf(pid_t pid) {
   return out;
 }
 
-// Every descendant of this process, depth first.
-std::vector<pid_t> Descendants() {
+// Every descendant of this process but `except` (the namespace holder, which is not the job's and
+// ends by itself once the job is over), depth first.
+std::vector<pid_t> Descendants(pid_t except) {
   std::vector<pid_t> out;
   std::vector<pid_t> todo = ChildrenOf(getpid());
   while (!todo.empty()) {
     pid_t p = todo.back();
     todo.pop_back();
+    if (p == except) continue;
     out.push_back(p);
     for (pid_t c : ChildrenOf(p)) todo.push_back(c);
   }
@@ -190,11 +195,11 @@ class TerminalHandoff {
 };
 
 // Ends everything the job left: SIGTERM to each, up to `grace_s`, then SIGKILL; reaps all.
-void EndLeftovers(pid_t pgid, double grace_s, const sigset_t& set, JobOutcome& outcome) {
+void EndLeftovers(pid_t pgid, double grace_s, const sigset_t& set, JobOutcome& outcome, pid_t holder) {
   bool dummy_done = false;
   int dummy_status = 0;
   ReapAll(-1, &dummy_done, &dummy_status);
-  std::vector<pid_t> left = Descendants();
+  std::vector<pid_t> left = Descendants(holder);
   if (left.empty()) return;
   outcome.leftovers_terminated = static_cast<int>(left.size());
   for (pid_t p : left) outcome.pids.insert(p);
@@ -203,14 +208,14 @@ void EndLeftovers(pid_t pgid, double grace_s, const sigset_t& set, JobOutcome& o
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
   while (std::chrono::steady_clock::now() < deadline) {
     ReapAll(-1, &dummy_done, &dummy_status);
-    left = Descendants();
+    left = Descendants(holder);
     if (left.empty()) return;
     for (pid_t p : left) outcome.pids.insert(p);
     siginfo_t info;
     WaitSignal(set, 0.01, &info);  // SIGCHLD wakes us early
   }
   for (int round = 0; round < 100; ++round) {
-    left = Descendants();
+    left = Descendants(holder);
     if (left.empty()) break;
     if (round == 0) outcome.leftovers_killed = static_cast<int>(left.size());
     killpg(pgid, SIGKILL);
@@ -371,14 +376,21 @@ bool PrepareChild(const JobSpec& spec, const std::vector<gid_t>& groups, int rep
 
 // In the forked child, still root: the job's device isolation (exec/device_isolation.h). A job that
 // cannot be isolated fails here when isolation is required, else it starts with a warning.
-bool Isolate(const JobSpec& spec, int report_fd, ChildReport* failure) {
+bool Isolate(const JobSpec& spec, const IsolationFds& fds, int report_fd, ChildReport* failure) {
   if (!spec.isolation_failure.empty()) {
     if (spec.isolation_required) return ChildFailed(failure, 0, spec.isolation_failure.c_str());
     return true;  // the parent warns
   }
   if (!spec.isolation) return true;
   ChildReport report;
-  if (ApplyIsolation(*spec.isolation, report.what, sizeof report.what, &report.err)) return true;
+  if (ApplyIsolation(*spec.isolation, report.what, sizeof report.what, &report.err, &report.steps)) {
+    report.kind = ChildReport::kIsolated;
+    report.what[0] = '\0';
+    if (fds.hold_read >= 0) report.holder = StartNamespaceHolder(fds.hold_read, fds.timing ? STDERR_FILENO : -1, fds.host_ns);
+    report.steps.holder_ns = MonotonicNs();
+    WriteReport(report_fd, report);
+    return true;
+  }
   if (spec.isolation_required) {
     report.kind = ChildReport::kFailed;
     *failure = report;
@@ -417,6 +429,7 @@ Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>&
 
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return MakeError(ErrorKind::kIo, "cannot create a pipe");
+  IsolationRun isolation(spec.isolation && spec.isolation_failure.empty() ? &*spec.isolation : nullptr, spec.isolation_plan_us);
   const std::string program =
       Resolve(spec.argv.front(), spec.env, spec.uid && spec.gid ? os::ActingFor(*spec.uid, *spec.gid) : std::nullopt);
   std::vector<char*> argv, envp;
@@ -439,7 +452,7 @@ Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>&
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
     ChildReport failure;
-    if (Isolate(spec, pipe_fds[1], &failure) && PrepareChild(spec, groups, pipe_fds[1], &failure)) {
+    if (Isolate(spec, isolation.fds, pipe_fds[1], &failure) && PrepareChild(spec, groups, pipe_fds[1], &failure)) {
       // The exec mark: the last step before execve; nothing that could fail (but execve) comes after.
       // Flushed to disk first, so that after a power loss the job is known to have maybe run.
       if (spec.exec_mark_fd >= 0 && (pwrite(spec.exec_mark_fd, "1", 1, 0) != 1 || fdatasync(spec.exec_mark_fd) != 0)) {
@@ -456,16 +469,21 @@ Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>&
   }
   setpgid(child, child);
   close(pipe_fds[1]);
+  isolation.Forked();
   if (spec.on_forked) spec.on_forked(child);
   // The logs the child opened, then a failure if it could not start; nothing more once it execs.
   auto report = std::make_unique<ChildReport>();
   auto failure = std::make_unique<ChildReport>();
   bool exec_failed = false, logs_opened = false;
   std::vector<std::string> warnings;
-  if (!spec.isolation_failure.empty() && !spec.isolation_required) warnings.push_back(NotIsolatedWarning("cannot " + spec.isolation_failure));
+  std::string isolation_not_applied = spec.isolation_failure.empty() ? "" : "cannot " + spec.isolation_failure;
+  if (!spec.isolation_failure.empty() && !spec.isolation_required) warnings.push_back(NotIsolatedWarning(isolation_not_applied));
   while (!exec_failed && ReadReport(pipe_fds[0], report.get())) {
     if (report->kind == ChildReport::kWarning) {
-      warnings.push_back(NotIsolatedWarning(fmt::format("cannot {}: {}", report->what, std::strerror(report->err))));
+      isolation_not_applied = fmt::format("cannot {}: {}", report->what, std::strerror(report->err));
+      warnings.push_back(NotIsolatedWarning(isolation_not_applied));
+    } else if (report->kind == ChildReport::kIsolated) {
+      isolation.Isolated(report->holder, report->steps);
     } else if (report->kind == ChildReport::kLogsOpened) {
       outcome.logs = {report->stdout_path, report->stderr_path, report->stdout_offset, report->stderr_offset};
       logs_opened = true;
@@ -475,6 +493,12 @@ Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>&
     }
   }
   close(pipe_fds[0]);
+  if (spec.on_isolated) {
+    std::string not_applied = isolation_not_applied;
+    if (exec_failed && spec.isolation_required && !isolation.applied && (spec.isolation || !spec.isolation_failure.empty()))
+      not_applied = failure->err ? fmt::format("cannot {}: {}", failure->what, std::strerror(failure->err)) : fmt::format("cannot {}", failure->what);
+    spec.on_isolated(isolation.applied, not_applied);
+  }
   outcome.pids.insert(child);
   TerminalHandoff terminal;
   terminal.Give(child);
@@ -554,11 +578,12 @@ Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>&
       ReapAll(child, &main_done, &main_status);
       continue;
     }
-    for (pid_t p : Descendants()) outcome.pids.insert(p);
+    for (pid_t p : Descendants(isolation.holder)) outcome.pids.insert(p);
     killpg(child, sig);
   }
   outcome.exit_code = exec_failed ? (failure->at_exec && failure->err == ENOENT ? 127 : 126) : DecodeStatus(main_status);
-  EndLeftovers(child, spec.kill_grace_s, set, outcome);
+  EndLeftovers(child, spec.kill_grace_s, set, outcome, isolation.holder);
+  isolation.Release();  // the holder leaves the job's namespace and frees it, without us waiting
   terminal.Restore();
   sigprocmask(SIG_SETMASK, &old, nullptr);
   return outcome;

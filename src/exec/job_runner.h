@@ -61,6 +61,13 @@ struct JobSpec {
   /// A job that cannot be isolated (isolation_failure, or a step of `isolation` that fails) fails
   /// to start (exit 126) instead of starting with a warning.
   bool isolation_required = false;
+  /// How long planning `isolation` took in the spawner, microseconds (-1: unknown), for the timing
+  /// split (GPULANE_ISOLATE_TIMING=1).
+  long long isolation_plan_us = -1;
+  /// Called in the spawner once the child's reports are read (before on_logs), with whether the
+  /// isolation plan was carried out and, when isolation was not applied though asked for, why
+  /// ("cannot ...": the same words as the warning or the failure).
+  std::function<void(bool applied, const std::string& not_applied)> on_isolated;
   /// Warnings for the job's owner about its start (one line each), called once its logs are open.
   std::function<void(const std::string&)> on_warning;
 };

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <utility>
@@ -150,9 +151,30 @@ void PrepareIsolation(const LeasedJob& job, const LeasedJobHooks& hooks, const s
                                "namespace of their own (submit it to the system daemon, or set [run] isolate_required = false)";
     return;
   }
+  const double planning_s = MonotonicS();
   auto plan = PlanIsolation(granted, IsolationRoots::FromEnvironment());
+  spec.isolation_plan_us = std::llround((MonotonicS() - planning_s) * 1e6);
   if (!plan) spec.isolation_failure = plan.error().message;
   else if (!plan->empty()) spec.isolation = std::move(plan).value();  // else nothing to hide: no namespace
+}
+
+// What isolation the job was given, in words for `show` (LeasedJobHooks::on_isolation).
+std::string IsolationRecord(const LeasedJob& job, const JobSpec& spec, bool applied, const std::string& not_applied) {
+  if (!job.isolation.devices) return "off";
+  if (!not_applied.empty())
+    return fmt::format("{}: {}", spec.isolation_required ? "not applied, not started ([run] isolate_required)"
+                                                         : "not applied, started with a warning", not_applied);
+  if (geteuid() != 0) return "advice-only (not started as root: CUDA_VISIBLE_DEVICES only)";
+  if (applied && spec.isolation) return spec.isolation->summary;
+  return "devices: nothing to hide (no GPU device node or driver entry here)";
+}
+
+// Has `spec` tell the hooks (and `outcome`) what isolation the job was given.
+void RecordIsolation(const LeasedJob& job, const LeasedJobHooks& hooks, JobSpec& spec, LeasedJobOutcome& outcome) {
+  spec.on_isolated = [&job, &hooks, &spec, &outcome](bool applied, const std::string& not_applied) {
+    outcome.isolation = IsolationRecord(job, spec, applied, not_applied);
+    if (hooks.on_isolation) hooks.on_isolation(outcome.isolation);
+  };
 }
 
 }  // namespace
@@ -172,6 +194,7 @@ Result<LeasedJobOutcome> RunWithoutGpus(const LeasedJob& job, const LeasedJobHoo
   spec.env = JobEnvironment(job.job.env, GpuSnapshot{}, {}, false, job.job_id, std::nullopt, /*lease_fd=*/-1);
   spec.env.insert(spec.env.end(), job.extra_env.begin(), job.extra_env.end());
   PrepareIsolation(job, hooks, {}, spec);
+  RecordIsolation(job, hooks, spec, outcome);
   if (hooks.on_running && job.running_hook_s > 0) {
     spec.tick_s = job.running_hook_s;
     spec.on_tick = [&hooks] {
@@ -230,6 +253,7 @@ Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir
                             job.wait.request.mem_bytes, grant->lease.fd(), grant->mig_uuid);
   spec.env.insert(spec.env.end(), job.extra_env.begin(), job.extra_env.end());
   PrepareIsolation(job, hooks, GrantedDevices(grant->snapshot, grant->gpus, grant->mig_uuid), spec);
+  RecordIsolation(job, hooks, spec, outcome);
   StrayWatch strays(backend, dir, grant->lease.name(), job.job_id, hooks.on_warning);
   PreemptWatch preemption(backend, dir, grant->lease.name(), job.wait);
   const bool check_strays = hooks.on_warning && job.stray_check_s > 0;

@@ -73,6 +73,10 @@ struct LeasedJobHooks {
   /// Called every LeasedJob::running_hook_s while the job runs (the supervisor's anomaly
   /// notifications); it must return quickly (the job runner's loop waits meanwhile).
   std::function<void()> on_running;
+  /// What isolation this job was given, in words for `show` (IsolationRecord), called once its
+  /// start is known (before on_logs): "devices: GPU1 only (...)", "off", "advice-only (...)",
+  /// "not applied, started with a warning: ...", "not applied, not started: ...".
+  std::function<void(const std::string&)> on_isolation;
 };
 
 /// How it went. Timings in seconds on the monotonic clock.
@@ -95,6 +99,9 @@ struct LeasedJobOutcome {
   /// The job was stopped for holding more memory than it declared (job->stopped): the one-line
   /// reason ("memory over declaration: held 45.0 GiB on GPU 0 for 10 s, ...").
   std::optional<std::string> memory_overuse;
+  /// What isolation the job was given (the words of LeasedJobHooks::on_isolation); "" when it never
+  /// came to a start.
+  std::string isolation;
   /// With LeasedJob::meter_usage_s: what the job used, from its own samples (nullopt: none taken).
   std::optional<telemetry::JobUsage> usage;
 };
