@@ -193,7 +193,10 @@ void PrintJob(const json& job) {
                job["array_index"].get<int>(), job["id"].get<std::int64_t>());
   PrintDependenciesAndTimes(job);
   if (!job.value("reason", "").empty()) fmt::print("  reason    {}\n", Text(job, "reason"));
-  if (job.contains("isolation")) fmt::print("  isolation {}\n", Text(job, "isolation"));
+  if (job.contains("isolation") && job["isolation"].is_string())
+    fmt::print("  isolation {}\n", Text(job, "isolation"));
+  else if (job.contains("isolation_setting"))  // not started yet (or not recorded): the daemon's setting
+    fmt::print("  isolation not recorded for this job (the daemon's setting: {})\n", Text(job, "isolation_setting"));
   if (!job["gpu_uuids"].empty()) fmt::print("  gpu uuids {}\n", EscapeForTerminal(job["gpu_uuids"].dump()));
   if (job.contains("exit_code")) fmt::print("  exit code {}\n", job["exit_code"].get<int>());
   if (job.contains("logs")) PrintLogs(job["logs"]);

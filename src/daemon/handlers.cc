@@ -793,9 +793,11 @@ json Daemon::HandleShow(const Peer& peer, const json& req) {
       // What --retry has used (failed earlier attempts) and the requeues, which use none of it.
       j["retries_used"] = store::FailedAttempts(*job);
       j["requeues"] = static_cast<int>(job->attempts.size()) - store::FailedAttempts(*job);
-      // How this daemon's supervisors isolate jobs ([run] isolate, their euid: docs/security.md);
-      // a job that could not be isolated has the warning in its log.
-      j["isolation"] = exec::IsolationWords(exec::IsolationOf(config_), geteuid() == 0);
+      // What isolation this job was given, as its supervisor recorded it (null: not started yet, or
+      // stored before it was recorded), and how this daemon's supervisors isolate jobs ([run]
+      // isolate, their euid: docs/security.md).
+      j["isolation"] = job->isolation.empty() ? json(nullptr) : json(job->isolation);
+      j["isolation_setting"] = exec::IsolationWords(exec::IsolationOf(config_), geteuid() == 0);
       jobs.push_back(std::move(j));
     }
   }

@@ -145,6 +145,7 @@ Status JobFiles::WriteStatus(const SupervisorStatus& s) const {
   if (s.end_time) j["end_time"] = *s.end_time;
   if (s.exit_code) j["exit_code"] = *s.exit_code;
   if (!s.logs.stdout_path.empty() || !s.logs.stderr_path.empty()) j["logs"] = store::LogsToJson(s.logs);
+  if (!s.isolation.empty()) j["isolation"] = s.isolation;
   // "waiting" and "running" need only survive the daemon's crashes (the page cache does that) and
   // sit on the path from a GPU's release to the next job's start, where two disk flushes cost
   // 8-11 ms (bench/results/queue-*.md). The outcome ("done") is flushed to disk.
@@ -176,6 +177,7 @@ std::optional<SupervisorStatus> JobFiles::ReadStatus() const {
   if (j.contains("end_time")) s.end_time = j["end_time"].get<double>();
   if (j.contains("exit_code")) s.exit_code = j["exit_code"].get<int>();
   if (j.contains("logs")) s.logs = store::LogsFromJson(j["logs"]);
+  s.isolation = j.value("isolation", "");
   return s;
 }
 

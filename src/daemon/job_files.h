@@ -47,6 +47,8 @@ struct SupervisorStatus {
   /// job's command never started. False in the status of a supervisor of an older gpulane, whose
   /// "running" always counts as started.
   bool marks_exec = false;
+  /// running, done: what device isolation the job was given (Job::isolation; "" = not known yet).
+  std::string isolation;
 };
 
 /// What the daemon does with a launched or running job whose supervisor holds no lock (it is gone,

@@ -420,6 +420,7 @@ void JobTable::ImportStatusOf(Job& job) {
     if (!status->gpu_uuids.empty()) job.gpu_uuids = status->gpu_uuids;
     if (!status->logs.stdout_path.empty() || !status->logs.stderr_path.empty())
       job.logs = LogsOfAttempt(job, status->logs);
+    if (!status->isolation.empty()) job.isolation = status->isolation;
     JobState end = how == store::AttemptEnd::kCancelled ? JobState::kCancelled
                    : how == store::AttemptEnd::kTimeout ? JobState::kTimeout
                    : how == store::AttemptEnd::kCompleted ? JobState::kCompleted
@@ -466,6 +467,10 @@ void JobTable::ImportStatusOf(Job& job) {
         job.logs = std::move(logs);
         MarkDirty(job);
       }
+    }
+    if (!status->isolation.empty() && job.isolation != status->isolation) {
+      job.isolation = status->isolation;
+      MarkDirty(job);
     }
     return;
   }
@@ -551,6 +556,7 @@ void JobTable::RetryJob(Job& job, const SupervisorStatus& status, JobState attem
   next.end_time.reset();
   next.exit_code.reset();
   next.gpu_uuids.clear();
+  next.isolation.clear();  // the next attempt records its own
   next.supervisor_pid.reset();
   const bool in_trouble = trouble_.has_value();
   Status s = store_.Update({&next});

@@ -273,6 +273,8 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
     return written;
   };
   hooks.on_started = [&](pid_t) { MaybeDieAt("started"); };
+  // Before on_logs, whose note carries it: what isolation the job was given, for `show`.
+  hooks.on_isolation = [&](const std::string& words) { status.isolation = words; };
   hooks.on_logs = [&](const exec::OpenedLogs& logs) {
     // Where the output really goes (a default name may have been taken), for `gpulane logs/show`.
     status.logs = {logs.stdout_path, logs.stderr_path, logs.stdout_offset, logs.stderr_offset};

@@ -166,6 +166,10 @@ struct Job {
   /// The attempts before the current one, oldest first (retries): the current attempt's number is
   /// attempts.size() (0 for the first run), its GPULANE_RETRY.
   std::vector<JobAttempt> attempts;
+  /// What device isolation its current (or last) attempt was given, as its supervisor recorded it
+  /// ("devices: GPU1 only (...)", "off", "advice-only (...)", "not applied, started with a warning:
+  /// ..."; docs/security.md); "" = not recorded (not started yet, or stored before schema 9).
+  std::string isolation;
 };
 
 /// The earlier attempts of `job` that failed: what --retry counts (an attempt requeued because its

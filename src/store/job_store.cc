@@ -49,7 +49,7 @@ constexpr const char* kFindKey = "SELECT first_id, count FROM submissions WHERE 
 
 constexpr const char* kColumns =
     "id, array_job_id, array_index, uid, gid, user, spec, state, reason, submit_time, start_time, end_time, "
-    "exit_code, gpus, supervisor_pid, logs, attempts, argv";
+    "exit_code, gpus, supervisor_pid, logs, attempts, argv, isolation";
 
 
 // The spec of array `array_job_id` (kSelectArraySpec), nullptr when there is none.
@@ -95,6 +95,7 @@ std::string ReadRowFields(sqlite3_stmt* s, Job* job, const ArraySpecLookup& arra
   if (sqlite3_column_type(s, 15) == SQLITE_NULL) job->logs.unrecorded = true;
   else job->logs = LogsFromJson(nlohmann::json::parse(Text(s, 15), nullptr, false));
   job->attempts = AttemptsFromJson(nlohmann::json::parse(Text(s, 16), nullptr, false));
+  if (sqlite3_column_type(s, 18) != SQLITE_NULL) job->isolation = Text(s, 18);
   return "";
 }
 
@@ -251,6 +252,9 @@ Status JobStore::Migrate() {
       // list as the spec's argv; NULL: its array's spec's. Only the command is per task, so an
       // array of 10,000 commands stores its environment once.
       "ALTER TABLE jobs ADD COLUMN argv TEXT;",
+      // 9: what device isolation each job was given, as its supervisor recorded it (Job::isolation);
+      // NULL: not recorded.
+      "ALTER TABLE jobs ADD COLUMN isolation TEXT;",
   };
   static_assert(std::size(kSteps) == kSchemaVersion, "one step per schema version");
   for (int v = current; v < kSchemaVersion; ++v) {
@@ -498,7 +502,7 @@ Status JobStore::Update(const std::vector<const Job*>& jobs) {
   if (!s.ok()) return s;
   Stmt update(db_,
               "UPDATE jobs SET state=?2, reason=?3, start_time=?4, end_time=?5, exit_code=?6, gpus=?7, "
-              "supervisor_pid=?8, logs=?9, attempts=?10 WHERE id=?1");
+              "supervisor_pid=?8, logs=?9, attempts=?10, isolation=?11 WHERE id=?1");
   for (const Job* job : jobs) {
     update.Bind(1, job->id);
     update.Bind(2, std::string(StateName(job->state)));
@@ -511,6 +515,8 @@ Status JobStore::Update(const std::vector<const Job*>& jobs) {
     if (job->logs.unrecorded) update.BindNull(9);
     else update.Bind(9, LogsToJson(job->logs).dump());
     update.Bind(10, AttemptsToJson(job->attempts).dump());
+    if (job->isolation.empty()) update.BindNull(11);
+    else update.Bind(11, job->isolation);
     if (update.Step() != SQLITE_DONE) {
       Error e = DbError(db_, "database: update job");
       Rollback();

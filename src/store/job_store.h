@@ -61,7 +61,7 @@ class JobStore {
   /// The schema version this code writes (4: an array's spec stored once, in array_specs; 5:
   /// submissions' idempotency keys; 6: retried jobs' earlier attempts; 7: arrays being stored in
   /// parts, incomplete_arrays; 8: an array task's own command, jobs.argv, for submit --array-file).
-  static constexpr int kSchemaVersion = 8;
+  static constexpr int kSchemaVersion = 9;
 
   /// Changes how long each later statement waits for another connection's lock (milliseconds).
   void SetBusyTimeout(int busy_timeout_ms);

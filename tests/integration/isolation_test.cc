@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <map>
 
 #include "integration/run_support.h"
@@ -249,12 +250,78 @@ TEST_F(DeviceIsolation, AQueuedJobIsIsolatedAndShowSaysSo) {
     auto seen = Seen(ReadFile(d.work() / "look.out"));
     EXPECT_EQ(seen["dev:nvidia3"], "nvidia3") << ReadFile(d.work() / "look.out");
     EXPECT_EQ(seen["dev:nvidia0"], "") << ReadFile(d.work() / "look.out");
+    // What this job was given, recorded by its supervisor, and the daemon's setting beside it.
     json shown = d.Show(id);
-    EXPECT_EQ(shown["isolation"], "devices") << shown.dump();
+    const std::string given = "devices: GPU0 only (3 GPU device nodes and 0 MIG capability nodes masked)";
+    EXPECT_EQ(shown["isolation"], given) << shown.dump();
+    EXPECT_EQ(shown["isolation_setting"], "devices") << shown.dump();
     RunResult text = d.Gpulane({"show", std::to_string(id)});
-    EXPECT_TRUE(Contains(text.out, "  isolation devices\n")) << text.out;
+    EXPECT_TRUE(Contains(text.out, "  isolation " + given + "\n")) << text.out;
   }
   fs::remove_all(root);
+}
+
+// Per job, not per daemon: with isolation on, a queued job whose GPU's minor number NVML does not
+// report starts with the warning in its log, and `show` records that this job was not isolated;
+// a job of the same daemon that is still waiting has nothing recorded yet and says so.
+TEST_F(DeviceIsolation, ShowRecordsPerJobThatAJobStartedWithoutIsolation) {
+  char root_template[] = "/tmp/gpulane-isolation-XXXXXX";
+  ASSERT_NE(mkdtemp(root_template), nullptr);
+  const fs::path root = root_template;
+  json state = MixedModels();
+  for (auto& gpu : state["devices"]) gpu.erase("minor");
+  DriverTree tree(root, MixedModels());
+  DaemonOptions options;
+  options.state = state;
+  options.daemon_env = tree.env();
+  {
+    TestDaemon d(options);
+    const std::int64_t id = d.Submit({"--gpus", "0", "-o", "job.out", "--", "cat", (tree.dev() / "nvidia1").string()});
+    ASSERT_EQ(d.Gpulane({"wait", std::to_string(id)}).exit_code, 0);
+    EXPECT_TRUE(Contains(ReadFile(d.work() / "job.out"), "nvidia1")) << "not isolated: every node visible";
+    json shown = d.Show(id);
+    ASSERT_TRUE(shown["isolation"].is_string()) << shown.dump();
+    EXPECT_TRUE(Contains(shown["isolation"].get<std::string>(),
+                         "not applied, started with a warning: cannot isolate the job's GPUs: NVML does not report the minor number of GPU0"))
+        << shown.dump();
+    EXPECT_EQ(shown["isolation_setting"], "devices") << shown.dump();
+    const std::int64_t held = d.Submit({"--hold", "--gpus", "0", "--", "true"});
+    json waiting = d.Show(held);
+    EXPECT_TRUE(waiting["isolation"].is_null()) << waiting.dump();
+    RunResult text = d.Gpulane({"show", std::to_string(held)});
+    EXPECT_TRUE(Contains(text.out, "  isolation not recorded for this job (the daemon's setting: devices)\n")) << text.out;
+  }
+  fs::remove_all(root);
+}
+
+// GPULANE_ISOLATE_TIMING=1: one line of per-step microseconds on stderr (the lead runs it on the
+// GPU machine, bench/isolate_cost.sh prints its medians), and the holder's line timing the
+// namespace's teardown after the job. The job's own output and exit are untouched.
+TEST_F(DeviceIsolation, TimingSplitPrintsEachStepAndTheTeardownOffThePath) {
+  FakeMachine machine(MixedModels());
+  DriverTree tree(machine.dir(), machine.state());
+  Env env = tree.env();
+  env["GPULANE_ISOLATE_TIMING"] = "1";
+  const RunResult r = RunOn(machine, {"-g", "0", "--", "echo", "ran"}, env);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "ran\n");
+  for (const char* step : {"gpulane: isolate timing: plan ", " us (spawner); in the child: unshare ", " us, / rslave ",
+                           "4 device mask(s) ", "/proc/driver/nvidia (tmpfs, 2 bind(s) back) ", "holder ", " (started); "})
+    EXPECT_TRUE(Contains(r.err, step)) << step << "\n" << r.err;
+}
+
+// The namespace holder is not the job's: a job that ends at once is not held up by it (it is
+// neither a leftover to end with SIGTERM and the kill grace, nor waited for), and it goes by itself.
+TEST_F(DeviceIsolation, TheNamespaceHolderIsNotALeftoverAndEndsByItself) {
+  FakeMachine machine(MixedModels());
+  DriverTree tree(machine.dir(), machine.state());
+  std::ofstream(machine.dir() / "config.toml") << "[run]\nkill_grace = \"30s\"\n";
+  const auto started = std::chrono::steady_clock::now();
+  const RunResult r = RunOn(machine, {"-g", "0", "--", "true"}, tree.env());
+  const double took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "") << "no leftover ended: the holder ignores the job's signals and is not counted";
+  EXPECT_LT(took_s, 20.0) << "the run waited for the kill grace: the holder was taken for a leftover";
 }
 
 // A user's job queued on the system daemon is isolated as root, then runs as that user, who can

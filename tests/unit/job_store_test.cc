@@ -57,6 +57,27 @@ TEST(JobStore, RecordsTheLogFilesAJobUsed) {
   EXPECT_EQ((**stored).logs, jobs[0].logs);
 }
 
+// The isolation a job was given (issue 26: per job, not the daemon's setting) survives the store,
+// and a job that has not started has none recorded.
+TEST(JobStore, RecordsWhatIsolationAJobWasGiven) {
+  TempDb db;
+  std::vector<Job> jobs = {MakeJob(), MakeJob()};
+  {
+    auto store = JobStore::Open(db.path());
+    ASSERT_TRUE(store) << store.error().message;
+    ASSERT_TRUE((*store)->Insert(jobs, false));
+    jobs[0].isolation = "not applied, started with a warning: cannot isolate the job's GPUs: ...";
+    ASSERT_TRUE((*store)->Update({&jobs[0], &jobs[1]}).ok());
+  }
+  auto store = JobStore::Open(db.path());
+  ASSERT_TRUE(store) << store.error().message;
+  auto given = (*store)->Get(jobs[0].id);
+  auto none = (*store)->Get(jobs[1].id);
+  ASSERT_TRUE(given && *given && none && *none);
+  EXPECT_EQ((**given).isolation, jobs[0].isolation);
+  EXPECT_EQ((**none).isolation, "");
+}
+
 TEST(JobStore, JobsFromSchemaOneKeepTheirDefaultLogNames) {
   TempDb db;
   {
@@ -232,7 +253,8 @@ TEST(JobStoreMigration, SchemaFiveJobsGetNoAttempts) {
     ASSERT_EQ(sqlite3_open(db.path().c_str(), &raw), SQLITE_OK);
     ASSERT_EQ(sqlite3_exec(raw,
                            "ALTER TABLE jobs DROP COLUMN attempts; UPDATE jobs SET spec = json_remove(spec, '$.retries');"
-                           "DROP TABLE incomplete_arrays; ALTER TABLE jobs DROP COLUMN argv; PRAGMA user_version=5;",
+                           "DROP TABLE incomplete_arrays; ALTER TABLE jobs DROP COLUMN argv; ALTER TABLE jobs DROP COLUMN isolation;"
+                           "PRAGMA user_version=5;",
                            nullptr, nullptr, nullptr),
               SQLITE_OK)
         << sqlite3_errmsg(raw);
@@ -295,8 +317,9 @@ TEST(JobStoreMigration, SchemaThreeArraysGetTheirSpecStoredOnce) {
     EXPECT_EQ(**task, 3);
   }
   // Migrated through 4 (array specs), 5 (idempotency keys), 6 (retried jobs' attempts) and 7
-  // (arrays stored in parts) to the current 8 (array tasks' own commands).
-  EXPECT_EQ(QueryText(db.path(), "PRAGMA user_version"), "8");
+  // (arrays stored in parts) and 8 (array tasks' own commands) to the current 9 (jobs' isolation).
+  EXPECT_EQ(QueryText(db.path(), "PRAGMA user_version"), "9");
+  EXPECT_EQ(QueryText(db.path(), "SELECT count(*) FROM jobs WHERE isolation IS NOT NULL"), "0") << "older jobs recorded none";
   EXPECT_EQ(QueryText(db.path(), "SELECT count(*) FROM jobs WHERE argv IS NOT NULL"), "0") << "older tasks share their array's command";
   EXPECT_EQ(QueryText(db.path(), "SELECT count(*) FROM incomplete_arrays"), "0");
   EXPECT_EQ(QueryText(db.path(), "SELECT attempts FROM jobs WHERE id = 1"), "[]") << "older jobs had no earlier attempts";
