@@ -106,7 +106,7 @@ for _ in range(min(rounds, 30)):
     for g in (0, 1):
         err = once(g, "on", timing=True)
         for name, pattern in (("plan (spawner)", r"plan (\d+) us"), ("unshare(CLONE_NEWNS)", r"unshare (\d+) us"),
-                              ("/ made MS_REC|MS_SLAVE", r"/ rslave (\d+) us"), ("device masks", r"device mask\(s\) (\d+) us"),
+                              ("/ made a slave (MS_REC, MS_SLAVE)", r"/ rslave (\d+) us"), ("device masks", r"device mask\(s\) (\d+) us"),
                               ("/proc/driver/nvidia (tmpfs, binds back, read-only)", r"/proc/driver/nvidia \(.*?\) (\d+) us"),
                               ("holder started", r"holder (\d+) us"), ("in the child, in all", r"(\d+) us in all"),
                               ("namespace freed after the job (in the holder, off the path)", r"namespace freed in (\d+) us")):
