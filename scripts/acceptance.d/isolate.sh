@@ -159,9 +159,10 @@ sec_isolate() {
   # The split of one isolated start (GPULANE_ISOLATE_TIMING=1, exec/isolation_run.h): per-step
   # microseconds and the holder's teardown line, three runs, into isolate_timing.txt.
   : >"$ART/isolate_timing.txt"
-  local i tree=()
+  local run tree=()
   [ "$DRY" -eq 1 ] && tree=(GPULANE_DEV_ROOT="$WORK/isolate-tree/dev" GPULANE_PROC_DRIVER_ROOT="$WORK/isolate-tree/proc")
-  for i in 1 2 3; do
+  for run in 1 2 3; do
+    echo "run $run" >>"$ART/isolate_timing.txt"
     env "${tree[@]}" GPULANE_ISOLATE_TIMING=1 timeout -k 5 60 "$GL" run -g 1 -- true >/dev/null 2>>"$ART/isolate_timing.txt"
   done
   echo "\$ GPULANE_ISOLATE_TIMING=1 gpulane run -g 1 -- true   (x3)"
