@@ -172,12 +172,15 @@ class Lease:
         quiet: bool = False,
         check_cuda: bool = True,
         reuse_job: bool = True,
+        time_limit: Optional[Duration] = None,
     ) -> None:
         self._args = ["_lease", *request_args(n, min_free=min_free, mem=mem, max_util=max_util, gpus=gpus,
                                               share_foreign=share_foreign, order=order, partition=partition,
                                               mig=mig)]
         if timeout is not None:
             self._args += ["--timeout", duration_arg("timeout", timeout)]
+        if time_limit is not None:
+            self._args += ["--time-limit", duration_arg("time_limit", time_limit)]
         if no_wait:
             self._args.append("--no-wait")
         if uuid:
@@ -345,6 +348,7 @@ def lease(
     quiet: bool = False,
     check_cuda: bool = True,
     reuse_job: bool = True,
+    time_limit: Optional[Duration] = None,
 ) -> Lease:
     """Lease GPUs for this process, in the same line as ``gpulane run``::
 
@@ -380,6 +384,9 @@ def lease(
         quiet: no waiting status on stderr.
         check_cuda: refuse (CudaAlreadyInitializedError) when CUDA already runs in this process.
         reuse_job: inside a gpulane job, return its GPUs instead of leasing.
+        time_limit: this process is stopped (SIGTERM, then SIGKILL after run.kill_grace) once the
+            lease has been held this long: seconds or a duration ("4h"); default: the machine's
+            limits.default_time_limit for this user, if any.
 
     Returns:
         A :class:`Lease`; ``with`` gives the :class:`LeasedGpus`.
@@ -390,4 +397,4 @@ def lease(
     """
     return Lease(n, min_free=min_free, mem=mem, max_util=max_util, timeout=timeout, no_wait=no_wait, gpus=gpus,
                  share_foreign=share_foreign, order=order, partition=partition, mig=mig, uuid=uuid, quiet=quiet,
-                 check_cuda=check_cuda, reuse_job=reuse_job)
+                 check_cuda=check_cuda, reuse_job=reuse_job, time_limit=time_limit)

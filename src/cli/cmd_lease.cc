@@ -4,7 +4,9 @@
 //   {"gpus": [0], "uuids": ["GPU-..."], "job_id": "p4121", "lease": "<file name>",
 //    "env": {"CUDA_VISIBLE_DEVICES": "0", "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "GPULANE_JOB_ID": ..., ...}}
 // and holds the lease until its stdin ends (the parent closed it, or died), a stop signal comes, or
-// the parent process dies (not when only the parent's thread that started it ends).
+// the parent process dies (not when only the parent's thread that started it ends), or its time
+// limit (--time-limit, else limits.default_time_limit) is over: then it stops the parent (SIGTERM,
+// run.kill_grace, SIGKILL), says so on stderr and exits 6.
 // Waiting status lines go to stderr. Errors as `gpulane run`'s (exit codes of README's table).
 #include <poll.h>
 #include <signal.h>
@@ -12,7 +14,10 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -51,22 +56,42 @@ constexpr int kParentDeathSignal = SIGUSR2;
 bool ParentGone(pid_t parent) { return getppid() != parent; }
 
 // Blocks until fd 0 ends (EOF, a hang-up), a stop signal of `stops` comes (signalfd), or the
-// parent process is gone.
-void HoldUntilReleased(sigset_t stops, pid_t parent) {
+// parent process is gone; or, with a time limit `limit_s`, until that is over: then the job (the
+// parent) is stopped as `gpulane run` stops its job, SIGTERM and SIGKILL `kill_grace_s` later
+// (returns true).
+bool HoldUntilReleased(sigset_t stops, pid_t parent, std::optional<double> limit_s, double kill_grace_s) {
   sigaddset(&stops, kParentDeathSignal);
   const int signals = signalfd(-1, &stops, SFD_CLOEXEC);
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed_s = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  std::optional<double> termed_at_s;
   char buf[256];
   while (true) {
+    int timeout_ms = -1;
+    if (limit_s) {
+      const double next_s = termed_at_s ? *termed_at_s + kill_grace_s : *limit_s;
+      if (elapsed_s() >= next_s) {
+        if (ParentGone(parent)) return true;
+        if (termed_at_s) {
+          kill(parent, SIGKILL);
+          return true;
+        }
+        kill(parent, SIGTERM);
+        termed_at_s = elapsed_s();
+        continue;
+      }
+      timeout_ms = static_cast<int>(std::ceil((next_s - elapsed_s()) * 1000));
+    }
     pollfd fds[2] = {{0, POLLIN, 0}, {signals, POLLIN, 0}};
-    if (poll(fds, signals >= 0 ? 2 : 1, -1) < 0) continue;
+    if (poll(fds, signals >= 0 ? 2 : 1, timeout_ms) <= 0) continue;
     if (signals >= 0 && (fds[1].revents & POLLIN)) {
       signalfd_siginfo info{};
       if (read(signals, &info, sizeof info) != sizeof info) continue;
-      if (static_cast<int>(info.ssi_signo) != kParentDeathSignal || ParentGone(parent)) return;
+      if (static_cast<int>(info.ssi_signo) != kParentDeathSignal || ParentGone(parent)) return termed_at_s.has_value();
       continue;  // only a thread of the parent ended
     }
     if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-      if (read(0, buf, sizeof buf) <= 0) return;  // the parent closed its end, or is gone
+      if (read(0, buf, sizeof buf) <= 0) return termed_at_s.has_value();  // the parent closed its end, or is gone
     }
   }
 }
@@ -139,7 +164,14 @@ int RunLease(const LeaseOptions& o) {
       {"gpus", grant->gpus}, {"uuids", uuids}, {"job_id", job_id}, {"lease", grant->lease.name()}, {"env", env}};
   fmt::print("{}\n", line.dump());
   std::fflush(stdout);
-  HoldUntilReleased(stops, parent);
+  // The time limit (--time-limit, else the owner's limits.default_time_limit): this side stops
+  // the job at it; the daemon does too should this process be stopped or killed
+  // (daemon/time_limit_watch.h).
+  if (HoldUntilReleased(stops, parent, w.request.time_limit_s, config->kill_grace_s)) {
+    fmt::print(stderr, "gpulane: the lease's time limit of {} is over: its process (pid {}) was stopped\n",
+               FormatSeconds(*w.request.time_limit_s), parent);
+    return kExitTimeout;
+  }
   return kExitOk;  // the lease ends with `grant`
 }
 
@@ -150,9 +182,8 @@ void RegisterLease(CLI::App& app, Runner* run) {
   CLI::App* sub = app.add_subcommand("_lease", "Hold GPUs for the process that started this one (the Python package's "
                                                "lease()): one JSON line on stdout, held until stdin ends");
   sub->group("");  // internal: not listed in --help
-  // No --time-limit: nothing here would stop the parent when it ran out, and the lease record would
-  // promise an end (which backfill plans around) that never comes.
-  o->request.Register(sub, {/*time_limit=*/false, /*priority=*/false});
+  // --time-limit (else limits.default_time_limit): the parent is stopped when it is over.
+  o->request.Register(sub, {/*time_limit=*/true, /*priority=*/false});
   sub->add_option("--timeout", o->timeout, "Give up waiting after this long (exit 6)")->type_name("DURATION");
   sub->add_flag("--no-wait", o->no_wait, "Fail at once (exit 5) when the GPUs are not free now");
   sub->add_flag("--uuid", o->uuid, "GPU UUIDs in CUDA_VISIBLE_DEVICES instead of indices");

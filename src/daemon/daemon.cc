@@ -138,6 +138,13 @@ Status Daemon::Setup() {
     else
       Log(fmt::format("fair share: {}: `gpulane run` waits in submission order", opened.error().message));
   }
+  // Every lease's time limit, also when its own side was killed (time_limit_watch.h).
+  if (auto opened = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config_.lease_dir))) {
+    limit_dir_ = std::make_unique<lease::LeaseDir>(std::move(opened).value());
+    limit_watch_ = std::make_unique<TimeLimitWatch>(config_, [this](const std::string& line) { Log(line); });
+  } else {
+    Log(fmt::format("time limits: {}: leases whose own side ended are not stopped at their time limit", opened.error().message));
+  }
   char exe[4096];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n <= 0) return MakeError(ErrorKind::kIo, "cannot find the gpulane binary (/proc/self/exe)");

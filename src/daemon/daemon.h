@@ -20,6 +20,7 @@
 #include "daemon/launcher.h"
 #include "daemon/parse_worker.h"
 #include "daemon/sampler_thread.h"
+#include "daemon/time_limit_watch.h"
 #include "daemon/paths.h"
 #include "daemon/settings.h"
 #include "daemon/web_child.h"
@@ -242,6 +243,10 @@ class Daemon {
   std::optional<sched::LineShares> published_shares_;  ///< as last published
   double published_mono_s_ = 0;                         ///< when (the monotonic clock)
   std::string share_error_;                             ///< the last publishing failure logged ("" after a success)
+  /// The lease directory whose leases' time limits the daemon enforces (time_limit_watch.h), and
+  /// the watch; nullptr when the directory cannot be opened.
+  std::unique_ptr<lease::LeaseDir> limit_dir_;
+  std::unique_ptr<TimeLimitWatch> limit_watch_;
   /// The GPU sampler (history, accounting, metrics); nullptr when telemetry is off.
   std::unique_ptr<SamplerThread> sampler_;
   /// gpulane-web, the HTTP side (web_child.h); nullptr when [web] listen is "off".

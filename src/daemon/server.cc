@@ -352,6 +352,7 @@ void Daemon::ReadStatusEvents() {
 void Daemon::Tick() {
   if (web_) web_->Tick(clock_.MonotonicS());
   jobs_->CheckSupervisors();
+  if (limit_watch_) limit_watch_->Check(limit_dir_->Read().leases, clock_.WallS());
   UpdateStoreMarker();
   schedule_needed_ = true;
   CheckConnections(clock_.MonotonicS());

@@ -86,8 +86,9 @@ class StrayWatch {
 // Asks, for a preemptible job, whether a waiting job needs its GPUs (lease/preemption.h).
 class PreemptWatch {
  public:
-  PreemptWatch(GpuBackend& backend, const lease::LeaseDir& dir, std::string lease_name, const lease::WaitRequest& wait)
-      : backend_(backend), dir_(dir), lease_(std::move(lease_name)), wait_(wait) {}
+  PreemptWatch(GpuBackend& backend, const lease::LeaseDir& dir, std::string lease_name, const lease::WaitRequest& wait,
+               sched::LineMemory unclaimed)
+      : backend_(backend), dir_(dir), lease_(std::move(lease_name)), wait_(wait), unclaimed_(std::move(unclaimed)) {}
 
   /// True (once, with reason()) when the job must give way now.
   bool Check() {
@@ -97,7 +98,7 @@ class PreemptWatch {
     if (!snapshot) return false;  // unknown: it keeps running, and the next look decides
     ProcfsProcessTable table;
     AnnotateProcesses(*snapshot, table);
-    reason_ = lease::PreemptionOf(contents, *snapshot, table, lease_, wait_, SystemClock().WallS(), free_since_s_);
+    reason_ = lease::PreemptionOf(contents, *snapshot, table, lease_, wait_, SystemClock().WallS(), free_since_s_, unclaimed_);
     return reason_.has_value();
   }
   const std::optional<std::string>& reason() const { return reason_; }
@@ -108,6 +109,7 @@ class PreemptWatch {
   std::string lease_;
   const lease::WaitRequest& wait_;
   std::map<std::string, double> free_since_s_;
+  sched::LineMemory unclaimed_;  ///< the waiter's memory of grants nobody claimed, kept up
   std::optional<std::string> reason_;
 };
 
@@ -255,7 +257,7 @@ Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir
   PrepareIsolation(job, hooks, GrantedDevices(grant->snapshot, grant->gpus, grant->mig_uuid), spec);
   RecordIsolation(job, hooks, spec, outcome);
   StrayWatch strays(backend, dir, grant->lease.name(), job.job_id, hooks.on_warning);
-  PreemptWatch preemption(backend, dir, grant->lease.name(), job.wait);
+  PreemptWatch preemption(backend, dir, grant->lease.name(), job.wait, grant->unclaimed);
   const bool check_strays = hooks.on_warning && job.stray_check_s > 0;
   const bool check_preemption =
       sched::GivesWay(job.wait.request, job.wait.limits_config.max_preemptions_per_job) && job.preempt_check_s > 0;

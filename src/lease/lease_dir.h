@@ -58,8 +58,9 @@
 // file of hers does no more: it holds GPUs as her lease, and counts for her limits.max_gpus and
 // fair share) (as she could by
 // using them without gpulane: her processes are foreign to everyone else either way) and wait in
-// line like any request (a ticket she holds without ever taking its GPUs keeps a preemptible job
-// off them, as a job of hers holding them would).
+// line like any request (a ticket she holds without ever taking the GPUs the line gives it loses
+// its place in every other decider's decisions after sched.max_unclaimed: sched/unclaimed.h; each
+// decider counts from its own sight, so no file decides that for another user's ticket either).
 #include <sys/types.h>
 
 #include <cstdint>

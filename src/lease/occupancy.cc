@@ -37,15 +37,6 @@ std::vector<LeasedGpu> EntriesFor(const LeaseRecord& lease, const std::string& u
 // names that parent and it is the lease owner's process. Its command line is the owner's word too,
 // but it gains her nothing `gpulane _lease` itself would not: only her own processes, and only
 // those under the process that started the holder. Any other holder vouches for no parent.
-std::uint32_t AnchorOf(const LeaseRecord& lease, ProcessTable& table) {
-  if (lease.holder <= 0 || lease.pid <= 1) return 0;
-  const auto pid = static_cast<std::uint32_t>(lease.pid), holder = static_cast<std::uint32_t>(lease.holder);
-  if (pid == holder || BelongsTo(table, pid, holder, 0)) return pid;
-  const auto links = table.Links(holder);
-  if (!links || links->ppid != pid || !IsLeaseCommand(table.Lookup(holder))) return 0;
-  const auto parent = table.Lookup(pid);
-  return parent && parent->uid == lease.uid ? pid : 0;
-}
 
 std::vector<std::uint32_t> AnchorsOf(const std::vector<LeaseRecord>& leases, ProcessTable& table) {
   std::vector<std::uint32_t> anchors;
@@ -178,6 +169,16 @@ sched::GpuState BaseState(const GpuDevice& d, const GpuSnapshot& snapshot) {
 }
 
 }  // namespace
+
+std::uint32_t AnchorOf(const LeaseRecord& lease, ProcessTable& table) {
+  if (lease.holder <= 0 || lease.pid <= 1) return 0;
+  const auto pid = static_cast<std::uint32_t>(lease.pid), holder = static_cast<std::uint32_t>(lease.holder);
+  if (pid == holder || BelongsTo(table, pid, holder, 0)) return pid;
+  const auto links = table.Links(holder);
+  if (!links || links->ppid != pid || !IsLeaseCommand(table.Lookup(holder))) return 0;
+  const auto parent = table.Lookup(pid);
+  return parent && parent->uid == lease.uid ? pid : 0;
+}
 
 std::vector<std::vector<int>> ProcessOwners(const GpuSnapshot& snapshot, const std::vector<LeaseRecord>& leases,
                                             ProcessTable& processes) {

@@ -78,6 +78,11 @@ inline constexpr int kEndedProcess = -2;
 std::vector<std::vector<int>> ProcessOwners(const GpuSnapshot& snapshot, const std::vector<LeaseRecord>& leases,
                                             ProcessTable& processes);
 
+/// The process a lease's job descends from, as far as the kernel vouches for it: the "pid" its
+/// file names when that is the process holding its lock or below it, or the parent of a holder
+/// running `gpulane _lease` when that parent is the lease owner's; 0 when neither.
+std::uint32_t AnchorOf(const LeaseRecord& lease, ProcessTable& table);
+
 /// The lease of the gpulane job this process runs inside, if any: the live lease whose job id is
 /// `job_id` (the GPULANE_JOB_ID this process inherited), whose owner is `self_pid`'s user and
 /// whose supervisor (as confirmed by its lock, BuildOccupancy) is an ancestor of `self_pid` (so

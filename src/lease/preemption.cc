@@ -6,13 +6,14 @@
 #include <utility>
 #include <vector>
 
+#include "lease/claimed_line.h"
 #include "lease/occupancy.h"
 
 namespace gpulane::lease {
 
 std::optional<std::string> PreemptionOf(const DirContents& contents, const GpuSnapshot& snapshot, ProcessTable& processes,
                                         const std::string& own_lease, const WaitRequest& w, double now_s,
-                                        std::map<std::string, double>& first_seen_free_s) {
+                                        std::map<std::string, double>& first_seen_free_s, sched::LineMemory& unclaimed) {
   std::vector<TicketRecord> line = TicketsOfLine(contents.tickets, "");
   if (line.empty()) return std::nullopt;  // nobody waits
   std::vector<LeaseRecord> leases = contents.leases;
@@ -26,8 +27,9 @@ std::optional<std::string> PreemptionOf(const DirContents& contents, const GpuSn
   Occupancy occupancy = BuildOccupancy(snapshot, leases, processes);
   NoteFreeSince(occupancy.gpus, now_s, first_seen_free_s);
   const sched::Limits limits = LineLimits(w, now_s, leases, line, static_cast<unsigned>(snapshot.devices.size()));
-  std::vector<sched::Request> requests = LineOf(line, occupancy.gpus);
-  const std::vector<sched::Decision> decisions = sched::Schedule(std::move(occupancy.gpus), requests, limits, occupancy.mig_units);
+  // A ticket that did not claim what it was granted preempts nobody (sched/unclaimed.h).
+  const LineDecision decided = DecideLine(occupancy, line, limits, unclaimed, std::nullopt, now_s, w.max_unclaimed_s);
+  const std::vector<sched::Decision>& decisions = decided.decisions;
   for (std::size_t k = 0; k < decisions.size(); ++k) {
     for (unsigned i : decisions[k].preempt) {
       if (i >= snapshot.devices.size()) continue;

@@ -12,6 +12,7 @@
 #include "lease/lease_dir.h"
 #include "lease/waiter.h"
 #include "os/process_table.h"
+#include "sched/unclaimed.h"
 
 namespace gpulane::lease {
 
@@ -20,9 +21,11 @@ namespace gpulane::lease {
 /// machine's line names one of its GPUs in Decision::preempt. Decides as a waiter of the machine's
 /// line would under `w`'s settings (LineLimits) at `now_s` (seconds since the epoch), from
 /// `contents` and `snapshot` (processes annotated, AnnotateProcesses); the own lease counts as
-/// preemptible whatever its file says. `first_seen_free_s` is the caller's NoteFreeSince record.
+/// preemptible whatever its file says. `first_seen_free_s` is the caller's NoteFreeSince record;
+/// `unclaimed` its memory of grants nobody claimed (sched/unclaimed.h, its waiter's to begin with):
+/// a ticket that lost its place there makes nobody give way.
 std::optional<std::string> PreemptionOf(const DirContents& contents, const GpuSnapshot& snapshot, ProcessTable& processes,
                                         const std::string& own_lease, const WaitRequest& w, double now_s,
-                                        std::map<std::string, double>& first_seen_free_s);
+                                        std::map<std::string, double>& first_seen_free_s, sched::LineMemory& unclaimed);
 
 }  // namespace gpulane::lease

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "gpu/visible_devices.h"
+#include "lease/claimed_line.h"
 #include "lease/occupancy.h"
 #include "os/process_table.h"
 #include "os/user_groups.h"
@@ -33,6 +34,7 @@ void ApplyConfig(const Config& config, WaitRequest& w) {
   w.partitions = config.partitions;
   w.policy = sched::ParsePolicy(config.sched_policy).value_or(sched::PolicyKind::kDefault);
   w.max_reserve_idle_s = config.max_reserve_idle_s;
+  w.max_unclaimed_s = config.max_unclaimed_s;
   w.limits_config = config;
 }
 
@@ -223,16 +225,23 @@ Result<sched::Decision> LeaseWaiter::Decide(const GpuSnapshot& snapshot, Process
   if (!nested())
     limits = LineLimits(request_, now_s, contents.leases, view->tickets, static_cast<unsigned>(snapshot.devices.size()),
                         &max_gpus_cache_);
-  std::vector<sched::Request> line = LineOf(view->tickets, view->occupancy.gpus);
-  auto decisions = sched::Schedule(std::move(view->occupancy.gpus), line, limits, view->occupancy.mig_units);
+  // Its own ticket is the file it holds, known by its inode: any user can write a ticket with
+  // this one's id, and must not hand it her decision.
+  std::optional<std::size_t> self;
+  for (std::size_t i = 0; i < view->tickets.size(); ++i)
+    if (view->tickets[i].dev == ticket_.dev && view->tickets[i].ino == ticket_.ino) self = i;
+  if (!self) return MakeError(ErrorKind::kIo, "this request's ticket vanished from the lease directory; try again");
+  // A ticket granted and not claimed for sched.max_unclaimed loses its place (sched/unclaimed.h).
+  LineDecision line = DecideLine(view->occupancy, view->tickets, limits, unclaimed_, self, now_s, request_.max_unclaimed_s);
   *earlier_granted = false;
-  for (std::size_t i = 0; i < view->tickets.size(); ++i) {
-    // Its own ticket is the file it holds, known by its inode: any user can write a ticket with
-    // this one's id, and must not hand it her decision.
-    if (view->tickets[i].dev == ticket_.dev && view->tickets[i].ino == ticket_.ino) return std::move(decisions[i]);
-    *earlier_granted = *earlier_granted || decisions[i].granted;
+  for (std::size_t i : line.order) {
+    if (i == *self) break;
+    *earlier_granted = *earlier_granted || line.decisions[i].granted;
   }
-  return MakeError(ErrorKind::kIo, "this request's ticket vanished from the lease directory; try again");
+  sched::Decision mine = std::move(line.decisions[*self]);
+  if (line.recheck_at_s && !mine.granted)
+    mine.recheck_at_s = mine.recheck_at_s ? std::min(*mine.recheck_at_s, *line.recheck_at_s) : *line.recheck_at_s;
+  return mine;
 }
 
 Result<Grant> LeaseWaiter::Acquire() {
@@ -344,6 +353,7 @@ Result<Grant> LeaseWaiter::Acquire() {
         Grant grant{mine->gpus, std::move(lease).value(), std::move(*snapshot), env_.MonotonicS() - start, 0, std::nullopt};
         if (partition) grant.partition_stop = sched::StopOf(*partition, week_now());
         grant.mig_uuid = mine->mig_uuid;
+        grant.unclaimed = unclaimed_;
         return grant;
       }
     }
@@ -371,8 +381,16 @@ Result<Grant> LeaseWaiter::Acquire() {
       wait_s = std::min(wait_s, left);
     }
     if (dir_.watch_fd() < 0) wait_s = std::min(wait_s, 0.05);  // no inotify: look again soon
+    const double wake_by_s = env_.MonotonicS() + wait_s;
     const unsigned ready = env_.WaitReadable({dir_.watch_fd(), signals.fd()}, wait_s);
     if (ready & 2u) return interrupted(signals.Take());
+    // It did not run for longer than a grant may stay unclaimed (stopped: Ctrl-Z, SIGSTOP; or the
+    // machine slept): the requests behind it may have gone first (sched/unclaimed.h). Said once a time.
+    if (const double late_s = env_.MonotonicS() - wake_by_s; late_s >= request_.max_unclaimed_s && !request_.quiet)
+      fmt::print(stderr, "gpulane: warning: this request did not run for {} while it waited in line (stopped, or the "
+                         "machine slept); a request that does not take the GPUs the line gives it within {} "
+                         "(sched.max_unclaimed) loses its place to the requests behind it\n",
+                 FormatSeconds(late_s), FormatSeconds(request_.max_unclaimed_s));
     dir_.DrainEvents();
     if (env_.MonotonicS() - snapshot_time >= request_.nvml_poll_s) {
       auto fresh = ReadSnapshot();

@@ -18,6 +18,7 @@
 #include "sched/partition.h"
 #include "sched/policy.h"
 #include "sched/request.h"
+#include "sched/unclaimed.h"
 #include "util/clock.h"
 #include "util/config.h"
 #include "util/result.h"
@@ -48,6 +49,9 @@ struct WaitRequest {
   /// max_reserve_idle_s, counted from when this waiter first saw it free (sched/policy.h).
   sched::PolicyKind policy = sched::PolicyKind::kDefault;
   double max_reserve_idle_s = sched::kDefaultMaxReserveIdleS;
+  /// [sched] max_unclaimed: a ticket this waiter has seen granted and not claimed for this long
+  /// loses its place in its decisions (sched/unclaimed.h).
+  double max_unclaimed_s = sched::kDefaultMaxUnclaimedS;
   /// The machine's config, for [limits] (limits.max_gpus of every user in line: AddUserLimits).
   Config limits_config;
   /// The machine's partitions (Config::partitions): the one request.partition names restricts the
@@ -101,6 +105,9 @@ struct Grant {
   std::optional<sched::PartitionStop> partition_stop;
   /// --mig: the MIG device leased (`gpus` holds its GPU); the job gets CUDA_VISIBLE_DEVICES=MIG-...
   std::optional<std::string> mig_uuid;
+  /// The waiter's memory of unclaimed grants (sched/unclaimed.h), for the job's own later
+  /// decisions (a preemptible job asking whether to give way: lease/preemption.h).
+  sched::LineMemory unclaimed;
 };
 
 /// Time and sleeping as the waiter sees them: the real clocks and poll(2), or a test's virtual
@@ -167,6 +174,7 @@ class LeaseWaiter {
   /// wall clock; the bound on holding a free GPU for an unknown start counts from there.
   std::map<std::string, double> free_since_s_;
   std::map<std::uint32_t, std::optional<unsigned>> max_gpus_cache_;  ///< uid -> limits.max_gpus (AddUserLimits)
+  sched::LineMemory unclaimed_;  ///< tickets seen granted and not claimed, and those that lost their place
 };
 
 }  // namespace gpulane::lease

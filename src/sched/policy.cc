@@ -1,6 +1,7 @@
 #include "sched/policy.h"
 
 #include "sched/preemption.h"
+#include "sched/reserve_idle.h"
 #include "sched/user_limits.h"
 
 #include <algorithm>
@@ -550,9 +551,10 @@ std::vector<Decision> Schedule(std::vector<GpuState> gpus, std::span<const Reque
         const unsigned i = possible[k2];
         d.gpus.push_back(i);
         if (!reserves || holds[i].by >= 0) continue;
-        if (policy == PolicyKind::kDefault && c.timed && !start_known && verdicts[i].wait == Wait::kNow) {
-          // Bounded: a free GPU waits for an unknown start at most max_reserve_idle_s.
-          const double since = std::max(r.submit_time_s, gpus[i].free_since_s.value_or(r.submit_time_s));
+        if (policy == PolicyKind::kDefault && c.timed && !start_known && (verdicts[i].wait == Wait::kNow || Idle(gpus[i]))) {
+          // Bounded: an idle GPU waits for an unknown start at most max_reserve_idle_s (sched/reserve_idle.h).
+          const double since = IdleHoldSince(limits, r, gpus[i]);
+          d.idle_hold_since_s = UserIdleClock(limits, r);
           const double until = since + limits.max_reserve_idle_s;
           if (c.now >= until) {
             if (c.explain)

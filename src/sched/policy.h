@@ -41,8 +41,9 @@
 //    the reservation's start to be known: every GPU it waits for is free or held by leases whose end
 //    is known (GpuState::busy_until_s, from their time limits). When the start is unknown (a
 //    process outside gpulane, a lease without a time limit), a GPU that is free now is held for it
-//    at most Limits::max_reserve_idle_s (counted from when the GPU became free, or from the
-//    request's submission if later); after that the free GPU goes to later requests
+//    at most Limits::max_reserve_idle_s (counted from when the GPU became free, or from its user's
+//    first such hold if later, across her requests: sched/reserve_idle.h), whether or not the
+//    request could use that GPU now; after that the free GPU goes to later requests
 //    (Decision::notes says so) and jobs without a time limit may start on it.
 //  - kEasy (Slurm-like EASY backfill): only the first waiter reserves, against the known ends; the
 //    same backfill rule; no bound: with an unknown start its reserved GPUs stay held.
@@ -156,6 +157,9 @@ struct Decision {
   /// Waiting: it could start if the preemptible jobs on these GPUs (of `gpus`, which it reserves)
   /// gave way; their holders stop them. Empty: it waits for nobody to be preempted.
   std::vector<unsigned> preempt;
+  /// Waiting for an unknown start while holding, or wanting to hold, an idle GPU: its user's
+  /// clock of such holds (sched/reserve_idle.h UserIdleClock), for the decider's memory.
+  std::optional<double> idle_hold_since_s;
 };
 
 /// The settings of one decision.
@@ -166,6 +170,10 @@ struct Limits {
   /// the clock of GpuState's times and Request::submit_time_s. nullopt: no backfill, no bound.
   std::optional<double> now_s;
   double max_reserve_idle_s = kDefaultMaxReserveIdleS;  ///< kDefault: longest hold of a free GPU for an unknown start, seconds
+  /// Each user's clock of holding idle GPUs for unknown starts, as the decider remembers it
+  /// (sched/reserve_idle.h; uid -> since, seconds on the clock of now_s); absent: her request's
+  /// submission.
+  std::map<std::uint32_t, double> idle_hold_since_by_uid;
   /// Only the grants matter (the simulator): waiting requests get no reasons (nor, when they
   /// cannot start and waiting changes nothing behind them, a reservation or `impossible`), and once
   /// no GPU is left that a later request could start on, Schedule stops: the decisions returned

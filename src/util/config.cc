@@ -481,6 +481,14 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
         config.max_reserve_idle_s = *seconds;
         continue;
       }
+      if (key == "max_unclaimed") {
+        auto text = node.value<std::string>();
+        auto seconds = text ? ParseDurationOrSecondsS(*text) : Result<double>(MakeError(ErrorKind::kInvalidArgument, "not a string"));
+        if (!seconds || !std::isfinite(*seconds) || *seconds < 1 || *seconds > 3600)
+          return Bad(path, node.source(), "sched.max_unclaimed must be a duration from \"1s\" to \"1h\", like \"30s\"");
+        config.max_unclaimed_s = *seconds;
+        continue;
+      }
       if (key == "max_preemptions_per_job") {
         auto count = IntegerOf(node);
         if (!count || *count < 0 || *count > 1000)
@@ -517,7 +525,7 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
         (key == "priority_weight_fair_share" ? config.priority_weight_fair_share : config.priority_weight_age) = *weight;
       } else {
         return Bad(path, node.source(),
-                   fmt::format("unknown key sched.{} (known: default_partition, policy, max_reserve_idle, max_preemptions_per_job, max_preemptions_per_minute, fair_share_half_life, "
+                   fmt::format("unknown key sched.{} (known: default_partition, policy, max_reserve_idle, max_unclaimed, max_preemptions_per_job, max_preemptions_per_minute, fair_share_half_life, "
                                "priority_weight_fair_share, priority_weight_age, priority_max_age)",
                                key.str()));
       }

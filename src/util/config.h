@@ -68,6 +68,10 @@ struct Config {
   /// [sched] max_reserve_idle: the longest a free GPU is held for a waiting job whose start
   /// nobody can predict (sched::kDefaultMaxReserveIdleS, 10 min), seconds; 0 .. 1 day.
   double max_reserve_idle_s = 600;
+  /// [sched] max_unclaimed: a ticket granted GPUs that its holder does not take within this long
+  /// loses its place in line (sched::kDefaultMaxUnclaimedS, 30 s; sched/unclaimed.h), seconds;
+  /// 1 s .. 1 h.
+  double max_unclaimed_s = 30;
   LimitsConfig limits;                                            ///< [limits]: everyone's (root has none)
   std::vector<std::pair<std::string, LimitsConfig>> user_limits;  ///< [limits.users.NAME], in the file's order
   std::vector<std::pair<std::string, LimitsConfig>> group_limits; ///< [limits.groups.NAME], in the file's order

@@ -40,7 +40,7 @@ TEST_F(FairShareConfigFile, ErrorsNameTheKeyAndTheFix) {
   EXPECT_NE(ErrorOf("[sched]\nfair_share_half_life = \"soon\"\n").find("sched.fair_share_half_life:"), std::string::npos);
   EXPECT_NE(ErrorOf("[sched]\npriority_weight_age = -1\n").find("sched.priority_weight_age must be a number from 0"),
             std::string::npos);
-  EXPECT_NE(ErrorOf("[sched]\nhalf_life = \"1d\"\n").find("unknown key sched.half_life (known: default_partition, policy, max_reserve_idle, max_preemptions_per_job, max_preemptions_per_minute, fair_share_half_life"),
+  EXPECT_NE(ErrorOf("[sched]\nhalf_life = \"1d\"\n").find("unknown key sched.half_life (known: default_partition, policy, max_reserve_idle, max_unclaimed, max_preemptions_per_job, max_preemptions_per_minute, fair_share_half_life"),
             std::string::npos);
   EXPECT_NE(ErrorOf("[share]\nalice = 1\n").find("[shares]"), std::string::npos) << "the sections are listed";
   for (const std::string text : {"[shares]\nalice = 0\n", "[sched]\npriority_weight_age = -1\n"}) {
