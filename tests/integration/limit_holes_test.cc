@@ -92,7 +92,7 @@ TEST_F(LimitHoles, KillNineOfOnesOwnRunDoesNotLetItsJobOutliveItsTimeLimit) {
   const double ended_after_s = NowS() - started_s;
   EXPECT_GE(ended_after_s, 3.0) << "not before its limit";
   EXPECT_LT(ended_after_s, 15.0) << "limit + grace + slack + a tick, with room for a loaded machine";
-  EXPECT_TRUE(Contains(d_->Log(), "past its time limit of 3s (--time-limit)")) << d_->Log();
+  EXPECT_TRUE(Contains(d_->Log(), "past its time limit of 3.0 s (--time-limit)")) << d_->Log();
   // The GPU is free again: another user's --no-wait run gets it.
   RunResult other = d_->GpulaneAs(b_, {"run", "-g", "2", "--no-wait", "--", "true"}, kNoConfig);
   EXPECT_EQ(other.exit_code, 0) << other.err;
@@ -110,7 +110,7 @@ TEST_F(LimitHoles, ALeaseWrittenWithoutATimeLimitIsStoppedAtTheOwnersDefaultTime
   const pid_t job = ReadPid(pidfile);
   EXPECT_FALSE(Leases(*d_).front().contains("time_limit_s")) << Leases(*d_).front().dump();
   ASSERT_TRUE(Eventually([&] { return !Running(job) && Leases(*d_).empty(); }, 20)) << d_->Log();
-  EXPECT_TRUE(Contains(d_->Log(), "past its time limit of 3s (limits.default_time_limit)")) << d_->Log();
+  EXPECT_TRUE(Contains(d_->Log(), "past its time limit of 3.0 s (limits.default_time_limit)")) << d_->Log();
   auto ended = run.Wait(10);
   ASSERT_TRUE(ended);
   EXPECT_NE(ended->exit_code, 0) << "its job was stopped";
@@ -146,7 +146,7 @@ TEST_F(LimitHoles, ThePythonPackagesLeaseStopsItsProcessAtItsTimeLimit) {
   auto ended = parent.Wait(20);
   ASSERT_TRUE(ended) << "the leasing process still runs " << NowS() - started_s << " s after the lease's start";
   EXPECT_TRUE(Eventually([&] { return Leases(*d_).empty(); }, 5));
-  EXPECT_TRUE(Eventually([&] { return Contains(parent.ErrSoFar(), "gpulane: the lease's time limit of 2s is over: its process (pid "); }, 5))
+  EXPECT_TRUE(Eventually([&] { return Contains(parent.ErrSoFar(), "gpulane: the lease's time limit of 2.0 s is over: its process (pid "); }, 5))
       << parent.ErrSoFar();
   EXPECT_FALSE(Contains(d_->Log(), "time limit: ")) << "its own side stopped it, not the daemon: " << d_->Log();
   EXPECT_GE(NowS() - started_s, 2.0);
@@ -164,7 +164,7 @@ TEST_F(LimitHoles, AStoppedPythonPackageLeaseIsEndedByTheDaemonAtTheDefaultTimeL
   auto ended = parent.Wait(20);
   ASSERT_TRUE(ended) << "the leasing process still runs; daemon log:\n" << d_->Log();
   EXPECT_TRUE(Eventually([&] { return Leases(*d_).empty() && !Running(holder); }, 10)) << d_->Log();
-  EXPECT_TRUE(Contains(d_->Log(), "past its time limit of 2s (limits.default_time_limit)")) << d_->Log();
+  EXPECT_TRUE(Contains(d_->Log(), "past its time limit of 2.0 s (limits.default_time_limit)")) << d_->Log();
 }
 
 }  // namespace

@@ -33,20 +33,22 @@ TEST(UnclaimedGrant, AStoppedRunFirstInLineLosesItsPlaceAndTheRunBehindItStartsW
   Child stopped = StartRun(machine, {"-g", "2", "--", "true"});
   ASSERT_TRUE(Eventually([&] { return SaysWaiting(stopped); }, 20)) << stopped.ErrSoFar();
   stopped.Kill(SIGSTOP);
-  Child behind = StartRun(machine, {"-g", "1", "--timeout", "60s", "--", "echo", "started"});
+  // Its job holds the GPU 3 s, so the stopped run stays stopped well past max_unclaimed.
+  Child behind = StartRun(machine, {"-g", "1", "--timeout", "60s", "--", "sh", "-c", "echo started; sleep 3"});
   ASSERT_TRUE(Eventually([&] { return SaysWaiting(behind); }, 20)) << behind.ErrSoFar();
   // Both GPUs free: the line gives them to the stopped run, which never takes them.
   const double freed_s = MonoS();
   gate.Open();
   ASSERT_TRUE(holder.Wait(20));
-  auto done = behind.Wait(30);
-  ASSERT_TRUE(done) << "the run behind the unclaimed grant still waits " << MonoS() - freed_s << " s after the GPUs were freed: "
-                    << LastStatus(behind);
+  ASSERT_TRUE(Eventually([&] { return behind.OutSoFar() == "started\n"; }, 30))
+      << "the run behind the unclaimed grant still waits " << MonoS() - freed_s << " s after the GPUs were freed: "
+      << LastStatus(behind);
   const double waited_s = MonoS() - freed_s;
-  EXPECT_EQ(done->exit_code, 0) << done->err;
-  EXPECT_EQ(done->out, "started\n");
   EXPECT_GE(waited_s, 1.9) << "the grant was the stopped run's for max_unclaimed first";
   EXPECT_LT(waited_s, 15.0) << "max_unclaimed (2 s) and a wake-up, with room for a loaded machine";
+  auto done = behind.Wait(30);
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->exit_code, 0) << done->err;
   // Resumed, the stopped run is told why the line went on without it, and runs once GPUs are free.
   stopped.Kill(SIGCONT);
   auto resumed = stopped.Wait(30);
