@@ -100,7 +100,8 @@ TEST(Unclaimed, ALostPlaceIsKeptWhileTheTicketLivesAndForgottenWithIt) {
   NoteGrants(m, keys, {false, true}, 1, 40, 30);
   EXPECT_TRUE(m.demoted.count(keys[0])) << "demoted for as long as its ticket lives";
   EXPECT_EQ(ClaimOrder(m, keys), (std::vector<std::size_t>{1, 0}));
-  NoteGrants(m, {keys[1]}, {false}, 0, 50, 30);
+  const std::vector<ClaimKey> only_second = {keys[1]};
+  NoteGrants(m, only_second, {false}, 0, 50, 30);
   EXPECT_TRUE(m.demoted.empty()) << "its ticket is gone";
   // A grant that ends (its GPUs went elsewhere) starts from zero.
   NoteGrants(m, keys, {true, false}, 1, 100, 30);
