@@ -56,11 +56,18 @@ TEST(LeaseHold, OutlivesTheParentsThreadThatStartedIt) {
   ASSERT_TRUE(Eventually([&] { return RunOn(machine, {"-q", "--no-wait", "--", "true"}).exit_code == 0; }, 20));
 }
 
-TEST(LeaseHold, RefusesATimeLimitItCouldNotEnforce) {
+// It used to refuse --time-limit (nothing stopped the parent): now the lease's own side stops the
+// process it holds the lease for at the limit (issue 23, item 9; LimitHoles.* has the daemon's side).
+TEST(LeaseHold, StopsTheProcessItHoldsTheLeaseForAtItsTimeLimit) {
   FakeMachine machine(IdleMachine(1));
-  RunResult r = RunGpulane({"_lease", "--time-limit", "1h", "--no-wait"}, RunEnv(machine), 30);
-  EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_TRUE(Contains(r.err, "--time-limit")) << r.err;
+  Child parent({"/bin/sh", "-c", "sleep 30 | " + GpulaneBinary() + " _lease --time-limit 1s; echo survived"}, RunEnv(machine));
+  auto ended = parent.Wait(20);
+  ASSERT_TRUE(ended) << "the leasing process still runs: " << parent.ErrSoFar();
+  EXPECT_FALSE(Contains(ended->out, "survived")) << "it was stopped, not left running";
+  EXPECT_TRUE(Eventually([&] { return Contains(parent.ErrSoFar(), "gpulane: the lease's time limit of 1.0 s is over"); }, 5))
+      << parent.ErrSoFar();
+  EXPECT_TRUE(Eventually([&] { return RunOn(machine, {"-q", "--no-wait", "--", "true"}).exit_code == 0; }, 20))
+      << "the lease ended with it";
 }
 
 }  // namespace
