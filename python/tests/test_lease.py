@@ -276,3 +276,19 @@ def test_an_error_is_printed_once(machine2, capfd):
     assert info.value.message not in err, f"printed before the exception carried it: {err!r}"
     shown = err + str(info.value)
     assert shown.count(info.value.message) == 1, shown
+
+
+TIME_LIMIT_SCRIPT = """
+import time, gpulane
+with gpulane.lease(n=1, time_limit="1s"):
+    time.sleep(60)
+print("survived")
+"""
+
+
+def test_a_lease_with_a_time_limit_stops_its_process_when_it_is_over(machine2):
+    # Issue 23, item 9: the lease's own side (gpulane _lease) stops the process at its limit.
+    proc = subprocess.run([sys.executable, "-c", TIME_LIMIT_SCRIPT], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, timeout=60)
+    assert proc.returncode == -signal.SIGTERM, (proc.returncode, proc.stderr)
+    assert "survived" not in proc.stdout  # (the package reads _lease's stderr: nobody is left to show its line)
