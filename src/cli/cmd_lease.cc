@@ -132,14 +132,16 @@ int RunLease(const LeaseOptions& o) {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stops, sig);
   sigprocmask(SIG_BLOCK, &stops, nullptr);
   const std::string job_id = fmt::format("p{}", parent);
-  std::string command = fmt::format("pid {}", parent);
+  // The lease file is world-readable: it names the program that holds the lease, never its
+  // arguments (docs/security.md, "Privacy").
+  std::string label = fmt::format("pid {}", parent);
   {
     std::ifstream in(fmt::format("/proc/{}/cmdline", parent), std::ios::binary);
-    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    for (char& c : cmdline) c = c == '\0' ? ' ' : c;
-    if (!Trim(cmdline).empty()) command = EscapeForTerminal(std::string(Trim(cmdline)));
+    std::string argv0;
+    std::getline(in, argv0, '\0');
+    if (!Trim(argv0).empty()) label = EscapeForTerminal(lease::ProgramLabel({std::string(Trim(argv0))}));
   }
-  lease::LeaseWaiter waiter(**backend, *dir, w, job_id, command, [&o](const std::string& line) {
+  lease::LeaseWaiter waiter(**backend, *dir, w, job_id, label, [&o](const std::string& line) {
     if (!o.quiet && !line.empty()) fmt::print(stderr, "gpulane: {}\n", EscapeForTerminal(line));
   });
   if (Status joined = waiter.JoinLine(); !joined.ok()) return Fail(joined.error());

@@ -182,8 +182,12 @@ void PrintAttempts(const json& job) {
 // the terminal; `show --json` prints the exact values instead.
 void PrintJob(const json& job) {
   const json& spec = job["spec"];
+  // Another user's command line, directory and log paths come hidden (store/job_view.h): said so,
+  // never shown as empty.
   std::string argv;
-  for (const auto& a : spec["argv"]) argv += (argv.empty() ? "" : " ") + BytesText(a);
+  if (spec.value("argv_hidden", false) || !spec["argv"].is_array()) argv = Text(spec, "argv");
+  else
+    for (const auto& a : spec["argv"]) argv += (argv.empty() ? "" : " ") + BytesText(a);
   const std::string id = job.contains("id_text") ? Text(job, "id_text") : std::to_string(job["id"].get<std::int64_t>());
   fmt::print("job {}  {}  {}\n", id, Text(job, "user"), EscapeForTerminal(StateLabelOf(job.value("state", ""))));
   fmt::print("  name      {}\n  command   {}\n  directory {}\n  gpus      {}\n", Text(spec, "name"), argv,

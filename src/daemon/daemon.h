@@ -29,6 +29,7 @@
 #include "sched/fairshare.h"
 #include "proto/wire.h"
 #include "store/job_store.h"
+#include "store/job_view.h"
 #include "util/clock.h"
 #include "util/config.h"
 
@@ -181,6 +182,12 @@ class Daemon {
   std::optional<store::Job> FindJob(std::int64_t id) { return jobs_->Find(id); }
   void AnswerWaiters();
   bool CanAct(const Peer& peer, const store::Job& job) const { return peer.admin || peer.uid == job.uid; }
+  /// Whether `peer` sees other users' command lines, directories and log paths: daemon.show_commands,
+  /// or the daemon's own gpulane-web with web.show_commands (docs/security.md, "Privacy").
+  bool ShowsCommandsTo(const Peer& peer) const;
+  /// What `peer` sees of `job` in show, queue and usage (store/job_view.h): everything when it may
+  /// act on it, else the command line, directory and log paths only as ShowsCommandsTo says.
+  store::JobVisibility VisibilityFor(const Peer& peer, const store::Job& job) const;
   void Log(const std::string& message) const;
   /// [limits] of user `uid` (sched::LimitsOf with the groups the user database gives), looked up
   /// once per uid for the daemon's life (a group change takes a daemon restart).

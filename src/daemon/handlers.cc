@@ -30,6 +30,7 @@
 #include "os/user_groups.h"
 #include "sched/user_limits.h"
 #include "store/job_id.h"
+#include "store/job_view.h"
 #include "util/bytes_json.h"
 
 namespace gpulane::daemon {
@@ -620,6 +621,8 @@ void Daemon::AskSampler(Connection& c, const json& req) {
   }
   json extra;
   if (req.value("op", "") == "metrics") extra["jobs_by_state"] = jobs_->CountByState();
+  // Who asks: a usage record's name is hidden from other users as a job's command is.
+  extra["viewer"] = {{"uid", c.peer.uid}, {"sees_all", c.peer.admin || ShowsCommandsTo(c.peer)}};
   c.asking = true;
   sampler_->Ask(c.fd, c.serial, req, std::move(extra));
 }
@@ -654,6 +657,18 @@ std::vector<unsigned> Daemon::GpuIndices(const Job& job) const {
   return indices;
 }
 
+bool Daemon::ShowsCommandsTo(const Peer& peer) const {
+  if (config_.daemon_show_commands) return true;
+  // The daemon's own gpulane-web (its child: the pid cannot be another process's while it is not
+  // reaped) with web.show_commands: the admin chose to show command lines over HTTP.
+  return config_.web_show_commands && web_ && web_->pid() > 0 && peer.pid == web_->pid();
+}
+
+store::JobVisibility Daemon::VisibilityFor(const Peer& peer, const Job& job) const {
+  if (CanAct(peer, job)) return store::kSeesAll;
+  return {ShowsCommandsTo(peer), false};
+}
+
 json Daemon::JobForClient(const Job& job, bool with_env) const {
   json j = store::JobToJson(job, with_env);
   j["gpu_indices"] = GpuIndices(job);
@@ -679,7 +694,6 @@ json Daemon::HandleSnapshot(const json& req) {
 }
 
 json Daemon::HandleQueue(const Peer& peer, const json& req) {
-  (void)peer;
   auto selection = SelectForQueue(req, *store_, *jobs_, false);
   if (!selection) return Err(selection.error().kind, selection.error().message);
   // One frame is built whole while everyone else waits: larger listings are streamed.
@@ -700,7 +714,11 @@ json Daemon::HandleQueue(const Peer& peer, const json& req) {
     return WithStoreWarnings(Ok({{"table", std::move(table)}, {"count", selected.size()}}));
   }
   json jobs = json::array();
-  for (const Job* job : selected) jobs.push_back(JobForClient(*job, false));
+  for (const Job* job : selected) {
+    json j = JobForClient(*job, false);
+    store::HideFields(j, {VisibilityFor(peer, *job).commands, true});  // a listing has no environment
+    jobs.push_back(std::move(j));
+  }
   return WithStoreWarnings(Ok({{"jobs", std::move(jobs)}}));
 }
 
@@ -746,7 +764,7 @@ void Daemon::PumpStream(Connection& c) {
     if (!job) continue;
     if (s.json) {
       text += QueueJsonSeparator(s.sent);
-      AppendQueueJobJson(*job, GpuIndices(*job), text);
+      AppendQueueJobJson(*job, GpuIndices(*job), text, VisibilityFor(c.peer, *job).commands);
     } else {
       AppendQueueRow(*job, GpuIndices(*job), s.now, text);
     }
@@ -779,8 +797,9 @@ json Daemon::HandleShow(const Peer& peer, const json& req) {
     for (auto id : named->ids) {
       auto job = resolve.Find(id);
       if (!job) continue;
-      json j = JobForClient(*job, CanAct(peer, *job));
-      if (!CanAct(peer, *job)) j["spec"]["env"] = "(hidden: another user's job)";
+      const store::JobVisibility visible = VisibilityFor(peer, *job);
+      json j = JobForClient(*job, visible.env);
+      store::HideFields(j, visible);
       // Every attempt (a retried job has several), each with its GPUs' indices as the job's.
       json attempts = store::AllAttemptsToJson(*job);
       for (json& a : attempts) {

@@ -18,6 +18,7 @@
 #include "lease/occupancy.h"
 #include "render/metrics_text.h"
 #include "proto/telemetry_json.h"
+#include "store/job_view.h"
 
 namespace gpulane::daemon {
 namespace {
@@ -302,7 +303,7 @@ json SamplerThread::AnswerOf(const Question& q) {
   try {
     if (op == "history") return History(q.request);
     if (op == "report") return Report(q.request);
-    if (op == "usage") return Usage(q.request);
+    if (op == "usage") return Usage(q.request, q.extra);
     if (op == "telemetry") return Telemetry(q.request);
     if (op == "metrics") return Metrics(q.extra);
     if (op == "events") return Events(q.request);
@@ -387,25 +388,39 @@ json SamplerThread::Report(const json& req) {
   return Ok({{"by", telemetry::ReportByName(*by)}, {"rows", std::move(rows)}});
 }
 
-json SamplerThread::Usage(const json& req) {
+// A usage record as `viewer` ({"uid", "sees_all"}, from the daemon) may see it: another user's
+// record's name (a lease's label; a command line in records of an older gpulane) hidden as a job's
+// command is (store/job_view.h).
+static json RecordFor(const telemetry::UsageRecord& r, const json& viewer) {
+  json j = proto::UsageRecordToJson(r);
+  const bool own = viewer.is_object() && viewer.value("uid", std::uint32_t{0}) == r.uid;
+  if (!own && !(viewer.is_object() && viewer.value("sees_all", false))) {
+    j["name"] = store::kHiddenField;
+    j["name_hidden"] = true;
+  }
+  return j;
+}
+
+json SamplerThread::Usage(const json& req, const json& extra) {
+  const json viewer = extra.is_object() ? extra.value("viewer", json()) : json();
   const double now_s = clock_.WallS();
   if (req.contains("lease")) {
     const std::string lease = req.at("lease").get<std::string>();
     auto record = sampler_.UsageOf(lease, now_s);
     if (!record) return Error("not_found", fmt::format("usage: no lease {} was sampled", lease));
-    return Ok({{"record", proto::UsageRecordToJson(*record)}});
+    return Ok({{"record", RecordFor(*record, viewer)}});
   }
   const std::string job_id = req.at("job_id").get<std::string>();
   // Running: its live lease (the newest, should the id have come back); else its stored record.
   const LiveJob* live = nullptr;
   for (const auto& [name, job] : sampler_.live())
     if (job.lease.job_id == job_id && (!live || job.lease.started_s > live->lease.started_s)) live = &job;
-  if (live) return Ok({{"record", proto::UsageRecordToJson(*sampler_.UsageOf(live->lease.name, now_s))}, {"running", true}});
+  if (live) return Ok({{"record", RecordFor(*sampler_.UsageOf(live->lease.name, now_s), viewer)}, {"running", true}});
   if (!history_) return Error("unavailable", "usage: the history database could not be opened (see the daemon's log)");
   auto stored = history_->UsageOfJob(job_id);
   if (!stored) return Error("io", stored.error().message);
   if (!*stored) return Error("not_found", fmt::format("usage: no usage of job {} was recorded", job_id));
-  return Ok({{"record", proto::UsageRecordToJson(**stored)}});
+  return Ok({{"record", RecordFor(**stored, viewer)}});
 }
 
 json SamplerThread::Telemetry(const json& req) {

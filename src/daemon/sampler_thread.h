@@ -87,7 +87,7 @@ class SamplerThread {
   nlohmann::json AnswerOf(const Question& q);
   nlohmann::json History(const nlohmann::json& req);
   nlohmann::json Report(const nlohmann::json& req);
-  nlohmann::json Usage(const nlohmann::json& req);
+  nlohmann::json Usage(const nlohmann::json& req, const nlohmann::json& extra);
   nlohmann::json Telemetry(const nlohmann::json& req);
   nlohmann::json Metrics(const nlohmann::json& extra);
   nlohmann::json Events(const nlohmann::json& req);

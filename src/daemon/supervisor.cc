@@ -115,6 +115,7 @@ exec::LeasedJob MakeLeasedJob(const store::Job& job, const Config& config) {
   leased.wait = MakeRequest(job, config);
   leased.wait.extra_signals = {HoldSignal()};
   leased.job_id = std::to_string(job.id);
+  leased.label = job.spec.name;  // public (queue shows it); never the command line
   exec::JobSpec& spec = leased.job;
   spec.argv = job.spec.argv;
   spec.env = job.spec.env;

@@ -50,12 +50,15 @@ int TakePending(const sigset_t& set) {
   return 0;
 }
 
-// Looks for processes of the job on GPUs it did not lease and warns once for each (they count as
-// foreign there: lease/occupancy.h).
-class StrayWatch {
+// Looks, now and then, at the job's GPUs and the others: warns once for each process of the job on
+// a GPU it did not lease (it counts as foreign there: lease/occupancy.h), each process on one of
+// its GPUs that is neither the job's nor another lease's of that GPU (an intruder: with no daemon
+// running nobody else would tell), and each process of another PID namespace counted as the job's
+// without proof. What lease/occupancy judges, so the warning and every decision agree.
+class GpuWatch {
  public:
-  StrayWatch(GpuBackend& backend, const lease::LeaseDir& dir, std::string lease_name, std::string job_id,
-             std::function<void(const std::string&)> warn)
+  GpuWatch(GpuBackend& backend, const lease::LeaseDir& dir, std::string lease_name, std::string job_id,
+           std::function<void(const std::string&)> warn)
       : backend_(backend), dir_(dir), lease_(std::move(lease_name)), job_id_(std::move(job_id)), warn_(std::move(warn)) {}
 
   void Check() {
@@ -73,9 +76,33 @@ class StrayWatch {
                         "the GPUs in CUDA_VISIBLE_DEVICES",
                         stray.pid, job_id_, stray.gpu));
     }
+    const std::set<unsigned> mine = LeasedIndices(*snapshot, contents.leases);
+    for (const lease::OutsideProcess& o : occupancy.outside) {
+      if (!mine.count(o.gpu) || (!o.counted_as.empty() && o.counted_as != lease_)) continue;
+      if (!warned_.insert({o.gpu, o.pid}).second) continue;
+      if (o.counted_as.empty())
+        warn_(fmt::format("{} uses GPU{}, which job {} leased: it is neither this job's process nor another lease's "
+                          "of that GPU (an intruder: its memory and compute are taken from the job)",
+                          o.words, o.gpu, job_id_));
+      else
+        warn_(fmt::format("pid {} on GPU{} is not visible here (another PID namespace, as in a container) and is "
+                          "counted as job {}'s: gpulane cannot tell whether it is (the job's own processes are not "
+                          "visible here either)",
+                          o.pid, o.gpu, job_id_));
+    }
   }
 
  private:
+  // The PCI-order indices of the whole GPUs this job's lease holds.
+  std::set<unsigned> LeasedIndices(const GpuSnapshot& snapshot, const std::vector<lease::LeaseRecord>& leases) const {
+    std::set<unsigned> out;
+    for (const lease::LeaseRecord& l : leases)
+      if (lease::IsNamed(l, lease_))
+        for (const GpuDevice& d : snapshot.devices)
+          if (lease::HoldsGpu(l, d.uuid)) out.insert(d.pci_index);
+    return out;
+  }
+
   GpuBackend& backend_;
   const lease::LeaseDir& dir_;
   std::string lease_, job_id_;
@@ -220,10 +247,10 @@ Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir
   if (job.wait.request.count == 0) return RunWithoutGpus(job, hooks);
   const sigset_t stops = StopSignals(job.wait.extra_signals);
   sigprocmask(SIG_BLOCK, &stops, nullptr);
-  // The lease's "command" is for people and its file is JSON: the argv's bytes made visible
+  // The lease's label is for people and its file is JSON: the bytes made visible
   // (util/terminal_text.h), which also keeps bytes that are not UTF-8 out of the JSON text.
-  lease::LeaseWaiter waiter(backend, dir, job.wait, job.job_id, EscapeForTerminal(Join(job.job.argv, " ")),
-                            hooks.on_waiting);
+  const std::string label = job.label.empty() ? lease::ProgramLabel(job.job.argv) : job.label;
+  lease::LeaseWaiter waiter(backend, dir, job.wait, job.job_id, EscapeForTerminal(label), hooks.on_waiting);
   // In line before the GPUs are read: NVML's start-up takes tens of milliseconds, and a request
   // started earlier must be in line before a later one decides.
   if (Status joined = waiter.JoinLine(); !joined.ok()) return joined.error();
@@ -256,7 +283,7 @@ Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir
   spec.env.insert(spec.env.end(), job.extra_env.begin(), job.extra_env.end());
   PrepareIsolation(job, hooks, GrantedDevices(grant->snapshot, grant->gpus, grant->mig_uuid), spec);
   RecordIsolation(job, hooks, spec, outcome);
-  StrayWatch strays(backend, dir, grant->lease.name(), job.job_id, hooks.on_warning);
+  GpuWatch strays(backend, dir, grant->lease.name(), job.job_id, hooks.on_warning);
   PreemptWatch preemption(backend, dir, grant->lease.name(), job.wait, grant->unclaimed);
   const bool check_strays = hooks.on_warning && job.stray_check_s > 0;
   const bool check_preemption =

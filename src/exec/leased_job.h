@@ -29,6 +29,9 @@ namespace gpulane::exec {
 struct LeasedJob {
   lease::WaitRequest wait;     ///< the request, its place in line and how long it may wait
   std::string job_id;          ///< "r<pid>" for `gpulane run`, the queued job's id
+  /// What the world-readable lease file calls the job (LeaseRecord::label): a queued job's name;
+  /// "" = its program's name (lease::ProgramLabel). Never its arguments.
+  std::string label;
   JobSpec job;                 ///< argv, base environment, directory, logs, user, kill grace, time limit
   bool uuids_in_env = false;   ///< CUDA_VISIBLE_DEVICES as GPU UUIDs instead of indices
   std::vector<std::string> extra_env;  ///< added to the job's environment ("GPULANE_ARRAY_INDEX=3")

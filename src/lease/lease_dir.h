@@ -17,7 +17,7 @@
 //    lease, holding exclusively the GPUs whose UUIDs its bytes name, or every GPU when it names none
 //    (or is too large to tell), or her unreadable ticket, waiting in line at its file's change time
 //    for the same (records.h UnreadableLease, UnreadableTicket). Writers keep records small (a
-//    lease keeps at most kMaxLeaseCommandBytes of its command) and refuse to write a larger one.
+//    lease keeps a label of at most kMaxLeaseLabelBytes, never a command line) and refuse to write a larger one.
 //  - Files are opened O_NOFOLLOW|O_NONBLOCK|O_NOCTTY, and read only when regular and at most
 //    kMaxRecordBytes; gpulane never writes to a file it did not create.
 //  - The directory must be owned by root or by the caller and, if others may write to it, sticky,

@@ -70,13 +70,44 @@ int OwnerOf(std::uint32_t pid, std::uint32_t uid, const std::vector<LeaseRecord>
   return -1;
 }
 
+// Processes NVML lists on `d` whose pids /proc never showed (another PID namespace: inside a
+// container NVML reports the host's pids, so every job's own processes look like this). Counted,
+// without proof, as the leases' on this GPU whose jobs show no visible process on it, up to what
+// those leases declared (a whole-GPU lease: everything); the rest are foreign. Said so in
+// GpuState::unverified and Occupancy::outside: unknown is neither the job's nor foreign silently.
+void AttributeInvisible(const GpuDevice& d, const std::vector<const GpuProcess*>& invisible,
+                        const std::vector<LeaseRecord>& leases, const std::vector<bool>& shows_a_process,
+                        sched::GpuState& g, std::vector<std::uint64_t>& used_by_lease, std::vector<OutsideProcess>& outside) {
+  for (const GpuProcess* p : invisible) {
+    const std::uint64_t mem = p->used_memory_bytes.value_or(0);
+    std::optional<std::size_t> to;  // the first lease whose declaration it fits, or a whole-GPU lease
+    for (std::size_t i = 0; i < leases.size() && !to; ++i) {
+      if (!leases[i].unreadable.empty() || shows_a_process[i]) continue;
+      for (const LeasedGpu& lg : EntriesFor(leases[i], d.uuid))
+        if (!lg.mem_bytes || used_by_lease[i] + mem <= *lg.mem_bytes) to = i;
+    }
+    if (!to) {
+      g.foreign.push_back(DescribeProcess(*p));
+      outside.push_back({d.pci_index, p->pid, DescribeProcess(*p), false, ""});
+      continue;
+    }
+    used_by_lease[*to] += mem;
+    std::string words = fmt::format("{}, counted as job {}'s (its own processes are not visible here either)",
+                                    DescribeProcess(*p), leases[*to].job_id);
+    g.unverified.push_back(words);
+    outside.push_back({d.pci_index, p->pid, std::move(words), false, leases[*to].name});
+  }
+}
+
 void Classify(const GpuDevice& d, const std::vector<LeaseRecord>& leases, const std::vector<std::uint32_t>& anchors,
               ProcessTable& table, const OccupancyOptions& options, sched::GpuState& g, std::vector<std::uint64_t>& used_by_lease,
-              std::vector<StrayProcess>& strays) {
+              Occupancy& out) {
   if (!d.processes) {
     g.processes_known = false;
     return;
   }
+  std::vector<const GpuProcess*> invisible;
+  std::vector<bool> shows_a_process(leases.size(), false);  // a lease whose job has a visible process here
   for (const GpuProcess& p : *d.processes) {
     const std::uint64_t mem = p.used_memory_bytes.value_or(0);
     if (!table.Links(p.pid)) {
@@ -88,7 +119,8 @@ void Classify(const GpuDevice& d, const std::vector<LeaseRecord>& leases, const 
         continue;
       }
       g.has_context = true;
-      g.foreign.push_back(DescribeProcess(p));
+      if (p.mig_uuid) g.foreign.push_back(DescribeProcess(p));  // a MIG device's: judged by AddMigUnits
+      else invisible.push_back(&p);
       continue;
     }
     g.has_context = true;
@@ -97,16 +129,21 @@ void Classify(const GpuDevice& d, const std::vector<LeaseRecord>& leases, const 
     // A process on a MIG device belongs to the lease of that MIG device (its GPU is never leased whole).
     if (owner >= 0 && (HoldsGpu(leases[owner], d.uuid) || (p.mig_uuid && HoldsGpu(leases[owner], *p.mig_uuid)))) {
       used_by_lease[owner] += mem;
+      shows_a_process[owner] = true;
       continue;
     }
     if (owner >= 0) {
       const LeaseRecord& lease = leases[owner];
-      strays.push_back({d.pci_index, p.pid, lease.job_id, lease.name, lease.user});
-      g.foreign.push_back(fmt::format("{} of job {}, which did not lease this GPU", DescribeProcess(p), lease.job_id));
+      out.strays.push_back({d.pci_index, p.pid, lease.job_id, lease.name, lease.user});
+      const std::string words = fmt::format("{} of job {}, which did not lease this GPU", DescribeProcess(p), lease.job_id);
+      g.foreign.push_back(words);
+      out.outside.push_back({d.pci_index, p.pid, words, true, ""});
       continue;
     }
     g.foreign.push_back(DescribeProcess(p));
+    out.outside.push_back({d.pci_index, p.pid, DescribeProcess(p), true, ""});
   }
+  AttributeInvisible(d, invisible, leases, shows_a_process, g, used_by_lease, out.outside);
 }
 
 // The MIG devices of `d` (MIG mode on) as units: held by the lease that names the MIG device, with
@@ -212,7 +249,7 @@ Occupancy BuildOccupancy(const GpuSnapshot& snapshot, const std::vector<LeaseRec
   for (const GpuDevice& d : snapshot.devices) {
     sched::GpuState g = BaseState(d, snapshot);
     std::vector<std::uint64_t> used_by_lease(leases.size(), 0);
-    Classify(d, leases, anchors, processes, options, g, used_by_lease, out.strays);
+    Classify(d, leases, anchors, processes, options, g, used_by_lease, out);
     bool leased = false, every_end_known = true, every_lease_preemptible = true;
     double ends_s = 0;
     std::uint64_t preemptible_used = 0;

@@ -31,10 +31,22 @@ struct StrayProcess {
   std::string user;          ///< that job's owner
 };
 
+/// A process on a GPU that no lease of that GPU owns (what GpuState::foreign words), or one whose
+/// pid /proc does not show (another PID namespace) that is counted as a lease's of that GPU
+/// without proof (GpuState::unverified). For the lease owner's watch on its GPUs (exec/leased_job).
+struct OutsideProcess {
+  unsigned gpu = 0;          ///< PCI-order index of the GPU it runs on
+  std::uint32_t pid = 0;     ///< as NVML reports it
+  std::string words;         ///< "bob's python (pid 12)", "pid 12 (not visible here)", ...
+  bool visible = true;       ///< false: /proc does not show the pid
+  std::string counted_as;    ///< not visible: the lease file (LeaseRecord::name) it is counted to; "" = foreign
+};
+
 /// The policy's view of the machine.
 struct Occupancy {
   std::vector<sched::GpuState> gpus;  ///< one per device of the snapshot, same order
   std::vector<StrayProcess> strays;
+  std::vector<OutsideProcess> outside;  ///< whole GPUs' processes no lease owns or only unverified, in order
   /// The MIG devices of the GPUs in MIG mode, GPU by GPU in PCI order, each in NVML's slot order.
   std::vector<sched::MigUnit> mig_units;
 };
@@ -52,8 +64,11 @@ struct OccupancyOptions {
 
 /// Builds the occupancy of `snapshot` (processes annotated from /proc, AnnotateProcesses) under
 /// `leases`. A process NVML lists whose pid no longer exists is ignored and its memory counted as
-/// free (NVML may lag a process's exit); one /proc never showed is foreign (another PID
-/// namespace). A process belongs to a lease only when it is its owner's (the process's real uid is
+/// free (NVML may lag a process's exit). One /proc never showed runs in another PID namespace
+/// (inside a container NVML reports the host's pids, the job's own included): on a GPU whose
+/// leases show no visible process of their jobs it is counted, unverified, as the first such
+/// lease's whose declaration it fits (a whole-GPU lease takes any) and said so in
+/// GpuState::unverified; otherwise it is foreign. A process belongs to a lease only when it is its owner's (the process's real uid is
 /// the lease file's owner), the lease holds this GPU, and the lease's supervisor is among its
 /// ancestors or the process is in the job's process group; any other process is foreign. The
 /// supervisor counts only as far as the kernel confirms it: the "pid" the file names must be the

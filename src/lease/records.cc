@@ -36,7 +36,7 @@ json ToJson(const LeaseRecord& r) {
     gpus.push_back(e);
   }
   json j = {{"job_id", r.job_id}, {"uid", r.uid}, {"user", r.user}, {"pid", r.pid}, {"pgid", r.pgid},
-            {"command", r.command}, {"gpus", gpus}, {"started_s", r.started_s}};
+            {"label", r.label}, {"gpus", gpus}, {"started_s", r.started_s}};
   if (!r.parent.empty()) j["parent"] = r.parent;
   if (r.time_limit_s) j["time_limit_s"] = *r.time_limit_s;
   if (r.preemptible) j["preemptible"] = true;
@@ -56,7 +56,9 @@ bool FromJson(const json& j, LeaseRecord* r) {
     r->user = j.value("user", "");
     r->pid = IntegerAt<pid_t>(j.at("pid"));
     r->pgid = j.contains("pgid") ? IntegerAt<pid_t>(j["pgid"]) : 0;
-    r->command = j.value("command", "");
+    // "label" only: an older gpulane's "command" (the whole command line) is not carried on.
+    const auto label = j.find("label");
+    r->label = label != j.end() && label->is_string() ? label->get<std::string>() : "";
     r->started_s = j.value("started_s", 0.0);
     r->parent = j.value("parent", "");
     const auto preemptible = j.find("preemptible");
@@ -121,13 +123,19 @@ bool HoldsGpu(const LeaseRecord& r, const std::string& uuid) {
   return std::any_of(r.gpus.begin(), r.gpus.end(), [&](const LeasedGpu& g) { return g.uuid == uuid; });
 }
 
-std::string CommandForLease(std::string command) {
-  if (command.size() <= kMaxLeaseCommandBytes) return command;
-  const std::size_t whole = command.size();
-  std::size_t cut = kMaxLeaseCommandBytes;
-  while (cut > 0 && (static_cast<unsigned char>(command[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 character
-  command.resize(cut);
-  return fmt::format("{} ... ({} bytes in all)", command, whole);
+std::string LabelForLease(std::string label) {
+  if (label.size() <= kMaxLeaseLabelBytes) return label;
+  std::size_t cut = kMaxLeaseLabelBytes - 3;
+  while (cut > 0 && (static_cast<unsigned char>(label[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 character
+  label.resize(cut);
+  return label + "...";
+}
+
+std::string ProgramLabel(const std::vector<std::string>& argv) {
+  if (argv.empty()) return "";
+  const std::string& program = argv.front();
+  const std::size_t slash = program.rfind('/');
+  return slash == std::string::npos ? program : program.substr(slash + 1);
 }
 
 std::vector<std::string> UuidsNamedIn(std::string_view bytes) {
@@ -151,7 +159,7 @@ LeaseRecord UnreadableLease(std::string why, std::string_view bytes, bool comple
   LeaseRecord r;
   r.job_id = "unreadable";
   r.unreadable = std::move(why);
-  r.command = "?";
+  r.label = "?";
   if (complete)
     for (std::string& uuid : UuidsNamedIn(bytes)) r.gpus.push_back({std::move(uuid), std::nullopt});
   r.every_gpu = r.gpus.empty();

@@ -31,7 +31,10 @@ struct LeaseRecord {
   pid_t pgid = 0;          ///< the job's process group, 0 until the job starts
   pid_t holder = 0;        ///< the process holding the file's lock (/proc/locks; set when read, 0: unknown)
   std::uint64_t dev = 0, ino = 0;  ///< the file's identity (fstat; set when read)
-  std::string command;     ///< the job's command line, for people
+  /// A short name of the job for people (`status`, usage records): a queued job's name (public, as
+  /// in `queue`), `gpulane run`'s program (argv[0]'s last part), never its arguments, directory or
+  /// environment: the file is world-readable (docs/security.md, "Privacy").
+  std::string label;
   std::vector<LeasedGpu> gpus;
   double started_s = 0;    ///< seconds since the epoch
   /// The job's --time-limit, seconds: it is stopped at started_s + time_limit_s (then its kill
@@ -99,11 +102,14 @@ bool HoldsGpu(const LeaseRecord& r, const std::string& uuid);
 /// The most bytes a lease or ticket file is read to (1 MiB): a larger one is unreadable and, as
 /// what it names past this bound is unknown, holds every GPU.
 inline constexpr std::size_t kMaxRecordBytes = 1 << 20;
-/// The most bytes of its command line a lease keeps (for people: status, history): the rest is cut
-/// at a UTF-8 boundary and said so, so that no command line makes a lease too large to read.
-inline constexpr std::size_t kMaxLeaseCommandBytes = 4096;
-/// `command` cut to kMaxLeaseCommandBytes: "python train.py --config ... (70012 bytes in all)".
-std::string CommandForLease(std::string command);
+/// The most bytes of its label a lease keeps: longer ones are cut at a UTF-8 boundary and end in
+/// "...", so that no name makes a lease too large to read.
+inline constexpr std::size_t kMaxLeaseLabelBytes = 128;
+/// `label` cut to kMaxLeaseLabelBytes.
+std::string LabelForLease(std::string label);
+/// The label of a job run as `argv`: its program's last path part ("python" for /usr/bin/python3 is
+/// "python3"), never its arguments.
+std::string ProgramLabel(const std::vector<std::string>& argv);
 
 /// The GPU and MIG device UUIDs ("GPU-...", "MIG-...") that the bytes of an unreadable record name,
 /// each once, in order of first appearance.

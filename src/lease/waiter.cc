@@ -145,11 +145,11 @@ sched::Limits LineLimits(const WaitRequest& w, double now_s, const std::vector<L
 }
 
 LeaseWaiter::LeaseWaiter(GpuBackend& backend, const LeaseDir& dir, WaitRequest request, std::string job_id,
-                         std::string command, std::function<void(const std::string&)> on_status, WaitEnv& env)
+                         std::string label, std::function<void(const std::string&)> on_status, WaitEnv& env)
     : backend_(backend), dir_(dir), request_(std::move(request)), on_status_(std::move(on_status)), env_(env) {
   record_.job_id = std::move(job_id);
   record_.pid = request_.lease_pid.value_or(getpid());
-  record_.command = CommandForLease(std::move(command));  // bounded: every reader can read the lease
+  record_.label = LabelForLease(std::move(label));  // bounded: every reader can read the lease
   record_.uid = request_.owner_uid.value_or(geteuid());
   record_.user = UserNameOf(record_.uid);
 }

@@ -126,7 +126,7 @@ class LeaseWaiter {
  public:
   /// `on_status` receives the one-line waiting status each time it changes ("" when done).
   LeaseWaiter(GpuBackend& backend, const LeaseDir& dir, WaitRequest request, std::string job_id,
-              std::string command, std::function<void(const std::string&)> on_status = {},
+              std::string label, std::function<void(const std::string&)> on_status = {},
               WaitEnv& env = RealWaitEnv());
 
   /// Takes a place in line now, before the GPUs are read (NVML's start-up takes tens of ms), so a

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "store/job_view.h"
 #include "util/bytes_json.h"
 #include "util/utf8.h"
 
@@ -194,25 +195,37 @@ void Request(Writer& w, const sched::Request& r) {
   w.EndObject();
 }
 
-// store::SpecToJson without the environment.
-void Spec(Writer& w, const store::JobSpec& s) {
+// A byte field, or kHiddenField and "<key>_hidden": true when hidden (store/job_view.h).
+void BytesOrHidden(Writer& w, const char* key, std::string_view v, bool shown) {
+  w.Key(key);
+  if (shown) return w.Bytes(v);
+  w.String(store::kHiddenField);
+  w.Key((std::string(key) + "_hidden").c_str());
+  w.Bool(true);
+}
+
+// store::SpecToJson without the environment, hidden as store::HideFields hides it.
+void Spec(Writer& w, const store::JobSpec& s, bool commands) {
   w.BeginObject();
   w.Key("after_any");
   Deps(w, s.after_any);
   w.Key("after_ok");
   Deps(w, s.after_ok);
   w.Key("argv");
-  w.BytesList(s.argv);
-  w.Key("cwd");
-  w.Bytes(s.cwd);
-  w.Key("error_path");
-  w.Bytes(s.error_path);
+  if (commands) {
+    w.BytesList(s.argv);
+  } else {
+    w.String(store::kHiddenField);
+    w.Key("argv_hidden");
+    w.Bool(true);
+  }
+  BytesOrHidden(w, "cwd", s.cwd, commands);
+  BytesOrHidden(w, "error_path", s.error_path, commands);
   w.Key("kill_grace_s");
   w.Double(s.kill_grace_s);
   w.Key("name");
   w.String(s.name);
-  w.Key("output_path");
-  w.Bytes(s.output_path);
+  BytesOrHidden(w, "output_path", s.output_path, commands);
   w.Key("request");
   Request(w, s.request);
   w.Key("retries");
@@ -221,7 +234,7 @@ void Spec(Writer& w, const store::JobSpec& s) {
 }
 
 // store::LogsToJson.
-void Logs(Writer& w, const store::JobLogs& logs) {
+void Logs(Writer& w, const store::JobLogs& logs, bool commands) {
   w.BeginObject();
   if (logs.stderr_end) {
     w.Key("stderr_end");
@@ -229,22 +242,21 @@ void Logs(Writer& w, const store::JobLogs& logs) {
   }
   w.Key("stderr_offset");
   w.Int(logs.stderr_offset);
-  w.Key("stderr_path");
-  w.Bytes(logs.stderr_path);
+  BytesOrHidden(w, "stderr_path", logs.stderr_path, commands);
   if (logs.stdout_end) {
     w.Key("stdout_end");
     w.Int(*logs.stdout_end);
   }
   w.Key("stdout_offset");
   w.Int(logs.stdout_offset);
-  w.Key("stdout_path");
-  w.Bytes(logs.stdout_path);
+  BytesOrHidden(w, "stdout_path", logs.stdout_path, commands);
   w.EndObject();
 }
 
 }  // namespace
 
-void AppendQueueJobJson(const store::Job& job, const std::vector<unsigned>& gpu_indices, std::string& out) {
+void AppendQueueJobJson(const store::Job& job, const std::vector<unsigned>& gpu_indices, std::string& out,
+                        bool commands) {
   // store::JobToJson(job, false) plus "gpu_indices" (daemon's JobForClient), members sorted.
   Writer w(out, 2);
   w.BeginObject();
@@ -283,7 +295,7 @@ void AppendQueueJobJson(const store::Job& job, const std::vector<unsigned>& gpu_
   w.String(store::JobIdText(job));
   if (const store::JobLogs logs = store::LogsOf(job); !logs.stdout_path.empty() || !logs.stderr_path.empty()) {
     w.Key("logs");
-    Logs(w, logs);
+    Logs(w, logs, commands);
   }
   if (const int preemptions = store::Preemptions(job); preemptions > 0) {
     w.Key("preemptions");
@@ -292,7 +304,7 @@ void AppendQueueJobJson(const store::Job& job, const std::vector<unsigned>& gpu_
   w.Key("reason");
   w.String(job.reason);
   w.Key("spec");
-  Spec(w, job.spec);
+  Spec(w, job.spec, commands);
   if (job.start_time) {
     w.Key("start_time");
     w.Double(*job.start_time);

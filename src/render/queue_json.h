@@ -15,8 +15,10 @@ namespace gpulane {
 
 /// Appends `job`'s object at nesting depth 1 (as an element of the top-level list: its lines
 /// indented by 2, its closing brace too, no leading indentation). `gpu_indices`: PCI-order
-/// indices of the GPUs it runs on.
-void AppendQueueJobJson(const store::Job& job, const std::vector<unsigned>& gpu_indices, std::string& out);
+/// indices of the GPUs it runs on. `commands` false: its command line, directory and log paths
+/// hidden as store::HideFields hides them (store/job_view.h).
+void AppendQueueJobJson(const store::Job& job, const std::vector<unsigned>& gpu_indices, std::string& out,
+                        bool commands = true);
 
 /// The list around the elements, as dump(2) writes it: QueueJsonSeparator(i) before element i,
 /// QueueJsonEnd(n) after the last of n (with the final newline `gpulane queue --json` prints).

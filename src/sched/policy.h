@@ -82,6 +82,9 @@ struct GpuState {
   std::optional<unsigned> util_pct;
   bool processes_known = true;          ///< false: NVML could not list its processes (unknown, not none)
   std::vector<std::string> foreign;     ///< processes outside gpulane's leases of this GPU: "bob's python (pid 12)"
+  /// Processes of another PID namespace counted as this GPU's leases' without proof (their jobs'
+  /// own processes are not visible either: a container), for people; no decision reads it.
+  std::vector<std::string> unverified;
   std::optional<std::string> exclusive_holder;  ///< "alice (job r4121)" when exclusively leased
   unsigned shared_leases = 0;                   ///< live memory-declared leases on it
   std::uint64_t unallocated_reservation_bytes = 0;  ///< sum over shared leases of max(0, declared - in use)

@@ -413,6 +413,10 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
         if (!n || *n < 1 || *n > 100000)
           return Bad(path, node.source(), "daemon.max_waiting must be an integer from 1 to 100000");
         config.max_waiting_supervisors = static_cast<unsigned>(*n);
+      } else if (key == "show_commands") {
+        auto flag = node.value<bool>();
+        if (!flag || !node.is_boolean()) return Bad(path, node.source(), "daemon.show_commands must be true or false");
+        config.daemon_show_commands = *flag;
       } else if (key == "mode") {
         auto text = node.value<std::string>();
         if (!text || (*text != "auto" && *text != "system" && *text != "user"))

@@ -59,6 +59,10 @@ struct Config {
   bool isolate_required = false;                  ///< [run] isolate_required: a job that cannot be isolated fails to start (machine's file only)
   std::string admin_group;                        ///< [daemon] admin_group: may act on every job
   unsigned max_waiting_supervisors = 0;           ///< [daemon] max_waiting: queued jobs waiting for GPUs at once (0: 2 per GPU, at least 4)
+  /// [daemon] show_commands: other users' command lines, working directories and log paths shown
+  /// in `show`, `queue` and `usage` (never their environments); default hidden (docs/security.md,
+  /// "Privacy"). Machine's file only.
+  bool daemon_show_commands = false;
   std::string daemon_mode = "auto";               ///< [daemon] mode: "auto", "system" or "user" (daemon/paths.h: SystemDaemonInstalled)
   std::vector<PartitionConfig> partitions;        ///< [partitions.NAME], in the file's order (machine's file only)
   std::string default_partition;                  ///< [sched] default_partition: for requests without --partition ("" = none)

@@ -139,7 +139,12 @@ json QueueView(const json& queue, bool show_commands) {
     Copy(j, v, "start_time", "start_time_s");
     Copy(j, v, "gpu_indices");
     Copy(j, v, "array_job_id");
-    if (show_commands && spec.contains("argv")) v["command"] = CommandLine(spec["argv"]);
+    if (show_commands && spec.value("argv_hidden", false)) {  // the daemon kept it back (store/job_view.h)
+      v["command"] = spec["argv"].is_string() ? spec["argv"].get<std::string>() : "(hidden)";
+      v["command_hidden"] = true;
+    } else if (show_commands && spec.contains("argv")) {
+      v["command"] = CommandLine(spec["argv"]);
+    }
     jobs.push_back(std::move(v));
   }
   return {{"jobs", std::move(jobs)}};

@@ -138,15 +138,30 @@ TEST(UnreadableRecords, UuidsAreTheGpuAndMigNamesInTheBytesEachOnce) {
   EXPECT_EQ(t.request.allowed_uuids, (std::vector<std::string>{"GPU-a", "GPU-b"}));
 }
 
-TEST(UnreadableRecords, ALeaseKeepsABoundedCommandCutAtACharacter) {
-  EXPECT_EQ(CommandForLease("python train.py"), "python train.py");
-  std::string long_command = "x" + std::string(3000, 'a');
-  for (int i = 0; i < 1000; ++i) long_command += "\xc3\xa9é";  // two-byte characters across the cut
-  const std::string kept = CommandForLease(long_command);
-  EXPECT_LE(kept.size(), kMaxLeaseCommandBytes + 32);
-  EXPECT_NE(kept.find(fmt::format("({} bytes in all)", long_command.size())), std::string::npos) << kept;
-  const std::string head = kept.substr(0, kept.find(" ... ("));
+TEST(UnreadableRecords, ALeaseKeepsABoundedLabelCutAtACharacter) {
+  EXPECT_EQ(LabelForLease("train"), "train");
+  std::string long_label = "x";
+  for (int i = 0; i < 1000; ++i) long_label += "\xc3\xa9é";  // two-byte characters across the cut
+  const std::string kept = LabelForLease(long_label);
+  EXPECT_LE(kept.size(), kMaxLeaseLabelBytes);
+  ASSERT_EQ(kept.substr(kept.size() - 3), "...");
+  const std::string head = kept.substr(0, kept.size() - 3);
   EXPECT_TRUE(head.empty() || (static_cast<unsigned char>(head.back()) & 0xC0) != 0xC0) << "not cut inside a character";
+}
+
+TEST(LeasePrivacy, ALeaseLabelIsTheProgramNeverItsArguments) {
+  EXPECT_EQ(ProgramLabel({"/usr/bin/python3", "train.py", "--api-key=sk-secret"}), "python3");
+  EXPECT_EQ(ProgramLabel({"bash", "-c", "x"}), "bash");
+  EXPECT_EQ(ProgramLabel({}), "");
+  LeaseRecord r;
+  r.job_id = "r1";
+  r.label = "python3";
+  const nlohmann::json j = ToJson(r);
+  EXPECT_FALSE(j.contains("command")) << j.dump();
+  EXPECT_EQ(j["label"], "python3");
+  LeaseRecord older;  // an older gpulane's lease carries its whole command line: not carried on
+  ASSERT_TRUE(FromJson(nlohmann::json::parse(R"({"job_id":"r2","pid":2,"command":"python --api-key=sk-x","gpus":[]})"), &older));
+  EXPECT_EQ(older.label, "");
 }
 
 TEST_F(LeaseDirTest, TheLineIsByPriorityThenArrival) {

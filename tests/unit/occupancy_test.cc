@@ -130,6 +130,41 @@ TEST(Occupancy, APidNeverSeenIsAnotherNamespacesProcessUnlessThisCallerSawItAliv
   EXPECT_TRUE(o.gpus[0].foreign.empty()) << "NVML lagging a process this waiter saw alive earlier: it has ended";
 }
 
+// Inside a container NVML reports the host's pids: a job's own processes are not visible here. On
+// a GPU whose leases show no visible process, such a pid is counted as theirs within what they
+// declared, unverified and said so; beyond it, or beside a lease whose processes are visible, foreign.
+TEST(Occupancy, AnInvisiblePidIsCountedUnverifiedAsTheLeaseWhoseOwnProcessesAreInvisibleToo) {
+  FakeProcesses procs;
+  procs.Add(700, 1, 700);  // the first --mem job's supervisor: its job's pid on NVML is a host pid
+  GpuSnapshot s = Gpus(1);
+  RunOn(s, 0, 4190001, 18 * kGiB);
+  AnnotateProcesses(s, procs);
+  const LeaseRecord lease = Lease("r700", 700, {0}, 20 * kGiB);
+  Occupancy o = BuildOccupancy(s, {lease}, procs);
+  EXPECT_TRUE(o.gpus[0].foreign.empty()) << o.gpus[0].foreign.front();
+  ASSERT_EQ(o.gpus[0].unverified.size(), 1u);
+  EXPECT_EQ(o.gpus[0].unverified[0],
+            "pid 4190001 (not visible here), counted as job r700's (its own processes are not visible here either)");
+  EXPECT_EQ(o.gpus[0].unallocated_reservation_bytes, 2 * kGiB) << "its memory counts against the declaration";
+  ASSERT_EQ(o.outside.size(), 1u);
+  EXPECT_EQ(o.outside[0].counted_as, lease.name);
+  EXPECT_FALSE(o.outside[0].visible);
+
+  RunOn(s, 0, 4190002, 30 * kGiB);  // more than the lease declared: foreign
+  o = BuildOccupancy(s, {lease}, procs);
+  ASSERT_EQ(o.gpus[0].foreign.size(), 1u);
+  EXPECT_EQ(o.gpus[0].foreign[0], "pid 4190002 (not visible here)");
+  EXPECT_EQ(o.outside.back().counted_as, "");
+
+  procs.Add(701, 700, 701);  // the job's own process is visible after all: the unknown pids are not its
+  RunOn(s, 0, 701);
+  AnnotateProcesses(s, procs);
+  o = BuildOccupancy(s, {lease}, procs);
+  EXPECT_EQ(o.gpus[0].foreign.size(), 2u);
+  EXPECT_TRUE(o.gpus[0].unverified.empty());
+  EXPECT_EQ(BuildOccupancy(s, {}, procs).gpus[0].foreign.size(), 3u) << "no lease: all foreign, as before";
+}
+
 TEST(Occupancy, UnreportedProcessesAndMemoryStayUnknown) {
   FakeProcesses procs;
   GpuSnapshot s = Gpus(1);

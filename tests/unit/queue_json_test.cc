@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "store/job_view.h"
 #include "util/bytes_json.h"
 
 namespace gpulane {
@@ -109,6 +110,21 @@ TEST(QueueJson, EveryFieldAndEscapes) {
   jobs[2].job.spec.request.allowed_uuids = std::vector<std::string>{"GPU-a", "GPU-\"b\""};
   jobs[2].job.logs.unrecorded = true;  // an old job: its logs are where the default names say
   EXPECT_EQ(Rendered(jobs), Expected(jobs));
+}
+
+// Another user's job (store/job_view.h): the streamed text hides what HideFields hides, byte for
+// byte as the one-frame listing does.
+TEST(QueueJson, AnotherUsersJobHidesItsCommandDirectoryAndLogPathsAsTheOneFrameListingDoes) {
+  for (const store::Job& job : {Minimal(), Everything()}) {
+    json expected = ProtocolObject(job, {1});
+    store::HideFields(expected, {false, true});
+    std::string out;
+    AppendQueueJobJson(job, {1}, out, /*commands=*/false);
+    const std::string list = json::array({expected}).dump(-1, ' ', false, json::error_handler_t::replace);
+    EXPECT_EQ(QueueJsonSeparator(0) + out + QueueJsonEnd(1), json::parse(list).dump(2) + "\n");
+    EXPECT_EQ(out.find("/home/alice"), std::string::npos) << out;
+    EXPECT_NE(out.find("\"argv_hidden\": true"), std::string::npos) << out;
+  }
 }
 
 TEST(QueueJson, NumbersAsNlohmannPrintsThem) {

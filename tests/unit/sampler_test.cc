@@ -44,7 +44,7 @@ lease::LeaseRecord Lease() {
   l.job_id = "12";
   l.uid = 1000;
   l.user = "alice";
-  l.command = "python train.py";
+  l.label = "train";
   l.gpus = {{"GPU-0", std::nullopt}};
   l.started_s = 1000;
   l.requested_s = 940;
