@@ -14,6 +14,9 @@ import re
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / 'lib'))
+import src_check  # noqa: E402
+
 KINDS = {
     'clock': re.compile(r'\b(system_clock|steady_clock|high_resolution_clock)::now\s*\(|\bclock_gettime\s*\(|'
                         r'\bgettimeofday\s*\(|\btime\s*\(\s*(nullptr|NULL|0)\s*\)'),
@@ -50,20 +53,10 @@ def read_exceptions(path):
 
 
 def main():
-    args = sys.argv[1:]
-    report = bool(args) and args[0] == '--report'
-    if report:
-        args = args[1:]
-    if len(args) != 1:
-        sys.exit('usage: check-seams.py [--report] SRC_DIR')
-    src = Path(args[0])
-    root = src.parent
+    report, src, root = src_check.parse_args('check-seams.py')
     allowed = read_exceptions(root / 'scripts' / 'seam-exceptions.txt')
     counts = {}
-    for path in sorted(src.rglob('*')):
-        if path.suffix not in ('.cc', '.h') or not path.is_file():
-            continue
-        rel = path.relative_to(root).as_posix()
+    for rel, path in src_check.cpp_files(src, root):
         if rel.startswith('src/cli/') or rel.endswith('/main.cc'):
             continue
         for line in code_lines(path):

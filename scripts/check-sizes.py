@@ -17,6 +17,9 @@ import re
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / 'lib'))
+import src_check  # noqa: E402
+
 MAX_FILE_LINES = 600
 MAX_FUNCTION_LINES = 80
 TYPE_BLOCK = re.compile(r'\b(class|struct|enum|union|namespace)\b[^;()]*$|\bextern\s*$')  # "C" is blanked
@@ -136,21 +139,11 @@ def grew(reason, n):
 
 
 def main():
-    args = sys.argv[1:]
-    report = bool(args) and args[0] == '--report'
-    if report:
-        args = args[1:]
-    if len(args) != 1:
-        sys.exit('usage: check-sizes.py [--report] SRC_DIR')
-    src = Path(args[0])
-    root = src.parent
+    report, src, root = src_check.parse_args('check-sizes.py')
     exceptions = read_exceptions(root / 'scripts' / 'size-exceptions.txt')
     used = set()
     breaches, rows = [], []
-    for path in sorted(src.rglob('*')):
-        if path.suffix not in ('.cc', '.h') or not path.is_file():
-            continue
-        rel = path.relative_to(root).as_posix()
+    for rel, path in src_check.cpp_files(src, root):
         n = len(path.read_text(errors='replace').splitlines())
         rows.append((n, 'file', rel, ''))
         if n > MAX_FILE_LINES:
