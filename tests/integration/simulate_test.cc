@@ -13,7 +13,7 @@ namespace {
 
 using nlohmann::json;
 
-std::string SmallTrace() { return std::string(GPULANE_TEST_FIXTURES_DIR) + "/simulate/small.csv"; }
+std::string SmallTrace() { return FixturesDir() + "/simulate/small.csv"; }
 
 TEST(SimulateCommand, ComparesTheFourPoliciesAsJson) {
   const RunResult r = RunGpulane({"simulate", SmallTrace(), "--gpus", "4", "--json"}, {});

@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 std::string MissingTool() {
   if (access("/usr/bin/chromium", X_OK) != 0) return "/usr/bin/chromium (Debian's chromium package)";
   if (access("/usr/bin/node", X_OK) != 0 && access("/usr/local/bin/node", X_OK) != 0) return "node (Node.js)";
-  if (!fs::exists(fs::path(GPULANE_TEST_WEB_SOURCE_DIR) / "node_modules/playwright-core/package.json"))
+  if (!fs::exists(fs::path(WebSourceDir()) / "node_modules/playwright-core/package.json"))
     return "web/node_modules/playwright-core (npm ci in web/)";
   return "";
 }
@@ -42,7 +42,7 @@ TEST(WebDashboard, ChromiumShowsEveryGpuItsLiveChartAndTheQueue) {
   const std::int64_t job = d.Submit({"--hold", "--name", "dashboard-job", "--", "true"});
   const int port = WebPort(d);
   ASSERT_GT(port, 0);
-  std::vector<std::string> argv = {"/usr/bin/env", "node", std::string(GPULANE_TEST_WEB_SOURCE_DIR) + "/test/dashboard.mjs",
+  std::vector<std::string> argv = {"/usr/bin/env", "node", WebSourceDir() + "/test/dashboard.mjs",
                                    "--url", "http://127.0.0.1:" + std::to_string(port) + "/",
                                    "--gpus", "3", "--job", std::to_string(job),
                                    "--state", (d.dir() / "nvml.json").string()};

@@ -277,7 +277,7 @@ TEST(WebServer, SystemDaemonRunsItAsNobody) {
 
 TEST(WebServer, BadCommandLinesAndBusyPortsAreOneLineErrors) {
   auto run = [](const std::vector<std::string>& args) {
-    std::vector<std::string> argv = {GPULANE_TEST_WEB_BINARY};
+    std::vector<std::string> argv = {WebBinary()};
     argv.insert(argv.end(), args.begin(), args.end());
     Child web(argv, {});
     return web.Wait(30).value_or(RunResult{});

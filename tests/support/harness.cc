@@ -95,6 +95,11 @@ std::string GpulaneBinary() {
   return ReachableByOthers(other && *other ? other : GPULANE_TEST_BINARY);
 }
 
+std::string BuiltGpulane() { return GPULANE_TEST_BINARY; }
+std::string WebBinary() { return GPULANE_TEST_WEB_BINARY; }
+std::string WebSourceDir() { return GPULANE_TEST_WEB_SOURCE_DIR; }
+std::string FixturesDir() { return GPULANE_TEST_FIXTURES_DIR; }
+
 std::string FakeNvmlLibrary(const std::string& variant) {
   const char* other = std::getenv("GPULANE_TEST_FAKE_NVML_DIR");
   return ReachableByOthers(std::string(other && *other ? other : GPULANE_TEST_FAKE_NVML_DIR) + "/" + variant +

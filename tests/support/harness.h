@@ -29,6 +29,14 @@ std::string GpulaneBinary();
 /// Path of a fake libnvidia-ml.so.1 variant: "current", "no_v3", "legacy" or "no_graphics"
 /// (tests/fake_nvml/README.md).
 std::string FakeNvmlLibrary(const std::string& variant = "current");
+// Where this build keeps things: the build's own gpulane (no GPULANE_TEST_GPULANE override),
+// gpulane-web, the dashboard's source folder (web/) and the tests' fixtures. Functions rather than
+// the macros harness.cc is compiled with, so that no test file's compile line names the build
+// folder (the same test file then compiles the same in every clone, and a compiler cache serves it).
+std::string BuiltGpulane();
+std::string WebBinary();
+std::string WebSourceDir();
+std::string FixturesDir();
 /// The recorded 2 x H200 snapshot (tests/fixtures/h200x2-2026-11-30/nvml_snapshot.json), with
 /// its recorded pid replaced by `pid_for_process` (a pid the test controls, or an unused one).
 nlohmann::json RecordedH200x2(std::uint32_t pid_for_process);

@@ -13,13 +13,14 @@
 #include <string>
 #include <utility>
 
+#include "support/harness.h"
 #include "util/config.h"
 
 namespace gpulane {
 namespace {
 
 namespace fs = std::filesystem;
-const fs::path kSource = fs::path(GPULANE_TEST_WEB_SOURCE_DIR).parent_path();
+const fs::path kSource = fs::path(test::WebSourceDir()).parent_path();
 
 std::string Read(const fs::path& path) {
   std::ifstream in(path);

@@ -9,6 +9,7 @@
 #include "sim/metrics.h"
 #include "sim/simulator.h"
 #include "sim/trace.h"
+#include "support/harness.h"
 
 namespace gpulane::sim {
 namespace {
@@ -159,7 +160,7 @@ TEST(Simulate, BestFitKeepsAWholeGpuFreeAndMostFreeSpreadsTheShares) {
 }
 
 TEST(Simulate, EveryPolicyRunsEveryJobOfTheFixtureOnce) {
-  auto trace = ReadTrace(std::string(GPULANE_TEST_FIXTURES_DIR) + "/simulate/small.csv", Format::kCsv, 80ULL << 30);
+  auto trace = ReadTrace(test::FixturesDir() + "/simulate/small.csv", Format::kCsv, 80ULL << 30);
   ASSERT_TRUE(trace.ok()) << trace.error().message;
   TransformOptions t;
   t.machine_gpus = 4;
