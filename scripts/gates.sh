@@ -4,6 +4,8 @@
 #
 #   sanitizers  scripts/test-sanitizers.sh: the whole suite under ASan+UBSan (build-asan/), the
 #               GPU-reading tests against a ThreadSanitizer build of gpulane (build-tsan/)
+#   tsan        the TSan half alone, its test programs from build-asan/ when that holds them (CI:
+#               the suite ran there, GPULANE_TEST_SANITIZE=asan ./scripts/test.sh), else build/
 #   fuzz        scripts/fuzz.sh $GATES_FUZZ_S (default 20) seconds for each of the 7 targets
 #   crash       scripts/crash-harness.py $GATES_KILLS (default 60) kill -9 points; any loss, run
 #               twice or double-assigned GPU fails it (the supervisor window it used to tolerate is
@@ -16,8 +18,8 @@
 #   scripts/gates.sh                    all of them
 #   scripts/gates.sh fuzz crash         some
 #
-# The crash and storage harnesses use build/ (./scripts/test.sh builds it). On CI's 2 cores the
-# gates take about 25-30 minutes, most of it the two sanitizer builds (docs/validation/gates-2026-12-01.md).
+# The crash and storage harnesses use build/'s gpulane (./scripts/setup.sh builds it). docs/ci-time.md
+# has what each gate takes on CI's 2 cores.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,7 +29,7 @@ STORAGE_GATED=(state-disk-full-submit state-disk-full-finish logs-disk-full logs
   locked-db-finish db-garbage db-truncated db-zero-length db-read-only)
 STORAGE_OPEN=()
 
-all=(sanitizers fuzz crash storage)
+all=(sanitizers tsan fuzz crash storage)
 gates=("$@")
 ((${#gates[@]})) || gates=("${all[@]}")
 for g in "${gates[@]}"; do
@@ -37,6 +39,10 @@ done
 run_gate() {
   case "$1" in
     sanitizers) ./scripts/test-sanitizers.sh ;;
+    tsan)
+      local from=build
+      [ -x build-asan/tests/integration_tests ] && from=build-asan
+      GPULANE_TSAN_TESTS_FROM=$from ./scripts/test-sanitizers.sh tsan ;;
     fuzz) ./scripts/fuzz.sh "$fuzz_s" ;;
     crash) python3 scripts/crash-harness.py --kills "$kills" ;;
     storage)

@@ -40,6 +40,15 @@ done
 # snapshots and submissions), and large requests parsed beside the daemon's loop.
 TSAN_TESTS='^(Status|Topology|Pick|RunEightGpus|RunConcurrency|DaemonSnapshot|DaemonSubmit|DaemonExpensiveRequests\.LargeRequests)'
 jobs=${GPULANE_BUILD_JOBS:-$(nproc)}
+# Left out under ASan: they bound a process's resident memory (the daemon's RSS growth, gpulane-web's
+# peak under a header flood: 64 MiB each), which ASan's shadow memory and quarantine inflate (the
+# daemon: 140 MiB measured). They run after the ASan suite against the normal build, with the
+# pick/run property test at its full size (NORMAL_BUILD_TESTS).
+MEMORY_BOUND_TESTS='^(DaemonAmplification\.AMebibyteEnvironmentTimesAThousandTasksIsStoredOnce|WebUnderLoad\.HeaderFloodIsRefusedWith431AndTheServerStaysSmall)$'
+NORMAL_BUILD_TESTS='^(DaemonAmplification\.AMebibyteEnvironmentTimesAThousandTasksIsStoredOnce|WebUnderLoad\.HeaderFloodIsRefusedWith431AndTheServerStaysSmall|PickRunProperty\.AgreeOnRandomStates)$'
+# The TSan run's test programs: the normal build's (build/), or GPULANE_TSAN_TESTS_FROM's (CI: the
+# ASan build of the suite, so that the normal test programs are not built only for this).
+tsan_tests_from=${GPULANE_TSAN_TESTS_FROM:-build}
 
 owner=$(stat -c %U .)
 as_owner=()
@@ -49,11 +58,8 @@ rc=0
 for mode in "${modes[@]}"; do
   dir=build-$mode
   case "$mode" in
-    # Left out under ASan only: they bound a process's resident memory (the daemon's RSS growth,
-    # gpulane-web's peak under a header flood: 64 MiB each), which ASan's shadow memory and
-    # quarantine inflate (the daemon: 140 MiB measured); the normal build runs them in every suite.
     asan) sanitize=address,undefined targets=()
-          select=(-E '^(DaemonAmplification\.AMebibyteEnvironmentTimesAThousandTasksIsStoredOnce|WebUnderLoad\.HeaderFloodIsRefusedWith431AndTheServerStaysSmall)$') ;;
+          select=(-E "$MEMORY_BOUND_TESTS") ;;
     tsan) sanitize=thread select=(-R "$TSAN_TESTS")
           targets=(--target gpulane fake_nvml fake_nvml_no_v3 fake_nvml_legacy fake_nvml_no_graphics) ;;
   esac
@@ -66,10 +72,13 @@ for mode in "${modes[@]}"; do
   "${as_owner[@]}" cmake --build "$dir" --parallel "$jobs" "${targets[@]}"
   test_dir=$dir
   if [ "$mode" = tsan ]; then
-    # The test programs of the normal build, run against this build's gpulane and fake NVML.
-    "${as_owner[@]}" cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-    "${as_owner[@]}" cmake --build build --parallel "$jobs" --target integration_tests
-    test_dir=build
+    # The test programs of the normal build (or GPULANE_TSAN_TESTS_FROM's), run against this
+    # build's gpulane and fake NVML.
+    if [ "$tsan_tests_from" = build ]; then
+      "${as_owner[@]}" cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPULANE_BUILD_TESTS=ON >/dev/null
+    fi
+    "${as_owner[@]}" cmake --build "$tsan_tests_from" --parallel "$jobs" --target integration_tests
+    test_dir=$tsan_tests_from
     export GPULANE_TEST_GPULANE=$PWD/$dir/gpulane GPULANE_TEST_FAKE_NVML_DIR=$PWD/$dir/fake_nvml
   fi
   built=$((SECONDS - start))
@@ -94,6 +103,18 @@ for mode in "${modes[@]}"; do
   start=$SECONDS
   test_rc=0
   ctest --test-dir "$test_dir" --output-on-failure -j "$(nproc)" "${select[@]}" "$@" || test_rc=$?
+  if [ "$mode" = asan ] && (($# == 0)); then
+    # What ASan cannot judge, run from the same test programs against the normal build's gpulane,
+    # gpulane-web and fake NVML (build/: scripts/setup.sh builds them): the two resident-memory
+    # bounds left out above, and the pick/run property test over its full 1000 states (so a run
+    # that is only this script, as CI's suite is, still runs every test as the normal build does).
+    echo "== asan: the memory bounds and the full property test, against the normal build (build/)" >&2
+    "${as_owner[@]}" cmake -S . -B build -G Ninja >/dev/null
+    "${as_owner[@]}" cmake --build build --parallel "$jobs" --target gpulane gpulane-web gpulane_dashboard fake_nvml \
+      fake_nvml_no_v3 fake_nvml_legacy fake_nvml_no_graphics
+    GPULANE_TEST_GPULANE=$PWD/build/gpulane GPULANE_TEST_FAKE_NVML_DIR=$PWD/build/fake_nvml \
+      GPULANE_PROPERTY_STATES= ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" -R "$NORMAL_BUILD_TESTS" || test_rc=$?
+  fi
   unset ASAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS GPULANE_TEST_GPULANE GPULANE_TEST_FAKE_NVML_DIR GPULANE_PROPERTY_STATES
   found=$(find "$reports" -type f | sort)
   if [ -n "$found" ]; then

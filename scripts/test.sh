@@ -3,12 +3,22 @@
 # NVML). As root it first installs what the tests need and the machine lacks (GPULANE_TEST_PACKAGES
 # in scripts/lib/packages.sh, named before installing, without recommendations, their services
 # neither enabled nor started); as another user it says which are missing. Arguments go to ctest.
+#
+# GPULANE_TEST_SANITIZE=asan runs the same suite once, built with AddressSanitizer and
+# UndefinedBehaviorSanitizer (scripts/test-sanitizers.sh asan, in build-asan/), and then the few
+# tests ASan cannot judge against the normal build. That is what CI runs (.ci/run): every test
+# once, under the sanitizers, instead of the suite twice and the test programs built twice.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/packages.sh
 ensure_packages "building gpulane" "${GPULANE_BUILD_PACKAGES[@]}"
 ensure_packages "the tests" "${GPULANE_TEST_PACKAGES[@]}"
 [ -d web/node_modules ] || (cd web && npm ci --no-audit --no-fund --loglevel=error)
+case "${GPULANE_TEST_SANITIZE:-}" in
+  "") ;;
+  asan) exec ./scripts/test-sanitizers.sh asan "$@" ;;
+  *) echo "test.sh: GPULANE_TEST_SANITIZE='$GPULANE_TEST_SANITIZE' is not a mode: leave it unset, or set it to asan" >&2; exit 2 ;;
+esac
 cmake -S . -B build -G Ninja -DGPULANE_BUILD_TESTS=ON >/dev/null
 cmake --build build
 ctest --test-dir build --output-on-failure -j "$(nproc)" "$@"
