@@ -2,7 +2,7 @@
 // any user may write one: the file's bytes through the JSON parser, then lease::FromJson as a
 // lease (".lease") and as a ticket (".wait").
 // And the same bytes as a live file gpulane cannot read (lease::UnreadableLease, UnreadableTicket)
-// and as a command line a lease keeps (lease::CommandForLease).
+// and as a label a lease keeps (lease::LabelForLease).
 // Properties: a record that is accepted writes back (ToJson) to JSON that reads as the same
 // record; a ticket's seq is at most kMaxTicketSeq and its request passes sched::CheckRequest.
 #include <cstdint>
@@ -25,7 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(content.find(g.uuid) != std::string::npos && !g.mem_bytes, "an unreadable lease holds %s", g.uuid.c_str());
   const lease::TicketRecord waiting = lease::UnreadableTicket("fuzz", content, true);
   FUZZ_CHECK(gpulane::sched::CheckRequest(waiting.request).ok(), "an unreadable ticket's request fails CheckRequest");
-  FUZZ_CHECK(lease::CommandForLease(content).size() <= lease::kMaxLeaseCommandBytes + 40, "a lease's command is unbounded");
+  FUZZ_CHECK(lease::LabelForLease(content).size() <= lease::kMaxLeaseLabelBytes + 40, "a lease's label is unbounded");
   auto j = json::parse(content, nullptr, false);
   if (j.is_discarded()) return 0;
 
