@@ -75,13 +75,15 @@ int OwnerOf(std::uint32_t pid, std::uint32_t uid, const std::vector<LeaseRecord>
 // without proof, as the leases' on this GPU whose jobs show no visible process on it, up to what
 // those leases declared (a whole-GPU lease: everything); the rest are foreign. Said so in
 // GpuState::unverified and Occupancy::outside: unknown is neither the job's nor foreign silently.
+// On the host (ProcessTable::UnseenPidsMayBeOurs false) none is: every process shows there, and
+// an unseen one belongs to another PID namespace, never to a job of ours.
 void AttributeInvisible(const GpuDevice& d, const std::vector<const GpuProcess*>& invisible,
-                        const std::vector<LeaseRecord>& leases, const std::vector<bool>& shows_a_process,
+                        const std::vector<LeaseRecord>& leases, const std::vector<bool>& shows_a_process, bool may_be_ours,
                         sched::GpuState& g, std::vector<std::uint64_t>& used_by_lease, std::vector<OutsideProcess>& outside) {
   for (const GpuProcess* p : invisible) {
     const std::uint64_t mem = p->used_memory_bytes.value_or(0);
     std::optional<std::size_t> to;  // the first lease whose declaration it fits, or a whole-GPU lease
-    for (std::size_t i = 0; i < leases.size() && !to; ++i) {
+    for (std::size_t i = 0; may_be_ours && i < leases.size() && !to; ++i) {
       if (!leases[i].unreadable.empty() || shows_a_process[i]) continue;
       for (const LeasedGpu& lg : EntriesFor(leases[i], d.uuid))
         if (!lg.mem_bytes || used_by_lease[i] + mem <= *lg.mem_bytes) to = i;
@@ -143,7 +145,8 @@ void Classify(const GpuDevice& d, const std::vector<LeaseRecord>& leases, const 
     g.foreign.push_back(DescribeProcess(p));
     out.outside.push_back({d.pci_index, p.pid, DescribeProcess(p), true, ""});
   }
-  AttributeInvisible(d, invisible, leases, shows_a_process, g, used_by_lease, out.outside);
+  AttributeInvisible(d, invisible, leases, shows_a_process, !invisible.empty() && table.UnseenPidsMayBeOurs(), g,
+                     used_by_lease, out.outside);
 }
 
 // The MIG devices of `d` (MIG mode on) as units: held by the lease that names the MIG device, with

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -69,6 +70,13 @@ std::optional<ProcessInfo> ProcfsProcessTable::Lookup(std::uint32_t pid) {
     if (c == '\0') c = ' ';
   info.cmdline = raw;
   return info;
+}
+
+bool ProcfsProcessTable::UnseenPidsMayBeOurs() {
+  if (const char* forced = std::getenv("GPULANE_PID_NAMESPACE"); forced && *forced) return std::string(forced) == "container";
+  std::ifstream comm(root_ + "/2/comm");
+  std::string name;
+  return !(std::getline(comm, name) && name == "kthreadd");
 }
 
 std::optional<ProcessLinks> ProcfsProcessTable::Links(std::uint32_t pid) {

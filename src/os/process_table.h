@@ -33,6 +33,10 @@ class ProcessTable {
   /// Parent, process group and session of a live process; nullopt when it does not exist (or is a
   /// zombie, whose resources are already gone).
   virtual std::optional<ProcessLinks> Links(std::uint32_t pid) = 0;
+  /// Whether a GPU process whose pid this table never shows may still be one of our jobs': true in
+  /// a container (NVML reports the host's pids there, our own jobs' included), false on the host,
+  /// where every process shows and an unseen pid is another namespace's, never a job of ours.
+  virtual bool UnseenPidsMayBeOurs() { return true; }
 };
 
 /// ProcessTable over a procfs mount (default /proc). Caches user names per uid.
@@ -41,6 +45,9 @@ class ProcfsProcessTable : public ProcessTable {
   explicit ProcfsProcessTable(std::string root = "/proc") : root_(std::move(root)) {}
   std::optional<ProcessInfo> Lookup(std::uint32_t pid) override;
   std::optional<ProcessLinks> Links(std::uint32_t pid) override;
+  /// A container's guess: kernel threads (kthreadd, pid 2) show only in the host's PID namespace.
+  /// GPULANE_PID_NAMESPACE=host or =container overrides it (docs/security.md).
+  bool UnseenPidsMayBeOurs() override;
 
  private:
   std::string UserName(std::uint32_t uid);

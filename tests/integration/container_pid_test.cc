@@ -15,6 +15,8 @@ namespace gpulane::test {
 namespace {
 
 constexpr const char* kFastChecks = "[run]\nstray_check = \"0.05s\"\n";
+// This test machine is a host (kernel threads show in its /proc): it plays a container by saying so.
+const Env kInContainer = {{"GPULANE_PID_NAMESPACE", "container"}};
 
 // A job that writes its pid to `pid_file` and stays until `gate` exists.
 std::vector<std::string> PidThenGate(const fs::path& pid_file, const Gate& gate) {
@@ -56,13 +58,16 @@ TEST(ContainerPids, ASecondMemJobIsNotRefusedBecauseItsSiblingsHostPidIsNotVisib
   std::ofstream(machine.dir() / "config.toml") << kFastChecks;
   const Gate gate(machine.dir() / "gate");
   const fs::path pid_file = machine.dir() / "first.pid";
-  Child first = StartRun(machine, Concat({"--mem", "20GiB", "--"}, PidThenGate(pid_file, gate)));
+  Child first = StartRun(machine, Concat({"--mem", "20GiB", "--"}, PidThenGate(pid_file, gate)), kInContainer);
   ASSERT_TRUE(Eventually([&] { return fs::exists(pid_file); }, 30)) << first.ErrSoFar();
   // NVML reports the first job's process by its host pid, which this PID namespace does not show.
   const std::uint32_t host_pid = UnusedPid();
   ListOn(machine, 0, host_pid, 18 * kGiB);
 
-  RunResult second = RunOn(machine, {"--mem", "20GiB", "--no-wait", "--", "true"});
+  // On a host every process shows, and an unseen pid is never a job of ours: foreign.
+  EXPECT_TRUE(IsError(RunOn(machine, {"--mem", "20GiB", "--no-wait", "--", "true"}, {{"GPULANE_PID_NAMESPACE", "host"}}), 5,
+                      fmt::format("in use by pid {} (not visible here)", host_pid)));
+  RunResult second = RunOn(machine, {"--mem", "20GiB", "--no-wait", "--", "true"}, kInContainer);
   EXPECT_EQ(second.exit_code, 0) << "refused beside its sibling: " << second.err;
   // Unknown is not the job's silently: its owner is told.
   ASSERT_TRUE(Eventually([&] { return Contains(first.ErrSoFar(), fmt::format("pid {} on GPU0 is not visible here", host_pid)); }, 30))
@@ -73,7 +78,7 @@ TEST(ContainerPids, ASecondMemJobIsNotRefusedBecauseItsSiblingsHostPidIsNotVisib
   // More than the first job declared: what does not fit its declaration is foreign again.
   const std::uint32_t other_pid = UnusedPidBelow(host_pid);
   ListOn(machine, 0, other_pid, 30 * kGiB);
-  RunResult third = RunOn(machine, {"--mem", "20GiB", "--no-wait", "--", "true"});
+  RunResult third = RunOn(machine, {"--mem", "20GiB", "--no-wait", "--", "true"}, kInContainer);
   EXPECT_TRUE(IsError(third, 5, fmt::format("GPU0: in use by pid {} (not visible here)", other_pid))) << third.err;
   // And the first job is told of it as an intruder.
   ASSERT_TRUE(Eventually([&] { return Contains(first.ErrSoFar(), fmt::format("pid {} (not visible here) uses GPU0", other_pid)); }, 30))

@@ -97,6 +97,27 @@ TEST_F(PlanIsolationTest, AMigJobKeepsItsOwnInstancesCapabilitiesOnly) {
   EXPECT_FALSE(PlanIsolation({g}, roots_).ok()) << "a MIG device's unknown instance ids are refused";
 }
 
+// mig-minors costs milliseconds a read on a real driver (docs/security.md "Its cost"): where the
+// only capability nodes are MIG's config and monitor, as their own driver entries say, it is not
+// read. The mig-minors here contradicts them, so a plan that read it would mask nvidia-cap2.
+TEST_F(PlanIsolationTest, OnlyTheConfigAndMonitorCapabilitiesPresentMeansMigMinorsIsNotRead) {
+  fs::create_directories(root_ / "proc" / "nvidia" / "capabilities" / "mig");
+  std::ofstream(root_ / "proc" / "nvidia" / "capabilities" / "mig" / "config") << "DeviceFileMinor: 1\nDeviceFileMode: 256\n";
+  std::ofstream(root_ / "proc" / "nvidia" / "capabilities" / "mig" / "monitor") << "DeviceFileMinor: 2\nDeviceFileMode: 292\n";
+  std::ofstream(root_ / "proc" / "nvidia-caps" / "mig-minors") << "config 1\ngpu0/gi1/access 2\n";
+  Touch("dev/nvidia-caps", "nvidia-cap1");
+  Touch("dev/nvidia-caps", "nvidia-cap2");
+  auto plan = PlanIsolation({}, roots_);
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  for (const auto& m : plan->masked) EXPECT_EQ(m.find("nvidia-caps"), std::string::npos) << m;
+  // A third node may be an instance's: then mig-minors is read, and says what each node is.
+  Touch("dev/nvidia-caps", "nvidia-cap3");
+  std::ofstream(root_ / "proc" / "nvidia-caps" / "mig-minors") << "config 1\nmonitor 2\ngpu0/gi1/access 3\n";
+  plan = PlanIsolation({}, roots_);
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  EXPECT_NE(std::find(plan->masked.begin(), plan->masked.end(), Dev("nvidia-caps/nvidia-cap3")), plan->masked.end());
+}
+
 TEST_F(PlanIsolationTest, NoDriverAtAllMasksNothing) {
   IsolationRoots none{(root_ / "nodev").string(), (root_ / "noproc").string()};
   auto plan = PlanIsolation({Gpu(0, "00000000:18:00.0")}, none);
