@@ -41,7 +41,7 @@ run_gate() {
     sanitizers) ./scripts/test-sanitizers.sh ;;
     tsan)
       local from=build
-      [ -x build-asan/tests/integration_tests ] && from=build-asan
+      [ -x build-asan/integration_tests ] && from=build-asan
       GPULANE_TSAN_TESTS_FROM=$from ./scripts/test-sanitizers.sh tsan ;;
     fuzz) ./scripts/fuzz.sh "$fuzz_s" ;;
     crash) python3 scripts/crash-harness.py --kills "$kills" ;;
