@@ -96,9 +96,11 @@ for mode in "${modes[@]}"; do
   # 0.02 s; the pick/run property test ran past its 120 s). gpulane's own threads are joined
   # before it exits.
   export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:atexit_sleep_ms=0:log_path=$reports/tsan:log_exe_name=1"
-  # The pick/run property test over 150 random states instead of 1000: every gpulane under ASan
-  # starts 8 times slower, and 1000 states ran past the test's 120 s (the normal build runs 1000).
-  export GPULANE_PROPERTY_STATES=${GPULANE_PROPERTY_STATES:-150}
+  # The pick/run property test over 100 random states instead of 1000: every gpulane under ASan
+  # starts 8 times slower, and 150 states ran past the test's 120 s on the 2-core machine
+  # (2026-12-06, with the namespace holder and the intruder check each job now has); the asan mode
+  # runs it at 1000 against the normal build afterwards (NORMAL_BUILD_TESTS).
+  export GPULANE_PROPERTY_STATES=${GPULANE_PROPERTY_STATES:-100}
   echo "== $mode: ctest ${select[*]} $*" >&2
   start=$SECONDS
   test_rc=0
