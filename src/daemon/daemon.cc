@@ -25,6 +25,7 @@
 #include "os/user_groups.h"
 #include "sched/user_limits.h"
 #include "util/exit_codes.h"
+#include "util/say.h"
 #include "gpu/nvml_backend.h"
 #include "lease/lease_dir.h"
 #include "store/history_store.h"
@@ -67,7 +68,7 @@ void Daemon::Log(const std::string& message) const {
   std::tm tm{};
   localtime_r(&now, &tm);
   std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
-  fmt::print(stderr, "{} gpulane-daemon[{}]: {}\n", when, getpid(), message);
+  Say("{} gpulane-daemon[{}]: {}\n", when, getpid(), message);  // never throws: its log may be on a full disk
 }
 
 Status Daemon::Setup() {
@@ -282,7 +283,7 @@ void Daemon::Recover() {
 int Daemon::Run() {
   Status s = Setup();
   if (!s.ok()) {
-    fmt::print(stderr, "gpulane daemon: error: {}\n", s.error().message);
+    Say("gpulane daemon: error: {}\n", s.error().message);
     return ExitCodeFor(s.error().kind);
   }
   auto log = [this](const std::string& line) { Log(line); };
@@ -308,18 +309,18 @@ int RunDaemon(bool user_mode) {
   setsid();
   auto config = LoadConfig();
   if (!config) {
-    fmt::print(stderr, "gpulane daemon: error: {}\n", config.error().message);
+    Say("gpulane daemon: error: {}\n", config.error().message);
     return kExitUsage;
   }
   auto settings = SettingsFromEnvironment();
   if (!settings) {
-    fmt::print(stderr, "gpulane daemon: error: {}\n", settings.error().message);
+    Say("gpulane daemon: error: {}\n", settings.error().message);
     return kExitUsage;
   }
   SystemClock clock;
   const DaemonPaths paths = user_mode ? UserPaths() : SystemPaths();
   if (Status safe = user_mode ? SecureUserPaths(paths, /*create=*/true) : Status::Ok(); !safe.ok()) {
-    fmt::print(stderr, "gpulane daemon: error: {}\n", safe.error().message);
+    Say("gpulane daemon: error: {}\n", safe.error().message);
     return ExitCodeFor(safe.error().kind);
   }
   Daemon daemon(paths, *config, *settings, clock);

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -48,6 +49,21 @@ std::optional<std::string> Slurp(const std::string& path) {
   return out;
 }
 
+std::string StatusText(const SupervisorStatus& s) {
+  json j = {{"phase", s.phase}, {"pid", s.pid}, {"reason", s.reason}, {"gpu_uuids", s.gpu_uuids},
+            {"timed_out", s.timed_out}, {"interrupted", s.interrupted}, {"start_failed", s.start_failed},
+            {"held", s.held}, {"marks_exec", s.marks_exec}, {"partition_stopped", s.partition_stopped},
+            {"preempted", s.preempted}, {"requeue", s.requeue}};
+  if (s.start_time) j["start_time"] = *s.start_time;
+  if (s.end_time) j["end_time"] = *s.end_time;
+  if (s.exit_code) j["exit_code"] = *s.exit_code;
+  if (!s.logs.stdout_path.empty() || !s.logs.stderr_path.empty()) j["logs"] = store::LogsToJson(s.logs);
+  if (!s.isolation.empty()) j["isolation"] = s.isolation;
+  // The reason is text for people; one that quotes bytes that are not UTF-8 must still make a status
+  // file (a strict dump would throw), so such bytes become U+FFFD here.
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 }  // namespace
 
 std::string JobFiles::spec_path() const { return fmt::format("{}/{}.spec.json", dir_, id_); }
@@ -72,9 +88,30 @@ Status JobFiles::Reserve(std::uint64_t bytes) const {
 
 Status JobFiles::WriteStatusReserved(const SupervisorStatus& status) const {
   Status written = WriteStatus(status);
-  if (!written.ok() && unlink(reserve_path().c_str()) == 0) written = WriteStatus(status);
-  if (written.ok()) unlink(reserve_path().c_str());
-  return written;
+  if (written.ok()) {
+    unlink(reserve_path().c_str());
+    return written;
+  }
+  // The folder is full. The status is written into the reserve's own blocks, which it keeps, and
+  // the reserve is renamed over the status file: freeing the reserve first would let another
+  // writer on the full folder (the daemon retrying its store) take the room between the two steps.
+  const std::string text = StatusText(status), reserve = reserve_path();
+  int fd = open(reserve.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return written;  // no reserve: the caller tries again
+  struct stat st {};
+  const bool fits = fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_size) >= text.size();
+  const bool ok = fits && pwrite(fd, text.data(), text.size(), 0) == static_cast<ssize_t>(text.size()) &&
+                  ftruncate(fd, static_cast<off_t>(text.size())) == 0 && fchmod(fd, 0644) == 0 && fsync(fd) == 0;
+  const int err = errno;
+  close(fd);
+  if (!ok || rename(reserve.c_str(), status_path().c_str()) != 0)
+    return MakeError(ErrorKind::kIo, fmt::format("cannot write {} into its reserve {}: {}", status_path(), reserve,
+                                                 fits ? std::strerror(ok ? errno : err) : "the status is larger"));
+  if (int dfd = open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+    fsync(dfd);
+    close(dfd);
+  }
+  return Status::Ok();
 }
 
 LostSupervisorAction DecideLostSupervisor(const std::optional<SupervisorStatus>& status, bool exec_marked,
@@ -136,23 +173,12 @@ Result<store::Job> JobFiles::ReadSpec() const {
   return job;
 }
 
+
 Status JobFiles::WriteStatus(const SupervisorStatus& s) const {
-  json j = {{"phase", s.phase}, {"pid", s.pid}, {"reason", s.reason}, {"gpu_uuids", s.gpu_uuids},
-            {"timed_out", s.timed_out}, {"interrupted", s.interrupted}, {"start_failed", s.start_failed},
-            {"held", s.held}, {"marks_exec", s.marks_exec}, {"partition_stopped", s.partition_stopped},
-            {"preempted", s.preempted}, {"requeue", s.requeue}};
-  if (s.start_time) j["start_time"] = *s.start_time;
-  if (s.end_time) j["end_time"] = *s.end_time;
-  if (s.exit_code) j["exit_code"] = *s.exit_code;
-  if (!s.logs.stdout_path.empty() || !s.logs.stderr_path.empty()) j["logs"] = store::LogsToJson(s.logs);
-  if (!s.isolation.empty()) j["isolation"] = s.isolation;
   // "waiting" and "running" need only survive the daemon's crashes (the page cache does that) and
   // sit on the path from a GPU's release to the next job's start, where two disk flushes cost
   // 8-11 ms (bench/results/queue-*.md). The outcome ("done") is flushed to disk.
-  // The reason is text for people; one that quotes bytes that are not UTF-8 must still make a status
-  // file (a strict dump would throw), so such bytes become U+FFFD here.
-  return WriteAtomically(dir_, status_path(), j.dump(-1, ' ', false, json::error_handler_t::replace), 0644,
-                         /*sync=*/s.phase == "done");
+  return WriteAtomically(dir_, status_path(), StatusText(s), 0644, /*sync=*/s.phase == "done");
 }
 
 std::optional<SupervisorStatus> JobFiles::ReadStatus() const {

@@ -6,8 +6,9 @@
 //   <id>.exec         the exec mark: one byte, '0' when the supervisor creates it, overwritten with
 //                     '1' by the job's forked child right before its execve (docs/security.md,
 //                     "The supervisor window"): the evidence that the job's command may have started
-//   <id>.reserve      space the supervisor sets aside while its job runs and gives up when a full
-//                     disk keeps it from recording the job's end (WriteStatusReserved)
+//   <id>.reserve      space the supervisor sets aside while its job runs; when a full disk keeps it
+//                     from recording the job's end, the end is written into it and it becomes the
+//                     status file (WriteStatusReserved)
 // They let a job outlive a daemon restart: the supervisor records the exit status even while no
 // daemon runs, and a restarted daemon reads it back.
 #include <signal.h>
@@ -92,9 +93,10 @@ class JobFiles {
   /// Sets `bytes` of the state folder's space aside in <id>.reserve (allocated, not sparse), for
   /// WriteStatusReserved. Errors: kIo (the file is removed again).
   Status Reserve(std::uint64_t bytes) const;
-  /// WriteStatus; when that fails and the reserve is there, removes the reserve (freeing its
-  /// space) and tries once more, so a job's end is recorded even when the folder filled up while
-  /// the job ran. The reserve is removed either way once the status is written.
+  /// WriteStatus; when that fails and the reserve is there, writes the status into the reserve's
+  /// own blocks (flushed) and renames it over the status file, so a job's end is recorded even when
+  /// the folder filled up while the job ran, and no other writer can take the room meanwhile. The
+  /// reserve is removed once the status is written either way.
   Status WriteStatusReserved(const SupervisorStatus& status) const;
   /// nullopt when there is none yet.
   std::optional<SupervisorStatus> ReadStatus() const;

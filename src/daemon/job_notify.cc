@@ -10,6 +10,7 @@
 #include "exec/notify.h"
 #include "os/user_file.h"
 #include "proto/call.h"
+#include "util/say.h"
 
 namespace gpulane::daemon {
 namespace {
@@ -30,7 +31,7 @@ exec::NotifyEvent EventOf(const NotifiedJob& job, const std::string& event, cons
 
 void Send(const NotifiedJob& job, const exec::NotifyEvent& e) {
   if (Status sent = exec::SendDetached(job.target, e, job.uid, job.gid, job.env); !sent.ok())
-    fmt::print(stderr, "gpulane: notification of job {}: {}\n", job.id, sent.error().message);
+    Say("gpulane: notification of job {}: {}\n", job.id, sent.error().message);
 }
 
 bool Failed(const exec::JobOutcome& ran, bool stopped_by_gpulane) {

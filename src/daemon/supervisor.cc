@@ -26,6 +26,7 @@
 #include "telemetry/job_usage.h"
 #include "util/config.h"
 #include "util/exit_codes.h"
+#include "util/say.h"
 
 namespace gpulane::daemon {
 namespace {
@@ -66,7 +67,7 @@ std::optional<std::uint64_t> LogSize(const std::string& path, const store::Job& 
 // last one; said in the supervisor's log.
 void Note(const JobFiles& files, const SupervisorStatus& status) {
   if (Status s = files.WriteStatus(status); !s.ok())
-    fmt::print(stderr, "gpulane _supervise: cannot record progress: {}\n", s.error().message);
+    Say("gpulane _supervise: cannot record progress: {}\n", s.error().message);
 }
 
 // Records the outcome ("done"). It exists nowhere else until written: when the state folder filled
@@ -81,11 +82,11 @@ int Finish(const JobFiles& files, SupervisorStatus status) {
   for (int attempt = 0;; ++attempt) {
     Status written = files.WriteStatusReserved(status);
     if (written.ok()) {
-      if (attempt > 0) fmt::print(stderr, "gpulane _supervise: recorded the job's end after {} attempts\n", attempt + 1);
+      if (attempt > 0) Say("gpulane _supervise: recorded the job's end after {} attempts\n", attempt + 1);
       return 0;
     }
     if (attempt == 0)
-      fmt::print(stderr, "gpulane _supervise: cannot record the job's end: {}; trying again until it can\n",
+      Say("gpulane _supervise: cannot record the job's end: {}; trying again until it can\n",
                  written.error().message);
     // A retry's pause, not a synchronisation.
     std::this_thread::sleep_for(std::chrono::duration<double>(wait_s));
@@ -157,7 +158,7 @@ void AppendUsageLine(const store::Job& job, const store::JobLogs& logs, const st
   Status appended = exec::AppendLineToLog(log, as_root ? std::optional(job.uid) : std::nullopt,
                                           as_root ? std::optional(job.gid) : std::nullopt, line);
   if (!appended.ok())
-    fmt::print(stderr, "gpulane _supervise: job {}: {} (not in its log: {})\n", job.id, line, appended.error().message);
+    Say("gpulane _supervise: job {}: {} (not in its log: {})\n", job.id, line, appended.error().message);
 }
 
 // The job as its notifications name it.
@@ -233,14 +234,14 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
   auto exec_mark = files.OpenExecMark();
   if (!exec_mark) {
     // Nothing recorded, nothing run: the daemon puts the job back in line after the grace.
-    fmt::print(stderr, "gpulane _supervise: job {}: {}; not started\n", id, exec_mark.error().message);
+    Say("gpulane _supervise: job {}: {}; not started\n", id, exec_mark.error().message);
     return 1;
   }
   status.marks_exec = true;
   // Room for the job's end on a state folder that fills up meanwhile; without it (a folder full
   // already) the end is recorded once there is room again.
   if (Status reserved = files.Reserve(kEndReserveBytes); !reserved.ok())
-    fmt::print(stderr, "gpulane _supervise: job {}: {}; going on without a reserve\n", id, reserved.error().message);
+    Say("gpulane _supervise: job {}: {}; going on without a reserve\n", id, reserved.error().message);
   Note(files, status);
   auto config = LoadConfig();
   if (!config) {
@@ -287,7 +288,7 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
     Status appended = exec::AppendWarningToLog(log, as_root ? std::optional(job->uid) : std::nullopt,
                                                as_root ? std::optional(job->gid) : std::nullopt, line);
     if (!appended.ok())
-      fmt::print(stderr, "gpulane _supervise: job {}: {} (warning not in its log: {})\n", job->id, line,
+      Say("gpulane _supervise: job {}: {} (warning not in its log: {})\n", job->id, line,
                  appended.error().message);
   };
   if (!job->attempts.empty() && !(job->logs.stderr_path.empty() && job->logs.stdout_path.empty())) {
@@ -300,7 +301,7 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
     Status appended = exec::AppendLineToLog(log, as_root ? std::optional(job->uid) : std::nullopt,
                                             as_root ? std::optional(job->gid) : std::nullopt, "gpulane: " + line);
     if (!appended.ok())
-      fmt::print(stderr, "gpulane _supervise: job {}: {} (not in its log: {})\n", job->id, line, appended.error().message);
+      Say("gpulane _supervise: job {}: {} (not in its log: {})\n", job->id, line, appended.error().message);
   }
   // --notify anomaly: the daemon's anomalies of this job, asked for every few seconds while it runs.
   std::optional<AnomalyNotifier> anomalies;

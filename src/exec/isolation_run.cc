@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "util/say.h"
+
 namespace gpulane::exec {
 namespace {
 
@@ -50,12 +52,11 @@ void IsolationRun::Isolated(pid_t holder_pid, const IsolationSteps& t) {
   holder = holder_pid;
   if (!fds.timing) return;
   auto us = [](std::int64_t from, std::int64_t to) { return to && from ? (to - from) / 1000 : -1; };
-  fmt::print(stderr,
-             "gpulane: isolate timing: plan {} us (spawner); in the child: unshare {} us, / rslave {} us, "
-             "{} device mask(s) {} us, /proc/driver/nvidia ({}) {} us, holder {} us ({}); {} us in all\n",
-             plan_us_, us(t.start_ns, t.unshare_ns), us(t.unshare_ns, t.slave_ns), masks_, us(t.slave_ns, t.masks_ns),
-             proc_words_, us(t.masks_ns, t.proc_ns), us(t.proc_ns, t.holder_ns),
-             holder > 0 ? "started" : "none: the job frees its namespace itself", us(t.start_ns, t.holder_ns));
+  Say("gpulane: isolate timing: plan {} us (spawner); in the child: unshare {} us, / rslave {} us, "
+      "{} device mask(s) {} us, /proc/driver/nvidia ({}) {} us, holder {} us ({}); {} us in all\n",
+      plan_us_, us(t.start_ns, t.unshare_ns), us(t.unshare_ns, t.slave_ns), masks_, us(t.slave_ns, t.masks_ns),
+      proc_words_, us(t.masks_ns, t.proc_ns), us(t.proc_ns, t.holder_ns),
+      holder > 0 ? "started" : "none: the job frees its namespace itself", us(t.start_ns, t.holder_ns));
 }
 
 void IsolationRun::Release() {

@@ -23,6 +23,7 @@
 #include "sched/policy.h"
 #include "sched/preemption.h"
 #include "util/strings.h"
+#include "util/say.h"
 #include "util/units.h"
 #include "util/week_window.h"
 
@@ -387,7 +388,7 @@ Result<Grant> LeaseWaiter::Acquire() {
     // It did not run for longer than a grant may stay unclaimed (stopped: Ctrl-Z, SIGSTOP; or the
     // machine slept): the requests behind it may have gone first (sched/unclaimed.h). Said once a time.
     if (const double late_s = env_.MonotonicS() - wake_by_s; late_s >= request_.max_unclaimed_s && !request_.quiet)
-      fmt::print(stderr, "gpulane: warning: this request did not run for {} while it waited in line (stopped, or the "
+      Say("gpulane: warning: this request did not run for {} while it waited in line (stopped, or the "
                          "machine slept); a request that does not take the GPUs the line gives it within {} "
                          "(sched.max_unclaimed) loses its place to the requests behind it\n",
                  FormatSeconds(late_s), FormatSeconds(request_.max_unclaimed_s));
@@ -405,7 +406,7 @@ void LeaseWaiter::RecordProcessGroup(HeldFile& lease, pid_t pgid) {
   record_.pgid = pgid;
   DirLock lock = dir_.Lock();
   if (Status s = lease.Rewrite(ToJson(record_).dump()); !s.ok())
-    fmt::print(stderr, "gpulane: warning: the job's process group is not in its lease ({}): processes that leave the "
+    Say("gpulane: warning: the job's process group is not in its lease ({}): processes that leave the "
                        "job's process tree may count as foreign\n",
                s.error().message);
 }
@@ -426,7 +427,7 @@ bool LeaseWaiter::CheckGpusReleased(const std::vector<unsigned>& gpus, const std
     if (left.empty()) return true;
     env_.WaitReadable({}, 0.02);
   } while (env_.MonotonicS() - start < 1.0);
-  fmt::print(stderr, "gpulane: warning: the job's processes are still listed on its GPUs after it ended ({}); "
+  Say("gpulane: warning: the job's processes are still listed on its GPUs after it ended ({}); "
                      "check with nvidia-smi\n",
              Join(left, ", "));
   return false;

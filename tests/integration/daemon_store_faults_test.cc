@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "support/daemon_fixture.h"
+#include "support/small_tmpfs.h"
 #include "support/text.h"
 
 namespace gpulane::test {
@@ -110,40 +111,6 @@ TEST(DaemonStoreFaults, AJobThatEndsWhileTheStoreIsLockedIsRecordedOnceTheLockGo
   ASSERT_TRUE(d.RunJobNeedingEveryGpu());
   EXPECT_EQ(CountMarks(ReadMarks(log), "start", id), 1) << "the job ran exactly once";
 }
-
-// A small tmpfs mounted on `path` for the test's life (root only): its own full disk. Unmounted
-// lazily at the end, before the daemon's folder is removed.
-class SmallTmpfs {
- public:
-  explicit SmallTmpfs(const fs::path& path) : path_(path) {
-    fs::create_directories(path);
-    if (mount("tmpfs", path.c_str(), "tmpfs", 0, "size=8m,mode=0700") == 0) mounted_ = true;
-    else why_ = std::strerror(errno);
-  }
-  ~SmallTmpfs() {
-    if (mounted_) umount2(path_.c_str(), MNT_DETACH);
-  }
-  bool mounted() const { return mounted_; }
-  const std::string& why() const { return why_; }
-  // Writes a file in it until the file system has no room left (ENOSPC); Free removes it.
-  void Fill() {
-    std::ofstream out(path_ / ".filler", std::ios::binary);
-    const std::string chunk(4096, '\0');
-    for (int i = 0; i < 1'000'000 && out.write(chunk.data(), chunk.size()) && out.flush(); ++i) {
-    }
-    out.close();
-    for (int i = 0; i < 4096; ++i) {  // the last partial page, 512 bytes at a time
-      std::ofstream tail(path_ / ".filler", std::ios::binary | std::ios::app);
-      if (!(tail.write(chunk.data(), 512) && tail.flush())) break;
-    }
-  }
-  void Free() { fs::remove(path_ / ".filler"); }
-
- private:
-  fs::path path_;
-  bool mounted_ = false;
-  std::string why_;
-};
 
 // scripts/storage-faults.py state-disk-full-finish: the job ends while the state folder is full.
 // Its supervisor records the end all the same (in the space it set aside at the job's start) and
