@@ -4,8 +4,7 @@
 #
 #   sanitizers  scripts/test-sanitizers.sh: the whole suite under ASan+UBSan (build-asan/), the
 #               GPU-reading tests against a ThreadSanitizer build of gpulane (build-tsan/)
-#   tsan        the TSan half alone, its test programs from build-asan/ when that holds them (CI:
-#               the suite ran there, GPULANE_TEST_SANITIZE=asan ./scripts/test.sh), else build/
+#   tsan        the TSan half alone (its test programs: build/'s, which CI's suite built)
 #   fuzz        scripts/fuzz.sh $GATES_FUZZ_S (default 20) seconds for each of the 7 targets
 #   crash       scripts/crash-harness.py $GATES_KILLS (default 60) kill -9 points; any loss, run
 #               twice or double-assigned GPU fails it (the supervisor window it used to tolerate is
@@ -39,10 +38,7 @@ done
 run_gate() {
   case "$1" in
     sanitizers) ./scripts/test-sanitizers.sh ;;
-    tsan)
-      local from=build
-      [ -x build-asan/integration_tests ] && from=build-asan
-      GPULANE_TSAN_TESTS_FROM=$from ./scripts/test-sanitizers.sh tsan ;;
+    tsan) ./scripts/test-sanitizers.sh tsan ;;
     fuzz) ./scripts/fuzz.sh "$fuzz_s" ;;
     crash) python3 scripts/crash-harness.py --kills "$kills" ;;
     storage)

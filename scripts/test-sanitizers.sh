@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
-# The test suite under sanitizers (a gate of CI: scripts/gates.sh, after ./scripts/test.sh):
+# The test suite under sanitizers (CI runs the asan mode as its suite: GPULANE_TEST_SANITIZE=asan
+# ./scripts/test.sh; scripts/gates.sh runs the tsan mode):
 #
-#   asan: everything built with AddressSanitizer + UndefinedBehaviorSanitizer (GPULANE_SANITIZE=
-#         address,undefined, in build-asan/: gpulane, the fake NVML it dlopens, the test programs),
-#         then the whole ctest suite. UB halts (-fno-sanitize-recover=all); leaks are reported.
+#   asan: AddressSanitizer + UndefinedBehaviorSanitizer (GPULANE_SANITIZE=address,undefined) in
+#         build-asan/: gpulane, gpulane-web, the fake NVML they dlopen, and the two test programs
+#         that run gpulane's code in their own process (unit_tests, fuzz_replay: ctest label
+#         in_process). The other test programs (integration, Slurm) only drive processes: they are
+#         built once, in the normal build/ (whose gpulane setup.sh built), and run against
+#         build-asan's binaries (GPULANE_TEST_GPULANE, GPULANE_TEST_FAKE_NVML_DIR). So every test
+#         runs once with the sanitizers where gpulane's code runs, and the test programs are not
+#         compiled with them (three quarters of an all-ASan build: docs/ci-time.md). The doc tests
+#         and the Python package's tests name build/'s binaries themselves and run those. Then the
+#         few tests ASan cannot judge run against build/ (NORMAL_BUILD_TESTS). UB halts
+#         (-fno-sanitize-recover=all); leaks are reported.
 #   tsan: ThreadSanitizer for the code with threads. gpulane has two places with threads: NVML is
 #         read by one thread per GPU (gpu/nvml_backend.cc ReadAll) in every command and daemon that
 #         reads GPUs, and the daemon parses frames over 256 KiB on a thread of its own
@@ -11,8 +20,8 @@
 #         run` are single-threaded (one thread, poll/signalfd/inotify). build-tsan/
 #         holds gpulane and the fake NVML alone built with -fsanitize=thread, and the integration
 #         tests that read several GPUs through the real binary (TSAN_TESTS below) run from the
-#         normal build/ against them (GPULANE_TEST_GPULANE, GPULANE_TEST_FAKE_NVML_DIR): the test
-#         programs have threads of their own, but they are not what ships.
+#         normal build/ against them: the test programs have threads of their own, but they are not
+#         what ships.
 #
 #   scripts/test-sanitizers.sh               both
 #   scripts/test-sanitizers.sh asan          one
@@ -46,41 +55,41 @@ jobs=${GPULANE_BUILD_JOBS:-$(nproc)}
 # pick/run property test at its full size (NORMAL_BUILD_TESTS).
 MEMORY_BOUND_TESTS='^(DaemonAmplification\.AMebibyteEnvironmentTimesAThousandTasksIsStoredOnce|WebUnderLoad\.HeaderFloodIsRefusedWith431AndTheServerStaysSmall)$'
 NORMAL_BUILD_TESTS='^(DaemonAmplification\.AMebibyteEnvironmentTimesAThousandTasksIsStoredOnce|WebUnderLoad\.HeaderFloodIsRefusedWith431AndTheServerStaysSmall|PickRunProperty\.AgreeOnRandomStates)$'
-# The TSan run's test programs: the normal build's (build/), or GPULANE_TSAN_TESTS_FROM's (CI: the
-# ASan build of the suite, so that the normal test programs are not built only for this).
-tsan_tests_from=${GPULANE_TSAN_TESTS_FROM:-build}
 
 owner=$(stat -c %U .)
 as_owner=()
 if [ "$(id -u)" -eq 0 ] && [ "$owner" != root ]; then as_owner=(runuser -u "$owner" --); fi
 
+# The normal build's test programs (build/), which drive build-$mode's binaries. asan: build/
+# without the in-process tests (GPULANE_IN_PROCESS_TESTS=OFF: build-asan/ has them), and all of it
+# (the Debian package test's cpack builds what is not built yet); tsan: its integration tests.
+build_drivers() {
+  if [ "$1" = asan ]; then
+    "${as_owner[@]}" cmake -S . -B build -G Ninja -DGPULANE_BUILD_TESTS=ON -DGPULANE_IN_PROCESS_TESTS=OFF >/dev/null
+    "${as_owner[@]}" cmake --build build --parallel "$jobs"
+  else
+    "${as_owner[@]}" cmake -S . -B build -G Ninja -DGPULANE_BUILD_TESTS=ON >/dev/null
+    "${as_owner[@]}" cmake --build build --parallel "$jobs" --target integration_tests
+  fi
+}
+
 rc=0
 for mode in "${modes[@]}"; do
   dir=build-$mode
   case "$mode" in
-    asan) sanitize=address,undefined targets=()
-          select=(-E "$MEMORY_BOUND_TESTS") ;;
-    tsan) sanitize=thread select=(-R "$TSAN_TESTS")
+    asan) sanitize=address,undefined
+          targets=(--target unit_tests fuzz_replay) ;;  # and, as their dependencies, gpulane, gpulane-web, the fake NVML
+    tsan) sanitize=thread
           targets=(--target gpulane fake_nvml fake_nvml_no_v3 fake_nvml_legacy fake_nvml_no_graphics) ;;
   esac
-  echo "== $mode: building $dir (-fsanitize=$sanitize)" >&2
+  echo "== $mode: building the test programs that drive gpulane (build/), then $dir (-fsanitize=$sanitize)" >&2
   start=$SECONDS
+  build_drivers "$mode"
   # -O1: what the sanitizers' authors advise, and a third faster to build than -O2 here. Shared
   # system libraries (GPULANE_STATIC_DEPS=OFF): the sanitizer runtimes are shared libraries anyway.
   "${as_owner[@]}" cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DGPULANE_SANITIZE="$sanitize" -DGPULANE_STATIC_DEPS=OFF >/dev/null
   "${as_owner[@]}" cmake --build "$dir" --parallel "$jobs" "${targets[@]}"
-  test_dir=$dir
-  if [ "$mode" = tsan ]; then
-    # The test programs of the normal build (or GPULANE_TSAN_TESTS_FROM's), run against this
-    # build's gpulane and fake NVML.
-    if [ "$tsan_tests_from" = build ]; then
-      "${as_owner[@]}" cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPULANE_BUILD_TESTS=ON >/dev/null
-    fi
-    "${as_owner[@]}" cmake --build "$tsan_tests_from" --parallel "$jobs" --target integration_tests
-    test_dir=$tsan_tests_from
-    export GPULANE_TEST_GPULANE=$PWD/$dir/gpulane GPULANE_TEST_FAKE_NVML_DIR=$PWD/$dir/fake_nvml
-  fi
   built=$((SECONDS - start))
 
   reports=$PWD/$dir/sanitizer-reports
@@ -101,23 +110,28 @@ for mode in "${modes[@]}"; do
   # (2026-12-06, with the namespace holder and the intruder check each job now has); the asan mode
   # runs it at 1000 against the normal build afterwards (NORMAL_BUILD_TESTS).
   export GPULANE_PROPERTY_STATES=${GPULANE_PROPERTY_STATES:-100}
-  echo "== $mode: ctest ${select[*]} $*" >&2
   start=$SECONDS
   test_rc=0
-  ctest --test-dir "$test_dir" --output-on-failure -j "$(nproc)" "${select[@]}" "$@" || test_rc=$?
-  if [ "$mode" = asan ] && (($# == 0)); then
-    # What ASan cannot judge, run from the same test programs against the normal build's gpulane,
-    # gpulane-web and fake NVML (build/: scripts/setup.sh builds them): the two resident-memory
-    # bounds left out above, and the pick/run property test over its full 1000 states (so a run
-    # that is only this script, as CI's suite is, still runs every test as the normal build does).
-    echo "== asan: the memory bounds and the full property test, against the normal build (build/)" >&2
-    "${as_owner[@]}" cmake -S . -B build -G Ninja >/dev/null
-    "${as_owner[@]}" cmake --build build --parallel "$jobs" --target gpulane gpulane-web gpulane_dashboard fake_nvml \
-      fake_nvml_no_v3 fake_nvml_legacy fake_nvml_no_graphics
-    GPULANE_TEST_GPULANE=$PWD/build/gpulane GPULANE_TEST_FAKE_NVML_DIR=$PWD/build/fake_nvml \
-      GPULANE_PROPERTY_STATES= ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" -R "$NORMAL_BUILD_TESTS" || test_rc=$?
+  if [ "$mode" = asan ]; then
+    echo "== asan: ctest -L in_process $* (build-asan/: the unit tests and the fuzz corpora)" >&2
+    ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" -L in_process "$@" || test_rc=$?
+    echo "== asan: ctest -LE in_process -E <memory bounds> $* (build/'s test programs against build-asan's gpulane)" >&2
+    GPULANE_TEST_GPULANE=$PWD/$dir/gpulane GPULANE_TEST_FAKE_NVML_DIR=$PWD/$dir/fake_nvml \
+      ctest --test-dir build --output-on-failure -j "$(nproc)" -LE in_process -E "$MEMORY_BOUND_TESTS" "$@" || test_rc=$?
+    if (($# == 0)); then
+      # What ASan cannot judge, against the normal build's gpulane, gpulane-web and fake NVML: the
+      # two resident-memory bounds left out above, and the pick/run property test over its full
+      # 1000 states (so that this script alone, as CI's suite is, runs every test as the normal
+      # build does).
+      echo "== asan: the memory bounds and the full property test, against the normal build (build/)" >&2
+      GPULANE_PROPERTY_STATES= ctest --test-dir build --output-on-failure -j "$(nproc)" -R "$NORMAL_BUILD_TESTS" || test_rc=$?
+    fi
+  else
+    echo "== tsan: ctest -R <the GPU-reading tests> $* (build/'s test programs against build-tsan's gpulane)" >&2
+    GPULANE_TEST_GPULANE=$PWD/$dir/gpulane GPULANE_TEST_FAKE_NVML_DIR=$PWD/$dir/fake_nvml \
+      ctest --test-dir build --output-on-failure -j "$(nproc)" -R "$TSAN_TESTS" "$@" || test_rc=$?
   fi
-  unset ASAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS GPULANE_TEST_GPULANE GPULANE_TEST_FAKE_NVML_DIR GPULANE_PROPERTY_STATES
+  unset ASAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS GPULANE_PROPERTY_STATES
   found=$(find "$reports" -type f | sort)
   if [ -n "$found" ]; then
     echo "== $mode: sanitizer reports:" >&2

@@ -4,10 +4,11 @@
 # in scripts/lib/packages.sh, named before installing, without recommendations, their services
 # neither enabled nor started); as another user it says which are missing. Arguments go to ctest.
 #
-# GPULANE_TEST_SANITIZE=asan runs the same suite once, built with AddressSanitizer and
-# UndefinedBehaviorSanitizer (scripts/test-sanitizers.sh asan, in build-asan/), and then the few
-# tests ASan cannot judge against the normal build. That is what CI runs (.ci/run): every test
-# once, under the sanitizers, instead of the suite twice and the test programs built twice.
+# GPULANE_TEST_SANITIZE=asan runs the same suite once with AddressSanitizer and
+# UndefinedBehaviorSanitizer wherever gpulane's code runs (scripts/test-sanitizers.sh asan: the
+# in-process tests built with them in build-asan/, the others from build/ against build-asan's
+# gpulane), and then the few tests ASan cannot judge against the normal build. That is what CI
+# runs (.ci/run): every test once, and no test program compiled twice.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/packages.sh
@@ -19,6 +20,6 @@ case "${GPULANE_TEST_SANITIZE:-}" in
   asan) exec ./scripts/test-sanitizers.sh asan "$@" ;;
   *) echo "test.sh: GPULANE_TEST_SANITIZE='$GPULANE_TEST_SANITIZE' is not a mode: leave it unset, or set it to asan" >&2; exit 2 ;;
 esac
-cmake -S . -B build -G Ninja -DGPULANE_BUILD_TESTS=ON >/dev/null
+cmake -S . -B build -G Ninja -DGPULANE_BUILD_TESTS=ON -DGPULANE_IN_PROCESS_TESTS=ON >/dev/null
 cmake --build build
 ctest --test-dir build --output-on-failure -j "$(nproc)" "$@"

@@ -96,7 +96,16 @@ std::string GpulaneBinary() {
 }
 
 std::string BuiltGpulane() { return GPULANE_TEST_BINARY; }
-std::string WebBinary() { return GPULANE_TEST_WEB_BINARY; }
+std::string WebBinary() {
+  // The gpulane-web beside GPULANE_TEST_GPULANE's gpulane (the sanitizer builds), as gpulane's
+  // daemon takes the one beside its binary.
+  const char* other = std::getenv("GPULANE_TEST_GPULANE");
+  if (other && *other) {
+    const fs::path beside = fs::path(other).parent_path() / "gpulane-web";
+    if (fs::exists(beside)) return beside.string();
+  }
+  return GPULANE_TEST_WEB_BINARY;
+}
 std::string WebSourceDir() { return GPULANE_TEST_WEB_SOURCE_DIR; }
 std::string FixturesDir() { return GPULANE_TEST_FIXTURES_DIR; }
 

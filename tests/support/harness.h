@@ -34,6 +34,7 @@ std::string FakeNvmlLibrary(const std::string& variant = "current");
 // the macros harness.cc is compiled with, so that no test file's compile line names the build
 // folder (the same test file then compiles the same in every clone, and a compiler cache serves it).
 std::string BuiltGpulane();
+/// The gpulane-web beside GPULANE_TEST_GPULANE's binary when it names one, else the build's.
 std::string WebBinary();
 std::string WebSourceDir();
 std::string FixturesDir();
