@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <iterator>
 #include <fmt/format.h>
 #include <fstream>
 #include <sstream>
@@ -75,11 +77,18 @@ Status WriteFileAtomically(const std::string& dir, const std::string& path, cons
   return Status::Ok();
 }
 
-// Alive and not yet a zombie.
+// Alive, or a zombie whose other threads are still ending: a thread group's leader shows 'Z' while
+// its threads (the daemon's sampler, NVML's own) finish exiting, and its parent can reap it only
+// after them (seen under ASan, whose threads end slowly: `daemon stop` returned before its parent
+// could reap it). Ended once gone, or a zombie alone in its thread group.
 bool Alive(pid_t pid) {
   const std::string stat = ReadSmallFile(fmt::format("/proc/{}/stat", pid));
   const auto close = stat.rfind(')');
-  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
+  if (close == std::string::npos || close + 2 >= stat.size()) return false;
+  if (stat[close + 2] != 'Z') return true;
+  std::error_code ec;
+  auto tasks = std::filesystem::directory_iterator(fmt::format("/proc/{}/task", pid), ec);
+  return !ec && std::distance(tasks, std::filesystem::directory_iterator()) > 1;
 }
 
 std::string UserName() {

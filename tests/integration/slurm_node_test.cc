@@ -79,7 +79,7 @@ TEST(SlurmEpilog, EndsWhatTheJobLeftAndSucceedsOnceItsMemoryIsFreed) {
   AddProcess(machine.state()["devices"][1], static_cast<std::uint32_t>(left.pid()), 4 * kGiB);
   SetUsedMemory(machine.state()["devices"][1], 4 * kGiB);
   machine.Save();
-  Child epilog({BuiltGpulane(), "slurm", "epilog", "--grace", "0.3", "--settle", "30"}, SlurmEnv(machine, "1"));
+  Child epilog({GpulaneBinary(), "slurm", "epilog", "--grace", "0.3", "--settle", "30"}, SlurmEnv(machine, "1"));
   auto ended = left.Wait(30);  // ends when the epilog's SIGKILL lands
   ASSERT_TRUE(ended) << "the leftover was not ended";
   // As the driver does once the process is gone: its memory is free.
