@@ -8,23 +8,14 @@
 #include <random>
 
 #include "sched/policy.h"
+#include "support/idle_gpus.h"
 
 namespace gpulane::sched {
 namespace {
 
-constexpr std::uint64_t kGiB = 1ULL << 30;
+using test::IdleGpus;
 
-std::vector<GpuState> Idle(unsigned n) {
-  std::vector<GpuState> gpus(n);
-  for (unsigned i = 0; i < n; ++i) {
-    gpus[i].index = i;
-    gpus[i].uuid = "GPU-" + std::to_string(i);
-    gpus[i].total_bytes = 80 * kGiB;
-    gpus[i].free_bytes = 80 * kGiB;
-    gpus[i].util_pct = 0;
-  }
-  return gpus;
-}
+constexpr std::uint64_t kGiB = 1ULL << 30;
 
 // GPU `i` leased by a job that ends at `until` (nullopt: no time limit).
 void Lease(std::vector<GpuState>& gpus, unsigned i, std::optional<double> until) {
@@ -52,7 +43,7 @@ Limits At(PolicyKind policy, double now) {
 // ---- fifo, firstfit, default: who may start ahead of a waiter ----------------------------------
 
 TEST(Policies, FifoStartsNothingAheadOfAWaitingRequest) {
-  auto gpus = Idle(3);
+  auto gpus = IdleGpus(3);
   Lease(gpus, 0, 100.0);
   Lease(gpus, 1, 100.0);
   // The head starts at t=100 on GPU0 and GPU1, so it reserves those and leaves GPU2 free.
@@ -73,7 +64,7 @@ TEST(Policies, FifoStartsNothingAheadOfAWaitingRequest) {
 }
 
 TEST(Policies, FirstFitSkipsAheadWithoutReservations) {
-  auto gpus = Idle(2);
+  auto gpus = IdleGpus(2);
   Lease(gpus, 0, std::nullopt);
   const std::vector<Request> line = {Job(2), Job(1)};
   auto ff = Schedule(gpus, line, At(PolicyKind::kFirstFit, 0));
@@ -88,7 +79,7 @@ TEST(Policies, FirstFitSkipsAheadWithoutReservations) {
 // ---- easy: backfill against known ends ----------------------------------------------------------
 
 TEST(Policies, EasyBackfillsAJobThatEndsBeforeTheReservationAndRefusesOneThatDoesNot) {
-  auto gpus = Idle(2);
+  auto gpus = IdleGpus(2);
   Lease(gpus, 0, 100.0);  // GPU0 is free at t=100
   const Limits easy = At(PolicyKind::kEasy, 10);
   auto d = Schedule(gpus, {Job(2, 500), Job(1, 90)}, easy);
@@ -111,7 +102,7 @@ TEST(Policies, EasyBackfillsAJobThatEndsBeforeTheReservationAndRefusesOneThatDoe
 }
 
 TEST(Policies, EasyReservesForTheFirstWaiterOnlyDefaultForEvery) {
-  auto gpus = Idle(4);
+  auto gpus = IdleGpus(4);
   Lease(gpus, 0, 100.0);
   Lease(gpus, 1, 100.0);
   // The head takes GPU2 and the two leased ones from t=100; GPU3 stays free. The second waiter
@@ -131,7 +122,7 @@ TEST(Policies, EasyReservesForTheFirstWaiterOnlyDefaultForEvery) {
 }
 
 TEST(Policies, BackfillPrefersGpusNobodyReserved) {
-  auto gpus = Idle(4);
+  auto gpus = IdleGpus(4);
   Lease(gpus, 0, 100.0);
   Lease(gpus, 1, 100.0);
   // The head reserves GPU0, GPU1 (free at 100) and GPU2; GPU3 is not reserved.
@@ -147,7 +138,7 @@ TEST(Policies, BackfillPrefersGpusNobodyReserved) {
 // ---- default: bounded reservations --------------------------------------------------------------
 
 TEST(Policies, DefaultLetsGoOfAFreeGpuHeldForAnUnknownStartAfterMaxReserveIdle) {
-  auto gpus = Idle(2);
+  auto gpus = IdleGpus(2);
   Lease(gpus, 0, std::nullopt);  // no time limit: its end is unknown
   gpus[1].free_since_s = 0;
   const std::vector<Request> line = {Job(2, 1000, /*submit=*/0), Job(1, std::nullopt, 5)};
@@ -176,7 +167,7 @@ TEST(Policies, DefaultLetsGoOfAFreeGpuHeldForAnUnknownStartAfterMaxReserveIdle) 
   EXPECT_TRUE(Schedule(gpus, line, quick)[1].granted);
 
   // A foreign process, too, has an end nobody knows.
-  gpus = Idle(2);
+  gpus = IdleGpus(2);
   gpus[0].has_context = true;
   gpus[0].foreign = {"bob's python (pid 12)"};
   EXPECT_FALSE(Schedule(gpus, line, At(PolicyKind::kDefault, 599))[1].granted);
@@ -184,7 +175,7 @@ TEST(Policies, DefaultLetsGoOfAFreeGpuHeldForAnUnknownStartAfterMaxReserveIdle) 
 }
 
 TEST(Policies, DefaultKeepsAReservationWhoseStartIsKnown) {
-  auto gpus = Idle(2);
+  auto gpus = IdleGpus(2);
   Lease(gpus, 0, 100000.0);
   gpus[1].free_since_s = 0;
   const std::vector<Request> line = {Job(2, 1000, 0), Job(1, std::nullopt, 5)};
@@ -196,7 +187,7 @@ TEST(Policies, DefaultKeepsAReservationWhoseStartIsKnown) {
 }
 
 TEST(Policies, WithoutAClockDefaultIsTodaysFirstComeFirstServedWithReservations) {
-  auto gpus = Idle(2);
+  auto gpus = IdleGpus(2);
   Lease(gpus, 0, 100.0);
   gpus[1].free_since_s = 0;
   auto d = Schedule(gpus, {Job(2, 1000), Job(1, 1)}, Limits{});
@@ -219,7 +210,7 @@ TEST(Policies, GrantsOnlyGrantsExactlyWhatTheFullDecisionGrants) {
   for (int round = 0; round < 3000; ++round) {
     const unsigned n = 1 + pick(8);
     const double now = 1000 + pick(2000);
-    auto gpus = Idle(n);
+    auto gpus = IdleGpus(n);
     for (unsigned i = 0; i < n; ++i) {
       switch (pick(5)) {
         case 0: Lease(gpus, i, pick(2) ? std::optional<double>(now + pick(3000)) : std::nullopt); break;

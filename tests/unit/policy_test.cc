@@ -1,5 +1,6 @@
 // The lease policy (sched::Schedule): who gets which GPUs, who waits, and why.
 #include "sched/policy.h"
+#include "support/idle_gpus.h"
 
 #include <gtest/gtest.h>
 
@@ -9,26 +10,11 @@
 namespace gpulane::sched {
 namespace {
 
+using test::IdleGpus;
+using test::UuidOf;
+
 using Indices = std::vector<unsigned>;
 constexpr std::uint64_t kGiB = 1ULL << 30;
-
-std::string UuidOf(unsigned i);
-
-std::vector<GpuState> Idle(unsigned n, std::uint64_t total = 80 * kGiB) {
-  std::vector<GpuState> gpus;
-  for (unsigned i = 0; i < n; ++i) {
-    GpuState g;
-    g.index = i;
-    g.uuid = UuidOf(i);
-    g.total_bytes = total;
-    g.free_bytes = total;
-    g.util_pct = 0;
-    gpus.push_back(g);
-  }
-  return gpus;
-}
-
-std::string UuidOf(unsigned i) { return "GPU-" + std::to_string(i) + "0000000-92ce-068a-58c5-7c2f58de6be6"; }
 
 std::vector<std::string> Uuids(std::initializer_list<unsigned> indices) {
   std::vector<std::string> out;
@@ -71,7 +57,7 @@ const Limits kNoMargin{0};
 // ---- First come, first served -----------------------------------------------------------------
 
 TEST(Schedule, OneDecisionPerRequestInLineOrder) {
-  auto gpus = Idle(2);
+  auto gpus = IdleGpus(2);
   std::vector<Request> line = {Whole("a", 1, 2), Whole("b", 2, 2), Whole("c", 1, 2)};
   auto d = Schedule(gpus, line, kNoMargin);
   ASSERT_EQ(d.size(), 3u);
@@ -81,7 +67,7 @@ TEST(Schedule, OneDecisionPerRequestInLineOrder) {
 }
 
 TEST(Schedule, FirstInLineGetsTheFreeGpuAndTheRestWaitInOrder) {
-  auto gpus = Idle(1);
+  auto gpus = IdleGpus(1);
   std::vector<Request> line = {Whole("a", 1, 1), Whole("b", 1, 1), Whole("c", 1, 1)};
   auto d = Schedule(gpus, line, kNoMargin);
   EXPECT_TRUE(d[0].granted);
@@ -101,7 +87,7 @@ TEST(Schedule, FirstInLineGetsTheFreeGpuAndTheRestWaitInOrder) {
 }
 
 TEST(Schedule, RequestsGrantedTogetherGetDifferentGpus) {
-  auto gpus = Idle(4);
+  auto gpus = IdleGpus(4);
   std::vector<Request> line = {Whole("a", 1, 4), Whole("b", 2, 4), Whole("c", 1, 4)};
   auto d = Schedule(gpus, line, kNoMargin);
   std::set<unsigned> seen;
@@ -116,7 +102,7 @@ TEST(Schedule, RequestsGrantedTogetherGetDifferentGpus) {
 }
 
 TEST(Schedule, EveryoneWaitsBehindALeaseAndTheFirstWaiterHoldsTheGpu) {
-  auto gpus = Idle(1);
+  auto gpus = IdleGpus(1);
   gpus[0].exclusive_holder = "alice (job r4121)";
   std::vector<Request> line = {Whole("a", 1, 1), Whole("b", 1, 1)};
   auto d = Schedule(gpus, line, kNoMargin);
@@ -130,7 +116,7 @@ TEST(Schedule, EveryoneWaitsBehindALeaseAndTheFirstWaiterHoldsTheGpu) {
 
 // A later request that fits now may start, but only on GPUs that no earlier waiter reserved.
 TEST(Schedule, LaterRequestThatFitsTakesOnlyUnreservedGpus) {
-  auto gpus = Idle(4);
+  auto gpus = IdleGpus(4);
   gpus[0].exclusive_holder = "alice (job r1)";
   Request big = Whole("big", 2, 4);
   big.allowed_uuids = Uuids({0, 1});  // waits for GPU0; GPU1 is free now and reserved for it
@@ -160,7 +146,7 @@ TEST(Schedule, LaterRequestThatFitsTakesOnlyUnreservedGpus) {
 // A two-GPU request behind one busy GPU is not overtaken by a stream of one-GPU requests: the
 // free GPU stays reserved until the busy one is released, and then it gets both.
 TEST(Schedule, LargeWaitingRequestIsNotStarvedByAStreamOfSmallOnes) {
-  auto gpus = Idle(2);
+  auto gpus = IdleGpus(2);
   std::vector<Request> line = {Whole("big", 2, 2)};
   for (int round = 0; round < 5; ++round) {
     gpus[0].exclusive_holder = "small job " + std::to_string(round);
@@ -186,7 +172,7 @@ TEST(Schedule, LargeWaitingRequestIsNotStarvedByAStreamOfSmallOnes) {
 }
 
 TEST(Schedule, AWaiterReservesTheGpusItCouldUseSoonestFirst) {
-  auto gpus = Idle(3);
+  auto gpus = IdleGpus(3);
   gpus[0].foreign = {"bob's python (pid 12)"};
   gpus[1].exclusive_holder = "alice (job r1)";
   gpus[2].exclusive_holder = "carol (job r2)";
@@ -199,7 +185,7 @@ TEST(Schedule, AWaiterReservesTheGpusItCouldUseSoonestFirst) {
 // ---- Sharing by declared memory (--mem) -------------------------------------------------------
 
 TEST(Schedule, MemoryRequestsPackWhileDeclaredPlusMarginFitsTheTotal) {
-  auto gpus = Idle(1, 10 * kGiB);
+  auto gpus = IdleGpus(1, 10 * kGiB);
   const Limits limits{1 * kGiB};
   std::vector<Request> line;
   for (int i = 0; i < 5; ++i) line.push_back(Shared("m" + std::to_string(i), 3 * kGiB, 1));
@@ -221,7 +207,7 @@ TEST(Schedule, MemoryRequestsPackWhileDeclaredPlusMarginFitsTheTotal) {
 }
 
 TEST(Schedule, DeclaredMemoryNotYetAllocatedIsCounted) {
-  auto gpus = Idle(1, 80 * kGiB);
+  auto gpus = IdleGpus(1, 80 * kGiB);
   // One shared lease declared 40 GiB and allocated 10 GiB of it so far: NVML shows 70 GiB free,
   // but 30 GiB of that is promised.
   gpus[0].shared_leases = 1;
@@ -236,7 +222,7 @@ TEST(Schedule, DeclaredMemoryNotYetAllocatedIsCounted) {
 }
 
 TEST(Schedule, MemoryUsedOutsideGpulaneLeavesLessRoom) {
-  auto gpus = Idle(1, 80 * kGiB);
+  auto gpus = IdleGpus(1, 80 * kGiB);
   gpus[0].foreign = {"bob's python (pid 12)"};
   gpus[0].free_bytes = 30 * kGiB;
   Request r = Shared("m", 30 * kGiB, 1);
@@ -256,7 +242,7 @@ void ShareOut(std::vector<GpuState>& gpus, unsigned i, unsigned leases, std::uin
 }
 
 TEST(Schedule, SharesPackOntoTheFullestGpuThatFits) {
-  auto gpus = Idle(3, 80 * kGiB);
+  auto gpus = IdleGpus(3, 80 * kGiB);
   ShareOut(gpus, 0, 1, 60 * kGiB);  // 19 GiB of room (1 GiB margin)
   ShareOut(gpus, 1, 1, 30 * kGiB);  // 49 GiB
   const Limits limits{1 * kGiB};
@@ -268,7 +254,7 @@ TEST(Schedule, SharesPackOntoTheFullestGpuThatFits) {
   d = Schedule(gpus, {Shared("b", 10 * kGiB, 3)}, limits);
   EXPECT_EQ(d[0].gpus, Indices{0});
   // Within one decision: each share sees the ones granted before it.
-  d = Schedule(Idle(2, 80 * kGiB), {Shared("a", 30 * kGiB, 2), Shared("b", 30 * kGiB, 2), Shared("c", 30 * kGiB, 2)}, limits);
+  d = Schedule(IdleGpus(2, 80 * kGiB), {Shared("a", 30 * kGiB, 2), Shared("b", 30 * kGiB, 2), Shared("c", 30 * kGiB, 2)}, limits);
   for (const auto& x : d) ASSERT_TRUE(x.granted) << ReasonsOf(x);
   EXPECT_EQ(d[0].gpus, Indices{0});
   EXPECT_EQ(d[1].gpus, Indices{0}) << "onto the shared GPU, not the idle one";
@@ -276,7 +262,7 @@ TEST(Schedule, SharesPackOntoTheFullestGpuThatFits) {
 }
 
 TEST(Schedule, BestFitTiesGoToFewestSharedLeasesThenLeastBusyThenPciOrder) {
-  auto gpus = Idle(4, 80 * kGiB);
+  auto gpus = IdleGpus(4, 80 * kGiB);
   ShareOut(gpus, 0, 2, 40 * kGiB);
   ShareOut(gpus, 1, 1, 40 * kGiB);
   ShareOut(gpus, 2, 1, 40 * kGiB);
@@ -294,18 +280,18 @@ TEST(Schedule, AnExclusiveRequestStillFindsAWholeGpuAfterShares) {
   // over all three and the whole-GPU job waits.
   std::vector<Request> line = {Shared("a", 30 * kGiB, 3), Shared("b", 30 * kGiB, 3), Shared("c", 30 * kGiB, 3),
                                Whole("x", 1, 3)};
-  auto d = Schedule(Idle(3, 80 * kGiB), line, Limits{1 * kGiB});
+  auto d = Schedule(IdleGpus(3, 80 * kGiB), line, Limits{1 * kGiB});
   for (const auto& x : d) ASSERT_TRUE(x.granted) << ReasonsOf(x);
   EXPECT_EQ(d[3].gpus, Indices{2});
   for (int k = 0; k < 3; ++k) line[k].order = Order::kMostFree;
-  d = Schedule(Idle(3, 80 * kGiB), line, Limits{1 * kGiB});
+  d = Schedule(IdleGpus(3, 80 * kGiB), line, Limits{1 * kGiB});
   EXPECT_NE(d[0].gpus, d[1].gpus);
   EXPECT_NE(d[1].gpus, d[2].gpus);
   EXPECT_FALSE(d[3].granted) << "every GPU partly used";
 }
 
 TEST(Schedule, AnExplicitOrderIsKeptForShares) {
-  auto gpus = Idle(3, 80 * kGiB);
+  auto gpus = IdleGpus(3, 80 * kGiB);
   ShareOut(gpus, 0, 1, 40 * kGiB);
   ShareOut(gpus, 1, 1, 60 * kGiB);
   gpus[0].util_pct = 90;
@@ -323,7 +309,7 @@ TEST(Schedule, AnExplicitOrderIsKeptForShares) {
 }
 
 TEST(Schedule, SharesOnSeveralGpusStillPreferNvlinkedSets) {
-  auto gpus = Idle(4, 80 * kGiB);
+  auto gpus = IdleGpus(4, 80 * kGiB);
   // Pairs (0,2) and (1,3) are linked. By best fit alone: 1 (fullest), then 0.
   gpus[0].nvlink_peers = {2};
   gpus[2].nvlink_peers = {0};
@@ -347,21 +333,21 @@ TEST(Schedule, SharesOnSeveralGpusStillPreferNvlinkedSets) {
 // ---- Exclusive and shared leases do not mix ---------------------------------------------------
 
 TEST(Schedule, ExclusiveRequestsNeverShareAGpu) {
-  auto gpus = Idle(1);
+  auto gpus = IdleGpus(1);
   gpus[0].shared_leases = 1;
   gpus[0].unallocated_reservation_bytes = 1 * kGiB;
   auto d = Schedule(gpus, {Whole("x", 1, 1)}, kNoMargin);
   EXPECT_FALSE(d[0].granted);
   EXPECT_TRUE(HasReason(d[0], "GPU0: shared by 1 gpulane job")) << ReasonsOf(d[0]);
 
-  gpus = Idle(1);
+  gpus = IdleGpus(1);
   gpus[0].exclusive_holder = "alice (job r1)";
   d = Schedule(gpus, {Shared("m", 1 * kGiB, 1)}, kNoMargin);
   EXPECT_FALSE(d[0].granted);
   EXPECT_TRUE(HasReason(d[0], "GPU0: leased by alice (job r1)")) << ReasonsOf(d[0]);
 
   // Within one decision too, in both orders.
-  gpus = Idle(1);
+  gpus = IdleGpus(1);
   d = Schedule(gpus, {Shared("m", 1 * kGiB, 1), Whole("x", 1, 1)}, kNoMargin);
   EXPECT_TRUE(d[0].granted);
   EXPECT_FALSE(d[1].granted);
@@ -372,7 +358,7 @@ TEST(Schedule, ExclusiveRequestsNeverShareAGpu) {
 }
 
 TEST(Schedule, ExclusiveProcessComputeModeTakesOneJob) {
-  auto gpus = Idle(1);
+  auto gpus = IdleGpus(1);
   gpus[0].one_context_only = true;
   auto d = Schedule(gpus, {Shared("a", 1 * kGiB, 1), Shared("b", 1 * kGiB, 1)}, kNoMargin);
   EXPECT_TRUE(d[0].granted);
@@ -389,7 +375,7 @@ TEST(Schedule, ExclusiveProcessComputeModeTakesOneJob) {
 // ---- Processes outside gpulane ----------------------------------------------------------------
 
 TEST(Schedule, ForeignProcessesBlockAGpuUnlessShareForeign) {
-  auto gpus = Idle(2);
+  auto gpus = IdleGpus(2);
   gpus[0].foreign = {"bob's python (pid 12)"};
   auto d = Schedule(gpus, {Whole("one", 1, 2)}, kNoMargin);
   ASSERT_TRUE(d[0].granted);
@@ -416,7 +402,7 @@ TEST(Schedule, ForeignProcessesBlockAGpuUnlessShareForeign) {
 // ---- Unknown is not free ----------------------------------------------------------------------
 
 TEST(Schedule, AGpuWhoseProcessesAreUnknownQualifiesOnlyWithShareForeign) {
-  auto gpus = Idle(2);
+  auto gpus = IdleGpus(2);
   gpus[0].processes_known = false;
   gpus[1].exclusive_holder = "alice (job 3)";
   auto d = Schedule(gpus, {Whole("a", 1, 2)}, kNoMargin);
@@ -430,7 +416,7 @@ TEST(Schedule, AGpuWhoseProcessesAreUnknownQualifiesOnlyWithShareForeign) {
 }
 
 TEST(Schedule, AMemoryRequestOnAGpuWhoseMemoryIsUnknownFailsAtOnce) {
-  auto gpus = Idle(1);
+  auto gpus = IdleGpus(1);
   gpus[0].free_bytes.reset();
   gpus[0].total_bytes.reset();
   auto d = Schedule(gpus, {Shared("m", 1 * kGiB, 1)}, kNoMargin);
@@ -444,7 +430,7 @@ TEST(Schedule, AMemoryRequestOnAGpuWhoseMemoryIsUnknownFailsAtOnce) {
 }
 
 TEST(Schedule, UnreportedMemoryRanksAfterEveryReportedFigure) {
-  auto gpus = Idle(2);
+  auto gpus = IdleGpus(2);
   gpus[0].free_bytes.reset();
   gpus[1].free_bytes = 1 * kGiB;
   EXPECT_EQ(Schedule(gpus, {Whole("a", 1, 2)}, kNoMargin)[0].gpus, Indices{1});
@@ -453,7 +439,7 @@ TEST(Schedule, UnreportedMemoryRanksAfterEveryReportedFigure) {
 // ---- Compute modes ----------------------------------------------------------------------------
 
 TEST(Schedule, ExclusiveProcessGpuWithAForeignContextTakesNoJobEvenWithShareForeignOrMem) {
-  auto gpus = Idle(1);
+  auto gpus = IdleGpus(1);
   gpus[0].one_context_only = true;
   gpus[0].has_context = true;
   gpus[0].foreign = {"bob's python (pid 12)"};
@@ -476,7 +462,7 @@ TEST(Schedule, ExclusiveProcessGpuWithAForeignContextTakesNoJobEvenWithShareFore
 // ---- Must be met now (pick, run --no-wait) ----------------------------------------------------
 
 TEST(GrantedNow, GrantedGpusOrTheOneReasonTextWithItsKind) {
-  auto gpus = Idle(2);
+  auto gpus = IdleGpus(2);
   gpus[0].exclusive_holder = "alice (job 7)";
   Request one = Whole("b", 1, 2);
   auto d = Schedule(gpus, {one}, kNoMargin);
@@ -504,7 +490,7 @@ TEST(GrantedNow, GrantedGpusOrTheOneReasonTextWithItsKind) {
 // ---- Requests that can never be met -----------------------------------------------------------
 
 TEST(Schedule, ImpossibleRequestsAreFlaggedWithHowManyGpusCouldQualify) {
-  auto gpus = Idle(2);
+  auto gpus = IdleGpus(2);
   auto d = Schedule(gpus, {Whole("many", 3, 2)}, kNoMargin);
   EXPECT_FALSE(d[0].granted);
   EXPECT_TRUE(d[0].impossible);
@@ -531,7 +517,7 @@ TEST(Schedule, ImpossibleRequestsAreFlaggedWithHowManyGpusCouldQualify) {
   EXPECT_TRUE(HasReason(d[0], "GPU1: 80.0 GiB total < 81.0 GiB")) << ReasonsOf(d[0]);
 
   // What the driver reserves is never free (issue 23, item 4): judged by total - reserved.
-  auto reserved = Idle(1);
+  auto reserved = IdleGpus(1);
   reserved[0].reserved_bytes = 600ULL << 20;
   min_free.min_free_bytes = 80 * kGiB;
   d = Schedule(reserved, {min_free}, kNoMargin);
@@ -553,7 +539,7 @@ TEST(Schedule, ImpossibleRequestsAreFlaggedWithHowManyGpusCouldQualify) {
 
 // An impossible request does not hold anything up for the ones behind it.
 TEST(Schedule, AnImpossibleRequestDoesNotBlockTheLine) {
-  auto gpus = Idle(2);
+  auto gpus = IdleGpus(2);
   auto d = Schedule(gpus, {Whole("many", 3, 2), Whole("one", 1, 2)}, kNoMargin);
   EXPECT_TRUE(d[0].impossible);
   EXPECT_TRUE(d[1].granted);
@@ -562,7 +548,7 @@ TEST(Schedule, AnImpossibleRequestDoesNotBlockTheLine) {
 // ---- Reasons ----------------------------------------------------------------------------------
 
 TEST(Schedule, AWaiterGetsOneReasonPerGpuThatDoesNotQualifyNow) {
-  auto gpus = Idle(5);
+  auto gpus = IdleGpus(5);
   gpus[0].exclusive_holder = "alice (job r4121)";
   gpus[1].foreign = {"bob's python (pid 12)"};
   gpus[2].free_bytes = 3 * kGiB;
@@ -585,7 +571,7 @@ TEST(Schedule, AWaiterGetsOneReasonPerGpuThatDoesNotQualifyNow) {
 }
 
 TEST(Schedule, UnreportedUtilisationFailsAUtilisationLimit) {
-  auto gpus = Idle(1);
+  auto gpus = IdleGpus(1);
   gpus[0].util_pct.reset();
   Request r = Whole("r", 1, 1);
   r.max_util_pct = 50;
@@ -598,7 +584,7 @@ TEST(Schedule, UnreportedUtilisationFailsAUtilisationLimit) {
 // ---- Which GPUs ---------------------------------------------------------------------------------
 
 TEST(Schedule, OrderPicksMostFreeLeastBusyFirstInPciOrderOrBestFit) {
-  auto gpus = Idle(3);
+  auto gpus = IdleGpus(3);
   gpus[0].free_bytes = 10 * kGiB;
   gpus[0].util_pct = 0;
   gpus[1].free_bytes = 70 * kGiB;
@@ -617,7 +603,7 @@ TEST(Schedule, OrderPicksMostFreeLeastBusyFirstInPciOrderOrBestFit) {
 }
 
 TEST(Schedule, PrefersGpusJoinedByNvlink) {
-  auto gpus = Idle(4);
+  auto gpus = IdleGpus(4);
   // Pairs (0,2) and (1,3) are linked; by ranking alone it would take 0 and 1.
   gpus[0].nvlink_peers = {2};
   gpus[2].nvlink_peers = {0};
@@ -658,7 +644,7 @@ namespace {
 // ---- Drained GPUs (the daemon's sampler saw an Xid error or a lost GPU) -------------------------
 
 TEST(Schedule, ADrainedGpuTakesNoNewJobButRequestsWaitForItInsteadOfFailing) {
-  auto gpus = Idle(2);
+  auto gpus = IdleGpus(2);
   gpus[1].drained = "GPU 1 raised Xid 79";
   std::vector<Request> line = {Whole("a", 1, 2), Whole("b", 1, 2)};
   line[1].allowed_uuids = Uuids({1});  // b may only use the drained GPU

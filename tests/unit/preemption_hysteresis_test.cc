@@ -10,23 +10,14 @@
 
 #include "sched/launch.h"
 #include "sched/policy.h"
+#include "support/idle_gpus.h"
 
 namespace gpulane::sched {
 namespace {
 
-constexpr std::uint64_t kGiB = 1ULL << 30;
+using test::IdleGpus;
 
-std::vector<GpuState> Idle(unsigned n) {
-  std::vector<GpuState> gpus(n);
-  for (unsigned i = 0; i < n; ++i) {
-    gpus[i].index = i;
-    gpus[i].uuid = "GPU-" + std::to_string(i);
-    gpus[i].total_bytes = 80 * kGiB;
-    gpus[i].free_bytes = 80 * kGiB;
-    gpus[i].util_pct = 0;
-  }
-  return gpus;
-}
+constexpr std::uint64_t kGiB = 1ULL << 30;
 
 void HeldBy(GpuState& g, const std::string& who, bool preemptible) {
   g.exclusive_holder = who;
@@ -58,7 +49,7 @@ std::string ReasonsOf(const Decision& d) {
 // The livelock's moment: a preemption freed GPU0, the requeued preemptible job is first in line
 // (fair share), the job that preempted it second. The GPU goes to the latter.
 TEST(PreemptionHysteresis, ARequeuedPreemptibleJobAheadInLineLeavesTheFreedGpuToTheJobThatIsNot) {
-  std::vector<GpuState> gpus = Idle(2);
+  std::vector<GpuState> gpus = IdleGpus(2);
   HeldBy(gpus[1], "carol (job 9)", false);
   const std::vector<Decision> d = Schedule(gpus, {Preemptible(1), Normal()}, Limits{});
   ASSERT_EQ(d.size(), 2u);
@@ -70,14 +61,14 @@ TEST(PreemptionHysteresis, ARequeuedPreemptibleJobAheadInLineLeavesTheFreedGpuTo
 }
 
 TEST(PreemptionHysteresis, AFirstTimePreemptibleJobAheadLeavesItToo) {
-  std::vector<GpuState> gpus = Idle(1);
+  std::vector<GpuState> gpus = IdleGpus(1);
   const std::vector<Decision> d = Schedule(gpus, {Preemptible(0), Normal()}, Limits{});
   EXPECT_FALSE(d[0].granted);
   EXPECT_TRUE(d[1].granted);
 }
 
 TEST(PreemptionHysteresis, APreemptibleJobStillTakesAGpuNobodyElseWantsNow) {
-  std::vector<GpuState> gpus = Idle(2);
+  std::vector<GpuState> gpus = IdleGpus(2);
   const std::vector<Decision> d = Schedule(gpus, {Preemptible(2), Normal()}, Limits{});
   ASSERT_TRUE(d[0].granted);
   ASSERT_TRUE(d[1].granted);
@@ -86,7 +77,7 @@ TEST(PreemptionHysteresis, APreemptibleJobStillTakesAGpuNobodyElseWantsNow) {
 
 TEST(PreemptionHysteresis, AGpuAWaiterWouldPreemptForIsNotTakenByAPreemptibleJobAheadOfIt) {
   // Bob needs both GPUs: GPU0 is free, GPU1's preemptible job is giving way. GPU0 stays his.
-  std::vector<GpuState> gpus = Idle(2);
+  std::vector<GpuState> gpus = IdleGpus(2);
   HeldBy(gpus[1], "alice (job 3)", true);
   const std::vector<Decision> d = Schedule(gpus, {Preemptible(1), Normal(2)}, Limits{});
   EXPECT_FALSE(d[0].granted) << ReasonsOf(d[0]);
@@ -96,7 +87,7 @@ TEST(PreemptionHysteresis, AGpuAWaiterWouldPreemptForIsNotTakenByAPreemptibleJob
 TEST(PreemptionHysteresis, OnlyAJobThatGaveWayBeforeLeavesGpusReservedForAWaitingJobAlone) {
   // Bob waits for both GPUs (GPU1 runs carol's job that is not preemptible): GPU0 is reserved for
   // him. A first-time preemptible job may use it until he can start; one preempted before may not.
-  std::vector<GpuState> gpus = Idle(2);
+  std::vector<GpuState> gpus = IdleGpus(2);
   HeldBy(gpus[1], "carol (job 9)", false);
   const std::vector<Decision> fresh = Schedule(gpus, {Normal(2), Preemptible(0)}, Limits{});
   EXPECT_TRUE(fresh[1].granted) << ReasonsOf(fresh[1]);
@@ -238,7 +229,7 @@ TEST(PreemptionHysteresis, PropertyJobsThatAreNotPreemptibleStartWithinOneKillGr
       std::stable_sort(waiting.begin(), waiting.end(), [&](std::size_t a, std::size_t b) {
         return jobs[a].request.submit_time_s < jobs[b].request.submit_time_s;
       });
-      std::vector<GpuState> gpus = Idle(n);
+      std::vector<GpuState> gpus = IdleGpus(n);
       for (unsigned g = 0; g < n; ++g)
         if (holder[g] >= 0)
           HeldBy(gpus[g], "job " + std::to_string(holder[g]), GivesWay(jobs[static_cast<std::size_t>(holder[g])].request, 1000));

@@ -2,6 +2,7 @@
 // they use idle and reserved GPUs, block nobody, and are named for preemption when a job that is
 // not preemptible could start only on their GPUs.
 #include "sched/policy.h"
+#include "support/idle_gpus.h"
 
 #include <gtest/gtest.h>
 
@@ -10,24 +11,12 @@
 namespace gpulane::sched {
 namespace {
 
+using test::IdleGpus;
+using test::UuidOf;
+
 using Indices = std::vector<unsigned>;
 constexpr std::uint64_t kGiB = 1ULL << 30;
 
-std::string UuidOf(unsigned i) { return "GPU-" + std::to_string(i) + "0000000-92ce-068a-58c5-7c2f58de6be6"; }
-
-std::vector<GpuState> Idle(unsigned n) {
-  std::vector<GpuState> gpus;
-  for (unsigned i = 0; i < n; ++i) {
-    GpuState g;
-    g.index = i;
-    g.uuid = UuidOf(i);
-    g.total_bytes = 80 * kGiB;
-    g.free_bytes = 80 * kGiB;
-    g.util_pct = 0;
-    gpus.push_back(g);
-  }
-  return gpus;
-}
 
 // GPU `i` leased by a preemptible job whose processes use `used` of its memory.
 void HeldByPreemptible(GpuState& g, const std::string& who, std::uint64_t used = 60 * kGiB) {
@@ -61,7 +50,7 @@ std::string ReasonsOf(const Decision& d) {
 const Limits kNoMargin{0};
 
 TEST(PreemptionPolicy, AJobThatCanStartOnlyOnAPreemptibleJobsGpuNamesItForPreemption) {
-  auto gpus = Idle(2);
+  auto gpus = IdleGpus(2);
   gpus[0].exclusive_holder = "carol (job 3)";  // a normal lease
   HeldByPreemptible(gpus[1], "bob (job 12)");
   auto d = Schedule(gpus, {Whole("alice", 1)}, kNoMargin);
@@ -73,7 +62,7 @@ TEST(PreemptionPolicy, AJobThatCanStartOnlyOnAPreemptibleJobsGpuNamesItForPreemp
 }
 
 TEST(PreemptionPolicy, FreeGpusAreTakenFirstSoNoJobGivesWayForNothing) {
-  auto gpus = Idle(2);
+  auto gpus = IdleGpus(2);
   HeldByPreemptible(gpus[0], "bob (job 12)");
   auto d = Schedule(gpus, {Whole("alice", 1)}, kNoMargin);
   ASSERT_TRUE(d[0].granted);
@@ -81,7 +70,7 @@ TEST(PreemptionPolicy, FreeGpusAreTakenFirstSoNoJobGivesWayForNothing) {
   EXPECT_TRUE(d[0].preempt.empty());
 
   // Two GPUs: the free one and one preemptible job's, never both preemptible ones.
-  gpus = Idle(3);
+  gpus = IdleGpus(3);
   HeldByPreemptible(gpus[0], "bob (job 12)");
   HeldByPreemptible(gpus[1], "bob (job 13)");
   d = Schedule(gpus, {Whole("alice", 2)}, kNoMargin);
@@ -93,7 +82,7 @@ TEST(PreemptionPolicy, FreeGpusAreTakenFirstSoNoJobGivesWayForNothing) {
 
 TEST(PreemptionPolicy, NoPreemptionWhenGivingWayWouldNotBeEnough) {
   // Two GPUs wanted: one is a normal lease's, so preempting the other would idle it for nothing.
-  auto gpus = Idle(2);
+  auto gpus = IdleGpus(2);
   gpus[0].exclusive_holder = "carol (job 3)";
   HeldByPreemptible(gpus[1], "bob (job 12)");
   auto d = Schedule(gpus, {Whole("alice", 2)}, kNoMargin);
@@ -102,7 +91,7 @@ TEST(PreemptionPolicy, NoPreemptionWhenGivingWayWouldNotBeEnough) {
 }
 
 TEST(PreemptionPolicy, APreemptibleJobNeverPreemptsAnother) {
-  auto gpus = Idle(1);
+  auto gpus = IdleGpus(1);
   HeldByPreemptible(gpus[0], "bob (job 12)");
   auto d = Schedule(gpus, {Preemptible("dave", 1)}, kNoMargin);
   EXPECT_FALSE(d[0].granted);
@@ -112,7 +101,7 @@ TEST(PreemptionPolicy, APreemptibleJobNeverPreemptsAnother) {
 TEST(PreemptionPolicy, APreemptibleJobUsesAGpuReservedForAWaitingJob) {
   // alice waits for two GPUs, one leased: the free one is reserved for her. A normal job may not
   // take it; a preemptible one may (it gives way once alice can start).
-  auto gpus = Idle(2);
+  auto gpus = IdleGpus(2);
   gpus[0].exclusive_holder = "carol (job 3)";
   auto d = Schedule(gpus, {Whole("alice", 2), Whole("erin", 1), Preemptible("bob", 1)}, kNoMargin);
   EXPECT_FALSE(d[0].granted);
@@ -121,14 +110,14 @@ TEST(PreemptionPolicy, APreemptibleJobUsesAGpuReservedForAWaitingJob) {
   EXPECT_EQ(d[2].gpus, Indices{1});
 
   // Once carol's job has ended, alice could start if bob gave way: he is named.
-  gpus = Idle(2);
+  gpus = IdleGpus(2);
   HeldByPreemptible(gpus[1], "bob (job 12)");
   d = Schedule(gpus, {Whole("alice", 2)}, kNoMargin);
   EXPECT_EQ(d[0].preempt, Indices{1});
 }
 
 TEST(PreemptionPolicy, AWaitingPreemptibleJobReservesNothingEvenUnderFifo) {
-  auto gpus = Idle(2);
+  auto gpus = IdleGpus(2);
   gpus[0].exclusive_holder = "carol (job 3)";
   for (PolicyKind policy : {PolicyKind::kDefault, PolicyKind::kFifo, PolicyKind::kEasy}) {
     Limits limits{0, policy};
@@ -141,7 +130,7 @@ TEST(PreemptionPolicy, AWaitingPreemptibleJobReservesNothingEvenUnderFifo) {
 }
 
 TEST(PreemptionPolicy, AGpuReservedForAPreemptionIsNotTakenByAnotherPreemptibleJob) {
-  auto gpus = Idle(2);
+  auto gpus = IdleGpus(2);
   HeldByPreemptible(gpus[1], "bob (job 12)");
   // alice needs both GPUs: GPU0 is free and reserved for her while bob gives way on GPU1. dave's
   // preemptible job may not take GPU0 meanwhile (he would be preempted at once, and she would wait).
@@ -153,7 +142,7 @@ TEST(PreemptionPolicy, AGpuReservedForAPreemptionIsNotTakenByAnotherPreemptibleJ
 }
 
 TEST(PreemptionPolicy, TheMemoryOfThePreemptibleJobCountsAsFreedForAMinFreeRequest) {
-  auto gpus = Idle(1);
+  auto gpus = IdleGpus(1);
   HeldByPreemptible(gpus[0], "bob (job 12)", 70 * kGiB);
   Request r = Whole("alice", 1);
   r.min_free_bytes = 40 * kGiB;  // 10 GiB free now, 80 GiB once bob has gone
@@ -168,7 +157,7 @@ TEST(PreemptionPolicy, TheMemoryOfThePreemptibleJobCountsAsFreedForAMinFreeReque
 TEST(PreemptionPolicy, AGpuSharedWithANormalLeaseOrAForeignProcessIsNotPreemptible) {
   // Only GpuState::preemptible_holder makes a GPU preemptible (lease/occupancy.h sets it only when
   // every lease is preemptible and nothing else runs there): without it, the job waits as usual.
-  auto gpus = Idle(1);
+  auto gpus = IdleGpus(1);
   gpus[0].exclusive_holder = "bob (job 12)";
   auto d = Schedule(gpus, {Whole("alice", 1)}, kNoMargin);
   EXPECT_FALSE(d[0].granted);

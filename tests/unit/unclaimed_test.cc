@@ -9,24 +9,14 @@
 #include "sched/policy.h"
 #include "sched/reserve_idle.h"
 #include "sched/unclaimed.h"
+#include "support/idle_gpus.h"
 
 namespace gpulane::sched {
 namespace {
 
-constexpr std::uint64_t kGiB = 1ULL << 30;
+using test::IdleGpus;
 
-std::vector<GpuState> IdleGpus(unsigned n, double free_since_s = 0) {
-  std::vector<GpuState> gpus(n);
-  for (unsigned i = 0; i < n; ++i) {
-    gpus[i].index = i;
-    gpus[i].uuid = "GPU-" + std::to_string(i);
-    gpus[i].total_bytes = 80 * kGiB;
-    gpus[i].free_bytes = 80 * kGiB;
-    gpus[i].util_pct = 0;
-    gpus[i].free_since_s = free_since_s;
-  }
-  return gpus;
-}
+constexpr std::uint64_t kGiB = 1ULL << 30;
 
 Request Job(std::uint32_t uid, unsigned count, double submit = 0) {
   Request r;
@@ -71,7 +61,7 @@ std::vector<Decision> Decide(LineMemory& m, const std::vector<GpuState>& gpus, c
 
 TEST(Unclaimed, AGrantNotClaimedWithinTheBoundLosesItsPlaceToTheRequestBehindIt) {
   // Alice's ticket for both GPUs is first and granted; her gpulane is stopped and never claims.
-  const auto gpus = IdleGpus(2);
+  const auto gpus = IdleGpus(2, 80 * kGiB, /*free_since_s=*/0);
   const std::vector<Request> line = {Job(1, 2), Job(2, 1)};
   const std::vector<ClaimKey> keys = {{1, 100}, {1, 200}};
   LineMemory bobs;
@@ -115,7 +105,7 @@ TEST(Unclaimed, ALostPlaceIsKeptWhileTheTicketLivesAndForgottenWithIt) {
 TEST(Unclaimed, ADemotedTicketPreemptsNobody) {
   // GPU0 held by a preemptible job; alice's ticket for it waits and names it to give way. Once it
   // lost its place (granted and unclaimed before), the same decision preempts nobody.
-  auto gpus = IdleGpus(1);
+  auto gpus = IdleGpus(1, 80 * kGiB, /*free_since_s=*/0);
   gpus[0].free_since_s.reset();
   gpus[0].has_context = true;
   gpus[0].exclusive_holder = "bob (job 7)";
@@ -166,7 +156,7 @@ TEST(Unclaimed, PropertyOnlyGrantsUnclaimedForTheBoundLoseTheirPlace) {
 TEST(ReserveIdle, AnIdleGpuTheWaitingRequestCannotUseNowIsHeldAtMostTheBound) {
   // Alice asks for 2 GPUs with --min-free above what is free now (the driver's own use), so
   // neither GPU is hers now and her start is unknown. Before, GPU1 was held for ever.
-  auto gpus = IdleGpus(2, /*free_since_s=*/0);
+  auto gpus = IdleGpus(2, 80 * kGiB, /*free_since_s=*/0);
   for (auto& g : gpus) g.free_bytes = 70 * kGiB;
   Request alice = Job(1, 2, 0);
   alice.min_free_bytes = 75 * kGiB;
@@ -187,7 +177,7 @@ TEST(ReserveIdle, PropertyAResubmissionDoesNotRestartTheBound) {
   // second with his memory, gets GPU1 within the bound of his first look, whatever she does.
   std::mt19937 rng(187);
   for (int round = 0; round < 200; ++round) {
-    auto gpus = IdleGpus(2, 0);
+    auto gpus = IdleGpus(2, 80 * kGiB, /*free_since_s=*/0);
     gpus[0].free_since_s.reset();
     gpus[0].has_context = true;
     gpus[0].exclusive_holder = "carol (job 1)";

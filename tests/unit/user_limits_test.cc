@@ -7,9 +7,12 @@
 
 #include "sched/policy.h"
 #include "support/config_file.h"
+#include "support/idle_gpus.h"
 
 namespace gpulane::sched {
 namespace {
+
+using test::IdleGpus;
 
 Config Limits3() {
   Config c;
@@ -147,16 +150,6 @@ TEST(UserLimits, AUserAtOrOverTheGpuHoursLimitWaitsSayingHowMuchAndHowLong) {
             "job can start in about 1.0 s");
 }
 
-std::vector<GpuState> Idle(unsigned n) {
-  std::vector<GpuState> gpus(n);
-  for (unsigned i = 0; i < n; ++i) {
-    gpus[i].index = i;
-    gpus[i].uuid = "GPU-" + std::to_string(i);
-    gpus[i].total_bytes = gpus[i].free_bytes = 80ULL << 30;
-  }
-  return gpus;
-}
-
 Request Of(std::uint32_t uid, std::string user, unsigned count) {
   Request r;
   r.uid = uid;
@@ -171,7 +164,7 @@ TEST(UserLimits, InTheLineARequestOverItsUsersLimitWaitsAndReservesNothing) {
   limits.gpus_in_use_by_uid = {{1000, 1}};
   // alice (1000) holds 1 of her 2; her -g 2 would make 3: it waits, and bob's -g 4 behind it takes
   // every free GPU it would otherwise have reserved.
-  auto d = Schedule(Idle(4), {Of(1000, "alice", 2), Of(1001, "bob", 4)}, limits);
+  auto d = Schedule(IdleGpus(4), {Of(1000, "alice", 2), Of(1001, "bob", 4)}, limits);
   ASSERT_EQ(d.size(), 2u);
   EXPECT_FALSE(d[0].granted);
   EXPECT_TRUE(d[0].gpus.empty()) << "no reservation";
@@ -180,13 +173,13 @@ TEST(UserLimits, InTheLineARequestOverItsUsersLimitWaitsAndReservesNothing) {
   EXPECT_TRUE(d[1].granted);
   EXPECT_EQ(d[1].gpus.size(), 4u);
   // Grants of one decision count: her first -g 1 fits, the second does not.
-  auto two = Schedule(Idle(4), {Of(1000, "alice", 1), Of(1000, "alice", 1)}, limits);
+  auto two = Schedule(IdleGpus(4), {Of(1000, "alice", 1), Of(1000, "alice", 1)}, limits);
   EXPECT_TRUE(two[0].granted);
   EXPECT_FALSE(two[1].granted);
   EXPECT_EQ(two[1].reasons, std::vector<std::string>{"alice holds 2 GPUs of the 2 limits.max_gpus allows"});
   // The simulator's grants-only mode grants the same.
   limits.grants_only = true;
-  auto quick = Schedule(Idle(4), {Of(1000, "alice", 1), Of(1000, "alice", 1), Of(1001, "bob", 3)}, limits);
+  auto quick = Schedule(IdleGpus(4), {Of(1000, "alice", 1), Of(1000, "alice", 1), Of(1001, "bob", 3)}, limits);
   ASSERT_GE(quick.size(), 1u);
   EXPECT_TRUE(quick[0].granted);
   ASSERT_EQ(quick.size(), 3u);
