@@ -99,6 +99,14 @@ class RealEnv : public WaitEnv {
 // longer than this for one that does not act (a stopped gpulane, one whose NVML view lags).
 constexpr double kMaxDeferS = 2.0;
 
+// How often a change in the lease directory makes a waiting request look again (every lease and
+// ticket read, a decision): kLookBurst changes at once, then kLooksPerS at most, the changes between
+// two looks looked at together. Without a bound, a user rewriting a junk file there in a loop made
+// every waiting request look as often as the file changed (issue 23, item 8: 43-63 % of a core
+// each). A hand-over is a few changes after a quiet while: looked at at once.
+constexpr double kLookBurst = 10;
+constexpr double kLooksPerS = 50;
+
 std::string Ordinal(unsigned n) {
   const char* suffix = (n % 100 >= 11 && n % 100 <= 13) ? "th" : n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" : n % 10 == 3 ? "rd" : "th";
   return fmt::format("{}{}", n, suffix);
@@ -385,13 +393,8 @@ Result<Grant> LeaseWaiter::Acquire() {
     const double wake_by_s = env_.MonotonicS() + wait_s;
     const unsigned ready = env_.WaitReadable({dir_.watch_fd(), signals.fd()}, wait_s);
     if (ready & 2u) return interrupted(signals.Take());
-    // It did not run for longer than a grant may stay unclaimed (stopped: Ctrl-Z, SIGSTOP; or the
-    // machine slept): the requests behind it may have gone first (sched/unclaimed.h). Said once a time.
-    if (const double late_s = env_.MonotonicS() - wake_by_s; late_s >= request_.max_unclaimed_s && !request_.quiet)
-      Say("gpulane: warning: this request did not run for {} while it waited in line (stopped, or the "
-                         "machine slept); a request that does not take the GPUs the line gives it within {} "
-                         "(sched.max_unclaimed) loses its place to the requests behind it\n",
-                 FormatSeconds(late_s), FormatSeconds(request_.max_unclaimed_s));
+    WarnIfLate(wake_by_s);
+    if ((ready & 1u) && SpaceOutLooks(signals.fd())) return interrupted(signals.Take());
     dir_.DrainEvents();
     if (env_.MonotonicS() - snapshot_time >= request_.nvml_poll_s) {
       auto fresh = ReadSnapshot();
@@ -400,6 +403,33 @@ Result<Grant> LeaseWaiter::Acquire() {
       snapshot_time = env_.MonotonicS();
     }
   }
+}
+
+bool LeaseWaiter::SpaceOutLooks(int signal_fd) {
+  // A token bucket: kLookBurst looks at once, then kLooksPerS.
+  const double now_s = env_.MonotonicS();
+  if (look_tokens_at_s_ >= 0)
+    look_tokens_ = std::min(kLookBurst, look_tokens_ + std::max(0.0, now_s - look_tokens_at_s_) * kLooksPerS);
+  look_tokens_at_s_ = now_s;
+  if (look_tokens_ >= 1) {
+    look_tokens_ -= 1;
+    return false;
+  }
+  const double wait_s = (1 - look_tokens_) / kLooksPerS;
+  look_tokens_ = 0;  // the token that comes while it waits is this look's
+  look_tokens_at_s_ = now_s + wait_s;
+  return env_.WaitReadable({-1, signal_fd}, wait_s) & 2u;
+}
+
+void LeaseWaiter::WarnIfLate(double wake_by_s) const {
+  // It did not run for longer than a grant may stay unclaimed (stopped: Ctrl-Z, SIGSTOP; or the
+  // machine slept): the requests behind it may have gone first (sched/unclaimed.h). Said once a time.
+  const double late_s = env_.MonotonicS() - wake_by_s;
+  if (late_s < request_.max_unclaimed_s || request_.quiet) return;
+  Say("gpulane: warning: this request did not run for {} while it waited in line (stopped, or the machine "
+      "slept); a request that does not take the GPUs the line gives it within {} (sched.max_unclaimed) loses "
+      "its place to the requests behind it\n",
+      FormatSeconds(late_s), FormatSeconds(request_.max_unclaimed_s));
 }
 
 void LeaseWaiter::RecordProcessGroup(HeldFile& lease, pid_t pgid) {

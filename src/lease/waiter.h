@@ -159,6 +159,12 @@ class LeaseWaiter {
   /// it in line is granted in the same decision. Errors: kIo (the ticket is gone), kNotFound.
   Result<sched::Decision> Decide(const GpuSnapshot& snapshot, ProcessTable& table, bool* earlier_granted);
   std::string StatusLine(const std::vector<std::string>& reasons, unsigned position) const;
+  /// After a change in the lease directory: waits, when changes come faster than a waiting
+  /// request should look (kLookBurst, kLooksPerS in waiter.cc), until it may look again. True when
+  /// a signal came meanwhile (on `signal_fd`, not yet read).
+  bool SpaceOutLooks(int signal_fd);
+  /// Says so when this request did not run for longer than a grant may stay unclaimed.
+  void WarnIfLate(double wake_by_s) const;
 
   GpuBackend& backend_;
   const LeaseDir& dir_;
@@ -175,6 +181,8 @@ class LeaseWaiter {
   std::map<std::string, double> free_since_s_;
   std::map<std::uint32_t, std::optional<unsigned>> max_gpus_cache_;  ///< uid -> limits.max_gpus (AddUserLimits)
   sched::LineMemory unclaimed_;  ///< tickets seen granted and not claimed, and those that lost their place
+  double look_tokens_ = 10;        ///< SpaceOutLooks' bucket: looks it may take at once
+  double look_tokens_at_s_ = -1;   ///< when the bucket was last filled (MonotonicS), or never
 };
 
 }  // namespace gpulane::lease

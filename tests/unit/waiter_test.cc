@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -350,6 +351,41 @@ TEST_F(WaiterTest, APartitionMissingFromTheConfigIsABadRequest) {
   auto r = Acquire(gpus, w);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().kind, ErrorKind::kInvalidArgument);
+}
+
+// A lease directory that changes every 100 us (a user rewriting a junk file there in a loop): the
+// inotify descriptor is readable whenever the waiter asks. Records, per wait, whether it was for a
+// change (the watch descriptor in the set) or the pause between two looks (no watch descriptor).
+class ChangingDir : public VirtualClock {
+ public:
+  unsigned WaitReadable(const std::vector<int>& fds, double timeout_s) override {
+    if (!fds.empty() && fds[0] >= 0) {
+      now_s += std::min(timeout_s, 0.0001);
+      waits.push_back('c');
+      return 1u;
+    }
+    now_s += timeout_s;
+    waits.push_back('p');
+    return 0;
+  }
+  std::string waits;
+};
+
+TEST_F(WaiterTest, ALeaseDirectoryThatChangesNonStopIsLookedAtAtMostFiftyTimesASecondAfterABurstOfTen) {
+  ChangingDir clock;
+  ScriptedGpus gpus(clock, [](double) { return WithForeign(Gpus(1), 0); });
+  WaitRequest w = Request(1);
+  w.timeout_s = 2;
+  LeaseWaiter waiter(gpus, *dir_, std::move(w), "r1", "test", {}, clock);
+  auto r = waiter.Acquire();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().kind, ErrorKind::kTimeout);
+  const auto looks = std::count(clock.waits.begin(), clock.waits.end(), 'c');
+  // Unbounded, it looked 20,000 times in these 2 s (one look per change).
+  EXPECT_LE(looks, 10 + 2 * 50 + 2) << clock.waits.substr(0, 200);
+  EXPECT_GE(looks, 10 + 2 * 50 - 10) << "the changes are still looked at, fifty times a second";
+  EXPECT_EQ(clock.waits.substr(0, 11), std::string(11, 'c')) << "the first ten changes are looked at at once";
+  EXPECT_EQ(clock.waits[11], 'p');
 }
 
 }  // namespace
