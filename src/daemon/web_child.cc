@@ -117,7 +117,12 @@ void WebChild::Start(double now_s) {
   pid_ = child;
   started_s_ = now_s;
   restart_at_s_ = -1;
-  log_(fmt::format("web: started gpulane-web (pid {}) on {}{}", pid_, spec_.argv.size() > 2 ? spec_.argv[2] : "?",
+  // "127.0.0.1:0" is no address a user can open: port 0 asks for a free one, which gpulane-web says
+  // (its "listening on" line follows) and `gpulane daemon status` prints.
+  std::string where = spec_.argv.size() > 2 ? spec_.argv[2] : "?";
+  if (where.size() > 2 && where.ends_with(":0"))
+    where = where.substr(0, where.size() - 2) + ", a free port of its own (gpulane daemon status says which)";
+  log_(fmt::format("web: started gpulane-web (pid {}) on {}{}", pid_, where,
                    spec_.drop_privileges ? fmt::format(" as uid {}", spec_.uid) : ""));
 }
 
