@@ -12,8 +12,8 @@
 # processes of the packages' daemons). With FRESH_OLD_PACKAGES=1 it also counts, by apt's
 # simulation, the packages the setup.sh before this change installed (its list is kept below) and
 # what setup.sh and test.sh install now; FRESH_COUNT_ONLY=1 stops there, before installing anything.
-# Network: Debian's mirror and the npm registry, as setup.sh itself uses them; the machine's extra
-# CA certificates are copied in so that npm trusts what the host trusts.
+# Network: Debian's mirror and the npm registry, as setup.sh itself uses them; the host's CA bundle
+# is copied in so that npm trusts what the host trusts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-/var/tmp/gpulane-fresh}
@@ -27,7 +27,9 @@ if [ ! -x "$dir/bin/bash" ]; then
   debootstrap --variant=minbase bookworm "$dir" "$mirror" >/dev/null
 fi
 cp /etc/apt/sources.list.d/debian.sources "$dir/etc/apt/sources.list.d/" 2>/dev/null && rm -f "$dir/etc/apt/sources.list" || true
-cp /usr/local/share/ca-certificates/*.crt "$dir/usr/local/share/ca-certificates/" 2>/dev/null || true
+# The host's CA bundle, for npm (a machine whose HTTPS goes through a proxy of its own CA): in a
+# file of its own, since the chroot's ca-certificates package comes only with setup.sh's packages.
+cp /etc/ssl/certs/ca-certificates.crt "$dir/root/host-ca-certificates.crt" 2>/dev/null || true
 mountpoint -q "$dir/proc" || mount --bind /proc "$dir/proc"
 trap 'umount "$dir/proc" 2>/dev/null || true' EXIT
 rm -rf "$dir/root/gpulane" && mkdir -p "$dir/root/gpulane"
@@ -55,8 +57,7 @@ fi
 cat >"$dir/root/fresh-run.sh" <<'EOF'
 cd /root/gpulane
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
-export NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt
-update-ca-certificates >/dev/null 2>&1 || true
+[ -s /root/host-ca-certificates.crt ] && export NODE_EXTRA_CA_CERTS=/root/host-ca-certificates.crt
 ./scripts/setup.sh
 EOF
 used0=$(du -sxm "$dir" | cut -f1)
@@ -69,7 +70,7 @@ used1=$(du -sxm "$dir" | cut -f1)
 packages=$(($(chroot "$dir" dpkg-query -W -f='${Package}\n' | wc -l) - base_packages))
 wants=$(find "$dir/etc/systemd/system" -path '*.wants/*' -newer "$dir/root/fresh-run.sh" 2>/dev/null | wc -l)
 rclinks=$(find "$dir"/etc/rc[2-5].d -name 'S*' -newer "$dir/root/fresh-run.sh" 2>/dev/null | wc -l)
-read -r cpu_user cpu_sys </tmp/fresh-cpu
+read -r cpu_user cpu_sys < <(tail -n 1 /tmp/fresh-cpu)  # after "Command exited with ..." when it failed
 python3 - "$start" "$end" "$rc" "$packages" "$((used1 - used0))" "$cpu_user" "$cpu_sys" "$load" "$wants" "$rclinks" <<'EOF'
 import sys
 start, end, rc, packages, disk, user, sys_, load, wants, rclinks = sys.argv[1:]
