@@ -43,7 +43,9 @@ TEST(CpuOnlyJobs, StartWithoutGpusAfterAGpuJobAndNeverWaitForGpus) {
   // queue and show: no GPUs.
   RunResult queue = d.Gpulane({"queue"});
   for (const auto& line : Lines(queue.out))
-    if (Contains(line, fmt::format(" {} ", after))) EXPECT_TRUE(Contains(line, " 0 ")) << line;
+    if (Contains(line, fmt::format(" {} ", after))) {
+      EXPECT_TRUE(Contains(line, " 0 ")) << line;
+    }
   json shown = d.Show(free_step);
   EXPECT_EQ(shown["spec"]["request"]["count"], 0);
   EXPECT_TRUE(shown["gpu_uuids"].empty()) << shown.dump();

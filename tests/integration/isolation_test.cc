@@ -80,7 +80,7 @@ std::map<std::string, std::string> Seen(const std::string& out) {
 // The tree read directly, outside any job, in Look's words.
 std::map<std::string, std::string> SeenOutside(const DriverTree& tree) {
   std::map<std::string, std::string> seen;
-  for (const fs::path dir : {tree.dev(), tree.dev() / "nvidia-caps"})
+  for (const fs::path& dir : {tree.dev(), tree.dev() / "nvidia-caps"})
     for (const auto& e : fs::directory_iterator(dir))
       if (!e.is_directory())
         seen["dev:" + fs::relative(e.path(), tree.dev()).string()] = ReadFile(e.path());

@@ -179,7 +179,9 @@ TEST(LeasePrivacy, AWorldReadableLeaseFileOfGpulaneRunHoldsNoArgument) {
   Child run = StartRun(machine, {"--", "/bin/sh", "-c", "while [ ! -e \"$0\" ]; do sleep 0.02; done", gate.path(), kSecretArg});
   ASSERT_TRUE(Eventually([&] { return !LeaseDirRecords(machine, ".lease").empty(); }, 30)) << run.ErrSoFar();
   for (const auto& entry : fs::directory_iterator(machine.dir() / "leases"))
-    if (entry.is_regular_file()) EXPECT_FALSE(Contains(ReadFile(entry.path()), "sk-PRIVATE")) << entry.path();
+    if (entry.is_regular_file()) {
+      EXPECT_FALSE(Contains(ReadFile(entry.path()), "sk-PRIVATE")) << entry.path();
+    }
   const json lease = LeaseDirRecords(machine, ".lease").at(0);
   EXPECT_EQ(lease.value("label", ""), "sh") << lease.dump();
   // What other readers need is still there: who holds GPU 0.

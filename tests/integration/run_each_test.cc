@@ -43,7 +43,9 @@ TEST(RunEach, EightLinesOnFourGpusOneFailing) {
   EXPECT_TRUE(Contains(r.err, "gpulane: line 7 failed: exit code 3")) << r.err;
   EXPECT_TRUE(Contains(r.err, "gpulane: 8 lines: 7 done, 1 failed (line 7)\n")) << r.err;
   for (int i = 0; i < 8; ++i)
-    if (i != 5) EXPECT_TRUE(fs::exists(done / std::to_string(i))) << "line of command " << i << " did not run: " << r.err;
+    if (i != 5) {
+      EXPECT_TRUE(fs::exists(done / std::to_string(i))) << "line of command " << i << " did not run: " << r.err;
+    }
   EXPECT_TRUE(fs::is_empty(locks)) << "a line failed to take its GPU's lock folder: two lines shared a GPU";
   int started = 0;
   for (const auto& line : Lines(r.err)) started += Contains(line, " started on GPU") ? 1 : 0;

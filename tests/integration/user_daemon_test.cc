@@ -122,7 +122,9 @@ TEST(UserDaemon, NoCommandSaysAJobOfAKilledPerUserDaemonDoesNotExist) {
       const json jobs = json::parse(r.out, nullptr, false);
       EXPECT_TRUE(jobs.is_array() && jobs.size() == 1 && jobs[0]["id"] == id) << r.out;
     }
-    if (args.front() == "wait") EXPECT_EQ(r.out, fmt::format("{} cancelled\n", id)) << what;
+    if (args.front() == "wait") {
+      EXPECT_EQ(r.out, fmt::format("{} cancelled\n", id)) << what;
+    }
   }
 }
 

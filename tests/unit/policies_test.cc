@@ -254,9 +254,12 @@ TEST(Policies, GrantsOnlyGrantsExactlyWhatTheFullDecisionGrants) {
       for (std::size_t k = 0; k < line.size(); ++k) {
         const bool fast_granted = k < b.size() && b[k].granted;
         ASSERT_EQ(a[k].granted, fast_granted) << "round " << round << " policy " << PolicyName(p) << " request " << k;
-        if (a[k].granted) ASSERT_EQ(a[k].gpus, b[k].gpus);
-        if (a[k].recheck_at_s && k < b.size() && !b[k].granted && b[k].recheck_at_s)
+        if (a[k].granted) {
+          ASSERT_EQ(a[k].gpus, b[k].gpus);
+        }
+        if (a[k].recheck_at_s && k < b.size() && !b[k].granted && b[k].recheck_at_s) {
           ASSERT_EQ(*a[k].recheck_at_s, *b[k].recheck_at_s);
+        }
       }
     }
   }
