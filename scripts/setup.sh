@@ -31,6 +31,7 @@ echo "== setup: gpulane, gpulane-web and the dashboard built after ${SECONDS} s"
 if [ "$(id -u)" -eq 0 ]; then
   install -D -m 0644 packaging/tmpfiles.d/gpulane.conf /usr/lib/tmpfiles.d/gpulane.conf
   install -d -m 0755 /run/gpulane && install -d -m 1777 /run/gpulane/leases
+  echo "== setup: the shared lease directory /run/gpulane/leases (made again at boot: /usr/lib/tmpfiles.d/gpulane.conf)" >&2
 fi
 
 echo "== gpulane status" >&2
