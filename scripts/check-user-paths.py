@@ -54,7 +54,6 @@ ALLOWED = {
         ("unlink(reserve_path().c_str())", STATE),
         ("open(reserve.c_str()", STATE),
         ("rename(reserve.c_str(), status_path().c_str())", STATE),
-        ("open(dir_.c_str()", STATE),
         ("open(lock_path().c_str()", STATE),
         ("unlink(spec_path().c_str())", STATE),
         ("unlink(status_path().c_str())", STATE),

@@ -20,6 +20,14 @@ using nlohmann::json;
 
 // Replaces `path` atomically (temp file + rename). With `sync`, also flushes file and folder to
 // disk before returning, so the content survives a power loss, not only a process crash.
+// Flushes a folder's entries (a rename in it) to disk.
+void SyncDir(const std::string& dir) {
+  if (int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+    fsync(dfd);
+    close(dfd);
+  }
+}
+
 Status WriteAtomically(const std::string& dir, const std::string& path, const std::string& content, mode_t mode,
                        bool sync) {
   const std::string tmp = path + ".tmp";
@@ -29,12 +37,7 @@ Status WriteAtomically(const std::string& dir, const std::string& path, const st
   close(fd);
   if (!ok || rename(tmp.c_str(), path.c_str()) != 0)
     return MakeError(ErrorKind::kIo, fmt::format("cannot write {}: {}", path, std::strerror(errno)));
-  if (!sync) return Status::Ok();
-  int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    fsync(dfd);
-    close(dfd);
-  }
+  if (sync) SyncDir(dir);
   return Status::Ok();
 }
 
@@ -107,10 +110,7 @@ Status JobFiles::WriteStatusReserved(const SupervisorStatus& status) const {
   if (!ok || rename(reserve.c_str(), status_path().c_str()) != 0)
     return MakeError(ErrorKind::kIo, fmt::format("cannot write {} into its reserve {}: {}", status_path(), reserve,
                                                  fits ? std::strerror(ok ? errno : err) : "the status is larger"));
-  if (int dfd = open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
-    fsync(dfd);
-    close(dfd);
-  }
+  SyncDir(dir_);
   return Status::Ok();
 }
 
@@ -172,7 +172,6 @@ Result<store::Job> JobFiles::ReadSpec() const {
   }
   return job;
 }
-
 
 Status JobFiles::WriteStatus(const SupervisorStatus& s) const {
   // "waiting" and "running" need only survive the daemon's crashes (the page cache does that) and

@@ -87,7 +87,7 @@ int Finish(const JobFiles& files, SupervisorStatus status) {
     }
     if (attempt == 0)
       Say("gpulane _supervise: cannot record the job's end: {}; trying again until it can\n",
-                 written.error().message);
+          written.error().message);
     // A retry's pause, not a synchronisation.
     std::this_thread::sleep_for(std::chrono::duration<double>(wait_s));
     wait_s = std::min(wait_s * 2, 1.0);
@@ -289,7 +289,7 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
                                                as_root ? std::optional(job->gid) : std::nullopt, line);
     if (!appended.ok())
       Say("gpulane _supervise: job {}: {} (warning not in its log: {})\n", job->id, line,
-                 appended.error().message);
+          appended.error().message);
   };
   if (!job->attempts.empty() && !(job->logs.stderr_path.empty() && job->logs.stdout_path.empty())) {
     // "gpulane: attempt 2 of 4 (retry 1 of 3) after exit code 1" in the job's stderr log, before

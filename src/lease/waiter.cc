@@ -408,8 +408,8 @@ Result<Grant> LeaseWaiter::Acquire() {
 bool LeaseWaiter::SpaceOutLooks(int signal_fd) {
   // A token bucket: kLookBurst looks at once, then kLooksPerS.
   const double now_s = env_.MonotonicS();
-  if (look_tokens_at_s_ >= 0)
-    look_tokens_ = std::min(kLookBurst, look_tokens_ + std::max(0.0, now_s - look_tokens_at_s_) * kLooksPerS);
+  look_tokens_ = look_tokens_at_s_ < 0 ? kLookBurst  // the first change: a full bucket
+                 : std::min(kLookBurst, look_tokens_ + std::max(0.0, now_s - look_tokens_at_s_) * kLooksPerS);
   look_tokens_at_s_ = now_s;
   if (look_tokens_ >= 1) {
     look_tokens_ -= 1;
@@ -437,8 +437,8 @@ void LeaseWaiter::RecordProcessGroup(HeldFile& lease, pid_t pgid) {
   DirLock lock = dir_.Lock();
   if (Status s = lease.Rewrite(ToJson(record_).dump()); !s.ok())
     Say("gpulane: warning: the job's process group is not in its lease ({}): processes that leave the "
-                       "job's process tree may count as foreign\n",
-               s.error().message);
+        "job's process tree may count as foreign\n",
+        s.error().message);
 }
 
 bool LeaseWaiter::CheckGpusReleased(const std::vector<unsigned>& gpus, const std::set<pid_t>& job_pids) {
@@ -458,8 +458,8 @@ bool LeaseWaiter::CheckGpusReleased(const std::vector<unsigned>& gpus, const std
     env_.WaitReadable({}, 0.02);
   } while (env_.MonotonicS() - start < 1.0);
   Say("gpulane: warning: the job's processes are still listed on its GPUs after it ended ({}); "
-                     "check with nvidia-smi\n",
-             Join(left, ", "));
+      "check with nvidia-smi\n",
+      Join(left, ", "));
   return false;
 }
 

@@ -181,8 +181,8 @@ class LeaseWaiter {
   std::map<std::string, double> free_since_s_;
   std::map<std::uint32_t, std::optional<unsigned>> max_gpus_cache_;  ///< uid -> limits.max_gpus (AddUserLimits)
   sched::LineMemory unclaimed_;  ///< tickets seen granted and not claimed, and those that lost their place
-  double look_tokens_ = 10;        ///< SpaceOutLooks' bucket: looks it may take at once
-  double look_tokens_at_s_ = -1;   ///< when the bucket was last filled (MonotonicS), or never
+  double look_tokens_ = 0;        ///< SpaceOutLooks' bucket: looks it may take at once
+  double look_tokens_at_s_ = -1;  ///< when the bucket was last filled (MonotonicS); -1: never, full
 };
 
 }  // namespace gpulane::lease
