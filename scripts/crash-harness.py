@@ -13,18 +13,22 @@ one of:
              it has a ticket, while it waits, while its job runs, as it releases);
   supervisor kill -9 one live supervisor of a queued job (`gpulane _supervise`), chosen at random;
   daemon     kill -9 the daemon and start a new one at once;
-and every round submits one or two queued jobs (`gpulane submit -g 1|2 -- <marked job>`). A round
-counts as a kill point when its victim was alive when SIGKILL was sent.
+and every round submits one or two queued jobs (`gpulane submit -g 1|2 -- <marked job>`), one in
+three of them `--preemptible --kill-grace 1s`: such a job gives way (SIGTERM) to a waiting job that
+is not preemptible and starts again later. A round counts as a kill point when its victim was alive
+when SIGKILL was sent (a supervisor of a preemptible job is a victim like any other).
 
 Every job, run or queued, appends "start <tag> <time> <CUDA_VISIBLE_DEVICES>" when it starts and
-"end ..." before it exits (each one O_APPEND write). A sampler reads the lease directory every
+"end ..." before it exits, also on SIGTERM (each one O_APPEND write). A sampler reads the lease directory every
 20 ms: the leases whose lock is held, with their GPUs. When all rounds are done, a daemon is
 started, every acknowledged job is waited for (`gpulane wait`), every job process has ended, and
 the harness checks:
   lost          every job whose submission was acknowledged (an id printed) is in the daemon's
                 store in a final state, and ran: exactly one start mark;
-  run twice     no job (queued or run) has more than one start mark;
-  double GPU    no two jobs' [start, end] intervals overlap on one GPU (marks), and the sampler
+  run twice     no job (queued or run) has more than one start mark, but a preemptible job, which
+                may have one more than the preemptions the store counts for it; and a job's next
+                attempt starts only after its last one's end mark;
+  double GPU    no two attempts' [start, end] intervals overlap on one GPU (marks), and the sampler
                 never saw two held exclusive leases of one GPU at once.
 It prints the figures (kill points of each kind, jobs, states) and "PASS" or "FAIL: ..." and exits
 0 or 1. Every loss fails the run: the one class that used to be tolerated, the supervisor window (a
@@ -73,6 +77,8 @@ class Harness:
         self.runs = []          # [Popen, tag] still running
         self.launched_runs = 0
         self.acked = {}         # job id -> round
+        self.preemptible = set()  # acknowledged job ids submitted --preemptible
+        self.preemptions = 0      # their attempts that gave way, as the store counts them
         self.unacked = 0
         self.kills = {"run": 0, "supervisor": 0, "daemon": 0}
         self.missed = {"run": 0, "supervisor": 0, "daemon": 0}
@@ -81,10 +87,15 @@ class Harness:
         self.stop_sampler = threading.Event()
 
     # --- processes -------------------------------------------------------------------------
-    def job_argv(self, tag):
-        sleep = "%.3f" % self.rng.uniform(0.02, 0.3)
-        script = ('echo "start %s $(date +%%s.%%N) $CUDA_VISIBLE_DEVICES" >> "$1"; sleep %s; '
-                  'echo "end %s $(date +%%s.%%N) $CUDA_VISIBLE_DEVICES" >> "$1"' % (tag, sleep, tag))
+    def job_argv(self, tag, long=False):
+        # A preemptible job runs long enough (1-4 s) to be running when a job that is not waits.
+        sleep = "%.3f" % (self.rng.uniform(1, 4) if long else self.rng.uniform(0.02, 0.3))
+        # SIGTERM (a preemption, a cancel) writes the end mark before the job exits, so an attempt
+        # that gave way is an interval that ends, and the next attempt's start must come after it.
+        end = 'echo "end %s $(date +%%s.%%N) $CUDA_VISIBLE_DEVICES" >> "$1"' % tag
+        script = ("trap '%s; exit 143' TERM; " % end +
+                  'echo "start %s $(date +%%s.%%N) $CUDA_VISIBLE_DEVICES" >> "$1"; sleep %s & wait $!; ' % (tag, sleep) +
+                  end)
         return ["/bin/sh", "-c", script, "marked-job", self.marks]
 
     def gpulane(self, args, timeout=60):
@@ -195,14 +206,20 @@ class Harness:
     def submit(self, rnd):
         n = self.rng.choice([1, 1, 1, 2])
         tag_holder = "q$GPULANE_JOB_ID"
+        # One job in three is preemptible: it gives way to a waiting job that is not (SIGTERM, a
+        # one-second grace) and starts again later, so it may have several attempts.
+        preemptible = self.rng.random() < 1 / 3
+        options = ["--preemptible", "--kill-grace", "1s"] if preemptible else []
         try:
-            r = self.gpulane(["submit", "-g", str(n), "--"] + self.job_argv(tag_holder), timeout=30)
+            r = self.gpulane(["submit", "-g", str(n)] + options + ["--"] + self.job_argv(tag_holder, preemptible), timeout=30)
         except subprocess.TimeoutExpired:
             self.unacked += 1
             return
         out = r.stdout.strip()
         if r.returncode == 0 and out.isdigit():
             self.acked[int(out)] = rnd
+            if preemptible:
+                self.preemptible.add(int(out))
         else:
             self.unacked += 1
 
@@ -328,14 +345,23 @@ class Harness:
                 gpus = w[3].split(",") if len(w) > 3 else []
                 (starts if kind == "start" else ends).setdefault(tag, []).append((t, gpus))
         failures = []
+        preemptions = {("q%d" % jid): int(jobs.get(jid, {}).get("preemptions", 0)) for jid in self.preemptible}
         for tag, s in starts.items():
-            if len(s) > 1:
-                failures.append("run twice: %s started %d times" % (tag, len(s)))
+            allowed = 1 + preemptions.get(tag, 0)
+            if len(s) > allowed:
+                failures.append("run twice: %s started %d times%s" % (
+                    tag, len(s), ", preempted %d times" % (allowed - 1) if tag in preemptions else ""))
         for tag, s in starts.items():
-            e = ends.get(tag)
-            end = e[0][0] if e else float("inf")
-            for g in s[0][1]:
-                intervals.append((g, s[0][0], end, tag))
+            s = sorted(s)
+            e = sorted(ends.get(tag, []))
+            for i, (t, gpus) in enumerate(s):
+                following = s[i + 1][0] if i + 1 < len(s) else float("inf")
+                end = next((x for x, _ in e if t <= x <= following), float("inf"))
+                if end == float("inf") and i + 1 < len(s):
+                    failures.append("run twice: %s started again at %f with its attempt of %f not ended" % (
+                        tag, following, t))
+                for g in gpus:
+                    intervals.append((g, t, end, tag))
         intervals.sort()
         last = {}
         for g, a, b, tag in intervals:
@@ -352,6 +378,7 @@ class Harness:
                 failures.append("lost: job %d was acknowledged and is not in the store" % jid)
                 continue
             states[job["state"]] = states.get(job["state"], 0) + 1
+            self.preemptions += int(job.get("preemptions", 0))
             if job["state"] not in FINAL_STATES:
                 failures.append("lost: job %d is still %s" % (jid, job["state"]))
             n = len(starts.get("q%d" % jid, []))
@@ -409,6 +436,8 @@ def main():
         k = h.kills
         print("kill points: %d (gpulane run %d, supervisors %d, daemon %d) in %d rounds; victims already gone: %s" % (
             sum(k.values()), k["run"], k["supervisor"], k["daemon"], h.rounds, h.missed))
+        print("preemptible: %d of the acknowledged jobs, preempted %d times in all" % (
+            len(h.preemptible), h.preemptions))
         print("jobs: %d queued jobs acknowledged (%s), %d submissions not acknowledged (%d of them in the store "
               "all the same), %d gpulane run jobs started of %d launched; %d GPU intervals; %d lease samples" % (
                   len(h.acked), ", ".join("%d %s" % (n, s) for s, n in sorted(states.items())), h.unacked,
