@@ -53,8 +53,9 @@ jobs=${GPULANE_BUILD_JOBS:-$(nproc)}
 # peak under a header flood: 64 MiB each), which ASan's shadow memory and quarantine inflate (the
 # daemon: 140 MiB measured). They run after the ASan suite against the normal build, with the
 # pick/run property test at its full size (NORMAL_BUILD_TESTS).
-MEMORY_BOUND_TESTS='^(DaemonAmplification\.AMebibyteEnvironmentTimesAThousandTasksIsStoredOnce|WebUnderLoad\.HeaderFloodIsRefusedWith431AndTheServerStaysSmall)$'
-NORMAL_BUILD_TESTS='^(DaemonAmplification\.AMebibyteEnvironmentTimesAThousandTasksIsStoredOnce|WebUnderLoad\.HeaderFloodIsRefusedWith431AndTheServerStaysSmall|PickRunProperty\.AgreeOnRandomStates)$'
+MEMORY_BOUNDS='DaemonAmplification\.AMebibyteEnvironmentTimesAThousandTasksIsStoredOnce|WebUnderLoad\.HeaderFloodIsRefusedWith431AndTheServerStaysSmall'
+MEMORY_BOUND_TESTS="^($MEMORY_BOUNDS)\$"
+NORMAL_BUILD_TESTS="^($MEMORY_BOUNDS|PickRunProperty\\.AgreeOnRandomStates)\$"
 
 owner=$(stat -c %U .)
 as_owner=()
