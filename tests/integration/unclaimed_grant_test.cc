@@ -98,7 +98,11 @@ TEST(UnclaimedGrant, AStoppedRunAimedAtAPreemptibleJobsGpuMakesItGiveWayOnceNotF
   DaemonOptions options;
   options.config = "[sched]\nmax_unclaimed = \"2s\"\n";
   TestDaemon d(options);
-  const std::int64_t preemptible = d.Submit({"--preemptible", "--gpus", "0", "--kill-grace", "1s", "--", "sleep", "120"});
+  // The job ignores SIGTERM, so GPU 0 stays its own for the 5 s kill grace after it is told to give
+  // way: the run is stopped well before the GPU is free, however slowly this test sees "preempting"
+  // (with a job that ended at once, a loaded machine let the run take the GPU before it was stopped).
+  const std::int64_t preemptible =
+      d.Submit({"--preemptible", "--gpus", "0", "--kill-grace", "5s", "--", "sh", "-c", "trap '' TERM; sleep 120"});
   ASSERT_TRUE(d.WaitForState(preemptible, "running", 30)) << d.Log();
   Child aimed = d.StartGpulane({"run", "--gpus", "0", "--", "true"});
   ASSERT_TRUE(Eventually([&] { return Contains(aimed.ErrSoFar(), "preempting"); }, 30)) << aimed.ErrSoFar();
