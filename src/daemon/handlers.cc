@@ -798,8 +798,8 @@ json Daemon::HandleShow(const Peer& peer, const json& req) {
       auto job = resolve.Find(id);
       if (!job) continue;
       const store::JobVisibility visible = VisibilityFor(peer, *job);
-      json j = JobForClient(*job, visible.env);
-      store::HideFields(j, visible);
+      json j = JobForClient(*job, /*with_env=*/true);
+      store::HideFields(j, visible);  // the environment and notification target too, when not hers
       // Every attempt (a retried job has several), each with its GPUs' indices as the job's.
       json attempts = store::AllAttemptsToJson(*job);
       for (json& a : attempts) {
@@ -1056,14 +1056,21 @@ void Daemon::AnswerWaiters() {
       ++it;
       continue;
     }
-    json jobs = json::array(), errors = json::array();
-    for (auto id : it->ids) {
-      auto job = FindJob(id);
-      if (job) jobs.push_back(store::JobToJson(*job, false));
-    }
-    for (const auto& failure : it->failed) errors.push_back(failure["error"]);
     auto conn = connections_.find(it->fd);
-    if (conn != connections_.end()) Reply(conn->second, Ok({{"jobs", jobs}, {"failed", it->failed}, {"errors", errors}}));
+    if (conn != connections_.end()) {
+      // Any user may wait for any job: the jobs come as a listing shows them (no environment nor
+      // notification target; another user's command line hidden unless daemon.show_commands).
+      json jobs = json::array(), errors = json::array();
+      for (auto id : it->ids) {
+        auto job = FindJob(id);
+        if (!job) continue;
+        json j = store::JobToJson(*job, false);
+        store::HideFields(j, {VisibilityFor(conn->second.peer, *job).commands, true});
+        jobs.push_back(std::move(j));
+      }
+      for (const auto& failure : it->failed) errors.push_back(failure["error"]);
+      Reply(conn->second, Ok({{"jobs", jobs}, {"failed", it->failed}, {"errors", errors}}));
+    }
     it = waiters_.erase(it);
   }
 }

@@ -168,8 +168,9 @@ json SpecToJson(const JobSpec& s, bool with_env) {
             {"name", s.name},         {"after_ok", DepsToJson(s.after_ok)},
             {"after_any", DepsToJson(s.after_any)}, {"output_path", BytesToJson(s.output_path)},
             {"error_path", BytesToJson(s.error_path)}, {"kill_grace_s", s.kill_grace_s}, {"retries", s.retries}};
+  // The notification target goes with the environment: its webhook or command may hold a secret.
   if (with_env) j["env"] = BytesListToJson(s.env);
-  if (s.notify) j["notify"] = NotifyTargetToJson(*s.notify);
+  if (with_env && s.notify) j["notify"] = NotifyTargetToJson(*s.notify);
   return j;
 }
 

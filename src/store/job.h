@@ -229,7 +229,7 @@ inline constexpr std::size_t kMaxArrayArgvBytes = 4u << 20;
 /// command over kMaxArgvBytes or all of them over kMaxArrayArgvBytes.
 Result<std::vector<SharedList<std::string>>> ArrayArgvFromJson(const nlohmann::json& value, std::size_t tasks);
 
-/// The spec as JSON; without the environment unless `with_env`.
+/// The spec as JSON; without the environment and the notification target unless `with_env`.
 nlohmann::json SpecToJson(const JobSpec& spec, bool with_env = true);
 /// Which limits SpecFromJson applies.
 enum class SpecLimits {
@@ -243,7 +243,7 @@ Status SpecFromJson(const nlohmann::json& j, JobSpec* spec, SpecLimits limits = 
 /// kMaxArgvBytes and kMaxEnvBytes (dependencies are checked as they are parsed). Errors:
 /// kInvalidArgument, one line naming the size, the limit and what to do instead.
 Status CheckSpecLimits(const JobSpec& spec);
-/// The job for clients (without env unless `with_env`).
+/// The job for clients (without the environment and the notification target unless `with_env`).
 nlohmann::json JobToJson(const Job& job, bool with_env);
 
 }  // namespace gpulane::store
