@@ -4,24 +4,17 @@
 
 #include <limits>
 
+#include "proto/request_fields.h"
+#include "util/json_tree_writer.h"
+
 namespace gpulane::proto {
 
 using nlohmann::json;
 
 json RequestToJson(const sched::Request& r) {
-  json j = {{"count", r.count}, {"share_foreign", r.share_foreign}, {"gpu_list", r.gpu_list}, {"uid", r.uid},
-            {"user", r.user},   {"priority", r.priority},           {"submit_time_s", r.submit_time_s}};
-  if (r.order) j["order"] = sched::OrderName(*r.order);
-  if (r.mem_bytes) j["mem_bytes"] = *r.mem_bytes;
-  if (r.min_free_bytes) j["min_free_bytes"] = *r.min_free_bytes;
-  if (r.max_util_pct) j["max_util_pct"] = *r.max_util_pct;
-  if (r.allowed_uuids) j["allowed_uuids"] = *r.allowed_uuids;
-  if (r.time_limit_s) j["time_limit_s"] = *r.time_limit_s;
-  if (!r.partition.empty()) j["partition"] = r.partition;
-  if (r.preemptible != sched::Preemptible::kNo) j["preemptible"] = sched::PreemptibleName(r.preemptible);
-  if (!r.mig_profile.empty()) j["mig_profile"] = r.mig_profile;
-  if (r.preemptions > 0) j["preemptions"] = r.preemptions;
-  return j;
+  JsonTreeWriter w;
+  WriteRequest(w, r);
+  return w.Take();
 }
 
 namespace {

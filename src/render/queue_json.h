@@ -2,7 +2,8 @@
 // `gpulane queue --json`: the job list as JSON text, written by the daemon straight from its jobs
 // (no JSON tree per job: building 100,000 of them and printing them took seconds). The text is
 // byte for byte what nlohmann::json's dump(2) prints for the list of job objects of the protocol
-// (docs/protocol.md "Job object": store::JobToJson without the environment, plus "gpu_indices"):
+// (docs/protocol.md "Job object": store::JobToJson without the environment, plus "gpu_indices";
+// both written from one field list, store/job_fields.h):
 // keys sorted, two spaces per level, numbers as nlohmann prints them, strings escaped alike
 // (invalid UTF-8 replaced by U+FFFD).
 #include <cstddef>

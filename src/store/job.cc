@@ -7,9 +7,10 @@
 
 #include <fmt/format.h>
 
-
 #include "proto/request_json.h"
+#include "store/job_fields.h"
 #include "util/bytes_json.h"
+#include "util/json_tree_writer.h"
 
 namespace gpulane::store {
 
@@ -18,16 +19,6 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kNames[] = {"pending", "held", "launching", "running", "completed", "failed", "cancelled", "timeout"};
-
-// Dependencies in JSON: a job's id as a number, a task as "12_3".
-json DepsToJson(const std::vector<JobRef>& deps) {
-  json out = json::array();
-  for (const JobRef& dep : deps) {
-    if (dep.task) out.push_back(FormatJobRef(dep));
-    else out.push_back(dep.id);
-  }
-  return out;
-}
 
 // Numbers (job ids) or strings in the job id notation ("12", "12_3", "12_[1-3]"), each kept once;
 // `seen` holds those of the fields read before. More than `max` in all is an error, found before
@@ -111,11 +102,9 @@ JobLogs LogsOf(const Job& job) {
 }
 
 json LogsToJson(const JobLogs& logs) {
-  json j = {{"stdout_path", BytesToJson(logs.stdout_path)}, {"stderr_path", BytesToJson(logs.stderr_path)},
-            {"stdout_offset", logs.stdout_offset}, {"stderr_offset", logs.stderr_offset}};
-  if (logs.stdout_end) j["stdout_end"] = *logs.stdout_end;
-  if (logs.stderr_end) j["stderr_end"] = *logs.stderr_end;
-  return j;
+  JsonTreeWriter w;
+  WriteLogs(w, logs);
+  return w.Take();
 }
 
 JobLogs LogsFromJson(const json& j) {
@@ -163,15 +152,9 @@ Status CheckSpecLimits(const JobSpec& spec) {
 
 json SpecToJson(const JobSpec& s, bool with_env) {
   // argv, cwd, env and the log paths are bytes: a value that is not UTF-8 is {"b64": ...} (util/bytes_json.h).
-  json j = {{"argv", BytesListToJson(s.argv)}, {"cwd", BytesToJson(s.cwd)},
-            {"request", proto::RequestToJson(s.request)},
-            {"name", s.name},         {"after_ok", DepsToJson(s.after_ok)},
-            {"after_any", DepsToJson(s.after_any)}, {"output_path", BytesToJson(s.output_path)},
-            {"error_path", BytesToJson(s.error_path)}, {"kill_grace_s", s.kill_grace_s}, {"retries", s.retries}};
-  // The notification target goes with the environment: its webhook or command may hold a secret.
-  if (with_env) j["env"] = BytesListToJson(s.env);
-  if (with_env && s.notify) j["notify"] = NotifyTargetToJson(*s.notify);
-  return j;
+  JsonTreeWriter w;
+  WriteSpec(w, s, with_env);
+  return w.Take();
 }
 
 Status SpecFromJson(const json& j, JobSpec* s, SpecLimits limits) {
@@ -382,18 +365,9 @@ std::string JobIdText(const Job& job) {
 }
 
 json JobToJson(const Job& job, bool with_env) {
-  json spec = SpecToJson(job.spec, with_env);
-  json j = {{"id", job.id}, {"id_text", JobIdText(job)}, {"user", job.user}, {"uid", job.uid}, {"state", StateName(job.state)},
-            {"reason", job.reason}, {"submit_time", job.submit_time}, {"spec", spec}, {"gpu_uuids", job.gpu_uuids}};
-  if (job.array_job_id) j["array_job_id"] = *job.array_job_id;
-  if (job.array_index) j["array_index"] = *job.array_index;
-  if (job.start_time) j["start_time"] = *job.start_time;
-  if (job.end_time) j["end_time"] = *job.end_time;
-  if (job.exit_code) j["exit_code"] = *job.exit_code;
-  if (!job.attempts.empty()) j["attempt"] = job.attempts.size();
-  if (const int preemptions = Preemptions(job); preemptions > 0) j["preemptions"] = preemptions;  // sched/preemption.h
-  if (JobLogs logs = LogsOf(job); !logs.stdout_path.empty() || !logs.stderr_path.empty()) j["logs"] = LogsToJson(logs);
-  return j;
+  JsonTreeWriter w;
+  WriteJob(w, job, with_env);
+  return w.Take();
 }
 
 }  // namespace gpulane::store

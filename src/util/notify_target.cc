@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "util/json_tree_writer.h"
+
 namespace gpulane {
 
 using nlohmann::json;
@@ -33,10 +35,9 @@ bool Wants(const NotifyTarget& t, const std::string& event) {
 }
 
 json NotifyTargetToJson(const NotifyTarget& t) {
-  json j = {{"events", t.events}, {"format", t.format}};
-  if (!t.webhook.empty()) j["webhook"] = t.webhook;
-  if (!t.command.empty()) j["command"] = t.command;
-  return j;
+  JsonTreeWriter w;
+  WriteNotifyTarget(w, t);
+  return w.Take();
 }
 
 Result<NotifyTarget> NotifyTargetFromJson(const json& j) {

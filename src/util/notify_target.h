@@ -28,7 +28,26 @@ Result<std::vector<std::string>> ParseNotifyEvents(const std::string& text);
 /// Whether `target` wants `event` (an "end" target wants "fail" too: one notification per end).
 bool Wants(const NotifyTarget& target, const std::string& event);
 
-/// The target as a job spec carries it, and back. FromJson errors: kInvalidArgument naming the
+/// The target's JSON members, for any writer of util/json_tree_writer.h's calls (sorted order).
+template <typename W>
+void WriteNotifyTarget(W& w, const NotifyTarget& t) {
+  w.BeginObject();
+  if (!t.command.empty()) {
+    w.Key("command");
+    w.String(t.command);
+  }
+  w.Key("events");
+  w.Strings(t.events);
+  w.Key("format");
+  w.String(t.format);
+  if (!t.webhook.empty()) {
+    w.Key("webhook");
+    w.String(t.webhook);
+  }
+  w.EndObject();
+}
+
+/// The target as a job spec carries it (WriteNotifyTarget), and back. FromJson errors: kInvalidArgument naming the
 /// field (unknown events, a webhook that is not an http(s) URL, an unknown format, over-long text).
 nlohmann::json NotifyTargetToJson(const NotifyTarget& target);
 Result<NotifyTarget> NotifyTargetFromJson(const nlohmann::json& j);

@@ -95,6 +95,13 @@ store::Job Everything() {
   r.allowed_uuids = std::vector<std::string>{};
   r.priority = -1000000;
   r.time_limit_s = 366.0 * 24 * 3600;
+  r.preemptible = sched::Preemptible::kRequeue;
+  r.mig_profile = "1g.18gb";
+  r.preemptions = 2;
+  job.spec.notify = NotifyTarget{{"end", "fail"}, "https://ntfy.example/topic", "text", "notify-send done"};
+  job.spec.retries = 3;
+  job.attempts.resize(2);
+  job.attempts[0].preempted = true;
   return job;
 }
 
