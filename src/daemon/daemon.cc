@@ -216,6 +216,8 @@ void Daemon::StartSampler() {
   settings.keep_s = {config_.telemetry_keep_10s_s, config_.telemetry_keep_1m_s};
   settings.records_keep_s = config_.telemetry_keep_records_s;
   settings.hpc_job_mapping_dir = config_.telemetry_hpc_job_mapping_dir;
+  settings.state_dir = paths_.state_dir;
+  settings.disk_space = [dir = paths_.state_dir] { return DiskSpaceOf(dir); };
   telemetry::AnomalySettings& a = settings.anomaly;
   a.idle_util_pct = config_.anomaly_idle_util_pct;
   a.idle_after_s = config_.anomaly_idle_after_s;

@@ -19,6 +19,7 @@
 #include "daemon/job_table.h"
 #include "daemon/launcher.h"
 #include "daemon/parse_worker.h"
+#include "daemon/retention.h"
 #include "daemon/sampler_thread.h"
 #include "daemon/time_limit_watch.h"
 #include "daemon/paths.h"
@@ -267,6 +268,10 @@ class Daemon {
   std::uint64_t loop_turns_ = 0;
   double loop_worst_turn_s_ = 0;
   double loop_worst_tick_turn_s_ = 0;
+  // Retention (retention.cc): a slice of old finished jobs removed from the store a turn.
+  void PruneFinished();
+  std::vector<std::pair<std::int64_t, std::int64_t>> SparedByDependencies();
+  Retention retention_;
   /// Queues array submission `sub` to be stored by StoreArrayParts.
   void StartArray(PendingSubmit&& sub);
   std::vector<PendingSubmit> submits_;                  ///< acknowledged after the group commit

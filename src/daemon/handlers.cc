@@ -87,7 +87,7 @@ class Resolver {
       if (auto it = array.by_index.find(*ref.task); it != array.by_index.end()) return Named{text, {it->second}, false};
       if (array.ids.empty())
         return MakeError(ErrorKind::kNotFound, Find(ref.id) ? fmt::format("no job {}: job {} is not an array", text, ref.id)
-                                                             : fmt::format("no job {}", text));
+                                                             : NoJobMessage(store_, ref.id, text));
       std::vector<int> indices;
       for (const auto& [index, id] : array.by_index) indices.push_back(index);
       return MakeError(ErrorKind::kNotFound, fmt::format("no job {}: array {} has tasks {}", text, ref.id,
@@ -95,11 +95,11 @@ class Resolver {
     }
     const Job* job = Find(ref.id);
     if (!job && damaged_.count(ref.id)) return damaged_.at(ref.id);
-    if (!job) return MakeError(ErrorKind::kNotFound, fmt::format("no job {}", text));
+    if (!job && WasPruned(store_, ref.id) && !Tasks(ref.id).ids.empty()) return Named{text, Tasks(ref.id).ids, true};
+    if (!job) return MakeError(ErrorKind::kNotFound, NoJobMessage(store_, ref.id, text));  // retention.h
     if (!job->array_job_id || *job->array_job_id != ref.id) return Named{store::JobIdText(*job), {ref.id}, false};
-    Named array{text, Tasks(ref.id).ids, true};
-    if (array.ids.empty()) array.ids.push_back(ref.id);  // the store failed: at least the first task
-    return array;
+    if (Tasks(ref.id).ids.empty()) return Named{text, {ref.id}, true};  // the store failed: at least the first task
+    return Named{text, Tasks(ref.id).ids, true};
   }
 
   // The job `id`: the daemon's copy while it is unfinished, else the stored one; nullptr when none.
@@ -108,8 +108,7 @@ class Resolver {
     if (auto it = stored_.find(id); it != stored_.end()) return &it->second;
     auto stored = store_.Get(id);
     if (!stored && stored.error().kind == ErrorKind::kStore) damaged_.emplace(id, stored.error());
-    if (!stored || !*stored) return nullptr;
-    return &stored_.emplace(id, std::move(**stored)).first->second;
+    return !stored || !*stored ? nullptr : &stored_.emplace(id, std::move(**stored)).first->second;
   }
 
  private:
@@ -644,6 +643,7 @@ json Daemon::WithStoreWarnings(json reply) const {
     warnings.push_back(fmt::format("fair share is not published to the lease line ({}): `gpulane run` and lease() "
                                    "wait in submission order until it is; see the daemon's log",
                                    share_error_));
+  if (std::string line = sampler_ ? sampler_->NoRoomForHistory() : ""; !line.empty()) warnings.push_back(std::move(line));
   if (!warnings.empty()) reply["warnings"] = std::move(warnings);
   return reply;
 }

@@ -160,7 +160,7 @@ telemetry::UsageRecord Sampler::RecordOf(const LiveJob& job, double end_s) const
   r.job_id = job.lease.job_id;
   r.uid = job.lease.uid;
   r.user = job.lease.user;
-  r.name = job.lease.label;
+  r.name = lease::LabelForLease(job.lease.label);  // a hand-written lease file may hold any label: stored bounded
   for (const auto& g : job.lease.gpus) {
     r.gpu_uuids.push_back(g.uuid);
     const MigDevice* mig = nullptr;

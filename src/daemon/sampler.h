@@ -5,6 +5,7 @@
 // usage record for each lease that has ended. Single-threaded and clock-free: the sampler thread
 // (sampler_thread.h) reads NVML, the lease directory and /proc and calls Take with the time;
 // tests call it with made-up snapshots and times.
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -12,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "daemon/history_room.h"
 #include "gpu/types.h"
 #include "lease/records.h"
 #include "sched/fairshare.h"
@@ -31,6 +33,10 @@ struct SamplerSettings {
   double records_keep_s = 365 * 86400;             ///< usage records and events
   telemetry::AnomalySettings anomaly;              ///< [anomaly]
   std::string hpc_job_mapping_dir;                 ///< telemetry.hpc_job_mapping_dir ("" = none)
+  /// The state folder's free space (history_room.h), looked at before history is written; unset:
+  /// always room. `state_dir` names the folder in the warning.
+  std::function<Result<DiskSpace>()> disk_space;
+  std::string state_dir;
 };
 
 /// One job's GPU as the last sample saw it (for metrics): the job's memory and utilisation there.

@@ -180,32 +180,35 @@ void SamplerThread::SampleOnce() {
     for (const auto& [name, record] : outside) lease_usage_.live.push_back(record);
   }
   outside_live_ = std::move(outside);
-  Record(now_s, out.anomalies);
+  const bool room = history_ && HistoryRoom(now_s);
+  Record(now_s, out.anomalies, room);
   if (!sampler_.settings().hpc_job_mapping_dir.empty()) WriteJobMapping();
   if (!history_) return;
   auto note = [&](const Status& s) {
     if (!s.ok() && s.error().message != last_error_) log_("sampler: " + (last_error_ = s.error().message));
   };
-  note(history_->AddRows(out.rows));
-  for (const auto& record : out.finished) note(history_->AddUsage(record));
+  if (room) {  // else not stored (NoRoomForHistory); pruning goes on below and frees room
+    note(history_->AddRows(out.rows));
+    for (const auto& record : out.finished) note(history_->AddUsage(record));
+  }
   if (now_s >= next_prune_s_) {
     Prune(now_s);
     next_prune_s_ = now_s + kPruneEveryS;
   }
 }
 
-void SamplerThread::Record(double now_s, const telemetry::AnomalyChanges& changes) {
+void SamplerThread::Record(double now_s, const telemetry::AnomalyChanges& changes, bool keep) {
   // Ends first: an anomaly raised again in the same sample (a new Xid) ends its old event.
   for (const auto& key : changes.ended) {
     auto it = event_ids_.find(key);
     if (it == event_ids_.end()) continue;
-    if (history_)
+    if (keep)
       if (Status s = history_->ClearEvent(it->second, now_s); !s.ok()) log_(s.error().message);
     event_ids_.erase(it);
   }
   for (const auto& a : changes.started) {
     log_(fmt::format("anomaly: {}", a.message));
-    if (!history_) continue;
+    if (!keep) continue;
     store::Event e;
     e.time_s = now_s;
     e.kind = a.kind;
@@ -219,7 +222,7 @@ void SamplerThread::Record(double now_s, const telemetry::AnomalyChanges& change
   }
   for (const auto& cancel : changes.cancels) {
     log_(fmt::format("anomaly: job {} ({}) {}", cancel.job_id, cancel.user, cancel.message));
-    if (history_) {
+    if (keep) {
       store::Event e;
       e.time_s = now_s;
       e.kind = "idle_cancel";
@@ -289,6 +292,26 @@ void SamplerThread::WriteJobMapping() {
     }
     mapping_written_[name] = content;
   }
+}
+
+bool SamplerThread::HistoryRoom(double now_s) {
+  const SamplerSettings& s = sampler_.settings();
+  if (!s.disk_space || now_s < next_room_check_s_) return room_;
+  next_room_check_s_ = now_s + kRoomCheckEveryS;
+  auto space = s.disk_space();
+  if (!space) return room_;  // unknown: as last seen (the write itself fails on a full disk)
+  const bool room = HistoryHasRoom(*space);
+  std::string line = room ? "" : NoRoomLine(s.state_dir, *space);
+  if (room != room_) log_(room ? "GPU history is stored again: the state folder has room" : line);
+  room_ = room;
+  std::lock_guard lock(mu_);
+  no_room_ = std::move(line);
+  return room_;
+}
+
+std::string SamplerThread::NoRoomForHistory() const {
+  std::lock_guard lock(mu_);
+  return no_room_;
 }
 
 void SamplerThread::Prune(double now_s) {

@@ -75,6 +75,9 @@ class SamplerThread {
     std::vector<sched::UsageRecord> ended, live;
   };
   LeaseUsage TakeLeaseUsage();
+  /// While the state folder has too little free space for history (history_room.h): the warning
+  /// line; "" while history is stored.
+  std::string NoRoomForHistory() const;
 
  private:
   struct Question {
@@ -91,9 +94,16 @@ class SamplerThread {
   nlohmann::json Telemetry(const nlohmann::json& req);
   nlohmann::json Metrics(const nlohmann::json& extra);
   nlohmann::json Events(const nlohmann::json& req);
-  /// Stores the anomalies that started and ended, logs them, and publishes the marks.
-  void Record(double now_s, const telemetry::AnomalyChanges& changes);
+  /// Logs the anomalies that started and ended, stores them (when `keep`: history has room), and
+  /// publishes the marks.
+  void Record(double now_s, const telemetry::AnomalyChanges& changes, bool keep);
   void Prune(double now_s);
+  /// Whether history may be written now: settings' disk_space looked at every kRoomCheckEveryS
+  /// (between looks, the last answer); each change logged once.
+  bool HistoryRoom(double now_s);
+  static constexpr double kRoomCheckEveryS = 10;
+  double next_room_check_s_ = 0;
+  bool room_ = true;
   /// Writes the dcgm-exporter job mapping files that changed (telemetry.hpc_job_mapping_dir).
   void WriteJobMapping();
 
@@ -117,6 +127,7 @@ class SamplerThread {
   mutable std::mutex mu_;
   LeaseUsage lease_usage_;  ///< under mu_: what TakeLeaseUsage hands over
   Marks marks_;
+  std::string no_room_;  ///< under mu_: NoRoomForHistory
   std::vector<telemetry::IdleCancel> cancels_;
   std::condition_variable wake_;
   std::deque<Question> questions_;

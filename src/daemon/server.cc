@@ -426,7 +426,7 @@ void Daemon::LoopTurn(double& last_tick_s) {
     fds.push_back({fd, static_cast<short>(c.stream ? POLLOUT : Paused(c) ? out : POLLIN | out), 0});
   }
   // Arrays being stored and connections to resume do not wait: poll only looks.
-  const bool more_now = !arrays_.empty() || !resume_.empty();
+  const bool more_now = !arrays_.empty() || !resume_.empty() || retention_.more;
   poll(fds.data(), fds.size(), more_now ? 0 : static_cast<int>(std::min(250.0, settings_.tick_s * 1000)));
   const double turn_start_s = clock_.MonotonicS();
   if (fds[1].revents & POLLIN) RunGuarded("reading signals", [&] { ReadSignals(); }, log);
@@ -458,6 +458,7 @@ void Daemon::LoopTurn(double& last_tick_s) {
   if (std::exchange(schedule_needed_, false) || table_changed)
     RunGuarded("launching jobs", [&] { jobs_->LaunchEligible(); }, log);
   RunGuarded("storing job updates", [&] { jobs_->FlushDirty(); }, log);
+  RunGuarded("removing old finished jobs", [&] { PruneFinished(); }, log);  // retention.cc: one slice
   RunGuarded("answering waiters", [&] { AnswerWaiters(); }, log);
   RunGuarded("writing replies", [&] { WriteAndClose(); }, log);
   // How long this turn held the loop, past poll (`ping` with loop_stats tells), apart for the

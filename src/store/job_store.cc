@@ -10,12 +10,12 @@
 
 #include <fmt/format.h>
 
+#include "store/job_retention.h"
 #include "store/sqlite_stmt.h"
 #include "util/bytes_json.h"
 
 namespace gpulane::store {
 namespace {
-
 
 constexpr const char* kInsertJob =
     "INSERT INTO jobs (array_job_id, array_index, uid, gid, user, spec, state, reason, submit_time, logs) "
@@ -50,7 +50,6 @@ constexpr const char* kFindKey = "SELECT first_id, count FROM submissions WHERE 
 constexpr const char* kColumns =
     "id, array_job_id, array_index, uid, gid, user, spec, state, reason, submit_time, start_time, end_time, "
     "exit_code, gpus, supervisor_pid, logs, attempts, argv, isolation";
-
 
 // The spec of array `array_job_id` (kSelectArraySpec), nullptr when there is none.
 using ArraySpecLookup = std::function<std::shared_ptr<const JobSpec>(std::int64_t array_job_id)>;
@@ -255,6 +254,7 @@ Status JobStore::Migrate() {
       // 9: what device isolation each job was given, as its supervisor recorded it (Job::isolation);
       // NULL: not recorded.
       "ALTER TABLE jobs ADD COLUMN isolation TEXT;",
+      kRetentionSchema,  // 10: retention of finished jobs (job_retention.h)
   };
   static_assert(std::size(kSteps) == kSchemaVersion, "one step per schema version");
   for (int v = current; v < kSchemaVersion; ++v) {

@@ -60,8 +60,9 @@ class JobStore {
 
   /// The schema version this code writes (4: an array's spec stored once, in array_specs; 5:
   /// submissions' idempotency keys; 6: retried jobs' earlier attempts; 7: arrays being stored in
-  /// parts, incomplete_arrays; 8: an array task's own command, jobs.argv, for submit --array-file).
-  static constexpr int kSchemaVersion = 9;
+  /// parts, incomplete_arrays; 8: an array task's own command, jobs.argv, for submit --array-file; 9: isolation;
+  /// 10: retention, pruned_ids).
+  static constexpr int kSchemaVersion = 10;
 
   /// Changes how long each later statement waits for another connection's lock (milliseconds).
   void SetBusyTimeout(int busy_timeout_ms);
@@ -151,6 +152,29 @@ class JobStore {
   /// The largest id ever used or reserved for an array (0 when none): it never goes back.
   Result<std::int64_t> MaxId();
 
+  // Retention (job_retention.cc; the daemon's daemon.keep_finished). The store reads no clock:
+  // the caller says which ends are old enough.
+  /// What one PruneFinished slice removed.
+  struct PruneSlice {
+    std::size_t jobs = 0;         ///< finished jobs removed
+    std::size_t arrays = 0;       ///< array specs removed (no task of theirs left)
+    std::size_t submissions = 0;  ///< idempotency keys removed (no job of theirs left)
+    bool more = false;            ///< the slice was full: more jobs may be old enough
+  };
+  /// Removes at most `max_jobs` finished jobs (completed, failed, cancelled, timeout) whose end is
+  /// before `ended_before_s` (a job that ended exactly then is kept), oldest end first, in one
+  /// transaction; then the spec of each of their arrays and the idempotency key of each of their
+  /// submissions of which no job is left. The ids removed are recorded with `keep_s` (the setting
+  /// that removed them, for PrunedAfter): an id is never "no such job" once it was one. Unfinished
+  /// jobs (and so arrays still being stored) and finished jobs without a recorded end are never
+  /// removed, nor are the ids in `spared` (first..last, inclusive: what unfinished jobs wait for).
+  /// Errors: kIo (nothing removed).
+  Result<PruneSlice> PruneFinished(double ended_before_s, std::size_t max_jobs, double keep_s,
+                                   const std::vector<std::pair<std::int64_t, std::int64_t>>& spared = {});
+  /// When job `id` was removed by PruneFinished: the keep_s it was removed with; nullopt when it
+  /// was not (it is still there, or never was a job). Errors: kIo.
+  Result<std::optional<double>> PrunedAfter(std::int64_t id);
+
  private:
   explicit JobStore(sqlite3* db) : db_(db) {}
   Status Exec(const char* sql);
@@ -171,6 +195,11 @@ class JobStore {
   bool IsIncomplete(std::int64_t id) const;
   /// " AND id NOT BETWEEN a AND b" for each incomplete array: its reserved ids ("" when none).
   std::string NotIncompleteSql() const;
+  /// Records the removed `ids` (sorted) as runs in pruned_ids, merged with the runs next to them.
+  Status RecordPruned(const std::vector<std::int64_t>& ids, double keep_s);
+  /// Removes the specs of `arrays` and the keys of the submissions of `heads` none of whose jobs is
+  /// left; counts them into `slice`.
+  Status DropOrphans(const std::vector<std::int64_t>& arrays, const std::vector<std::int64_t>& heads, PruneSlice& slice);
   /// The first id of the next job stored: one past every id used or reserved.
   Result<std::int64_t> NextId();
   sqlite3* db_;

@@ -1,4 +1,5 @@
 #include "util/config.h"
+#include "util/config_daemon.h"
 
 #include <unistd.h>
 
@@ -402,30 +403,7 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
     }
   }
   if (auto daemon = table["daemon"].as_table()) {
-    for (auto&& [key, node] : *daemon) {
-      if (!trusted) return Bad(path, node.source(), fmt::format("daemon.{} may only be set in /etc/gpulane/config.toml", key.str()));
-      if (key == "admin_group") {
-        auto text = node.value<std::string>();
-        if (!text) return Bad(path, node.source(), "daemon.admin_group must be a group name");
-        config.admin_group = *text;
-      } else if (key == "max_waiting") {
-        auto n = IntegerOf(node);
-        if (!n || *n < 1 || *n > 100000)
-          return Bad(path, node.source(), "daemon.max_waiting must be an integer from 1 to 100000");
-        config.max_waiting_supervisors = static_cast<unsigned>(*n);
-      } else if (key == "show_commands") {
-        auto flag = node.value<bool>();
-        if (!flag || !node.is_boolean()) return Bad(path, node.source(), "daemon.show_commands must be true or false");
-        config.daemon_show_commands = *flag;
-      } else if (key == "mode") {
-        auto text = node.value<std::string>();
-        if (!text || (*text != "auto" && *text != "system" && *text != "user"))
-          return Bad(path, node.source(), "daemon.mode must be \"auto\", \"system\" or \"user\"");
-        config.daemon_mode = *text;
-      } else {
-        return Bad(path, node.source(), fmt::format("unknown key daemon.{}", key.str()));
-      }
-    }
+    if (Status s = LoadDaemonTable(path, trusted, *daemon, config); !s.ok()) return s;
   }
   if (auto partitions = table["partitions"].as_table()) {
     if (Status s = LoadPartitions(path, trusted, *partitions, config); !s.ok()) return s;

@@ -63,6 +63,9 @@ struct Config {
   /// in `show`, `queue` and `usage` (never their environments); default hidden (docs/security.md,
   /// "Privacy"). Machine's file only.
   bool daemon_show_commands = false;
+  /// [daemon] keep_finished: finished jobs are removed from the job store this long after they
+  /// ended (seconds; 0: "forever", never). Machine's file only.
+  double daemon_keep_finished_s = 30 * 86400;
   std::string daemon_mode = "auto";               ///< [daemon] mode: "auto", "system" or "user" (daemon/paths.h: SystemDaemonInstalled)
   std::vector<PartitionConfig> partitions;        ///< [partitions.NAME], in the file's order (machine's file only)
   std::string default_partition;                  ///< [sched] default_partition: for requests without --partition ("" = none)
