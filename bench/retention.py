@@ -48,7 +48,7 @@ def main():
     ap.add_argument("--gpulane", default=os.path.join(ROOT, "build", "gpulane"))
     ap.add_argument("--cycles", type=int, default=3)
     ap.add_argument("--tasks", type=int, default=100000)
-    ap.add_argument("--keep", type=int, default=5, help="daemon.keep_finished, seconds")
+    ap.add_argument("--keep", type=int, default=5, help="daemon.keep_finished, seconds (0: \"forever\", the baseline)")
     args = ap.parse_args()
     nvml = os.path.join(ROOT, "build", "fake_nvml", "current", "libnvidia-ml.so.1")
     fixture = os.path.join(ROOT, "tests", "fixtures", "h200x2-2026-11-30", "nvml_snapshot.json")
@@ -59,7 +59,8 @@ def main():
             p["pid"] = 4000000 - p["pid"]
     json.dump(state_json, open(os.path.join(tmp, "nvml.json"), "w"))
     with open(os.path.join(tmp, "config.toml"), "w") as f:
-        f.write(f'[daemon]\nkeep_finished = "{args.keep}s"\n[telemetry]\nenabled = false\n[web]\nlisten = "off"\n')
+        keep = f"{args.keep}s" if args.keep else "forever"
+        f.write(f'[daemon]\nkeep_finished = "{keep}"\n[telemetry]\nenabled = false\n[web]\nlisten = "off"\n')
     os.makedirs(os.path.join(tmp, "leases"), mode=0o1777)
     os.makedirs(os.path.join(tmp, "work"))
     sock, state = os.path.join(tmp, "sock"), os.path.join(tmp, "state")
@@ -90,6 +91,10 @@ def main():
             r = call(sock, {"op": "cancel", "ids": [first]})
             assert r["ok"], r
             cancel_s = time.perf_counter() - t
+            if not args.keep:  # the baseline: nothing is pruned
+                rows.append((cycle, after_submit, db_mib(state), cancel_s) + (float("nan"),) * 7)
+                print(f"cycle {cycle}: {rows[-1]}", file=sys.stderr)
+                continue
             call(sock, {"op": "ping", "loop_stats": True})  # the daemon's worst turn from here on
             stop.clear()
             p = mp.Process(target=pinger, args=(sock, 0, stop, q))
@@ -114,12 +119,13 @@ def main():
         daemon.wait(30)
         if not any("--keep-dir" == a for a in sys.argv):
             shutil.rmtree(tmp, ignore_errors=True)
-    print(f"{args.cycles} cycles of {args.tasks:,} held tasks submitted and cancelled, daemon.keep_finished = {args.keep}s\n")
+    keep = f"{args.keep}s" if args.keep else "forever"
+    print(f"{args.cycles} cycles of {args.tasks:,} held tasks submitted and cancelled, daemon.keep_finished = \"{keep}\"\n")
     print("| cycle | jobs.db after submit (MiB) | jobs.db after prune (MiB) | cancel (s) | cancel to pruned (s) "
           "| pings | ping p50 (ms) | ping p99 (ms) | ping max (ms) | daemon's worst turn (ms) | worst tick turn (ms) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
-        print("| {} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {} | {:.2f} | {:.2f} | {:.1f} | {:.1f} | {:.1f} |".format(*row))
+        print("| {} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.0f} | {:.2f} | {:.2f} | {:.1f} | {:.1f} | {:.1f} |".format(*row))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@
 namespace gpulane::daemon {
 
 /// Finished jobs removed in one slice (one transaction) at most: a few milliseconds.
-inline constexpr std::size_t kPruneSliceJobs = 2000;
+inline constexpr std::size_t kPruneSliceJobs = 1000;
 /// How often the daemon looks for finished jobs old enough (seconds; shorter for a shorter setting).
 inline constexpr double kPruneCheckEveryS = 60;
 
