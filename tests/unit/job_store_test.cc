@@ -254,6 +254,7 @@ TEST(JobStoreMigration, SchemaFiveJobsGetNoAttempts) {
     ASSERT_EQ(sqlite3_exec(raw,
                            "ALTER TABLE jobs DROP COLUMN attempts; UPDATE jobs SET spec = json_remove(spec, '$.retries');"
                            "DROP TABLE incomplete_arrays; ALTER TABLE jobs DROP COLUMN argv; ALTER TABLE jobs DROP COLUMN isolation;"
+                           "DROP INDEX jobs_finished_end; DROP TABLE pruned_ids; DROP INDEX submissions_first;"
                            "PRAGMA user_version=5;",
                            nullptr, nullptr, nullptr),
               SQLITE_OK)
@@ -317,8 +318,10 @@ TEST(JobStoreMigration, SchemaThreeArraysGetTheirSpecStoredOnce) {
     EXPECT_EQ(**task, 3);
   }
   // Migrated through 4 (array specs), 5 (idempotency keys), 6 (retried jobs' attempts) and 7
-  // (arrays stored in parts) and 8 (array tasks' own commands) to the current 9 (jobs' isolation).
-  EXPECT_EQ(QueryText(db.path(), "PRAGMA user_version"), "9");
+  // (arrays stored in parts), 8 (array tasks' own commands) and 9 (jobs' isolation) to the current
+  // 10 (retention: nothing removed yet).
+  EXPECT_EQ(QueryText(db.path(), "PRAGMA user_version"), "10");
+  EXPECT_EQ(QueryText(db.path(), "SELECT count(*) FROM pruned_ids"), "0");
   EXPECT_EQ(QueryText(db.path(), "SELECT count(*) FROM jobs WHERE isolation IS NOT NULL"), "0") << "older jobs recorded none";
   EXPECT_EQ(QueryText(db.path(), "SELECT count(*) FROM jobs WHERE argv IS NOT NULL"), "0") << "older tasks share their array's command";
   EXPECT_EQ(QueryText(db.path(), "SELECT count(*) FROM incomplete_arrays"), "0");
