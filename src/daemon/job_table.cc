@@ -38,15 +38,42 @@ JobTable::JobTable(store::JobStore& store, std::string jobs_dir, const Clock& cl
 }
 
 Result<std::size_t> JobTable::Recover() {
-  auto jobs = store_.LoadUnfinished(&damaged_);
-  if (!jobs) return jobs.error();
-  for (const auto& row : damaged_)
-    log_(fmt::format("job {} is damaged in the database ({}): kept there as it is and not run", row.id, row.why));
-  for (auto& job : *jobs) {
+  if (Status begun = BeginRecover(); !begun.ok()) return begun.error();
+  while (true) {
+    auto done = LoadRecoverPart(kRecoverPartRows);
+    if (!done) return done.error();
+    if (*done) break;
+  }
+  return FinishRecover();
+}
+
+Status JobTable::BeginRecover() {
+  auto total = store_.CountUnfinished();
+  if (!total) return total.error();
+  recover_ = RecoverProgress{0, *total, 0};
+  return Status::Ok();
+}
+
+Result<bool> JobTable::LoadRecoverPart(std::size_t rows) {
+  auto part = store_.LoadUnfinishedPart(recover_->after_id, rows, &damaged_);
+  if (!part) return part.error();
+  for (auto& job : part->jobs) {
     Index(job);
     CountUser(job, +1);
-    active_.emplace(job.id, std::move(job));
+    active_.emplace_hint(active_.end(), job.id, std::move(job));  // ids grow
   }
+  recover_->loaded += part->jobs.size();
+  recover_->total = std::max(recover_->total, recover_->loaded);  // jobs submitted since it counted are none (refused)
+  recover_->after_id = part->last_id;
+  return part->rows < rows;
+}
+
+Result<std::size_t> JobTable::FinishRecover() {
+  recover_.reset();
+  if (auto odd = store_.UnknownStates()) damaged_.insert(damaged_.end(), odd->begin(), odd->end());
+  else return odd.error();
+  for (const auto& row : damaged_)
+    log_(fmt::format("job {} is damaged in the database ({}): kept there as it is and not run", row.id, row.why));
   // Past use for fair share (the ended jobs whose use has not decayed to nothing) and for
   // limits.max_gpu_hours_per_day (those of the last 24 hours).
   const double now = Now();
@@ -135,7 +162,7 @@ std::optional<Job> JobTable::Find(std::int64_t id) {
 }
 
 void JobTable::Finish(Job& job, JobState state, std::optional<int> exit_code, const std::string& reason,
-                      std::optional<double> end_time, bool stored) {
+                      std::optional<double> end_time, bool stored, bool files) {
   job.state = state;
   job.exit_code = exit_code;
   job.reason = reason;
@@ -159,7 +186,7 @@ void JobTable::Finish(Job& job, JobState state, std::optional<int> exit_code, co
       return;
     }
   }
-  Forget(job);
+  Forget(job, files);
 }
 
 double JobTable::GpusHeld(const Job& job) const {
@@ -277,11 +304,11 @@ std::vector<sched::UserShare> JobTable::ShareTable() {
   return out;
 }
 
-void JobTable::Forget(Job& job) {
+void JobTable::Forget(Job& job, bool files) {
   const std::int64_t id = job.id;
   dirty_.erase(id);
   unstored_ends_.erase(id);
-  JobFiles(jobs_dir_, id).Remove();
+  if (files) JobFiles(jobs_dir_, id).Remove();
   log_(fmt::format("job {} ({}) {}{}{}", id, job.user, store::StateName(job.state),
                    job.exit_code ? fmt::format(" with exit code {}", *job.exit_code) : "",
                    job.reason.empty() ? "" : ": " + job.reason));
