@@ -11,7 +11,6 @@
 // launched meanwhile gets SIGTERM; one that ended is left out of the reply).
 #include <signal.h>
 
-#include <chrono>
 #include <fmt/format.h>
 
 #include "daemon/daemon.h"
@@ -22,17 +21,11 @@ using nlohmann::json;
 using store::Job;
 using store::JobState;
 
-namespace {
-double WallNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-}  // namespace
-
 bool Daemon::CancelPart(CancelInProgress& k) {
   const std::size_t first = k.next, end = std::min(k.ids.size(), k.next + kCancelPartJobs);
   std::vector<Job> rows;  // pending and held jobs as they are stored: cancelled
   const std::string reason = fmt::format("cancelled by {}", k.by);
-  const double now = WallNow();
+  const double now = clock_.WallS();
   for (std::size_t i = first; i < end; ++i) {
     auto it = jobs_->active().find(k.ids[i]);
     if (it == jobs_->active().end() || store::IsFinished(it->second.state)) continue;  // ended meanwhile

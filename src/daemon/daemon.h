@@ -150,6 +150,8 @@ class Daemon {
                               std::vector<int>* indices, std::string* key,
                               std::vector<store::SharedList<std::string>>* task_argv);
   nlohmann::json HandleQueue(const Peer& peer, const nlohmann::json& req);
+  /// The answer to `ping` (with "loading" while the jobs load, and the loop's figures when asked).
+  nlohmann::json Pong(const nlohmann::json& req);
   /// A queue request with "stream": answers the header, then PumpStream sends the text part by part.
   void StartQueueStream(Connection& c, const nlohmann::json& req);
   /// Appends the stream's next part to c.out once the last one is nearly written; at the end the

@@ -291,19 +291,7 @@ void Daemon::HandleParsedRequest(Connection& c, const json& req) {
   }
   try {
     if (op == "ping") {
-      json pong = Ok({{"pid", getpid()}, {"mode", paths_.system ? "system" : "user"}, {"gpus", gpu_count_},
-                      {"socket", paths_.socket}, {"web", WebInfo(web_.get())}});
-      if (const auto& loading = jobs_->loading())
-        pong["loading"] = {{"loaded", loading->loaded}, {"total", loading->total}};
-      // The loop's turns since the last such ping, and the longest (bench/daemon_latency.py).
-      if (req.value("loop_stats", false)) {
-        pong["loop_turns"] = loop_turns_;
-        pong["loop_worst_turn_ms"] = loop_worst_turn_s_ * 1e3;
-        pong["loop_worst_tick_turn_ms"] = loop_worst_tick_turn_s_ * 1e3;
-        loop_turns_ = 0;
-        loop_worst_turn_s_ = loop_worst_tick_turn_s_ = 0;
-      }
-      Reply(c, pong);
+      Reply(c, Pong(req));
     } else if (op == "submit") {
       std::vector<Job> jobs;
       std::vector<int> indices;
@@ -347,6 +335,22 @@ void Daemon::HandleParsedRequest(Connection& c, const json& req) {
   } catch (const json::exception& e) {
     Reply(c, Err(ErrorKind::kInvalidArgument, fmt::format("malformed {} request: {}", op, e.what())));
   }
+}
+
+json Daemon::Pong(const json& req) {
+  json pong = Ok({{"pid", getpid()}, {"mode", paths_.system ? "system" : "user"}, {"gpus", gpu_count_},
+                  {"socket", paths_.socket}, {"web", WebInfo(web_.get())}});
+  // Just started on a large store: how far the loading of its jobs is.
+  if (const auto& loading = jobs_->loading()) pong["loading"] = {{"loaded", loading->loaded}, {"total", loading->total}};
+  // The loop's turns since the last such ping, and the longest (bench/daemon_latency.py).
+  if (req.value("loop_stats", false)) {
+    pong["loop_turns"] = loop_turns_;
+    pong["loop_worst_turn_ms"] = loop_worst_turn_s_ * 1e3;
+    pong["loop_worst_tick_turn_ms"] = loop_worst_tick_turn_s_ * 1e3;
+    loop_turns_ = 0;
+    loop_worst_turn_s_ = loop_worst_tick_turn_s_ = 0;
+  }
+  return pong;
 }
 
 json Daemon::HandleSubmit(const Peer& peer, const json& req, std::vector<Job>* jobs, std::vector<int>* array_indices,

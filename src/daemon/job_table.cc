@@ -37,69 +37,6 @@ JobTable::JobTable(store::JobStore& store, std::string jobs_dir, const Clock& cl
   store_.SetBusyTimeout(limits_.busy_timeout_ms);
 }
 
-Result<std::size_t> JobTable::Recover() {
-  if (Status begun = BeginRecover(); !begun.ok()) return begun.error();
-  while (true) {
-    auto done = LoadRecoverPart(kRecoverPartRows);
-    if (!done) return done.error();
-    if (*done) break;
-  }
-  return FinishRecover();
-}
-
-Status JobTable::BeginRecover() {
-  auto total = store_.CountUnfinished();
-  if (!total) return total.error();
-  recover_ = RecoverProgress{0, *total, 0};
-  return Status::Ok();
-}
-
-Result<bool> JobTable::LoadRecoverPart(std::size_t rows) {
-  auto part = store_.LoadUnfinishedPart(recover_->after_id, rows, &damaged_);
-  if (!part) return part.error();
-  for (auto& job : part->jobs) {
-    Index(job);
-    CountUser(job, +1);
-    active_.emplace_hint(active_.end(), job.id, std::move(job));  // ids grow
-  }
-  recover_->loaded += part->jobs.size();
-  recover_->total = std::max(recover_->total, recover_->loaded);  // jobs submitted since it counted are none (refused)
-  recover_->after_id = part->last_id;
-  return part->rows < rows;
-}
-
-Result<std::size_t> JobTable::FinishRecover() {
-  recover_.reset();
-  if (auto odd = store_.UnknownStates()) damaged_.insert(damaged_.end(), odd->begin(), odd->end());
-  else return odd.error();
-  for (const auto& row : damaged_)
-    log_(fmt::format("job {} is damaged in the database ({}): kept there as it is and not run", row.id, row.why));
-  // Past use for fair share (the ended jobs whose use has not decayed to nothing) and for
-  // limits.max_gpu_hours_per_day (those of the last 24 hours).
-  const double now = Now();
-  const double fair_share_since = now - kUsageKeptHalfLives * limits_.fair_share.half_life_s;
-  const double since = limits_.max_gpu_hours_of ? std::min(fair_share_since, now - sched::kGpuHoursWindowS) : fair_share_since;
-  auto used = store_.UsageSince(since);
-  if (!used) {
-    log_("cannot read past GPU use for fair share: " + used.error().message + "; every user starts from none");
-  } else {
-    for (const auto& row : *used)
-      AddEndedUsage({row.user, row.start_time, row.end_time,
-                     sched::GpuShareOfRequest(row.gpus, row.mem_bytes, limits_.gpu_total_bytes)},
-                    now);
-  }
-  // ImportStatus may finish a job (one that ended while no daemon ran), which erases it from
-  // active_: collect the ids first.
-  std::vector<std::int64_t> handed_over;
-  ForEachUnheld([&](std::int64_t id, const Job& job) {
-    if (job.state == JobState::kLaunching || job.state == JobState::kRunning) handed_over.push_back(id);
-  });
-  for (auto id : handed_over) ImportStatus(id);
-  FlushDirty();
-  schedule_needed_ = true;
-  return handed_over.size();
-}
-
 void JobTable::Index(const Job& job) {
   if (job.state == JobState::kHeld) unheld_.erase(job.id);
   else unheld_.insert(job.id);

@@ -116,7 +116,7 @@ class JobTable {
   struct RecoverProgress {
     std::size_t loaded = 0;
     std::size_t total = 0;
-    std::int64_t after_id = 0;  ///< the next part starts after this id
+    std::vector<std::int64_t> ids;  ///< the unfinished jobs' ids, in order (ids[loaded] is the next)
   };
   const std::optional<RecoverProgress>& loading() const { return recover_; }
   static constexpr std::size_t kRecoverPartRows = 5000;

@@ -590,52 +590,16 @@ Result<std::vector<std::int64_t>> JobStore::ListIds(const JobFilter& filter) {
 Result<std::vector<Job>> JobStore::LoadUnfinished(std::vector<DamagedRow>* damaged) {
   auto jobs = List(JobFilter{}, damaged);
   if (!jobs || !damaged) return jobs;
-  auto odd = UnknownStates();
-  if (!odd) return odd.error();
-  damaged->insert(damaged->end(), odd->begin(), odd->end());
+  if (Status odd = AddUnknownStates(damaged); !odd.ok()) return odd.error();
   return jobs;
 }
 
-Result<std::vector<DamagedRow>> JobStore::UnknownStates() {
-  // A row whose state is none of gpulane's is neither finished nor unfinished: reported too.
-  Stmt odd(db_,
-           "SELECT id, state FROM jobs WHERE state NOT IN "
-           "('pending','held','launching','running','completed','failed','cancelled','timeout') ORDER BY id");
-  std::vector<DamagedRow> out;
-  int rc;
-  while ((rc = odd.Step()) == SQLITE_ROW)
-    out.push_back({sqlite3_column_int64(odd.get(), 0),
-                   fmt::format("its state '{}' is unknown", Text(odd.get(), 1).substr(0, 40))});
-  if (rc != SQLITE_DONE) return DbError(db_, "database: list jobs");
-  return out;
-}
-
-Result<std::size_t> JobStore::CountUnfinished() {
-  Stmt count(db_, FilterSql("COUNT(*)", JobFilter{}, NotIncompleteSql()).c_str());
-  if (!count.ok() || count.Step() != SQLITE_ROW) return DbError(db_, "database: count jobs");
-  return static_cast<std::size_t>(sqlite3_column_int64(count.get(), 0));
-}
-
-Result<JobStore::UnfinishedPart> JobStore::LoadUnfinishedPart(std::int64_t after_id, std::size_t rows,
-                                                              std::vector<DamagedRow>* damaged) {
-  JobFilter filter;
-  filter.min_id = after_id + 1;
-  const std::string sql = FilterSql(kColumns, filter, NotIncompleteSql()) + fmt::format(" LIMIT {}", rows);
-  Stmt select(db_, sql.c_str());
-  if (!select.ok()) return DbError(db_, "database: list jobs");
-  UnfinishedPart part;
-  part.last_id = after_id;
-  int rc;
-  while ((rc = select.Step()) == SQLITE_ROW) {
-    Job job;
-    std::string why = ReadRow(select.get(), &job, [this](std::int64_t array) { return ArraySpec(array); });
-    part.last_id = sqlite3_column_int64(select.get(), 0);
-    ++part.rows;
-    if (why.empty()) part.jobs.push_back(std::move(job));
-    else if (damaged) damaged->push_back({part.last_id, std::move(why)});
-  }
-  if (rc != SQLITE_DONE) return DbError(db_, "database: list jobs");
-  return part;
+Status JobStore::AddUnknownStates(std::vector<DamagedRow>* damaged) {
+  Stmt odd(db_, "SELECT id, state FROM jobs WHERE state NOT IN "
+                "('pending','held','launching','running','completed','failed','cancelled','timeout') ORDER BY id");
+  for (int rc = odd.Step();; rc = odd.Step())
+    if (rc != SQLITE_ROW) return rc == SQLITE_DONE ? Status::Ok() : Status(DbError(db_, "database: list jobs"));
+    else damaged->push_back({sqlite3_column_int64(odd.get(), 0), fmt::format("its state '{}' is unknown", Text(odd.get(), 1).substr(0, 40))});
 }
 
 Result<std::optional<Job>> JobStore::Get(std::int64_t id) {

@@ -105,18 +105,9 @@ class JobStore {
   /// Every job not finished, oldest first; rows that cannot be read are added to `damaged` (when
   /// given) instead.
   Result<std::vector<Job>> LoadUnfinished(std::vector<DamagedRow>* damaged = nullptr);
-  /// The daemon's start in parts (daemon/job_table.h): how many jobs are unfinished, ...
-  Result<std::size_t> CountUnfinished();
-  /// ... the next `rows` unfinished rows after id `after_id`, oldest first (unreadable ones added
-  /// to `damaged`), ...
-  struct UnfinishedPart {
-    std::vector<Job> jobs;
-    std::size_t rows = 0;       ///< rows read, damaged ones included: fewer than asked at the end
-    std::int64_t last_id = 0;   ///< the last row's id (the next part starts after it)
-  };
-  Result<UnfinishedPart> LoadUnfinishedPart(std::int64_t after_id, std::size_t rows, std::vector<DamagedRow>* damaged);
-  /// ... and the rows whose state is none of gpulane's (damaged: neither finished nor unfinished).
-  Result<std::vector<DamagedRow>> UnknownStates();
+  /// Adds to `damaged` the rows whose state is none of gpulane's (neither finished nor unfinished);
+  /// LoadUnfinished does, and the daemon's start in parts (daemon/job_table.h) once all are loaded.
+  Status AddUnknownStates(std::vector<DamagedRow>* damaged);
   /// One job, or nullopt. Errors: kStore "job N is damaged in the database: ..." for a row that
   /// cannot be read; kIo.
   Result<std::optional<Job>> Get(std::int64_t id);
