@@ -46,6 +46,7 @@ ALLOWED = {
         ("unlink(paths_.socket.c_str())", ADMIN + ": its socket"),
     ],
     "daemon/job_files.cc": [
+        ("opendir(jobs_dir.c_str()", STATE),
         ("open(tmp.c_str()", STATE),
         ("rename(tmp.c_str(), path.c_str())", STATE),
         ("open(dir.c_str()", STATE),

@@ -58,7 +58,9 @@ int RunCancel(const std::vector<std::string>& all_words, const std::string& user
   json request = {{"op", "cancel"}, {"ids", *ids}};
   if (!user.empty()) request["user"] = user;
   if (!name.empty()) request["name"] = name;
-  auto answer = CallIfRunning(request, 30, /*error_replies=*/true);
+  // A large cancel is answered once its last part is stored (other clients are served meanwhile):
+  // 300,000 jobs take seconds, more on a busy machine.
+  auto answer = CallIfRunning(request, 300, /*error_replies=*/true);
   if (!answer) return Fail(answer.error());
   if (!*answer)  // no daemon: no jobs
     return Fail(ids->empty() ? NothingWithoutDaemon("no queued or running job matches " + Filter(user, name))

@@ -147,6 +147,11 @@ int RunDaemonStatus() {
     out = fmt::format("gpulane daemon: running ({} mode), pid {}\nsocket:    {}\n", mode, p.value("pid", 0),
                       p.value("socket", "?"));
     if (mode == "user") out += StateLine(user) + "\n";
+    // Just started on a large store: its jobs are read in parts while it answers (issue 23, item 8).
+    if (const auto loading = p.find("loading"); loading != p.end() && loading->is_object())
+      out += fmt::format("loading:   its jobs, {} of {} read; queue, submit and the other job commands answer once all "
+                         "are in\n",
+                         loading->value("loaded", 0), loading->value("total", 0));
     out += DashboardLine(p.value("web", nlohmann::json::object())) + "\n";
   } else {
     out = fmt::format("gpulane daemon: not running (nothing answers on {})\n{}\n", user.socket, StateLine(user));

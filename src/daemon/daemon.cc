@@ -273,13 +273,47 @@ void Daemon::UpdateStoreMarker() {
 }
 
 void Daemon::Recover() {
-  auto adopted = jobs_->Recover();
-  if (!adopted) {
-    Log("cannot load jobs: " + adopted.error().message);
+  if (Status begun = jobs_->BeginRecover(); !begun.ok()) {
+    Log("cannot load jobs: " + begun.error().message);
     return;
   }
-  Log(fmt::format("started ({} mode): {} unfinished jobs, {} handed to supervisors before", paths_.system ? "system" : "user",
-                  jobs_->active().size(), *adopted));
+  LoadJobs(settings_.load_before_listen_s);
+  if (const auto& loading = jobs_->loading())
+    Log(fmt::format("loading {} unfinished jobs ({} so far): clients are answered meanwhile, the job commands once done",
+                    loading->total, loading->loaded));
+}
+
+// Loads parts of the unfinished jobs (JobTable::LoadRecoverPart) for about `budget_s` seconds;
+// once the last is in, finishes the start as Recover always did (the supervisors' status read,
+// launches decided on the whole table). A part the store refuses is tried again a second later.
+void Daemon::LoadJobs(double budget_s) {
+  const double start = clock_.MonotonicS();
+  if (start < load_retry_at_s_) return;
+  while (jobs_->loading() && clock_.MonotonicS() - start < budget_s) {
+    auto done = jobs_->LoadRecoverPart(settings_.load_part_rows);
+    if (!done) {
+      if (load_error_ != done.error().message) Log("cannot load jobs (tried again every second): " + done.error().message);
+      load_error_ = done.error().message;
+      load_retry_at_s_ = clock_.MonotonicS() + 1;
+      return;
+    }
+    if (!*done) continue;
+    auto adopted = jobs_->FinishRecover();
+    if (!adopted) {
+      Log("cannot load jobs: " + adopted.error().message);
+      return;
+    }
+    Log(fmt::format("started ({} mode): {} unfinished jobs, {} handed to supervisors before", paths_.system ? "system" : "user",
+                    jobs_->active().size(), *adopted));
+    schedule_needed_ = true;
+  }
+}
+
+std::string Daemon::LoadingLine() const {
+  const auto& loading = jobs_->loading();
+  return fmt::format("the gpulane daemon has just started and is still loading its jobs ({} of {} read), so its queue is "
+                     "not complete yet: try again in a few seconds (gpulane daemon status says how far it is)",
+                     loading ? loading->loaded : 0, loading ? loading->total : 0);
 }
 
 int Daemon::Run() {
@@ -289,13 +323,15 @@ int Daemon::Run() {
     return ExitCodeFor(s.error().kind);
   }
   auto log = [this](const std::string& line) { Log(line); };
-  RunGuarded("launching jobs", [&] { jobs_->LaunchEligible(); }, log);
+  if (!jobs_->loading()) RunGuarded("launching jobs", [&] { jobs_->LaunchEligible(); }, log);
   RunGuarded("storing job updates", [&] { jobs_->FlushDirty(); }, log);
   Loop();
   if (line_dir_) line_dir_->RemoveLineShares();  // no stale order once nobody keeps it current
   // Arrays being stored are finished first (a second at most, for 100,000 tasks) and answered.
   while (!arrays_.empty())
     if (RunGuarded("storing arrays", [&] { StoreArrayParts(3600); }, log)) FailArrays();
+  while (!cancels_.empty())  // and cancels in progress (a few seconds at most for 300,000 jobs)
+    if (RunGuarded("cancelling in parts", [&] { CancelSlices(3600); }, log)) FailCancels();
   RunGuarded("writing replies", [&] { WriteAndClose(); }, log);
   web_.reset();  // stops gpulane-web
   unlink(paths_.socket.c_str());

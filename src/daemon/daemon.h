@@ -18,6 +18,7 @@
 #include "daemon/job_files.h"
 #include "daemon/job_table.h"
 #include "daemon/launcher.h"
+#include "daemon/outcome.h"
 #include "daemon/parse_worker.h"
 #include "daemon/retention.h"
 #include "daemon/sampler_thread.h"
@@ -61,8 +62,8 @@ struct Connection {
   bool close_after_write = false;
   /// A streamed reply being sent (queue_stream.h); requests behind it wait until it is done.
   std::shared_ptr<QueueStream> stream;
-  /// An array submission of this connection is being stored (part by part, Daemon::StoreArrayParts):
-  /// requests behind it wait until it is answered.
+  /// An array submission or a large cancel of this connection is being stored (part by part,
+  /// Daemon::StoreArrayParts, Daemon::CancelSlices): requests behind it wait until it is answered.
   bool storing = false;
   /// Its last frame is being parsed off the loop (ParseWorker): requests behind it wait.
   bool parsing = false;
@@ -87,7 +88,13 @@ class Daemon {
   // Start-up (daemon.cc).
   Status Setup();
   Status OpenSocket();
+  /// Begins loading the unfinished jobs and loads them for settings_.load_before_listen_s.
   void Recover();
+  /// Loads more of the unfinished jobs for about `budget_s` seconds (none when 0), and finishes
+  /// the start once all are in (daemon.cc).
+  void LoadJobs(double budget_s);
+  /// The error a job command gets while the jobs are loading (kUnavailable), for people.
+  std::string LoadingLine() const;
   /// Records the store's largest job id in its marker (store_marker.h) when it has grown.
   void UpdateStoreMarker();
   // Event loop (server.cc).
@@ -144,6 +151,8 @@ class Daemon {
                               std::vector<int>* indices, std::string* key,
                               std::vector<store::SharedList<std::string>>* task_argv);
   nlohmann::json HandleQueue(const Peer& peer, const nlohmann::json& req);
+  /// The answer to `ping` (with "loading" while the jobs load, and the loop's figures when asked).
+  nlohmann::json Pong(const nlohmann::json& req);
   /// A queue request with "stream": answers the header, then PumpStream sends the text part by part.
   void StartQueueStream(Connection& c, const nlohmann::json& req);
   /// Appends the stream's next part to c.out once the last one is nearly written; at the end the
@@ -151,7 +160,9 @@ class Daemon {
   void PumpStream(Connection& c);
   nlohmann::json HandleSnapshot(const nlohmann::json& req);
   nlohmann::json HandleShow(const Peer& peer, const nlohmann::json& req);
-  nlohmann::json HandleCancel(const Peer& peer, const nlohmann::json& req);
+  /// Cancels what the request names, in parts (cancel_slices.cc): answered at once when the
+  /// first turn's parts cancel all of it, else once the last part is stored.
+  void HandleCancel(Connection& c, const nlohmann::json& req);
   nlohmann::json HandleHold(const Peer& peer, const nlohmann::json& req, bool hold);
   nlohmann::json HandleLogs(const Peer& peer, const nlohmann::json& req);
   bool HandleWait(Connection& c, const nlohmann::json& req);
@@ -176,8 +187,8 @@ class Daemon {
   // Jobs: the job table (job_table.h).
   /// Ends a job (JobTable::Finish).
   void Finish(store::Job& job, store::JobState state, std::optional<int> exit_code, const std::string& reason,
-              std::optional<double> end_time, bool stored = false) {
-    jobs_->Finish(job, state, exit_code, reason, end_time, stored);
+              std::optional<double> end_time, bool stored = false, bool files = true) {
+    jobs_->Finish(job, state, exit_code, reason, end_time, stored, files);
   }
   void MarkDirty(const store::Job& job) { jobs_->MarkDirty(job); }
   std::optional<store::Job> FindJob(std::int64_t id) { return jobs_->Find(id); }
@@ -238,6 +249,36 @@ class Daemon {
     /// Connections that submitted it again with its idempotency key meanwhile (fd, serial).
     std::vector<std::pair<int, std::uint64_t>> repeats;
   };
+  /// A cancel of many jobs, done in parts of kCancelPartJobs jobs, one transaction each
+  /// (cancel_slices.cc): 300,000 held tasks cancelled at once held the loop 11.5 s for everyone.
+  struct CancelInProgress {
+    int fd;
+    std::uint64_t serial;                 ///< Connection::serial
+    std::string by;                       ///< who cancels (their user name, for the jobs' reason)
+    std::vector<std::int64_t> ids;        ///< the jobs to cancel, in order
+    std::size_t next = 0;                 ///< ids[next] is the first not yet cancelled
+    Outcome out;                          ///< what is durably done so far, and what failed
+  };
+  static constexpr std::size_t kCancelPartJobs = 1000;
+  static constexpr double kCancelTurnBudgetS = 0.02;  ///< cancel parts done in one turn, at most about this long
+  std::deque<CancelInProgress> cancels_;               ///< oldest first
+  /// Cancels the next parts of `k` for about `budget_s` seconds (one part at least); true once
+  /// all of it is done (or a part could not be stored: then nothing of that part or after it is
+  /// cancelled, and k.out says so).
+  bool CancelParts(CancelInProgress& k, double budget_s);
+  /// One part of `k` (kCancelPartJobs jobs, one transaction); false when the store refused it.
+  bool CancelPart(CancelInProgress& k);
+  /// CancelParts of the cancels in progress, oldest first, for about `budget_s` seconds; answers
+  /// each one's client when done and handles the requests behind it.
+  void CancelSlices(double budget_s);
+  /// The cancels in progress when doing one threw: the first one's client gets an error (what
+  /// was stored of it stays cancelled, and the reply says how many).
+  void FailCancels();
+  static constexpr double kStreamTurnBudgetS = 0.005;  ///< a streamed listing's parts made in one turn, about this long
+  /// Parts of the unfinished jobs (DaemonSettings::load_part_rows) loaded in one turn at the start, about this long.
+  static constexpr double kLoadTurnBudgetS = 0.02;
+  double load_retry_at_s_ = 0;  ///< monotonic seconds before which a refused part is not tried again
+  std::string load_error_;      ///< the last refused part's error (logged when it changes)
   static constexpr std::size_t kArrayPartTasks = 250;
   static constexpr double kArrayTurnBudgetS = 0.003;  ///< array parts stored in one turn, at most about this long
   std::deque<ArrayInProgress> arrays_;                  ///< oldest first

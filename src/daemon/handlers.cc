@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "daemon/daemon.h"
+#include "daemon/outcome.h"
 #include "daemon/queue_stream.h"
 #include "exec/device_isolation.h"
 #include "exec/job_env.h"
@@ -134,48 +135,6 @@ class Resolver {
   std::map<std::int64_t, Job> stored_;
   std::map<std::int64_t, Array> arrays_;
   std::map<std::int64_t, Error> damaged_;  ///< rows found that cannot be read (kStore), by id
-};
-
-// What a command over several jobs did: the jobs it acted on, and a line and a code for each id it
-// could not act on (README, "Exit codes": the first failure's code is the command's).
-class Outcome {
- public:
-  void Done(const Job& job) {
-    ids_.push_back(job.id);
-    texts_.push_back(store::JobIdText(job));
-  }
-  // `job` (also Done) is acted on, and the change completes once its supervisor has acted: a
-  // cancelled job that runs or waits for GPUs (SIGTERM sent), one leaving the line to be held.
-  void InProgress(const Job& job) { in_progress_.push_back(store::JobIdText(job)); }
-  void Failed(ErrorKind kind, const std::string& id, const std::string& message) {
-    if (failed_.empty()) first_ = Error{kind, message};
-    failed_.push_back({{"id", id}, {"error", message}, {"code", proto::KindName(kind)}});
-    errors_.push_back(message);
-  }
-  bool failed() const { return !failed_.empty(); }
-  // Adds "failed" ({id, error, code} each) and "errors" (the lines) to a response.
-  json& WithFailures(json& body) const {
-    body["failed"] = failed_;
-    body["errors"] = errors_;
-    return body;
-  }
-  // The first failure's error response, with every failure.
-  json ErrorReply() const {
-    json body = Err(first_.kind, first_.message);
-    return WithFailures(body);
-  }
-  // `done` names the field of the jobs acted on ("cancelled": ids, "cancelled_text": "12_3" ...).
-  // The error response when nothing was done.
-  json Reply(const std::string& done) const {
-    if (ids_.empty() && failed()) return ErrorReply();
-    json body = Ok({{done, ids_}, {done + "_text", texts_}, {"in_progress_text", in_progress_}});
-    return WithFailures(body);
-  }
-
- private:
-  json ids_ = json::array(), texts_ = json::array(), failed_ = json::array(), errors_ = json::array();
-  json in_progress_ = json::array();
-  Error first_;
 };
 
 // "job 12_3" or "array 12", for messages.
@@ -323,19 +282,15 @@ void Daemon::HandleParsedRequest(Connection& c, const json& req) {
   // for its group commit is committed (and answered) before anything else is answered.
   if (op != "submit" && std::any_of(submits_.begin(), submits_.end(), [&](const PendingSubmit& s) { return s.fd == c.fd; }))
     CommitSubmissions();
+  // While the jobs load at the start, only ping is answered (with how far it is): the other
+  // requests would see or decide on an incomplete table.
+  if (jobs_->loading() && op != "ping") {
+    Reply(c, Err(ErrorKind::kUnavailable, LoadingLine()));
+    return;
+  }
   try {
     if (op == "ping") {
-      json pong = Ok({{"pid", getpid()}, {"mode", paths_.system ? "system" : "user"}, {"gpus", gpu_count_},
-                      {"socket", paths_.socket}, {"web", WebInfo(web_.get())}});
-      // The loop's turns since the last such ping, and the longest (bench/daemon_latency.py).
-      if (req.value("loop_stats", false)) {
-        pong["loop_turns"] = loop_turns_;
-        pong["loop_worst_turn_ms"] = loop_worst_turn_s_ * 1e3;
-        pong["loop_worst_tick_turn_ms"] = loop_worst_tick_turn_s_ * 1e3;
-        loop_turns_ = 0;
-        loop_worst_turn_s_ = loop_worst_tick_turn_s_ = 0;
-      }
-      Reply(c, pong);
+      Reply(c, Pong(req));
     } else if (op == "submit") {
       std::vector<Job> jobs;
       std::vector<int> indices;
@@ -363,7 +318,7 @@ void Daemon::HandleParsedRequest(Connection& c, const json& req) {
       // `queue` shows every user's jobs.
       Reply(c, WithStoreWarnings(Ok({{"users", ShareRowsToJson(jobs_->ShareTable())}, {"half_life_s", jobs_->half_life_s()}})));
     } else if (op == "cancel") {
-      Reply(c, HandleCancel(c.peer, req));
+      HandleCancel(c, req);
     } else if (op == "hold" || op == "release") {
       Reply(c, HandleHold(c.peer, req, op == "hold"));
     } else if (op == "logs") {
@@ -379,6 +334,22 @@ void Daemon::HandleParsedRequest(Connection& c, const json& req) {
   } catch (const json::exception& e) {
     Reply(c, Err(ErrorKind::kInvalidArgument, fmt::format("malformed {} request: {}", op, e.what())));
   }
+}
+
+json Daemon::Pong(const json& req) {
+  json pong = Ok({{"pid", getpid()}, {"mode", paths_.system ? "system" : "user"}, {"gpus", gpu_count_},
+                  {"socket", paths_.socket}, {"web", WebInfo(web_.get())}});
+  // Just started on a large store: how far the loading of its jobs is.
+  if (const auto& loading = jobs_->loading()) pong["loading"] = {{"loaded", loading->loaded}, {"total", loading->total}};
+  // The loop's turns since the last such ping, and the longest (bench/daemon_latency.py).
+  if (req.value("loop_stats", false)) {
+    pong["loop_turns"] = loop_turns_;
+    pong["loop_worst_turn_ms"] = loop_worst_turn_s_ * 1e3;
+    pong["loop_worst_tick_turn_ms"] = loop_worst_tick_turn_s_ * 1e3;
+    loop_turns_ = 0;
+    loop_worst_turn_s_ = loop_worst_tick_turn_s_ = 0;
+  }
+  return pong;
 }
 
 json Daemon::HandleSubmit(const Peer& peer, const json& req, std::vector<Job>* jobs, std::vector<int>* array_indices,
@@ -756,7 +727,11 @@ void Daemon::PumpStream(Connection& c) {
     if (auto jobs = store_->List(part))
       for (auto& job : *jobs) s.jobs.stored.emplace(job.id, std::move(job));
   }
-  for (std::size_t n = 0; s.next < s.jobs.ids.size() && text.size() < kStreamPartBytes && n < kStreamPartJobs; ++n) {
+  // A part read from the store ("all") is kStreamPartJobs jobs at most (about 50 us a job); one
+  // of the table's jobs costs a few microseconds, so such a part is bounded by its bytes alone:
+  // 200 rows a part made a 5,000-job queue take 25 parts, one a turn (issue 23, item 8).
+  for (std::size_t n = 0; s.next < s.jobs.ids.size() && text.size() < kStreamPartBytes && (!s.jobs.filter || n < kStreamPartJobs);
+       ++n) {
     const std::int64_t id = s.jobs.ids[s.next++];
     std::optional<Job> ended;  // ended since the request: listed as the store has it now
     const Job* job = s.jobs.Find(id, jobs_->active());
@@ -826,45 +801,32 @@ json Daemon::HandleShow(const Peer& peer, const json& req) {
   return out.WithFailures(body);
 }
 
-json Daemon::HandleCancel(const Peer& peer, const json& req) {
+void Daemon::HandleCancel(Connection& c, const json& req) {
+  const Peer& peer = c.peer;
   auto refs = RefsOfIds(req, "cancel");
-  if (!refs) return Err(refs.error().kind, refs.error().message);
+  if (!refs) return Reply(c, Err(refs.error().kind, refs.error().message));
   const std::string user = req.value("user", ""), name = req.value("name", "");
   if (refs->empty() && user.empty() && name.empty())
-    return Err(ErrorKind::kInvalidArgument, "cancel: give job ids, a user or a name");
+    return Reply(c, Err(ErrorKind::kInvalidArgument, "cancel: give job ids, a user or a name"));
   Resolver resolve(*store_, jobs_->active());
-  Outcome out;
+  CancelInProgress k{c.fd, c.serial, peer.user, {}, 0, {}};
   std::set<std::int64_t> seen;
-  std::vector<Job*> never_ran;  // pending and held: cancelled here, stored together below
-  auto cancel = [&](Job& job) {
-    if (!seen.insert(job.id).second) return;
-    if (job.state == JobState::kPending || job.state == JobState::kHeld) {
-      job.state = JobState::kCancelled;
-      job.exit_code.reset();
-      job.reason = fmt::format("cancelled by {}", peer.user);
-      job.end_time = Now();
-      never_ran.push_back(&job);
-    } else {
-      jobs_->RequestCancel(job.id);
-      job.reason = fmt::format("cancelling (by {})", peer.user);
-      if (job.supervisor_pid) kill(*job.supervisor_pid, SIGTERM);
-      out.InProgress(job);
-    }
-    out.Done(job);
+  auto cancel = [&](const Job& job) {
+    if (seen.insert(job.id).second) k.ids.push_back(job.id);
   };
   for (const store::JobRef& ref : *refs) {
     auto named = resolve(ref);
     if (!named) {
-      out.Failed(named.error().kind, store::FormatJobRef(ref), named.error().message);
+      k.out.Failed(named.error().kind, store::FormatJobRef(ref), named.error().message);
       continue;
     }
-    if (auto refused = Refuse(peer, *named, resolve, "cancel", out)) {
+    if (auto refused = Refuse(peer, *named, resolve, "cancel", k.out)) {
       Log(*refused);
       continue;
     }
     std::vector<Job*> live = Live(jobs_->active(), *named);
     if (live.empty()) {
-      out.Failed(ErrorKind::kWrongState, named->text, Ended(*named, resolve));
+      k.out.Failed(ErrorKind::kWrongState, named->text, Ended(*named, resolve));
       continue;
     }
     for (Job* job : live) cancel(*job);
@@ -875,24 +837,31 @@ json Daemon::HandleCancel(const Peer& peer, const json& req) {
     if (!name.empty()) filter += (filter.empty() ? "--name " : " --name ") + name;
     if (!user.empty() && user != peer.user && !peer.admin) {
       Log(fmt::format("refused: {} (uid {}) may not cancel the jobs of {}", peer.user, peer.uid, user));
-      out.Failed(ErrorKind::kPermission, filter, fmt::format("--user {}: only {} or an admin may cancel their jobs", user, user));
+      k.out.Failed(ErrorKind::kPermission, filter, fmt::format("--user {}: only {} or an admin may cancel their jobs", user, user));
     } else {
-      std::vector<Job*> matched;
-      for (auto& [id, job] : jobs_->active())
-        if (!store::IsFinished(job.state) && (user.empty() ? peer.admin || job.uid == peer.uid : job.user == user) && (name.empty() || job.spec.name == name))
-          matched.push_back(&job);
-      if (matched.empty()) out.Failed(ErrorKind::kNotFound, filter, fmt::format("no queued or running job matches {}", filter));
-      for (Job* job : matched) cancel(*job);
+      std::size_t matched = 0;
+      // One user's own jobs through their index (IdsOfUid), not a walk of everyone's.
+      auto match = [&](const Job& job) {
+        if (store::IsFinished(job.state) || (!user.empty() && job.user != user) || (!name.empty() && job.spec.name != name))
+          return;
+        ++matched;
+        cancel(job);
+      };
+      if (user.empty() && !peer.admin) {
+        for (std::int64_t id : jobs_->IdsOfUid(peer.uid))
+          if (auto it = jobs_->active().find(id); it != jobs_->active().end()) match(it->second);
+      } else {
+        for (const auto& [id, job] : jobs_->active()) match(job);
+      }
+      if (!matched) k.out.Failed(ErrorKind::kNotFound, filter, fmt::format("no queued or running job matches {}", filter));
     }
   }
-  if (!never_ran.empty()) {
-    // One transaction (one fsync) for all of them: cancelling a 10,000-task array takes a moment, not minutes.
-    Status s = store_->Update(std::vector<const Job*>(never_ran.begin(), never_ran.end()));
-    jobs_->NoteWrite(s);
-    if (!s.ok()) Log("cannot store cancellations: " + s.error().message + "; written again on later turns");
-    for (Job* job : never_ran) Finish(*job, JobState::kCancelled, std::nullopt, job->reason, job->end_time, s.ok());
-  }
-  return out.Reply("cancelled");
+  // The jobs are cancelled in parts, one transaction each (cancel_slices.cc): a few thousand now,
+  // the rest on the next turns, other clients served in between; this client is answered once
+  // the last part is stored.
+  if (CancelParts(k, kCancelTurnBudgetS)) return Reply(c, k.out.Reply("cancelled"));
+  c.storing = true;
+  cancels_.push_back(std::move(k));
 }
 
 json Daemon::HandleHold(const Peer& peer, const json& req, bool hold) {

@@ -1,5 +1,6 @@
 #include "daemon/job_files.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -233,6 +234,16 @@ std::optional<std::int64_t> JobIdOfFile(const std::string& name) {
     id = id * 10 + (name[i] - '0');
   }
   return id;
+}
+
+std::optional<std::set<std::int64_t>> JobIdsWithFiles(const std::string& jobs_dir) {
+  DIR* dir = opendir(jobs_dir.c_str());
+  if (!dir) return std::nullopt;
+  std::set<std::int64_t> ids;
+  while (const dirent* entry = readdir(dir))
+    if (auto id = JobIdOfFile(entry->d_name)) ids.insert(*id);
+  closedir(dir);
+  return ids;
 }
 
 }  // namespace gpulane::daemon

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -121,5 +122,8 @@ class JobFiles {
 
 /// The job id of a file name in the jobs folder ("12.status.json" -> 12), or nullopt.
 std::optional<std::int64_t> JobIdOfFile(const std::string& name);
+/// The ids of the jobs that have a file in `jobs_dir` (one listing of the folder); nullopt when it
+/// cannot be read.
+std::optional<std::set<std::int64_t>> JobIdsWithFiles(const std::string& jobs_dir);
 
 }  // namespace gpulane::daemon

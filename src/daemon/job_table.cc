@@ -37,42 +37,6 @@ JobTable::JobTable(store::JobStore& store, std::string jobs_dir, const Clock& cl
   store_.SetBusyTimeout(limits_.busy_timeout_ms);
 }
 
-Result<std::size_t> JobTable::Recover() {
-  auto jobs = store_.LoadUnfinished(&damaged_);
-  if (!jobs) return jobs.error();
-  for (const auto& row : damaged_)
-    log_(fmt::format("job {} is damaged in the database ({}): kept there as it is and not run", row.id, row.why));
-  for (auto& job : *jobs) {
-    Index(job);
-    CountUser(job, +1);
-    active_.emplace(job.id, std::move(job));
-  }
-  // Past use for fair share (the ended jobs whose use has not decayed to nothing) and for
-  // limits.max_gpu_hours_per_day (those of the last 24 hours).
-  const double now = Now();
-  const double fair_share_since = now - kUsageKeptHalfLives * limits_.fair_share.half_life_s;
-  const double since = limits_.max_gpu_hours_of ? std::min(fair_share_since, now - sched::kGpuHoursWindowS) : fair_share_since;
-  auto used = store_.UsageSince(since);
-  if (!used) {
-    log_("cannot read past GPU use for fair share: " + used.error().message + "; every user starts from none");
-  } else {
-    for (const auto& row : *used)
-      AddEndedUsage({row.user, row.start_time, row.end_time,
-                     sched::GpuShareOfRequest(row.gpus, row.mem_bytes, limits_.gpu_total_bytes)},
-                    now);
-  }
-  // ImportStatus may finish a job (one that ended while no daemon ran), which erases it from
-  // active_: collect the ids first.
-  std::vector<std::int64_t> handed_over;
-  ForEachUnheld([&](std::int64_t id, const Job& job) {
-    if (job.state == JobState::kLaunching || job.state == JobState::kRunning) handed_over.push_back(id);
-  });
-  for (auto id : handed_over) ImportStatus(id);
-  FlushDirty();
-  schedule_needed_ = true;
-  return handed_over.size();
-}
-
 void JobTable::Index(const Job& job) {
   if (job.state == JobState::kHeld) unheld_.erase(job.id);
   else unheld_.insert(job.id);
@@ -135,7 +99,7 @@ std::optional<Job> JobTable::Find(std::int64_t id) {
 }
 
 void JobTable::Finish(Job& job, JobState state, std::optional<int> exit_code, const std::string& reason,
-                      std::optional<double> end_time, bool stored) {
+                      std::optional<double> end_time, bool stored, bool files) {
   job.state = state;
   job.exit_code = exit_code;
   job.reason = reason;
@@ -159,7 +123,7 @@ void JobTable::Finish(Job& job, JobState state, std::optional<int> exit_code, co
       return;
     }
   }
-  Forget(job);
+  Forget(job, files);
 }
 
 double JobTable::GpusHeld(const Job& job) const {
@@ -277,11 +241,11 @@ std::vector<sched::UserShare> JobTable::ShareTable() {
   return out;
 }
 
-void JobTable::Forget(Job& job) {
+void JobTable::Forget(Job& job, bool files) {
   const std::int64_t id = job.id;
   dirty_.erase(id);
   unstored_ends_.erase(id);
-  JobFiles(jobs_dir_, id).Remove();
+  if (files) JobFiles(jobs_dir_, id).Remove();
   log_(fmt::format("job {} ({}) {}{}{}", id, job.user, store::StateName(job.state),
                    job.exit_code ? fmt::format(" with exit code {}", *job.exit_code) : "",
                    job.reason.empty() ? "" : ": " + job.reason));

@@ -15,9 +15,10 @@ namespace gpulane::daemon {
 
 /// A part is sent when less than this is still waiting to be written to the client ...
 inline constexpr std::size_t kStreamLowWaterBytes = 64u << 10;
-/// ... and holds the text of the next jobs up to about this much, or this many jobs, whichever
-/// comes first (a part of jobs read from the store costs about 50 us a job on the 2-core machine,
-/// bench/results/daemon_latency-2026-12-03.md: 200 keep a turn near 10 ms).
+/// ... and holds the text of the next jobs up to about this much, or, for jobs read from the store
+/// ("all"), this many jobs, whichever comes first (a part of jobs read from the store costs about
+/// 50 us a job on the 2-core machine, bench/results/daemon_latency-2026-12-03.md: 200 keep a turn
+/// near 10 ms; the table's unfinished jobs cost a few microseconds each).
 inline constexpr std::size_t kStreamPartBytes = 256u << 10;
 inline constexpr std::size_t kStreamPartJobs = 200;
 

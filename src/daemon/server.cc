@@ -344,14 +344,16 @@ void Daemon::ReadStatusEvents() {
       p += sizeof(inotify_event) + e->len;
     }
   }
-  for (std::int64_t id : changed) jobs_->ImportStatus(id);
+  // While the jobs load, FinishRecover reads every handed-over job's status once all are in.
+  if (!jobs_->loading())
+    for (std::int64_t id : changed) jobs_->ImportStatus(id);
   schedule_needed_ = true;
 }
 
 // Liveness of supervisors, clients' deadlines and idle connections.
 void Daemon::Tick() {
   if (web_) web_->Tick(clock_.MonotonicS());
-  jobs_->CheckSupervisors();
+  if (!jobs_->loading()) jobs_->CheckSupervisors();
   if (limit_watch_) limit_watch_->Check(limit_dir_->Read().leases, clock_.WallS());
   UpdateStoreMarker();
   schedule_needed_ = true;
@@ -395,8 +397,14 @@ void Daemon::CheckConnections(double now) {
 void Daemon::WriteAndClose() {
   std::vector<int> to_close;
   for (auto& [fd, c] : connections_) {
-    if (c.stream) PumpStream(c);
-    WriteTo(c);
+    // A streamed listing goes on while its client takes it as fast as it is made, for a few
+    // milliseconds a turn: one part a turn made `queue` take 1.2-3.1 s during a submission flood,
+    // whose turns are each as long as a commit (issue 23, item 8).
+    const double stream_start_s = c.stream ? clock_.MonotonicS() : 0;
+    do {
+      if (c.stream) PumpStream(c);
+      WriteTo(c);
+    } while (c.stream && c.out.empty() && clock_.MonotonicS() - stream_start_s < kStreamTurnBudgetS);
     if (c.close_after_write && c.out.empty() && !Paused(c)) to_close.push_back(fd);
   }
   for (int fd : to_close) CloseConnection(fd);
@@ -425,10 +433,15 @@ void Daemon::LoopTurn(double& last_tick_s) {
     const short out = c.out.empty() ? 0 : POLLOUT;
     fds.push_back({fd, static_cast<short>(c.stream ? POLLOUT : Paused(c) ? out : POLLIN | out), 0});
   }
-  // Arrays being stored and connections to resume do not wait: poll only looks.
-  const bool more_now = !arrays_.empty() || !resume_.empty() || retention_.more;
+  // Arrays being stored, cancels in parts, retention's slices and connections to resume do not
+  // wait: poll only looks.
+  const bool more_now = !arrays_.empty() || !resume_.empty() || !cancels_.empty() || retention_.more ||
+                        (jobs_->loading() && clock_.MonotonicS() >= load_retry_at_s_);
   poll(fds.data(), fds.size(), more_now ? 0 : static_cast<int>(std::min(250.0, settings_.tick_s * 1000)));
   const double turn_start_s = clock_.MonotonicS();
+  // Loading the jobs at the start: a part a turn, before this turn's requests (each answered,
+  // those about jobs with "still loading" until the last part is in).
+  if (jobs_->loading()) RunGuarded("loading jobs", [&] { LoadJobs(kLoadTurnBudgetS); }, log);
   if (fds[1].revents & POLLIN) RunGuarded("reading signals", [&] { ReadSignals(); }, log);
   if (fds[2].revents & POLLIN) RunGuarded("reading supervisors' status", [&] { ReadStatusEvents(); }, log);
   for (std::size_t i = kFirstConnection; i < fds.size(); ++i) {
@@ -444,6 +457,8 @@ void Daemon::LoopTurn(double& last_tick_s) {
   // A few milliseconds of array parts a turn (array_submit.cc): requests read this turn were
   // handled already, the ones of the next turn come next.
   if (RunGuarded("storing arrays", [&] { StoreArrayParts(kArrayTurnBudgetS); }, log)) FailArrays();
+  // Likewise a large cancel's parts (cancel_slices.cc).
+  if (RunGuarded("cancelling in parts", [&] { CancelSlices(kCancelTurnBudgetS); }, log)) FailCancels();
   RunGuarded("resuming connections", [&] { ResumeConnections(); }, log);
   if (RunGuarded("storing submissions", [&] { CommitSubmissions(); }, log)) FailSubmissions();
   const double now = clock_.MonotonicS();
@@ -452,13 +467,14 @@ void Daemon::LoopTurn(double& last_tick_s) {
     last_tick_s = now;
     ticked = true;
     RunGuarded("checking supervisors", [&] { Tick(); }, log);
-    RunGuarded("sharing with the lease line", [&] { ShareWithLeaseLine(); }, log);
+    if (!jobs_->loading()) RunGuarded("sharing with the lease line", [&] { ShareWithLeaseLine(); }, log);
   }
   const bool table_changed = jobs_->TakeScheduleNeeded();
-  if (std::exchange(schedule_needed_, false) || table_changed)
+  if (!jobs_->loading() && (std::exchange(schedule_needed_, false) || table_changed))
     RunGuarded("launching jobs", [&] { jobs_->LaunchEligible(); }, log);
   RunGuarded("storing job updates", [&] { jobs_->FlushDirty(); }, log);
-  RunGuarded("removing old finished jobs", [&] { PruneFinished(); }, log);  // retention.cc: one slice
+  // retention.cc: one slice; not while loading (the jobs that unfinished ones wait for are spared)
+  if (!jobs_->loading()) RunGuarded("removing old finished jobs", [&] { PruneFinished(); }, log);
   RunGuarded("answering waiters", [&] { AnswerWaiters(); }, log);
   RunGuarded("writing replies", [&] { WriteAndClose(); }, log);
   // How long this turn held the loop, past poll (`ping` with loop_stats tells), apart for the

@@ -57,9 +57,12 @@ Result<DaemonSettings> SettingsFromEnvironment(const EnvLookup& lookup) {
                         ReadSeconds(env, "GPULANE_DAEMON_IDLE_TIMEOUT", kMinIdleTimeoutS, kMaxIdleTimeoutS, &s.idle_timeout_s),
                         ReadSeconds(env, "GPULANE_DAEMON_STORE_BUSY_TIMEOUT", kMinStoreBusyTimeoutS, kMaxStoreBusyTimeoutS,
                                     &s.store_busy_timeout_s),
+                        ReadSeconds(env, "GPULANE_DAEMON_LOAD_BEFORE_LISTEN", kMinLoadBeforeListenS, kMaxLoadBeforeListenS,
+                                    &s.load_before_listen_s),
                         ReadCount(env, "GPULANE_DAEMON_MAX_CONNECTIONS", kMinConnections, kMaxConnections, &s.max_connections),
                         ReadCount(env, "GPULANE_DAEMON_MAX_CONNECTIONS_PER_UID", kMinConnections, kMaxConnections,
                                   &s.max_connections_per_uid),
+                        ReadCount(env, "GPULANE_DAEMON_LOAD_PART_ROWS", kMinLoadPartRows, kMaxLoadPartRows, &s.load_part_rows),
                         ReadBytes(env, "GPULANE_DAEMON_PARTIAL_BUDGET", kMinPartialBudgetBytes, kMaxPartialBudgetBytes,
                                   &s.partial_budget_bytes)})
     if (!status.ok()) return status.error();

@@ -43,6 +43,13 @@ struct DaemonSettings {
   /// meanwhile, so it is short: a failed write is kept and retried, and a refused submission is
   /// told so at once.
   double store_busy_timeout_s = 0.25;
+  /// At its start, the daemon loads its unfinished jobs for up to this long before it listens
+  /// (seconds): a store of up to about 100,000 unfinished jobs is loaded before any client is
+  /// answered, as it always was; a larger one goes on loading in parts, clients answered in
+  /// between (ping says how far; the job commands are refused as "still loading" until done).
+  double load_before_listen_s = 0.5;
+  /// Unfinished jobs read from the store in one part (one query) at the start.
+  std::size_t load_part_rows = 2000;
 };
 
 /// Descriptors the daemon keeps for itself besides client connections (store, inotify, logs,
@@ -57,13 +64,15 @@ inline constexpr double kMinReadTimeoutS = 0.1, kMaxReadTimeoutS = 600;
 inline constexpr double kMinTickS = 0.01, kMaxTickS = 10;
 inline constexpr double kMinIdleTimeoutS = 0.1, kMaxIdleTimeoutS = 86400;
 inline constexpr double kMinStoreBusyTimeoutS = 0.01, kMaxStoreBusyTimeoutS = 60;
+inline constexpr double kMinLoadBeforeListenS = 0, kMaxLoadBeforeListenS = 3600;
 inline constexpr std::size_t kMinConnections = 1, kMaxConnections = 1u << 20;
+inline constexpr std::size_t kMinLoadPartRows = 1, kMaxLoadPartRows = 1u << 20;
 inline constexpr std::size_t kMinPartialBudgetBytes = proto::kMaxRequestBytes, kMaxPartialBudgetBytes = std::size_t{64} << 30;
 
 /// The defaults, changed by GPULANE_DAEMON_REQUEUE_GRACE, GPULANE_DAEMON_READ_TIMEOUT,
-/// GPULANE_DAEMON_TICK, GPULANE_DAEMON_IDLE_TIMEOUT and GPULANE_DAEMON_STORE_BUSY_TIMEOUT (durations as util/units.h reads them:
-/// "0.5", "500ms", "2s"), GPULANE_DAEMON_MAX_CONNECTIONS and GPULANE_DAEMON_MAX_CONNECTIONS_PER_UID
-/// (counts) and GPULANE_DAEMON_PARTIAL_BUDGET (a size: "64MiB") when set.
+/// GPULANE_DAEMON_TICK, GPULANE_DAEMON_IDLE_TIMEOUT, GPULANE_DAEMON_STORE_BUSY_TIMEOUT and GPULANE_DAEMON_LOAD_BEFORE_LISTEN (durations as util/units.h reads them:
+/// "0.5", "500ms", "2s"), GPULANE_DAEMON_MAX_CONNECTIONS, GPULANE_DAEMON_MAX_CONNECTIONS_PER_UID
+/// and GPULANE_DAEMON_LOAD_PART_ROWS (counts) and GPULANE_DAEMON_PARTIAL_BUDGET (a size: "64MiB") when set.
 /// `getenv` looks a variable up (nullptr: unset); by default std::getenv. Errors: kInvalidArgument naming the variable,
 /// its value and the allowed range, when a value cannot be read or lies outside the bounds above.
 using EnvLookup = std::function<const char*(const char* name)>;

@@ -590,16 +590,16 @@ Result<std::vector<std::int64_t>> JobStore::ListIds(const JobFilter& filter) {
 Result<std::vector<Job>> JobStore::LoadUnfinished(std::vector<DamagedRow>* damaged) {
   auto jobs = List(JobFilter{}, damaged);
   if (!jobs || !damaged) return jobs;
-  // A row whose state is none of gpulane's is neither finished nor unfinished: reported too.
-  Stmt odd(db_,
-           "SELECT id, state FROM jobs WHERE state NOT IN "
-           "('pending','held','launching','running','completed','failed','cancelled','timeout') ORDER BY id");
-  int rc;
-  while ((rc = odd.Step()) == SQLITE_ROW)
-    damaged->push_back({sqlite3_column_int64(odd.get(), 0),
-                        fmt::format("its state '{}' is unknown", Text(odd.get(), 1).substr(0, 40))});
-  if (rc != SQLITE_DONE) return DbError(db_, "database: list jobs");
+  if (Status odd = AddUnknownStates(damaged); !odd.ok()) return odd.error();
   return jobs;
+}
+
+Status JobStore::AddUnknownStates(std::vector<DamagedRow>* damaged) {
+  Stmt odd(db_, "SELECT id, state FROM jobs WHERE state NOT IN "
+                "('pending','held','launching','running','completed','failed','cancelled','timeout') ORDER BY id");
+  for (int rc = odd.Step();; rc = odd.Step())
+    if (rc != SQLITE_ROW) return rc == SQLITE_DONE ? Status::Ok() : Status(DbError(db_, "database: list jobs"));
+    else damaged->push_back({sqlite3_column_int64(odd.get(), 0), fmt::format("its state '{}' is unknown", Text(odd.get(), 1).substr(0, 40))});
 }
 
 Result<std::optional<Job>> JobStore::Get(std::int64_t id) {

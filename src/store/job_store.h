@@ -106,6 +106,9 @@ class JobStore {
   /// Every job not finished, oldest first; rows that cannot be read are added to `damaged` (when
   /// given) instead.
   Result<std::vector<Job>> LoadUnfinished(std::vector<DamagedRow>* damaged = nullptr);
+  /// Adds to `damaged` the rows whose state is none of gpulane's (neither finished nor unfinished);
+  /// LoadUnfinished does, and the daemon's start in parts (daemon/job_table.h) once all are loaded.
+  Status AddUnknownStates(std::vector<DamagedRow>* damaged);
   /// One job, or nullopt. Errors: kStore "job N is damaged in the database: ..." for a row that
   /// cannot be read; kIo.
   Result<std::optional<Job>> Get(std::int64_t id);
