@@ -13,6 +13,7 @@
 #include "cli/common.h"
 #include "cli/request_options.h"
 #include "gpu/visible_devices.h"
+#include "lease/decision_inputs.h"
 #include "lease/lease_dir.h"
 #include "lease/occupancy.h"
 #include "lease/waiter.h"
@@ -66,8 +67,14 @@ int RunPick(const PickOptions& o) {
   // Inside a gpulane job (a pipeline step), pick chooses among that job's GPUs.
   const lease::LeaseRecord* parent =
       lease::FindParentLease(contents.leases, EnvironmentValue("GPULANE_JOB_ID"), static_cast<std::uint32_t>(getpid()), table);
-  auto view = lease::ViewOfLine(contents.leases, contents.tickets, *snapshot, table, parent ? parent->name : "");
-  if (!view) return Fail(view.error());
+  // The decision's inputs as a waiter gathers them (lease/decision_inputs.h); pick looks once:
+  // every free GPU is free since now.
+  lease::WaitRequest settings;
+  lease::ApplyConfig(*config, settings);
+  std::map<std::string, double> first_seen_free_s;
+  auto in = lease::GatherDecisionInputs(contents.leases, contents.tickets, *snapshot, table, settings, request->submit_time_s,
+                                        first_seen_free_s, {parent ? parent->name : "", nullptr, request->uid, nullptr});
+  if (!in) return Fail(in.error());
   request->allowed_uuids = lease::WithinParent(std::move(allowed).value(), parent);
   // --partition (or sched.default_partition): only its GPUs, and nothing while it is closed.
   if (auto partition = sched::SelectPartition(*config, request->partition); !partition) {
@@ -78,12 +85,7 @@ int RunPick(const PickOptions& o) {
     if (Status s = sched::RestrictToPartition(**partition, *request, uuids); !s.ok()) return Fail(s.error());
     if (Status s = sched::RequireOpen(**partition, LocalWeekSeconds(std::time(nullptr))); !s.ok()) return Fail(s.error());
   }
-  std::map<std::string, double> first_seen_free_s;  // pick looks once: every free GPU is free since now
-  lease::NoteFreeSince(view->occupancy.gpus, request->submit_time_s, first_seen_free_s);
-  sched::Limits limits = lease::DecisionLimits(*config, request->submit_time_s);
-  if (!parent) lease::AddUserLimits(*config, contents.leases, view->tickets, request->uid,
-                                    static_cast<unsigned>(snapshot->devices.size()), limits);
-  const sched::Decision decision = lease::DecideNewcomer(view->occupancy, view->tickets, *request, limits,
+  const sched::Decision decision = lease::DecideNewcomer(in->view.occupancy, in->view.tickets, *request, in->limits,
                                                                contents.shares ? &*contents.shares : nullptr,
                                                                SystemClock().WallS());
   auto chosen = sched::GrantedNow(*request, decision, static_cast<unsigned>(snapshot->devices.size()));

@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "sched/launch.h"
 #include "sched/policy.h"
 #include "sim/metrics.h"
 #include "sim/plot.h"
@@ -43,6 +44,7 @@ struct SimulateOptions {
   std::string half_life = "1d";
   double weight_age = sched::kDefaultWeightAge;
   std::string max_age = "7d";
+  unsigned max_waiting = 0;  // daemon.max_waiting; 0: the daemon's default
 };
 
 // Seconds for a table: "45 s", "12.3 min", "5.2 h", "3.1 d".
@@ -136,6 +138,7 @@ int RunSimulate(const SimulateOptions& o) {
       so.fair_share_settings.weight_age = o.weight_age;
       so.fair_share_settings.max_age_s = *max_age;
       so.user_names = trace->users;
+      so.max_waiting = o.max_waiting;
       const auto start = std::chrono::steady_clock::now();
       Run run{p, placement};
       auto outcomes = sim::Simulate(trace->jobs, so, &run.stats);
@@ -184,7 +187,8 @@ int RunSimulate(const SimulateOptions& o) {
     out["machine"] = {{"gpus", o.gpus}, {"gpu_mem_bytes", *gpu_mem}, {"max_reserve_idle_s", *idle},
                       {"time_limit_from", o.time_limit_from}, {"fair_share", !o.no_fair_share},
                       {"fair_share_half_life_s", *half_life}, {"priority_weight_age", o.weight_age},
-                      {"priority_max_age_s", *max_age}};
+                      {"priority_max_age_s", *max_age},
+                      {"max_waiting", o.max_waiting ? o.max_waiting : sched::DefaultMaxWaiting(o.gpus)}};
     out["policies"] = nlohmann::json::array();
     for (const Run& r : runs) {
       nlohmann::json p = MetricsJson(r.metrics);
@@ -250,6 +254,10 @@ void RegisterSimulate(CLI::App& app, Runner* run) {
   sub->add_option("--priority-weight-age", o->weight_age, "default policy: weight of the age factor (as sched.priority_weight_age)");
   sub->add_option("--priority-max-age", o->max_age, "default policy: the age factor reaches 1 after this long (as sched.priority_max_age, default 7d)");
   sub->add_flag("--json", o->json, "Print the results as JSON");
+  sub->add_option("--max-waiting", o->max_waiting,
+                  "Jobs the daemon lets wait in the lease line at once, the rest in its queue (as daemon.max_waiting; "
+                  "default 2 per GPU, at least 4)")
+      ->check(CLI::PositiveNumber);
   sub->add_option("--per-job-csv", o->per_job_csv, "Write every job's submit, start, end and wait per policy to this CSV file");
   sub->add_option("--plot", o->plot, "Write an HTML page (inline SVG) comparing the policies: CDF of waits, utilisation over time");
   sub->callback([o, run] { *run = [o] { return RunSimulate(*o); }; });

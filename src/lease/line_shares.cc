@@ -66,9 +66,7 @@ namespace {
 
 // The line's order for tickets whose line priorities (LinePriority, or 0 without shares) are known.
 bool Before(const TicketRecord& a, double priority_a, const TicketRecord& b, double priority_b) {
-  if (a.request.priority != b.request.priority) return a.request.priority > b.request.priority;
-  if (priority_a != priority_b) return priority_a > priority_b;
-  return LineOrder(a, b);
+  return sched::LineBefore(TicketKey(a, priority_a), TicketKey(b, priority_b));
 }
 
 double PriorityIn(const sched::LineShares* shares, const TicketRecord& t, double now_s) {

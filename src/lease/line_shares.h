@@ -41,9 +41,10 @@ bool LineSharesFresh(const sched::LineShares& shares, double now_s);
 /// other users, or a factor that moved by more than `tolerance`.
 bool LineSharesDiffer(const sched::LineShares& a, const sched::LineShares& b, double tolerance = 1e-3);
 
-/// True when `a` stands before `b` at `now_s` (seconds since the epoch): higher --priority first;
-/// then, with `shares`, higher sched::LinePriority (its user's factor and the ticket's age, from
-/// its seq); then earlier seq, then id. Without shares: LineOrder.
+/// True when `a` stands before `b` at `now_s` (seconds since the epoch), by the one line order
+/// (sched/line_order.h over TicketKey): higher --priority first; then, with `shares`, higher
+/// sched::LinePriority (its user's factor and the ticket's age, from its seq); then earlier seq,
+/// then id. Without shares: LineOrder.
 bool LineBefore(const TicketRecord& a, const TicketRecord& b, const sched::LineShares* shares, double now_s);
 
 /// Sorts `tickets` into line order (LineBefore). Each ticket's priority is computed once, so the

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "lease/claimed_line.h"
+#include "lease/decision_inputs.h"
 #include "lease/occupancy.h"
 
 namespace gpulane::lease {
@@ -14,8 +15,7 @@ namespace gpulane::lease {
 std::optional<std::string> PreemptionOf(const DirContents& contents, const GpuSnapshot& snapshot, ProcessTable& processes,
                                         const std::string& own_lease, const WaitRequest& w, double now_s,
                                         std::map<std::string, double>& first_seen_free_s, sched::LineMemory& unclaimed) {
-  std::vector<TicketRecord> line = TicketsOfLine(contents.tickets, "");
-  if (line.empty()) return std::nullopt;  // nobody waits
+  if (TicketsOfLine(contents.tickets, "").empty()) return std::nullopt;  // nobody waits
   std::vector<LeaseRecord> leases = contents.leases;
   std::vector<std::string> own_uuids;
   for (LeaseRecord& lease : leases) {
@@ -24,11 +24,12 @@ std::optional<std::string> PreemptionOf(const DirContents& contents, const GpuSn
     for (const LeasedGpu& g : lease.gpus) own_uuids.push_back(g.uuid);
   }
   if (own_uuids.empty()) return std::nullopt;  // not leased any more
-  Occupancy occupancy = BuildOccupancy(snapshot, leases, processes);
-  NoteFreeSince(occupancy.gpus, now_s, first_seen_free_s);
-  const sched::Limits limits = LineLimits(w, now_s, leases, line, static_cast<unsigned>(snapshot.devices.size()));
+  // As a waiter of the machine's line decides (lease/decision_inputs.h).
+  auto in = GatherDecisionInputs(leases, contents.tickets, snapshot, processes, w, now_s, first_seen_free_s);
+  if (!in) return std::nullopt;  // the machine's line has no parent to lose
+  const std::vector<TicketRecord>& line = in->view.tickets;
   // A ticket that did not claim what it was granted preempts nobody (sched/unclaimed.h).
-  const LineDecision decided = DecideLine(occupancy, line, limits, unclaimed, std::nullopt, now_s, w.max_unclaimed_s);
+  const LineDecision decided = DecideLine(in->view.occupancy, line, in->limits, unclaimed, std::nullopt, now_s, w.max_unclaimed_s);
   const std::vector<sched::Decision>& decisions = decided.decisions;
   for (std::size_t k = 0; k < decisions.size(); ++k) {
     for (unsigned i : decisions[k].preempt) {

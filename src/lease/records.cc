@@ -103,11 +103,11 @@ bool FromJson(const json& j, TicketRecord* r) {
   }
 }
 
-bool LineOrder(const TicketRecord& a, const TicketRecord& b) {
-  if (a.request.priority != b.request.priority) return a.request.priority > b.request.priority;
-  if (a.seq != b.seq) return a.seq < b.seq;
-  return a.id < b.id;
+sched::LineKey TicketKey(const TicketRecord& t, double line_priority) {
+  return {t.request.priority, line_priority, t.seq, t.id};
 }
+
+bool LineOrder(const TicketRecord& a, const TicketRecord& b) { return sched::LineBefore(TicketKey(a, 0), TicketKey(b, 0)); }
 
 bool IsNamed(const LeaseRecord& r, const std::string& name) {
   return r.name == name || std::find(r.other_names.begin(), r.other_names.end(), name) != r.other_names.end();

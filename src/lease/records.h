@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sched/line_order.h"
 #include "sched/request.h"
 
 namespace gpulane::lease {
@@ -87,7 +88,13 @@ struct TicketRecord {
 /// larger one was not written by gpulane and is no ticket; a new ticket's seq never passes it.
 inline constexpr std::uint64_t kMaxTicketSeq = 1ULL << 62;
 
-/// True when `a` stands before `b` in line: higher priority first, then earlier seq, then id.
+/// A ticket's place in line (sched/line_order.h): its --priority, `line_priority` (fair share and
+/// age, lease/line_shares.h; 0 without), its seq as the arrival, its id as the last tie-break.
+/// The key points into `t`.
+sched::LineKey TicketKey(const TicketRecord& t, double line_priority);
+
+/// True when `a` stands before `b` in line without fair share: higher priority first, then
+/// earlier seq, then id (sched::LineBefore over TicketKey(.., 0)).
 bool LineOrder(const TicketRecord& a, const TicketRecord& b);
 
 nlohmann::json ToJson(const LeaseRecord& r);

@@ -15,6 +15,7 @@
 
 #include "gpu/visible_devices.h"
 #include "lease/claimed_line.h"
+#include "lease/decision_inputs.h"
 #include "lease/occupancy.h"
 #include "os/process_table.h"
 #include "os/user_groups.h"
@@ -69,10 +70,6 @@ void NoteFreeSince(std::vector<sched::GpuState>& gpus, double now_s, std::map<st
   }
 }
 
-sched::Limits DecisionLimits(const Config& config, std::optional<double> now_s) {
-  return sched::Limits{config.memory_margin_bytes, sched::ParsePolicy(config.sched_policy).value_or(sched::PolicyKind::kDefault),
-                       now_s, config.max_reserve_idle_s};
-}
 namespace {
 
 class RealEnv : public WaitEnv {
@@ -143,14 +140,6 @@ class SignalWatch {
 WaitEnv& RealWaitEnv() {
   static RealEnv env;
   return env;
-}
-
-sched::Limits LineLimits(const WaitRequest& w, double now_s, const std::vector<LeaseRecord>& leases,
-                         const std::vector<TicketRecord>& tickets, unsigned gpu_count,
-                         std::map<std::uint32_t, std::optional<unsigned>>* cache) {
-  sched::Limits limits{w.margin_bytes, w.policy, now_s, w.max_reserve_idle_s};
-  AddUserLimits(w.limits_config, leases, tickets, std::nullopt, gpu_count, limits, cache);
-  return limits;
 }
 
 LeaseWaiter::LeaseWaiter(GpuBackend& backend, const LeaseDir& dir, WaitRequest request, std::string job_id,
@@ -226,14 +215,11 @@ Status LeaseWaiter::NarrowTicket(std::vector<std::string> allowed_uuids, const G
 
 Result<sched::Decision> LeaseWaiter::Decide(const GpuSnapshot& snapshot, ProcessTable& table, bool* earlier_granted) {
   const DirContents contents = dir_.Read();
-  auto view = ViewOfLine(contents.leases, contents.tickets, snapshot, table, ticket_.parent, &seen_alive_);
-  if (!view) return view.error();
   const double now_s = env_.WallS();
-  NoteFreeSince(view->occupancy.gpus, now_s, free_since_s_);
-  sched::Limits limits{request_.margin_bytes, request_.policy, now_s, request_.max_reserve_idle_s};
-  if (!nested())
-    limits = LineLimits(request_, now_s, contents.leases, view->tickets, static_cast<unsigned>(snapshot.devices.size()),
-                        &max_gpus_cache_);
+  auto in = GatherDecisionInputs(contents.leases, contents.tickets, snapshot, table, request_, now_s, free_since_s_,
+                                 {ticket_.parent, &seen_alive_, std::nullopt, &max_gpus_cache_});
+  if (!in) return in.error();
+  const LineView* view = &in->view;
   // Its own ticket is the file it holds, known by its inode: any user can write a ticket with
   // this one's id, and must not hand it her decision.
   std::optional<std::size_t> self;
@@ -241,7 +227,7 @@ Result<sched::Decision> LeaseWaiter::Decide(const GpuSnapshot& snapshot, Process
     if (view->tickets[i].dev == ticket_.dev && view->tickets[i].ino == ticket_.ino) self = i;
   if (!self) return MakeError(ErrorKind::kIo, "this request's ticket vanished from the lease directory; try again");
   // A ticket granted and not claimed for sched.max_unclaimed loses its place (sched/unclaimed.h).
-  LineDecision line = DecideLine(view->occupancy, view->tickets, limits, unclaimed_, self, now_s, request_.max_unclaimed_s);
+  LineDecision line = DecideLine(view->occupancy, view->tickets, in->limits, unclaimed_, self, now_s, request_.max_unclaimed_s);
   *earlier_granted = false;
   for (std::size_t i : line.order) {
     if (i == *self) break;

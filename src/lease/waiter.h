@@ -81,18 +81,6 @@ void AddUserLimits(const Config& config, const std::vector<LeaseRecord>& leases,
                    std::optional<std::uint32_t> newcomer_uid, unsigned gpu_count, sched::Limits& limits,
                    std::map<std::uint32_t, std::optional<unsigned>>* cache = nullptr);
 
-/// The settings of the decision of the machine's line (not nested in a job) for a request made
-/// as `w` says, at `now_s` (seconds since the epoch): its margin, policy and bound, and the user
-/// limits of everyone in `tickets` (AddUserLimits, cached in `*cache`). The same for a waiter and
-/// for a preemptible job's holder asking whether to give way (lease/preemption.h).
-sched::Limits LineLimits(const WaitRequest& w, double now_s, const std::vector<LeaseRecord>& leases,
-                         const std::vector<TicketRecord>& tickets, unsigned gpu_count,
-                         std::map<std::uint32_t, std::optional<unsigned>>* cache = nullptr);
-
-/// The settings of one decision under `config` made at `now_s` (seconds since the epoch; nullopt:
-/// no backfill and no bound on holds, sched::Limits::now_s), for `pick`.
-sched::Limits DecisionLimits(const Config& config, std::optional<double> now_s);
-
 /// GPUs taken: the lease (held; inherit its fd to the job) and the snapshot they were chosen from.
 struct Grant {
   std::vector<unsigned> gpus;  ///< PCI-order indices

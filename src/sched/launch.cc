@@ -3,16 +3,14 @@
 #include <algorithm>
 #include <optional>
 
+#include "sched/line_order.h"
 #include "util/strings.h"
 
 namespace gpulane::sched {
 namespace {
 
-bool InLineBefore(const QueuedJob& a, const QueuedJob& b) {
-  if (a.priority != b.priority) return a.priority > b.priority;
-  if (a.fair_priority != b.fair_priority) return a.fair_priority > b.fair_priority;
-  return a.id < b.id;
-}
+// The one line order (sched/line_order.h): the daemon's job id is the arrival.
+bool InLineBefore(const QueuedJob& a, const QueuedJob& b) { return LineBefore(QueuedKey(a), QueuedKey(b)); }
 
 // What one job's dependencies say: doomed (with why), blocked (with why) or ready.
 struct Verdict {
@@ -56,6 +54,10 @@ bool FirmJobLeftOut(const std::vector<QueuedJob>& queue, const DependencyLookup&
 }
 
 }  // namespace
+
+LineKey QueuedKey(const QueuedJob& job) {
+  return {job.priority, job.fair_priority, static_cast<std::uint64_t>(job.id), {}};
+}
 
 std::string JobRefText(const JobRef& ref) {
   return ref.task ? StrCat(ref.id, "_", *ref.task) : StrCat(ref.id);

@@ -5,10 +5,9 @@
 // who may join it.
 //
 // Rules:
-//  - Line order: higher --priority first; within a --priority class, higher fair-share priority
-//    first (QueuedJob::fair_priority, sched/fairshare.h: the user's share and past use, the job's
-//    age); then lower id. The daemon numbers jobs in the order it accepts them, so among equal
-//    priorities this is submission order.
+//  - Line order: sched/line_order.h, the one order of every line (QueuedKey: --priority class,
+//    then QueuedJob::fair_priority, then the id as the arrival). The daemon numbers jobs in the
+//    order it accepts them, so among equal priorities this is submission order.
 //  - Held jobs are skipped (they stay where they are in line).
 //  - --after: a job starts once every such dependency completed; one that ended otherwise (failed,
 //    cancelled, timed out) dooms it: it is cancelled, naming the dependency and how it ended.
@@ -31,6 +30,8 @@
 #include <span>
 #include <string>
 #include <vector>
+
+#include "sched/line_order.h"
 
 namespace gpulane::sched {
 
@@ -89,6 +90,9 @@ struct LaunchLimits {
   unsigned max_preemptions_per_minute = 0;
   unsigned preemptions_last_minute = 0;
 };
+
+/// `job`'s place in line (sched/line_order.h): its --priority, fair_priority, and its id as arrival.
+LineKey QueuedKey(const QueuedJob& job);
 
 /// daemon.max_waiting's default: 2 per GPU, at least 4.
 unsigned DefaultMaxWaiting(unsigned gpu_count);

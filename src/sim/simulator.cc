@@ -2,58 +2,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <queue>
 
+#include "sched/launch.h"
+#include "sched/line_order.h"
 #include "util/strings.h"
 
 namespace gpulane::sim {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-// The waiting line as one contiguous run of requests (what sched::Schedule reads) with the job
-// index of each beside it. Removing the granted ones moves only the part of the line before the
-// last of them (usually a few at the head), not the whole line.
-class Line {
- public:
-  void Push(sched::Request request, std::size_t job) {
-    requests_.push_back(std::move(request));
-    jobs_.push_back(job);
-  }
-  std::span<const sched::Request> Requests() const { return {requests_.data() + head_, requests_.size() - head_}; }
-  std::size_t Job(std::size_t i) const { return jobs_[head_ + i]; }
-  std::size_t size() const { return requests_.size() - head_; }
-  bool empty() const { return size() == 0; }
-
-  // Removes the entries at `positions` (ascending, relative to the head).
-  void Remove(const std::vector<std::size_t>& positions) {
-    if (positions.empty()) return;
-    // Shift the kept entries before the last removed one towards it, back to front.
-    std::size_t write = head_ + positions.back();
-    std::size_t next = positions.size();  // positions[next - 1] is the next removed one at or below read
-    for (std::size_t read = head_ + positions.back() + 1; read-- > head_;) {
-      if (next > 0 && read == head_ + positions[next - 1]) {
-        --next;
-        continue;
-      }
-      requests_[write] = std::move(requests_[read]);
-      jobs_[write] = jobs_[read];
-      --write;
-    }
-    head_ += positions.size();
-    if (head_ > 4096 && head_ * 2 > requests_.size()) {
-      requests_.erase(requests_.begin(), requests_.begin() + static_cast<std::ptrdiff_t>(head_));
-      jobs_.erase(jobs_.begin(), jobs_.begin() + static_cast<std::ptrdiff_t>(head_));
-      head_ = 0;
-    }
-  }
-
- private:
-  std::vector<sched::Request> requests_;
-  std::vector<std::size_t> jobs_;
-  std::size_t head_ = 0;
-};
 
 // One simulated GPU: the jobs on it.
 struct Gpu {
@@ -82,7 +42,6 @@ Result<std::vector<Outcome>> Simulate(const std::vector<Job>& jobs, const SimOpt
   std::vector<std::vector<unsigned>> placed(jobs.size());  // GPUs of each running job
   using End = std::pair<double, std::size_t>;
   std::priority_queue<End, std::vector<End>, std::greater<End>> ends;
-  Line line;
   sched::Limits limits;
   limits.policy = o.policy;
   limits.max_reserve_idle_s = o.max_reserve_idle_s;
@@ -117,21 +76,25 @@ Result<std::vector<Outcome>> Simulate(const std::vector<Job>& jobs, const SimOpt
   };
   for (unsigned i = 0; i < o.gpus; ++i) refresh(i);
 
-  // Fair share (kDefault): the waiting jobs per user in submission order, each user's ended use
-  // (decayed, as of a time) and the running jobs; the line is put in priority order at each decision.
+  // The daemon's two lines. The queue: the jobs not yet handed to a supervisor, per user in
+  // submission order; the daemon's own sched::PlanLaunches decides which of them join the lease
+  // line (at most max_waiting wait there at once), in the one line order (sched/line_order.h):
+  // with fair share (kDefault) each user's factor (sched::FairShareFactor over the users that used
+  // something or wait) and the job's age, else submission order. The lease line: the launched
+  // jobs, in the same order, which sched::Schedule decides.
   const bool fair = o.fair_share && o.policy == sched::PolicyKind::kDefault;
   const sched::FairShareSettings& fs = o.fair_share_settings;
+  const unsigned max_waiting = o.max_waiting ? o.max_waiting : sched::DefaultMaxWaiting(o.gpus);
   std::size_t user_count = 0;
   for (const Job& j : jobs) user_count = std::max<std::size_t>(user_count, j.user + 1);
-  std::vector<std::vector<std::size_t>> waiting_of(fair ? user_count : 0);
+  std::vector<std::deque<std::size_t>> waiting_of(user_count);  // queued, in submission order
   std::vector<double> ended_gpu_s(user_count, 0), ended_at_s(user_count, 0), share(user_count, 1.0);
   for (std::size_t u = 0; u < user_count && u < o.user_names.size(); ++u)
     share[u] = sched::ShareOf(o.user_names[u], {}, fs.shares);
-  std::vector<std::size_t> running;
-  std::vector<char> started(jobs.size(), 0);
-  std::size_t waiting = 0;
-  std::vector<sched::Request> ordered;
-  std::vector<std::size_t> ordered_jobs;
+  std::vector<std::size_t> running, launched;
+  std::vector<std::size_t> waiting_count(user_count, 0);  // each user's jobs queued or launched
+  std::vector<char> in_lease_line(jobs.size(), 0);
+  std::size_t waiting = 0;  // queued and launched
   std::vector<double> usage(user_count), factor(user_count);
   auto request_of = [&](const Job& j) {
     sched::Request r;
@@ -142,21 +105,12 @@ Result<std::vector<Outcome>> Simulate(const std::vector<Job>& jobs, const SimOpt
     if (o.placement == Placement::kMostFree) r.order = sched::Order::kMostFree;
     return r;
   };
-  // The waiting jobs in the daemon's order: each user's fair-share factor (sched::FairShareFactor
-  // over the users that used something or wait), then age; a k-way merge of the users' lines,
-  // which are in age order already. Only as much of the order is built as Schedule reads: with
-  // grants_only it stops early, and a request's decision depends only on those before it, so a
-  // prefix that Schedule did not use up decides exactly as the whole line would.
-  using Head = std::pair<double, std::pair<std::size_t, std::size_t>>;  // (priority, (jobs - job, user)): a max-heap
-  std::priority_queue<Head> heads;
-  std::vector<std::size_t> pos(user_count, 0);
-  std::size_t ordered_n = 0;
-  auto push_head = [&](std::size_t u, double now) {
-    if (pos[u] >= waiting_of[u].size()) return;
-    const std::size_t j = waiting_of[u][pos[u]];
-    heads.push({sched::PriorityOf(factor[u], now - jobs[j].submit_s, fs).value, {jobs.size() - j, u}});
+  auto key_of = [&](std::size_t j, double now) {
+    const double p = fair ? sched::PriorityOf(factor[jobs[j].user], now - jobs[j].submit_s, fs).value : 0;
+    return sched::LineKey{0, p, static_cast<std::uint64_t>(j), {}};
   };
-  auto order_line = [&](double now) {
+  auto update_factors = [&](double now) {
+    if (!fair) return;
     double total_usage = 0, total_share = 0;
     for (std::size_t u = 0; u < user_count; ++u) usage[u] = sched::DecayTo(ended_gpu_s[u], ended_at_s[u], now, fs.half_life_s);
     for (std::size_t j : running)
@@ -164,45 +118,64 @@ Result<std::vector<Outcome>> Simulate(const std::vector<Job>& jobs, const SimOpt
                                                     fs.half_life_s);
     for (std::size_t u = 0; u < user_count; ++u) {
       total_usage += usage[u];
-      if (usage[u] > 0 || !waiting_of[u].empty()) total_share += share[u];
+      if (usage[u] > 0 || waiting_count[u] > 0) total_share += share[u];
     }
     for (std::size_t u = 0; u < user_count; ++u)
       factor[u] = sched::FairShareFactor(total_usage > 0 ? usage[u] / total_usage : 0, total_share > 0 ? share[u] / total_share : 0);
-    heads = {};
-    std::fill(pos.begin(), pos.end(), 0);
-    for (std::size_t u = 0; u < user_count; ++u) push_head(u, now);
-    ordered_n = 0;
   };
-  // Extends the ordered prefix to `n` requests (fewer when fewer wait).
-  auto extend = [&](std::size_t n, double now) {
-    if (ordered.size() < n) {
-      ordered.resize(n);
-      ordered_jobs.resize(n);
-    }
-    while (ordered_n < n && !heads.empty()) {
-      const std::size_t u = heads.top().second.second;
+  // The head of the queue (as many as PlanLaunches looks at: sched::LaunchLookahead), as a k-way
+  // merge of the users' queues, each in line order already: PlanLaunches on this head decides
+  // exactly as on the whole queue, without building it at every event.
+  using Head = std::pair<sched::LineKey, std::size_t>;  // (key, user)
+  auto after = [](const Head& x, const Head& y) { return sched::LineBefore(y.first, x.first); };
+  std::vector<std::size_t> pos(user_count, 0);
+  std::vector<sched::QueuedJob> queue_head;
+  auto head_of_queue = [&](double now) {
+    std::priority_queue<Head, std::vector<Head>, decltype(after)> heads(after);
+    std::fill(pos.begin(), pos.end(), 0);
+    for (std::size_t u = 0; u < user_count; ++u)
+      if (!waiting_of[u].empty()) heads.push({key_of(waiting_of[u][0], now), u});
+    queue_head.clear();
+    while (queue_head.size() < sched::LaunchLookahead(max_waiting) && !heads.empty()) {
+      const auto [key, u] = heads.top();
       heads.pop();
-      const std::size_t j = waiting_of[u][pos[u]++];
-      const Job& job = jobs[j];
-      sched::Request& r = ordered[ordered_n];
-      r.count = job.gpus;
-      r.mem_bytes.reset();
-      if (job.mem_bytes) r.mem_bytes = job.mem_bytes;
-      r.submit_time_s = job.submit_s;
-      r.time_limit_s = job.time_limit_s;
-      r.order.reset();
-      if (o.placement == Placement::kMostFree) r.order = sched::Order::kMostFree;
-      ordered_jobs[ordered_n++] = j;
-      push_head(u, now);
+      sched::QueuedJob q;
+      q.id = static_cast<std::int64_t>(waiting_of[u][pos[u]++]);
+      q.fair_priority = key.line_priority;
+      queue_head.push_back(q);
+      if (pos[u] < waiting_of[u].size()) heads.push({key_of(waiting_of[u][pos[u]], now), u});
     }
+  };
+  std::vector<sched::Request> line;
+  // Fragmentation: whole-GPU jobs waiting, by GPUs wanted.
+  std::vector<std::size_t> whole_waiting(o.gpus + 1, 0);
+  // Starts job j on `on` at `now`.
+  auto start = [&](std::size_t j, const std::vector<unsigned>& on, double now) {
+    if (fair) running.push_back(j);
+    const Job& job = jobs[j];
+    --waiting;
+    --waiting_count[job.user];
+    if (!job.mem_bytes) --whole_waiting[job.gpus];
+    Outcome& result = out[j];
+    result.start_s = now;
+    const bool stopped = job.time_limit_s && *job.time_limit_s < job.duration_s;
+    result.timed_out = stopped;
+    result.end_s = now + (stopped ? *job.time_limit_s : job.duration_s);
+    placed[j] = on;
+    for (unsigned i : on) {
+      Gpu& g = gpus[i];
+      g.jobs.push_back(j);
+      if (job.mem_bytes) g.declared += job.mem_bytes;
+      else g.exclusive = true;
+      refresh(i);
+    }
+    ends.emplace(result.end_s, j);
   };
 
   std::size_t next = 0;  // next arrival
   double recheck = kInf;
-  std::vector<std::size_t> granted;
   SimStats counts;
-  // Fragmentation: whole-GPU jobs waiting, by GPUs wanted; time integrals of the GPU counts.
-  std::vector<std::size_t> whole_waiting(o.gpus + 1, 0);
+  // Fragmentation: time integrals of the GPU counts.
   double first_s = jobs.empty() ? 0 : jobs.front().submit_s, last_s = first_s;
   double shared_integral = 0, idle_integral = 0;
   // Adds the state of the GPUs (unchanged since the previous event) over [last_s, now).
@@ -260,61 +233,57 @@ Result<std::vector<Outcome>> Simulate(const std::vector<Job>& jobs, const SimOpt
     }
     while (next < jobs.size() && jobs[next].submit_s <= now) {
       if (!jobs[next].mem_bytes) ++whole_waiting[jobs[next].gpus];
-      if (fair) waiting_of[jobs[next].user].push_back(next);
-      else line.Push(request_of(jobs[next]), next);
+      waiting_of[jobs[next].user].push_back(next);
+      ++waiting_count[jobs[next].user];
       ++waiting;
       ++next;
     }
     counts.max_waiting = std::max(counts.max_waiting, waiting);
     if (waiting == 0) continue;
     limits.now_s = now;
-    ++counts.decisions;
-    std::vector<sched::Decision> decisions;
-    if (fair) {
-      order_line(now);
-      for (std::size_t n = 64;; n *= 4) {
-        extend(n, now);
-        decisions = sched::Schedule(state, std::span<const sched::Request>(ordered.data(), ordered_n), limits);
-        if (decisions.size() < ordered_n || heads.empty()) break;  // Schedule stopped before the end, or this is all of it
-      }
-    } else {
-      decisions = sched::Schedule(state, line.Requests(), limits);
-    }
-    granted.clear();
     recheck = kInf;
-    for (std::size_t k = 0; k < decisions.size(); ++k) {
-      const sched::Decision& d = decisions[k];
-      if (d.recheck_at_s && *d.recheck_at_s > now) recheck = std::min(recheck, *d.recheck_at_s);
-      if (!d.granted) continue;
-      const std::size_t j = fair ? ordered_jobs[k] : line.Job(k);
-      granted.push_back(k);
-      started[j] = 1;
-      if (fair) running.push_back(j);
-      const Job& job = jobs[j];
-      if (!job.mem_bytes) --whole_waiting[job.gpus];
-      Outcome& result = out[j];
-      result.start_s = now;
-      const bool stopped = job.time_limit_s && *job.time_limit_s < job.duration_s;
-      result.timed_out = stopped;
-      result.end_s = now + (stopped ? *job.time_limit_s : job.duration_s);
-      placed[j] = d.gpus;
-      for (unsigned i : d.gpus) {
-        Gpu& g = gpus[i];
-        g.jobs.push_back(j);
-        if (job.mem_bytes) g.declared += job.mem_bytes;
-        else g.exclusive = true;
-        refresh(i);
+    // As in the daemon, a grant is an event (its job starts), after which PlanLaunches fills the
+    // lease line again: decide at this instant until nothing more starts or nothing is queued.
+    for (bool again = true; again;) {
+      update_factors(now);
+      if (waiting > launched.size()) {
+        head_of_queue(now);
+        sched::LaunchLimits launch_limits;
+        launch_limits.max_waiting = max_waiting;
+        launch_limits.already_waiting = static_cast<unsigned>(launched.size());
+        const sched::LaunchPlan plan = sched::PlanLaunches(
+            queue_head, [](const sched::JobRef&) { return sched::DependencyState::kCompleted; }, launch_limits);
+        for (std::int64_t id : plan.launch) {
+          launched.push_back(static_cast<std::size_t>(id));
+          in_lease_line[static_cast<std::size_t>(id)] = 1;
+        }
+        // A user's jobs are in line order in submission order (the older, the higher its age), so
+        // those launched are the fronts of their users' queues.
+        for (std::int64_t id : plan.launch)
+          for (auto& mine = waiting_of[jobs[static_cast<std::size_t>(id)].user]; !mine.empty() && in_lease_line[mine.front()];)
+            mine.pop_front();
       }
-      ends.emplace(result.end_s, j);
-    }
-    waiting -= granted.size();
-    if (fair) {
-      for (std::size_t k : granted) {
-        auto& mine = waiting_of[jobs[ordered_jobs[k]].user];
-        if (!mine.empty()) std::erase_if(mine, [&](std::size_t j) { return started[j] != 0; });
+      if (launched.empty()) break;
+      std::sort(launched.begin(), launched.end(),
+                [&](std::size_t x, std::size_t y) { return sched::LineBefore(key_of(x, now), key_of(y, now)); });
+      line.clear();
+      for (std::size_t j : launched) line.push_back(request_of(jobs[j]));
+      ++counts.decisions;
+      const std::vector<sched::Decision> decisions = sched::Schedule(state, line, limits);
+      recheck = kInf;
+      std::vector<std::size_t> still;
+      for (std::size_t k = 0; k < launched.size(); ++k) {
+        const std::size_t j = launched[k];
+        const sched::Decision* d = k < decisions.size() ? &decisions[k] : nullptr;
+        if (d && d->recheck_at_s && *d->recheck_at_s > now) recheck = std::min(recheck, *d->recheck_at_s);
+        if (!d || !d->granted) {
+          still.push_back(j);
+          continue;
+        }
+        start(j, d->gpus, now);
       }
-    } else {
-      line.Remove(granted);
+      again = still.size() < launched.size() && waiting > still.size();
+      launched = std::move(still);
     }
   }
   if (last_s > first_s) {

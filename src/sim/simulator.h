@@ -1,8 +1,10 @@
 #pragma once
 // The trace replay: a virtual machine of N identical GPUs, a virtual clock and an event loop
 // (arrivals, ends, and the times at which a decision changes by itself, Decision::recheck_at_s)
-// that asks sched::Schedule, the very function `pick`, `run` and the daemon call, which waiting
-// jobs start at each event. No I/O, no real clock.
+// that makes the daemon's two decisions at each event with the very functions the daemon calls:
+// sched::PlanLaunches, which queued jobs join the lease line (at most max_waiting wait there), in
+// the one line order (sched/line_order.h); then sched::Schedule, the function `pick`, `run` and
+// the supervisors call, which jobs of the lease line start. No I/O, no real clock.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -37,6 +39,10 @@ struct SimOptions {
   sched::FairShareSettings fair_share_settings;
   std::vector<std::string> user_names;  ///< Trace::users, for [shares] by name (may be empty)
   Placement placement = Placement::kBestFit;
+  /// daemon.max_waiting: at most this many jobs wait in the lease line (launched by
+  /// sched::PlanLaunches) at once; the others wait in the queue. 0: the daemon's default
+  /// (sched::DefaultMaxWaiting).
+  unsigned max_waiting = 0;
 };
 
 /// What happened to one job.
@@ -50,7 +56,7 @@ struct Outcome {
 /// first submission to the last end.
 struct SimStats {
   std::size_t decisions = 0;  ///< calls of sched::Schedule
-  std::size_t max_waiting = 0;  ///< longest line
+  std::size_t max_waiting = 0;  ///< longest line (queued and launched jobs)
   double shared_gpus_mean = 0;  ///< GPUs holding at least one share (partly used), mean
   double idle_gpus_mean = 0;    ///< GPUs with nothing on them (whole GPUs free), mean
   /// Seconds during which a whole-GPU job waited for k GPUs while fewer than k GPUs had nothing on

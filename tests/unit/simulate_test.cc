@@ -63,6 +63,25 @@ TEST(Simulate, FifoStartsNothingAheadAndFirstFitSkipsAhead) {
   EXPECT_EQ(ff[1].start_s, 100) << "B gets both GPUs only once A and D are gone (A ends at 100, D at 82)";
 }
 
+// The simulator makes the daemon's launch decision itself (sched::PlanLaunches): only the jobs
+// launched into the lease line (daemon.max_waiting of them) can be scheduled, so backfill reaches
+// no further back than they do. Before, the simulator scheduled every waiting job as if all were
+// in the lease line, which the daemon never does.
+TEST(Simulate, BackfillReachesOnlyTheJobsTheDaemonLaunchedIntoTheLeaseLine) {
+  SimOptions o;
+  o.gpus = 2;
+  o.policy = PolicyKind::kFirstFit;
+  o.max_waiting = 1;  // B alone waits in the lease line; C and D wait in the daemon's queue
+  auto capped = Simulate(BlockedHead(60.0, 200.0), o);
+  ASSERT_TRUE(capped.ok()) << capped.error().message;
+  EXPECT_EQ((*capped)[1].start_s, 100) << "B starts when A ends";
+  EXPECT_EQ((*capped)[2].start_s, 100) << "C was not in the lease line: it is launched, and starts, once B did";
+  o.max_waiting = 0;  // the daemon's default: max(4, 2 per GPU)
+  auto open = Simulate(BlockedHead(60.0, 200.0), o);
+  ASSERT_TRUE(open.ok()) << open.error().message;
+  EXPECT_EQ((*open)[2].start_s, 2) << "with room in the lease line C skips ahead";
+}
+
 TEST(Simulate, DefaultLetsGoOfAGpuHeldForAnUnknownStartAfterTenMinutes) {
   // A has no time limit, so B's start is unknown: default holds the free GPU for B for 600 s from
   // B's submission (the GPU has been free since 0), then C runs; easy holds it until B starts.
