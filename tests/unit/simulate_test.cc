@@ -75,7 +75,7 @@ TEST(Simulate, BackfillReachesOnlyTheJobsTheDaemonLaunchedIntoTheLeaseLine) {
   auto capped = Simulate(BlockedHead(60.0, 200.0), o);
   ASSERT_TRUE(capped.ok()) << capped.error().message;
   EXPECT_EQ((*capped)[1].start_s, 100) << "B starts when A ends";
-  EXPECT_EQ((*capped)[2].start_s, 100) << "C was not in the lease line: it is launched, and starts, once B did";
+  EXPECT_EQ((*capped)[2].start_s, 150) << "C was not in the lease line, so it could not skip ahead: it waits for B's end";
   o.max_waiting = 0;  // the daemon's default: max(4, 2 per GPU)
   auto open = Simulate(BlockedHead(60.0, 200.0), o);
   ASSERT_TRUE(open.ok()) << open.error().message;
