@@ -65,6 +65,22 @@ nlohmann::json MetricsJson(const sim::Metrics& m) {
           {"shared_wait_mean_s", m.shared_wait_mean_s}, {"shared_wait_p99_s", m.shared_wait_p99_s}};
 }
 
+// The machine and the settings of every run, the policy and the placement aside.
+sim::SimOptions BaseOptions(const SimulateOptions& o, std::uint64_t gpu_mem_bytes, double idle_s, double half_life_s,
+                            double max_age_s, const std::vector<std::string>& users) {
+  sim::SimOptions base;
+  base.gpus = o.gpus;
+  base.max_waiting = o.max_waiting;
+  base.gpu_mem_bytes = gpu_mem_bytes;
+  base.max_reserve_idle_s = idle_s;
+  base.fair_share = !o.no_fair_share;
+  base.fair_share_settings.half_life_s = half_life_s;
+  base.fair_share_settings.weight_age = o.weight_age;
+  base.fair_share_settings.max_age_s = max_age_s;
+  base.user_names = users;
+  return base;
+}
+
 int RunSimulate(const SimulateOptions& o) {
   auto format = sim::ParseFormat(o.format);
   if (!format) return Fail(MakeError(ErrorKind::kInvalidArgument, StrCat("--format ", o.format, ": give csv, msr-itp, philly or alibaba")));
@@ -125,20 +141,12 @@ int RunSimulate(const SimulateOptions& o) {
     double wall_s = 0;
   };
   std::vector<Run> runs;
+  const sim::SimOptions base = BaseOptions(o, *gpu_mem, *idle, *half_life, *max_age, trace->users);
   for (sched::PolicyKind p : policies)
     for (sim::Placement placement : placements) {
-      sim::SimOptions so;
-      so.gpus = o.gpus;
-      so.gpu_mem_bytes = *gpu_mem;
+      sim::SimOptions so = base;
       so.policy = p;
-      so.max_reserve_idle_s = *idle;
       so.placement = placement;
-      so.fair_share = !o.no_fair_share;
-      so.fair_share_settings.half_life_s = *half_life;
-      so.fair_share_settings.weight_age = o.weight_age;
-      so.fair_share_settings.max_age_s = *max_age;
-      so.user_names = trace->users;
-      so.max_waiting = o.max_waiting;
       const auto start = std::chrono::steady_clock::now();
       Run run{p, placement};
       auto outcomes = sim::Simulate(trace->jobs, so, &run.stats);
@@ -186,8 +194,7 @@ int RunSimulate(const SimulateOptions& o) {
                     {"read_s", read_s}};
     out["machine"] = {{"gpus", o.gpus}, {"gpu_mem_bytes", *gpu_mem}, {"max_reserve_idle_s", *idle},
                       {"time_limit_from", o.time_limit_from}, {"fair_share", !o.no_fair_share},
-                      {"fair_share_half_life_s", *half_life}, {"priority_weight_age", o.weight_age},
-                      {"priority_max_age_s", *max_age},
+                      {"fair_share_half_life_s", *half_life}, {"priority_weight_age", o.weight_age}, {"priority_max_age_s", *max_age},
                       {"max_waiting", o.max_waiting ? o.max_waiting : sched::DefaultMaxWaiting(o.gpus)}};
     out["policies"] = nlohmann::json::array();
     for (const Run& r : runs) {

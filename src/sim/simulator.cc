@@ -23,6 +23,60 @@ struct Gpu {
   double free_since = 0;
 };
 
+// The users' fair-share factors as the daemon keeps them (sched/fairshare.h): each user's ended
+// use as one decayed number, the running jobs' use so far, the users that count (used something
+// or wait).
+class FairShare {
+ public:
+  FairShare(const std::vector<Job>& jobs, const std::vector<Outcome>& out, const SimOptions& o, std::size_t users)
+      : jobs_(jobs), out_(out), o_(o), ended_gpu_s_(users, 0), ended_at_s_(users, 0), share_(users, 1.0), usage_(users),
+        factor_(users), waiting_(users, 0) {
+    for (std::size_t u = 0; u < users && u < o.user_names.size(); ++u)
+      share_[u] = sched::ShareOf(o.user_names[u], {}, o.fair_share_settings.shares);
+  }
+  void Arrived(std::size_t j) { ++waiting_[jobs_[j].user]; }
+  void Started(std::size_t j) {
+    --waiting_[jobs_[j].user];
+    running_.push_back(j);
+  }
+  void Ended(std::size_t j, double now) {
+    const unsigned u = jobs_[j].user;
+    const double half_life_s = o_.fair_share_settings.half_life_s;
+    ended_gpu_s_[u] = sched::DecayTo(ended_gpu_s_[u], ended_at_s_[u], now, half_life_s) +
+                      sched::DecayedUsageGpuS({"", out_[j].start_s, out_[j].end_s, GpuShare(jobs_[j], o_.gpu_mem_bytes)}, now,
+                                              half_life_s);
+    ended_at_s_[u] = now;
+    running_.erase(std::find(running_.begin(), running_.end(), j));
+  }
+  // Every user's factor at `now`.
+  void Update(double now) {
+    const double half_life_s = o_.fair_share_settings.half_life_s;
+    double total_usage = 0, total_share = 0;
+    for (std::size_t u = 0; u < usage_.size(); ++u) usage_[u] = sched::DecayTo(ended_gpu_s_[u], ended_at_s_[u], now, half_life_s);
+    for (std::size_t j : running_)
+      usage_[jobs_[j].user] +=
+          sched::DecayedUsageGpuS({"", out_[j].start_s, std::nullopt, GpuShare(jobs_[j], o_.gpu_mem_bytes)}, now, half_life_s);
+    for (std::size_t u = 0; u < usage_.size(); ++u) {
+      total_usage += usage_[u];
+      if (usage_[u] > 0 || waiting_[u] > 0) total_share += share_[u];
+    }
+    for (std::size_t u = 0; u < usage_.size(); ++u)
+      factor_[u] = sched::FairShareFactor(total_usage > 0 ? usage_[u] / total_usage : 0, total_share > 0 ? share_[u] / total_share : 0);
+  }
+  // Job j's priority at `now` (sched::PriorityOf), from the factors of the last Update.
+  double PriorityOf(std::size_t j, double now) const {
+    return sched::PriorityOf(factor_[jobs_[j].user], now - jobs_[j].submit_s, o_.fair_share_settings).value;
+  }
+
+ private:
+  const std::vector<Job>& jobs_;
+  const std::vector<Outcome>& out_;
+  const SimOptions& o_;
+  std::vector<double> ended_gpu_s_, ended_at_s_, share_, usage_, factor_;
+  std::vector<std::size_t> waiting_;  // each user's jobs queued or launched
+  std::vector<std::size_t> running_;
+};
+
 }  // namespace
 
 const char* PlacementName(Placement placement) { return placement == Placement::kMostFree ? "mostfree" : "bestfit"; }
@@ -83,19 +137,14 @@ Result<std::vector<Outcome>> Simulate(const std::vector<Job>& jobs, const SimOpt
   // something or wait) and the job's age, else submission order. The lease line: the launched
   // jobs, in the same order, which sched::Schedule decides.
   const bool fair = o.fair_share && o.policy == sched::PolicyKind::kDefault;
-  const sched::FairShareSettings& fs = o.fair_share_settings;
   const unsigned max_waiting = o.max_waiting ? o.max_waiting : sched::DefaultMaxWaiting(o.gpus);
   std::size_t user_count = 0;
   for (const Job& j : jobs) user_count = std::max<std::size_t>(user_count, j.user + 1);
   std::vector<std::deque<std::size_t>> waiting_of(user_count);  // queued, in submission order
-  std::vector<double> ended_gpu_s(user_count, 0), ended_at_s(user_count, 0), share(user_count, 1.0);
-  for (std::size_t u = 0; u < user_count && u < o.user_names.size(); ++u)
-    share[u] = sched::ShareOf(o.user_names[u], {}, fs.shares);
-  std::vector<std::size_t> running, launched;
-  std::vector<std::size_t> waiting_count(user_count, 0);  // each user's jobs queued or launched
+  FairShare shares(jobs, out, o, user_count);
+  std::vector<std::size_t> launched;
   std::vector<char> in_lease_line(jobs.size(), 0);
   std::size_t waiting = 0;  // queued and launched
-  std::vector<double> usage(user_count), factor(user_count);
   auto request_of = [&](const Job& j) {
     sched::Request r;
     r.count = j.gpus;
@@ -106,22 +155,7 @@ Result<std::vector<Outcome>> Simulate(const std::vector<Job>& jobs, const SimOpt
     return r;
   };
   auto key_of = [&](std::size_t j, double now) {
-    const double p = fair ? sched::PriorityOf(factor[jobs[j].user], now - jobs[j].submit_s, fs).value : 0;
-    return sched::LineKey{0, p, static_cast<std::uint64_t>(j), {}};
-  };
-  auto update_factors = [&](double now) {
-    if (!fair) return;
-    double total_usage = 0, total_share = 0;
-    for (std::size_t u = 0; u < user_count; ++u) usage[u] = sched::DecayTo(ended_gpu_s[u], ended_at_s[u], now, fs.half_life_s);
-    for (std::size_t j : running)
-      usage[jobs[j].user] += sched::DecayedUsageGpuS({"", out[j].start_s, std::nullopt, GpuShare(jobs[j], o.gpu_mem_bytes)}, now,
-                                                    fs.half_life_s);
-    for (std::size_t u = 0; u < user_count; ++u) {
-      total_usage += usage[u];
-      if (usage[u] > 0 || waiting_count[u] > 0) total_share += share[u];
-    }
-    for (std::size_t u = 0; u < user_count; ++u)
-      factor[u] = sched::FairShareFactor(total_usage > 0 ? usage[u] / total_usage : 0, total_share > 0 ? share[u] / total_share : 0);
+    return sched::LineKey{0, fair ? shares.PriorityOf(j, now) : 0, static_cast<std::uint64_t>(j), {}};
   };
   // The head of the queue (as many as PlanLaunches looks at: sched::LaunchLookahead), as a k-way
   // merge of the users' queues, each in line order already: PlanLaunches on this head decides
@@ -151,10 +185,9 @@ Result<std::vector<Outcome>> Simulate(const std::vector<Job>& jobs, const SimOpt
   std::vector<std::size_t> whole_waiting(o.gpus + 1, 0);
   // Starts job j on `on` at `now`.
   auto start = [&](std::size_t j, const std::vector<unsigned>& on, double now) {
-    if (fair) running.push_back(j);
+    if (fair) shares.Started(j);
     const Job& job = jobs[j];
     --waiting;
-    --waiting_count[job.user];
     if (!job.mem_bytes) --whole_waiting[job.gpus];
     Outcome& result = out[j];
     result.start_s = now;
@@ -212,14 +245,7 @@ Result<std::vector<Outcome>> Simulate(const std::vector<Job>& jobs, const SimOpt
     while (!ends.empty() && ends.top().first <= now) {
       const std::size_t j = ends.top().second;
       ends.pop();
-      if (fair) {
-        const unsigned u = jobs[j].user;
-        ended_gpu_s[u] = sched::DecayTo(ended_gpu_s[u], ended_at_s[u], now, fs.half_life_s) +
-                         sched::DecayedUsageGpuS({"", out[j].start_s, out[j].end_s, GpuShare(jobs[j], o.gpu_mem_bytes)}, now,
-                                                 fs.half_life_s);
-        ended_at_s[u] = now;
-        running.erase(std::find(running.begin(), running.end(), j));
-      }
+      if (fair) shares.Ended(j, now);
       for (unsigned i : placed[j]) {
         Gpu& g = gpus[i];
         g.jobs.erase(std::find(g.jobs.begin(), g.jobs.end(), j));
@@ -234,7 +260,7 @@ Result<std::vector<Outcome>> Simulate(const std::vector<Job>& jobs, const SimOpt
     while (next < jobs.size() && jobs[next].submit_s <= now) {
       if (!jobs[next].mem_bytes) ++whole_waiting[jobs[next].gpus];
       waiting_of[jobs[next].user].push_back(next);
-      ++waiting_count[jobs[next].user];
+      if (fair) shares.Arrived(next);
       ++waiting;
       ++next;
     }
@@ -245,7 +271,7 @@ Result<std::vector<Outcome>> Simulate(const std::vector<Job>& jobs, const SimOpt
     // As in the daemon, a grant is an event (its job starts), after which PlanLaunches fills the
     // lease line again: decide at this instant until nothing more starts or nothing is queued.
     for (bool again = true; again;) {
-      update_factors(now);
+      if (fair) shares.Update(now);
       if (waiting > launched.size()) {
         head_of_queue(now);
         sched::LaunchLimits launch_limits;
