@@ -1,5 +1,6 @@
 // The join of NVML's processes with the live leases (lease/occupancy.h), over a fake process table:
 // who owns each GPU process, what is foreign, what is unknown, how nested jobs see their parent.
+#include "lease/decision_inputs.h"
 #include "lease/occupancy.h"
 
 #include <gtest/gtest.h>
@@ -366,6 +367,39 @@ TEST(Occupancy, TicketsOfANestedLineAreOnlyThoseOfTheSameParent) {
   EXPECT_EQ(TicketsOfLine({top, nested}, "").size(), 1u);
   EXPECT_EQ(TicketsOfLine({top, nested}, "").front().id, "w1");
   EXPECT_EQ(TicketsOfLine({top, nested}, "7.00000000.lease").front().id, "w2");
+}
+
+// The one builder of a decision's inputs (lease/decision_inputs.h), which pick, the waiter and a
+// preemptible holder share: in the machine's line every user in line (and pick's newcomer) gets
+// their [limits] max_gpus and the GPUs their leases hold; inside a job's line nobody does; a free
+// GPU is free since the caller first saw it. Dropping the user limits from the builder let `run`
+// and queued jobs past limits.max_gpus without any other test noticing.
+TEST(DecisionInputs, TheMachinesLineCountsEveryUsersLimitAndANestedLineNone) {
+  FakeProcesses procs;
+  procs.Add(10, 1, 10);
+  GpuSnapshot snap = Gpus(2);
+  const std::vector<LeaseRecord> leases = {Lease("a1", 10, {0})};
+  TicketRecord bob;
+  bob.request.uid = 1001;
+  bob.request.user = "bob";
+  WaitRequest w;
+  w.limits_config.limits.max_gpus = 1;
+  std::map<std::string, double> seen;
+  auto in = GatherDecisionInputs(leases, {bob}, snap, procs, w, 100, seen, {"", nullptr, 1002u, nullptr});
+  ASSERT_TRUE(in.ok()) << in.error().message;
+  EXPECT_EQ(in->limits.now_s, 100);
+  ASSERT_EQ(in->limits.gpus_in_use_by_uid.size(), 1u) << "the users' GPUs in use are counted";
+  ASSERT_EQ(in->limits.max_gpus_by_uid.size(), 2u) << "bob's and the newcomer's limits are given";
+  EXPECT_EQ(in->limits.gpus_in_use_by_uid.at(1000), 1u) << "alice's lease holds GPU 0";
+  EXPECT_EQ(in->limits.max_gpus_by_uid.at(1001), 1u) << "bob, in line";
+  EXPECT_EQ(in->limits.max_gpus_by_uid.at(1002), 1u) << "the newcomer pick asks for";
+  ASSERT_EQ(in->view.tickets.size(), 1u);
+  EXPECT_EQ(in->view.occupancy.gpus[1].free_since_s, 100) << "GPU 1 is free, seen so first now";
+  bob.parent = leases[0].name;  // a step inside alice's job: its own line, no user limits
+  auto nested = GatherDecisionInputs(leases, {bob}, snap, procs, w, 100, seen, {leases[0].name, nullptr, 1002u, nullptr});
+  ASSERT_TRUE(nested.ok()) << nested.error().message;
+  EXPECT_TRUE(nested->limits.max_gpus_by_uid.empty());
+  EXPECT_EQ(nested->view.tickets.size(), 1u);
 }
 
 }  // namespace
