@@ -21,6 +21,17 @@ using nlohmann::json;
 using store::Job;
 using store::JobState;
 
+namespace {
+
+// The pending jobs of a cancel from ids[from] on are no longer being cancelled: they may start again.
+void LetTheRestStart(JobTable& jobs, const std::vector<std::int64_t>& ids, std::size_t from) {
+  for (std::size_t i = from; i < ids.size(); ++i)
+    if (auto it = jobs.active().find(ids[i]); it != jobs.active().end() && it->second.state == JobState::kPending)
+      jobs.ForgetCancel(ids[i]);
+}
+
+}  // namespace
+
 bool Daemon::CancelPart(CancelInProgress& k) {
   const std::size_t first = k.next, end = std::min(k.ids.size(), k.next + kCancelPartJobs);
   std::vector<Job> rows;  // pending and held jobs as they are stored: cancelled
@@ -52,7 +63,9 @@ bool Daemon::CancelPart(CancelInProgress& k) {
     Status s = store_->Update(stored);
     jobs_->NoteWrite(s);
     if (!s.ok()) {
-      // Nothing of this part is cancelled (the table holds its jobs as they were), nor anything after it.
+      // Nothing of this part is cancelled (the table holds its jobs as they were), nor anything
+      // after it: its pending jobs may start again.
+      LetTheRestStart(*jobs_, k.ids, first);
       const std::size_t left = k.ids.size() - first;
       Log(fmt::format("cannot store the cancellation of {} job(s) by {}: {}", left, k.by, s.error().message));
       k.out.Failed(s.error().kind, fmt::format("{} job{}", left, left == 1 ? "" : "s"),
@@ -102,6 +115,7 @@ void Daemon::CancelSlices(double budget_s) {
 void Daemon::FailCancels() {
   if (cancels_.empty()) return;
   CancelInProgress& k = cancels_.front();
+  LetTheRestStart(*jobs_, k.ids, k.next);
   json error = proto::ErrorResponse(
       ErrorKind::kInternal, fmt::format("the daemon failed while cancelling (see its log): {} of the {} jobs are "
                                         "cancelled, the others are as they were; cancel again",

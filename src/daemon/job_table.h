@@ -139,6 +139,10 @@ class JobTable {
   /// Cancel job `id` (launching or running) once its supervisor reports itself, and never put it
   /// back in line. Does not signal anyone: the caller signals a supervisor it knows.
   void RequestCancel(std::int64_t id) { cancel_requested_.insert(id); }
+  /// A pending job that a cancel in parts (cancel_slices.cc) will cancel at its part: it is not
+  /// launched meanwhile. ForgetCancel when that part could not be stored (it stays as it was).
+  void RequestCancelPending(std::int64_t id) { cancel_requested_.insert(id); }
+  void ForgetCancel(std::int64_t id) { cancel_requested_.erase(id); }
   /// Hold job `id` (launching: its supervisor waits for GPUs) once its supervisor reports itself.
   void RequestHold(std::int64_t id) { hold_requested_.insert(id); }
   /// True while a hold of job `id` waits for its supervisor to leave the line.
