@@ -55,6 +55,16 @@ def call(sock_path, req, timeout=600):
     return reply
 
 
+def wait_for_ping(sock_path, tries=400):
+    """Until a just started daemon answers a ping (every 50 ms, `tries` times at most)."""
+    for _ in range(tries):
+        try:
+            call(sock_path, {"op": "ping"}, 1)
+            return
+        except OSError:
+            time.sleep(0.05)
+
+
 def pinger(sock_path, count, stop, out):
     """Pings on one connection; `count` pings, or until `stop` is set. Puts the latencies (s)."""
     s = socket.socket(socket.AF_UNIX)
@@ -101,12 +111,7 @@ def main():
     log = open(os.path.join(tmp, "daemon.log"), "w")
     daemon = subprocess.Popen([args.gpulane, "daemon", "--user"], env=env, stdout=log, stderr=log)
     try:
-        for _ in range(400):
-            try:
-                call(sock, {"op": "ping"}, 1)
-                break
-            except OSError:
-                time.sleep(0.05)
+        wait_for_ping(sock)
         cwd = os.path.join(tmp, "work")
         small_env = [f"{k}={v}" for k, v in env.items()]
         print(f"queueing {args.jobs} held jobs", file=sys.stderr)

@@ -24,7 +24,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from daemon_latency import call, pinger, submit_request  # noqa: E402
+from daemon_latency import call, pinger, submit_request, wait_for_ping  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -71,12 +71,7 @@ def main():
     daemon = subprocess.Popen([args.gpulane, "daemon", "--user"], env=env, stdout=log, stderr=log)
     rows = []
     try:
-        for _ in range(400):
-            try:
-                call(sock, {"op": "ping"}, 1)
-                break
-            except OSError:
-                time.sleep(0.05)
+        wait_for_ping(sock)
         cwd = os.path.join(tmp, "work")
         small_env = [f"{k}={v}" for k, v in env.items()]
         q = mp.Queue()
