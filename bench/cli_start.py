@@ -10,7 +10,9 @@ alike): /bin/true (the floor of any command: fork, exec, exit), and for each GPU
 `--version`, `--help` and `pick --help` (a real subcommand's path: its options registered and
 parsed, its help formatted, no daemon or GPU needed); `tsp -V` where task-spooler is installed.
 Every start is os.posix_spawn + os.wait4, stdout and stderr to /dev/null, the same for each
-command. Several GPULANE paths compare builds side by side in the same run.
+command. Several GPULANE paths compare builds side by side in the same run; first each GPULANE
+file's pages are dropped from the page cache and read back sequentially (posix_fadvise: those
+files only), so that all come to the same page-cache state (--keep-page-cache skips it).
 
 Prints a markdown table on stdout: per command the median and p90 (nearest rank) wall time in ms,
 the median's difference to /bin/true's and its ratio, the median CPU time (user + system, from
@@ -40,6 +42,21 @@ def spawn_once(argv, devnull):
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit(f"cli_start.py: {' '.join(argv)} exited with {os.waitstatus_to_exitcode(status)}")
     return wall_ms, (usage.ru_utime + usage.ru_stime) * 1000, usage.ru_minflt
+
+
+def settle_page_cache(path):
+    """Drops the file's pages from the page cache and reads it back in one sequential pass.
+
+    How many faults a start takes depends on how its pages came into the page cache (a file the
+    linker or cp just wrote faults more often than one read back by readahead: +14 faults for
+    --help measured on the same bytes), so every binary compared is brought to the same state."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        while os.read(fd, 1 << 20):
+            pass
+    finally:
+        os.close(fd)
 
 
 def instructions(argv):
@@ -96,10 +113,15 @@ def main():
     ap.add_argument("--warmup", type=int, default=5, help="unmeasured runs of each first (default 5)")
     ap.add_argument("--seed", type=int, default=25, help="the shuffle's seed")
     ap.add_argument("--instructions", action="store_true", help="also count instructions (callgrind)")
+    ap.add_argument("--keep-page-cache", action="store_true",
+                    help="do not drop and re-read the GPULANE binaries' pages first")
     args = ap.parse_args()
     if not args.gpulane:
         args.gpulane = ["build/gpulane"]
     commands = commands_for(args.gpulane)
+    if not args.keep_page_cache:
+        for b in args.gpulane:
+            settle_page_cache(b)
     devnull = os.open(os.devnull, os.O_WRONLY)
     load_before = os.getloadavg()
     for _ in range(args.warmup):

@@ -3,8 +3,8 @@
 
 Page faults are what a start of gpulane costs on a virtual machine (each a trip through the
 hypervisor: bench/results/cli-start-lazy-streams-2026-12-06.md). Before the standard streams were
-made lazy (src/cli/cli11.h) `gpulane --version` took 65 minor faults more than /bin/true; now about
-46. The count is the same run after run (unlike wall time), so this holds under any load: the
+made lazy (src/cli/cli11.h) `gpulane --version` took 65-69 minor faults more than /bin/true; now
+about 47. The count is the same run after run (unlike wall time), so this holds under any load: the
 smallest of a few runs each, from wait4's rusage.
 
 Usage: tests/check_cli_start.py GPULANE [LIMIT]   (default 55)
