@@ -1,20 +1,22 @@
 #pragma once
 // CLI11, without the static initialiser that <iostream> puts in every file including it.
 //
-// CLI11's App.hpp includes <iostream> for one use: App::exit's default streams (std::cout,
-// std::cerr). In libstdc++ 12 that include gives each file a static std::ios_base::Init, which at
-// every start of gpulane constructs the eight standard streams and C++'s classic locale (some 30
-// facets): about 20 of the page faults a `gpulane --version` took, each dear on a virtual machine
+// CLI11's App.hpp includes <iostream> for App::exit's default streams (std::cout, std::cerr) and
+// the warnings of deprecated or retired options (deprecate_option, retire_option: gpulane uses
+// neither; whoever does must call StandardStreams() at the start of main). In libstdc++ 12 that
+// include gives each file a static std::ios_base::Init, which at every start of gpulane constructs
+// the eight standard streams and C++'s classic locale (some 30 facets): about 20 of the page faults
+// a `gpulane --version` took, each dear on a virtual machine
 // (bench/results/cli-start-lazy-streams-2026-12-06.md). gpulane writes through stdio (fmt), never
 // std::cout, so built with GPULANE_LAZY_IOSTREAM (the gpulane executable only) the streams are
 // declared here instead of through <iostream>, and constructed by StandardStreams() where they are
-// used: before App::exit (help, version, CLI11's errors). Anything else that would use std::cout
-// or std::cerr must call StandardStreams() first. Elsewhere (tests, other standard libraries)
-// this is plain <CLI/CLI.hpp>.
+// used: before App::exit (--help, --help-all, --version with other words). Anything else that
+// would use std::cout or std::cerr must call StandardStreams() first. Elsewhere (tests, other
+// standard libraries) this is plain <CLI/CLI.hpp>.
 #if defined(GPULANE_LAZY_IOSTREAM) && defined(__GLIBCXX__) && !defined(_GLIBCXX_IOSTREAM)
 #include <istream>
 #include <ostream>
-#define _GLIBCXX_IOSTREAM 1  // <iostream>'s include guard: its declarations below, its Init object not
+#define _GLIBCXX_IOSTREAM 1  // <iostream>'s guard: its declarations below, not its Init object
 namespace std {
 extern istream cin;
 extern ostream cout;
