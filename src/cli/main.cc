@@ -57,23 +57,41 @@ void RegisterSubcommands(CLI::App& app, gpulane::cli::Runner* run, std::string_v
   for (const Family& family : kFamilies) family.add(app, run);
 }
 
+// CLI11's answer to --help and the like (App::exit: help on stdout), then out as every command
+// leaves (_exit after flushing, end of main): the exit handlers would touch pages nothing else did.
+[[noreturn]] void ExitWithCli11(const CLI::App& app, const CLI::Error& e) {
+  gpulane::cli::StandardStreams();  // App::exit writes to std::cout (cli/cli11.h)
+  const int code = app.exit(e);
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(stdout);
+  std::fflush(stderr);
+  _exit(code);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const auto started = std::chrono::steady_clock::now();
-  gpulane::TimingMark("main");
-  // The clock at main() (steady_clock is CLOCK_MONOTONIC), so that a caller that noted the time
-  // before it started gpulane can tell how long exec, loading and static initialisation took.
-  if (std::getenv("GPULANE_TIMING"))
+  // GPULANE_TIMING: the clock at main() (steady_clock is CLOCK_MONOTONIC), so that a caller that
+  // noted the time before it started gpulane can tell how long exec, loading and static
+  // initialisation took. The clock is read only when asked: its first read maps the vDSO's pages.
+  const bool timing = std::getenv("GPULANE_TIMING") != nullptr;
+  const auto started = timing ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  if (timing) {
+    gpulane::TimingMark("main");
     fmt::print(stderr, "gpulane: timing: main() at {:.6f} s monotonic\n",
                std::chrono::duration<double>(started.time_since_epoch()).count());
+  }
   using namespace gpulane;
   // `gpulane --version` alone, without building the command line's parser: what CLI11 prints for
   // it, in a tenth of the instructions (every subcommand's options were registered for it:
-  // 2.84 M instructions against /bin/true's 0.13 M, callgrind; docs/ci-time.md, bench/cli_start.sh).
+  // 2.84 M instructions against /bin/true's 0.13 M, callgrind; docs/ci-time.md), and leaving as
+  // every command does (_exit, below): exit handlers touch pages that nothing else did
+  // (bench/cli_start.py).
   if (argc == 2 && std::string_view(argv[1]) == "--version") {
-    std::puts(gpulane::cli::VersionLine().c_str());
-    return kExitOk;
+    std::puts(gpulane::cli::VersionText());
+    std::fflush(stdout);
+    _exit(kExitOk);
   }
   CLI::App app{"gpulane: see, choose and lease the GPUs of a shared server", "gpulane"};
   app.require_subcommand(1);
@@ -101,12 +119,8 @@ int main(int argc, char** argv) {
   const std::vector<std::string> words(args.rbegin(), args.rend());  // parse() consumes args
   try {
     app.parse(args);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
+  } catch (const CLI::Success& e) {  // --help, --help-all, --version (with other words)
+    ExitWithCli11(app, e);
   } catch (const CLI::ParseError& e) {
     // An option a (sub)command does not know: named with the nearest it does know.
     const std::string unknown = dynamic_cast<const CLI::ExtrasError*>(&e) ? cli::UnknownOptionIn(app, words) : "";
@@ -130,7 +144,7 @@ int main(int argc, char** argv) {
   // database) is released by the kernel or was released explicitly already.
   std::fflush(stdout);
   std::fflush(stderr);
-  if (std::getenv("GPULANE_TIMING"))
+  if (timing)
     fmt::print(stderr, "gpulane: timing: {:.2f} ms from main() to exit\n",
                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count());
   _exit(code);

@@ -6,7 +6,7 @@
 //   --priority N (submit).
 #include <string>
 
-#include <CLI/CLI.hpp>
+#include "cli/cli11.h"
 
 #include "sched/request.h"
 #include "util/result.h"

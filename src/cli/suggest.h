@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include <CLI/CLI.hpp>
+#include "cli/cli11.h"
 
 namespace gpulane::cli {
 

@@ -1,13 +1,13 @@
 #include "cli/version.h"
 
-#include <fmt/format.h>
-
 #include "build_info.h"
 
 namespace gpulane::cli {
 
-std::string VersionLine() {
-  return fmt::format("gpulane {} (commit {}, {})", GPULANE_VERSION, GPULANE_COMMIT, GPULANE_BUILD_TYPE);
+const char* VersionText() {
+  return "gpulane " GPULANE_VERSION " (commit " GPULANE_COMMIT ", " GPULANE_BUILD_TYPE ")";
 }
+
+std::string VersionLine() { return VersionText(); }
 
 }  // namespace gpulane::cli

@@ -8,5 +8,7 @@ namespace gpulane::cli {
 /// the binary was built from ("+changes" when the tree had uncommitted changes, "unknown" outside
 /// a git checkout) and CMake's build type, fixed at build time (cmake/build_info.cmake).
 std::string VersionLine();
+/// The same line as a string literal: what `gpulane --version` prints before anything else starts.
+const char* VersionText();
 
 }  // namespace gpulane::cli
