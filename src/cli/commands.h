@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/cli11.h"
+#include <CLI/CLI.hpp>
 
 namespace gpulane::cli {
 

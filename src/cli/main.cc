@@ -60,7 +60,6 @@ void RegisterSubcommands(CLI::App& app, gpulane::cli::Runner* run, std::string_v
 // CLI11's answer to --help and the like (App::exit: help on stdout), then out as every command
 // leaves (_exit after flushing, end of main): the exit handlers would touch pages nothing else did.
 [[noreturn]] void ExitWithCli11(const CLI::App& app, const CLI::Error& e) {
-  gpulane::cli::StandardStreams();  // App::exit writes to std::cout (cli/cli11.h)
   const int code = app.exit(e);
   std::cout.flush();
   std::cerr.flush();

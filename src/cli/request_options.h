@@ -6,7 +6,7 @@
 //   --priority N (submit).
 #include <string>
 
-#include "cli/cli11.h"
+#include <CLI/CLI.hpp>
 
 #include "sched/request.h"
 #include "util/result.h"

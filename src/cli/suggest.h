@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cli/cli11.h"
+#include <CLI/CLI.hpp>
 
 namespace gpulane::cli {
 
