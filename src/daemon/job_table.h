@@ -143,6 +143,17 @@ class JobTable {
   /// launched meanwhile. ForgetCancel when that part could not be stored (it stays as it was).
   void RequestCancelPending(std::int64_t id) { cancel_requested_.insert(id); }
   void ForgetCancel(std::int64_t id) { cancel_requested_.erase(id); }
+  /// A pending job that a hold in parts (hold_slices.cc) will hold at its part: it is not launched
+  /// meanwhile. LetLaunch at its part, or when that part could not be stored.
+  void KeepFromLaunch(std::int64_t id) { kept_from_launch_.insert(id); }
+  void LetLaunch(std::int64_t id) { kept_from_launch_.erase(id); }
+  /// `job`'s fields, changed by the caller, are stored already (a hold's part stored them): no
+  /// FlushDirty for it, and the index of jobs that are not held follows its state.
+  void ChangedAndStored(const store::Job& job) {
+    dirty_.erase(job.id);
+    Index(job);
+    if (job.state == store::JobState::kPending) schedule_needed_ = true;
+  }
   /// Hold job `id` (launching: its supervisor waits for GPUs) once its supervisor reports itself.
   void RequestHold(std::int64_t id) { hold_requested_.insert(id); }
   /// True while a hold of job `id` waits for its supervisor to leave the line.
@@ -165,9 +176,10 @@ class JobTable {
   /// Ends a job: records it (unless the caller has stored it already, `stored`), forgets its files,
   /// logs it and removes it from the table. `job` must be in the table.
   /// `files`: false when the caller knows the job has no files in jobs_dir (a cancel in parts
-  /// lists the folder once instead of five unlinks a job).
+  /// lists the folder once instead of five unlinks a job). `log`: false when the caller logs the
+  /// end itself (a cancel in parts: one line a part, not one a job).
   void Finish(store::Job& job, store::JobState state, std::optional<int> exit_code, const std::string& reason,
-              std::optional<double> end_time, bool stored = false, bool files = true);
+              std::optional<double> end_time, bool stored = false, bool files = true, bool log = true);
   /// Stores the job's changes at the next FlushDirty. Every change of a job's state outside the
   /// table goes through here (it must be stored), which also keeps the index of jobs that are
   /// not held up to date.
@@ -231,8 +243,8 @@ class JobTable {
     for (std::int64_t id : unheld_)
       if (auto it = active_.find(id); it != active_.end()) f(id, it->second);
   }
-  /// The end of `job` is durable: forget its files and the job.
-  void Forget(store::Job& job, bool files = true);
+  /// The end of `job` is durable: forget its files and the job (logged, with `log`).
+  void Forget(store::Job& job, bool files = true, bool log = true);
   /// False while the store is unavailable and its last failure is less than retry_interval_s ago.
   bool RetryDue() const;
   void RequeueOrWait(store::Job& job, bool reported);
@@ -283,6 +295,7 @@ class JobTable {
   std::map<std::pair<std::int64_t, int>, std::int64_t> task_ids_;  ///< (array id, index) -> job id, as looked up
   std::set<std::int64_t> cancel_requested_;
   std::set<std::int64_t> hold_requested_;               ///< held while their supervisor waits for GPUs
+  std::set<std::int64_t> kept_from_launch_;             ///< KeepFromLaunch
   std::map<std::int64_t, double> launched_at_;          ///< monotonic seconds each launching job was launched (or found)
   std::set<std::int64_t> dirty_;                        ///< jobs whose changes are not yet in the store
   std::set<std::int64_t> unstored_ends_;                ///< ended jobs (still in active_) whose end is not yet stored
