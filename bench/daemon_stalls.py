@@ -211,12 +211,17 @@ def cmd_hold(args):
         arrays = d.queue_held(args.jobs, after=gate["ids"][0])
         for op in ("release", "hold"):
             load_before = load1()
+            call(d.sock, {"op": "ping", "loop_stats": True})  # the loop's longest turns from here on
             reply, took_s, lat, gap = pinged_call(d.sock, {"op": op, "ids": [str(a) for a in arrays]})
+            stats = call(d.sock, {"op": "ping", "loop_stats": True})
             print(json.dumps({"case": op, "gpulane": args.gpulane, "jobs": args.jobs, "ok": reply.get("ok"),
                               "changed": len(reply.get("changed", [])), "seconds": round(took_s, 3),
                               "pings": len(lat), "ping_median_ms": round(1e3 * statistics.median(lat), 2),
                               "ping_p99_ms": round(1e3 * pct(lat, 0.99), 2), "ping_max_ms": round(1e3 * lat[-1], 1),
-                              "longest_gap_ms": round(1e3 * gap, 1), "load1_before": load_before, "load1_after": load1()}))
+                              "longest_gap_ms": round(1e3 * gap, 1),
+                              "loop_worst_turn_ms": round(stats.get("loop_worst_turn_ms", -1), 1),
+                              "loop_worst_tick_turn_ms": round(stats.get("loop_worst_tick_turn_ms", -1), 1),
+                              "load1_before": load_before, "load1_after": load1()}))
             sys.stdout.flush()
     finally:
         d.cleanup()

@@ -134,6 +134,7 @@ void Daemon::CancelSlices(double budget_s) {
     JobsInParts& k = cancels_.front();
     const double left_s = budget_s - (clock_.MonotonicS() - start);
     if (!CancelParts(k, left_s)) return;  // the budget is spent; the next turn goes on
+    PartsDone(k);
     AnswerConnection(k.fd, k.serial, k.out.Reply(DoneField(k.op)));
     ResumeAfterArray(k.fd, k.serial);
     cancels_.pop_front();
@@ -145,6 +146,7 @@ void Daemon::FailCancels() {
   if (cancels_.empty()) return;
   JobsInParts& k = cancels_.front();
   LetTheRestStart(*jobs_, k, k.next);
+  PartsDone(k);
   json error = proto::ErrorResponse(
       ErrorKind::kInternal, fmt::format("the daemon failed while {} (see its log): {} of the {} jobs are {}, the "
                                         "others are as they were; {} again",

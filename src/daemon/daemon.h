@@ -274,6 +274,8 @@ class Daemon {
   /// The changes in progress when doing one threw: the first one's client gets an error (what
   /// was stored of it stays changed, and the reply says how many).
   void FailCancels();
+  /// `k` is done (or given up): what follows it, once (a release's launch decision).
+  void PartsDone(const JobsInParts& k);
   /// Starts `k` (HandleHold): answers at once when the first turn's parts do all of it, else
   /// once the last part is stored, the requests behind it waiting.
   void StartInParts(Connection& c, JobsInParts k);

@@ -148,11 +148,11 @@ class JobTable {
   void KeepFromLaunch(std::int64_t id) { kept_from_launch_.insert(id); }
   void LetLaunch(std::int64_t id) { kept_from_launch_.erase(id); }
   /// `job`'s fields, changed by the caller, are stored already (a hold's part stored them): no
-  /// FlushDirty for it, and the index of jobs that are not held follows its state.
+  /// FlushDirty for it, and the index of jobs that are not held follows its state. The caller asks
+  /// for a launch decision when it is done (a release in parts: once, not once a part).
   void ChangedAndStored(const store::Job& job) {
     dirty_.erase(job.id);
     Index(job);
-    if (job.state == store::JobState::kPending) schedule_needed_ = true;
   }
   /// Hold job `id` (launching: its supervisor waits for GPUs) once its supervisor reports itself.
   void RequestHold(std::int64_t id) { hold_requested_.insert(id); }
