@@ -81,6 +81,10 @@ struct JobTableLimits {
   /// Memory of the machine's GPUs (the smallest), for the fraction of a GPU a --mem job uses;
   /// nullopt: unknown (a --mem job counts as its whole GPUs).
   std::optional<std::uint64_t> gpu_total_bytes;
+  /// CheckSupervisors reads at most this many jobs' files a tick, round robin (CPU-only jobs are
+  /// launched past max_waiting and --mem jobs share GPUs: nothing else bounds the jobs launched or
+  /// running at once). A status change is read at once anyway (inotify: ImportStatus).
+  std::size_t supervisor_checks_per_tick = 500;
 };
 
 /// The groups of a user by name (for "@group" shares); the daemon asks the user database.
@@ -166,7 +170,8 @@ class JobTable {
   /// requeued after the grace (cancelled instead when a cancel was requested). Unknown or
   /// unlaunched ids are ignored. An unreadable status is logged and the job left as it is.
   void ImportStatus(std::int64_t id);
-  /// ImportStatus for every launched or running job (the daemon's tick).
+  /// ImportStatus for the launched and running jobs (the daemon's tick): all of them, or the next
+  /// limits.supervisor_checks_per_tick after the last tick's, in id order, wrapping around.
   void CheckSupervisors();
   /// Asks sched::PlanLaunches which pending jobs start now, cancels the doomed ones, stores the
   /// chosen ones as launching (one transaction) and only then writes their specs and starts their
@@ -296,6 +301,7 @@ class JobTable {
   std::set<std::int64_t> cancel_requested_;
   std::set<std::int64_t> hold_requested_;               ///< held while their supervisor waits for GPUs
   std::set<std::int64_t> kept_from_launch_;             ///< KeepFromLaunch
+  std::int64_t checked_up_to_ = 0;  ///< CheckSupervisors: the last id of the last tick's slice
   std::map<std::int64_t, double> launched_at_;          ///< monotonic seconds each launching job was launched (or found)
   std::set<std::int64_t> dirty_;                        ///< jobs whose changes are not yet in the store
   std::set<std::int64_t> unstored_ends_;                ///< ended jobs (still in active_) whose end is not yet stored
