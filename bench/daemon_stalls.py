@@ -5,6 +5,12 @@
       Queues --jobs held tasks (arrays of 100,000), then `cancel --user <me>` on one connection while
       a pinger pings on another (send, wait for the reply, 0.5 ms pause, again): how long the cancel
       took, how many it cancelled, and the longest a ping waited meanwhile.
+  bench/daemon_stalls.py hold    [--gpulane build/gpulane] [--jobs 300000]
+      Queues --jobs held tasks that wait (--after) for a held job, then `release` of all of them and
+      then `hold` of all of them (each on one connection, by array id, as `gpulane release 12 13`
+      sends it) while the pinger pings: for each, how long it took, how many it changed, and the
+      longest a ping waited meanwhile. (Released, the tasks stay pending: their dependency never
+      runs, so nothing starts.)
   bench/daemon_stalls.py restart [--gpulane build/gpulane] [--jobs 600000]
       Queues --jobs held tasks, stops the daemon (SIGTERM), starts it again and pings it from the
       moment it is started: when the first ping is answered, the longest gap between answered pings,
@@ -109,16 +115,21 @@ class Daemon:
             self.proc.send_signal(signal.SIGTERM)
             self.proc.wait(120)
 
-    def queue_held(self, jobs):
+    def queue_held(self, jobs, after=None):
+        """Queues `jobs` held tasks in arrays of 100,000 (each waiting for job `after`, if given); their array ids."""
         small_env = ["PATH=/usr/bin:/bin"]
-        done = 0
+        done, arrays = 0, []
         while done < jobs:
             n = min(100000, jobs - done)
             spec = {"argv": ["true"], "cwd": self.work, "env": small_env, "request": {"count": 1}, "name": "bench"}
+            if after is not None:
+                spec["after_ok"] = [after]
             r = call(self.sock, {"op": "submit", "spec": spec, "hold": True, "array": list(range(n))})
             assert r["ok"], r
+            arrays.append(r["array_job_id"])
             done += n
             print(f"  {done} held jobs queued", file=sys.stderr)
+        return arrays
 
     def cleanup(self):
         self.stop()
@@ -168,6 +179,50 @@ def cmd_cancel(args):
                           "ping_median_ms": round(1e3 * statistics.median(lat), 2), "ping_p99_ms": round(1e3 * pct(lat, 0.99), 2),
                           "ping_max_ms": round(1e3 * lat[-1], 1), "longest_gap_ms": round(1e3 * gap, 1),
                           "load1_before": load_before, "load1_after": load1()}))
+    finally:
+        d.cleanup()
+
+
+def pinged_call(sock_path, request):
+    """`request` on its own connection while the pinger pings: (reply, seconds, sorted latencies, longest gap)."""
+    stop, out = mp.Event(), mp.Queue()
+    p = mp.Process(target=pinger, args=(sock_path, stop, out))
+    p.start()
+    time.sleep(0.3)
+    t = time.perf_counter()
+    reply = call(sock_path, request)
+    took_s = time.perf_counter() - t
+    time.sleep(0.1)
+    stop.set()
+    lat, gap = out.get(timeout=60)
+    p.join()
+    lat.sort()
+    return reply, took_s, lat, gap
+
+
+def cmd_hold(args):
+    d = Daemon(args.gpulane)
+    try:
+        d.start()
+        d.wait_ping()
+        spec = {"argv": ["true"], "cwd": d.work, "env": ["PATH=/usr/bin:/bin"], "request": {"count": 1}, "name": "gate"}
+        gate = call(d.sock, {"op": "submit", "spec": spec, "hold": True})
+        assert gate["ok"], gate
+        arrays = d.queue_held(args.jobs, after=gate["ids"][0])
+        for op in ("release", "hold"):
+            load_before = load1()
+            call(d.sock, {"op": "ping", "loop_stats": True})  # the loop's longest turns from here on
+            reply, took_s, lat, gap = pinged_call(d.sock, {"op": op, "ids": [str(a) for a in arrays]})
+            stats = call(d.sock, {"op": "ping", "loop_stats": True})
+            print(json.dumps({"case": op, "gpulane": args.gpulane, "jobs": args.jobs, "ok": reply.get("ok"),
+                              "changed": len(reply.get("changed", [])), "seconds": round(took_s, 3),
+                              "pings": len(lat), "ping_median_ms": round(1e3 * statistics.median(lat), 2),
+                              "ping_p99_ms": round(1e3 * pct(lat, 0.99), 2), "ping_max_ms": round(1e3 * lat[-1], 1),
+                              "longest_gap_ms": round(1e3 * gap, 1),
+                              "loop_worst_turn_ms": round(stats.get("loop_worst_turn_ms", -1), 1),
+                              "loop_worst_tick_turn_ms": round(stats.get("loop_worst_tick_turn_ms", -1), 1),
+                              "load1_before": load_before, "load1_after": load1()}))
+            sys.stdout.flush()
     finally:
         d.cleanup()
 
@@ -298,7 +353,7 @@ def cmd_flood(args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="case", required=True)
-    for name, jobs in (("cancel", 300000), ("restart", 600000)):
+    for name, jobs in (("cancel", 300000), ("hold", 300000), ("restart", 600000)):
         p = sub.add_parser(name)
         p.add_argument("--gpulane", default=os.path.join(ROOT, "build", "gpulane"))
         p.add_argument("--jobs", type=int, default=jobs)
@@ -307,7 +362,7 @@ def main():
     p.add_argument("--submits", type=int, default=5000)
     p.add_argument("--clients", type=int, default=4)
     args = ap.parse_args()
-    {"cancel": cmd_cancel, "restart": cmd_restart, "flood": cmd_flood}[args.case](args)
+    {"cancel": cmd_cancel, "hold": cmd_hold, "restart": cmd_restart, "flood": cmd_flood}[args.case](args)
 
 
 if __name__ == "__main__":

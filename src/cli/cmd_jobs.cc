@@ -83,7 +83,8 @@ int RunHold(const std::vector<std::string>& all_words, bool hold) {
   }
   auto ids = JobIdArgs(words);
   if (!ids) return Fail(ids.error());
-  auto answer = CallIfRunning({{"op", hold ? "hold" : "release"}, {"ids", *ids}}, 30, /*error_replies=*/true);
+  // Like a cancel, a large hold or release is answered once its last part is stored.
+  auto answer = CallIfRunning({{"op", hold ? "hold" : "release"}, {"ids", *ids}}, 300, /*error_replies=*/true);
   if (!answer) return Fail(answer.error());
   if (!*answer) return Fail(NoJobWithoutDaemon(ids->front()));
   const int code = ReportFailures(**answer);

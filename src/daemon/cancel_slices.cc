@@ -9,11 +9,17 @@
 // answer, so nothing unstored was ever reported), and the restarted daemon shows just that.
 // A job whose state changed between the request and its part is cancelled as it is then (one
 // launched meanwhile gets SIGTERM; one that ended is left out of the reply).
+// Holds and releases go through the same parts (hold_slices.cc: Daemon::HoldPart), in one line
+// with the cancels, in the order they were asked for.
 #include <signal.h>
+
+#include <set>
+#include <string>
 
 #include <fmt/format.h>
 
 #include "daemon/daemon.h"
+#include "store/job_id.h"
 
 namespace gpulane::daemon {
 
@@ -23,16 +29,24 @@ using store::JobState;
 
 namespace {
 
-// The pending jobs of a cancel from ids[from] on are no longer being cancelled: they may start again.
-void LetTheRestStart(JobTable& jobs, const std::vector<std::int64_t>& ids, std::size_t from) {
-  for (std::size_t i = from; i < ids.size(); ++i)
-    if (auto it = jobs.active().find(ids[i]); it != jobs.active().end() && it->second.state == JobState::kPending)
-      jobs.ForgetCancel(ids[i]);
+// The pending jobs of a cancel (or hold) from ids[from] on are no longer being cancelled (held):
+// they may start again.
+void LetTheRestStart(JobTable& jobs, const JobsInParts& k, std::size_t from) {
+  for (std::size_t i = from; i < k.ids.size(); ++i) {
+    if (k.op == PartsOp::kHold) jobs.LetLaunch(k.ids[i]);
+    if (k.op != PartsOp::kCancel) continue;
+    if (auto it = jobs.active().find(k.ids[i]); it != jobs.active().end() && it->second.state == JobState::kPending)
+      jobs.ForgetCancel(k.ids[i]);
+  }
+}
+
+const char* Doing(PartsOp op) {
+  return op == PartsOp::kCancel ? "cancelling" : op == PartsOp::kHold ? "holding" : "releasing";
 }
 
 }  // namespace
 
-bool Daemon::CancelPart(CancelInProgress& k) {
+bool Daemon::CancelPart(JobsInParts& k) {
   const std::size_t first = k.next, end = std::min(k.ids.size(), k.next + kCancelPartJobs);
   std::vector<Job> rows;  // pending and held jobs as they are stored: cancelled
   const std::string reason = fmt::format("cancelled by {}", k.by);
@@ -65,7 +79,7 @@ bool Daemon::CancelPart(CancelInProgress& k) {
     if (!s.ok()) {
       // Nothing of this part is cancelled (the table holds its jobs as they were), nor anything
       // after it: its pending jobs may start again.
-      LetTheRestStart(*jobs_, k.ids, first);
+      LetTheRestStart(*jobs_, k, first);
       const std::size_t left = k.ids.size() - first;
       Log(fmt::format("cannot store the cancellation of {} job(s) by {}: {}", left, k.by, s.error().message));
       k.out.Failed(s.error().kind, fmt::format("{} job{}", left, left == 1 ? "" : "s"),
@@ -78,22 +92,37 @@ bool Daemon::CancelPart(CancelInProgress& k) {
     // Jobs that never ran seldom have files (a requeued launch keeps its lock file): one listing
     // of the folder, not five unlinks a job (they were most of a part's time).
     const auto with_files = JobIdsWithFiles(jobs_dir_);
+    // One log line for the part's jobs, not one a job (a single job's cancel logs its own line).
+    const bool one = rows.size() == 1;
+    std::vector<std::int64_t> ids;
+    std::set<std::string> owners;
     for (Job& row : rows) {
       auto it = jobs_->active().find(row.id);
       if (it == jobs_->active().end()) continue;
       Finish(it->second, JobState::kCancelled, std::nullopt, row.reason, row.end_time, /*stored=*/true,
-             /*files=*/!with_files || with_files->count(row.id) > 0);
+             /*files=*/!with_files || with_files->count(row.id) > 0, /*log=*/one);
       k.out.Done(row);
+      ids.push_back(row.id);
+      owners.insert(row.user);
     }
+    if (!one) LogPart(k, ids, owners);
   }
   k.next = end;
   return true;
 }
 
-bool Daemon::CancelParts(CancelInProgress& k, double budget_s) {
+void Daemon::LogPart(const JobsInParts& k, const std::vector<std::int64_t>& ids, const std::set<std::string>& owners) {
+  if (ids.empty()) return;
+  std::string whose;
+  for (const std::string& user : owners) whose += (whose.empty() ? "" : ",") + user;
+  Log(fmt::format("{} by {}: {} job{} of {}: {}", PastOf(k.op), k.by, ids.size(), ids.size() == 1 ? "" : "s", whose,
+                  store::FormatJobIdRanges(ids)));
+}
+
+bool Daemon::CancelParts(JobsInParts& k, double budget_s) {
   const double start = clock_.MonotonicS();
   while (k.next < k.ids.size()) {
-    if (!CancelPart(k)) return true;
+    if (!(k.op == PartsOp::kCancel ? CancelPart(k) : HoldPart(k))) return true;
     if (clock_.MonotonicS() - start >= budget_s) break;
   }
   return k.next == k.ids.size();
@@ -102,10 +131,11 @@ bool Daemon::CancelParts(CancelInProgress& k, double budget_s) {
 void Daemon::CancelSlices(double budget_s) {
   const double start = clock_.MonotonicS();
   while (!cancels_.empty()) {
-    CancelInProgress& k = cancels_.front();
+    JobsInParts& k = cancels_.front();
     const double left_s = budget_s - (clock_.MonotonicS() - start);
     if (!CancelParts(k, left_s)) return;  // the budget is spent; the next turn goes on
-    AnswerConnection(k.fd, k.serial, k.out.Reply("cancelled"));
+    PartsDone(k);
+    AnswerConnection(k.fd, k.serial, k.out.Reply(DoneField(k.op)));
     ResumeAfterArray(k.fd, k.serial);
     cancels_.pop_front();
     if (clock_.MonotonicS() - start >= budget_s) return;
@@ -114,12 +144,13 @@ void Daemon::CancelSlices(double budget_s) {
 
 void Daemon::FailCancels() {
   if (cancels_.empty()) return;
-  CancelInProgress& k = cancels_.front();
-  LetTheRestStart(*jobs_, k.ids, k.next);
+  JobsInParts& k = cancels_.front();
+  LetTheRestStart(*jobs_, k, k.next);
+  PartsDone(k);
   json error = proto::ErrorResponse(
-      ErrorKind::kInternal, fmt::format("the daemon failed while cancelling (see its log): {} of the {} jobs are "
-                                        "cancelled, the others are as they were; cancel again",
-                                        k.out.done(), k.ids.size()));
+      ErrorKind::kInternal, fmt::format("the daemon failed while {} (see its log): {} of the {} jobs are {}, the "
+                                        "others are as they were; {} again",
+                                        Doing(k.op), k.out.done(), k.ids.size(), PastOf(k.op), VerbOf(k.op)));
   AnswerConnection(k.fd, k.serial, error);
   ResumeAfterArray(k.fd, k.serial);
   cancels_.pop_front();

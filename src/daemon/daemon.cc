@@ -218,6 +218,7 @@ void Daemon::StartSampler() {
   settings.hpc_job_mapping_dir = config_.telemetry_hpc_job_mapping_dir;
   settings.state_dir = paths_.state_dir;
   settings.disk_space = [dir = paths_.state_dir] { return DiskSpaceOf(dir); };
+  settings.history_floor = {config_.daemon_history_min_free_bytes, config_.daemon_history_min_free_pct};
   telemetry::AnomalySettings& a = settings.anomaly;
   a.idle_util_pct = config_.anomaly_idle_util_pct;
   a.idle_after_s = config_.anomaly_idle_after_s;

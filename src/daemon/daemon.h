@@ -17,6 +17,7 @@
 #include "daemon/guard.h"
 #include "daemon/job_files.h"
 #include "daemon/job_table.h"
+#include "daemon/jobs_in_parts.h"
 #include "daemon/launcher.h"
 #include "daemon/outcome.h"
 #include "daemon/parse_worker.h"
@@ -163,7 +164,8 @@ class Daemon {
   /// Cancels what the request names, in parts (cancel_slices.cc): answered at once when the
   /// first turn's parts cancel all of it, else once the last part is stored.
   void HandleCancel(Connection& c, const nlohmann::json& req);
-  nlohmann::json HandleHold(const Peer& peer, const nlohmann::json& req, bool hold);
+  /// Holds or releases what the request names, in parts like a cancel (hold_slices.cc).
+  void HandleHold(Connection& c, const nlohmann::json& req, bool hold);
   nlohmann::json HandleLogs(const Peer& peer, const nlohmann::json& req);
   bool HandleWait(Connection& c, const nlohmann::json& req);
   void CommitSubmissions();
@@ -187,8 +189,8 @@ class Daemon {
   // Jobs: the job table (job_table.h).
   /// Ends a job (JobTable::Finish).
   void Finish(store::Job& job, store::JobState state, std::optional<int> exit_code, const std::string& reason,
-              std::optional<double> end_time, bool stored = false, bool files = true) {
-    jobs_->Finish(job, state, exit_code, reason, end_time, stored, files);
+              std::optional<double> end_time, bool stored = false, bool files = true, bool log = true) {
+    jobs_->Finish(job, state, exit_code, reason, end_time, stored, files, log);
   }
   void MarkDirty(const store::Job& job) { jobs_->MarkDirty(job); }
   std::optional<store::Job> FindJob(std::int64_t id) { return jobs_->Find(id); }
@@ -249,31 +251,34 @@ class Daemon {
     /// Connections that submitted it again with its idempotency key meanwhile (fd, serial).
     std::vector<std::pair<int, std::uint64_t>> repeats;
   };
-  /// A cancel of many jobs, done in parts of kCancelPartJobs jobs, one transaction each
-  /// (cancel_slices.cc): 300,000 held tasks cancelled at once held the loop 11.5 s for everyone.
-  struct CancelInProgress {
-    int fd;
-    std::uint64_t serial;                 ///< Connection::serial
-    std::string by;                       ///< who cancels (their user name, for the jobs' reason)
-    std::vector<std::int64_t> ids;        ///< the jobs to cancel, in order
-    std::size_t next = 0;                 ///< ids[next] is the first not yet cancelled
-    Outcome out;                          ///< what is durably done so far, and what failed
-  };
+  /// A cancel, hold or release of many jobs in parts (jobs_in_parts.h); HandleCancel's name for it.
+  using CancelInProgress = JobsInParts;
   static constexpr std::size_t kCancelPartJobs = 1000;
-  static constexpr double kCancelTurnBudgetS = 0.02;  ///< cancel parts done in one turn, at most about this long
-  std::deque<CancelInProgress> cancels_;               ///< oldest first
-  /// Cancels the next parts of `k` for about `budget_s` seconds (one part at least); true once
+  static constexpr double kCancelTurnBudgetS = 0.02;  ///< parts done in one turn, at most about this long
+  /// The cancels, holds and releases in progress, oldest first (one after the other, in the
+  /// order they were asked for).
+  std::deque<JobsInParts> cancels_;
+  /// Changes the next parts of `k` for about `budget_s` seconds (one part at least); true once
   /// all of it is done (or a part could not be stored: then nothing of that part or after it is
-  /// cancelled, and k.out says so).
-  bool CancelParts(CancelInProgress& k, double budget_s);
-  /// One part of `k` (kCancelPartJobs jobs, one transaction); false when the store refused it.
-  bool CancelPart(CancelInProgress& k);
-  /// CancelParts of the cancels in progress, oldest first, for about `budget_s` seconds; answers
+  /// changed, and k.out says so).
+  bool CancelParts(JobsInParts& k, double budget_s);
+  /// One part of a cancel (kCancelPartJobs jobs, one transaction); false when the store refused it.
+  bool CancelPart(JobsInParts& k);
+  /// One part of a hold or release (hold_slices.cc); false when the store refused it.
+  bool HoldPart(JobsInParts& k);
+  /// One log line for a part's jobs (`ids`, of `owners`): "cancelled by root: 1000 jobs of alice: 12-1011".
+  void LogPart(const JobsInParts& k, const std::vector<std::int64_t>& ids, const std::set<std::string>& owners);
+  /// CancelParts of the changes in progress, oldest first, for about `budget_s` seconds; answers
   /// each one's client when done and handles the requests behind it.
   void CancelSlices(double budget_s);
-  /// The cancels in progress when doing one threw: the first one's client gets an error (what
-  /// was stored of it stays cancelled, and the reply says how many).
+  /// The changes in progress when doing one threw: the first one's client gets an error (what
+  /// was stored of it stays changed, and the reply says how many).
   void FailCancels();
+  /// `k` is done (or given up): what follows it, once (a release's launch decision).
+  void PartsDone(const JobsInParts& k);
+  /// Starts `k` (HandleHold): answers at once when the first turn's parts do all of it, else
+  /// once the last part is stored, the requests behind it waiting.
+  void StartInParts(Connection& c, JobsInParts k);
   static constexpr double kStreamTurnBudgetS = 0.005;  ///< a streamed listing's parts made in one turn, about this long
   /// Parts of the unfinished jobs (DaemonSettings::load_part_rows) loaded in one turn at the start, about this long.
   static constexpr double kLoadTurnBudgetS = 0.02;

@@ -320,7 +320,7 @@ void Daemon::HandleParsedRequest(Connection& c, const json& req) {
     } else if (op == "cancel") {
       HandleCancel(c, req);
     } else if (op == "hold" || op == "release") {
-      Reply(c, HandleHold(c.peer, req, op == "hold"));
+      HandleHold(c, req, op == "hold");
     } else if (op == "logs") {
       Reply(c, HandleLogs(c.peer, req));
     } else if (op == "history" || op == "report" || op == "usage" || op == "telemetry" || op == "metrics" ||
@@ -867,13 +867,16 @@ void Daemon::HandleCancel(Connection& c, const json& req) {
   cancels_.push_back(std::move(k));
 }
 
-json Daemon::HandleHold(const Peer& peer, const json& req, bool hold) {
+void Daemon::HandleHold(Connection& c, const json& req, bool hold) {
+  const Peer& peer = c.peer;
   const std::string op = hold ? "hold" : "release";
   auto refs = RefsOfIds(req, op);
-  if (!refs) return Err(refs.error().kind, refs.error().message);
-  if (refs->empty()) return Err(ErrorKind::kInvalidArgument, op + ": give job ids");
+  if (!refs) return Reply(c, Err(refs.error().kind, refs.error().message));
+  if (refs->empty()) return Reply(c, Err(ErrorKind::kInvalidArgument, op + ": give job ids"));
   Resolver resolve(*store_, jobs_->active());
-  Outcome out;
+  // Named now, changed and stored in parts (hold_slices.cc), answered once the last is stored.
+  JobsInParts k{c.fd, c.serial, peer.user, {}, 0, {}, hold ? PartsOp::kHold : PartsOp::kRelease};
+  Outcome& out = k.out;
   std::set<std::int64_t> seen;
   // Whether `job` is one `op` changes: hold takes pending jobs and those waiting for GPUs, release held ones.
   auto applies = [&](const Job& job) {
@@ -882,20 +885,8 @@ json Daemon::HandleHold(const Peer& peer, const json& req, bool hold) {
   };
   auto change = [&](Job& job) {
     if (!seen.insert(job.id).second) return;
-    if (job.state == JobState::kLaunching) {
-      // Waiting for GPUs under its supervisor: it leaves the line and becomes held (not if it
-      // starts first: a running job is never stopped by hold).
-      jobs_->RequestHold(job.id);
-      job.reason = fmt::format("holding (by {})", peer.user);
-      if (job.supervisor_pid) kill(*job.supervisor_pid, HoldSignal());
-      out.InProgress(job);
-    } else {
-      job.state = hold ? JobState::kHeld : JobState::kPending;
-      job.reason = hold ? fmt::format("held by {}", peer.user) : "";
-      MarkDirty(job);
-      schedule_needed_ = true;
-    }
-    out.Done(job);
+    k.ids.push_back(job.id);
+    if (job.state == JobState::kPending) jobs_->KeepFromLaunch(job.id);  // not launched before its part
   };
   for (const store::JobRef& ref : *refs) {
     auto named = resolve(ref);
@@ -923,7 +914,7 @@ json Daemon::HandleHold(const Peer& peer, const json& req, bool hold) {
     }
     for (Job* job : changing) change(*job);
   }
-  return out.Reply("changed");
+  StartInParts(c, std::move(k));
 }
 
 json Daemon::HandleLogs(const Peer& peer, const json& req) {

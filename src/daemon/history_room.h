@@ -4,6 +4,7 @@
 // folder's file system has more free space than a floor, and says so where the daemon's health is
 // shown (`gpulane status`, `queue`, `show`: the reply's warnings) while it does not.
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "util/result.h"
@@ -19,14 +20,22 @@ struct DiskSpace {
 inline constexpr std::uint64_t kHistoryFloorMinBytes = std::uint64_t{256} << 20;
 inline constexpr double kHistoryFloorFraction = 0.02;
 
-/// The free space history leaves to the job store: max(256 MiB, 2 % of the file system).
-std::uint64_t HistoryFloorBytes(std::uint64_t total_bytes);
+/// The admin's floor (daemon.history_min_free, docs/config.md): a size, or a percentage of the
+/// file system; neither: the default, max(256 MiB, 2 %).
+struct HistoryFloor {
+  std::optional<std::uint64_t> bytes;
+  std::optional<double> pct;
+};
+
+/// The free space history leaves to the job store: `floor`'s, by default max(256 MiB, 2 % of the
+/// file system).
+std::uint64_t HistoryFloorBytes(std::uint64_t total_bytes, const HistoryFloor& floor = {});
 /// Whether history may be written with `space` free: at least the floor.
-bool HistoryHasRoom(const DiskSpace& space);
+bool HistoryHasRoom(const DiskSpace& space, const HistoryFloor& floor = {});
 /// statvfs of `path`. Errors: kIo.
 Result<DiskSpace> DiskSpaceOf(const std::string& path);
 /// The warning while history is not stored: "GPU history is not stored: the state folder DIR has
-/// 120 MiB free, under the 256 MiB kept for the job store; it resumes when there is more".
-std::string NoRoomLine(const std::string& dir, const DiskSpace& space);
+/// 120 MiB free, under the 256 MiB kept for the job store (...); it resumes once there is more".
+std::string NoRoomLine(const std::string& dir, const DiskSpace& space, const HistoryFloor& floor = {});
 
 }  // namespace gpulane::daemon

@@ -99,7 +99,7 @@ std::optional<Job> JobTable::Find(std::int64_t id) {
 }
 
 void JobTable::Finish(Job& job, JobState state, std::optional<int> exit_code, const std::string& reason,
-                      std::optional<double> end_time, bool stored, bool files) {
+                      std::optional<double> end_time, bool stored, bool files, bool log) {
   job.state = state;
   job.exit_code = exit_code;
   job.reason = reason;
@@ -109,6 +109,7 @@ void JobTable::Finish(Job& job, JobState state, std::optional<int> exit_code, co
   if (!job.array_job_id) finished_[id] = AsDependencyState(state);  // arrays: answered from the store once all tasks ended
   cancel_requested_.erase(id);
   hold_requested_.erase(id);
+  kept_from_launch_.erase(id);
   launched_at_.erase(id);
   RecordUsage(job);
   if (!stored) {
@@ -123,7 +124,7 @@ void JobTable::Finish(Job& job, JobState state, std::optional<int> exit_code, co
       return;
     }
   }
-  Forget(job, files);
+  Forget(job, files, log);
 }
 
 double JobTable::GpusHeld(const Job& job) const {
@@ -241,14 +242,15 @@ std::vector<sched::UserShare> JobTable::ShareTable() {
   return out;
 }
 
-void JobTable::Forget(Job& job, bool files) {
+void JobTable::Forget(Job& job, bool files, bool log) {
   const std::int64_t id = job.id;
   dirty_.erase(id);
   unstored_ends_.erase(id);
   if (files) JobFiles(jobs_dir_, id).Remove();
-  log_(fmt::format("job {} ({}) {}{}{}", id, job.user, store::StateName(job.state),
-                   job.exit_code ? fmt::format(" with exit code {}", *job.exit_code) : "",
-                   job.reason.empty() ? "" : ": " + job.reason));
+  if (log)
+    log_(fmt::format("job {} ({}) {}{}{}", id, job.user, store::StateName(job.state),
+                     job.exit_code ? fmt::format(" with exit code {}", *job.exit_code) : "",
+                     job.reason.empty() ? "" : ": " + job.reason));
   unheld_.erase(id);
   CountUser(job, -1);
   active_.erase(id);
@@ -325,6 +327,14 @@ void JobTable::CheckSupervisors() {
   ForEachUnheld([&](std::int64_t id, const Job& job) {
     if (job.state == JobState::kLaunching || job.state == JobState::kRunning) ids.push_back(id);
   });
+  // Each job's two files are read (its lock and its status): 10,000 running CPU-only jobs held
+  // every tick for as long as that takes. A slice a tick, round robin: the ids after the last
+  // slice's, then from the first.
+  if (const std::size_t n = limits_.supervisor_checks_per_tick; n > 0 && ids.size() > n) {
+    std::rotate(ids.begin(), std::upper_bound(ids.begin(), ids.end(), checked_up_to_), ids.end());
+    ids.resize(n);
+  }
+  if (!ids.empty()) checked_up_to_ = ids.back();
   for (auto id : ids) ImportStatus(id);
 }
 

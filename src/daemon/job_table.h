@@ -81,6 +81,10 @@ struct JobTableLimits {
   /// Memory of the machine's GPUs (the smallest), for the fraction of a GPU a --mem job uses;
   /// nullopt: unknown (a --mem job counts as its whole GPUs).
   std::optional<std::uint64_t> gpu_total_bytes;
+  /// CheckSupervisors reads at most this many jobs' files a tick, round robin (CPU-only jobs are
+  /// launched past max_waiting and --mem jobs share GPUs: nothing else bounds the jobs launched or
+  /// running at once). A status change is read at once anyway (inotify: ImportStatus).
+  std::size_t supervisor_checks_per_tick = 500;
 };
 
 /// The groups of a user by name (for "@group" shares); the daemon asks the user database.
@@ -143,6 +147,17 @@ class JobTable {
   /// launched meanwhile. ForgetCancel when that part could not be stored (it stays as it was).
   void RequestCancelPending(std::int64_t id) { cancel_requested_.insert(id); }
   void ForgetCancel(std::int64_t id) { cancel_requested_.erase(id); }
+  /// A pending job that a hold in parts (hold_slices.cc) will hold at its part: it is not launched
+  /// meanwhile. LetLaunch at its part, or when that part could not be stored.
+  void KeepFromLaunch(std::int64_t id) { kept_from_launch_.insert(id); }
+  void LetLaunch(std::int64_t id) { kept_from_launch_.erase(id); }
+  /// `job`'s fields, changed by the caller, are stored already (a hold's part stored them): no
+  /// FlushDirty for it, and the index of jobs that are not held follows its state. The caller asks
+  /// for a launch decision when it is done (a release in parts: once, not once a part).
+  void ChangedAndStored(const store::Job& job) {
+    dirty_.erase(job.id);
+    Index(job);
+  }
   /// Hold job `id` (launching: its supervisor waits for GPUs) once its supervisor reports itself.
   void RequestHold(std::int64_t id) { hold_requested_.insert(id); }
   /// True while a hold of job `id` waits for its supervisor to leave the line.
@@ -155,7 +170,8 @@ class JobTable {
   /// requeued after the grace (cancelled instead when a cancel was requested). Unknown or
   /// unlaunched ids are ignored. An unreadable status is logged and the job left as it is.
   void ImportStatus(std::int64_t id);
-  /// ImportStatus for every launched or running job (the daemon's tick).
+  /// ImportStatus for the launched and running jobs (the daemon's tick): all of them, or the next
+  /// limits.supervisor_checks_per_tick after the last tick's, in id order, wrapping around.
   void CheckSupervisors();
   /// Asks sched::PlanLaunches which pending jobs start now, cancels the doomed ones, stores the
   /// chosen ones as launching (one transaction) and only then writes their specs and starts their
@@ -165,9 +181,10 @@ class JobTable {
   /// Ends a job: records it (unless the caller has stored it already, `stored`), forgets its files,
   /// logs it and removes it from the table. `job` must be in the table.
   /// `files`: false when the caller knows the job has no files in jobs_dir (a cancel in parts
-  /// lists the folder once instead of five unlinks a job).
+  /// lists the folder once instead of five unlinks a job). `log`: false when the caller logs the
+  /// end itself (a cancel in parts: one line a part, not one a job).
   void Finish(store::Job& job, store::JobState state, std::optional<int> exit_code, const std::string& reason,
-              std::optional<double> end_time, bool stored = false, bool files = true);
+              std::optional<double> end_time, bool stored = false, bool files = true, bool log = true);
   /// Stores the job's changes at the next FlushDirty. Every change of a job's state outside the
   /// table goes through here (it must be stored), which also keeps the index of jobs that are
   /// not held up to date.
@@ -231,8 +248,8 @@ class JobTable {
     for (std::int64_t id : unheld_)
       if (auto it = active_.find(id); it != active_.end()) f(id, it->second);
   }
-  /// The end of `job` is durable: forget its files and the job.
-  void Forget(store::Job& job, bool files = true);
+  /// The end of `job` is durable: forget its files and the job (logged, with `log`).
+  void Forget(store::Job& job, bool files = true, bool log = true);
   /// False while the store is unavailable and its last failure is less than retry_interval_s ago.
   bool RetryDue() const;
   void RequeueOrWait(store::Job& job, bool reported);
@@ -283,6 +300,8 @@ class JobTable {
   std::map<std::pair<std::int64_t, int>, std::int64_t> task_ids_;  ///< (array id, index) -> job id, as looked up
   std::set<std::int64_t> cancel_requested_;
   std::set<std::int64_t> hold_requested_;               ///< held while their supervisor waits for GPUs
+  std::set<std::int64_t> kept_from_launch_;             ///< KeepFromLaunch
+  std::int64_t checked_up_to_ = 0;  ///< CheckSupervisors: the last id of the last tick's slice
   std::map<std::int64_t, double> launched_at_;          ///< monotonic seconds each launching job was launched (or found)
   std::set<std::int64_t> dirty_;                        ///< jobs whose changes are not yet in the store
   std::set<std::int64_t> unstored_ends_;                ///< ended jobs (still in active_) whose end is not yet stored

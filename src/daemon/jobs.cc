@@ -116,8 +116,8 @@ void JobTable::LaunchEligible() {
     const bool cpu_only = job.spec.request.count == 0;  // -g 0: waits for no GPU, uses no GPU-hours
     if (job.state == JobState::kLaunching && !cpu_only)
       ++(job.spec.request.preemptible != sched::Preemptible::kNo ? limits.already_waiting_preemptible : limits.already_waiting);
-    // Held jobs are left out rather than passed as held (and not even walked: unheld_); so are those a cancel in parts will reach.
-    if (job.state != JobState::kPending || cancel_requested_.count(id)) return;
+    // Held jobs are left out rather than passed as held (and not even walked: unheld_); so are those a cancel or hold in parts will reach.
+    if (job.state != JobState::kPending || cancel_requested_.count(id) || kept_from_launch_.count(id)) return;
     if (job.reason == kStoreUnavailableReason) job.reason.clear();
     if (cpu_only) {
       queue.push_back({id, job.spec.request.priority, false, job.spec.after_ok, job.spec.after_any,

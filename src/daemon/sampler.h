@@ -36,6 +36,7 @@ struct SamplerSettings {
   /// The state folder's free space (history_room.h), looked at before history is written; unset:
   /// always room. `state_dir` names the folder in the warning.
   std::function<Result<DiskSpace>()> disk_space;
+  HistoryFloor history_floor;  ///< daemon.history_min_free (default: max(256 MiB, 2 %))
   std::string state_dir;
 };
 

@@ -300,8 +300,8 @@ bool SamplerThread::HistoryRoom(double now_s) {
   next_room_check_s_ = now_s + kRoomCheckEveryS;
   auto space = s.disk_space();
   if (!space) return room_;  // unknown: as last seen (the write itself fails on a full disk)
-  const bool room = HistoryHasRoom(*space);
-  std::string line = room ? "" : NoRoomLine(s.state_dir, *space);
+  const bool room = HistoryHasRoom(*space, s.history_floor);
+  std::string line = room ? "" : NoRoomLine(s.state_dir, *space, s.history_floor);
   if (room != room_) log_(room ? "GPU history is stored again: the state folder has room" : line);
   room_ = room;
   std::lock_guard lock(mu_);

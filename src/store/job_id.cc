@@ -118,4 +118,25 @@ std::string FormatTaskIndices(const std::vector<int>& indices) {
   return out;
 }
 
+std::string FormatJobIdRanges(const std::vector<std::int64_t>& ids, std::size_t max_ranges) {
+  std::string out;
+  std::size_t ranges = 0, left_ranges = 0, left_jobs = 0;
+  for (std::size_t i = 0; i < ids.size();) {
+    std::size_t j = i;
+    while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
+    if (ranges++ < max_ranges) {
+      out += fmt::format("{}{}", out.empty() ? "" : ",", ids[i]);
+      if (j > i) out += fmt::format("-{}", ids[j]);
+    } else {
+      ++left_ranges;
+      left_jobs += j - i + 1;
+    }
+    i = j + 1;
+  }
+  if (left_ranges)
+    out += fmt::format(" and {} more range{} ({} job{})", left_ranges, left_ranges == 1 ? "" : "s", left_jobs,
+                       left_jobs == 1 ? "" : "s");
+  return out;
+}
+
 }  // namespace gpulane::store

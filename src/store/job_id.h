@@ -44,6 +44,10 @@ std::string FormatJobRef(const JobRef& ref);
 /// Indices as Slurm writes them: {0, 1, 2, 3, 7, 9} -> "0-3,7,9".
 std::string FormatTaskIndices(const std::vector<int>& indices);
 
+/// Job ids in order as ranges, for a log line about many jobs: {12, 13, 14, 20} -> "12-14,20"; past
+/// `max_ranges` ranges the rest is counted: "12-14,20 and 3 more ranges (9 jobs)".
+std::string FormatJobIdRanges(const std::vector<std::int64_t>& ids, std::size_t max_ranges = 20);
+
 }  // namespace gpulane::store
 
 /// fmt prints a JobRef as FormatJobRef does ("12", "12_3").

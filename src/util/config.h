@@ -66,6 +66,11 @@ struct Config {
   /// [daemon] keep_finished: finished jobs are removed from the job store this long after they
   /// ended (seconds; 0: "forever", never). Machine's file only.
   double daemon_keep_finished_s = 30 * 86400;
+  /// [daemon] history_min_free: the free space of the state folder's file system under which GPU
+  /// history is not stored (daemon/history_room.h), as a size or a percentage of the file system;
+  /// neither set: the larger of 256 MiB and 2 %. Machine's file only.
+  std::optional<std::uint64_t> daemon_history_min_free_bytes;
+  std::optional<double> daemon_history_min_free_pct;
   std::string daemon_mode = "auto";               ///< [daemon] mode: "auto", "system" or "user" (daemon/paths.h: SystemDaemonInstalled)
   std::vector<PartitionConfig> partitions;        ///< [partitions.NAME], in the file's order (machine's file only)
   std::string default_partition;                  ///< [sched] default_partition: for requests without --partition ("" = none)

@@ -1,6 +1,9 @@
 #include "util/config_daemon.h"
 
 #include <cmath>
+#include <exception>
+#include <string>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -22,6 +25,38 @@ std::optional<std::int64_t> DaemonKeyInteger(const toml::node& node) {
     if (std::isfinite(d) && d == std::trunc(d) && d >= -9.0e18 && d <= 9.0e18) return static_cast<std::int64_t>(d);
   }
   return std::nullopt;
+}
+
+// daemon.history_min_free: "256MiB" (a size, 0 allowed: history always stored) or "5%" (of the
+// state folder's file system, 0 to 100).
+Status LoadHistoryMinFree(const toml::node& node, Config& config) {
+  const char* what = "daemon.history_min_free must be a size (\"256MiB\", \"10GiB\") or a percentage of the file "
+                     "system from \"0%\" to \"100%\"";
+  auto text = node.value<std::string>();
+  if (!text || !node.is_string()) return MakeError(ErrorKind::kInvalidArgument, what);
+  std::string_view t = *text;
+  while (!t.empty() && t.back() == ' ') t.remove_suffix(1);
+  if (!t.empty() && t.back() == '%') {
+    t.remove_suffix(1);
+    double pct = 0;
+    const std::string number(t);
+    std::size_t used = 0;
+    try {
+      pct = std::stod(number, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (number.empty() || used != number.size() || !std::isfinite(pct) || pct < 0 || pct > 100)
+      return MakeError(ErrorKind::kInvalidArgument, what);
+    config.daemon_history_min_free_pct = pct;
+    config.daemon_history_min_free_bytes.reset();
+    return Status::Ok();
+  }
+  auto bytes = ParseSizeBytes(t);
+  if (!bytes) return MakeError(ErrorKind::kInvalidArgument, what);
+  config.daemon_history_min_free_bytes = *bytes;
+  config.daemon_history_min_free_pct.reset();
+  return Status::Ok();
 }
 
 }  // namespace
@@ -56,6 +91,10 @@ Status LoadDaemonTable(const std::string& path, bool trusted, const toml::table&
       if (!seconds || !std::isfinite(*seconds) || (*seconds != 0 && (*seconds < 1 || *seconds > 3650 * 86400.0)))
         return DaemonKeyBad(path, node.source(), "daemon.keep_finished must be a duration from \"1s\" to \"3650d\", or \"forever\"");
       config.daemon_keep_finished_s = *seconds;
+    } else if (key == "history_min_free") {
+      // A size ("256MiB") or a percentage of the file system ("5%"): docs/config.md, "Retention".
+      if (Status s = LoadHistoryMinFree(node, config); !s.ok())
+        return DaemonKeyBad(path, node.source(), s.error().message);
     } else {
       return DaemonKeyBad(path, node.source(), fmt::format("unknown key daemon.{}", key.str()));
     }

@@ -244,6 +244,31 @@ TEST(DaemonCancel, ByNameAndByUser) {
   EXPECT_EQ(d.Queue().size(), 0u);
 }
 
+// A cancel wrote one line per job to the daemon's log: 300,000 lines for `cancel --user` of
+// 300,000 tasks. A cancel of many jobs logs one line a part of up to 1,000 (who, how many, whose,
+// which ids as ranges); one job's cancel still logs its own line.
+TEST(DaemonCancel, ACancelOfTwoThousandTasksLogsALineAPartNotAJob) {
+  TestDaemon d;
+  RunResult submit = d.Gpulane({"submit", "--hold", "--array", "0-1999", "--", "true"}, {}, 120);
+  ASSERT_EQ(submit.exit_code, 0) << submit.err;
+  const std::int64_t array = std::stoll(submit.out);
+  const std::int64_t single = d.Submit({"--hold", "--", "true"});
+  const std::size_t before = d.Log().size();
+  RunResult r = d.Gpulane({"cancel", Id(array)}, {}, 120);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(LineCount(r.out), 2000);
+  const std::string added = d.Log().substr(before);
+  EXPECT_LE(LineCount(added), 4) << added.substr(0, 4000);
+  EXPECT_TRUE(Contains(added, fmt::format("cancelled by {}: 1000 jobs of {}: {}-{}\n", Me(), Me(), array, array + 999)))
+      << added.substr(0, 4000);
+  EXPECT_TRUE(Contains(added, fmt::format("cancelled by {}: 1000 jobs of {}: {}-{}\n", Me(), Me(), array + 1000,
+                                          array + 1999)))
+      << added.substr(0, 4000);
+  EXPECT_EQ(d.State(array + 1999), "cancelled");
+  ASSERT_EQ(d.Gpulane({"cancel", Id(single)}).exit_code, 0);
+  EXPECT_TRUE(Contains(d.Log(), fmt::format("job {} ({}) cancelled: cancelled by {}\n", single, Me(), Me()))) << d.Log().substr(before);
+}
+
 // ---- logs -------------------------------------------------------------------------------------
 
 TEST(DaemonLogs, PrintsTheOutputAndFollowsUntilTheJobEnds) {

@@ -158,6 +158,27 @@ TEST(DaemonStoreFaults, ASubmissionWhileTheStoreIsLockedIsRefusedAndNothingIsQue
   EXPECT_EQ(d.Queue({"--all"}).size(), 0u) << "an unacknowledged submission is not queued";
 }
 
+// A hold or release changed the job in the daemon's table and answered "released job N" before
+// anything was stored (a store that refused the write kept the change unstored, and retried it
+// later). Now a hold or release is stored first, in parts: a part the store refuses is reported
+// as failed, and its jobs stay as they were.
+TEST(DaemonStoreFaults, AReleaseTheStoreRefusesIsReportedAsFailedAndTheJobStaysHeld) {
+  TestDaemon d({.daemon_env = {{"GPULANE_DAEMON_STORE_BUSY_TIMEOUT", "100ms"}}});
+  const std::int64_t id = d.Submit({"--hold", "--", "true"});
+  ExclusiveLock lock(Db(d));
+  RunResult r = d.Gpulane({"release", Id(id)});
+  EXPECT_TRUE(IsGpulaneError(r, 1, "the job store refused to record the release of 1 job")) << r.err;
+  EXPECT_EQ(r.out, "") << "nothing reported released";
+  EXPECT_NE(r.err.find("they are not released; try again"), npos) << r.err;
+  EXPECT_EQ(d.State(id), "held");
+  lock.Release();
+  ASSERT_TRUE(d.Barrier());
+  EXPECT_EQ(d.State(id), "held") << "not released behind the client's back once the store takes writes";
+  RunResult again = d.Gpulane({"release", Id(id)});
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.out, "released job " + Id(id) + "\n");
+}
+
 // ---- item 16: a store that cannot be trusted at start ------------------------------------
 
 TEST(DaemonStoreFaults, AZeroLengthStoreWhereAStoreWithJobsWasIsRefused) {

@@ -2,8 +2,10 @@
 // `gpulane run` job's use is metered while it runs (history, metrics), printed when it ends and
 // kept for `gpulane report`; a queued job's log ends with its usage line; telemetry can be off.
 #include <stdlib.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -169,6 +171,49 @@ TEST(DaemonTelemetry, AQueuedJobsLogEndsWithItsUsageLine) {
   ASSERT_TRUE(shown.contains("usage")) << shown.dump(2);
   EXPECT_GT(shown["usage"]["gpu_s"].get<double>(), 0);
   EXPECT_DOUBLE_EQ(shown["usage"]["mean_util_pct"].get<double>(), 70);
+}
+
+// history.db shares the state folder with jobs.db (issue 23, item 8: a full disk stops
+// submissions). Under daemon.history_min_free of free space the sampler stores nothing, `status`
+// says so, and history resumes once there is room: here the floor is the whole file system, then a
+// restart with the default floor.
+TEST(DaemonTelemetry, UnderTheHistoryFloorNothingIsStoredStatusSaysSoAndHistoryResumesWithRoom) {
+  DaemonOptions options;
+  json state = IdleGpus(2);
+  state["devices"][1]["xids"] = json::array();
+  options.state = state;
+  options.config = std::string(kFastSampler) + "[daemon]\nhistory_min_free = \"100%\"\n";
+  TestDaemon d(options);
+  auto status_text = [&] {
+    RunResult r = d.Gpulane({"status"});
+    return r.out + r.err;
+  };
+  ASSERT_TRUE(Eventually([&] { return Contains(status_text(), "GPU history is not stored"); }, 30)) << status_text();
+  EXPECT_TRUE(Contains(status_text(), "warning: GPU history is not stored: the state folder " + d.state_dir().string()))
+      << status_text();
+  EXPECT_TRUE(Contains(status_text(), "(daemon.history_min_free, 100 % of its file system)")) << status_text();
+  // An Xid is raised (status marks GPU 1 drained), and not stored: `events` lists nothing.
+  d.machine().state()["devices"][1]["xids"].push_back(79);
+  d.machine().Save();
+  ASSERT_TRUE(Eventually([&] { return Contains(status_text(), "GPU 1 raised Xid 79"); }, 30)) << status_text();
+  RunResult events = d.Gpulane({"events"});
+  ASSERT_EQ(events.exit_code, 0) << events.err;
+  EXPECT_FALSE(Contains(events.out, "Xid 79")) << "stored under the floor:\n" << events.out;
+
+  // The default floor (the larger of 256 MiB and 2 %, which this file system has free): stored again.
+  struct statvfs fs_space {};
+  ASSERT_EQ(statvfs(d.state_dir().c_str(), &fs_space), 0);
+  const double free_bytes = static_cast<double>(fs_space.f_bavail) * fs_space.f_frsize;
+  if (free_bytes < std::max(256.0 * (1 << 20), 0.02 * static_cast<double>(fs_space.f_blocks) * fs_space.f_frsize))
+    GTEST_SKIP() << "the test folder's file system is under the default floor itself";
+  std::ofstream(d.dir() / "config.toml") << kFastSampler << "[web]\nlisten = \"off\"\n";
+  d.Kill9();
+  ASSERT_TRUE(d.Start());
+  d.machine().state()["devices"][1]["xids"].push_back(48);
+  d.machine().Save();
+  ASSERT_TRUE(Eventually([&] { return Contains(d.Gpulane({"events"}).out, "GPU 1 raised Xid 48"); }, 30))
+      << d.Gpulane({"events"}).out << d.Log();
+  EXPECT_FALSE(Contains(status_text(), "GPU history is not stored")) << status_text();
 }
 
 TEST(DaemonTelemetry, WithTelemetryOffReportSaysSoAndNothingIsSampled) {

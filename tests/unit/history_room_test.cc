@@ -1,10 +1,16 @@
 // history.db must never take the room jobs.db needs (issue 23, item 8): the floor of free space
 // under which the sampler stores no history, and the bound on what a usage record keeps of a
 // lease's label (history stores no command lines).
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
 #include <gtest/gtest.h>
 
 #include "daemon/history_room.h"
 #include "daemon/sampler.h"
+#include "util/config.h"
 
 namespace gpulane::daemon {
 namespace {
@@ -30,6 +36,57 @@ TEST(HistoryRoom, TheWarningNamesTheFolderAndBothSizes) {
   EXPECT_NE(line.find("/var/lib/gpulane"), std::string::npos) << line;
   EXPECT_NE(line.find("120 MiB free"), std::string::npos) << line;
   EXPECT_NE(line.find("256 MiB"), std::string::npos) << line;
+}
+
+// daemon.history_min_free: the admin's floor, a size or a percentage of the file system.
+TEST(HistoryRoom, TheAdminsFloorIsASizeOrAPercentage) {
+  const HistoryFloor one_gib{1 * kGiB, std::nullopt}, five_pct{std::nullopt, 5.0}, none{0, std::nullopt};
+  EXPECT_EQ(HistoryFloorBytes(100 * kGiB, one_gib), 1 * kGiB);
+  EXPECT_EQ(HistoryFloorBytes(100 * kGiB, five_pct), 5 * kGiB);
+  EXPECT_FALSE(HistoryHasRoom({4 * kGiB, 100 * kGiB}, five_pct));
+  EXPECT_TRUE(HistoryHasRoom({5 * kGiB, 100 * kGiB}, five_pct));
+  EXPECT_TRUE(HistoryHasRoom({100 * kMiB, 10 * kGiB}, none)) << "0: history always stored";
+  EXPECT_FALSE(HistoryHasRoom({99 * kGiB, 100 * kGiB}, {std::nullopt, 100.0})) << "100 %: never";
+  const std::string line = NoRoomLine("/var/lib/gpulane", {4 * kGiB, 100 * kGiB}, five_pct);
+  EXPECT_NE(line.find("under the 5.0 GiB kept for the job store (daemon.history_min_free, 5 % of its file system)"),
+            std::string::npos)
+      << line;
+}
+
+// The config file `text` loaded as the machine's (trusted) or a user's file.
+Result<Config> LoadConfigText(const std::string& text, bool trusted = true) {
+  const std::filesystem::path file =
+      std::filesystem::temp_directory_path() / ("gpulane-history-min-free-" + std::to_string(getpid()) + ".toml");
+  std::ofstream(file) << text;
+  Config config;
+  Status loaded = LoadConfigFile(file.string(), trusted, config);
+  std::filesystem::remove(file);
+  if (!loaded.ok()) return loaded.error();
+  return config;
+}
+
+TEST(HistoryRoom, HistoryMinFreeIsReadFromTheMachinesConfig) {
+  EXPECT_FALSE(Config{}.daemon_history_min_free_bytes);
+  EXPECT_FALSE(Config{}.daemon_history_min_free_pct);
+  auto size = LoadConfigText("[daemon]\nhistory_min_free = \"10GiB\"\n");
+  ASSERT_TRUE(size) << size.error().message;
+  EXPECT_EQ(size->daemon_history_min_free_bytes, 10 * kGiB);
+  auto pct = LoadConfigText("[daemon]\nhistory_min_free = \"2.5%\"\n");
+  ASSERT_TRUE(pct) << pct.error().message;
+  EXPECT_EQ(pct->daemon_history_min_free_pct, 2.5);
+  EXPECT_FALSE(pct->daemon_history_min_free_bytes);
+  auto zero = LoadConfigText("[daemon]\nhistory_min_free = \"0\"\n");
+  ASSERT_TRUE(zero) << zero.error().message;
+  EXPECT_EQ(zero->daemon_history_min_free_bytes, 0u);
+  for (const char* bad : {"\"101%\"", "\"-1%\"", "\"%\"", "\"lots\"", "\"30\"", "256", "true"}) {
+    auto loaded = LoadConfigText(std::string("[daemon]\nhistory_min_free = ") + bad + "\n");
+    ASSERT_FALSE(loaded) << bad;
+    EXPECT_NE(loaded.error().message.find("daemon.history_min_free must be a size"), std::string::npos)
+        << loaded.error().message;
+  }
+  auto user = LoadConfigText("[daemon]\nhistory_min_free = \"1GiB\"\n", /*trusted=*/false);
+  ASSERT_FALSE(user);
+  EXPECT_NE(user.error().message.find("may only be set in /etc/gpulane/config.toml"), std::string::npos);
 }
 
 TEST(HistoryRoom, DiskSpaceOfAFolderIsRead) {

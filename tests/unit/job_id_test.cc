@@ -87,6 +87,18 @@ TEST(FormatJobRef, AsPeopleWriteIt) {
   EXPECT_EQ(FormatTaskIndices({}), "");
 }
 
+// A bulk cancel or hold logs its jobs as ranges, one line a part, never one a job.
+TEST(FormatJobIdRanges, BoundsTheLineAndCountsTheRest) {
+  EXPECT_EQ(FormatJobIdRanges({12, 13, 14, 20}), "12-14,20");
+  EXPECT_EQ(FormatJobIdRanges({7}), "7");
+  EXPECT_EQ(FormatJobIdRanges({}), "");
+  EXPECT_EQ(FormatJobIdRanges({1, 3, 4, 6, 8, 9, 10}, 2), "1,3-4 and 2 more ranges (4 jobs)");
+  EXPECT_EQ(FormatJobIdRanges({1, 3, 5}, 2), "1,3 and 1 more range (1 job)");
+  std::vector<std::int64_t> many;
+  for (std::int64_t id = 0; id < 100000; id += 2) many.push_back(id);
+  EXPECT_LT(FormatJobIdRanges(many).size(), 200u);
+}
+
 TEST(JobIdText, TasksInTheNotationOtherJobsByNumber) {
   Job job;
   job.id = 15;

@@ -212,6 +212,36 @@ TEST_F(JobTableTest, RecoveryAdoptsARunningJobWhoseSupervisorHoldsItsLock) {
   EXPECT_TRUE(launcher_.started.empty());
 }
 
+// The tick read every launched or running job's lock and status file: with thousands of CPU-only
+// jobs running (launched past max_waiting) that held the loop each tick. Now a slice a tick,
+// round robin: every job is still read, a few ticks apart.
+TEST_F(JobTableTest, EachTickReadsASliceOfTheSupervisorsRoundRobin) {
+  limits_.supervisor_checks_per_tick = 3;
+  Ids ids;
+  for (int i = 0; i < 7; ++i) {
+    ids.push_back(Stored(JobState::kLaunching));
+    HoldLock(ids.back());
+    Report(ids.back(), Running());
+  }
+  auto handed = Table().Recover();
+  ASSERT_TRUE(handed) << handed.error().message;
+  for (auto id : ids) ASSERT_EQ(TableState(id), "running");
+  for (auto id : ids) Report(id, Done(0));  // all ended: each is collected when its slice is read
+  auto collected = [&] {
+    Ids out;
+    for (auto id : ids)
+      if (TableState(id).empty()) out.push_back(id);
+    return out;
+  };
+  Table().CheckSupervisors();
+  EXPECT_EQ(collected(), Ids(ids.begin(), ids.begin() + 3));
+  Table().CheckSupervisors();
+  EXPECT_EQ(collected(), Ids(ids.begin(), ids.begin() + 6));
+  Table().CheckSupervisors();
+  EXPECT_EQ(collected(), ids);
+  for (auto id : ids) EXPECT_EQ(StoredState(id), "completed");
+}
+
 TEST_F(JobTableTest, RecoveryFailsAJobWhoseSupervisorDiedAfterRunningAndNeverStartsItAgain) {
   const std::int64_t id = Stored(JobState::kRunning);
   Report(id, Running());  // no lock: its supervisor is gone
