@@ -159,11 +159,14 @@ class Daemon : private ops::JobViews, private ops::SubmitQuotas {
   /// closing empty frame, and then handles the requests that came in behind it.
   void PumpStream(Connection& c);
   nlohmann::json HandleSnapshot(const proto::SnapshotRequest& req);
-  /// Cancels what the request names, in parts (cancel_slices.cc): answered at once when the
-  /// first turn's parts cancel all of it, else once the last part is stored.
-  void HandleCancel(Connection& c, const nlohmann::json& req);
-  /// Holds or releases what the request names, in parts like a cancel (hold_slices.cc).
-  void HandleHold(Connection& c, const nlohmann::json& req, bool hold);
+  /// Cancel, hold and release (ops/control.cc chooses the jobs): changed in parts (cancel_slices.cc,
+  /// hold_slices.cc), answered at once when the first turn's parts do all of it, else once the
+  /// last part is stored.
+  void Handle(Connection& c, const proto::CancelRequest& req);
+  void Handle(Connection& c, const proto::HoldRequest& req);
+  void Handle(Connection& c, const proto::ReleaseRequest& req);
+  /// StartInParts of the jobs `chosen` (or its error answered).
+  void StartChosen(Connection& c, Result<ops::Chosen> chosen, PartsOp op);
   void CommitSubmissions();
   // Arrays stored part by part (array_submit.cc).
   /// Stores parts of the arrays being submitted, oldest first, for about `budget_s` seconds (one
@@ -245,8 +248,6 @@ class Daemon : private ops::JobViews, private ops::SubmitQuotas {
     /// Connections that submitted it again with its idempotency key meanwhile (fd, serial).
     std::vector<std::pair<int, std::uint64_t>> repeats;
   };
-  /// A cancel, hold or release of many jobs in parts (jobs_in_parts.h); HandleCancel's name for it.
-  using CancelInProgress = JobsInParts;
   static constexpr std::size_t kCancelPartJobs = 1000;
   static constexpr double kCancelTurnBudgetS = 0.02;  ///< parts done in one turn, at most about this long
   /// The cancels, holds and releases in progress, oldest first (one after the other, in the
@@ -270,7 +271,7 @@ class Daemon : private ops::JobViews, private ops::SubmitQuotas {
   void FailCancels();
   /// `k` is done (or given up): what follows it, once (a release's launch decision).
   void PartsDone(const JobsInParts& k);
-  /// Starts `k` (HandleHold): answers at once when the first turn's parts do all of it, else
+  /// Starts `k` (StartChosen): answers at once when the first turn's parts do all of it, else
   /// once the last part is stored, the requests behind it waiting.
   void StartInParts(Connection& c, JobsInParts k);
   static constexpr double kStreamTurnBudgetS = 0.005;  ///< a streamed listing's parts made in one turn, about this long

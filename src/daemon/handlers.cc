@@ -36,44 +36,11 @@ namespace gpulane::daemon {
 namespace {
 
 using nlohmann::json;
-using ops::Ended;
-using ops::Live;
-using ops::Named;
 using ops::Ok;
-using ops::Refuse;
-using ops::Resolver;
 using store::Job;
 using store::JobState;
 
 json Err(ErrorKind kind, const std::string& message) { return proto::ErrorResponse(kind, message); }
-
-// Every job named by the request's "ids" (a list of job ids: store::JobRefsFromJson), in order;
-// `op` names the request in errors.
-Result<std::vector<store::JobRef>> RefsOfIds(const json& req, const std::string& op) {
-  std::vector<store::JobRef> refs;
-  if (!req.contains("ids")) return refs;
-  if (!req["ids"].is_array()) return MakeError(ErrorKind::kInvalidArgument, op + ": \"ids\" must be a list of job ids");
-  for (const json& value : req["ids"]) {
-    auto named = store::JobRefsFromJson(value);
-    if (!named) return MakeError(ErrorKind::kInvalidArgument, op + ": " + named.error().message);
-    refs.insert(refs.end(), named->begin(), named->end());
-  }
-  return refs;
-}
-
-
-// Why hold (`hold`) or release cannot change the unfinished `job`; `hold_requested`: it is leaving
-// the line for GPUs to be held.
-std::string NotApplicable(const Job& job, bool hold, bool hold_requested) {
-  const std::string id = store::JobIdText(job);
-  if (!hold && hold_requested)
-    return fmt::format("job {} is not held yet (it is leaving the line for GPUs): release it once it is held", id);
-  if (!hold) return fmt::format("job {} is {}, not held", id, StateLabel(job.state));
-  if (job.state == JobState::kRunning)
-    return fmt::format("job {} is running: hold keeps queued jobs from starting (gpulane cancel {} ends it)", id, id);
-  return fmt::format("job {} is held already", id);
-}
-
 
 }  // namespace
 
@@ -106,10 +73,6 @@ void Daemon::HandleParsedRequest(Connection& c, const json& req) {
         using R = std::decay_t<decltype(r)>;
         if constexpr (std::is_constructible_v<proto::SamplerRequest, R>)
           AskSampler(c, r);  // answered on the sampler's thread
-        else if constexpr (std::is_same_v<R, proto::CancelRequest>)
-          HandleCancel(c, req);
-        else if constexpr (std::is_same_v<R, proto::HoldRequest> || std::is_same_v<R, proto::ReleaseRequest>)
-          HandleHold(c, req, std::is_same_v<R, proto::HoldRequest>);
         else
           Handle(c, r);
       },
@@ -447,120 +410,24 @@ void Daemon::PumpStream(Connection& c) {
   ReadFrom(c);  // the requests that came in behind the stream, in order
 }
 
-void Daemon::HandleCancel(Connection& c, const json& req) {
-  const Peer& peer = c.peer;
-  auto refs = RefsOfIds(req, "cancel");
-  if (!refs) return Reply(c, Err(refs.error().kind, refs.error().message));
-  const std::string user = req.value("user", ""), name = req.value("name", "");
-  if (refs->empty() && user.empty() && name.empty())
-    return Reply(c, Err(ErrorKind::kInvalidArgument, "cancel: give job ids, a user or a name"));
-  Resolver resolve(*store_, jobs_->active());
-  CancelInProgress k{c.fd, c.serial, peer.user, {}, 0, {}};
-  std::set<std::int64_t> seen;
-  auto cancel = [&](const Job& job) {
-    if (!seen.insert(job.id).second) return;
-    k.ids.push_back(job.id);
-    // Not started while the parts before its own are stored (a 300,000-job cancel takes seconds).
-    if (job.state == JobState::kPending) jobs_->RequestCancelPending(job.id);
-  };
-  for (const store::JobRef& ref : *refs) {
-    auto named = resolve(ref);
-    if (!named) {
-      k.out.Failed(named.error().kind, store::FormatJobRef(ref), named.error().message);
-      continue;
-    }
-    if (auto refused = Refuse(peer, *named, resolve, "cancel", k.out)) {
-      Log(*refused);
-      continue;
-    }
-    std::vector<Job*> live = Live(jobs_->active(), *named);
-    if (live.empty()) {
-      k.out.Failed(ErrorKind::kWrongState, named->text, Ended(*named, resolve));
-      continue;
-    }
-    for (Job* job : live) cancel(*job);
-  }
-  // --name alone means the caller's own jobs of that name (all users' for an admin); --user names whose.
-  if (!user.empty() || !name.empty()) {
-    std::string filter = user.empty() ? "" : "--user " + user;
-    if (!name.empty()) filter += (filter.empty() ? "--name " : " --name ") + name;
-    if (!user.empty() && user != peer.user && !peer.admin) {
-      Log(fmt::format("refused: {} (uid {}) may not cancel the jobs of {}", peer.user, peer.uid, user));
-      k.out.Failed(ErrorKind::kPermission, filter, fmt::format("--user {}: only {} or an admin may cancel their jobs", user, user));
-    } else {
-      std::size_t matched = 0;
-      // One user's own jobs through their index (IdsOfUid), not a walk of everyone's.
-      auto match = [&](const Job& job) {
-        if (store::IsFinished(job.state) || (!user.empty() && job.user != user) || (!name.empty() && job.spec.name != name))
-          return;
-        ++matched;
-        cancel(job);
-      };
-      if (user.empty() && !peer.admin) {
-        for (std::int64_t id : jobs_->IdsOfUid(peer.uid))
-          if (auto it = jobs_->active().find(id); it != jobs_->active().end()) match(it->second);
-      } else {
-        for (const auto& [id, job] : jobs_->active()) match(job);
-      }
-      if (!matched) k.out.Failed(ErrorKind::kNotFound, filter, fmt::format("no queued or running job matches {}", filter));
-    }
-  }
-  // The jobs are cancelled in parts, one transaction each (cancel_slices.cc): a few thousand now,
-  // the rest on the next turns, other clients served in between; this client is answered once
-  // the last part is stored.
-  if (CancelParts(k, kCancelTurnBudgetS)) return Reply(c, k.out.Reply("cancelled"));
-  c.storing = true;
-  cancels_.push_back(std::move(k));
+void Daemon::Handle(Connection& c, const proto::CancelRequest& req) {
+  StartChosen(c, ops::Cancel(ContextFor(c.peer), req), PartsOp::kCancel);
 }
 
-void Daemon::HandleHold(Connection& c, const json& req, bool hold) {
-  const Peer& peer = c.peer;
-  const std::string op = hold ? "hold" : "release";
-  auto refs = RefsOfIds(req, op);
-  if (!refs) return Reply(c, Err(refs.error().kind, refs.error().message));
-  if (refs->empty()) return Reply(c, Err(ErrorKind::kInvalidArgument, op + ": give job ids"));
-  Resolver resolve(*store_, jobs_->active());
-  // Named now, changed and stored in parts (hold_slices.cc), answered once the last is stored.
-  JobsInParts k{c.fd, c.serial, peer.user, {}, 0, {}, hold ? PartsOp::kHold : PartsOp::kRelease};
-  Outcome& out = k.out;
-  std::set<std::int64_t> seen;
-  // Whether `job` is one `op` changes: hold takes pending jobs and those waiting for GPUs, release held ones.
-  auto applies = [&](const Job& job) {
-    if (!hold) return job.state == JobState::kHeld;
-    return job.state == JobState::kPending || (job.state == JobState::kLaunching && !jobs_->HoldRequested(job.id));
-  };
-  auto change = [&](Job& job) {
-    if (!seen.insert(job.id).second) return;
-    k.ids.push_back(job.id);
-    if (job.state == JobState::kPending) jobs_->KeepFromLaunch(job.id);  // not launched before its part
-  };
-  for (const store::JobRef& ref : *refs) {
-    auto named = resolve(ref);
-    if (!named) {
-      out.Failed(named.error().kind, store::FormatJobRef(ref), named.error().message);
-      continue;
-    }
-    if (auto refused = Refuse(peer, *named, resolve, op, out)) {
-      Log(*refused);
-      continue;
-    }
-    std::vector<Job*> live = Live(jobs_->active(), *named);
-    if (live.empty()) {
-      out.Failed(ErrorKind::kWrongState, named->text, Ended(*named, resolve));
-      continue;
-    }
-    std::vector<Job*> changing;
-    for (Job* job : live)
-      if (applies(*job)) changing.push_back(job);
-    if (changing.empty()) {
-      out.Failed(ErrorKind::kWrongState, named->text,
-                 named->array ? fmt::format("array {} has no {} tasks to {}", named->text, hold ? "pending" : "held", op)
-                              : NotApplicable(*live.front(), hold, jobs_->HoldRequested(live.front()->id)));
-      continue;
-    }
-    for (Job* job : changing) change(*job);
-  }
-  StartInParts(c, std::move(k));
+void Daemon::Handle(Connection& c, const proto::HoldRequest& req) {
+  StartChosen(c, ops::Hold(ContextFor(c.peer), req.ids, true), PartsOp::kHold);
+}
+
+void Daemon::Handle(Connection& c, const proto::ReleaseRequest& req) {
+  StartChosen(c, ops::Hold(ContextFor(c.peer), req.ids, false), PartsOp::kRelease);
+}
+
+// The jobs are changed in parts, one transaction each (cancel_slices.cc, hold_slices.cc): a few
+// thousand now, the rest on the next turns, other clients served in between; this client is
+// answered once the last part is stored.
+void Daemon::StartChosen(Connection& c, Result<ops::Chosen> chosen, PartsOp op) {
+  if (!chosen) return Reply(c, Err(chosen.error().kind, chosen.error().message));
+  StartInParts(c, JobsInParts{c.fd, c.serial, c.peer.user, std::move(chosen->ids), 0, std::move(chosen->out), op});
 }
 
 }  // namespace gpulane::daemon

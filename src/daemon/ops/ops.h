@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon/ops/context.h"
+#include "daemon/outcome.h"
 #include "daemon/queue_stream.h"
 #include "gpu/types.h"
 #include "proto/replies.h"
@@ -70,5 +71,19 @@ struct WaitPlan {
 WaitPlan Wait(const Context& ctx, const proto::WaitRequest& req);
 /// The answer once every job of `ids` has ended: the jobs as a listing shows them to ctx.peer.
 nlohmann::json WaitAnswer(const Context& ctx, const std::vector<std::int64_t>& ids, const nlohmann::json& failed);
+
+// control.cc
+/// The jobs a cancel, hold or release changes, in order, and a line for each id it cannot act on;
+/// the daemon changes them in parts (daemon/jobs_in_parts.h) and answers once all are stored.
+struct Chosen {
+  std::vector<std::int64_t> ids;
+  Outcome out;
+};
+/// The unfinished jobs the ids name and, with user or name, those that match (another user's are
+/// refused unless the peer is an admin). Pending ones are kept from launching until their part.
+Result<Chosen> Cancel(const Context& ctx, const proto::CancelRequest& req);
+/// The jobs `ids` name that hold (`hold`: pending ones and those waiting for GPUs) or release
+/// (held ones) changes. Pending ones are kept from launching until their part.
+Result<Chosen> Hold(const Context& ctx, const std::vector<nlohmann::json>& ids, bool hold);
 
 }  // namespace gpulane::daemon::ops
