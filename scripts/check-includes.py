@@ -9,6 +9,8 @@ includes a folder above it), plus:
     telemetry/ (history, accounting and anomaly rules on samples the daemon passes in), which
     may also use fmt for its lines for people;
   - only gpu/ includes nvml/; nothing outside cli/ includes cli/;
+  - daemon/ops/ (the request handlers) never includes daemon/daemon.h: a handler sees the narrow
+    context of daemon/ops/context.h, not the Daemon;
   - nothing but cli/ writes to stdout (fmt::print without stderr, printf, puts, std::cout).
 Prints one line per violation (file:line: what) and exits 1 when there is any, else 0.
 """
@@ -57,6 +59,8 @@ def check(src: pathlib.Path) -> list:
         for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
             where = f"{path}:{number}"
             m = PROJECT_INCLUDE.match(line)
+            if line.strip().startswith("#") and '"daemon/daemon.h"' in line and path.relative_to(src).parts[:2] == ("daemon", "ops"):
+                problems.append(f"{where}: daemon/ops/ may not include daemon/daemon.h (a handler takes ops::Context)")
             if m and m.group(1) != folder and m.group(1) not in allowed:
                 problems.append(f"{where}: {folder}/ may not include {m.group(1)}/ (allowed: {', '.join(sorted(allowed)) or 'nothing'})")
             m = SYSTEM_INCLUDE.match(line)

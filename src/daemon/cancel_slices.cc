@@ -1,5 +1,5 @@
 // Large cancels in parts (issue 23, item 8: `cancel --user` of 300,000 held tasks froze the daemon
-// 11.5 s for everyone). A cancel names its jobs at once (HandleCancel), then cancels them
+// 11.5 s for everyone). A cancel names its jobs at once (ops::Cancel), then cancels them
 // kCancelPartJobs at a time, each part one transaction: a part's pending and held jobs are stored
 // as cancelled, and only once that is durable are they taken out of the job table and counted as
 // done; its launching and running ones get SIGTERM through their supervisors as before. Other

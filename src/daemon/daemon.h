@@ -19,17 +19,21 @@
 #include "daemon/job_table.h"
 #include "daemon/jobs_in_parts.h"
 #include "daemon/launcher.h"
+#include "daemon/ops/context.h"
+#include "daemon/ops/ops.h"
 #include "daemon/outcome.h"
 #include "daemon/parse_worker.h"
 #include "daemon/retention.h"
 #include "daemon/sampler_thread.h"
 #include "daemon/time_limit_watch.h"
 #include "daemon/paths.h"
+#include "daemon/peer.h"
 #include "daemon/settings.h"
 #include "daemon/web_child.h"
 #include "gpu/backend.h"
 #include "lease/lease_dir.h"
 #include "sched/fairshare.h"
+#include "proto/requests.h"
 #include "proto/wire.h"
 #include "store/job_store.h"
 #include "store/job_view.h"
@@ -37,15 +41,6 @@
 #include "util/config.h"
 
 namespace gpulane::daemon {
-
-/// Who is asking (from SO_PEERCRED).
-struct Peer {
-  std::uint32_t uid = 0;
-  std::uint32_t gid = 0;
-  pid_t pid = 0;
-  std::string user;
-  bool admin = false;  ///< root or a member of daemon.admin_group
-};
 
 struct QueueStream;  // daemon/queue_stream.h
 
@@ -75,7 +70,9 @@ struct Connection {
   std::uint64_t serial = 0;
 };
 
-class Daemon {
+/// The daemon shows jobs to the request handlers (daemon/ops/) and counts users' submissions for
+/// them through the two narrow interfaces it implements; they never see the rest of it.
+class Daemon : private ops::JobViews, private ops::SubmitQuotas {
  public:
   /// A daemon on `paths` with the machine's `config`, the timings of `settings`, reading time
   /// from `clock` (which must outlive it).
@@ -137,37 +134,39 @@ class Daemon {
   /// without telemetry.
   void StartSampler();
   /// Hands a telemetry request of `c` to the sampler thread (or answers that telemetry is off).
-  void AskSampler(Connection& c, const nlohmann::json& req);
+  void AskSampler(Connection& c, const proto::SamplerRequest& req);
   /// Replies with the sampler's answers, then handles what waited behind them.
   void TakeTelemetry();
   /// Once a tick: hands the sampler's metered `gpulane run` leases to the job table (fair share),
   /// and, as the system daemon, publishes the users' fair-share factors to the lease line
   /// (lease/line_shares.h) when they moved or kLineSharesRefreshS passed.
   void ShareWithLeaseLine();
-  /// Checks a submission and makes its jobs (*jobs) and its idempotency key (*key, "" without one);
-  /// an error reply, or null.
-  /// For an array, *jobs is one job (the template of every task) and *indices its tasks' indices;
-  /// from a command file (submit --array-file), *task_argv each task's command, by position.
-  nlohmann::json HandleSubmit(const Peer& peer, const nlohmann::json& req, std::vector<store::Job>* jobs,
-                              std::vector<int>* indices, std::string* key,
-                              std::vector<store::SharedList<std::string>>* task_argv);
-  nlohmann::json HandleQueue(const Peer& peer, const nlohmann::json& req);
-  /// The answer to `ping` (with "loading" while the jobs load, and the loop's figures when asked).
-  nlohmann::json Pong(const nlohmann::json& req);
+  /// The handlers' view of the daemon for `peer` (daemon/ops/context.h).
+  ops::Context ContextFor(const Peer& peer);
+  /// One handler per operation, called by HandleParsedRequest's std::visit; each answers `c` (or
+  /// queues the submission, parks the wait, starts the stream).
+  void Handle(Connection& c, const proto::PingRequest& req);
+  void Handle(Connection& c, const proto::SnapshotRequest& req);
+  void Handle(Connection& c, const proto::SubmitRequest& req);
+  void Handle(Connection& c, const proto::QueueRequest& req);
+  void Handle(Connection& c, const proto::ShowRequest& req);
+  void Handle(Connection& c, const proto::ShareRequest& req);
+  void Handle(Connection& c, const proto::LogsRequest& req);
+  void Handle(Connection& c, const proto::WaitRequest& req);
   /// A queue request with "stream": answers the header, then PumpStream sends the text part by part.
-  void StartQueueStream(Connection& c, const nlohmann::json& req);
+  void StartQueueStream(Connection& c, const proto::QueueRequest& req);
   /// Appends the stream's next part to c.out once the last one is nearly written; at the end the
   /// closing empty frame, and then handles the requests that came in behind it.
   void PumpStream(Connection& c);
-  nlohmann::json HandleSnapshot(const nlohmann::json& req);
-  nlohmann::json HandleShow(const Peer& peer, const nlohmann::json& req);
-  /// Cancels what the request names, in parts (cancel_slices.cc): answered at once when the
-  /// first turn's parts cancel all of it, else once the last part is stored.
-  void HandleCancel(Connection& c, const nlohmann::json& req);
-  /// Holds or releases what the request names, in parts like a cancel (hold_slices.cc).
-  void HandleHold(Connection& c, const nlohmann::json& req, bool hold);
-  nlohmann::json HandleLogs(const Peer& peer, const nlohmann::json& req);
-  bool HandleWait(Connection& c, const nlohmann::json& req);
+  nlohmann::json HandleSnapshot(const proto::SnapshotRequest& req);
+  /// Cancel, hold and release (ops/control.cc chooses the jobs): changed in parts (cancel_slices.cc,
+  /// hold_slices.cc), answered at once when the first turn's parts do all of it, else once the
+  /// last part is stored.
+  void Handle(Connection& c, const proto::CancelRequest& req);
+  void Handle(Connection& c, const proto::HoldRequest& req);
+  void Handle(Connection& c, const proto::ReleaseRequest& req);
+  /// StartInParts of the jobs `chosen` (or its error answered).
+  void StartChosen(Connection& c, Result<ops::Chosen> chosen, PartsOp op);
   void CommitSubmissions();
   // Arrays stored part by part (array_submit.cc).
   /// Stores parts of the arrays being submitted, oldest first, for about `budget_s` seconds (one
@@ -181,11 +180,10 @@ class Daemon {
   void ResumeAfterArray(int fd, std::uint64_t serial);
   /// Handles the requests that waited behind the connections' array submissions (ReadFrom).
   void ResumeConnections();
-  nlohmann::json JobForClient(const store::Job& job, bool with_env) const;
   /// `reply` with "warnings": lines for people about the job store (unavailable since when, rows
   /// that cannot be read), when there are any (queue, snapshot).
-  nlohmann::json WithStoreWarnings(nlohmann::json reply) const;
-  std::vector<unsigned> GpuIndices(const store::Job& job) const;
+  nlohmann::json WithStoreWarnings(nlohmann::json reply) const override;
+  std::optional<unsigned> GpuIndex(const std::string& uuid) const override;
   // Jobs: the job table (job_table.h).
   /// Ends a job (JobTable::Finish).
   void Finish(store::Job& job, store::JobState state, std::optional<int> exit_code, const std::string& reason,
@@ -195,20 +193,19 @@ class Daemon {
   void MarkDirty(const store::Job& job) { jobs_->MarkDirty(job); }
   std::optional<store::Job> FindJob(std::int64_t id) { return jobs_->Find(id); }
   void AnswerWaiters();
-  bool CanAct(const Peer& peer, const store::Job& job) const { return peer.admin || peer.uid == job.uid; }
   /// Whether `peer` sees other users' command lines, directories and log paths: daemon.show_commands,
   /// or the daemon's own gpulane-web with web.show_commands (docs/security.md, "Privacy").
   bool ShowsCommandsTo(const Peer& peer) const;
   /// What `peer` sees of `job` in show, queue and usage (store/job_view.h): everything when it may
   /// act on it, else the command line, directory and log paths only as ShowsCommandsTo says.
-  store::JobVisibility VisibilityFor(const Peer& peer, const store::Job& job) const;
-  void Log(const std::string& message) const;
+  store::JobVisibility VisibilityFor(const Peer& peer, const store::Job& job) const override;
+  void Log(const std::string& message) const override;
   /// [limits] of user `uid` (sched::LimitsOf with the groups the user database gives), looked up
   /// once per uid for the daemon's life (a group change takes a daemon restart).
-  const LimitsConfig& LimitsOfUid(std::uint32_t uid, const std::string& user);
+  const LimitsConfig& LimitsOfUid(std::uint32_t uid, const std::string& user) override;
   /// Unfinished queued jobs of `uid`, counted once per loop turn over every job (so a flood of
   /// submissions costs one pass per turn, not one per submission) plus those accepted since.
-  std::size_t& UnfinishedOf(std::uint32_t uid);
+  std::size_t& UnfinishedOf(std::uint32_t uid) override;
 
   DaemonPaths paths_;
   Config config_;
@@ -251,8 +248,6 @@ class Daemon {
     /// Connections that submitted it again with its idempotency key meanwhile (fd, serial).
     std::vector<std::pair<int, std::uint64_t>> repeats;
   };
-  /// A cancel, hold or release of many jobs in parts (jobs_in_parts.h); HandleCancel's name for it.
-  using CancelInProgress = JobsInParts;
   static constexpr std::size_t kCancelPartJobs = 1000;
   static constexpr double kCancelTurnBudgetS = 0.02;  ///< parts done in one turn, at most about this long
   /// The cancels, holds and releases in progress, oldest first (one after the other, in the
@@ -276,7 +271,7 @@ class Daemon {
   void FailCancels();
   /// `k` is done (or given up): what follows it, once (a release's launch decision).
   void PartsDone(const JobsInParts& k);
-  /// Starts `k` (HandleHold): answers at once when the first turn's parts do all of it, else
+  /// Starts `k` (StartChosen): answers at once when the first turn's parts do all of it, else
   /// once the last part is stored, the requests behind it waiting.
   void StartInParts(Connection& c, JobsInParts k);
   static constexpr double kStreamTurnBudgetS = 0.005;  ///< a streamed listing's parts made in one turn, about this long

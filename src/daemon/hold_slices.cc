@@ -1,6 +1,6 @@
 // Large holds and releases in parts, like cancels (cancel_slices.cc; issue 23, item 8: a hold or
 // release of 300,000 tasks changed them all in one turn and one transaction, and the daemon
-// answered nobody meanwhile). HandleHold names the jobs at once, keeping the pending ones it will
+// answered nobody meanwhile). ops::Hold names the jobs at once, keeping the pending ones it will
 // hold from being launched; then each part of kCancelPartJobs jobs is stored in one transaction,
 // and only once that is durable are its jobs changed in the table and counted as done. A job
 // waiting for GPUs under its supervisor is asked to leave the line at its part, as before. The

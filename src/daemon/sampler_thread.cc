@@ -80,7 +80,7 @@ SamplerThread::~SamplerThread() {
   if (event_fd_ >= 0) close(event_fd_);
 }
 
-void SamplerThread::Ask(int fd, std::uint64_t serial, json request, json extra) {
+void SamplerThread::Ask(int fd, std::uint64_t serial, proto::SamplerRequest request, json extra) {
   {
     std::lock_guard lock(mu_);
     if (event_fd_ >= 0 && questions_.size() < kMaxQuestions) {
@@ -322,38 +322,27 @@ void SamplerThread::Prune(double now_s) {
 }
 
 json SamplerThread::AnswerOf(const Question& q) {
-  const std::string op = q.request.value("op", "");
-  try {
-    if (op == "history") return History(q.request);
-    if (op == "report") return Report(q.request);
-    if (op == "usage") return Usage(q.request, q.extra);
-    if (op == "telemetry") return Telemetry(q.request);
-    if (op == "metrics") return Metrics(q.extra);
-    if (op == "events") return Events(q.request);
-  } catch (const json::exception& e) {
-    return Error("invalid_argument", fmt::format("malformed {} request: {}", op, e.what()));
-  }
-  return Error("invalid_argument", fmt::format("unknown operation '{}'", op));
+  return std::visit([&](const auto& req) { return Respond(req, q.extra); }, q.request);
 }
 
-json SamplerThread::History(const json& req) {
+json SamplerThread::Respond(const proto::HistoryRequest& req, const json&) {
   const GpuSnapshot& latest = sampler_.latest();
   const GpuDevice* gpu = nullptr;
-  const json& which = req.at("gpu");
+  const json& which = *req.gpu;
   for (const auto& d : latest.devices)
     if ((which.is_string() && d.uuid == which.get<std::string>()) ||
         (which.is_number_unsigned() && d.pci_index == which.get<unsigned>()))
       gpu = &d;
   if (!gpu) return Error("not_found", fmt::format("history: no GPU {} (give its index or UUID)", which.dump()));
   const double now_s = clock_.WallS();
-  const double since_s = req.value("since_s", now_s - 3600);
-  const double until_s = req.value("until_s", now_s + 1);
-  const double resolution_s = req.value("resolution_s", 0.0);
+  const double since_s = req.since_s.value_or(now_s - 3600);
+  const double until_s = req.until_s.value_or(now_s + 1);
+  const double resolution_s = req.resolution_s;
   // A chart's request: at most max_points of them, evenly spaced, and only the fields it draws.
-  const std::size_t max_points = req.value("max_points", std::size_t{0});
-  const auto fields = req.value("fields", std::vector<std::string>{});
+  const std::size_t max_points = req.max_points;
+  const std::vector<std::string>& fields = req.fields;
   // ... and, with "columns": true, as one array a field instead of an object a point.
-  const bool columns = req.value("columns", false);
+  const bool columns = req.columns;
   auto shaped = [&](json points) {
     if (!columns) return json{{"points", std::move(points)}};
     return json{{"columns", proto::PointsToColumns(points, fields)}};
@@ -395,13 +384,13 @@ json SamplerThread::History(const json& req) {
   return Ok(std::move(out));
 }
 
-json SamplerThread::Report(const json& req) {
+json SamplerThread::Respond(const proto::ReportRequest& req, const json&) {
   if (!history_) return Error("unavailable", "report: the history database could not be opened (see the daemon's log)");
   store::UsageFilter filter;
   filter.names = false;
-  filter.since_s = req.value("since_s", 0.0);
-  if (req.contains("user") && req["user"].is_string()) filter.user = req["user"].get<std::string>();
-  auto by = telemetry::ParseReportBy(req.value("by", "user"));
+  filter.since_s = req.since_s;
+  if (req.user) filter.user = *req.user;
+  auto by = telemetry::ParseReportBy(req.by);
   if (!by) return Error("invalid_argument", "report: \"by\" is one of job, user, gpu, day");
   telemetry::ReportBuilder builder(*by, LocalDay);
   if (Status s = history_->ForEachUsage(filter, [&](const telemetry::UsageRecord& r) { builder.Add(r); }); !s.ok())
@@ -424,16 +413,16 @@ static json RecordFor(const telemetry::UsageRecord& r, const json& viewer) {
   return j;
 }
 
-json SamplerThread::Usage(const json& req, const json& extra) {
+json SamplerThread::Respond(const proto::UsageRequest& req, const json& extra) {
   const json viewer = extra.is_object() ? extra.value("viewer", json()) : json();
   const double now_s = clock_.WallS();
-  if (req.contains("lease")) {
-    const std::string lease = req.at("lease").get<std::string>();
+  if (req.lease) {
+    const std::string& lease = *req.lease;
     auto record = sampler_.UsageOf(lease, now_s);
     if (!record) return Error("not_found", fmt::format("usage: no lease {} was sampled", lease));
     return Ok({{"record", RecordFor(*record, viewer)}});
   }
-  const std::string job_id = req.at("job_id").get<std::string>();
+  const std::string& job_id = *req.job_id;
   // Running: its live lease (the newest, should the id have come back); else its stored record.
   const LiveJob* live = nullptr;
   for (const auto& [name, job] : sampler_.live())
@@ -446,8 +435,7 @@ json SamplerThread::Usage(const json& req, const json& extra) {
   return Ok({{"record", RecordFor(**stored, viewer)}});
 }
 
-json SamplerThread::Telemetry(const json& req) {
-  (void)req;
+json SamplerThread::Respond(const proto::TelemetryRequest&, const json&) {
   json gpus = json::array();
   const GpuSnapshot& latest = sampler_.latest();
   for (const auto& d : latest.devices) {
@@ -467,10 +455,10 @@ json SamplerThread::Telemetry(const json& req) {
   return Ok({{"time_s", sampler_.latest_time_s()}, {"gpus", gpus}, {"jobs", jobs}});
 }
 
-json SamplerThread::Events(const json& req) {
-  const std::int64_t after_id = req.value("after_id", std::int64_t{0});
-  const double since_s = req.value("since_s", 0.0);
-  const std::size_t limit = std::min<std::size_t>(req.value("limit", std::size_t{1000}), 10000);
+json SamplerThread::Respond(const proto::EventsRequest& req, const json&) {
+  const std::int64_t after_id = req.after_id;
+  const double since_s = req.since_s;
+  const std::size_t limit = std::min<std::size_t>(req.limit, 10000);
   json current = json::array();
   for (const auto& [key, a] : sampler_.anomalies().current()) {
     json j = {{"kind", a.kind}, {"gpu_uuid", a.gpu_uuid}, {"job_id", a.job_id}, {"user", a.user}, {"message", a.message},
@@ -494,7 +482,7 @@ json SamplerThread::Events(const json& req) {
   return Ok({{"events", events}, {"current", current}});
 }
 
-json SamplerThread::Metrics(const json& extra) {
+json SamplerThread::Respond(const proto::MetricsRequest&, const json& extra) {
   render::MetricsInput in;
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) == 0) in.hostname = host;

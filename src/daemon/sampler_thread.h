@@ -22,6 +22,7 @@
 #include "daemon/sampler.h"
 #include "gpu/backend.h"
 #include "os/process_table.h"
+#include "proto/requests.h"
 #include "store/history_store.h"
 #include "util/clock.h"
 
@@ -53,9 +54,10 @@ class SamplerThread {
   /// Readable (POLLIN) when Take has answers; -1 if eventfd failed (then questions are answered
   /// with an error at once).
   int event_fd() const { return event_fd_; }
-  /// Queues question `request` (an op of docs/protocol.md "Telemetry") of connection (fd, serial).
-  /// `extra` carries what only the loop knows (the job table's counts for "metrics").
-  void Ask(int fd, std::uint64_t serial, nlohmann::json request, nlohmann::json extra = {});
+  /// Queues question `request` (an op of docs/protocol.md "Telemetry", read by proto::ParseRequest)
+  /// of connection (fd, serial). `extra` carries what only the loop knows (the job table's counts
+  /// for "metrics", who asks).
+  void Ask(int fd, std::uint64_t serial, proto::SamplerRequest request, nlohmann::json extra = {});
   /// The answers since the last call, in the order asked.
   std::vector<Answer> Take();
   /// Samples taken so far (for tests and `ping` statistics).
@@ -83,17 +85,19 @@ class SamplerThread {
   struct Question {
     int fd;
     std::uint64_t serial;
-    nlohmann::json request, extra;
+    proto::SamplerRequest request;
+    nlohmann::json extra;
   };
   void Run();
   void SampleOnce();
   nlohmann::json AnswerOf(const Question& q);
-  nlohmann::json History(const nlohmann::json& req);
-  nlohmann::json Report(const nlohmann::json& req);
-  nlohmann::json Usage(const nlohmann::json& req, const nlohmann::json& extra);
-  nlohmann::json Telemetry(const nlohmann::json& req);
-  nlohmann::json Metrics(const nlohmann::json& extra);
-  nlohmann::json Events(const nlohmann::json& req);
+  // One per question, chosen by AnswerOf's std::visit; `extra` as Ask's.
+  nlohmann::json Respond(const proto::HistoryRequest& req, const nlohmann::json& extra);
+  nlohmann::json Respond(const proto::ReportRequest& req, const nlohmann::json& extra);
+  nlohmann::json Respond(const proto::UsageRequest& req, const nlohmann::json& extra);
+  nlohmann::json Respond(const proto::TelemetryRequest& req, const nlohmann::json& extra);
+  nlohmann::json Respond(const proto::MetricsRequest& req, const nlohmann::json& extra);
+  nlohmann::json Respond(const proto::EventsRequest& req, const nlohmann::json& extra);
   /// Logs the anomalies that started and ended, stores them (when `keep`: history has room), and
   /// publishes the marks.
   void Record(double now_s, const telemetry::AnomalyChanges& changes, bool keep);

@@ -6,6 +6,9 @@
 // (store::JobRefsFromJson) and "user". The daemon answers a json::exception from these with an
 // error reply; anything else reaching it (another exception, a crash) is a bug.
 //
+// First of all the daemon's one reader, proto::ParseRequest (daemon/handlers.cc dispatches what it
+// returns): it never throws, and a request it accepts reads back equal from its own encoding.
+//
 // Properties: a spec that is accepted reads back as written (SpecToJson -> SpecFromJson ->
 // SpecToJson gives the same JSON), so a job is stored and relaunched exactly as submitted; an
 // accepted request passes sched::CheckRequest.
@@ -14,6 +17,7 @@
 
 #include "fuzz_check.h"
 #include "proto/request_json.h"
+#include "proto/requests.h"
 #include "proto/wire.h"
 #include "store/job.h"
 
@@ -53,6 +57,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string payload(reinterpret_cast<const char*>(data), size);
   if (proto::NestingDepth(payload) > proto::kMaxRequestDepth) return 0;  // refused before parsing
   json req = json::parse(payload, nullptr, false);
+  if (auto typed = proto::ParseRequest(req)) {
+    auto again = proto::ParseRequest(proto::RequestToJson(*typed));
+    FUZZ_CHECK(again && *again == *typed, "a %s request does not read back from its encoding",
+               std::string(proto::OpName(*typed)).c_str());
+  }
   if (req.is_discarded() || !req.is_object()) return 0;
   try {
     if (req.contains("v")) (void)req["v"].dump();  // the version error quotes it

@@ -99,6 +99,25 @@ TEST(DaemonProtocol, MissingOrUnknownOpIsRefused) {
   ExpectServing(d);
 }
 
+// Every request is read into its operation's type first (proto::ParseRequest): a member of the
+// wrong type is named in one line, for the daemon's own requests and the sampler's alike, and
+// nothing is done (before, the daemon answered with the JSON library's exception text).
+TEST(DaemonProtocol, AMemberOfTheWrongTypeIsNamedInOneLine) {
+  TestDaemon d;
+  EXPECT_TRUE(IsErrorReply(d.Call({{"op", "queue"}, {"all", "yes"}}), "invalid_argument",
+                           "malformed queue request: \"all\" must be true or false"));
+  EXPECT_TRUE(IsErrorReply(d.Call({{"op", "logs"}, {"id", 1}, {"offset", -1}}), "invalid_argument",
+                           "malformed logs request: \"offset\" must be a whole number >= 0"));
+  EXPECT_TRUE(IsErrorReply(d.Call({{"op", "events"}, {"limit", "all"}}), "invalid_argument",
+                           "malformed events request: \"limit\" must be a whole number >= 0"));
+  json held = d.SubmitRequest({"true"});
+  held["hold"] = "yes";
+  EXPECT_TRUE(IsErrorReply(d.Call(held), "invalid_argument", "malformed submit request: \"hold\" must be true or false"));
+  EXPECT_TRUE(IsErrorReply(d.Call({{"op", "cancel"}, {"ids", 7}}), "invalid_argument", "cancel: \"ids\" must be a list of job ids"));
+  EXPECT_EQ(d.Queue({"--all"}).size(), 0u) << "the submission with a bad member was not queued";
+  ExpectServing(d);
+}
+
 TEST(DaemonProtocol, OversizedFrameIsRefusedWithoutReadingIt) {
   TestDaemon d;
   RawConnection c(d.socket());
