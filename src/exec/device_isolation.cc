@@ -34,9 +34,10 @@ struct DirEntry {
   bool is_symlink = false;
 };
 
-// The entries of `dir` ("." and ".." left out). nullopt when it does not exist; kIo when it
-// exists and cannot be read.
-Result<std::optional<std::vector<DirEntry>>> ListDir(const std::string& dir) {
+// The entries of `dir` ("." and ".." left out) whose names start with `prefix` (only those are
+// stat'ed: /dev holds hundreds of nodes, and the job waits for this listing after its lease is
+// granted). nullopt when it does not exist; kIo when it exists and cannot be read.
+Result<std::optional<std::vector<DirEntry>>> ListDir(const std::string& dir, std::string_view prefix = {}) {
   DIR* d = opendir(dir.c_str());
   if (!d) {
     if (errno == ENOENT || errno == ENOTDIR) return std::optional<std::vector<DirEntry>>();
@@ -45,7 +46,7 @@ Result<std::optional<std::vector<DirEntry>>> ListDir(const std::string& dir) {
   std::vector<DirEntry> out;
   while (struct dirent* e = readdir(d)) {
     const std::string name = e->d_name;
-    if (name == "." || name == "..") continue;
+    if (name == "." || name == ".." || name.compare(0, prefix.size(), prefix) != 0) continue;
     struct stat st {};
     if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
     out.push_back({name, S_ISDIR(st.st_mode), S_ISLNK(st.st_mode)});
@@ -220,7 +221,7 @@ Result<IsolationPlan> PlanIsolation(const std::vector<GrantedDevice>& granted, c
   std::set<unsigned> minors;
   for (const GrantedDevice& g : granted)
     if (g.minor) minors.insert(*g.minor);
-  auto dev = ListDir(roots.dev_dir);
+  auto dev = ListDir(roots.dev_dir, "nvidia");  // /dev/nvidiaN: nothing else is masked here
   if (!dev) return dev.error();
   for (const DirEntry& e : dev->value_or(std::vector<DirEntry>{})) {
     const auto n = NumberAfter(e.name, "nvidia");
