@@ -48,7 +48,7 @@ unsigned TimeLimitWatch::Check(const std::vector<lease::LeaseRecord>& leases, do
         std::vector<pid_t> pids = lease::ProcessesOfLease(lease, *procs, table);
         std::erase_if(pids, [](pid_t p) { return p <= 1 || p == getpid(); });
         const int sig = action == sched::LimitAction::kTerm ? SIGTERM : SIGKILL;
-        for (pid_t p : pids) kill(p, sig);
+        // Logged before the signals: whoever sees the job end (its own side, a test) finds the line.
         std::vector<std::string> listed;
         for (pid_t p : pids) listed.push_back(std::to_string(p));
         log_(fmt::format("time limit: {}'s lease {} (job {}) started {} ago and is past its time limit of {} ({}) and "
@@ -57,6 +57,7 @@ unsigned TimeLimitWatch::Check(const std::vector<lease::LeaseRecord>& leases, do
                          FormatSeconds(deadline->limit_s), deadline->source, FormatSeconds(config_.kill_grace_s),
                          sig == SIGTERM ? "SIGTERM" : "SIGKILL",
                          pids.empty() ? std::string("no process of hers found") : "pids " + Join(listed, ", ")));
+        for (pid_t p : pids) kill(p, sig);
         seen.termed_at_s = now_s;  // a lease still alive one grace after a SIGKILL gets another
         ++acted;
       }
