@@ -12,7 +12,8 @@ and the ratio daemon/floor. Target: daemon CPU <= 1.2x the floor's, RSS <= 20 Mi
 Fake: build/fake_nvml/current/libnvidia-ml.so.1 with the recorded H200 fixture cloned --gpus times
 (as bench/telemetry_footprint.py), one pair of processes per count, in turn. Real (--real): neither
 $GPULANE_NVML_LIBRARY nor $FAKE_NVML_STATE is set for the two processes: the driver's NVML.
-Binaries: --gpulane and --floor, by default build/ if built there, else .carry/bin/ (the GPU machine).
+Binaries: --gpulane and --floor, by default from build/ if there, else .carry/bin/; with --real
+.carry/bin/ first (scripts/make-carry.sh builds both into it for the GPU machine).
 The measured period starts after a warm-up (--warmup s, the first samples' costs excluded).
 Prints Markdown on stdout; progress on stderr. Everything it starts it stops.
 """
@@ -98,7 +99,7 @@ def measure(args, gpus, tmp):
         json.dump(fake_gpus(gpus), open(state, "w"))
         env.update(GPULANE_NVML_LIBRARY=FAKE_NVML, FAKE_NVML_STATE=state)
     with open(os.path.join(folder, "config.toml"), "w") as f:
-        f.write(f'[telemetry]\ninterval = "{args.interval:g}s"\n')
+        f.write(f'[telemetry]\ninterval = "{args.interval:g}s"\n[web]\nlisten = "off"\n')  # no gpulane-web child
     daemons, socks = [], []
     for n, exe in enumerate(args.gpulane):
         home = os.path.join(folder, f"d{n}")
@@ -170,17 +171,21 @@ def table(r):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--gpulane", nargs="+", default=[first_existing(os.path.join(ROOT, "build", "gpulane"),
-                                                                    os.path.join(ROOT, ".carry", "bin", "gpulane"))],
+    ap.add_argument("--gpulane", nargs="+",
                     help="one daemon per binary, all side by side with the floor (e.g. before and after a change)")
-    ap.add_argument("--floor", default=first_existing(os.path.join(ROOT, "build", "gpulane_nvml_floor"),
-                                                      os.path.join(ROOT, ".carry", "bin", "gpulane_nvml_floor")))
+    ap.add_argument("--floor")
     ap.add_argument("--real", action="store_true", help="the driver's NVML and the GPUs there (no fake)")
     ap.add_argument("--gpus", type=int, nargs="+", default=[1, 8], help="fake GPU counts, one run each")
     ap.add_argument("--seconds", type=float, default=120)
     ap.add_argument("--interval", type=float, default=1.0)
     ap.add_argument("--warmup", type=float, default=5.0)
     args = ap.parse_args()
+    # The GPU machine runs what scripts/make-carry.sh put in .carry/bin; this one its build/.
+    folders = [os.path.join(ROOT, ".carry", "bin"), os.path.join(ROOT, "build")]
+    if not args.real:
+        folders.reverse()
+    args.gpulane = args.gpulane or [first_existing(*(os.path.join(f, "gpulane") for f in folders))]
+    args.floor = args.floor or first_existing(*(os.path.join(f, "gpulane_nvml_floor") for f in folders))
     for path in tuple(args.gpulane) + (args.floor,) + (() if args.real else (FAKE_NVML,)):
         if not os.path.exists(path):
             print(f"sampler_floor: {path} not found: build it (cmake --build build --target gpulane gpulane_nvml_floor"
@@ -193,7 +198,11 @@ def main():
         for gpus in ([None] if args.real else args.gpus):
             print(f"measuring {'the real GPUs' if gpus is None else f'{gpus} fake GPUs'} for {args.seconds:g} s",
                   file=sys.stderr)
-            r = measure(args, gpus, tmp)
+            try:
+                r = measure(args, gpus, tmp)
+            except RuntimeError as e:
+                print(f"sampler_floor: {e}".rstrip(), file=sys.stderr)
+                return 1
             r["interval"] = args.interval
             print(table(r), flush=True)
     finally:
