@@ -54,10 +54,15 @@ def call(sock_path, req, timeout=30):
 
 
 def eight_gpus():
+    return fake_gpus(8)
+
+
+def fake_gpus(n):
+    """The recorded fixture's first H200 cloned `n` times (UUIDs, bus IDs and minors made unique, no process)."""
     fixture = json.load(open(os.path.join(ROOT, "tests", "fixtures", "h200x2-2026-11-30", "nvml_snapshot.json")))
     base = fixture["devices"][0]
     devices = []
-    for i in range(8):
+    for i in range(n):
         d = json.loads(json.dumps(base))
         d["uuid"] = f"GPU-{0xd0000000 + i:08x}-92ce-068a-58c5-7c2f58de6be6"
         d["pci_bus_id"] = f"00000000:{0x18 + 0x10 * i:02X}:00.0"

@@ -2,6 +2,8 @@
 # Builds gpulane (Release) on this Debian 12 machine and fills .carry/ with what the GPU machine
 # (Ubuntu 24.04, no package install) needs to run it:
 #   .carry/bin/gpulane       the stripped binary
+#   .carry/bin/gpulane_nvml_floor  the sampler's floor for bench/sampler_floor.py --real (stripped,
+#                            about 1 MB: the NVML loader and fmt alone)
 #   .carry/lib/*.so*         the Debian builds of its non-glibc shared libraries, if any (none with
 #                            GPULANE_STATIC_DEPS, the default: fmt, toml++, SQLite, libstdc++ are linked in)
 #   .carry/BUILD_INFO        commit, build type, compiler, library list with sha256
@@ -30,13 +32,15 @@ is_system_lib() {
 }
 
 echo "== configure + build (Release) in $build_dir" >&2
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPULANE_BUILD_TESTS=OFF >/dev/null
-cmake --build "$build_dir" --target gpulane
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPULANE_BUILD_TESTS=OFF -DGPULANE_BUILD_BENCH=ON >/dev/null
+cmake --build "$build_dir" --target gpulane gpulane_nvml_floor
 
 rm -rf "$carry"
 mkdir -p "$carry/bin" "$carry/lib"
 cp "$build_dir/gpulane" "$carry/bin/gpulane"
 strip --strip-unneeded "$carry/bin/gpulane"
+cp "$build_dir/gpulane_nvml_floor" "$carry/bin/gpulane_nvml_floor"
+strip --strip-unneeded "$carry/bin/gpulane_nvml_floor"
 
 # ldd lists the whole closure (also libraries needed by libraries). Lines: "name => /path (addr)".
 missing=0
@@ -61,6 +65,10 @@ if LD_LIBRARY_PATH="$carry/lib" ldd "$carry/bin/gpulane" | grep -q "not found"; 
   exit 1
 fi
 LD_LIBRARY_PATH="$carry/lib" "$carry/bin/gpulane" --help >/dev/null
+if ldd "$carry/bin/gpulane_nvml_floor" | grep -q "not found"; then
+  echo "error: .carry/bin/gpulane_nvml_floor has unresolved libraries" >&2
+  exit 1
+fi
 
 {
   echo "commit: $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- src CMakeLists.txt 2>/dev/null || echo ' (+ uncommitted changes in src/)')"

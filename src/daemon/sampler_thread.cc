@@ -143,6 +143,10 @@ void SamplerThread::SampleOnce() {
   ReadOptions options;
   options.topology = false;
   options.telemetry = true;
+  // The first read in parallel (any first-query costs overlap); later ones on this thread: a
+  // thread a GPU each second cost more than the reads (bench/results/sampler-floor-2026-12-06.md).
+  options.parallel = !read_once_;
+  read_once_ = true;
   auto snapshot = backend_->Read(options);
   const double now_s = clock_.WallS();
   if (!snapshot) {

@@ -118,6 +118,7 @@ class SamplerThread {
   std::unique_ptr<store::HistoryStore> history_;
   const Clock& clock_;
   std::function<void(const std::string&)> log_;
+  bool read_once_ = false;       ///< a snapshot was read (later reads go one GPU after another)
   std::string last_error_;       ///< the last read or store failure logged (each new one is logged once)
   double next_prune_s_ = 0;
   std::vector<std::uint64_t> wait_buckets_;  ///< cumulative counts per kWaitBucketsS, +Inf last

@@ -15,6 +15,7 @@
 
 #include <cerrno>
 #include <algorithm>
+#include <cmath>
 #include <utility>
 #include <fmt/format.h>
 
@@ -417,8 +418,8 @@ void Daemon::Loop() {
   while (!stop_) RunGuarded("a turn of the loop", [&] { LoopTurn(last_tick_s); }, log);
 }
 
-// One turn: wait for something to happen (250 ms at most, a tick if that is shorter), then each
-// step in turn. A step that throws (it should not: errors are values) is logged and the next one
+// One turn: wait for something to happen (250 ms at most, a tick if that is shorter; with no
+// connection, until the next tick), then each step in turn. A step that throws (it should not: errors are values) is logged and the next one
 // runs; the daemon goes on serving.
 void Daemon::LoopTurn(double& last_tick_s) {
   auto log = [this](const std::string& line) { Log(line); };
@@ -437,7 +438,13 @@ void Daemon::LoopTurn(double& last_tick_s) {
   // wait: poll only looks.
   const bool more_now = !arrays_.empty() || !resume_.empty() || !cancels_.empty() || retention_.more ||
                         (jobs_->loading() && clock_.MonotonicS() >= load_retry_at_s_);
-  poll(fds.data(), fds.size(), more_now ? 0 : static_cast<int>(std::min(250.0, settings_.tick_s * 1000)));
+  // With no connection (whose timeouts a turn checks) and nothing loading, nothing is due between
+  // events but the tick: wait for it, so an idle daemon wakes once a tick, not four times
+  // (bench/results/sampler-floor-2026-12-06.md).
+  const bool idle = connections_.empty() && !jobs_->loading();
+  const double wait_s = idle ? std::max(0.0, last_tick_s + settings_.tick_s - clock_.MonotonicS())
+                             : std::min(0.25, settings_.tick_s);
+  poll(fds.data(), fds.size(), more_now ? 0 : static_cast<int>(std::ceil(wait_s * 1000)));
   const double turn_start_s = clock_.MonotonicS();
   // Loading the jobs at the start: a part a turn, before this turn's requests (each answered,
   // those about jobs with "still loading" until the last part is in).

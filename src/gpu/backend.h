@@ -17,6 +17,11 @@ struct ReadOptions {
   /// default: per-process utilisation alone costs about 1.4 ms a GPU on an H200
   /// (../shared/notes/nvml-facts.md).
   bool telemetry = false;
+  /// Each GPU read in a thread of its own, so that the GPUs' first-query costs overlap (a fresh
+  /// process). false: one GPU after another on the calling thread, for warm repeated reads (the
+  /// sampler's) where creating a thread a GPU costs more CPU than the reads themselves
+  /// (bench/results/sampler-floor-2026-12-06.md).
+  bool parallel = true;
 };
 
 /// Reads the state of every GPU. Implementations must be cheap to call repeatedly (watch mode,

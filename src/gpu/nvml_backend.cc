@@ -417,8 +417,8 @@ Result<GpuSnapshot> NvmlBackend::Read(const ReadOptions& options) {
       reader.ReadProcessUtilization(&last_seen_us_[i]);
     }
   };
-  if (count == 1) {
-    read_one(0, snap.devices[0]);
+  if (count == 1 || !options.parallel) {
+    for (unsigned i = 0; i < count; ++i) read_one(i, snap.devices[i]);
   } else {
     std::vector<std::thread> threads;
     for (unsigned i = 0; i < count; ++i) threads.emplace_back(read_one, i, std::ref(snap.devices[i]));

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <thread>
 
 #include "support/daemon_fixture.h"
 #include "support/text.h"
@@ -74,6 +75,27 @@ TEST(DaemonLifecycle, SigtermStopsTheDaemonButNotRunningJobs) {
   RunResult wait = d.Gpulane({"wait", Id(id)});
   EXPECT_EQ(wait.exit_code, 4) << wait.out << wait.err;
   EXPECT_EQ(CountMarks(ReadMarks(log), "start", id), 1);
+}
+
+// The context switches of the daemon's loop (its main thread): each wake-up of poll is one.
+long LoopWakeups(pid_t pid) {
+  std::ifstream status(fmt::format("/proc/{}/task/{}/status", pid, pid));
+  long total = 0;
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("voluntary_ctxt_switches:", 0) == 0 || line.rfind("nonvoluntary_ctxt_switches:", 0) == 0)
+      total += std::stol(line.substr(line.find(':') + 1));
+  return total;
+}
+
+// An idle daemon (no connection, no job, no sampler) woke its loop four times a second for
+// nothing (poll's 250 ms cap; bench/results/sampler-floor-2026-12-06.md): now once a tick.
+TEST(DaemonLifecycle, AnIdleDaemonWakesOnceATickNotFourTimesASecond) {
+  TestDaemon d;  // telemetry off, no gpulane-web, the default tick of one second
+  const long before = LoopWakeups(d.pid());
+  ASSERT_GT(before, 0) << "no context switches read for the daemon's main thread";
+  std::this_thread::sleep_for(std::chrono::seconds(5));  // the period measured, not a wait for an event
+  const long wakeups = LoopWakeups(d.pid()) - before;
+  EXPECT_LE(wakeups, 5 + 3) << "an idle daemon's loop woke " << wakeups << " times in 5 s";
 }
 
 TEST(DaemonLifecycle, DamagedDatabaseStopsTheDaemonWithAClearMessage) {

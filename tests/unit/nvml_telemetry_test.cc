@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "gpu/nvml_backend.h"
+#include "gpu/snapshot_json.h"
 #include "support/harness.h"
 #include "support/scenarios.h"
 
@@ -58,6 +59,31 @@ TEST(NvmlTelemetry, EnergyClocksReasonsEccAndProcessUtilizationAsTheDriverReport
   ASSERT_TRUE(g1.processes);
   ASSERT_EQ(g1.processes->size(), 1u);
   EXPECT_EQ((*g1.processes)[0].sm_util_pct, 87u);
+}
+
+// The sampler reads one GPU after another on its own thread after its first sample (no thread a GPU
+// a second: bench/results/sampler-floor-2026-12-06.md); that read must see every GPU, each field
+// as the parallel read does.
+TEST(NvmlTelemetry, ASequentialReadSeesEveryGpuAsTheParallelReadDoes) {
+  const std::uint32_t pid = UnusedPid();
+  json state = RecordedH200x2(pid);
+  state["devices"][0]["energy_mj"] = 123456789;
+  state["devices"][1]["process_util"] = json::array({{{"pid", pid}, {"sm", 87}, {"mem", 12}}});
+  FakeMachine machine(state);
+  auto parallel_backend = OpenOver(machine);
+  auto sequential_backend = OpenOver(machine);
+  ASSERT_TRUE(parallel_backend && sequential_backend);
+  ReadOptions sequential = Telemetry();
+  sequential.parallel = false;
+  auto a = parallel_backend->Read(Telemetry());
+  auto b = sequential_backend->Read(sequential);
+  ASSERT_TRUE(a && b);
+  ASSERT_EQ(b->devices.size(), 2u);
+  EXPECT_EQ(b->devices[0].energy_mj, 123456789u);
+  ASSERT_TRUE(b->devices[1].processes);
+  ASSERT_EQ(b->devices[1].processes->size(), 1u);
+  EXPECT_EQ((*b->devices[1].processes)[0].sm_util_pct, 87u);
+  EXPECT_EQ(SnapshotToJson(*a).dump(), SnapshotToJson(*b).dump());
 }
 
 TEST(NvmlTelemetry, AProcessWithoutAUtilizationSampleUsedNoneAndAGpuWithoutTheCallLeavesItAbsent) {
