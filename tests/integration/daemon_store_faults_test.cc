@@ -34,6 +34,8 @@ class ExclusiveLock {
  public:
   explicit ExclusiveLock(const fs::path& db) {
     EXPECT_EQ(sqlite3_open(db.c_str(), &db_), SQLITE_OK);
+    // The daemon may be in a write of its own at this moment: wait for it as any writer would.
+    sqlite3_busy_timeout(db_, 10000);
     EXPECT_EQ(sqlite3_exec(db_, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db_);
   }
   ~ExclusiveLock() { Release(); }
