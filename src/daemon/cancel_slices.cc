@@ -71,11 +71,7 @@ bool Daemon::CancelPart(JobsInParts& k) {
     k.out.Done(job);
   }
   if (!rows.empty()) {
-    std::vector<const Job*> stored;
-    stored.reserve(rows.size());
-    for (const Job& row : rows) stored.push_back(&row);
-    Status s = store_->Update(stored);
-    jobs_->NoteWrite(s);
+    Status s = StorePart(rows);
     if (!s.ok()) {
       // Nothing of this part is cancelled (the table holds its jobs as they were), nor anything
       // after it: its pending jobs may start again.
@@ -109,6 +105,15 @@ bool Daemon::CancelPart(JobsInParts& k) {
   }
   k.next = end;
   return true;
+}
+
+Status Daemon::StorePart(const std::vector<Job>& rows) {
+  std::vector<const Job*> stored;
+  stored.reserve(rows.size());
+  for (const Job& row : rows) stored.push_back(&row);
+  Status s = store_->Update(stored);
+  jobs_->NoteWrite(s);
+  return s;
 }
 
 void Daemon::LogPart(const JobsInParts& k, const std::vector<std::int64_t>& ids, const std::set<std::string>& owners) {

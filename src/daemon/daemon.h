@@ -263,6 +263,8 @@ class Daemon : private ops::JobViews, private ops::SubmitQuotas {
   bool HoldPart(JobsInParts& k);
   /// One log line for a part's jobs (`ids`, of `owners`): "cancelled by root: 1000 jobs of alice: 12-1011".
   void LogPart(const JobsInParts& k, const std::vector<std::int64_t>& ids, const std::set<std::string>& owners);
+  /// Stores one part's changed rows in one transaction (and notes how the write went).
+  Status StorePart(const std::vector<store::Job>& rows);
   /// CancelParts of the changes in progress, oldest first, for about `budget_s` seconds; answers
   /// each one's client when done and handles the requests behind it.
   void CancelSlices(double budget_s);

@@ -48,11 +48,7 @@ bool Daemon::HoldPart(JobsInParts& k) {
   }
   k.next = end;
   if (rows.empty()) return true;
-  std::vector<const Job*> stored;
-  stored.reserve(rows.size());
-  for (const Job& row : rows) stored.push_back(&row);
-  Status s = store_->Update(stored);
-  jobs_->NoteWrite(s);
+  Status s = StorePart(rows);
   if (!s.ok()) {
     // Nothing of this part is changed (the table holds its jobs as they were), nor anything after
     // it: the pending jobs a hold had kept back may start again.
