@@ -419,8 +419,8 @@ void Daemon::Loop() {
 }
 
 // One turn: wait for something to happen (250 ms at most, a tick if that is shorter; with no
-// connection, until the next tick), then each step in turn. A step that throws (it should not: errors are values) is logged and the next one
-// runs; the daemon goes on serving.
+// connection, until the next tick), then each step in turn. A step that throws (it should not:
+// errors are values) is logged and the next one runs; the daemon goes on serving.
 void Daemon::LoopTurn(double& last_tick_s) {
   auto log = [this](const std::string& line) { Log(line); };
   const int parsed_fd = parse_worker_ && parse_worker_->available() ? parse_worker_->event_fd() : -1;

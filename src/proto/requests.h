@@ -5,7 +5,8 @@
 // everything a client can get wrong: not an object, another version, no or an unknown operation, a
 // member of the wrong type or a missing one (each `Check`). The daemon dispatches the variant with
 // std::visit (daemon/handlers.cc, HandleParsedRequest); nothing past ParseRequest reads a
-// request's JSON by hand but the members that have codecs of their own in store/ (a spec, job ids in Slurm's notation).
+// request's JSON by hand but the members that have codecs of their own in store/ (a spec, job
+// ids in Slurm's notation).
 //
 // Every error is kInvalidArgument: "malformed request: not a JSON object", "protocol version 3 is
 // not supported (...)", "unknown operation 'x'", "malformed queue request: \"all\" must be true or
