@@ -59,6 +59,30 @@ void CancelMatching(const Context& ctx, const proto::CancelRequest& req, Outcome
   if (!matched) out.Failed(ErrorKind::kNotFound, filter, fmt::format("no queued or running job matches {}", filter));
 }
 
+// Each of `refs` resolved, checked (the peer may act on it) and its unfinished jobs handed to
+// `each(named, live)`; a failure's line goes to `out` (and a refusal to the log) instead.
+template <typename Each>
+void ForEachLiveNamed(const Context& ctx, const std::vector<store::JobRef>& refs, Resolver& resolve,
+                      const std::string& op, Outcome& out, Each each) {
+  for (const store::JobRef& ref : refs) {
+    auto named = resolve(ref);
+    if (!named) {
+      out.Failed(named.error().kind, store::FormatJobRef(ref), named.error().message);
+      continue;
+    }
+    if (auto refused = Refuse(ctx.peer, *named, resolve, op, out)) {
+      ctx.views.Log(*refused);
+      continue;
+    }
+    std::vector<Job*> live = Live(ctx.jobs.active(), *named);
+    if (live.empty()) {
+      out.Failed(ErrorKind::kWrongState, named->text, Ended(*named, resolve));
+      continue;
+    }
+    each(*named, live);
+  }
+}
+
 }  // namespace
 
 Result<Chosen> Cancel(const Context& ctx, const proto::CancelRequest& req) {
@@ -73,23 +97,9 @@ Result<Chosen> Cancel(const Context& ctx, const proto::CancelRequest& req) {
     // Not started while the parts before its own are stored (a 300,000-job cancel takes seconds).
     if (job.state == JobState::kPending) ctx.jobs.RequestCancelPending(job.id);
   };
-  for (const store::JobRef& ref : *refs) {
-    auto named = resolve(ref);
-    if (!named) {
-      plan.out.Failed(named.error().kind, store::FormatJobRef(ref), named.error().message);
-      continue;
-    }
-    if (auto refused = Refuse(ctx.peer, *named, resolve, "cancel", plan.out)) {
-      ctx.views.Log(*refused);
-      continue;
-    }
-    std::vector<Job*> live = Live(ctx.jobs.active(), *named);
-    if (live.empty()) {
-      plan.out.Failed(ErrorKind::kWrongState, named->text, Ended(*named, resolve));
-      continue;
-    }
+  ForEachLiveNamed(ctx, *refs, resolve, "cancel", plan.out, [&](const Named&, const std::vector<Job*>& live) {
     for (Job* job : live) cancel(*job);
-  }
+  });
   if (!req.user.empty() || !req.name.empty()) CancelMatching(ctx, req, plan.out, cancel);
   return plan;
 }
@@ -111,32 +121,18 @@ Result<Chosen> Hold(const Context& ctx, const std::vector<nlohmann::json>& ids, 
     chosen.ids.push_back(job.id);
     if (job.state == JobState::kPending) ctx.jobs.KeepFromLaunch(job.id);  // not launched before its part
   };
-  for (const store::JobRef& ref : *refs) {
-    auto named = resolve(ref);
-    if (!named) {
-      chosen.out.Failed(named.error().kind, store::FormatJobRef(ref), named.error().message);
-      continue;
-    }
-    if (auto refused = Refuse(ctx.peer, *named, resolve, op, chosen.out)) {
-      ctx.views.Log(*refused);
-      continue;
-    }
-    std::vector<Job*> live = Live(ctx.jobs.active(), *named);
-    if (live.empty()) {
-      chosen.out.Failed(ErrorKind::kWrongState, named->text, Ended(*named, resolve));
-      continue;
-    }
+  ForEachLiveNamed(ctx, *refs, resolve, op, chosen.out, [&](const Named& named, const std::vector<Job*>& live) {
     std::vector<Job*> changing;
     for (Job* job : live)
       if (applies(*job)) changing.push_back(job);
     if (changing.empty()) {
-      chosen.out.Failed(ErrorKind::kWrongState, named->text,
-                        named->array ? fmt::format("array {} has no {} tasks to {}", named->text, hold ? "pending" : "held", op)
+      chosen.out.Failed(ErrorKind::kWrongState, named.text,
+                        named.array ? fmt::format("array {} has no {} tasks to {}", named.text, hold ? "pending" : "held", op)
                                      : NotApplicable(*live.front(), hold, ctx.jobs.HoldRequested(live.front()->id)));
-      continue;
+      return;
     }
     for (Job* job : changing) choose(*job);
-  }
+  });
   return chosen;
 }
 
