@@ -45,9 +45,10 @@ Status WriteOut(std::string_view text) {
 // streams it (fast with 100,000 jobs: nothing is parsed or built here); this copies it to stdout.
 // With no daemon (and none installed) no job exists anywhere, so the queue is empty rather than
 // an error. An older daemon that does not stream answers in one reply, printed as before.
-int RunQueue(bool as_json, bool all, const std::string& user) {
+int RunQueue(bool as_json, bool all, const std::string& user, std::uint64_t limit) {
   json request = {{"op", "queue"}, {"all", all}, {"stream", as_json ? "json" : "table"}};
   if (!user.empty()) request["user"] = user;
+  if (limit) request["limit"] = limit;  // with --all; the daemon's default (1000) otherwise
   if (!as_json) request["format"] = "table";  // for an older daemon
   // The user's Slurm jobs (cli/slurm_jobs.h) follow this machine's: JSON output is then collected
   // and the Slurm jobs' objects put into the same list.
@@ -264,13 +265,17 @@ void RegisterQueue(CLI::App& app, Runner* run) {
   struct Options {
     bool json = false, all = false;
     std::string user, id;
+    std::uint64_t limit = 0;
   };
   auto o = std::make_shared<Options>();
   CLI::App* queue = app.add_subcommand("queue", "List queued and running jobs");
   queue->add_flag("--json", o->json, "Print the jobs as JSON");
-  queue->add_flag("-a,--all", o->all, "Include finished jobs (the last 1000)");
+  CLI::Option* all = queue->add_flag("-a,--all", o->all, "Include finished jobs (the newest 1000; --limit for more)");
   queue->add_option("-u,--user", o->user, "Only this user's jobs");
-  queue->callback([o, run] { *run = [o] { return RunQueue(o->json, o->all, o->user); }; });
+  queue->add_option("--limit", o->limit, "With --all: list the newest N jobs (default 1000)")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{10000000}))
+      ->needs(all);
+  queue->callback([o, run] { *run = [o] { return RunQueue(o->json, o->all, o->user, o->limit); }; });
 
   CLI::App* show = app.add_subcommand("show", "Show a job, or every task of an array");
   show->add_option("job", o->id, "Job id: 12 (an array's id: all its tasks), 12_3 (task 3 of array 12), 12_[1-3]")->required();

@@ -50,6 +50,14 @@ const Job* QueueSelection::Find(std::int64_t id, const std::map<std::int64_t, Jo
   return nullptr;
 }
 
+json QueueSelection::WithLeftOut(json reply) const {
+  if (!older_left_out) return reply;
+  reply["warnings"].push_back(fmt::format("the newest {} jobs are listed and older ones are left out: `gpulane queue "
+                                          "--all --limit N` lists the newest N",
+                                          limit));
+  return reply;
+}
+
 void Daemon::HandleRequest(Connection& c, const std::string& payload) {
   HandleParsedRequest(c, json::parse(payload, nullptr, false));
 }
@@ -364,7 +372,7 @@ void Daemon::StartQueueStream(Connection& c, const proto::QueueRequest& req) {
   stream->json = *req.stream == "json";
   stream->jobs = std::move(selection).value();
   stream->now = clock_.WallS();
-  Reply(c, WithStoreWarnings(Ok({{"stream", *req.stream}, {"count", stream->jobs.ids.size()}})));
+  Reply(c, stream->jobs.WithLeftOut(WithStoreWarnings(Ok({{"stream", *req.stream}, {"count", stream->jobs.ids.size()}}))));
   c.stream = std::move(stream);
 }
 

@@ -93,6 +93,35 @@ TEST(DaemonQueueStream, TableIsTheOneFrameTable) {
   EXPECT_EQ(LineCount(d.Gpulane({"queue", "--user", UserName(getuid())}).out), 9);
 }
 
+// A new user's finding: `queue --all` listed the newest 1000 jobs as if they were all. It says on
+// stderr when older ones are left out, and `--limit N` lists the newest N.
+TEST(DaemonQueueStream, AllSaysWhenOlderJobsAreLeftOutAndLimitListsMore) {
+  TestDaemon d;
+  RunResult array = d.Gpulane({"submit", "--hold", "--array", "0-1000", "--", "true"}, {}, 120);
+  ASSERT_EQ(array.exit_code, 0) << array.err;
+  RunResult all = d.Gpulane({"queue", "--all"});
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_EQ(LineCount(all.out), 1 + 1000);
+  EXPECT_NE(all.err.find("the newest 1000 jobs are listed and older ones are left out"), std::string::npos) << all.err;
+  EXPECT_NE(all.err.find("--limit N"), std::string::npos) << all.err;
+  RunResult json_all = d.Gpulane({"queue", "--all", "--json"});
+  ASSERT_EQ(json_all.exit_code, 0) << json_all.err;
+  EXPECT_EQ(json::parse(json_all.out).size(), 1000u);
+  EXPECT_NE(json_all.err.find("older ones are left out"), std::string::npos) << json_all.err;
+  RunResult every = d.Gpulane({"queue", "--all", "--limit", "1001"});
+  ASSERT_EQ(every.exit_code, 0) << every.err;
+  EXPECT_EQ(LineCount(every.out), 1 + 1001);
+  EXPECT_EQ(every.err, "") << "nothing is left out";
+  RunResult few = d.Gpulane({"queue", "--all", "--limit", "3"});
+  ASSERT_EQ(few.exit_code, 0) << few.err;
+  EXPECT_EQ(LineCount(few.out), 1 + 3);
+  EXPECT_NE(few.err.find("the newest 3 jobs"), std::string::npos) << few.err;
+  EXPECT_NE(few.out.find("_1000 "), std::string::npos) << "the newest: " << few.out;
+  RunResult alone = d.Gpulane({"queue", "--limit", "3"});
+  EXPECT_EQ(alone.exit_code, 2) << alone.out;
+  EXPECT_NE(alone.err.find("--all"), std::string::npos) << alone.err;
+}
+
 TEST(DaemonQueueStream, AHundredThousandJobsAreValidJsonWithEveryJobOnce) {
   TestDaemon d;
   RunResult array = d.Gpulane({"submit", "--hold", "--array", "0-99999", "--", "true"}, {}, 300);

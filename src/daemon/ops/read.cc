@@ -71,19 +71,26 @@ Result<QueueSelection> SelectAll(const Context& ctx, const proto::QueueRequest& 
                      fmt::format("queue: a limit of {} jobs is more than the {} of one {}: give a smaller \"limit\"{}",
                                  filter.limit, max, streamed ? "listing" : "reply",
                                  streamed ? "" : ", or ask for a streamed reply (\"stream\") for more"));
+  // One more than the limit is read, so that a listing cut short says so (never silently the
+  // newest 1000 as if they were all).
+  selection.limit = filter.limit;
+  ++filter.limit;
   if (streamed) {
     auto ids = ctx.store.ListIds(filter);
     if (!ids) return MakeError(ErrorKind::kIo, ids.error().message);
     selection.ids = std::move(ids).value();
+    selection.older_left_out = selection.ids.size() > selection.limit;
+    if (selection.older_left_out) selection.ids.erase(selection.ids.begin());  // in id order: the oldest first
     filter.limit = 0;
     selection.filter = filter;
     return selection;
   }
   auto list = ctx.store.List(filter);
   if (!list) return MakeError(ErrorKind::kIo, list.error().message);
-  for (auto& job : *list) {
-    selection.ids.push_back(job.id);
-    selection.stored.emplace(job.id, std::move(job));
+  selection.older_left_out = list->size() > selection.limit;
+  for (std::size_t i = selection.older_left_out ? 1 : 0; i < list->size(); ++i) {
+    selection.ids.push_back((*list)[i].id);
+    selection.stored.emplace((*list)[i].id, std::move((*list)[i]));
   }
   return selection;
 }
@@ -222,7 +229,8 @@ Result<json> Queue(const Context& ctx, const proto::QueueRequest& req) {
     std::string table = QueueTableHeader();
     table.reserve(table.size() + selected.size() * 96);
     for (const Job* job : selected) AppendQueueRow(*job, ctx.views.GpuIndices(*job), now, table);
-    return ctx.views.WithStoreWarnings(Ok({{"table", std::move(table)}, {"count", selected.size()}}));
+    return selection->WithLeftOut(
+        ctx.views.WithStoreWarnings(Ok({{"table", std::move(table)}, {"count", selected.size()}})));
   }
   json jobs = json::array();
   for (const Job* job : selected) {
@@ -230,7 +238,7 @@ Result<json> Queue(const Context& ctx, const proto::QueueRequest& req) {
     store::HideFields(j, {ctx.views.VisibilityFor(ctx.peer, *job).commands, true});  // a listing has no environment
     jobs.push_back(std::move(j));
   }
-  return ctx.views.WithStoreWarnings(Ok({{"jobs", std::move(jobs)}}));
+  return selection->WithLeftOut(ctx.views.WithStoreWarnings(Ok({{"jobs", std::move(jobs)}})));
 }
 
 }  // namespace gpulane::daemon::ops
