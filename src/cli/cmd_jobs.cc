@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/slurm_jobs.h"
+#include "store/job_id.h"
 #include "util/bytes_json.h"
 #include "util/exit_codes.h"
 #include "util/terminal_text.h"
@@ -28,17 +29,30 @@ std::string Filter(const std::string& user, const std::string& name) {
 }
 
 // The command's result, one line a job it acted on (the ids of the reply's `field`): `done`, or
-// `in_progress` for those whose change completes once their supervisor has acted on it.
+// `in_progress` for those whose change completes once their supervisor has acted on it. Tasks of
+// one array in a row are one line, as `show` takes them: "released job 12_[0-2999] (3000 tasks)".
 void PrintActedOn(const json& reply, const char* field, const char* done, const char* in_progress) {
   std::set<std::string> later;
   for (const auto& id : reply.value("in_progress_text", json::array()))
     if (id.is_string()) later.insert(id.get<std::string>());
+  std::vector<std::string> run;  // ids in a row with the same words
+  bool run_later = false;
+  auto print_run = [&] {
+    for (const store::IdGroup& group : store::GroupTaskIds(run)) {
+      fmt::print(fmt::runtime(run_later ? in_progress : done), EscapeForTerminal(group.text));
+      fmt::print("{}\n", group.count > 1 ? fmt::format(" ({} tasks)", group.count) : "");
+    }
+    run.clear();
+  };
   for (const auto& id : reply.value(field, json::array())) {
     if (!id.is_string()) continue;
     const std::string& text = id.get_ref<const std::string&>();
-    fmt::print(fmt::runtime(later.count(text) ? in_progress : done), EscapeForTerminal(text));
-    fmt::print("\n");
+    const bool is_later = later.count(text) > 0;
+    if (!run.empty() && is_later != run_later) print_run();
+    run_later = is_later;
+    run.push_back(text);
   }
+  print_run();
 }
 
 int RunCancel(const std::vector<std::string>& all_words, const std::string& user, const std::string& name) {
@@ -196,7 +210,7 @@ void RegisterJobCommands(CLI::App& app, Runner* run) {
   };
   auto o = std::make_shared<Options>();
   const std::string ids_help = "Job ids: 12, an array's id (all its tasks), 12_3 (task 3 of array 12), 12_[1-3,7], slurm:1234 (a Slurm job)";
-  CLI::App* cancel = app.add_subcommand("cancel", "Cancel jobs (pending ones never start; running ones get SIGTERM); prints 'cancelled job 12' (or 'cancelling job 12 ...' for one being stopped) for each");
+  CLI::App* cancel = app.add_subcommand("cancel", "Cancel jobs (pending ones never start; running ones get SIGTERM); prints 'cancelled job 12' (or 'cancelling job 12 ...' for one being stopped) for each; tasks of an array as 'cancelled job 12_[0-99] (100 tasks)'");
   cancel->add_option("jobs", o->ids, ids_help);
   cancel->add_option("-u,--user", o->user, "All jobs of this user (yours, unless you are an admin)");
   cancel->add_option("-n,--name", o->name, "All jobs with this name");
@@ -204,7 +218,7 @@ void RegisterJobCommands(CLI::App& app, Runner* run) {
 
   for (bool hold : {true, false}) {
     CLI::App* sub = app.add_subcommand(hold ? "hold" : "release",
-                                       hold ? "Keep pending jobs from starting; prints 'held job 12' for each" : "Let held jobs start; prints 'released job 12' for each");
+                                       hold ? "Keep pending jobs from starting; prints 'held job 12' for each (an array's tasks: 'held job 12_[0-99] (100 tasks)')" : "Let held jobs start; prints 'released job 12' for each (an array's tasks: 'released job 12_[0-99] (100 tasks)')");
     sub->add_option("jobs", o->ids, ids_help)->required();
     sub->callback([o, run, hold] { *run = [o, hold] { return RunHold(o->ids, hold); }; });
   }

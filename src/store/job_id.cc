@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
+#include <utility>
 
 #include "util/strings.h"
 
@@ -114,6 +116,47 @@ std::string FormatTaskIndices(const std::vector<int>& indices) {
     out += fmt::format("{}{}", out.empty() ? "" : ",", indices[i]);
     if (j > i) out += fmt::format("-{}", indices[j]);
     i = j + 1;
+  }
+  return out;
+}
+
+namespace {
+
+// "12_3" -> {"12", 3}; nullopt for anything else.
+std::optional<std::pair<std::string, int>> TaskOf(const std::string& id) {
+  const auto under = id.find('_');
+  if (under == std::string::npos || under == 0 || under + 1 >= id.size()) return std::nullopt;
+  int index = 0;
+  for (std::size_t i = under + 1; i < id.size(); ++i) {
+    if (id[i] < '0' || id[i] > '9' || index > kMaxArrayIndex) return std::nullopt;
+    index = index * 10 + (id[i] - '0');
+  }
+  for (std::size_t i = 0; i < under; ++i)
+    if (id[i] < '0' || id[i] > '9') return std::nullopt;
+  return std::make_pair(id.substr(0, under), index);
+}
+
+}  // namespace
+
+std::vector<IdGroup> GroupTaskIds(const std::vector<std::string>& ids) {
+  std::vector<IdGroup> out;
+  for (std::size_t i = 0; i < ids.size();) {
+    auto first = TaskOf(ids[i]);
+    std::vector<int> indices;
+    std::size_t j = i;
+    if (first)
+      for (; j < ids.size(); ++j) {
+        auto task = TaskOf(ids[j]);
+        if (!task || task->first != first->first) break;
+        indices.push_back(task->second);
+      }
+    if (indices.size() < 2) {
+      out.push_back({ids[i], 1});
+      ++i;
+      continue;
+    }
+    out.push_back({fmt::format("{}_[{}]", first->first, FormatTaskIndices(indices)), indices.size()});
+    i = j;
   }
   return out;
 }

@@ -44,6 +44,16 @@ std::string FormatJobRef(const JobRef& ref);
 /// Indices as Slurm writes them: {0, 1, 2, 3, 7, 9} -> "0-3,7,9".
 std::string FormatTaskIndices(const std::vector<int>& indices);
 
+/// One entry of GroupTaskIds: "12_[0-2999]" for 3000 tasks of array 12 (as `show` takes it), "12_3"
+/// or "15" alone; `count` is how many ids it stands for.
+struct IdGroup {
+  std::string text;
+  std::size_t count = 1;
+};
+/// The texts of ids in the order given ("12_0", "12_1", "12_2", "15"), neighbouring tasks of one
+/// array as one group: {"12_[0-2]" (3), "15" (1)}. An id that is no task stays alone, as given.
+std::vector<IdGroup> GroupTaskIds(const std::vector<std::string>& ids);
+
 /// Job ids in order as ranges, for a log line about many jobs: {12, 13, 14, 20} -> "12-14,20"; past
 /// `max_ranges` ranges the rest is counted: "12-14,20 and 3 more ranges (9 jobs)".
 std::string FormatJobIdRanges(const std::vector<std::int64_t>& ids, std::size_t max_ranges = 20);

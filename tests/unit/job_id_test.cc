@@ -87,6 +87,22 @@ TEST(FormatJobRef, AsPeopleWriteIt) {
   EXPECT_EQ(FormatTaskIndices({}), "");
 }
 
+TEST(JobId, NeighbouringTasksOfOneArrayAreOneGroupAsShowTakesThem) {
+  auto texts = [](const std::vector<IdGroup>& groups) {
+    std::vector<std::string> out;
+    for (const IdGroup& g : groups) out.push_back(g.text + "/" + std::to_string(g.count));
+    return out;
+  };
+  EXPECT_EQ(texts(GroupTaskIds({"12_0", "12_1", "12_2", "12_7", "15", "16_3", "17_1", "17_2"})),
+            (std::vector<std::string>{"12_[0-2,7]/4", "15/1", "16_3/1", "17_[1-2]/2"}));
+  EXPECT_EQ(texts(GroupTaskIds({"12_1", "13_2", "12_2"})), (std::vector<std::string>{"12_1/1", "13_2/1", "12_2/1"}))
+      << "only neighbours, in the order given";
+  EXPECT_EQ(texts(GroupTaskIds({"a_1", "a_2", "12_", "_3", "12"})),
+            (std::vector<std::string>{"a_1/1", "a_2/1", "12_/1", "_3/1", "12/1"}))
+      << "what is no task stays as given";
+  EXPECT_TRUE(GroupTaskIds({}).empty());
+}
+
 // A bulk cancel or hold logs its jobs as ranges, one line a part, never one a job.
 TEST(FormatJobIdRanges, BoundsTheLineAndCountsTheRest) {
   EXPECT_EQ(FormatJobIdRanges({12, 13, 14, 20}), "12-14,20");
