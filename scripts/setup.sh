@@ -36,7 +36,14 @@ fi
 
 echo "== gpulane status" >&2
 rc=0
-./build/gpulane status || rc=$?
+# Its error line is kept back until the exit code is known: without a driver (3) it is not an
+# error of the set-up, and is said as the reason for the recording below (a new user read
+# "gpulane: error: NVIDIA driver not found" and took the set-up for failed).
+status_err=$(mktemp)
+./build/gpulane status 2>"$status_err" || rc=$?
+if [ "$rc" -ne 3 ]; then cat "$status_err" >&2; fi
+why=$(sed -n '1{s/^gpulane: error: //;s/: .*//;p}' "$status_err")
+rm -f "$status_err"
 if [ "$rc" -eq 3 ]; then
   # No NVIDIA driver (exit code 3): the same command against a recording of two real H200s, through
   # the fake NVML the tests use (built here for this alone). The recorded PyTorch process gets a pid
@@ -46,8 +53,8 @@ if [ "$rc" -eq 3 ]; then
   state=$(mktemp --suffix=.json)
   trap 'rm -f "$state"' EXIT
   sed 's/"pid": 673,/"pid": 4194303,/' tests/fixtures/h200x2-2026-11-30/nvml_snapshot.json >"$state"
-  echo "== no NVIDIA driver on this machine: the same command against a recording of 2 x H200 (fake NVML;" \
-       "tests/fixtures/h200x2-2026-11-30)" >&2
+  echo "== no NVIDIA driver on this machine (${why:-exit code 3}): the same command against a recording of" \
+       "2 x H200 (fake NVML; tests/fixtures/h200x2-2026-11-30)" >&2
   rc=0
   GPULANE_DIRECT_NVML=1 GPULANE_NVML_LIBRARY=build/fake_nvml/current/libnvidia-ml.so.1 FAKE_NVML_STATE=$state \
     ./build/gpulane status || rc=$?
