@@ -75,6 +75,13 @@ void Note(const JobFiles& files, const SupervisorStatus& status) {
 // WriteStatusReserved); should even that fail, the write is tried again, every second at most,
 // until it succeeds, the supervisor keeping its lock meanwhile, so the daemon shows the job running
 // (and a restarted one adopts it) instead of taking it for lost. Returns 0 once written.
+// Finish's first try: "done" written once (the reserve given up for it if need be).
+Status FinishOnce(const JobFiles& files, SupervisorStatus& status) {
+  status.phase = "done";
+  status.end_time = Now();
+  return files.WriteStatusReserved(status);
+}
+
 int Finish(const JobFiles& files, SupervisorStatus status) {
   status.phase = "done";
   status.end_time = Now();
@@ -97,7 +104,8 @@ int Finish(const JobFiles& files, SupervisorStatus status) {
 // The test fault point (docs/security.md, "The supervisor window"): with
 // GPULANE_TEST_SUPERVISOR_DIES="<point>:<file>" in its environment, a supervisor kills itself with
 // SIGKILL at `point` ("running": its job recorded running, before the fork; "forked": right after
-// the fork, before the child's exec is confirmed; "started": once the exec is confirmed) if it can
+// the fork, before the child's exec is confirmed; "started": once the exec is confirmed;
+// "released": the job ended and its GPUs' lease released, before anything after that) if it can
 // remove <file>: once per file, whichever supervisor comes first. For tests only.
 void MaybeDieAt(std::string_view point) {
   const char* fault = std::getenv("GPULANE_TEST_SUPERVISOR_DIES");
@@ -174,12 +182,18 @@ NotifiedJob NotifiedOf(const store::Job& job, const store::JobLogs& logs) {
   return n;
 }
 
+void RecordOutcome(const exec::LeasedJobOutcome* outcome, const store::Job& job, SupervisorStatus& status);
+
 void RecordOutcome(const Result<exec::LeasedJobOutcome>& outcome, const store::Job& job, SupervisorStatus& status) {
   if (!outcome) {
     status.reason = outcome.error().message;
     status.start_failed = true;
     return;
   }
+  RecordOutcome(&*outcome, job, status);
+}
+
+void RecordOutcome(const exec::LeasedJobOutcome* outcome, const store::Job& job, SupervisorStatus& status) {
   if (outcome->interrupted_by_signal) {
     status.interrupted = true;
     status.held = outcome->interrupted_by_signal == HoldSignal();
@@ -318,13 +332,22 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
   leased.isolation = exec::IsolationOf(*config);
   leased.job.exec_mark_fd = *exec_mark;
   leased.job.on_forked = [](pid_t) { MaybeDieAt("forked"); };
+  // The end is recorded before the GPUs' lease is released (a new user saw ten ended jobs listed
+  // as running on GPU0 beside the one running there): one try; should the state folder refuse
+  // it, the lease is released anyway and the end written after, as long as it takes (Finish).
+  bool end_recorded = false;
+  hooks.on_ended = [&](const exec::LeasedJobOutcome& ended) {
+    if (!ended.job->exec_failed) AppendUsageLine(*job, status.logs, ended.lease_name);
+    RecordOutcome(&ended, *job, status);
+    end_recorded = FinishOnce(files, status).ok();
+  };
   auto outcome = exec::RunLeasedJob(backend, *dir, leased, hooks);
+  if (outcome && outcome->job) MaybeDieAt("released");
   // "running" was not recorded: nothing ran, and the status says "waiting" (requeued). Once it was,
   // a failure before the job's start (no fork) is recorded as this job's failure to start.
   if (!outcome && status.phase == "running" && !running_recorded) return 1;
-  if (outcome && outcome->job && !outcome->job->exec_failed) AppendUsageLine(*job, status.logs, outcome->lease_name);
-  RecordOutcome(outcome, *job, status);
-  const int rc = Finish(files, status);
+  if (!end_recorded) RecordOutcome(outcome, *job, status);
+  const int rc = end_recorded ? 0 : Finish(files, status);
   if (job->spec.notify && outcome && outcome->job) {
     exec::JobOutcome ended = *outcome->job;
     if (outcome->memory_overuse) ended.exit_code = kExitMemoryOveruse;  // as recorded

@@ -330,17 +330,21 @@ Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir
       },
       hooks.on_logs);
   const double ended = MonotonicS();
-  grant->lease.Release();  // the next job may start now; the driver's teardown is checked below
   outcome.job_s = ended - start - outcome.waited_s;
-  outcome.release_s = MonotonicS() - ended;
-  outcome.snapshot = std::move(grant->snapshot);
-  if (!ran) return ran.error();
-  if (meter) outcome.usage = usage.Summary(started_wall_s, SystemClock().WallS() - outcome.release_s, outcome.waited_s);
-  outcome.gpus_released = waiter.CheckGpusReleased(outcome.gpus, ran->pids);
+  if (!ran) {
+    grant->lease.Release();
+    return ran.error();
+  }
+  if (meter) outcome.usage = usage.Summary(started_wall_s, SystemClock().WallS(), outcome.waited_s);
   if (ran->stopped && memory.reason()) outcome.memory_overuse = memory.reason();
   else if (ran->stopped && preemption.reason()) outcome.preempted = preemption.reason();
   else if (ran->stopped) outcome.partition_stop = grant->partition_stop;
   outcome.job = std::move(ran).value();
+  if (hooks.on_ended) hooks.on_ended(outcome);  // the end recorded while the GPUs are still this job's
+  grant->lease.Release();  // the next job may start now; the driver's teardown is checked below
+  outcome.release_s = MonotonicS() - ended;
+  outcome.snapshot = std::move(grant->snapshot);
+  outcome.gpus_released = waiter.CheckGpusReleased(outcome.gpus, outcome.job->pids);
   return outcome;
 }
 

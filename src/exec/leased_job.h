@@ -80,6 +80,12 @@ struct LeasedJobHooks {
   /// start is known (before on_logs): "devices: GPU1 only (...)", "off", "advice-only (...)",
   /// "not applied, started with a warning: ...", "not applied, not started: ...".
   std::function<void(const std::string&)> on_isolation;
+  /// The job's last process has ended and its outcome is known (`job` set; release_s and
+  /// gpus_released not yet): called BEFORE the GPUs' lease is released, so that the end is
+  /// recorded (the supervisor's "done") before the next job can take the GPUs — nobody sees an
+  /// ended job still running on a GPU another job now runs on. It must not take long: the GPUs
+  /// wait for it.
+  std::function<void(const struct LeasedJobOutcome&)> on_ended;
 };
 
 /// How it went. Timings in seconds on the monotonic clock.

@@ -88,5 +88,21 @@ TEST(CrashHarness, ASupervisorKilledAfterItsJobsExecLeavesAJobThatRunsOnce) {
   ExpectRunsOnceAndIsRecordedFailed("started");
 }
 
+// Killed once its job has ended and its GPUs' lease is released: the job's end was recorded before
+// the release (a new user saw ended jobs listed as running on GPU0 while the next ran there: the
+// end was written after the release, behind a usage query), so the job is completed with its exit
+// code, not taken for a supervisor that ended without recording it.
+TEST(CrashHarness, ASupervisorKilledAfterReleasingItsGpusHadRecordedTheJobsEndFirst) {
+  FaultyDaemon f("released");
+  TestDaemon& d = *f.d;
+  const std::int64_t id = d.Submit({"--", "sh", "-c", "exit 3"});
+  RunResult r = d.Gpulane({"wait", Id(id)}, {}, 60);
+  EXPECT_EQ(r.out, fmt::format("{} failed 3\n", id)) << r.err << d.Log();
+  EXPECT_FALSE(fs::exists(f.token)) << "the fault point was reached";
+  json shown = d.Show(id);
+  EXPECT_EQ(shown.value("exit_code", -1), 3) << shown.dump();
+  EXPECT_FALSE(Contains(shown.value("reason", ""), "without recording")) << shown.dump();
+}
+
 }  // namespace
 }  // namespace gpulane::test
