@@ -169,6 +169,19 @@ void AppendUsageLine(const store::Job& job, const store::JobLogs& logs, const st
     Say("gpulane _supervise: job {}: {} (not in its log: {})\n", job.id, line, appended.error().message);
 }
 
+// A retried job: "gpulane: attempt 2 of 4 (retry 1 of 3) after exit code 1" in its stderr log,
+// before this attempt writes anything; into the first attempt's file (a default name was taken then).
+void AppendRetryLine(const store::Job& job) {
+  if (job.attempts.empty() || (job.logs.stderr_path.empty() && job.logs.stdout_path.empty())) return;
+  const std::string& log = job.logs.stderr_path.empty() ? job.logs.stdout_path : job.logs.stderr_path;
+  const bool as_root = geteuid() == 0;
+  const std::string line =
+      store::RetryLine(static_cast<int>(job.attempts.size()), job.spec.retries, job.attempts.back(), store::FailedAttempts(job));
+  Status appended = exec::AppendLineToLog(log, as_root ? std::optional(job.uid) : std::nullopt,
+                                          as_root ? std::optional(job.gid) : std::nullopt, "gpulane: " + line);
+  if (!appended.ok()) Say("gpulane _supervise: job {}: {} (not in its log: {})\n", job.id, line, appended.error().message);
+}
+
 // The job as its notifications name it.
 NotifiedJob NotifiedOf(const store::Job& job, const store::JobLogs& logs) {
   NotifiedJob n;
@@ -305,18 +318,7 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
       Say("gpulane _supervise: job {}: {} (warning not in its log: {})\n", job->id, line,
           appended.error().message);
   };
-  if (!job->attempts.empty() && !(job->logs.stderr_path.empty() && job->logs.stdout_path.empty())) {
-    // "gpulane: attempt 2 of 4 (retry 1 of 3) after exit code 1" in the job's stderr log, before
-    // this attempt writes anything; into the first attempt's file (a default name was taken then).
-    const std::string& log = job->logs.stderr_path.empty() ? job->logs.stdout_path : job->logs.stderr_path;
-    const bool as_root = geteuid() == 0;
-    const std::string line =
-        store::RetryLine(static_cast<int>(job->attempts.size()), job->spec.retries, job->attempts.back(), store::FailedAttempts(*job));
-    Status appended = exec::AppendLineToLog(log, as_root ? std::optional(job->uid) : std::nullopt,
-                                            as_root ? std::optional(job->gid) : std::nullopt, "gpulane: " + line);
-    if (!appended.ok())
-      Say("gpulane _supervise: job {}: {} (not in its log: {})\n", job->id, line, appended.error().message);
-  }
+  AppendRetryLine(*job);
   // --notify anomaly: the daemon's anomalies of this job, asked for every few seconds while it runs.
   std::optional<AnomalyNotifier> anomalies;
   if (job->spec.notify && Wants(*job->spec.notify, "anomaly")) {

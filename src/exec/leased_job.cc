@@ -240,6 +240,27 @@ Result<LeasedJobOutcome> RunWithoutGpus(const LeasedJob& job, const LeasedJobHoo
   return outcome;
 }
 
+namespace {
+
+// What the outcome says of the grant: the GPUs (PCI-order indices, UUIDs), the wait, the lease.
+void RecordGrant(const lease::Grant& grant, LeasedJobOutcome& outcome) {
+  outcome.gpus = grant.gpus;
+  for (unsigned i : grant.gpus) outcome.gpu_uuids.push_back(grant.mig_uuid.value_or(grant.snapshot.devices[i].uuid));
+  outcome.waited_s = grant.waited_s;
+  outcome.lease_name = grant.lease.name();
+}
+
+// The job's share of the grant: the lease's descriptor kept open in it, and its environment
+// (CUDA_VISIBLE_DEVICES and the rest, job_env.h).
+void GiveGrant(const LeasedJob& job, const lease::Grant& grant, JobSpec& spec) {
+  spec.keep_fds.push_back(grant.lease.fd());
+  spec.env = JobEnvironment(job.job.env, grant.snapshot, grant.gpus, job.uuids_in_env, job.job_id,
+                            job.wait.request.mem_bytes, grant.lease.fd(), grant.mig_uuid);
+  spec.env.insert(spec.env.end(), job.extra_env.begin(), job.extra_env.end());
+}
+
+}  // namespace
+
 Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir& dir, const LeasedJob& job,
                                       const LeasedJobHooks& hooks) {
   // Blocked from here to the process's end: the waiter and the job runner take them in turn, and
@@ -267,20 +288,14 @@ Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir
     outcome.interrupted_by_signal = sig;
     return outcome;  // the lease ends with `grant`
   }
-  outcome.gpus = grant->gpus;
-  for (unsigned i : grant->gpus) outcome.gpu_uuids.push_back(grant->mig_uuid.value_or(grant->snapshot.devices[i].uuid));
-  outcome.waited_s = grant->waited_s;
-  outcome.lease_name = grant->lease.name();
+  RecordGrant(*grant, outcome);
   if (hooks.on_granted)
     if (Status s = hooks.on_granted(*grant); !s.ok()) return s.error();
 
   JobSpec spec = job.job;
   // From the grant: what the hooks took since is not the job's.
   if (grant->partition_stop) spec.stop_in_s = std::max(0.0, grant->partition_stop->in_s - (MonotonicS() - granted_s));
-  spec.keep_fds.push_back(grant->lease.fd());
-  spec.env = JobEnvironment(job.job.env, grant->snapshot, grant->gpus, job.uuids_in_env, job.job_id,
-                            job.wait.request.mem_bytes, grant->lease.fd(), grant->mig_uuid);
-  spec.env.insert(spec.env.end(), job.extra_env.begin(), job.extra_env.end());
+  GiveGrant(job, *grant, spec);
   PrepareIsolation(job, hooks, GrantedDevices(grant->snapshot, grant->gpus, grant->mig_uuid), spec);
   RecordIsolation(job, hooks, spec, outcome);
   GpuWatch strays(backend, dir, grant->lease.name(), job.job_id, hooks.on_warning);
