@@ -84,7 +84,7 @@ Sampler::Output Sampler::Take(double now_s, const GpuSnapshot& snapshot, const s
       ++it;
       continue;
     }
-    telemetry::UsageRecord record = RecordOf(it->second, now_s);
+    telemetry::UsageRecord record = RecordOf(it->second, it->second.ending_s.value_or(now_s));
     ended_[it->first] = {now_s, record};
     out.finished.push_back(std::move(record));
     it = live_.erase(it);
@@ -184,9 +184,16 @@ std::vector<std::pair<std::string, telemetry::HistoryRow>> Sampler::Flush() {
 }
 
 std::optional<telemetry::UsageRecord> Sampler::UsageOf(const std::string& lease_name, double now_s) const {
-  if (auto it = live_.find(lease_name); it != live_.end()) return RecordOf(it->second, now_s);
+  if (auto it = live_.find(lease_name); it != live_.end()) return RecordOf(it->second, it->second.ending_s.value_or(now_s));
   if (auto it = ended_.find(lease_name); it != ended_.end()) return it->second.second;
   return std::nullopt;
+}
+
+bool Sampler::NoteEnding(const std::string& lease_name, std::uint32_t uid, double now_s) {
+  auto it = live_.find(lease_name);
+  if (it == live_.end() || (uid != 0 && uid != it->second.lease.uid)) return false;
+  if (!it->second.ending_s) it->second.ending_s = now_s;
+  return true;
 }
 
 std::vector<telemetry::GpuPoint> Sampler::Points(const std::string& uuid, double since_s) const {

@@ -56,6 +56,9 @@ struct LiveJob {
   std::vector<LiveJobGpu> gpus;
   telemetry::JobMeter meter;
   double last_seen_s = 0;
+  /// When its owner said it ends (Sampler::NoteEnding): its record ends there, not at the sample
+  /// that finds it gone.
+  std::optional<double> ending_s;
 };
 
 /// The GPU use of the live leases of `leases` that are no daemon jobs (`gpulane run`: "r<pid>",
@@ -87,6 +90,9 @@ class Sampler {
 
   /// The usage of the lease named `lease_name` so far (live), or as it ended (kept a while after).
   std::optional<telemetry::UsageRecord> UsageOf(const std::string& lease_name, double now_s) const;
+  /// Live lease `lease_name` ends at `now_s` (its owner says so, just before releasing it): false
+  /// when it is not live, or `uid` (the asker's; 0 is root) is not its owner's.
+  bool NoteEnding(const std::string& lease_name, std::uint32_t uid, double now_s);
   /// GPU `uuid`'s points at full rate since `since_s` (the last ring_s seconds at most).
   std::vector<telemetry::GpuPoint> Points(const std::string& uuid, double since_s) const;
   /// The last snapshot taken (no devices before the first).

@@ -422,6 +422,7 @@ json SamplerThread::Respond(const proto::UsageRequest& req, const json& extra) {
   const double now_s = clock_.WallS();
   if (req.lease) {
     const std::string& lease = *req.lease;
+    if (req.ending && viewer.is_object()) sampler_.NoteEnding(lease, viewer.value("uid", std::uint32_t{65534}), now_s);
     auto record = sampler_.UsageOf(lease, now_s);
     if (!record) return Error("not_found", fmt::format("usage: no lease {} was sampled", lease));
     return Ok({{"record", RecordFor(*record, viewer)}});

@@ -152,15 +152,15 @@ exec::LeasedJob MakeLeasedJob(const store::Job& job, const Config& config) {
   return leased;
 }
 
-// Records how the lifecycle ended in `status` (the caller writes it as "done").
 // "gpulane: job 12 used 2 GPUs for 1h 02m, 2.1 GPU-h, ..." at the end of the job's log (its
 // stderr file, else its stdout file), from what the daemon's sampler metered of its lease; nothing
-// when no daemon metered it (telemetry off).
+// when no daemon metered it (telemetry off). Asked as the lease ends ("ending": its GPUs are
+// released right after), so the daemon's record ends here too and `show` says what the log says.
 void AppendUsageLine(const store::Job& job, const store::JobLogs& logs, const std::string& lease_name) {
+  if (lease_name.empty()) return;
+  auto record = proto::AskUsage(SnapshotSockets(), {{"lease", lease_name}, {"ending", true}}, 5.0);
   const std::string& log = logs.stderr_path.empty() ? logs.stdout_path : logs.stderr_path;
-  if (log.empty() || lease_name.empty()) return;
-  auto record = proto::AskUsage(SnapshotSockets(), {{"lease", lease_name}}, 5.0);
-  if (!record) return;
+  if (log.empty() || !record) return;
   const bool as_root = geteuid() == 0;
   const std::string line = "gpulane: " + telemetry::UsageLine(store::JobIdText(job), record->usage);
   Status appended = exec::AppendLineToLog(log, as_root ? std::optional(job.uid) : std::nullopt,
@@ -195,6 +195,7 @@ NotifiedJob NotifiedOf(const store::Job& job, const store::JobLogs& logs) {
   return n;
 }
 
+// Records how the lifecycle ended in `status` (the caller writes it as "done").
 void RecordOutcome(const exec::LeasedJobOutcome* outcome, const store::Job& job, SupervisorStatus& status);
 
 void RecordOutcome(const Result<exec::LeasedJobOutcome>& outcome, const store::Job& job, SupervisorStatus& status) {

@@ -81,6 +81,7 @@ Status HistoryRequest::Check() const {
 }
 
 Status UsageRequest::Check() const {
+  if (ending && !lease) return RequestError("usage: \"ending\" needs \"lease\"");
   return lease || job_id ? Status::Ok() : Status(RequestError("usage: give \"job_id\" or \"lease\""));
 }
 

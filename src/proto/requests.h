@@ -203,7 +203,11 @@ struct ReportRequest {
 struct UsageRequest {
   static constexpr const char* kOp = "usage";
   std::optional<std::string> lease, job_id;  ///< one of them
+  /// With `lease`: the asker (its owner, or root) ends the lease now, so the record ends now, not
+  /// at the sample that finds the lease gone (a job's usage line in its log and `show` agree).
+  bool ending = false;
   template <typename V> void Fields(V& v) {
+    v("ending", ending);
     v("job_id", job_id);
     v("lease", lease);
   }

@@ -91,6 +91,26 @@ TEST(Sampler, MetersALeaseFromItsOwnProcessesAndRecordsItsUseWhenItEnds) {
   EXPECT_FALSE(rows.empty());
 }
 
+// A job's usage line in its log (asked as its lease ends) said 3.0 s where `show` later said 4.0 s:
+// the record ended at the sample that found the lease gone. The owner's "ending" ends it then.
+TEST(Sampler, ALeaseItsOwnerSaysIsEndingIsRecordedAsEndedThenNotAtTheNextSample) {
+  SamplerSettings settings;
+  settings.anomaly.idle_after_s = 1e9;
+  Sampler sampler(settings);
+  const std::vector<std::vector<int>> owners = {{0, -1}, {}};
+  sampler.Take(1000, TwoGpus(80, 1000000), {Lease()}, owners);
+  sampler.Take(1010, TwoGpus(80, 1250000), {Lease()}, owners);
+  EXPECT_FALSE(sampler.NoteEnding("lease-a", 1001, 1012.5)) << "another user's lease";
+  EXPECT_FALSE(sampler.NoteEnding("lease-b", 1000, 1012.5)) << "no such live lease";
+  EXPECT_TRUE(sampler.NoteEnding("lease-a", 1000, 1012.5));
+  EXPECT_TRUE(sampler.NoteEnding("lease-a", 0, 1013)) << "root may; the first word stands";
+  EXPECT_DOUBLE_EQ(sampler.UsageOf("lease-a", 1014)->usage.run_s, 12.5) << "as the log's line says it";
+  auto out = sampler.Take(1020, TwoGpus(0, 1500000), {}, {{-1, -1}, {}});
+  ASSERT_EQ(out.finished.size(), 1u);
+  EXPECT_DOUBLE_EQ(out.finished[0].usage.run_s, 12.5) << "not 20: the sample that found it gone";
+  EXPECT_DOUBLE_EQ(sampler.UsageOf("lease-a", 1021)->usage.run_s, 12.5);
+}
+
 TEST(Sampler, ASharedLeaseCountsItsFractionAndItsProcessesUtilisationOnly) {
   Sampler sampler(SamplerSettings{});
   lease::LeaseRecord l = Lease();
