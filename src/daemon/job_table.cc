@@ -110,6 +110,7 @@ void JobTable::Finish(Job& job, JobState state, std::optional<int> exit_code, co
   cancel_requested_.erase(id);
   hold_requested_.erase(id);
   kept_from_launch_.erase(id);
+  signal_when_stored_.erase(id);
   launched_at_.erase(id);
   RecordUsage(job);
   if (!stored) {
@@ -276,6 +277,7 @@ void JobTable::FlushDirty() {
   NoteWrite(s);
   if (!s.ok()) return;  // all kept for the next turn
   dirty_.clear();
+  SignalStoredIdleCancels();
   const std::set<std::int64_t> ended = std::exchange(unstored_ends_, {});
   for (auto id : ended)
     if (auto it = active_.find(id); it != active_.end()) Forget(it->second);
@@ -362,8 +364,8 @@ void JobTable::ImportStatusOf(Job& job) {
   if (status && status->pid && job.supervisor_pid != status->pid) {
     job.supervisor_pid = status->pid;
     // A cancel that came before the supervisor had reported itself: pass it on now.
-    if (cancel_requested_.count(id)) kill(status->pid, SIGTERM);
-    else if (hold_requested_.count(id) && status->phase == "waiting") kill(status->pid, HoldSignal());
+    if (cancel_requested_.count(id)) SignalSupervisor(job, SIGTERM);
+    else if (hold_requested_.count(id) && status->phase == "waiting") SignalSupervisor(job, HoldSignal());
   }
   if (status && status->phase == "done" && status->held && !cancel_requested_.count(id)) {
     // Left the line on `gpulane hold` without starting: held until released.

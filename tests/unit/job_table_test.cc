@@ -341,8 +341,7 @@ TEST_F(JobTableTest, ACancelledLaunchIsNeverRequeued) {
   const std::int64_t silent = Stored(JobState::kLaunching), reported = Stored(JobState::kLaunching);
   Report(reported, Waiting("waiting"));  // reported, then its supervisor went away: gone for sure
   ASSERT_TRUE(Table().Recover());
-  Table().RequestCancel(silent);
-  Table().RequestCancel(reported);
+  Table().CancelPart(Ids{silent, reported}, "alice");
   Table().CheckSupervisors();
   EXPECT_EQ(TableState(silent), "launching") << "its supervisor may still take the lock and see the cancel";
   EXPECT_EQ(TableState(reported), "") << "cancelled at once";
@@ -367,7 +366,7 @@ TEST_F(JobTableTest, AHeldSupervisorsJobIsHeldUntilReleased) {
   held.held = true;
   held.interrupted = true;
   Report(id, held);
-  Table().RequestHold(id);
+  Table().HoldPart(Ids{id}, "alice", true);
   Turn();
   EXPECT_EQ(TableState(id), "held");
   EXPECT_EQ(StoredState(id), "held");
@@ -481,7 +480,7 @@ TEST_F(JobTableTest, ACancelledJobWhoseSupervisorWasLostBeforeTheExecIsCancelled
   HoldLock(id);
   Report(id, RunningMarked());
   ASSERT_TRUE(Table().Recover());
-  Table().RequestCancel(id);
+  Table().CancelPart(Ids{id}, "alice");
   ReleaseLock(id);
   Turn();
   EXPECT_EQ(TableState(id), "");
@@ -514,8 +513,8 @@ TEST_F(JobTableTest, LaunchesInLineOrderUnderTheCapCountingJobsAlreadyWaiting) {
 }
 
 // Held jobs are kept out of the once-a-second work (an index of the jobs that are not held): a
-// held job is never launched, one released (its state changed and marked for storing, as `gpulane
-// release` does) is launched at the next decision, one held again is not; a job added held and
+// held job is never launched, one released (HoldPart, as `gpulane release` does) is launched at
+// the next decision, one held again is not; a job added held and
 // released, and jobs recovered held, alike.
 TEST_F(JobTableTest, HeldJobsAreLeftOutUntilReleasedAndLaunchedOnceReleased) {
   const std::int64_t recovered_held = Stored(JobState::kHeld), pending = Stored(JobState::kPending);
@@ -528,11 +527,7 @@ TEST_F(JobTableTest, HeldJobsAreLeftOutUntilReleasedAndLaunchedOnceReleased) {
   Table().Add(jobs[0]);
   Table().LaunchEligible();
   EXPECT_EQ(launcher_.started, Ids{pending});
-  for (std::int64_t id : {recovered_held, added_held}) {
-    Job& job = Table().active().at(id);
-    job.state = JobState::kPending;  // gpulane release
-    Table().MarkDirty(job);
-  }
+  Table().HoldPart(Ids{recovered_held, added_held}, "alice", false);  // gpulane release
   Table().LaunchEligible();
   EXPECT_EQ(launcher_.started, (Ids{pending, recovered_held, added_held}));
   EXPECT_EQ(TableState(recovered_held), "launching");
@@ -541,9 +536,7 @@ TEST_F(JobTableTest, HeldJobsAreLeftOutUntilReleasedAndLaunchedOnceReleased) {
 TEST_F(JobTableTest, AJobHeldAgainBeforeTheDecisionIsNotLaunched) {
   const std::int64_t id = Stored(JobState::kPending);
   ASSERT_TRUE(Table().Recover());
-  Job& job = Table().active().at(id);
-  job.state = JobState::kHeld;  // gpulane hold
-  Table().MarkDirty(job);
+  Table().HoldPart(Ids{id}, "alice", true);  // gpulane hold
   Table().LaunchEligible();
   EXPECT_TRUE(launcher_.started.empty());
   EXPECT_EQ(TableState(id), "held");
@@ -642,12 +635,14 @@ TEST_F(JobTableTest, RunningJobsLogFilesAreRecordedFromTheSecondReport) {
 }
 
 TEST_F(JobTableTest, FindAnswersForActiveAndFinishedJobs) {
-  const std::int64_t done = Stored(JobState::kCompleted), queued = Stored(JobState::kHeld);
+  const std::int64_t done = Stored(JobState::kCompleted), queued = Stored(JobState::kLaunching);
+  HoldLock(queued);
+  Report(queued, Waiting("changed in the table"));  // a waiting supervisor's reason: not stored
   ASSERT_TRUE(Table().Recover());
   EXPECT_EQ(Table().active().count(done), 0u);
   ASSERT_TRUE(Table().Find(done));
   EXPECT_EQ(std::string(store::StateName(Table().Find(done)->state)), "completed");
-  Table().active().at(queued).reason = "changed in the table";
+  ASSERT_NE(StoredJob(queued).reason, "changed in the table");
   EXPECT_EQ(Table().Find(queued)->reason, "changed in the table") << "the table's copy, not the store's";
   EXPECT_FALSE(Table().Find(9999));
 }
@@ -776,7 +771,7 @@ TEST_F(JobTableTest, CancelledTimedOutAndLostAttemptsAreNeverRetried) {
   late.timed_out = true;
   Report(timed_out, late);
   ReleaseLock(timed_out);
-  Table().RequestCancel(requested);
+  Table().CancelPart(Ids{requested}, "alice");
   Report(requested, Done(143));
   ReleaseLock(requested);
   Turn();
@@ -959,6 +954,8 @@ TEST_F(JobTableTest, ARunningJobsGpuHoursCountSoFarAndWhenItEndsItsRecordIsKept)
   Table().LaunchEligible();
   EXPECT_EQ(TableState(next), "launching");
 }
+
+
 
 }  // namespace
 }  // namespace gpulane::daemon
