@@ -264,34 +264,7 @@ void JobTable::ImportStatusOf(Job& job) {
     schedule_needed_ = true;
     return;
   }
-  if (status && status->phase == "done") {
-    const store::AttemptEnd how = AttemptEndOf(*status, cancel_requested_.count(id) > 0);
-    // Its partition closed with ends = "requeue": back in line, to start when it opens again.
-    // Or it gave way to a job that needed its GPUs (submit --preemptible, requeue).
-    if ((status->partition_stopped || status->preempted) && status->requeue && !cancel_requested_.count(id)) {
-      RetryJob(job, *status, JobState::kCancelled);
-      return;
-    }
-    if (store::ShouldRetry(how, store::FailedAttempts(job), job.spec.retries)) {
-      RetryJob(job, *status, JobState::kFailed);
-      return;
-    }
-    hold_requested_.erase(id);
-    if (status->start_time) job.start_time = status->start_time;
-    if (!status->gpu_uuids.empty()) job.gpu_uuids = status->gpu_uuids;
-    if (!status->logs.stdout_path.empty() || !status->logs.stderr_path.empty())
-      job.logs = LogsOfAttempt(job, status->logs);
-    if (!status->isolation.empty()) job.isolation = status->isolation;
-    JobState end = how == store::AttemptEnd::kCancelled ? JobState::kCancelled
-                   : how == store::AttemptEnd::kTimeout ? JobState::kTimeout
-                   : how == store::AttemptEnd::kCompleted ? JobState::kCompleted
-                                                          : JobState::kFailed;
-    // A cancel's own words (the daemon's idle cancel says why) where the supervisor has none.
-    const bool keep = end == JobState::kCancelled && status->reason.empty() && !job.reason.empty() &&
-                      job.reason.rfind("cancelling", 0) != 0;
-    Finish(job, end, status->exit_code, keep ? job.reason : status->reason, status->end_time.value_or(Now()));
-    return;
-  }
+  if (status && status->phase == "done") return CollectEnd(job, *status);
   if (!alive) {
     // Nobody holds the lock: neither the supervisor nor its child before the exec is left, and
     // what the files say now is final (DecideLostSupervisor).
@@ -314,29 +287,62 @@ void JobTable::ImportStatusOf(Job& job) {
     }
     return;
   }
-  if (status && status->phase == "running") {
-    if (job.state != JobState::kRunning) {
-      job.state = JobState::kRunning;
-      job.start_time = status->start_time;
-      job.gpu_uuids = status->gpu_uuids;
-      job.reason = status->reason;
-      MarkDirty(job);
-    }
-    // The log files come in a second report, once the job's command has opened them.
-    if (!status->logs.stdout_path.empty() || !status->logs.stderr_path.empty()) {
-      if (store::JobLogs logs = LogsOfAttempt(job, status->logs); job.logs != logs) {
-        job.logs = std::move(logs);
-        MarkDirty(job);
-      }
-    }
-    if (!status->isolation.empty() && job.isolation != status->isolation) {
-      job.isolation = status->isolation;
-      MarkDirty(job);
-    }
-    return;
-  }
+  if (status && status->phase == "running") return NoteRunning(job, *status);
   // Waiting for GPUs.
   if (status) job.reason = status->reason;
+}
+
+// `job`'s supervisor reported its end ("done"): retried, requeued, or ended as it says.
+void JobTable::CollectEnd(Job& job, const SupervisorStatus& status) {
+  const std::int64_t id = job.id;
+  const store::AttemptEnd how = AttemptEndOf(status, cancel_requested_.count(id) > 0);
+  // Its partition closed with ends = "requeue": back in line, to start when it opens again.
+  // Or it gave way to a job that needed its GPUs (submit --preemptible, requeue).
+  if ((status.partition_stopped || status.preempted) && status.requeue && !cancel_requested_.count(id)) {
+    RetryJob(job, status, JobState::kCancelled);
+    return;
+  }
+  if (store::ShouldRetry(how, store::FailedAttempts(job), job.spec.retries)) {
+    RetryJob(job, status, JobState::kFailed);
+    return;
+  }
+  hold_requested_.erase(id);
+  if (status.start_time) job.start_time = status.start_time;
+  if (!status.gpu_uuids.empty()) job.gpu_uuids = status.gpu_uuids;
+  if (!status.logs.stdout_path.empty() || !status.logs.stderr_path.empty())
+    job.logs = LogsOfAttempt(job, status.logs);
+  if (!status.isolation.empty()) job.isolation = status.isolation;
+  JobState end = how == store::AttemptEnd::kCancelled ? JobState::kCancelled
+                 : how == store::AttemptEnd::kTimeout ? JobState::kTimeout
+                 : how == store::AttemptEnd::kCompleted ? JobState::kCompleted
+                                                        : JobState::kFailed;
+  // A cancel's own words (the daemon's idle cancel says why) where the supervisor has none.
+  const bool keep = end == JobState::kCancelled && status.reason.empty() && !job.reason.empty() &&
+                    job.reason.rfind("cancelling", 0) != 0;
+  Finish(job, end, status.exit_code, keep ? job.reason : status.reason, status.end_time.value_or(Now()));
+}
+
+// `job`'s supervisor holds its lock and reported it "running": recorded as running, with its GPUs,
+// and its log files and isolation once reported.
+void JobTable::NoteRunning(Job& job, const SupervisorStatus& status) {
+  if (job.state != JobState::kRunning) {
+    job.state = JobState::kRunning;
+    job.start_time = status.start_time;
+    job.gpu_uuids = status.gpu_uuids;
+    job.reason = status.reason;
+    MarkDirty(job);
+  }
+  // The log files come in a second report, once the job's command has opened them.
+  if (!status.logs.stdout_path.empty() || !status.logs.stderr_path.empty()) {
+    if (store::JobLogs logs = LogsOfAttempt(job, status.logs); job.logs != logs) {
+      job.logs = std::move(logs);
+      MarkDirty(job);
+    }
+  }
+  if (!status.isolation.empty() && job.isolation != status.isolation) {
+    job.isolation = status.isolation;
+    MarkDirty(job);
+  }
 }
 
 // `job`'s supervisor recorded it running and is gone, and the job's command never started (no exec

@@ -273,6 +273,9 @@ class JobTable {
   void LogPart(PartsOp op, const std::string& by, const std::vector<std::int64_t>& ids,
                const std::set<std::string>& owners);
   void ImportStatusOf(store::Job& job);
+  /// ImportStatusOf of a "done" status, and of a "running" one whose supervisor holds its lock.
+  void CollectEnd(store::Job& job, const SupervisorStatus& status);
+  void NoteRunning(store::Job& job, const SupervisorStatus& status);
   /// Files `job` under the index of jobs that are not held (or out of it, when held).
   void Index(const store::Job& job);
   /// Calls f(id, job) for every job of active_ that is not held (through unheld_, so that the
