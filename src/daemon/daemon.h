@@ -184,13 +184,7 @@ class Daemon : private ops::JobViews, private ops::SubmitQuotas {
   /// that cannot be read), when there are any (queue, snapshot).
   nlohmann::json WithStoreWarnings(nlohmann::json reply) const override;
   std::optional<unsigned> GpuIndex(const std::string& uuid) const override;
-  // Jobs: the job table (job_table.h).
-  /// Ends a job (JobTable::Finish).
-  void Finish(store::Job& job, store::JobState state, std::optional<int> exit_code, const std::string& reason,
-              std::optional<double> end_time, bool stored = false, bool files = true, bool log = true) {
-    jobs_->Finish(job, state, exit_code, reason, end_time, stored, files, log);
-  }
-  void MarkDirty(const store::Job& job) { jobs_->MarkDirty(job); }
+  // Jobs: the job table (job_table.h), the one owner of job state.
   std::optional<store::Job> FindJob(std::int64_t id) { return jobs_->Find(id); }
   void AnswerWaiters();
   /// Whether `peer` sees other users' command lines, directories and log paths: daemon.show_commands,
@@ -257,14 +251,9 @@ class Daemon : private ops::JobViews, private ops::SubmitQuotas {
   /// all of it is done (or a part could not be stored: then nothing of that part or after it is
   /// changed, and k.out says so).
   bool CancelParts(JobsInParts& k, double budget_s);
-  /// One part of a cancel (kCancelPartJobs jobs, one transaction); false when the store refused it.
-  bool CancelPart(JobsInParts& k);
-  /// One part of a hold or release (hold_slices.cc); false when the store refused it.
-  bool HoldPart(JobsInParts& k);
-  /// One log line for a part's jobs (`ids`, of `owners`): "cancelled by root: 1000 jobs of alice: 12-1011".
-  void LogPart(const JobsInParts& k, const std::vector<std::int64_t>& ids, const std::set<std::string>& owners);
-  /// Stores one part's changed rows in one transaction (and notes how the write went).
-  Status StorePart(const std::vector<store::Job>& rows);
+  /// One part of a cancel, hold or release (kCancelPartJobs jobs, one transaction: JobTable::
+  /// CancelPart, HoldPart) into k.out; false when the store refused it.
+  bool ChangePart(JobsInParts& k);
   /// CancelParts of the changes in progress, oldest first, for about `budget_s` seconds; answers
   /// each one's client when done and handles the requests behind it.
   void CancelSlices(double budget_s);

@@ -435,6 +435,7 @@ void Daemon::Handle(Connection& c, const proto::ReleaseRequest& req) {
 // answered once the last part is stored.
 void Daemon::StartChosen(Connection& c, Result<ops::Chosen> chosen, PartsOp op) {
   if (!chosen) return Reply(c, Err(chosen.error().kind, chosen.error().message));
+  jobs_->BeginParts(op, chosen->ids);  // its pending jobs are not launched before their parts
   StartInParts(c, JobsInParts{c.fd, c.serial, c.peer.user, std::move(chosen->ids), 0, std::move(chosen->out), op});
 }
 

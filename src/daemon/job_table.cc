@@ -1,5 +1,6 @@
-// The job table's bookkeeping and what supervisors' status files say (the launch decision is in
-// jobs.cc).
+// The job table's bookkeeping, its store writes and what supervisors' status files say (the launch
+// decision is in jobs.cc, cancels and holds in job_table_control.cc, GPU use and fair share in
+// job_table_usage.cc, loading at start in job_table_load.cc).
 #include "daemon/job_table.h"
 
 #include <signal.h>
@@ -10,7 +11,6 @@
 #include <fmt/format.h>
 
 #include "daemon/job_files.h"
-#include "sched/user_limits.h"
 
 namespace gpulane::daemon {
 
@@ -110,6 +110,7 @@ void JobTable::Finish(Job& job, JobState state, std::optional<int> exit_code, co
   cancel_requested_.erase(id);
   hold_requested_.erase(id);
   kept_from_launch_.erase(id);
+  signal_when_stored_.erase(id);
   launched_at_.erase(id);
   RecordUsage(job);
   if (!stored) {
@@ -125,121 +126,6 @@ void JobTable::Finish(Job& job, JobState state, std::optional<int> exit_code, co
     }
   }
   Forget(job, files, log);
-}
-
-double JobTable::GpusHeld(const Job& job) const {
-  const unsigned gpus = job.gpu_uuids.empty() ? job.spec.request.count : static_cast<unsigned>(job.gpu_uuids.size());
-  return sched::GpuShareOfRequest(gpus, job.spec.request.mem_bytes, limits_.gpu_total_bytes);
-}
-
-void JobTable::RecordUsage(const Job& job) {
-  if (!job.start_time) return;  // never ran
-  const double now = Now();
-  AddEndedUsage({job.user, *job.start_time, std::min(job.end_time.value_or(now), now), GpusHeld(job)}, now);
-}
-
-void JobTable::AddDecayedUsage(const sched::UsageRecord& record, double now_s) {
-  const double h = limits_.fair_share.half_life_s;
-  EndedUsage& u = ended_usage_[record.user];
-  u.gpu_s = sched::DecayTo(u.gpu_s, u.at_s, now_s, h) + sched::DecayedUsageGpuS(record, now_s, h);
-  u.at_s = now_s;
-}
-
-void JobTable::AddEndedUsage(const sched::UsageRecord& record, double now_s) {
-  const double h = limits_.fair_share.half_life_s;
-  if (record.end_s && *record.end_s >= now_s - kUsageKeptHalfLives * h) AddDecayedUsage(record, now_s);
-  if (limits_.max_gpu_hours_of && record.end_s && *record.end_s >= now_s - sched::kGpuHoursWindowS)
-    recent_usage_.push_back(record);
-}
-
-std::map<std::string, std::string> JobTable::GpuHoursHeldBack(double now_s) {
-  std::map<std::string, std::string> out;
-  if (!limits_.max_gpu_hours_of) return out;
-  std::erase_if(recent_usage_, [&](const sched::UsageRecord& r) { return *r.end_s < now_s - sched::kGpuHoursWindowS; });
-  // The limit of each user who has a pending job (looked up once per user).
-  std::map<std::string, LimitsConfig> limits;
-  std::set<std::string> asked;
-  ForEachUnheld([&](std::int64_t, const Job& job) {
-    if (job.state != JobState::kPending || !asked.insert(job.user).second) return;
-    if (auto hours = limits_.max_gpu_hours_of(job.uid, job.user)) limits[job.user].max_gpu_hours_per_day = *hours;
-  });
-  if (limits.empty()) return out;
-  // Their use: ended jobs' records and running jobs so far, as fair share counts them.
-  std::vector<sched::UsageRecord> running;
-  ForEachUnheld([&](std::int64_t, const Job& job) {
-    if (job.state == JobState::kRunning && job.start_time && limits.count(job.user))
-      running.push_back({job.user, *job.start_time, std::nullopt, GpusHeld(job)});
-  });
-  std::map<std::string, double> used_gpu_s;
-  for (const auto* records : {&recent_usage_, &running})
-    for (const sched::UsageRecord& r : *records)
-      if (limits.count(r.user)) used_gpu_s[r.user] += sched::WindowUsageGpuS(r, now_s);
-  for (const auto& [user, used] : used_gpu_s) {
-    const LimitsConfig& mine = limits.at(user);
-    if (used < *mine.max_gpu_hours_per_day * 3600) continue;
-    // At or over it (rare): when enough of the use leaves the window, from the user's records.
-    std::vector<sched::UsageRecord> records;
-    for (const auto* all : {&recent_usage_, &running})
-      for (const sched::UsageRecord& r : *all)
-        if (r.user == user) records.push_back(r);
-    const auto next_in_s = sched::WindowUsageBelowInS(records, *mine.max_gpu_hours_per_day * 3600, now_s);
-    if (auto why = sched::GpuHoursLimitReason(mine, user, used, next_in_s)) out.emplace(user, std::move(*why));
-  }
-  return out;
-}
-
-std::map<std::string, sched::UserShare> JobTable::FairShareAt(double now_s) {
-  const double h = limits_.fair_share.half_life_s;
-  std::map<std::string, double> usage;
-  std::erase_if(ended_usage_, [&](const auto& entry) {  // decayed to nothing: forgotten
-    return sched::DecayTo(entry.second.gpu_s, entry.second.at_s, now_s, h) < 1e-6;
-  });
-  for (const auto& [user, u] : ended_usage_) usage[user] = sched::DecayTo(u.gpu_s, u.at_s, now_s, h);
-  std::map<std::string, double> shares;
-  auto share_of = [&](const std::string& user, std::uint32_t uid, std::uint32_t gid) {
-    if (shares.count(user)) return;
-    auto known = groups_of_.find(user);
-    if (known == groups_of_.end())
-      known = groups_of_.emplace(user, groups_ ? groups_(user, uid, gid) : std::vector<std::string>{}).first;
-    shares[user] = sched::ShareOf(user, known->second, limits_.fair_share.shares);
-  };
-  ForEachUnheld([&](std::int64_t, const Job& job) {
-    if (job.state == JobState::kRunning && job.start_time)  // running jobs count so far
-      usage[job.user] += sched::DecayedUsageGpuS({job.user, *job.start_time, std::nullopt, GpusHeld(job)}, now_s, h);
-  });
-  for (const sched::UsageRecord& lease : live_lease_usage_)  // `gpulane run` and lease(): so far
-    usage[lease.user] += sched::DecayedUsageGpuS(lease, now_s, h);
-  for (const auto& [user, u] : active_users_) share_of(user, u.uid, u.gid);  // every user with a job in the table
-  for (const auto& [user, used] : usage)
-    if (!shares.count(user)) share_of(user, 0, 0);
-  std::map<std::string, sched::UserShare> out;
-  for (auto& row : sched::FairShareTable(shares, usage)) out.emplace(row.user, std::move(row));
-  return out;
-}
-
-void JobTable::AddLeaseUsage(const std::vector<sched::UsageRecord>& ended, std::vector<sched::UsageRecord> live) {
-  const double now = Now();
-  const double h = limits_.fair_share.half_life_s;
-  for (const sched::UsageRecord& record : ended)
-    if (record.end_s && *record.end_s >= now - kUsageKeptHalfLives * h) AddDecayedUsage(record, now);
-  live_lease_usage_ = std::move(live);
-}
-
-sched::LineShares JobTable::LineShares() {
-  const double now = Now();
-  sched::LineShares out;
-  out.weight_fair_share = limits_.fair_share.weight_fair_share;
-  out.weight_age = limits_.fair_share.weight_age;
-  out.max_age_s = limits_.fair_share.max_age_s;
-  out.written_s = now;
-  for (const auto& [user, row] : FairShareAt(now)) out.factor_of_user[user] = row.factor;
-  return out;
-}
-
-std::vector<sched::UserShare> JobTable::ShareTable() {
-  std::vector<sched::UserShare> out;
-  for (auto& [user, row] : FairShareAt(Now())) out.push_back(std::move(row));
-  return out;
 }
 
 void JobTable::Forget(Job& job, bool files, bool log) {
@@ -276,6 +162,7 @@ void JobTable::FlushDirty() {
   NoteWrite(s);
   if (!s.ok()) return;  // all kept for the next turn
   dirty_.clear();
+  SignalStoredIdleCancels();
   const std::set<std::int64_t> ended = std::exchange(unstored_ends_, {});
   for (auto id : ended)
     if (auto it = active_.find(id); it != active_.end()) Forget(it->second);
@@ -362,8 +249,8 @@ void JobTable::ImportStatusOf(Job& job) {
   if (status && status->pid && job.supervisor_pid != status->pid) {
     job.supervisor_pid = status->pid;
     // A cancel that came before the supervisor had reported itself: pass it on now.
-    if (cancel_requested_.count(id)) kill(status->pid, SIGTERM);
-    else if (hold_requested_.count(id) && status->phase == "waiting") kill(status->pid, HoldSignal());
+    if (cancel_requested_.count(id)) SignalSupervisor(job, SIGTERM);
+    else if (hold_requested_.count(id) && status->phase == "waiting") SignalSupervisor(job, HoldSignal());
   }
   if (status && status->phase == "done" && status->held && !cancel_requested_.count(id)) {
     // Left the line on `gpulane hold` without starting: held until released.
@@ -377,34 +264,7 @@ void JobTable::ImportStatusOf(Job& job) {
     schedule_needed_ = true;
     return;
   }
-  if (status && status->phase == "done") {
-    const store::AttemptEnd how = AttemptEndOf(*status, cancel_requested_.count(id) > 0);
-    // Its partition closed with ends = "requeue": back in line, to start when it opens again.
-    // Or it gave way to a job that needed its GPUs (submit --preemptible, requeue).
-    if ((status->partition_stopped || status->preempted) && status->requeue && !cancel_requested_.count(id)) {
-      RetryJob(job, *status, JobState::kCancelled);
-      return;
-    }
-    if (store::ShouldRetry(how, store::FailedAttempts(job), job.spec.retries)) {
-      RetryJob(job, *status, JobState::kFailed);
-      return;
-    }
-    hold_requested_.erase(id);
-    if (status->start_time) job.start_time = status->start_time;
-    if (!status->gpu_uuids.empty()) job.gpu_uuids = status->gpu_uuids;
-    if (!status->logs.stdout_path.empty() || !status->logs.stderr_path.empty())
-      job.logs = LogsOfAttempt(job, status->logs);
-    if (!status->isolation.empty()) job.isolation = status->isolation;
-    JobState end = how == store::AttemptEnd::kCancelled ? JobState::kCancelled
-                   : how == store::AttemptEnd::kTimeout ? JobState::kTimeout
-                   : how == store::AttemptEnd::kCompleted ? JobState::kCompleted
-                                                          : JobState::kFailed;
-    // A cancel's own words (the daemon's idle cancel says why) where the supervisor has none.
-    const bool keep = end == JobState::kCancelled && status->reason.empty() && !job.reason.empty() &&
-                      job.reason.rfind("cancelling", 0) != 0;
-    Finish(job, end, status->exit_code, keep ? job.reason : status->reason, status->end_time.value_or(Now()));
-    return;
-  }
+  if (status && status->phase == "done") return CollectEnd(job, *status);
   if (!alive) {
     // Nobody holds the lock: neither the supervisor nor its child before the exec is left, and
     // what the files say now is final (DecideLostSupervisor).
@@ -427,29 +287,62 @@ void JobTable::ImportStatusOf(Job& job) {
     }
     return;
   }
-  if (status && status->phase == "running") {
-    if (job.state != JobState::kRunning) {
-      job.state = JobState::kRunning;
-      job.start_time = status->start_time;
-      job.gpu_uuids = status->gpu_uuids;
-      job.reason = status->reason;
-      MarkDirty(job);
-    }
-    // The log files come in a second report, once the job's command has opened them.
-    if (!status->logs.stdout_path.empty() || !status->logs.stderr_path.empty()) {
-      if (store::JobLogs logs = LogsOfAttempt(job, status->logs); job.logs != logs) {
-        job.logs = std::move(logs);
-        MarkDirty(job);
-      }
-    }
-    if (!status->isolation.empty() && job.isolation != status->isolation) {
-      job.isolation = status->isolation;
-      MarkDirty(job);
-    }
-    return;
-  }
+  if (status && status->phase == "running") return NoteRunning(job, *status);
   // Waiting for GPUs.
   if (status) job.reason = status->reason;
+}
+
+// `job`'s supervisor reported its end ("done"): retried, requeued, or ended as it says.
+void JobTable::CollectEnd(Job& job, const SupervisorStatus& status) {
+  const std::int64_t id = job.id;
+  const store::AttemptEnd how = AttemptEndOf(status, cancel_requested_.count(id) > 0);
+  // Its partition closed with ends = "requeue": back in line, to start when it opens again.
+  // Or it gave way to a job that needed its GPUs (submit --preemptible, requeue).
+  if ((status.partition_stopped || status.preempted) && status.requeue && !cancel_requested_.count(id)) {
+    RetryJob(job, status, JobState::kCancelled);
+    return;
+  }
+  if (store::ShouldRetry(how, store::FailedAttempts(job), job.spec.retries)) {
+    RetryJob(job, status, JobState::kFailed);
+    return;
+  }
+  hold_requested_.erase(id);
+  if (status.start_time) job.start_time = status.start_time;
+  if (!status.gpu_uuids.empty()) job.gpu_uuids = status.gpu_uuids;
+  if (!status.logs.stdout_path.empty() || !status.logs.stderr_path.empty())
+    job.logs = LogsOfAttempt(job, status.logs);
+  if (!status.isolation.empty()) job.isolation = status.isolation;
+  JobState end = how == store::AttemptEnd::kCancelled ? JobState::kCancelled
+                 : how == store::AttemptEnd::kTimeout ? JobState::kTimeout
+                 : how == store::AttemptEnd::kCompleted ? JobState::kCompleted
+                                                        : JobState::kFailed;
+  // A cancel's own words (the daemon's idle cancel says why) where the supervisor has none.
+  const bool keep = end == JobState::kCancelled && status.reason.empty() && !job.reason.empty() &&
+                    job.reason.rfind("cancelling", 0) != 0;
+  Finish(job, end, status.exit_code, keep ? job.reason : status.reason, status.end_time.value_or(Now()));
+}
+
+// `job`'s supervisor holds its lock and reported it "running": recorded as running, with its GPUs,
+// and its log files and isolation once reported.
+void JobTable::NoteRunning(Job& job, const SupervisorStatus& status) {
+  if (job.state != JobState::kRunning) {
+    job.state = JobState::kRunning;
+    job.start_time = status.start_time;
+    job.gpu_uuids = status.gpu_uuids;
+    job.reason = status.reason;
+    MarkDirty(job);
+  }
+  // The log files come in a second report, once the job's command has opened them.
+  if (!status.logs.stdout_path.empty() || !status.logs.stderr_path.empty()) {
+    if (store::JobLogs logs = LogsOfAttempt(job, status.logs); job.logs != logs) {
+      job.logs = std::move(logs);
+      MarkDirty(job);
+    }
+  }
+  if (!status.isolation.empty() && job.isolation != status.isolation) {
+    job.isolation = status.isolation;
+    MarkDirty(job);
+  }
 }
 
 // `job`'s supervisor recorded it running and is gone, and the job's command never started (no exec

@@ -1,9 +1,29 @@
 #pragma once
-// The daemon's table of unfinished jobs and everything that moves them: recovery after a restart,
-// supervisors' status files, launches, and the end of each job. It owns no process and no socket:
-// it is built from the job store, the jobs folder (daemon/job_files.h), a clock and a supervisor
-// launcher, so tests drive it on a :memory: store, a temporary folder, a FakeClock and a launcher
-// that records.
+// The daemon's table of unfinished jobs: the one owner of job state. Nothing else changes a job's
+// state or fields, writes its row after submission, or signals its supervisor; the daemon and the
+// request handlers (daemon/ops/) read active() and drive the table by its events:
+//   submitted        Add, AddAll (the job is stored already)
+//   cancelled        BeginParts, CancelPart, EndParts (a cancel in parts); CancelIdle (telemetry)
+//   held, released   BeginParts, HoldPart, EndParts
+//   status changed   ImportStatus (a supervisor's status file, inotify)
+//   tick             CheckSupervisors, LaunchEligible, FlushDirty
+//   supervisor lost  found by ImportStatus/CheckSupervisors (its lock is free)
+// It owns no process and no socket: it is built from the job store, the jobs folder
+// (daemon/job_files.h), a clock and a supervisor launcher (which also signals supervisors), so tests
+// drive it on a :memory: store, a temporary folder, a FakeClock and a launcher that records.
+//
+// Invariants (tested on the table itself: tests/unit/job_table_test.cc, store_faults_test.cc):
+//  1. A job is run at most once: it is stored "launching" before its supervisor starts, and a job
+//     whose supervisor reported "running" (or marked its exec) is never started again.
+//  2. An acknowledged job is durable: only stored jobs are added, and an end stays in the table,
+//     files and all, until it is stored.
+//  3. A state change is stored before it is announced: a part of a cancel, hold or release is
+//     written in one transaction before its jobs change here, before it is logged and before the
+//     daemon answers; a part the store refuses changes nothing and signals nobody. An idle cancel's
+//     reason is stored before the supervisor is signalled.
+//  4. A supervisor is signalled only by the table (SupervisorLauncher::Signal), once per cancel or
+//     hold (or once its pid is first reported); a cancelled job that runs ends only when its
+//     supervisor reports its end.
 //
 // Recovery is the same code as normal operation: a restarted daemon reads every supervisor's
 // status and lock, so it re-adopts running jobs, collects results that arrived while it was down,
@@ -18,12 +38,14 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "daemon/job_files.h"
 #include "daemon/launcher.h"
+#include "daemon/parts_op.h"
 #include "sched/fairshare.h"
 #include "sched/launch.h"
 #include "store/job_store.h"
@@ -134,32 +156,36 @@ class JobTable {
   /// The ids in active() of user `uid`'s jobs (an index kept with active(): a listing of one
   /// user's jobs never walks everyone's).
   const std::set<std::int64_t>& IdsOfUid(std::uint32_t uid) const;
-  /// Every unfinished job by id. Callers may change a job's fields; MarkDirty then stores them.
-  std::map<std::int64_t, store::Job>& active() { return active_; }
+  /// Every unfinished job by id, to read: only the table's events change them.
   const std::map<std::int64_t, store::Job>& active() const { return active_; }
   /// The job: unfinished ones from the table, others from the store; nullopt when there is none.
   std::optional<store::Job> Find(std::int64_t id);
 
-  /// Cancel job `id` (launching or running) once its supervisor reports itself, and never put it
-  /// back in line. Does not signal anyone: the caller signals a supervisor it knows.
-  void RequestCancel(std::int64_t id) { cancel_requested_.insert(id); }
-  /// A pending job that a cancel in parts (cancel_slices.cc) will cancel at its part: it is not
-  /// launched meanwhile. ForgetCancel when that part could not be stored (it stays as it was).
-  void RequestCancelPending(std::int64_t id) { cancel_requested_.insert(id); }
-  void ForgetCancel(std::int64_t id) { cancel_requested_.erase(id); }
-  /// A pending job that a hold in parts (hold_slices.cc) will hold at its part: it is not launched
-  /// meanwhile. LetLaunch at its part, or when that part could not be stored.
-  void KeepFromLaunch(std::int64_t id) { kept_from_launch_.insert(id); }
-  void LetLaunch(std::int64_t id) { kept_from_launch_.erase(id); }
-  /// `job`'s fields, changed by the caller, are stored already (a hold's part stored them): no
-  /// FlushDirty for it, and the index of jobs that are not held follows its state. The caller asks
-  /// for a launch decision when it is done (a release in parts: once, not once a part).
-  void ChangedAndStored(const store::Job& job) {
-    dirty_.erase(job.id);
-    Index(job);
-  }
-  /// Hold job `id` (launching: its supervisor waits for GPUs) once its supervisor reports itself.
-  void RequestHold(std::int64_t id) { hold_requested_.insert(id); }
+  // ---- Cancel, hold and release (job_table_control.cc) -----------------------------------------
+  /// A cancel, hold or release of `ids` (ops/control.cc chose them) is done in parts from now on:
+  /// their pending jobs are not launched until their part (or EndParts).
+  void BeginParts(PartsOp op, std::span<const std::int64_t> ids);
+  /// One part of a cancel by user `by`. Its pending and held jobs are stored as cancelled in one
+  /// transaction; only once that is durable are they taken out of the table and logged (one line
+  /// for the part, or the job's own for one), and its launching and running jobs asked to stop
+  /// (SIGTERM to their supervisors; each ends once its supervisor reports, ImportStatus). When the
+  /// store refuses the part, none of its jobs changes and nobody is signalled (`refused`).
+  PartResult CancelPart(std::span<const std::int64_t> ids, const std::string& by);
+  /// One part of a hold (`hold`) or release by `by`: its pending (held) jobs are stored held
+  /// (pending) in one transaction and changed here only once that is durable, logged in one line;
+  /// then those waiting for GPUs under their supervisors (a hold) are asked to leave the line
+  /// (HoldSignal(); held once the supervisor reports). A running job is never held. A refused
+  /// part changes nothing and signals nobody. A release asks for no launch decision: the caller
+  /// asks once it is done (one decision for the whole release, not one a part).
+  PartResult HoldPart(std::span<const std::int64_t> ids, const std::string& by, bool hold);
+  /// A change in parts ended before reaching `ids` (a part was refused, or the daemon failed):
+  /// their pending jobs may start again.
+  void EndParts(PartsOp op, std::span<const std::int64_t> ids);
+  /// Job `id` stayed idle past its warning and the grace (anomaly.idle_action = "cancel"): cancelled
+  /// as `gpulane cancel` cancels a running job, `message` its reason. The reason is stored first
+  /// and its supervisor signalled once that is durable (while the store refuses, at the FlushDirty
+  /// that stores it). False when `id` is no launching or running job of the table.
+  bool CancelIdle(std::int64_t id, const std::string& message);
   /// True while a hold of job `id` waits for its supervisor to leave the line.
   bool HoldRequested(std::int64_t id) const { return hold_requested_.count(id) > 0; }
   /// The state of one array task ("12_3": ref.task set); nullopt when there is no such task.
@@ -178,28 +204,15 @@ class JobTable {
   /// supervisors. When that transaction fails nothing is started (logged; tried again next time).
   void LaunchEligible();
 
-  /// Ends a job: records it (unless the caller has stored it already, `stored`), forgets its files,
-  /// logs it and removes it from the table. `job` must be in the table.
-  /// `files`: false when the caller knows the job has no files in jobs_dir (a cancel in parts
-  /// lists the folder once instead of five unlinks a job). `log`: false when the caller logs the
-  /// end itself (a cancel in parts: one line a part, not one a job).
-  void Finish(store::Job& job, store::JobState state, std::optional<int> exit_code, const std::string& reason,
-              std::optional<double> end_time, bool stored = false, bool files = true, bool log = true);
-  /// Stores the job's changes at the next FlushDirty. Every change of a job's state outside the
-  /// table goes through here (it must be stored), which also keeps the index of jobs that are
-  /// not held up to date.
-  void MarkDirty(const store::Job& job) {
-    dirty_.insert(job.id);
-    Index(job);
-  }
   /// Stores every changed job, and every ended job whose end is not stored yet, in one
   /// transaction; only once that is durable are ended jobs' files removed and the jobs forgotten.
   /// A failure keeps them all for the next call (logged when the trouble starts and ends). While
   /// the store is unavailable it tries again only every retry_interval_s, and with nothing to
   /// write checks that the store takes writes (JobStore::CheckWritable), so the trouble ends.
+  /// Idle cancels that waited for their reason to be stored signal their supervisors then.
   void FlushDirty();
 
-  /// Records the outcome of a store write made outside the table (a submission, a cancellation).
+  /// Records the outcome of a store write made outside the table (a submission).
   void NoteWrite(const Status& written);
   /// Since when, and why, store writes fail; nullopt while they succeed.
   const std::optional<StoreTrouble>& store_trouble() const { return trouble_; }
@@ -237,7 +250,32 @@ class JobTable {
   bool TakeScheduleNeeded() { return std::exchange(schedule_needed_, false); }
 
  private:
+  /// Ends a job: records it (unless it is stored already, `stored`), forgets its files, logs it and
+  /// removes it from the table. `job` must be in the table. `files`: false when the job is known
+  /// to have no files in jobs_dir (a cancel in parts lists the folder once instead of five
+  /// unlinks a job). `log`: false when the caller logs the end (a part: one line, not one a job).
+  void Finish(store::Job& job, store::JobState state, std::optional<int> exit_code, const std::string& reason,
+              std::optional<double> end_time, bool stored = false, bool files = true, bool log = true);
+  /// Stores the job's changes at the next FlushDirty, and keeps the index of jobs that are not
+  /// held up to date: every change of a job outside a write of its own goes through here.
+  void MarkDirty(const store::Job& job) {
+    dirty_.insert(job.id);
+    Index(job);
+  }
+  /// `signal` to `job`'s supervisor, when its pid is known (else ImportStatusOf passes a cancel or
+  /// hold on once it is reported): the one place a supervisor is signalled.
+  void SignalSupervisor(const store::Job& job, int signal);
+  /// The idle cancels whose reason FlushDirty has just stored: their supervisors get SIGTERM now.
+  void SignalStoredIdleCancels();
+  /// Writes one part's rows in one transaction (and notes how the write went).
+  Status StoreRows(const std::vector<store::Job>& rows);
+  /// One log line for a part's jobs (`ids`, of `owners`): "cancelled by root: 1000 jobs of alice: 12-1011".
+  void LogPart(PartsOp op, const std::string& by, const std::vector<std::int64_t>& ids,
+               const std::set<std::string>& owners);
   void ImportStatusOf(store::Job& job);
+  /// ImportStatusOf of a "done" status, and of a "running" one whose supervisor holds its lock.
+  void CollectEnd(store::Job& job, const SupervisorStatus& status);
+  void NoteRunning(store::Job& job, const SupervisorStatus& status);
   /// Files `job` under the index of jobs that are not held (or out of it, when held).
   void Index(const store::Job& job);
   /// Calls f(id, job) for every job of active_ that is not held (through unheld_, so that the
@@ -284,7 +322,7 @@ class JobTable {
   LogSink log_;
   std::map<std::int64_t, store::Job> active_;           ///< every unfinished job
   /// The ids in active_ of jobs not held (pending, launching, running; also ended ones whose end
-  /// is not stored yet): kept by Add, AddAll, Recover, MarkDirty and Forget.
+  /// is not stored yet): kept by Add, AddAll, Recover, MarkDirty, HoldPart and Forget.
   std::set<std::int64_t> unheld_;
   /// Per user with jobs in active_: how many, and a uid and gid of theirs (for the share table's
   /// group look-up), kept with active_.
@@ -300,7 +338,8 @@ class JobTable {
   std::map<std::pair<std::int64_t, int>, std::int64_t> task_ids_;  ///< (array id, index) -> job id, as looked up
   std::set<std::int64_t> cancel_requested_;
   std::set<std::int64_t> hold_requested_;               ///< held while their supervisor waits for GPUs
-  std::set<std::int64_t> kept_from_launch_;             ///< KeepFromLaunch
+  std::set<std::int64_t> kept_from_launch_;             ///< pending jobs a hold in parts will reach (BeginParts)
+  std::set<std::int64_t> signal_when_stored_;           ///< idle cancels whose reason waits for the store (CancelIdle)
   std::int64_t checked_up_to_ = 0;  ///< CheckSupervisors: the last id of the last tick's slice
   std::map<std::int64_t, double> launched_at_;          ///< monotonic seconds each launching job was launched (or found)
   std::set<std::int64_t> dirty_;                        ///< jobs whose changes are not yet in the store

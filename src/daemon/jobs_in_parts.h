@@ -2,17 +2,16 @@
 // A cancel, hold or release of many jobs, done in parts of Daemon::kCancelPartJobs jobs, one
 // transaction each (cancel_slices.cc, hold_slices.cc; issue 23, item 8): 300,000 held tasks
 // cancelled at once held the daemon's loop 11.5 s for everyone, and a hold or release of as many
-// did the same.
+// did the same. The job table changes each part (JobTable::CancelPart, HoldPart); the daemon keeps
+// this queue, the replies and the connections.
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "daemon/outcome.h"
+#include "daemon/parts_op.h"
 
 namespace gpulane::daemon {
-
-/// What a change of many jobs in parts does to them.
-enum class PartsOp { kCancel, kHold, kRelease };
 
 struct JobsInParts {
   int fd;
@@ -26,13 +25,5 @@ struct JobsInParts {
 
 /// The reply's field of the jobs changed ("cancelled": ids; hold and release: "changed").
 inline const char* DoneField(PartsOp op) { return op == PartsOp::kCancel ? "cancelled" : "changed"; }
-/// "cancel", "hold", "release".
-inline const char* VerbOf(PartsOp op) {
-  return op == PartsOp::kCancel ? "cancel" : op == PartsOp::kHold ? "hold" : "release";
-}
-/// "cancelled", "held", "released".
-inline const char* PastOf(PartsOp op) {
-  return op == PartsOp::kCancel ? "cancelled" : op == PartsOp::kHold ? "held" : "released";
-}
 
 }  // namespace gpulane::daemon

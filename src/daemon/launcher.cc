@@ -13,6 +13,10 @@
 
 namespace gpulane::daemon {
 
+void ForkExecLauncher::Signal(std::int64_t, pid_t pid, int signal) {
+  if (pid > 1) kill(pid, signal);
+}
+
 Status ForkExecLauncher::Start(std::int64_t id) {
   // Everything the child needs is made before the fork: between fork and exec it only calls
   // async-signal-safe functions.

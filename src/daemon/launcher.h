@@ -1,7 +1,9 @@
 #pragma once
-// How the daemon starts a job's supervisor (`gpulane _supervise <jobs dir> <id>`, daemon/
-// supervisor.h): behind an interface, so that the job table (daemon/job_table.h) can be tested
-// with a launcher that only records what it was asked to start.
+// How the daemon starts and signals a job's supervisor (`gpulane _supervise <jobs dir> <id>`,
+// daemon/supervisor.h): behind an interface, so that the job table (daemon/job_table.h), its only
+// caller, can be tested with a launcher that only records what it was asked to start and signal.
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -10,7 +12,7 @@
 
 namespace gpulane::daemon {
 
-/// Starts supervisors.
+/// Starts and signals supervisors.
 class SupervisorLauncher {
  public:
   virtual ~SupervisorLauncher() = default;
@@ -18,6 +20,10 @@ class SupervisorLauncher {
   /// caller. Returns once it is on its way, not once it has taken the job's lock. Errors: kIo when
   /// no process could be started (fork failed).
   virtual Status Start(std::int64_t id) = 0;
+  /// Sends `signal` to the supervisor of job `id`, process `pid` (as its status file reported
+  /// it): SIGTERM for a cancel, HoldSignal() to leave the line for GPUs. A supervisor already gone
+  /// is no error (it has written its last status, which the table reads).
+  virtual void Signal(std::int64_t id, pid_t pid, int signal) = 0;
 };
 
 /// The real one: fork, setsid, fork again, exec `self_exe _supervise jobs_dir id`, so that the
@@ -35,6 +41,8 @@ class ForkExecLauncher final : public SupervisorLauncher {
   /// daemon was started with, before it raised its own for client connections; 0 leaves it.
   void ChildFileLimit(std::uint64_t soft_limit) { child_file_limit_ = soft_limit; }
   Status Start(std::int64_t id) override;
+  /// kill(2).
+  void Signal(std::int64_t id, pid_t pid, int signal) override;
 
  private:
   std::string self_exe_, jobs_dir_, log_path_;

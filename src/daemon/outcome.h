@@ -15,13 +15,14 @@ namespace gpulane::daemon {
 
 class Outcome {
  public:
-  void Done(const store::Job& job) {
-    ids_.push_back(job.id);
-    texts_.push_back(store::JobIdText(job));
+  /// Job `id` ("12_3" to people, store::JobIdText) is acted on.
+  void Done(std::int64_t id, const std::string& text) {
+    ids_.push_back(id);
+    texts_.push_back(text);
   }
-  /// `job` (also Done) is acted on, and the change completes once its supervisor has acted: a
-  /// cancelled job that runs or waits for GPUs (SIGTERM sent), one leaving the line to be held.
-  void InProgress(const store::Job& job) { in_progress_.push_back(store::JobIdText(job)); }
+  /// The job `text` (also Done) is acted on, and the change completes once its supervisor has
+  /// acted: a cancelled job that runs or waits for GPUs (SIGTERM sent), one leaving the line to be held.
+  void InProgress(const std::string& text) { in_progress_.push_back(text); }
   void Failed(ErrorKind kind, const std::string& id, const std::string& message) {
     if (failed_.empty()) first_ = Error{kind, message};
     failed_.push_back({{"id", id}, {"error", message}, {"code", proto::KindName(kind)}});

@@ -249,13 +249,7 @@ void Daemon::TakeTelemetry() {
   for (const telemetry::IdleCancel& cancel : sampler_->TakeCancels()) {
     char* end = nullptr;
     const std::int64_t id = std::strtoll(cancel.job_id.c_str(), &end, 10);
-    auto it = jobs_->active().find(id);
-    if (end == cancel.job_id.c_str() || it == jobs_->active().end() || store::IsFinished(it->second.state)) continue;
-    store::Job& job = it->second;
-    jobs_->RequestCancel(job.id);
-    job.reason = cancel.message;
-    if (job.supervisor_pid) kill(*job.supervisor_pid, SIGTERM);
-    MarkDirty(job);
+    if (end != cancel.job_id.c_str()) jobs_->CancelIdle(id, cancel.message);
   }
   for (SamplerThread::Answer& answer : sampler_->Take()) {
     auto it = connections_.find(answer.fd);

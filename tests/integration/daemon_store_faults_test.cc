@@ -1,6 +1,7 @@
 // Storage faults through the real binary (issue 9, items 15-17): a job store locked by another
 // process while a job ends, a zero-length, read-only or partly unreadable jobs.db at start, and a
-// submission sent twice (a client that retries after a lost answer) with one idempotency key.
+// submission sent twice (a client that retries after a lost answer) with one idempotency key; a
+// release or cancel the store refuses (nothing changed, no job signalled).
 #include <sqlite3.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -179,6 +180,29 @@ TEST(DaemonStoreFaults, AReleaseTheStoreRefusesIsReportedAsFailedAndTheJobStaysH
   RunResult again = d.Gpulane({"release", Id(id)});
   EXPECT_EQ(again.exit_code, 0) << again.err;
   EXPECT_EQ(again.out, "released job " + Id(id) + "\n");
+}
+
+// A cancel part the store refused still sent SIGTERM to its running jobs while the reply said "they
+// are not cancelled" (the job then ended cancelled). Now a part's running jobs are signalled only
+// once its write is stored (job_table.h, invariant 3): the refused cancel leaves the job running,
+// and it ends as its own command ends.
+TEST(DaemonStoreFaults, ACancelTheStoreRefusesLeavesItsRunningJobRunning) {
+  TestDaemon d({.daemon_env = {{"GPULANE_DAEMON_STORE_BUSY_TIMEOUT", "100ms"}}});
+  const fs::path log = d.work() / "marks.log", gate = d.work() / "gate";
+  const std::int64_t running = d.Submit(MarkedJob(log.string(), gate.string(), 5));
+  ASSERT_TRUE(d.WaitForState(running, "running"));
+  const std::int64_t held = d.Submit({"--hold", "--", "true"});
+  auto lock = std::make_unique<ExclusiveLock>(Db(d));
+  RunResult r = d.Gpulane({"cancel", Id(running), Id(held)});
+  EXPECT_TRUE(IsGpulaneError(r, 1, "the job store refused to record the cancellation of 2 jobs")) << r.err;
+  EXPECT_EQ(r.out, "") << "nothing reported cancelled";
+  lock->Release();
+  Touch(gate);
+  RunResult wait = d.Gpulane({"wait", Id(running)});
+  EXPECT_EQ(wait.out, Id(running) + " failed 5\n") << "ended by its own command, not by the refused cancel\n"
+                                                   << wait.err << d.Log();
+  EXPECT_EQ(d.State(held), "held");
+  EXPECT_EQ(CountMarks(ReadMarks(log), "start", running), 1);
 }
 
 // ---- item 16: a store that cannot be trusted at start ------------------------------------

@@ -2,9 +2,13 @@
 // FakeClock and a launcher that records: recovery after a restart (adopt, fail, collect, requeue
 // after the grace, never requeue a cancelled job), launches and what supervisors' status files say.
 // A test plays the supervisor: it holds the job's lock with flock and writes its status file.
+// The table as the one owner of job state (job_table.h's invariants): cancels, holds, releases and
+// idle cancels are its events, and every signal to a supervisor goes through the launcher, which
+// records it here.
 #include "daemon/job_table.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -53,7 +57,10 @@ class JobTableTest : public ::testing::Test {
   JobTable& Table() {
     if (!table_)
       table_ = std::make_unique<JobTable>(*store_, jobs_dir(), clock_, launcher_, limits_,
-                                          [this](const std::string& line) { log_.push_back(line); });
+                                          [this](const std::string& line) {
+                                            log_.push_back(line);
+                                            if (on_log_) on_log_(line);
+                                          });
     return *table_;
   }
 
@@ -184,6 +191,7 @@ class JobTableTest : public ::testing::Test {
   test::RecordingLauncher launcher_;
   JobTableLimits limits_{kGraceS, 4};
   std::vector<std::string> log_;
+  std::function<void(const std::string& line)> on_log_;  ///< a test's check of what holds when a line is logged
   std::map<std::int64_t, int> locks_;
   std::unique_ptr<JobTable> table_;
 };
@@ -341,8 +349,7 @@ TEST_F(JobTableTest, ACancelledLaunchIsNeverRequeued) {
   const std::int64_t silent = Stored(JobState::kLaunching), reported = Stored(JobState::kLaunching);
   Report(reported, Waiting("waiting"));  // reported, then its supervisor went away: gone for sure
   ASSERT_TRUE(Table().Recover());
-  Table().RequestCancel(silent);
-  Table().RequestCancel(reported);
+  Table().CancelPart(Ids{silent, reported}, "alice");
   Table().CheckSupervisors();
   EXPECT_EQ(TableState(silent), "launching") << "its supervisor may still take the lock and see the cancel";
   EXPECT_EQ(TableState(reported), "") << "cancelled at once";
@@ -367,7 +374,7 @@ TEST_F(JobTableTest, AHeldSupervisorsJobIsHeldUntilReleased) {
   held.held = true;
   held.interrupted = true;
   Report(id, held);
-  Table().RequestHold(id);
+  Table().HoldPart(Ids{id}, "alice", true);
   Turn();
   EXPECT_EQ(TableState(id), "held");
   EXPECT_EQ(StoredState(id), "held");
@@ -481,7 +488,7 @@ TEST_F(JobTableTest, ACancelledJobWhoseSupervisorWasLostBeforeTheExecIsCancelled
   HoldLock(id);
   Report(id, RunningMarked());
   ASSERT_TRUE(Table().Recover());
-  Table().RequestCancel(id);
+  Table().CancelPart(Ids{id}, "alice");
   ReleaseLock(id);
   Turn();
   EXPECT_EQ(TableState(id), "");
@@ -514,8 +521,8 @@ TEST_F(JobTableTest, LaunchesInLineOrderUnderTheCapCountingJobsAlreadyWaiting) {
 }
 
 // Held jobs are kept out of the once-a-second work (an index of the jobs that are not held): a
-// held job is never launched, one released (its state changed and marked for storing, as `gpulane
-// release` does) is launched at the next decision, one held again is not; a job added held and
+// held job is never launched, one released (HoldPart, as `gpulane release` does) is launched at
+// the next decision, one held again is not; a job added held and
 // released, and jobs recovered held, alike.
 TEST_F(JobTableTest, HeldJobsAreLeftOutUntilReleasedAndLaunchedOnceReleased) {
   const std::int64_t recovered_held = Stored(JobState::kHeld), pending = Stored(JobState::kPending);
@@ -528,11 +535,7 @@ TEST_F(JobTableTest, HeldJobsAreLeftOutUntilReleasedAndLaunchedOnceReleased) {
   Table().Add(jobs[0]);
   Table().LaunchEligible();
   EXPECT_EQ(launcher_.started, Ids{pending});
-  for (std::int64_t id : {recovered_held, added_held}) {
-    Job& job = Table().active().at(id);
-    job.state = JobState::kPending;  // gpulane release
-    Table().MarkDirty(job);
-  }
+  Table().HoldPart(Ids{recovered_held, added_held}, "alice", false);  // gpulane release
   Table().LaunchEligible();
   EXPECT_EQ(launcher_.started, (Ids{pending, recovered_held, added_held}));
   EXPECT_EQ(TableState(recovered_held), "launching");
@@ -541,9 +544,7 @@ TEST_F(JobTableTest, HeldJobsAreLeftOutUntilReleasedAndLaunchedOnceReleased) {
 TEST_F(JobTableTest, AJobHeldAgainBeforeTheDecisionIsNotLaunched) {
   const std::int64_t id = Stored(JobState::kPending);
   ASSERT_TRUE(Table().Recover());
-  Job& job = Table().active().at(id);
-  job.state = JobState::kHeld;  // gpulane hold
-  Table().MarkDirty(job);
+  Table().HoldPart(Ids{id}, "alice", true);  // gpulane hold
   Table().LaunchEligible();
   EXPECT_TRUE(launcher_.started.empty());
   EXPECT_EQ(TableState(id), "held");
@@ -642,12 +643,14 @@ TEST_F(JobTableTest, RunningJobsLogFilesAreRecordedFromTheSecondReport) {
 }
 
 TEST_F(JobTableTest, FindAnswersForActiveAndFinishedJobs) {
-  const std::int64_t done = Stored(JobState::kCompleted), queued = Stored(JobState::kHeld);
+  const std::int64_t done = Stored(JobState::kCompleted), queued = Stored(JobState::kLaunching);
+  HoldLock(queued);
+  Report(queued, Waiting("changed in the table"));  // a waiting supervisor's reason: not stored
   ASSERT_TRUE(Table().Recover());
   EXPECT_EQ(Table().active().count(done), 0u);
   ASSERT_TRUE(Table().Find(done));
   EXPECT_EQ(std::string(store::StateName(Table().Find(done)->state)), "completed");
-  Table().active().at(queued).reason = "changed in the table";
+  ASSERT_NE(StoredJob(queued).reason, "changed in the table");
   EXPECT_EQ(Table().Find(queued)->reason, "changed in the table") << "the table's copy, not the store's";
   EXPECT_FALSE(Table().Find(9999));
 }
@@ -776,7 +779,7 @@ TEST_F(JobTableTest, CancelledTimedOutAndLostAttemptsAreNeverRetried) {
   late.timed_out = true;
   Report(timed_out, late);
   ReleaseLock(timed_out);
-  Table().RequestCancel(requested);
+  Table().CancelPart(Ids{requested}, "alice");
   Report(requested, Done(143));
   ReleaseLock(requested);
   Turn();
@@ -958,6 +961,152 @@ TEST_F(JobTableTest, ARunningJobsGpuHoursCountSoFarAndWhenItEndsItsRecordIsKept)
   clock_.Advance(23 * 3600 + 1);
   Table().LaunchEligible();
   EXPECT_EQ(TableState(next), "launching");
+}
+
+
+// ---- the one owner of job state: cancel, hold and idle cancel as the table's events ------------
+
+// Invariant 4: a cancel of a running job signals its supervisor once, and the job ends only when
+// its supervisor reports its end (not at the cancel, not at the next ticks).
+TEST_F(JobTableTest, ACancelOfARunningJobSignalsItsSupervisorOnceAndItEndsOnlyWhenTheSupervisorReports) {
+  const std::int64_t id = Stored(JobState::kLaunching);
+  HoldLock(id);
+  const SupervisorStatus running = Running();
+  Report(id, running);
+  ASSERT_TRUE(Table().Recover());
+  const PartResult part = Table().CancelPart(Ids{id}, "bob");
+  ASSERT_FALSE(part.refused);
+  ASSERT_EQ(part.changed.size(), 1u);
+  EXPECT_TRUE(part.changed[0].in_progress);
+  ASSERT_EQ(launcher_.signals.size(), 1u);
+  EXPECT_EQ(launcher_.signals[0], (test::RecordingLauncher::Sent{id, running.pid, SIGTERM}));
+  EXPECT_EQ(Table().active().at(id).reason, "cancelling (by bob)");
+  for (int i = 0; i < 3; ++i) {
+    Turn();
+    EXPECT_EQ(TableState(id), "running") << "it ends when its supervisor says so";
+  }
+  EXPECT_EQ(StoredState(id), "running");
+  SupervisorStatus stopped = Done(143);
+  stopped.interrupted = true;
+  Report(id, stopped);
+  ReleaseLock(id);
+  Turn();
+  EXPECT_EQ(TableState(id), "");
+  EXPECT_EQ(StoredState(id), "cancelled");
+  EXPECT_EQ(launcher_.SignalsTo(id), std::vector<int>{SIGTERM}) << "signalled once";
+}
+
+// A cancel of a job whose supervisor has not reported its pid yet signals nobody then, and its
+// supervisor once, when it reports itself.
+TEST_F(JobTableTest, ACancelOfALaunchIsPassedToItsSupervisorOnceWhenItReportsItself) {
+  const std::int64_t id = Stored(JobState::kLaunching);
+  ASSERT_TRUE(Table().Recover());
+  Table().CancelPart(Ids{id}, "bob");
+  EXPECT_TRUE(launcher_.signals.empty());
+  HoldLock(id);
+  Report(id, Waiting("waiting for GPUs"));
+  Turn();
+  Turn();
+  EXPECT_EQ(launcher_.SignalsTo(id), std::vector<int>{SIGTERM});
+  EXPECT_EQ(TableState(id), "launching");
+}
+
+// Invariant 3: pending and held jobs are cancelled by one write; the part's log line comes only
+// once their rows say "cancelled", and only then have they left the table.
+TEST_F(JobTableTest, ACancelPartIsStoredBeforeItIsLoggedAndItsJobsLeaveTheTable) {
+  const std::int64_t pending = Stored(JobState::kPending), held = Stored(JobState::kHeld);
+  ASSERT_TRUE(Table().Recover());
+  int checked = 0;
+  on_log_ = [&](const std::string& line) {
+    if (line.find("cancelled by bob") == std::string::npos) return;
+    ++checked;
+    EXPECT_EQ(StoredState(pending), "cancelled") << line;
+    EXPECT_EQ(StoredState(held), "cancelled") << line;
+  };
+  const PartResult part = Table().CancelPart(Ids{pending, held}, "bob");
+  EXPECT_EQ(checked, 1) << "one line for the part";
+  ASSERT_EQ(part.changed.size(), 2u);
+  EXPECT_FALSE(part.changed[0].in_progress);
+  EXPECT_EQ(TableState(pending), "");
+  EXPECT_EQ(TableState(held), "");
+  EXPECT_EQ(StoredJob(pending).reason, "cancelled by bob");
+  EXPECT_TRUE(launcher_.signals.empty()) << "no supervisor: nobody to signal";
+  Turn();
+  EXPECT_TRUE(launcher_.started.empty());
+}
+
+// A pending job chosen for a cancel or hold in parts is not launched before its part; where the
+// change stops before its part (EndParts), it may start again.
+TEST_F(JobTableTest, APendingJobChosenForAChangeInPartsWaitsForItsPartOrItsEnd) {
+  const std::int64_t cancelled = Stored(JobState::kPending), held = Stored(JobState::kPending);
+  ASSERT_TRUE(Table().Recover());
+  Table().BeginParts(PartsOp::kCancel, Ids{cancelled});
+  Table().BeginParts(PartsOp::kHold, Ids{held});
+  Table().LaunchEligible();
+  EXPECT_TRUE(launcher_.started.empty());
+  Table().EndParts(PartsOp::kCancel, Ids{cancelled});
+  Table().EndParts(PartsOp::kHold, Ids{held});
+  Table().LaunchEligible();
+  EXPECT_EQ(launcher_.started, (Ids{cancelled, held}));
+}
+
+// A hold stores its pending jobs held before it logs them, and asks a supervisor waiting for GPUs
+// (once) to leave the line: that job is held only once its supervisor reports it left.
+TEST_F(JobTableTest, AHoldPartStoresPendingJobsHeldAndAsksAWaitingSupervisorOnceToLeaveTheLine) {
+  const std::int64_t pending = Stored(JobState::kPending), waiting = Stored(JobState::kLaunching);
+  HoldLock(waiting);
+  Report(waiting, Waiting("waiting for GPUs"));
+  ASSERT_TRUE(Table().Recover());
+  on_log_ = [&](const std::string& line) {
+    if (line.find("held by bob") != std::string::npos) EXPECT_EQ(StoredState(pending), "held") << line;
+  };
+  const PartResult part = Table().HoldPart(Ids{pending, waiting}, "bob", true);
+  ASSERT_EQ(part.changed.size(), 2u);
+  EXPECT_EQ(part.changed[0].id, waiting);
+  EXPECT_TRUE(part.changed[0].in_progress);
+  EXPECT_TRUE(Logged("held by bob: 1 job of alice"));
+  EXPECT_EQ(TableState(pending), "held");
+  EXPECT_EQ(launcher_.SignalsTo(waiting), std::vector<int>{HoldSignal()});
+  Turn();
+  EXPECT_EQ(TableState(waiting), "launching");
+  EXPECT_EQ(launcher_.SignalsTo(waiting), std::vector<int>{HoldSignal()}) << "once";
+  SupervisorStatus left = Done(std::nullopt);
+  left.held = true;
+  left.interrupted = true;
+  Report(waiting, left);
+  ReleaseLock(waiting);
+  Turn();
+  EXPECT_EQ(StoredState(waiting), "held");
+  EXPECT_TRUE(launcher_.started.empty());
+}
+
+// Invariant 3 for the telemetry's idle cancel: its reason is stored before the supervisor gets
+// SIGTERM (a restarted daemon still knows why the job ends), and the job ends cancelled with it.
+TEST_F(JobTableTest, AnIdleCancelIsStoredBeforeItsSupervisorIsSignalledAndTheJobEndsWithItsReason) {
+  const std::int64_t id = Stored(JobState::kLaunching), pending = Stored(JobState::kPending);
+  HoldLock(id);
+  Report(id, Running());
+  ASSERT_TRUE(Table().Recover());
+  const std::string why = "idle (0% GPU) for 2h0m: cancelled";
+  int signalled = 0;
+  launcher_.on_signal = [&](std::int64_t to, int) {
+    ++signalled;
+    EXPECT_EQ(StoredJob(to).reason, why) << "stored before the signal";
+  };
+  EXPECT_FALSE(Table().CancelIdle(pending, why)) << "only launched jobs are metered";
+  EXPECT_FALSE(Table().CancelIdle(9999, why));
+  EXPECT_TRUE(Table().CancelIdle(id, why));
+  EXPECT_EQ(signalled, 1);
+  EXPECT_EQ(launcher_.SignalsTo(id), std::vector<int>{SIGTERM});
+  EXPECT_EQ(TableState(id), "running");
+  SupervisorStatus stopped = Done(143);
+  stopped.interrupted = true;
+  Report(id, stopped);
+  ReleaseLock(id);
+  Turn();
+  EXPECT_EQ(StoredState(id), "cancelled");
+  EXPECT_EQ(StoredJob(id).reason, why);
+  EXPECT_EQ(TableState(pending), "launching") << "the pending job was left alone";
 }
 
 }  // namespace

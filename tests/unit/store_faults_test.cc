@@ -1,7 +1,10 @@
 // Storage faults, in-process: a job table on a file-backed store that another connection locks
 // (BEGIN EXCLUSIVE, as an admin's sqlite3 shell or a backup tool may), rows that cannot be read,
-// read-only files, the store's marker, and the idempotency keys of schema 5 with its migration.
+// read-only files, the store's marker, and the idempotency keys of schema 5 with its migration; and
+// the table's cancels, holds and idle cancels when their writes fail (nothing changed, nobody
+// signalled).
 #include <fcntl.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -287,6 +290,85 @@ TEST_F(StoreFaultsTest, ARunningJobWhoseRecordIsGoneIsFailedNotRequeued) {
   Turn();
   EXPECT_EQ(StoredState(id), "failed");
   EXPECT_TRUE(launcher_.started.empty()) << "a job that ran is never started again";
+}
+
+// Invariant 3 of the job table (job_table.h): a cancel part whose write the store refuses leaves
+// every job of it as it was, in the table and the store, signals no supervisor and logs nothing as
+// cancelled; its pending job may start again, and the same cancel succeeds once the store is back.
+TEST_F(StoreFaultsTest, ACancelPartTheStoreRefusesLeavesEveryJobAsItWasAndSignalsNobody) {
+  const std::int64_t pending = Stored(JobState::kPending), held = Stored(JobState::kHeld);
+  const std::int64_t running = AdoptedRunningJob();
+  const std::vector<std::int64_t> ids = {running, pending, held};
+  Table().BeginParts(PartsOp::kCancel, ids);
+  {
+    Locker lock(db_path());
+    const PartResult part = Table().CancelPart(ids, "bob");
+    ASSERT_TRUE(part.refused);
+    EXPECT_EQ(part.refused_jobs, 3u);
+    EXPECT_TRUE(part.changed.empty());
+    EXPECT_TRUE(launcher_.signals.empty()) << "a refused part signals nobody";
+    EXPECT_EQ(TableState(running), "running");
+    EXPECT_EQ(TableState(pending), "pending");
+    EXPECT_EQ(TableState(held), "held");
+    EXPECT_NE(Table().active().at(running).reason, "cancelling (by bob)");
+    EXPECT_EQ(CountLogged("cancelled by bob"), 0);
+  }
+  EXPECT_EQ(StoredState(pending), "pending");
+  EXPECT_EQ(StoredState(held), "held");
+  Turn();
+  EXPECT_EQ(launcher_.started, std::vector<std::int64_t>{pending}) << "no longer kept back by the cancel";
+  const PartResult again = Table().CancelPart(ids, "bob");
+  EXPECT_FALSE(again.refused);
+  EXPECT_EQ(StoredState(held), "cancelled");
+  EXPECT_EQ(launcher_.SignalsTo(running), std::vector<int>{SIGTERM});
+}
+
+// The same for a hold: a refused part holds nothing and asks no supervisor to leave the line.
+TEST_F(StoreFaultsTest, AHoldPartTheStoreRefusesLeavesEveryJobAsItWasAndSignalsNobody) {
+  const std::int64_t pending = Stored(JobState::kPending), waiting = Stored(JobState::kLaunching);
+  HoldLock(waiting);
+  SupervisorStatus status;
+  status.pid = static_cast<pid_t>(test::UnusedPid());
+  status.reason = "waiting for GPUs";
+  Report(waiting, status);
+  ASSERT_TRUE(Table().Recover());
+  const std::vector<std::int64_t> ids = {pending, waiting};
+  Table().BeginParts(PartsOp::kHold, ids);
+  {
+    Locker lock(db_path());
+    const PartResult part = Table().HoldPart(ids, "bob", true);
+    ASSERT_TRUE(part.refused);
+    EXPECT_EQ(part.refused_jobs, 2u);
+    EXPECT_TRUE(launcher_.signals.empty());
+    EXPECT_FALSE(Table().HoldRequested(waiting));
+    EXPECT_EQ(TableState(pending), "pending");
+    EXPECT_EQ(CountLogged("held by bob"), 0);
+  }
+  EXPECT_EQ(StoredState(pending), "pending");
+  Turn();
+  EXPECT_EQ(launcher_.started, std::vector<std::int64_t>{pending});
+}
+
+// An idle cancel while the store takes no writes: its reason is kept, and the supervisor is
+// signalled once, only when a later turn has stored it.
+TEST_F(StoreFaultsTest, AnIdleCancelIsSignalledOnlyOnceItsReasonIsStored) {
+  const std::int64_t id = AdoptedRunningJob();
+  const std::string why = "idle (0% GPU) for 2h0m: cancelled";
+  {
+    Locker lock(db_path());
+    EXPECT_TRUE(Table().CancelIdle(id, why));
+    Turn();
+    EXPECT_TRUE(launcher_.signals.empty()) << "not signalled before its reason is stored";
+  }
+  EXPECT_NE(StoredJob(id).reason, why);
+  Turn();
+  EXPECT_EQ(StoredJob(id).reason, why);
+  EXPECT_EQ(launcher_.SignalsTo(id), std::vector<int>{SIGTERM});
+  Turn();
+  EXPECT_EQ(launcher_.SignalsTo(id), std::vector<int>{SIGTERM}) << "once";
+  SupervisorEnds(id, 143);
+  Turn();
+  EXPECT_EQ(StoredState(id), "cancelled");
 }
 
 // ---- item 16: rows that cannot be read, read-only files, the marker ---------------------------

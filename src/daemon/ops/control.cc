@@ -1,7 +1,8 @@
 // cancel, hold, release: the requests that change jobs' states. The handlers choose the jobs (and
 // the failures' lines); the daemon changes them in parts, one transaction each, and answers once the
-// last part is stored (daemon/jobs_in_parts.h, cancel_slices.cc, hold_slices.cc). A chosen pending
-// job is kept from launching until its part is done.
+// last part is stored (daemon/jobs_in_parts.h, cancel_slices.cc, hold_slices.cc). They change no
+// job: the job table does, part by part (JobTable::BeginParts keeps a chosen pending job from
+// launching until its part is done).
 #include <set>
 
 #include <fmt/format.h>
@@ -74,7 +75,7 @@ void ForEachLiveNamed(const Context& ctx, const std::vector<store::JobRef>& refs
       ctx.views.Log(*refused);
       continue;
     }
-    std::vector<Job*> live = Live(ctx.jobs.active(), *named);
+    std::vector<const Job*> live = Live(ctx.jobs.active(), *named);
     if (live.empty()) {
       out.Failed(ErrorKind::kWrongState, named->text, Ended(*named, resolve));
       continue;
@@ -94,11 +95,9 @@ Result<Chosen> Cancel(const Context& ctx, const proto::CancelRequest& req) {
   auto cancel = [&](const Job& job) {
     if (!seen.insert(job.id).second) return;
     plan.ids.push_back(job.id);
-    // Not started while the parts before its own are stored (a 300,000-job cancel takes seconds).
-    if (job.state == JobState::kPending) ctx.jobs.RequestCancelPending(job.id);
   };
-  ForEachLiveNamed(ctx, *refs, resolve, "cancel", plan.out, [&](const Named&, const std::vector<Job*>& live) {
-    for (Job* job : live) cancel(*job);
+  ForEachLiveNamed(ctx, *refs, resolve, "cancel", plan.out, [&](const Named&, const std::vector<const Job*>& live) {
+    for (const Job* job : live) cancel(*job);
   });
   if (!req.user.empty() || !req.name.empty()) CancelMatching(ctx, req, plan.out, cancel);
   return plan;
@@ -119,11 +118,10 @@ Result<Chosen> Hold(const Context& ctx, const std::vector<nlohmann::json>& ids, 
   auto choose = [&](const Job& job) {
     if (!seen.insert(job.id).second) return;
     chosen.ids.push_back(job.id);
-    if (job.state == JobState::kPending) ctx.jobs.KeepFromLaunch(job.id);  // not launched before its part
   };
-  ForEachLiveNamed(ctx, *refs, resolve, op, chosen.out, [&](const Named& named, const std::vector<Job*>& live) {
-    std::vector<Job*> changing;
-    for (Job* job : live)
+  ForEachLiveNamed(ctx, *refs, resolve, op, chosen.out, [&](const Named& named, const std::vector<const Job*>& live) {
+    std::vector<const Job*> changing;
+    for (const Job* job : live)
       if (applies(*job)) changing.push_back(job);
     if (changing.empty()) {
       chosen.out.Failed(ErrorKind::kWrongState, named.text,
@@ -131,7 +129,7 @@ Result<Chosen> Hold(const Context& ctx, const std::vector<nlohmann::json>& ids, 
                                      : NotApplicable(*live.front(), hold, ctx.jobs.HoldRequested(live.front()->id)));
       return;
     }
-    for (Job* job : changing) choose(*job);
+    for (const Job* job : changing) choose(*job);
   });
   return chosen;
 }

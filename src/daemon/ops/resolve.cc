@@ -63,8 +63,8 @@ const Resolver::Array& Resolver::Tasks(std::int64_t array_id) {
 
 std::string What(const Named& named) { return fmt::format("{} {}", named.array ? "array" : "job", named.text); }
 
-std::vector<Job*> Live(std::map<std::int64_t, Job>& active, const Named& named) {
-  std::vector<Job*> live;
+std::vector<const Job*> Live(const std::map<std::int64_t, Job>& active, const Named& named) {
+  std::vector<const Job*> live;
   for (auto id : named.ids)
     if (auto it = active.find(id); it != active.end() && !store::IsFinished(it->second.state)) live.push_back(&it->second);
   return live;

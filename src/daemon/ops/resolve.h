@@ -60,7 +60,7 @@ class Resolver {
 std::string What(const Named& named);
 
 /// The unfinished jobs of `named` (not those that have ended while their end waits for the store).
-std::vector<store::Job*> Live(std::map<std::int64_t, store::Job>& active, const Named& named);
+std::vector<const store::Job*> Live(const std::map<std::int64_t, store::Job>& active, const Named& named);
 
 /// When `peer` may not `op` `named` (another user's; an array's tasks all have its owner): says so
 /// in `out` and returns the line for the daemon's log.
