@@ -18,6 +18,11 @@ class SupervisorLauncher {
   /// caller. Returns once it is on its way, not once it has taken the job's lock. Errors: kIo when
   /// no process could be started (fork failed).
   virtual Status Start(std::int64_t id) = 0;
+  /// Descriptors the started processes must not hold (the daemon's lock and listening socket),
+  /// known once the daemon listens; a launcher that starts no process ignores them.
+  virtual void CloseInChild(std::vector<int> /*fds*/) {}
+  /// The soft RLIMIT_NOFILE the started processes get (0 leaves it); ignored likewise.
+  virtual void ChildFileLimit(std::uint64_t /*soft_limit*/) {}
 };
 
 /// The real one: fork, setsid, fork again, exec `self_exe _supervise jobs_dir id`, so that the
@@ -30,10 +35,10 @@ class ForkExecLauncher final : public SupervisorLauncher {
   /// Descriptors closed in the child before anything else (the daemon's lock and listening
   /// socket: close-on-exec, but a copy held until the exec would keep a daemon restarted after a
   /// kill -9 from taking its lock).
-  void CloseInChild(std::vector<int> fds) { close_in_child_ = std::move(fds); }
+  void CloseInChild(std::vector<int> fds) override { close_in_child_ = std::move(fds); }
   /// The soft RLIMIT_NOFILE (descriptors) the supervisor, and so its job, starts with: the one the
   /// daemon was started with, before it raised its own for client connections; 0 leaves it.
-  void ChildFileLimit(std::uint64_t soft_limit) { child_file_limit_ = soft_limit; }
+  void ChildFileLimit(std::uint64_t soft_limit) override { child_file_limit_ = soft_limit; }
   Status Start(std::int64_t id) override;
 
  private:
