@@ -113,11 +113,12 @@ TEST_F(DaemonInProcRecovery, AJobWhoseCommandMayHaveStartedIsNeverStartedAgain) 
 }
 
 // A status file the daemon cannot read (a value of the wrong type) threw inside the loop, outside
-// any request handler, and ended the daemon. It is logged; the daemon goes on serving, and the
-// supervisor's next report is read as usual.
+// any request handler, and ended the daemon. It is logged; the daemon goes on serving, the other
+// supervisors' reports of the same turn are read, and this supervisor's next report as usual.
 TEST_F(DaemonInProcRecovery, ADamagedStatusFileIsLoggedAndTheDaemonGoesOn) {
-  const std::int64_t id = SubmitOne();
-  const std::string status = daemon::JobFiles(paths_.state_dir + "/jobs", id).status_path();
+  const std::int64_t damaged = SubmitOne();
+  const std::int64_t other = SubmitOne();
+  const std::string status = daemon::JobFiles(paths_.state_dir + "/jobs", damaged).status_path();
   {
     std::FILE* f = std::fopen((status + ".damaged").c_str(), "w");
     ASSERT_NE(f, nullptr);
@@ -125,11 +126,13 @@ TEST_F(DaemonInProcRecovery, ADamagedStatusFileIsLoggedAndTheDaemonGoesOn) {
     std::fclose(f);
   }
   ASSERT_EQ(std::rename((status + ".damaged").c_str(), status.c_str()), 0);  // inotify: read on the next turn
+  Running(other);  // in the same turn
   Turn();
   EXPECT_TRUE(Call(Root(), {{"op", "ping"}}).value("ok", false)) << "the daemon still serves";
-  EXPECT_EQ(State(id), "launching");
-  RunToEnd(id, 0);
-  EXPECT_EQ(State(id), "completed");
+  EXPECT_EQ(State(damaged), "launching");
+  EXPECT_EQ(State(other), "running") << "the other job's report of the same turn is read";
+  RunToEnd(damaged, 0);
+  EXPECT_EQ(State(damaged), "completed");
 }
 
 // ---- retries ----------------------------------------------------------------------------------

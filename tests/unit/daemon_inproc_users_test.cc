@@ -108,6 +108,60 @@ TEST_F(DaemonInProcUsers, TimeLimitsAreFilledInAndBounded) {
   EXPECT_EQ(Submit(Root(), {.hold = true, .time_limit_s = 5 * 3600}).size(), 1u) << "root has no limits";
 }
 
+// ---- who may do what ----------------------------------------------------------------------------
+
+TEST_F(DaemonInProcUsers, CancelByNameTakesOnlyTheCallersOwnJobs) {
+  StartDaemon();
+  const std::int64_t of_a = Submit(kAlice, {.name = "shared-name", .hold = true}).at(0);
+  const std::int64_t of_b = Submit(kBob, {.name = "shared-name", .hold = true}).at(0);
+  const std::int64_t other_b = Submit(kBob, {.name = "other", .hold = true}).at(0);
+  json reply = Call(kBob, {{"op", "cancel"}, {"ids", json::array()}, {"name", "shared-name"}});
+  EXPECT_TRUE(reply.value("ok", false)) << reply.dump();
+  EXPECT_FALSE(reply.contains("failed") && !reply["failed"].empty()) << "alice's job of that name is not bob's business: "
+                                                                      << reply.dump();
+  EXPECT_EQ(State(of_b), "cancelled");
+  EXPECT_EQ(State(of_a), "held");
+  EXPECT_EQ(State(other_b), "held");
+  // Root's --name takes every user's jobs of that name.
+  const std::int64_t again_b = Submit(kBob, {.name = "shared-name", .hold = true}).at(0);
+  EXPECT_TRUE(Call(Root(), {{"op", "cancel"}, {"ids", json::array()}, {"name", "shared-name"}}).value("ok", false));
+  EXPECT_EQ(State(of_a), "cancelled");
+  EXPECT_EQ(State(again_b), "cancelled");
+  EXPECT_EQ(State(other_b), "held");
+}
+
+TEST_F(DaemonInProcUsers, AUserCannotCancelAnotherUsersRunningJob) {
+  StartDaemon();
+  const std::int64_t job = Submit(kAlice, {}).at(0);
+  Running(job);
+  Turn();
+  json refused = Control(kBob, "cancel", {job});
+  EXPECT_FALSE(refused.value("ok", false)) << refused.dump();
+  EXPECT_EQ(refused.value("code", ""), "permission") << refused.dump();
+  EXPECT_NE(refused.value("error", "").find("alice"), std::string::npos) << refused.dump();
+  EXPECT_EQ(State(job), "running") << "bob's refused cancel did nothing";
+  EXPECT_TRUE(Control(kAlice, "cancel", {job}).value("ok", false)) << "alice's own cancel works";
+  Done(job, 143);  // her job's supervisor, on the SIGTERM
+  Turn();
+  EXPECT_EQ(State(job), "cancelled");
+}
+
+// Queue jumping: only root and daemon.admin_group members may raise a job's priority above 0;
+// users may lower their own. A refused submission queues nothing.
+TEST_F(DaemonInProcUsers, OnlyAdminsMayRaisePriorityAboveZero) {
+  StartDaemon();
+  std::string code;
+  EXPECT_TRUE(Contains(Refusal(kAlice, {.priority = 1000000}, &code),
+                       "--priority 1000000: only root and members of daemon.admin_group"));
+  EXPECT_EQ(code, "permission");
+  EXPECT_TRUE(Launched().empty()) << "nothing was queued";
+  const std::int64_t lowered = Submit(kAlice, {.priority = -5}).at(0);
+  EXPECT_EQ(ShowJob(lowered)["spec"]["request"]["priority"], -5);
+  const std::int64_t by_root = Submit(Root(), {.priority = 7}).at(0);
+  EXPECT_EQ(ShowJob(by_root)["spec"]["request"]["priority"], 7);
+  EXPECT_EQ(Submit(PeerOf(1003, "carol", /*admin=*/true), {.priority = 3}).size(), 1u) << "an admin_group member may";
+}
+
 // One GPU, one queued job at a time waiting for it (daemon.max_waiting = 1). Alice's first job
 // runs for ten minutes, she queues four more, bob one after them: bob's starts before her queued
 // ones, the queue says why hers wait, and `share` shows both users.
