@@ -149,6 +149,7 @@ std::vector<std::int64_t> InProcDaemonTest::Submit(const daemon::Peer& peer, con
   spec.request.priority = s.priority;
   spec.retries = s.retries;
   spec.request.time_limit_s = s.time_limit_s;
+  spec.request.preemptible = s.preemptible;
   std::vector<sched::JobRef> ok, any;
   for (auto id : s.after_ok) ok.push_back({id, std::nullopt});
   for (auto id : s.after_any) any.push_back({id, std::nullopt});

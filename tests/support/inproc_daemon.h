@@ -47,6 +47,7 @@ struct Submission {
   std::vector<std::int64_t> after_ok, after_any;
   std::vector<int> array;  ///< task indices; empty: one job
   std::optional<double> time_limit_s;
+  sched::Preemptible preemptible = sched::Preemptible::kNo;
 };
 
 class InProcDaemonTest : public ::testing::Test {
