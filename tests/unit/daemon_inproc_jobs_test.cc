@@ -3,6 +3,7 @@
 // dependencies and arrays, each checked as a user would: what `show` says and what was started.
 #include <gtest/gtest.h>
 
+#include "store/job.h"
 #include "support/inproc_daemon.h"
 
 namespace gpulane::test {
@@ -175,6 +176,48 @@ TEST_F(DaemonInProc, AnArraysTasksAreStoredStartedAndCancelledByTheArraysId) {
   for (int i : {0, 1, 3, 4})
     EXPECT_EQ(Call(Root(), {{"op", "show"}, {"id", array + "_" + std::to_string(i)}})["job"]["state"], "cancelled") << i;
   EXPECT_EQ(State(other), "held");
+}
+
+// --after ID_INDEX waits for that task alone, --after ID for every task of the array; a task
+// that does not complete cancels the second, and starts an --after-any of it.
+TEST_F(DaemonInProc, AfterATaskWaitsForThatTaskAloneAfterTheArrayForAllItsTasks) {
+  const Ids tasks = Submit(Root(), {.hold = true, .array = {0, 1, 2}});
+  ASSERT_EQ(tasks.size(), 3u);
+  const std::string array = std::to_string(tasks[0]);
+  auto submit_after = [&](const char* option, const json& dep) {
+    store::JobSpec spec;
+    spec.argv = {"true"};
+    spec.cwd = "/tmp";
+    json request = {{"op", "submit"}, {"spec", store::SpecToJson(spec)}};
+    request["spec"][option] = json::array({dep});
+    json reply = Call(Root(), request);
+    EXPECT_TRUE(reply.value("ok", false)) << reply.dump();
+    return reply.value("ok", false) ? reply["ids"][0].get<std::int64_t>() : 0;
+  };
+  const std::int64_t after_task = submit_after("after_ok", array + "_0");
+  const std::int64_t after_array = submit_after("after_ok", tasks[0]);
+  const std::int64_t after_any_task = submit_after("after_any", array + "_1");
+  EXPECT_EQ(ShowJob(after_task).value("reason", ""), "waiting for job " + array + "_0");
+  EXPECT_EQ(ShowJob(after_task)["spec"]["after_ok"], json::array({array + "_0"})) << "stored as written";
+  EXPECT_TRUE(Call(Root(), {{"op", "release"}, {"ids", {array + "_0"}}}).value("ok", false));
+  RunToEnd(tasks[0], 0);
+  EXPECT_EQ(Launched(), (Ids{tasks[0], after_task}));
+  EXPECT_EQ(State(after_array), "pending") << "tasks 1 and 2 are still held";
+  EXPECT_EQ(State(after_any_task), "pending");
+  EXPECT_TRUE(Call(Root(), {{"op", "cancel"}, {"ids", {array + "_[1-2]"}}}).value("ok", false));
+  Turn();
+  EXPECT_EQ(Launched(), (Ids{tasks[0], after_task, after_any_task}));
+  EXPECT_EQ(State(after_array), "cancelled") << "the whole array did not succeed";
+  // An unknown task is refused at submission.
+  store::JobSpec spec;
+  spec.argv = {"true"};
+  spec.cwd = "/tmp";
+  json request = {{"op", "submit"}, {"spec", store::SpecToJson(spec)}};
+  request["spec"]["after_ok"] = json::array({array + "_9"});
+  json refused = Call(Root(), request);
+  EXPECT_EQ(refused.value("code", ""), "not_found") << refused.dump();
+  EXPECT_NE(refused.value("error", "").find("--after " + array + "_9: no job " + array + "_9"), std::string::npos)
+      << refused.dump();
 }
 
 }  // namespace
