@@ -26,7 +26,6 @@
 #include "sched/user_limits.h"
 #include "util/exit_codes.h"
 #include "util/say.h"
-#include "gpu/nvml_backend.h"
 #include "lease/lease_dir.h"
 #include "store/history_store.h"
 
@@ -51,8 +50,9 @@ std::vector<std::string> GroupsOfUser(const std::string&, std::uint32_t uid, std
 
 }  // namespace
 
-Daemon::Daemon(DaemonPaths paths, Config config, DaemonSettings settings, const Clock& clock)
-    : paths_(std::move(paths)), config_(std::move(config)), settings_(settings), clock_(clock) {
+Daemon::Daemon(DaemonPaths paths, Config config, DaemonSettings settings, DaemonParts parts)
+    : paths_(std::move(paths)), config_(std::move(config)), settings_(settings), parts_(std::move(parts)),
+      clock_(*parts_.clock) {
   jobs_dir_ = paths_.state_dir + "/jobs";
 }
 
@@ -110,7 +110,7 @@ Status Daemon::Setup() {
   const std::string db_path = paths_.state_dir + "/jobs.db";
   if (Status known = CheckStoreFileAgainstMarker(db_path); !known.ok()) return known;
   const int busy_ms = static_cast<int>(settings_.store_busy_timeout_s * 1000);
-  auto store = store::JobStore::Open(db_path, busy_ms);
+  auto store = parts_.open_store(db_path, busy_ms);
   if (!store) return store.error();
   store_ = std::move(store).value();
   // Arrays a daemon was storing when it stopped or was killed: never acknowledged, so removed.
@@ -124,7 +124,7 @@ Status Daemon::Setup() {
   if (Status same = CheckStoreIdsAgainstMarker(db_path, *max_id); !same.ok()) return same;
   if (Status marked = WriteStoreMarker(db_path, *max_id); !marked.ok()) return marked;
   marked_max_id_ = *max_id;
-  auto backend = NvmlBackend::Open();
+  auto backend = parts_.open_gpus();
   if (!backend) return backend.error();
   backend_ = std::move(backend).value();
   auto snapshot = backend_->Read();  // every field once: NVML's first-query costs are paid here, not by clients
@@ -149,8 +149,7 @@ Status Daemon::Setup() {
   char exe[4096];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n <= 0) return MakeError(ErrorKind::kIo, "cannot find the gpulane binary (/proc/self/exe)");
-  launcher_ = std::make_unique<ForkExecLauncher>(std::string(exe, static_cast<std::size_t>(n)), jobs_dir_,
-                                                 paths_.state_dir + "/supervisor.log");
+  launcher_ = parts_.make_launcher({std::string(exe, static_cast<std::size_t>(n)), jobs_dir_, paths_.state_dir + "/supervisor.log"});
   const unsigned max_waiting = config_.max_waiting_supervisors ? config_.max_waiting_supervisors : sched::DefaultMaxWaiting(gpu_count_);
   JobTableLimits limits{settings_.requeue_grace_s, max_waiting};
   limits.busy_timeout_ms = busy_ms;
@@ -198,7 +197,7 @@ Status Daemon::Setup() {
 }
 
 void Daemon::StartSampler() {
-  auto backend = NvmlBackend::Open();  // its own handle: the sampler's reads keep state (Xid events)
+  auto backend = parts_.open_gpus();  // its own handle: the sampler's reads keep state (Xid events)
   if (!backend) {
     Log(fmt::format("telemetry is off: {}", backend.error().message));
     return;
@@ -318,15 +317,27 @@ std::string Daemon::LoadingLine() const {
 }
 
 int Daemon::Run() {
-  Status s = Setup();
+  Status s = Start();
   if (!s.ok()) {
     Say("gpulane daemon: error: {}\n", s.error().message);
     return ExitCodeFor(s.error().kind);
   }
+  Loop();
+  Stop();
+  return 0;
+}
+
+Status Daemon::Start() {
+  if (Status s = Setup(); !s.ok()) return s;
   auto log = [this](const std::string& line) { Log(line); };
   if (!jobs_->loading()) RunGuarded("launching jobs", [&] { jobs_->LaunchEligible(); }, log);
   RunGuarded("storing job updates", [&] { jobs_->FlushDirty(); }, log);
-  Loop();
+  last_tick_s_ = clock_.MonotonicS();
+  return Status::Ok();
+}
+
+void Daemon::Stop() {
+  auto log = [this](const std::string& line) { Log(line); };
   if (line_dir_) line_dir_->RemoveLineShares();  // no stale order once nobody keeps it current
   // Arrays being stored are finished first (a second at most, for 100,000 tasks) and answered.
   while (!arrays_.empty())
@@ -337,7 +348,6 @@ int Daemon::Run() {
   web_.reset();  // stops gpulane-web
   unlink(paths_.socket.c_str());
   Log("stopped; running jobs go on under their supervisors");
-  return 0;
 }
 
 int RunDaemon(bool user_mode) {
@@ -362,7 +372,7 @@ int RunDaemon(bool user_mode) {
     Say("gpulane daemon: error: {}\n", safe.error().message);
     return ExitCodeFor(safe.error().kind);
   }
-  Daemon daemon(paths, *config, *settings, clock);
+  Daemon daemon(paths, *config, *settings, RealDaemonParts(clock));
   return daemon.Run();
 }
 

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "daemon/daemon_parts.h"
 #include "daemon/guard.h"
 #include "daemon/job_files.h"
 #include "daemon/job_table.h"
@@ -74,13 +75,25 @@ struct Connection {
 /// them through the two narrow interfaces it implements; they never see the rest of it.
 class Daemon : private ops::JobViews, private ops::SubmitQuotas {
  public:
-  /// A daemon on `paths` with the machine's `config`, the timings of `settings`, reading time
-  /// from `clock` (which must outlive it).
-  Daemon(DaemonPaths paths, Config config, DaemonSettings settings, const Clock& clock);
+  /// A daemon on `paths` with the machine's `config`, the timings of `settings`, built from
+  /// `parts` (daemon_parts.h: its clock, GPUs, store and launcher; the clock must outlive it).
+  Daemon(DaemonPaths paths, Config config, DaemonSettings settings, DaemonParts parts);
   ~Daemon();
-  /// Runs until SIGTERM/SIGINT. Returns the process exit code; prints the reason on stderr when it
-  /// cannot start (another daemon running, damaged database, no NVIDIA driver).
+  /// Runs until SIGTERM/SIGINT: Start, the loop, Stop. Returns the process exit code; prints the
+  /// reason on stderr when it cannot start (another daemon running, damaged database, no NVIDIA driver).
   int Run();
+  // The loop's bounded steps, for Run and for the in-process tests (tests/unit/daemon_inproc_*),
+  // which drive a daemon from their own thread without sleeping.
+  /// Setup, then the first launches and store updates: ready to serve.
+  Status Start();
+  /// One turn of the loop (LoopTurn), waiting at most `max_wait_s` for something to happen.
+  void Step(double max_wait_s);
+  /// The end of Run: arrays and cancels in progress finished and answered, replies written,
+  /// gpulane-web stopped, the socket removed.
+  void Stop();
+  /// Takes connection `fd` (non-blocking, close-on-exec) of `peer` as Accept does once it has
+  /// checked the caps, and reads what it has sent already. Tests pass one end of a socketpair.
+  void AddConnection(int fd, const Peer& peer);
 
  private:
   // Start-up (daemon.cc).
@@ -97,7 +110,7 @@ class Daemon : private ops::JobViews, private ops::SubmitQuotas {
   void UpdateStoreMarker();
   // Event loop (server.cc).
   void Loop();
-  void LoopTurn(double& last_tick_s);
+  void LoopTurn(double max_wait_s);
   void ReadSignals();
   void ReadStatusEvents();
   void Tick();
@@ -204,10 +217,11 @@ class Daemon : private ops::JobViews, private ops::SubmitQuotas {
   DaemonPaths paths_;
   Config config_;
   DaemonSettings settings_;
+  DaemonParts parts_;
   const Clock& clock_;
   std::string jobs_dir_;
   std::unique_ptr<store::JobStore> store_;
-  std::unique_ptr<ForkExecLauncher> launcher_;
+  std::unique_ptr<SupervisorLauncher> launcher_;
   std::unique_ptr<JobTable> jobs_;                      ///< every unfinished job (after Setup)
   std::unique_ptr<GpuBackend> backend_;
   unsigned gpu_count_ = 0;
@@ -317,6 +331,7 @@ class Daemon : private ops::JobViews, private ops::SubmitQuotas {
   std::vector<Waiter> waiters_;
   std::int64_t marked_max_id_ = 0;  ///< the largest job id the store's marker records
   bool stop_ = false;
+  double last_tick_s_ = 0;  ///< monotonic seconds of the last tick
   bool schedule_needed_ = true;  ///< something changed that may let a queued job start (also JobTable's own)
 };
 

@@ -24,6 +24,11 @@ class SupervisorLauncher {
   /// it): SIGTERM for a cancel, HoldSignal() to leave the line for GPUs. A supervisor already gone
   /// is no error (it has written its last status, which the table reads).
   virtual void Signal(std::int64_t id, pid_t pid, int signal) = 0;
+  /// Descriptors the started processes must not hold (the daemon's lock and listening socket),
+  /// known once the daemon listens; a launcher that starts no process ignores them.
+  virtual void CloseInChild(std::vector<int> /*fds*/) {}
+  /// The soft RLIMIT_NOFILE the started processes get (0 leaves it); ignored likewise.
+  virtual void ChildFileLimit(std::uint64_t /*soft_limit*/) {}
 };
 
 /// The real one: fork, setsid, fork again, exec `self_exe _supervise jobs_dir id`, so that the
@@ -36,10 +41,10 @@ class ForkExecLauncher final : public SupervisorLauncher {
   /// Descriptors closed in the child before anything else (the daemon's lock and listening
   /// socket: close-on-exec, but a copy held until the exec would keep a daemon restarted after a
   /// kill -9 from taking its lock).
-  void CloseInChild(std::vector<int> fds) { close_in_child_ = std::move(fds); }
+  void CloseInChild(std::vector<int> fds) override { close_in_child_ = std::move(fds); }
   /// The soft RLIMIT_NOFILE (descriptors) the supervisor, and so its job, starts with: the one the
   /// daemon was started with, before it raised its own for client connections; 0 leaves it.
-  void ChildFileLimit(std::uint64_t soft_limit) { child_file_limit_ = soft_limit; }
+  void ChildFileLimit(std::uint64_t soft_limit) override { child_file_limit_ = soft_limit; }
   Status Start(std::int64_t id) override;
   /// kill(2).
   void Signal(std::int64_t id, pid_t pid, int signal) override;

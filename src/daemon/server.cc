@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <utility>
 #include <fmt/format.h>
 
@@ -121,20 +122,26 @@ void Daemon::Accept() {
       NoteRefusal(fmt::format("uid {} over its limit of {} connections", cred.uid, settings_.max_connections_per_uid));
       continue;
     }
-    ++of_uid;
-    Connection c;
-    c.fd = fd;
-    c.peer.uid = cred.uid;
-    c.peer.gid = cred.gid;
-    c.peer.pid = cred.pid;
-    c.peer.user = NameOf(cred.uid);
-    c.peer.admin = cred.uid == 0 || InGroup(c.peer.user, cred.gid, config_.admin_group);
-    c.last_activity_s = clock_.MonotonicS();
-    c.serial = next_serial_++;
-    // A client sends its request right after connecting: read it now rather than a poll later.
-    ReadFrom(connections_.emplace(fd, std::move(c)).first->second);
-    EnforceBufferBudget();
+    Peer peer;
+    peer.uid = cred.uid;
+    peer.gid = cred.gid;
+    peer.pid = cred.pid;
+    peer.user = NameOf(cred.uid);
+    peer.admin = cred.uid == 0 || InGroup(peer.user, cred.gid, config_.admin_group);
+    AddConnection(fd, peer);
   }
+}
+
+void Daemon::AddConnection(int fd, const Peer& peer) {
+  ++connections_of_uid_[peer.uid];
+  Connection c;
+  c.fd = fd;
+  c.peer = peer;
+  c.last_activity_s = clock_.MonotonicS();
+  c.serial = next_serial_++;
+  // A client sends its request right after connecting: read it now rather than a poll later.
+  ReadFrom(connections_.emplace(fd, std::move(c)).first->second);
+  EnforceBufferBudget();
 }
 
 void Daemon::ReadFrom(Connection& c) {
@@ -406,16 +413,20 @@ void Daemon::WriteAndClose() {
 }
 
 void Daemon::Loop() {
-  double last_tick_s = clock_.MonotonicS();
+  last_tick_s_ = clock_.MonotonicS();
+  while (!stop_) Step(std::numeric_limits<double>::infinity());
+}
+
+void Daemon::Step(double max_wait_s) {
   auto log = [this](const std::string& line) { Log(line); };
   // Each step of a turn is guarded on its own; this catches what happens between them.
-  while (!stop_) RunGuarded("a turn of the loop", [&] { LoopTurn(last_tick_s); }, log);
+  RunGuarded("a turn of the loop", [&] { LoopTurn(max_wait_s); }, log);
 }
 
 // One turn: wait for something to happen (250 ms at most, a tick if that is shorter; with no
-// connection, until the next tick), then each step in turn. A step that throws (it should not:
+// connection, until the next tick; never past max_wait_s), then each step in turn. A step that throws (it should not:
 // errors are values) is logged and the next one runs; the daemon goes on serving.
-void Daemon::LoopTurn(double& last_tick_s) {
+void Daemon::LoopTurn(double max_wait_s) {
   auto log = [this](const std::string& line) { Log(line); };
   const int parsed_fd = parse_worker_ && parse_worker_->available() ? parse_worker_->event_fd() : -1;
   const int sampler_fd = sampler_ ? sampler_->event_fd() : -1;
@@ -436,8 +447,8 @@ void Daemon::LoopTurn(double& last_tick_s) {
   // events but the tick: wait for it, so an idle daemon wakes once a tick, not four times
   // (bench/results/sampler-floor-2026-12-06.md).
   const bool idle = connections_.empty() && !jobs_->loading();
-  const double wait_s = idle ? std::max(0.0, last_tick_s + settings_.tick_s - clock_.MonotonicS())
-                             : std::min(0.25, settings_.tick_s);
+  const double wait_s = std::min(max_wait_s, idle ? std::max(0.0, last_tick_s_ + settings_.tick_s - clock_.MonotonicS())
+                                                  : std::min(0.25, settings_.tick_s));
   poll(fds.data(), fds.size(), more_now ? 0 : static_cast<int>(std::ceil(wait_s * 1000)));
   const double turn_start_s = clock_.MonotonicS();
   // Loading the jobs at the start: a part a turn, before this turn's requests (each answered,
@@ -464,8 +475,8 @@ void Daemon::LoopTurn(double& last_tick_s) {
   if (RunGuarded("storing submissions", [&] { CommitSubmissions(); }, log)) FailSubmissions();
   const double now = clock_.MonotonicS();
   bool ticked = false;
-  if (now - last_tick_s >= settings_.tick_s) {
-    last_tick_s = now;
+  if (now - last_tick_s_ >= settings_.tick_s) {
+    last_tick_s_ = now;
     ticked = true;
     RunGuarded("checking supervisors", [&] { Tick(); }, log);
     if (!jobs_->loading()) RunGuarded("sharing with the lease line", [&] { ShareWithLeaseLine(); }, log);

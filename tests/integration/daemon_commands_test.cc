@@ -329,40 +329,6 @@ TEST(DaemonWait, ExitsWithTheJobsStatus) {
 
 // ---- hold / release ---------------------------------------------------------------------------
 
-TEST(DaemonHold, HeldJobWaitsPastItsDependencyUntilReleased) {
-  TestDaemon d;
-  const fs::path gate = d.work() / "gate", mark = d.work() / "ran";
-  const std::int64_t first = d.Submit({"--", "sh", "-c", "while [ ! -e \"$0\" ]; do sleep 0.05; done", gate.string()});
-  const std::int64_t next = d.Submit({"--after", Id(first), "--", "touch", mark.string()});
-  ASSERT_TRUE(d.WaitForState(next, "pending"));
-  // show (text) names what it waits for, as --json did alone.
-  ASSERT_TRUE(Eventually([&] { return Contains(d.Gpulane({"show", Id(next)}).out, "waiting for job " + Id(first)); }, 30));
-  RunResult shown = d.Gpulane({"show", Id(next)});
-  EXPECT_TRUE(Contains(shown.out, "\n  after     " + Id(first) + " (each must complete)\n")) << shown.out;
-  EXPECT_TRUE(Contains(shown.out, "\n  submitted 20")) << shown.out;
-  EXPECT_FALSE(Contains(shown.out, "\n  started")) << shown.out;
-  RunResult hold = d.Gpulane({"hold", Id(next)});
-  EXPECT_EQ(hold.exit_code, 0) << hold.err;
-  EXPECT_EQ(hold.out, "held job " + Id(next) + "\n") << "hold says what it did";
-  EXPECT_EQ(d.State(next), "held");
-  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"hold", Id(next)}), 12, "held"));
-  Touch(gate);
-  ASSERT_EQ(d.Gpulane({"wait", Id(first)}).exit_code, 0);
-  // Its dependency has completed: a job needing every GPU queued after it runs, and it does not.
-  ASSERT_TRUE(d.RunJobNeedingEveryGpu());
-  EXPECT_FALSE(fs::exists(mark));
-  EXPECT_EQ(d.State(next), "held");
-  RunResult release = d.Gpulane({"release", Id(next)});
-  EXPECT_EQ(release.exit_code, 0) << release.err;
-  EXPECT_EQ(release.out, "released job " + Id(next) + "\n") << "release says what it did";
-  EXPECT_EQ(d.Gpulane({"wait", Id(next)}).exit_code, 0);
-  EXPECT_TRUE(fs::exists(mark));
-  RunResult ended = d.Gpulane({"show", Id(next)});
-  EXPECT_TRUE(Contains(ended.out, "\n  started   20") && Contains(ended.out, "\n  ended     20")) << ended.out;
-  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"release", Id(next)}), 12, Id(next)));
-  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"hold", "888"}), 8, "888"));
-}
-
 // ---- status -----------------------------------------------------------------------------------
 
 TEST(DaemonStatus, ShowsWhichJobHoldsEachGpu) {

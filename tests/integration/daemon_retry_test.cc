@@ -1,7 +1,9 @@
 // gpulane submit --retry N through the binary, with a user-mode daemon on the fake machine: a job
 // that fails runs again (GPULANE_RETRY = its attempt), up to N times, never after a cancel or a
-// timeout; show lists every attempt, queue says "retry 1/3", the logs get a line per retry, an
-// --after dependant waits for the final outcome, and a daemon restart keeps the attempts.
+// timeout; show lists every attempt, queue says "retry 1/3", the logs get a line per retry, and a
+// daemon restart keeps the attempts. The daemon's own decisions (no retry after a cancel or a
+// timeout, an --after dependant waiting for the final outcome) are tested in-process:
+// tests/unit/daemon_inproc_recovery_test.cc.
 #include <fstream>
 #include <gtest/gtest.h>
 
@@ -101,47 +103,6 @@ TEST(DaemonRetry, ACommandThatCouldNotStartIsRetriedAsAFailure) {
   ASSERT_EQ(shown["attempts"].size(), 2u) << shown.dump();
   EXPECT_EQ(ExitCodes(shown["attempts"]), (std::vector<int>{127, 127}));
   EXPECT_TRUE(Contains(shown["attempts"][0].value("reason", ""), "no-such-command")) << shown.dump();
-}
-
-TEST(DaemonRetry, ACancelledJobIsNotRetried) {
-  TestDaemon d;
-  const std::int64_t id = d.Submit({"--retry", "3", "--", "sh", "-c", "echo $GPULANE_RETRY >> tries.txt; exec sleep 120"});
-  ASSERT_TRUE(d.WaitForState(id, "running"));
-  ASSERT_TRUE(Eventually([&] { return fs::exists(d.work() / "tries.txt"); }));
-  RunResult cancel = d.Gpulane({"cancel", Id(id)});
-  ASSERT_EQ(cancel.exit_code, 0) << cancel.err;
-  d.Gpulane({"wait", Id(id)}, {}, 60);
-  json shown = d.Show(id);
-  EXPECT_EQ(shown["state"], "cancelled");
-  EXPECT_EQ(shown["attempts"].size(), 1u) << shown.dump();
-  EXPECT_FALSE(shown.contains("attempt"));
-  ASSERT_TRUE(d.Barrier());
-  EXPECT_EQ(ReadFile(d.work() / "tries.txt"), "0\n") << "ran once";
-}
-
-TEST(DaemonRetry, ATimedOutJobIsNotRetried) {
-  TestDaemon d;
-  const std::int64_t id = d.Submit({"--retry", "3", "--time-limit", "1s", "--kill-grace", "1s", "--", "sh", "-c",
-                                    "echo $GPULANE_RETRY >> tries.txt; exec sleep 120"});
-  RunResult wait = d.Gpulane({"wait", Id(id)}, {}, 60);
-  EXPECT_NE(wait.exit_code, 0);
-  json shown = d.Show(id);
-  EXPECT_EQ(shown["state"], "timeout");
-  EXPECT_EQ(shown["attempts"].size(), 1u) << shown.dump();
-  ASSERT_TRUE(d.Barrier());
-  EXPECT_EQ(ReadFile(d.work() / "tries.txt"), "0\n");
-}
-
-TEST(DaemonRetry, ADependantStartsOnlyAfterTheFinalSuccess) {
-  TestDaemon d;
-  const std::int64_t first = d.Submit({"--hold", "--retry", "2", "--", "sh", "-c",
-                                       "echo first $GPULANE_RETRY >> order.txt; test \"$GPULANE_RETRY\" = 1 || exit 1"});
-  const std::int64_t after = d.Submit({"--after", Id(first), "--", "sh", "-c", "echo after >> order.txt"});
-  ASSERT_EQ(d.Gpulane({"release", Id(first)}).exit_code, 0);
-  RunResult wait = d.Gpulane({"wait", Id(after)}, {}, 120);
-  EXPECT_EQ(wait.exit_code, 0) << wait.out << wait.err;
-  EXPECT_EQ(ReadFile(d.work() / "order.txt"), "first 0\nfirst 1\nafter\n") << "not after the first failure";
-  EXPECT_EQ(d.State(first), "completed");
 }
 
 TEST(DaemonRetry, QueueShowsTheRetryAndARestartedDaemonKeepsCounting) {

@@ -182,16 +182,6 @@ TEST(DaemonSubmit, AfterStartsOnlyWhenTheJobSucceeded) {
   EXPECT_TRUE(IsGpulaneError(d.Gpulane({"submit", "--after", "x", "--", "true"}), 2, "--after"));
 }
 
-TEST(DaemonSubmit, AfterAnyStartsWhateverTheEnd) {
-  TestDaemon d;
-  const std::int64_t failing = d.Submit({"--", "sh", "-c", "exit 4"});
-  const std::int64_t next = d.Submit({"--after-any", std::to_string(failing), "--", "sh", "-c", "echo ran"});
-  RunResult wait = d.Gpulane({"wait", std::to_string(failing), std::to_string(next)});
-  EXPECT_EQ(wait.exit_code, 4) << "the first failing job's status";
-  EXPECT_EQ(wait.out, fmt::format("{} failed 4\n{} completed 0\n", failing, next));
-  EXPECT_EQ(d.Gpulane({"logs", std::to_string(next)}).out, "ran\n");
-}
-
 TEST(DaemonSubmit, ArrayTasksGetTheirIndexAndLogNames) {
   TestDaemon d;
   RunResult submit = d.Gpulane({"submit", "--array", "0-3", "-o", "arr-%A-%a.out", "--", "sh", "-c",
@@ -238,21 +228,6 @@ TEST(DaemonSubmit, OutputAndErrorFilesWithJobIdPlaceholder) {
   EXPECT_FALSE(fs::exists(d.work() / fmt::format("gpulane-{}.out", id)));
   EXPECT_EQ(d.Gpulane({"logs", std::to_string(id)}).out, "to-stdout\n");
   EXPECT_EQ(d.Gpulane({"logs", "--err", std::to_string(id)}).out, "to-stderr\n");
-}
-
-TEST(DaemonSubmit, HeldJobStartsOnlyWhenReleased) {
-  TestDaemon d;
-  const fs::path mark = d.work() / "ran";
-  const std::int64_t id = d.Submit({"--hold", "--", "touch", mark.string()});
-  EXPECT_EQ(d.State(id), "held");
-  // A job needing every GPU, queued after it, runs to its end; it would have run first.
-  ASSERT_TRUE(d.RunJobNeedingEveryGpu());
-  EXPECT_FALSE(fs::exists(mark));
-  EXPECT_EQ(d.State(id), "held");
-  RunResult release = d.Gpulane({"release", std::to_string(id)});
-  EXPECT_EQ(release.exit_code, 0) << release.err;
-  EXPECT_EQ(d.Gpulane({"wait", std::to_string(id)}).exit_code, 0);
-  EXPECT_TRUE(fs::exists(mark));
 }
 
 TEST(DaemonSubmit, CommandLineErrors) {

@@ -1,7 +1,9 @@
 // Two users and root against one system-mode daemon (root's `gpulane daemon`): jobs run as the user
 // who submitted them; a user cannot cancel, hold, release, read the logs of or see the environment of
 // another user's job (exit 9, one error line; the refusal is logged); root can. Needs root (it
-// creates two test users and runs gpulane as them through setpriv); skipped otherwise.
+// creates two test users and runs gpulane as them through setpriv); skipped otherwise. Who may
+// cancel what by name or id and who may raise a priority are the daemon's decisions alone, tested
+// in-process with peers of any uid: tests/unit/daemon_inproc_users_test.cc.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -111,71 +113,6 @@ TEST_F(DaemonUsers, OtherUsersCannotTouchAJobButRootCan) {
   RunResult cancel = d.Gpulane({"cancel", Id(second)});
   EXPECT_EQ(cancel.exit_code, 0) << cancel.err;
   EXPECT_EQ(d.State(second), "cancelled");
-}
-
-TEST_F(DaemonUsers, CancelByNameTakesOnlyTheCallersOwnJobs) {
-  TestDaemon& d = *d_;
-  const std::int64_t of_a = SubmitAs(a_, {"--hold", "--name", "shared-name", "--", "true"});
-  const std::int64_t of_b = SubmitAs(b_, {"--hold", "--name", "shared-name", "--", "true"});
-  const std::int64_t other_b = SubmitAs(b_, {"--hold", "--name", "other", "--", "true"});
-  RunResult r = d.GpulaneAs(b_, {"cancel", "--name", "shared-name"});
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, "cancelled job " + Id(of_b) + "\n");
-  EXPECT_EQ(r.err, "") << "A's job of that name is not B's business";
-  EXPECT_EQ(d.State(of_a), "held");
-  EXPECT_EQ(d.State(other_b), "held");
-  EXPECT_FALSE(Contains(d.Log(), "refused")) << d.Log();
-  // Root's --name takes every user's jobs of that name.
-  const std::int64_t again_b = SubmitAs(b_, {"--hold", "--name", "shared-name", "--", "true"});
-  RunResult root = d.Gpulane({"cancel", "--name", "shared-name"});
-  EXPECT_EQ(root.out, fmt::format("cancelled job {}\ncancelled job {}\n", of_a, again_b));
-}
-
-TEST_F(DaemonUsers, UserCannotCancelAnotherUsersRunningJob) {
-  TestDaemon& d = *d_;
-  const fs::path gate = d.UserDir(a_) / "gate";
-  const std::int64_t job =
-      SubmitAs(a_, {"--", "sh", "-c", "while [ ! -e \"$0\" ]; do sleep 0.05; done; echo done", gate.string()});
-  ASSERT_TRUE(d.WaitForState(job, "running"));
-  EXPECT_TRUE(IsGpulaneError(d.GpulaneAs(b_, {"cancel", Id(job)}), 9, a_.name));
-  EXPECT_EQ(d.State(job), "running");
-  // B's refused cancel did nothing: the job runs to its own end.
-  Touch(gate);
-  RunResult ended = d.GpulaneAs(b_, {"wait", Id(job)});
-  EXPECT_EQ(ended.out, Id(job) + " completed 0\n") << ended.err;
-  EXPECT_EQ(d.GpulaneAs(a_, {"logs", Id(job)}).out, "done\n");
-  // A's own cancel works.
-  const fs::path gate2 = d.UserDir(a_) / "gate2";
-  const std::int64_t second =
-      SubmitAs(a_, {"--", "sh", "-c", "while [ ! -e \"$0\" ]; do sleep 0.05; done; echo done", gate2.string()});
-  ASSERT_TRUE(d.WaitForState(second, "running"));
-  RunResult cancel = d.GpulaneAs(a_, {"cancel", Id(second)});
-  EXPECT_EQ(cancel.exit_code, 0) << cancel.err;
-  RunResult wait = d.GpulaneAs(b_, {"wait", Id(second)});
-  EXPECT_TRUE(Contains(wait.out, Id(second) + " cancelled")) << wait.out << wait.err;
-}
-
-}  // namespace
-}  // namespace gpulane::test
-
-namespace gpulane::test {
-namespace {
-
-// Queue jumping: only root and daemon.admin_group members may raise a job's priority above 0;
-// users may lower their own. A refused submission is one line, exit 9, and queues nothing.
-TEST_F(DaemonUsers, OnlyAdminsMayRaisePriorityAboveZero) {
-  TestDaemon& d = *d_;
-  RunResult raised = d.GpulaneAs(a_, {"submit", "--priority", "1000000", "--", "true"});
-  EXPECT_TRUE(IsGpulaneError(raised, 9, "--priority 1000000: only root and members of daemon.admin_group"))
-      << raised.err;
-  EXPECT_EQ(d.Queue({"--all"}).size(), 0u) << "nothing was queued";
-  const std::int64_t lowered = SubmitAs(a_, {"--priority", "-5", "--", "true"});
-  ASSERT_GT(lowered, 0);
-  EXPECT_EQ(d.Show(lowered)["spec"]["request"]["priority"], -5);
-  const std::int64_t by_root = d.Submit({"--priority", "7", "--", "true"});
-  ASSERT_GT(by_root, 0);
-  EXPECT_EQ(d.Show(by_root)["spec"]["request"]["priority"], 7);
-  EXPECT_EQ(d.Gpulane({"wait", Id(lowered), Id(by_root)}).exit_code, 0);
 }
 
 }  // namespace

@@ -1,0 +1,23 @@
+// The daemon's real parts (daemon_parts.h): built only by RunDaemon.
+#include "daemon/daemon_parts.h"
+
+#include "gpu/nvml_backend.h"
+
+namespace gpulane::daemon {
+
+DaemonParts RealDaemonParts(const Clock& clock) {
+  DaemonParts parts;
+  parts.clock = &clock;
+  parts.open_gpus = []() -> Result<std::unique_ptr<GpuBackend>> {
+    auto backend = NvmlBackend::Open();
+    if (!backend) return backend.error();
+    return std::unique_ptr<GpuBackend>(std::move(backend).value());
+  };
+  parts.open_store = [](const std::string& path, int busy_timeout_ms) { return store::JobStore::Open(path, busy_timeout_ms); };
+  parts.make_launcher = [](const LaunchPlace& place) -> std::unique_ptr<SupervisorLauncher> {
+    return std::make_unique<ForkExecLauncher>(place.self_exe, place.jobs_dir, place.log_path);
+  };
+  return parts;
+}
+
+}  // namespace gpulane::daemon

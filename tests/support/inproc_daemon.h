@@ -1,0 +1,115 @@
+#pragma once
+// A gpulane daemon in the test's own process (issue 25, item 6): the real daemon::Daemon on a
+// temporary state folder with its real SQLite store, fake GPUs, a FakeClock and a launcher that
+// records which supervisors it was asked to start. The test drives it from its own thread: a
+// request goes in through one end of a socketpair with the peer the test chooses (any user, no
+// login needed), and the daemon's loop is turned (Daemon::Step, never waiting) until the reply is
+// there. The test plays each job's supervisor as `gpulane _supervise` would: it takes the job's
+// lock and writes its status file, which the daemon reads on its inotify event the next turn. No
+// sleep, no gpulane binary, no NVML. Built into unit_tests only (it links the core library).
+#include <sys/types.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "daemon/daemon.h"
+#include "daemon/job_files.h"
+#include "store/job.h"
+#include "util/clock.h"
+
+namespace gpulane::test {
+
+/// `n` idle GPUs of 80 GiB each, nothing running on them, NVML order = PCI order.
+GpuSnapshot IdleSnapshot(unsigned n);
+
+/// A client of the daemon as its socket's SO_PEERCRED would name it.
+daemon::Peer PeerOf(std::uint32_t uid, const std::string& user, bool admin = false);
+/// root (an admin).
+daemon::Peer Root();
+
+/// What `gpulane submit` would send, in the fields tests vary.
+struct Submission {
+  std::vector<std::string> argv = {"true"};
+  unsigned gpus = 1;
+  std::string name;
+  int priority = 0;
+  int retries = 0;
+  bool hold = false;
+  std::vector<std::int64_t> after_ok, after_any;
+  std::vector<int> array;  ///< task indices; empty: one job
+  std::optional<double> time_limit_s;
+  sched::Preemptible preemptible = sched::Preemptible::kNo;
+};
+
+class InProcDaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  void TearDown() override;
+
+  // ---- the daemon -------------------------------------------------------------------------------
+  /// Starts a daemon on the state folder (a second one after Crash or Restart: the same folder).
+  void StartDaemon();
+  /// Stops it as SIGTERM does (Daemon::Stop), then starts a new one on the same folder.
+  void Restart();
+  /// Ends it without its clean stop, as a kill -9 would leave the folder (supervisors' locks and
+  /// status files stay; the socket file too).
+  void Crash();
+  /// `turns` turns of the loop, none of them waiting.
+  void Turn(int turns = 3);
+  /// The request's reply (the loop turned until it is there; a failed assertion after 1,000 turns).
+  nlohmann::json Call(const daemon::Peer& peer, nlohmann::json request);
+
+  // ---- what a user does and sees ------------------------------------------------------------------
+  /// Submits as `peer`; the ids of the reply (the job's, or the array's tasks'), or none when
+  /// refused (the reply then in *refused).
+  std::vector<std::int64_t> Submit(const daemon::Peer& peer, const Submission& s, nlohmann::json* refused = nullptr);
+  std::int64_t SubmitOne(const Submission& s = {}) { auto ids = Submit(Root(), s); return ids.empty() ? 0 : ids.front(); }
+  /// cancel, hold or release of `ids` by `peer`: the reply.
+  nlohmann::json Control(const daemon::Peer& peer, const std::string& op, const std::vector<std::int64_t>& ids);
+  /// The job's state as `gpulane show --json` gives it ("" when show refuses).
+  std::string State(std::int64_t id);
+  /// show's whole job object.
+  nlohmann::json ShowJob(std::int64_t id);
+  /// The job's state as stored in jobs.db, read through a second connection to the file ("" when
+  /// it has no row): what survives a crash.
+  std::string StoredState(std::int64_t id);
+
+  // ---- the supervisors ------------------------------------------------------------------------
+  /// Ids the daemon asked the launcher to start, in order (over every daemon of the test).
+  const std::vector<std::int64_t>& Launched() const { return launched_; }
+  /// Plays job `id`'s supervisor: takes its lock and reports it running on `gpu_uuids`.
+  void Running(std::int64_t id, std::vector<std::string> gpu_uuids = {});
+  /// Reports it done with `exit_code` (and what `edit` changes of that status: timed out, say) and
+  /// lets go of its lock.
+  void Done(std::int64_t id, int exit_code, const std::function<void(daemon::SupervisorStatus&)>& edit = {});
+  /// Lets go of its lock without a word, as a supervisor killed with SIGKILL does.
+  void Vanish(std::int64_t id);
+  /// Running, Done and the turns that read them.
+  void RunToEnd(std::int64_t id, int exit_code) {
+    Running(id);
+    Done(id, exit_code);
+    Turn();
+  }
+
+  std::filesystem::path dir_;
+  FakeClock clock_;
+  Config config_;
+  daemon::DaemonSettings settings_;
+  unsigned gpu_count_ = 2;
+  daemon::DaemonPaths paths_;
+  std::unique_ptr<daemon::Daemon> daemon_;
+  std::vector<std::int64_t> launched_;
+  std::map<std::int64_t, int> locks_;  ///< job id -> the lock descriptor this test holds as its supervisor
+  sigset_t saved_mask_{};
+};
+
+}  // namespace gpulane::test
