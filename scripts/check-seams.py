@@ -28,7 +28,7 @@ KINDS = {
 HOME = {
     'clock': {'src/util/timing.cc', 'src/util/clock.h'},
     'fork': set(),
-    'procfs': {'src/os/process_table.cc', 'src/os/process_table.h'},
+    'procfs': {'src/os/process_table.cc', 'src/os/process_table.h', 'src/os/env.h'},
 }
 
 

@@ -50,7 +50,7 @@ void PrintGpus() {
 
 }  // namespace
 
-void RegisterComplete(CLI::App& app, Runner* run) {
+void RegisterComplete(CLI::App& app, Runner* run, const os::Env&) {
   auto what = std::make_shared<std::string>();
   CLI::App* sub = app.add_subcommand("_complete", "Words for shell completion: job ids or GPUs");
   sub->group("");  // internal: not listed in --help

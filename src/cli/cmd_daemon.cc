@@ -10,7 +10,7 @@
 
 namespace gpulane::cli {
 
-void RegisterDaemon(CLI::App& app, Runner* run) {
+void RegisterDaemon(CLI::App& app, Runner* run, const os::Env& env) {
   auto user = std::make_shared<bool>(false);
   auto install = std::make_shared<bool>(false);
   CLI::App* sub = app.add_subcommand("daemon", "Run the job-queue daemon in the foreground (systemd starts it as root); "
@@ -23,7 +23,7 @@ void RegisterDaemon(CLI::App& app, Runner* run) {
   status->callback([run] { *run = [] { return RunDaemonStatus(); }; });
   CLI::App* stop = sub->add_subcommand("stop", "Stop your own per-user daemon (running jobs go on; the system daemon: systemctl)");
   stop->callback([run] { *run = [] { return RunDaemonStop(); }; });
-  sub->callback([user, install, status, stop, run] {
+  sub->callback([user, install, status, stop, run, &env] {
     if (status->parsed() || stop->parsed()) return;
     if (*install && !*user) {
       *run = [] {
@@ -33,7 +33,7 @@ void RegisterDaemon(CLI::App& app, Runner* run) {
     } else if (*install) {
       *run = [] { return RunDaemonInstall(); };
     } else {
-      *run = [user] { return daemon::RunDaemon(*user); };
+      *run = [user, &env] { return daemon::RunDaemon(*user, env); };
     }
   });
 
@@ -43,7 +43,7 @@ void RegisterDaemon(CLI::App& app, Runner* run) {
   sup->group("");  // hidden
   sup->add_option("jobs_dir", *jobs_dir)->required();
   sup->add_option("job_id", *id)->required();
-  sup->callback([jobs_dir, id, run] { *run = [jobs_dir, id] { return daemon::RunSupervisor(*jobs_dir, *id); }; });
+  sup->callback([jobs_dir, id, run, &env] { *run = [jobs_dir, id, &env] { return daemon::RunSupervisor(*jobs_dir, *id, env); }; });
 }
 
 }  // namespace gpulane::cli

@@ -235,7 +235,7 @@ int RunDoctor() {
 
 }  // namespace
 
-void RegisterDoctor(CLI::App& app, Runner* run) {
+void RegisterDoctor(CLI::App& app, Runner* run, const os::Env&) {
   CLI::App* sub = app.add_subcommand(
       "doctor", "Check the setup (driver, NVML, lease directory, daemon, isolation, config, CUDA_DEVICE_ORDER, clock), one line each");
   sub->callback([run] { *run = [] { return RunDoctor(); }; });

@@ -77,7 +77,7 @@ int RunEvents(const EventsOptions& o) {
 
 }  // namespace
 
-void RegisterEvents(CLI::App& app, Runner* run) {
+void RegisterEvents(CLI::App& app, Runner* run, const os::Env&) {
   auto o = std::make_shared<EventsOptions>();
   CLI::App* sub = app.add_subcommand("events", "Anomalies and GPU health events the daemon raised (idle or stuck jobs, "
                                                "leaks, ghost memory, foreign processes, throttling, Xid errors)");

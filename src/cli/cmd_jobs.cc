@@ -201,7 +201,7 @@ int RunLogs(const std::string& word, bool follow, bool err) {
 
 }  // namespace
 
-void RegisterJobCommands(CLI::App& app, Runner* run) {
+void RegisterJobCommands(CLI::App& app, Runner* run, const os::Env&) {
   struct Options {
     std::vector<std::string> ids;
     std::string user, name;

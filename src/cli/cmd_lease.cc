@@ -96,7 +96,29 @@ bool HoldUntilReleased(sigset_t stops, pid_t parent, std::optional<double> limit
   }
 }
 
-int RunLease(const LeaseOptions& o) {
+// What `gpulane _lease` with `o` waits for, for the process `parent`, under `config`. Errors:
+// kInvalidArgument (a bad option).
+Result<lease::WaitRequest> WaitRequestOf(const LeaseOptions& o, const Config& config, pid_t parent) {
+  auto request = o.request.ToRequest();
+  if (!request) return request.error();
+  lease::WaitRequest w;
+  w.request = std::move(request).value();
+  if (!o.timeout.empty()) {
+    auto s = ParseDurationS(o.timeout, "m");
+    if (!s) return MakeError(ErrorKind::kInvalidArgument, "--timeout: " + s.error().message);
+    w.timeout_s = *s;
+  }
+  w.no_wait = o.no_wait;
+  w.quiet = o.quiet;
+  w.lease_pid = parent;
+  w.extra_signals = {kParentDeathSignal};
+  lease::ApplyConfig(config, w);
+  w.inherited = InheritedAllocation();
+  if (const char* job = std::getenv("GPULANE_JOB_ID")) w.parent_job_id = job;
+  return w;
+}
+
+int RunLease(const LeaseOptions& o, const os::Env& os_env) {
   // The parent is the job: if it dies, so does this hold (stdin's end usually says so first).
   const pid_t parent = getppid();
   sigset_t death;
@@ -107,22 +129,9 @@ int RunLease(const LeaseOptions& o) {
   if (ParentGone(parent)) return 0;
   auto config = LoadConfig();
   if (!config) return Fail(config.error());
-  auto request = o.request.ToRequest();
-  if (!request) return Fail(request.error());
-  lease::WaitRequest w;
-  w.request = std::move(request).value();
-  if (!o.timeout.empty()) {
-    auto s = ParseDurationS(o.timeout, "m");
-    if (!s) return Fail(MakeError(ErrorKind::kInvalidArgument, "--timeout: " + s.error().message));
-    w.timeout_s = *s;
-  }
-  w.no_wait = o.no_wait;
-  w.quiet = o.quiet;
-  w.lease_pid = parent;
-  w.extra_signals = {kParentDeathSignal};
-  lease::ApplyConfig(*config, w);
-  w.inherited = InheritedAllocation();
-  if (const char* job = std::getenv("GPULANE_JOB_ID")) w.parent_job_id = job;
+  auto wait = WaitRequestOf(o, *config, parent);
+  if (!wait) return Fail(wait.error());
+  const lease::WaitRequest& w = *wait;
   auto backend = OpenBackend();
   if (!backend) return Fail(backend.error());
   auto dir = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config->lease_dir));
@@ -141,9 +150,11 @@ int RunLease(const LeaseOptions& o) {
     std::getline(in, argv0, '\0');
     if (!Trim(argv0).empty()) label = EscapeForTerminal(lease::ProgramLabel({std::string(Trim(argv0))}));
   }
-  lease::LeaseWaiter waiter(**backend, *dir, w, job_id, label, [&o](const std::string& line) {
+  lease::PollWaitEnv wait_env(os_env.clock);
+  const auto say = [&o](const std::string& line) {
     if (!o.quiet && !line.empty()) fmt::print(stderr, "gpulane: {}\n", EscapeForTerminal(line));
-  });
+  };
+  lease::LeaseWaiter waiter(**backend, *dir, w, job_id, label, say, wait_env, os_env.processes);
   if (Status joined = waiter.JoinLine(); !joined.ok()) return Fail(joined.error());
   auto grant = waiter.Acquire();
   // A thread of the parent ended while this waited: keep its place in line (the ticket stays held;
@@ -179,7 +190,7 @@ int RunLease(const LeaseOptions& o) {
 
 }  // namespace
 
-void RegisterLease(CLI::App& app, Runner* run) {
+void RegisterLease(CLI::App& app, Runner* run, const os::Env& env) {
   auto o = std::make_shared<LeaseOptions>();
   CLI::App* sub = app.add_subcommand("_lease", "Hold GPUs for the process that started this one (the Python package's "
                                                "lease()): one JSON line on stdout, held until stdin ends");
@@ -190,7 +201,7 @@ void RegisterLease(CLI::App& app, Runner* run) {
   sub->add_flag("--no-wait", o->no_wait, "Fail at once (exit 5) when the GPUs are not free now");
   sub->add_flag("--uuid", o->uuid, "GPU UUIDs in CUDA_VISIBLE_DEVICES instead of indices");
   sub->add_flag("-q,--quiet", o->quiet, "No waiting status on stderr");
-  sub->callback([o, run] { *run = [o] { return RunLease(*o); }; });
+  sub->callback([o, run, &env] { *run = [o, &env] { return RunLease(*o, env); }; });
 }
 
 }  // namespace gpulane::cli

@@ -99,7 +99,7 @@ int RunPick(const PickOptions& o) {
 
 }  // namespace
 
-void RegisterPick(CLI::App& app, Runner* run) {
+void RegisterPick(CLI::App& app, Runner* run, const os::Env&) {
   auto o = std::make_shared<PickOptions>();
   CLI::App* sub = app.add_subcommand(
       "pick", "Print a CUDA_VISIBLE_DEVICES value for the least-used GPUs: CUDA_VISIBLE_DEVICES=$(gpulane pick -g 2)");

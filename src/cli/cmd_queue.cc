@@ -261,7 +261,7 @@ int RunShow(const std::string& word, bool as_json) {
 
 }  // namespace
 
-void RegisterQueue(CLI::App& app, Runner* run) {
+void RegisterQueue(CLI::App& app, Runner* run, const os::Env&) {
   struct Options {
     bool json = false, all = false;
     std::string user, id;

@@ -57,7 +57,7 @@ int RunReport(const ReportOptions& o) {
 
 }  // namespace
 
-void RegisterReport(CLI::App& app, Runner* run) {
+void RegisterReport(CLI::App& app, Runner* run, const os::Env&) {
   auto o = std::make_shared<ReportOptions>();
   CLI::App* sub = app.add_subcommand(
       "report", "What finished jobs used (GPU-hours, energy, memory, utilisation, waits), by user, job, GPU or day");

@@ -74,7 +74,7 @@ Result<lease::WaitRequest> ParseRequest(const RunOptions& o, const Config& confi
 
 // Runs `o.command` through the lease-and-run lifecycle; with `report_fd` >= 0 (a line of --each)
 // quietly, writing "granted <GPU indices>\n" there once its GPUs are leased. Returns the exit code.
-int RunRun(const RunOptions& o, int report_fd = -1) {
+int RunRun(const RunOptions& o, const os::Env& env, int report_fd = -1) {
   auto config = LoadConfig();
   if (!config) return Fail(config.error());
   TimingMark("config loaded");
@@ -146,7 +146,7 @@ int RunRun(const RunOptions& o, int report_fd = -1) {
   Result<exec::LeasedJobOutcome> outcome = MakeError(ErrorKind::kInternal, "not run");
   bool daemon_meters = false;  // a -g 0 job holds no GPU to meter
   if (job.wait.request.count == 0) {  // -g 0: no GPU, no lease, no NVML (it works without a driver)
-    outcome = exec::RunWithoutGpus(job, hooks);
+    outcome = exec::RunWithoutGpus(env, job, hooks);
   } else {
     auto backend = OpenBackend();
     if (!backend) return Fail(backend.error());
@@ -160,7 +160,7 @@ int RunRun(const RunOptions& o, int report_fd = -1) {
       return false;
     }();
     if (!daemon_meters && !o.quiet) job.meter_usage_s = 1;
-    outcome = exec::RunLeasedJob(**backend, *dir, job, hooks);
+    outcome = exec::RunLeasedJob(env, **backend, *dir, job, hooks);
   }
   if (!outcome) return Fail(outcome.error());
   if (outcome->interrupted_by_signal) return 128 + outcome->interrupted_by_signal;
@@ -193,7 +193,7 @@ int RunRun(const RunOptions& o, int report_fd = -1) {
 }
 
 // --each FILE: every command line of FILE as a `gpulane run` of its own, at most -j at once.
-int RunEachFile(const RunOptions& o) {
+int RunEachFile(const RunOptions& o, const os::Env& env) {
   auto usage = [](std::string m) { return Fail(MakeError(ErrorKind::kInvalidArgument, std::move(m))); };
   if (!o.command.empty())
     return usage(fmt::format("--each {} gives the commands: leave out the command '{}' after the options",
@@ -206,17 +206,17 @@ int RunEachFile(const RunOptions& o) {
   int exit_code = kExitOk;
   const unsigned parallel = o.jobs_given ? static_cast<unsigned>(o.jobs) : DefaultParallel(*request, &exit_code);
   if (parallel == 0) return exit_code;
-  return RunEach(*commands, parallel, [&o](const std::vector<std::string>& argv, int report_fd) {
+  return RunEach(*commands, parallel, [&o, &env](const std::vector<std::string>& argv, int report_fd) {
     RunOptions line = o;
     line.command = argv;
     line.quiet = true;
-    return RunRun(line, report_fd);
+    return RunRun(line, env, report_fd);
   });
 }
 
 }  // namespace
 
-void RegisterRun(CLI::App& app, Runner* run) {
+void RegisterRun(CLI::App& app, Runner* run, const os::Env& env) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* sub = app.add_subcommand(
       "run", "Wait for free GPUs, lease them, and run a command on them: gpulane run -g 2 -- python train.py");
@@ -243,7 +243,7 @@ void RegisterRun(CLI::App& app, Runner* run) {
   sub->footer("Everything after the first argument that is not an option (or after --) is the command, run as given. "
               "A command that cannot be executed is refused before any wait for GPUs: exit 127 (not found in PATH) "
               "or 126 (not executable).");
-  sub->callback([o, sub, run] {
+  sub->callback([o, sub, run, &env] {
     o->timeout_given = sub->count("--timeout") > 0;
     o->kill_grace_given = sub->count("--kill-grace") > 0;
     o->each_given = sub->count("--each") > 0;
@@ -271,7 +271,7 @@ void RegisterRun(CLI::App& app, Runner* run) {
       *run = [] { return Fail(MakeError(ErrorKind::kInvalidArgument, "--each '': give a command file")); };
       return;
     }
-    *run = [o] { return o->each_given ? RunEachFile(*o) : RunRun(*o); };
+    *run = [o, &env] { return o->each_given ? RunEachFile(*o, env) : RunRun(*o, env); };
   });
 }
 

@@ -39,7 +39,7 @@ int RunShare(bool as_json) {
 
 }  // namespace
 
-void RegisterShare(CLI::App& app, Runner* run) {
+void RegisterShare(CLI::App& app, Runner* run, const os::Env&) {
   auto as_json = std::make_shared<bool>(false);
   CLI::App* share = app.add_subcommand("share", "Show every user's share, decayed GPU use and fair-share factor");
   share->add_flag("--json", *as_json, "Print them as JSON");

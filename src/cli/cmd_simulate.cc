@@ -235,7 +235,7 @@ int RunSimulate(const SimulateOptions& o) {
 
 }  // namespace
 
-void RegisterSimulate(CLI::App& app, Runner* run) {
+void RegisterSimulate(CLI::App& app, Runner* run, const os::Env&) {
   auto o = std::make_shared<SimulateOptions>();
   CLI::App* sub = app.add_subcommand(
       "simulate", "Replay a job trace on a virtual machine of N GPUs through the scheduling policies and compare them");

@@ -180,7 +180,7 @@ int RunProlog(const SlurmOptions& o) {
   return held ? kExitGpuHeld : kExitOk;
 }
 
-int RunEpilog(const SlurmOptions& o) {
+int RunEpilog(const SlurmOptions& o, const os::Env& env) {
   auto job = ViewJob(o);
   if (!job) return Fail(job.error());
   const std::optional<std::uint32_t> uid = JobUid();
@@ -192,7 +192,7 @@ int RunEpilog(const SlurmOptions& o) {
       fmt::print("GPU {}: ending {}, left by {}\n", i, Describe(p), JobName());
       leftovers.push_back(static_cast<pid_t>(p.pid));
     }
-  const exec::EndedProcesses ended = exec::EndProcesses(leftovers, o.grace_s);
+  const exec::EndedProcesses ended = exec::EndProcesses(leftovers, o.grace_s, env.clock);
   for (pid_t p : ended.on_kill) fmt::print("pid {} needed SIGKILL after {} s\n", p, o.grace_s);
   std::set<std::uint32_t> gone(ended.on_term.begin(), ended.on_term.end());
   gone.insert(ended.on_kill.begin(), ended.on_kill.end());
@@ -218,7 +218,7 @@ int RunEpilog(const SlurmOptions& o) {
 
 }  // namespace
 
-void RegisterSlurm(CLI::App& app, Runner* run) {
+void RegisterSlurm(CLI::App& app, Runner* run, const os::Env& env) {
   auto o = std::make_shared<SlurmOptions>();
   CLI::App* slurm = app.add_subcommand("slurm", "For Slurm GPU nodes: gres.conf lines, and a prolog and an epilog that "
                                                 "guard the job's GPUs (docs/slurm.md)");
@@ -236,7 +236,7 @@ void RegisterSlurm(CLI::App& app, Runner* run) {
   epilog->add_option("--settle", o->settle_s, "Seconds to wait for the driver to free the memory (default 10)")
       ->check(CLI::Range(0.0, 600.0));
   prolog->callback([o, run] { *run = [o] { return RunProlog(*o); }; });
-  epilog->callback([o, run] { *run = [o] { return RunEpilog(*o); }; });
+  epilog->callback([o, run, &env] { *run = [o, &env] { return RunEpilog(*o, env); }; });
 }
 
 }  // namespace gpulane::cli

@@ -182,7 +182,7 @@ int WatchStatus(double interval_s, long frames, const std::string& color) {
   return Watch(**backend, o, interval_s, frames);
 }
 
-void RegisterStatus(CLI::App& app, Runner* run) {
+void RegisterStatus(CLI::App& app, Runner* run, const os::Env&) {
   auto o = std::make_shared<StatusOptions>();
   CLI::App* sub = app.add_subcommand("status", "Show every GPU, its load and who uses it");
   sub->add_flag("--json", o->json, "Print a JSON document (schema: docs/status-json.md)");

@@ -240,7 +240,7 @@ int RunSubmit(const SubmitOptions& o) {
 
 }  // namespace
 
-void RegisterSubmit(CLI::App& app, Runner* run) {
+void RegisterSubmit(CLI::App& app, Runner* run, const os::Env&) {
   auto o = std::make_shared<SubmitOptions>();
   CLI::App* sub = app.add_subcommand("submit", "Queue a job with the daemon; prints its id: gpulane submit -g 1 -- python train.py");
   o->request.Register(sub, {.time_limit = true, .priority = true, .daemon_identifies = true, .zero_gpus = true});

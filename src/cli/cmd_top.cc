@@ -133,7 +133,7 @@ int RunTop(const TopOptions& o) {
 
 }  // namespace
 
-void RegisterTop(CLI::App& app, Runner* run) {
+void RegisterTop(CLI::App& app, Runner* run, const os::Env&) {
   auto o = std::make_shared<TopOptions>();
   CLI::App* sub = app.add_subcommand("top", "A live full-screen view of the GPUs, their processes and the queue");
   sub->add_option("--interval", o->interval, "Refresh every SECONDS (default 1, at least 0.1)")->type_name("SECONDS");

@@ -22,7 +22,7 @@ namespace {
 
 // The subcommands, by the function that registers them (cli/commands.h).
 struct Family {
-  void (*add)(CLI::App&, gpulane::cli::Runner*);
+  void (*add)(CLI::App&, gpulane::cli::Runner*, const gpulane::os::Env&);
   std::array<std::string_view, 5> names;  ///< the subcommands it adds ("" fills up)
 };
 constexpr Family kFamilies[] = {
@@ -48,13 +48,13 @@ constexpr Family kFamilies[] = {
 // every subcommand was a fifth of what `gpulane submit` did itself (bench/results/queue-2026-12-01.md).
 // Any other first argument (an option such as --help, a typo) gets all of them, in the order
 // --help lists them.
-void RegisterSubcommands(CLI::App& app, gpulane::cli::Runner* run, std::string_view first) {
+void RegisterSubcommands(CLI::App& app, gpulane::cli::Runner* run, std::string_view first, const gpulane::os::Env& env) {
   for (const Family& family : kFamilies)
     if (!first.empty() && std::find(family.names.begin(), family.names.end(), first) != family.names.end()) {
-      family.add(app, run);
+      family.add(app, run, env);
       return;
     }
-  for (const Family& family : kFamilies) family.add(app, run);
+  for (const Family& family : kFamilies) family.add(app, run, env);
 }
 
 // CLI11's answer to --help and the like (App::exit: help on stdout), then out as every command
@@ -95,8 +95,9 @@ int main(int argc, char** argv) {
   CLI::App app{"gpulane: see, choose and lease the GPUs of a shared server", "gpulane"};
   app.require_subcommand(1);
   app.set_version_flag("--version", gpulane::cli::VersionLine());
+  const os::SystemEnv real_os;  // the real clocks and /proc (os/env.h), passed down to the commands
   cli::Runner run;
-  RegisterSubcommands(app, &run, argc > 1 ? argv[1] : "");
+  RegisterSubcommands(app, &run, argc > 1 ? argv[1] : "", real_os.env());
   gpulane::TimingMark("subcommands registered");
   // Everything after the first "--" is a command to run, passed on untouched (CLI11 would parse it).
   std::vector<std::string> args;

@@ -52,7 +52,7 @@ std::vector<std::string> GroupsOfUser(const std::string&, std::uint32_t uid, std
 
 Daemon::Daemon(DaemonPaths paths, Config config, DaemonSettings settings, DaemonParts parts)
     : paths_(std::move(paths)), config_(std::move(config)), settings_(settings), parts_(std::move(parts)),
-      clock_(*parts_.clock) {
+      env_{*parts_.clock, *parts_.processes}, clock_(env_.clock) {
   jobs_dir_ = paths_.state_dir + "/jobs";
 }
 
@@ -64,7 +64,7 @@ Daemon::~Daemon() {
 
 void Daemon::Log(const std::string& message) const {
   char when[32];
-  std::time_t now = std::time(nullptr);
+  const auto now = static_cast<std::time_t>(clock_.WallS());
   std::tm tm{};
   localtime_r(&now, &tm);
   std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
@@ -142,7 +142,7 @@ Status Daemon::Setup() {
   // Every lease's time limit, also when its own side was killed (time_limit_watch.h).
   if (auto opened = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config_.lease_dir))) {
     limit_dir_ = std::make_unique<lease::LeaseDir>(std::move(opened).value());
-    limit_watch_ = std::make_unique<TimeLimitWatch>(config_, [this](const std::string& line) { Log(line); });
+    limit_watch_ = std::make_unique<TimeLimitWatch>(config_, env_.processes, [this](const std::string& line) { Log(line); });
   } else {
     Log(fmt::format("time limits: {}: leases whose own side ended are not stopped at their time limit", opened.error().message));
   }
@@ -190,7 +190,7 @@ Status Daemon::Setup() {
   launcher_->ChildFileLimit(started_file_limit_);
   if (listening.ok()) {
     web_ = MakeWebChild(config_, paths_, std::string(exe, static_cast<std::size_t>(n)), {lock_fd_, listen_fd_, spare_fd_},
-                        [this](const std::string& line) { Log(line); });
+                        clock_, [this](const std::string& line) { Log(line); });
     if (web_) web_->Start(clock_.MonotonicS());
   }
   return listening;
@@ -232,7 +232,7 @@ void Daemon::StartSampler() {
   a.idle_cancel_after_s = config_.anomaly_idle_action == "cancel" ? config_.anomaly_idle_cancel_after_s : 0;
   a.memory_guard = {config_.memory_margin_bytes, config_.anomaly_overuse_grace_s};
   sampler_ = std::make_unique<SamplerThread>(settings, std::move(backend).value(), std::move(leases),
-                                             history ? std::move(history).value() : nullptr, clock_,
+                                             history ? std::move(history).value() : nullptr, env_,
                                              [this](const std::string& line) { Log(line); });
 }
 
@@ -350,7 +350,7 @@ void Daemon::Stop() {
   Log("stopped; running jobs go on under their supervisors");
 }
 
-int RunDaemon(bool user_mode) {
+int RunDaemon(bool user_mode, const os::Env& env) {
   // Its own session, without a controlling terminal: no terminal's ^C or ^\ reaches it, and no
   // terminal it ever opens becomes its own (it opens them O_NOCTTY besides). Fails harmlessly
   // where it already leads a session (systemd) or leads a process group (started in a shell's
@@ -366,13 +366,12 @@ int RunDaemon(bool user_mode) {
     Say("gpulane daemon: error: {}\n", settings.error().message);
     return kExitUsage;
   }
-  SystemClock clock;
   const DaemonPaths paths = user_mode ? UserPaths() : SystemPaths();
   if (Status safe = user_mode ? SecureUserPaths(paths, /*create=*/true) : Status::Ok(); !safe.ok()) {
     Say("gpulane daemon: error: {}\n", safe.error().message);
     return ExitCodeFor(safe.error().kind);
   }
-  Daemon daemon(paths, *config, *settings, RealDaemonParts(clock));
+  Daemon daemon(paths, *config, *settings, RealDaemonParts(env));
   return daemon.Run();
 }
 

@@ -27,6 +27,7 @@
 #include "daemon/retention.h"
 #include "daemon/sampler_thread.h"
 #include "daemon/time_limit_watch.h"
+#include "os/env.h"
 #include "daemon/paths.h"
 #include "daemon/peer.h"
 #include "daemon/settings.h"
@@ -76,7 +77,8 @@ struct Connection {
 class Daemon : private ops::JobViews, private ops::SubmitQuotas {
  public:
   /// A daemon on `paths` with the machine's `config`, the timings of `settings`, built from
-  /// `parts` (daemon_parts.h: its clock, GPUs, store and launcher; the clock must outlive it).
+  /// `parts` (daemon_parts.h: its clock and process table, GPUs, store and launcher; the clock and
+  /// table must outlive it).
   Daemon(DaemonPaths paths, Config config, DaemonSettings settings, DaemonParts parts);
   ~Daemon();
   /// Runs until SIGTERM/SIGINT: Start, the loop, Stop. Returns the process exit code; prints the
@@ -218,7 +220,8 @@ class Daemon : private ops::JobViews, private ops::SubmitQuotas {
   Config config_;
   DaemonSettings settings_;
   DaemonParts parts_;
-  const Clock& clock_;
+  const os::Env env_;   ///< the clock and /proc of parts_ (os/env.h)
+  const Clock& clock_;  ///< env_.clock
   std::string jobs_dir_;
   std::unique_ptr<store::JobStore> store_;
   std::unique_ptr<SupervisorLauncher> launcher_;
@@ -336,6 +339,6 @@ class Daemon : private ops::JobViews, private ops::SubmitQuotas {
 };
 
 /// Entry point of `gpulane daemon`: `user_mode` picks the per-user paths. Returns the exit code.
-int RunDaemon(bool user_mode);
+int RunDaemon(bool user_mode, const os::Env& env);
 
 }  // namespace gpulane::daemon

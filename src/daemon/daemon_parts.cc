@@ -5,9 +5,10 @@
 
 namespace gpulane::daemon {
 
-DaemonParts RealDaemonParts(const Clock& clock) {
+DaemonParts RealDaemonParts(const os::Env& env) {
   DaemonParts parts;
-  parts.clock = &clock;
+  parts.clock = &env.clock;
+  parts.processes = &env.processes;
   parts.open_gpus = []() -> Result<std::unique_ptr<GpuBackend>> {
     auto backend = NvmlBackend::Open();
     if (!backend) return backend.error();

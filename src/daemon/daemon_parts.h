@@ -9,6 +9,8 @@
 
 #include "daemon/launcher.h"
 #include "gpu/backend.h"
+#include "os/env.h"
+#include "os/process_table.h"
 #include "store/job_store.h"
 #include "util/clock.h"
 #include "util/result.h"
@@ -24,6 +26,9 @@ struct LaunchPlace {
 struct DaemonParts {
   /// The clock everything in the daemon reads (must outlive it).
   const Clock* clock = nullptr;
+  /// The process table (/proc) the daemon, its sampler and its time-limit watch look processes up
+  /// in (must outlive it; used from two threads: ProcfsProcessTable is safe for that).
+  ProcessTable* processes = nullptr;
   /// A GPU backend of its own: called once for the loop's snapshots and once more for the
   /// sampler thread (whose reads keep state). Errors: kNvml.
   std::function<Result<std::unique_ptr<GpuBackend>>()> open_gpus;
@@ -34,7 +39,7 @@ struct DaemonParts {
 };
 
 /// The real ones: NVML (gpu/nvml_backend.h), SQLite at the path, fork and exec of `gpulane
-/// _supervise` (ForkExecLauncher), reading `clock`.
-DaemonParts RealDaemonParts(const Clock& clock);
+/// _supervise` (ForkExecLauncher), reading `env`'s clock and process table (main()'s, os/env.h).
+DaemonParts RealDaemonParts(const os::Env& env);
 
 }  // namespace gpulane::daemon

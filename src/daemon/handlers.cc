@@ -87,7 +87,7 @@ void Daemon::HandleParsedRequest(Connection& c, const json& req) {
       *parsed);
 }
 
-ops::Context Daemon::ContextFor(const Peer& peer) { return {peer, *store_, *jobs_, config_, clock_, *this}; }
+ops::Context Daemon::ContextFor(const Peer& peer) { return {peer, *store_, *jobs_, config_, clock_, env_.processes, *this}; }
 
 void Daemon::Handle(Connection& c, const proto::PingRequest& req) {
   proto::PingReply pong{getpid(), paths_.system ? "system" : "user", gpu_count_, paths_.socket, WebInfo(web_.get())};
@@ -351,8 +351,7 @@ json Daemon::HandleSnapshot(const proto::SnapshotRequest& req) {
   ReadOptions options{req.sensors, req.utilization, req.topology};
   auto snapshot = backend_->Read(options);
   if (!snapshot) return Err(snapshot.error().kind, snapshot.error().message);
-  ProcfsProcessTable processes;
-  AnnotateProcesses(*snapshot, processes);
+  AnnotateProcesses(*snapshot, env_.processes);
   // What the sampler says of each GPU: drained (no new jobs: every waiter reads this snapshot)
   // and its anomalies now.
   if (sampler_) {

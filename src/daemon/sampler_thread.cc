@@ -54,13 +54,14 @@ std::string LocalDay(double t) {
 }  // namespace
 
 SamplerThread::SamplerThread(SamplerSettings settings, std::unique_ptr<GpuBackend> backend, LeaseSource leases,
-                             std::unique_ptr<store::HistoryStore> history, const Clock& clock,
+                             std::unique_ptr<store::HistoryStore> history, const os::Env& env,
                              std::function<void(const std::string&)> log)
     : sampler_(std::move(settings)),
       backend_(std::move(backend)),
       leases_(std::move(leases)),
+      processes_(env.processes),
       history_(std::move(history)),
-      clock_(clock),
+      clock_(env.clock),
       log_(std::move(log)),
       wait_buckets_(std::size(kWaitBucketsS) + 1, 0) {
   event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

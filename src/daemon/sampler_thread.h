@@ -21,6 +21,7 @@
 
 #include "daemon/sampler.h"
 #include "gpu/backend.h"
+#include "os/env.h"
 #include "os/process_table.h"
 #include "proto/requests.h"
 #include "store/history_store.h"
@@ -42,9 +43,10 @@ class SamplerThread {
   };
   /// Starts sampling at once. `backend` reads the GPUs (its own NVML handle: the loop keeps its
   /// own), `leases` lists the live leases, `history` stores rows, records and events (nullptr: kept
-  /// in memory only), `log` writes a line to the daemon's log.
+  /// in memory only), `env` its clock and process table (shared with the loop), `log` writes a
+  /// line to the daemon's log.
   SamplerThread(SamplerSettings settings, std::unique_ptr<GpuBackend> backend, LeaseSource leases,
-                std::unique_ptr<store::HistoryStore> history, const Clock& clock,
+                std::unique_ptr<store::HistoryStore> history, const os::Env& env,
                 std::function<void(const std::string&)> log);
   /// Stores the partly filled history buckets and joins the thread.
   ~SamplerThread();
@@ -114,7 +116,7 @@ class SamplerThread {
   Sampler sampler_;
   std::unique_ptr<GpuBackend> backend_;
   LeaseSource leases_;
-  ProcfsProcessTable processes_;
+  ProcessTable& processes_;
   std::unique_ptr<store::HistoryStore> history_;
   const Clock& clock_;
   std::function<void(const std::string&)> log_;

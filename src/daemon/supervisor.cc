@@ -35,10 +35,6 @@ namespace {
 // for a reason quoting a long path, and usually under 1 KiB).
 constexpr std::uint64_t kEndReserveBytes = 64 * 1024;
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 lease::WaitRequest MakeRequest(const store::Job& job, const Config& config) {
   lease::WaitRequest w;
   w.request = job.spec.request;
@@ -76,15 +72,15 @@ void Note(const JobFiles& files, const SupervisorStatus& status) {
 // until it succeeds, the supervisor keeping its lock meanwhile, so the daemon shows the job running
 // (and a restarted one adopts it) instead of taking it for lost. Returns 0 once written.
 // Finish's first try: "done" written once (the reserve given up for it if need be).
-Status FinishOnce(const JobFiles& files, SupervisorStatus& status) {
+Status FinishOnce(const JobFiles& files, SupervisorStatus& status, const Clock& clock) {
   status.phase = "done";
-  status.end_time = Now();
+  status.end_time = clock.WallS();
   return files.WriteStatusReserved(status);
 }
 
-int Finish(const JobFiles& files, SupervisorStatus status) {
+int Finish(const JobFiles& files, SupervisorStatus status, const Clock& clock) {
   status.phase = "done";
-  status.end_time = Now();
+  status.end_time = clock.WallS();
   double wait_s = 0.05;
   for (int attempt = 0;; ++attempt) {
     Status written = files.WriteStatusReserved(status);
@@ -240,7 +236,7 @@ void RecordOutcome(const exec::LeasedJobOutcome* outcome, const store::Job& job,
 
 }  // namespace
 
-int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
+int RunSupervisor(const std::string& jobs_dir, std::int64_t id, const os::Env& env) {
   // Stop signals (a cancel's SIGTERM) and the hold signal stay blocked for the supervisor's whole
   // life: the lifecycle takes them in turn (exec/leased_job.h), none is lost or kills it half-way.
   sigset_t stops;
@@ -256,7 +252,7 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
   auto job = files.ReadSpec();
   if (!job) {
     status.reason = job.error().message;
-    return Finish(files, status);
+    return Finish(files, status, env.clock);
   }
   // The exec mark, reset: this supervisor's child sets it just before its exec (job_files.h).
   auto exec_mark = files.OpenExecMark();
@@ -275,13 +271,13 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
   if (!config) {
     status.reason = config.error().message;
     status.start_failed = true;
-    return Finish(files, status);
+    return Finish(files, status, env.clock);
   }
   auto dir = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config->lease_dir));
   if (!dir) {
     status.reason = dir.error().message;
     status.start_failed = true;
-    return Finish(files, status);
+    return Finish(files, status, env.clock);
   }
   // GPU snapshots from the daemon, which holds NVML open; NVML itself only while none answers.
   proto::SnapshotSource backend(SnapshotSockets());
@@ -295,7 +291,7 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
   hooks.on_granted = [&](const lease::Grant& grant) -> Status {
     status.phase = "running";
     status.reason.clear();
-    status.start_time = Now();
+    status.start_time = env.clock.WallS();
     for (unsigned i : grant.gpus) status.gpu_uuids.push_back(grant.mig_uuid.value_or(grant.snapshot.devices[i].uuid));
     Status written = files.WriteStatus(status);  // not recorded: the job must not start
     running_recorded = written.ok();
@@ -323,7 +319,7 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
   // --notify anomaly: the daemon's anomalies of this job, asked for every few seconds while it runs.
   std::optional<AnomalyNotifier> anomalies;
   if (job->spec.notify && Wants(*job->spec.notify, "anomaly")) {
-    anomalies.emplace(NotifiedOf(*job, job->logs), Now() - 60);
+    anomalies.emplace(NotifiedOf(*job, job->logs), env.clock.WallS() - 60);
     hooks.on_running = [&] {
       anomalies->SetLog(NotifiedOf(*job, status.logs).log_path);
       anomalies->Poll();
@@ -342,15 +338,15 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id) {
   hooks.on_ended = [&](const exec::LeasedJobOutcome& ended) {
     if (!ended.job->exec_failed) AppendUsageLine(*job, status.logs, ended.lease_name);
     RecordOutcome(&ended, *job, status);
-    end_recorded = FinishOnce(files, status).ok();
+    end_recorded = FinishOnce(files, status, env.clock).ok();
   };
-  auto outcome = exec::RunLeasedJob(backend, *dir, leased, hooks);
+  auto outcome = exec::RunLeasedJob(env, backend, *dir, leased, hooks);
   if (outcome && outcome->job) MaybeDieAt("released");
   // "running" was not recorded: nothing ran, and the status says "waiting" (requeued). Once it was,
   // a failure before the job's start (no fork) is recorded as this job's failure to start.
   if (!outcome && status.phase == "running" && !running_recorded) return 1;
   if (!end_recorded) RecordOutcome(outcome, *job, status);
-  const int rc = end_recorded ? 0 : Finish(files, status);
+  const int rc = end_recorded ? 0 : Finish(files, status, env.clock);
   if (job->spec.notify && outcome && outcome->job) {
     exec::JobOutcome ended = *outcome->job;
     if (outcome->memory_overuse) ended.exit_code = kExitMemoryOveruse;  // as recorded

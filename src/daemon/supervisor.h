@@ -6,11 +6,13 @@
 #include <cstdint>
 #include <string>
 
+#include "os/env.h"
+
 namespace gpulane::daemon {
 
 /// Supervises job `id` whose files are in `jobs_dir`. Returns the supervisor's exit code (0 when
 /// it recorded an outcome, whatever the job's; 1 when it could not even do that). Exits at once
-/// (0) if another supervisor already holds the job's lock.
-int RunSupervisor(const std::string& jobs_dir, std::int64_t id);
+/// (0) if another supervisor already holds the job's lock. `env`: the clock and /proc (main()'s).
+int RunSupervisor(const std::string& jobs_dir, std::int64_t id, const os::Env& env);
 
 }  // namespace gpulane::daemon

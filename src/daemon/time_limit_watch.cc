@@ -17,8 +17,8 @@
 
 namespace gpulane::daemon {
 
-TimeLimitWatch::TimeLimitWatch(Config config, std::function<void(const std::string&)> log)
-    : config_(std::move(config)), log_(std::move(log)) {}
+TimeLimitWatch::TimeLimitWatch(Config config, ProcessTable& processes, std::function<void(const std::string&)> log)
+    : config_(std::move(config)), processes_(processes), log_(std::move(log)) {}
 
 const LimitsConfig& TimeLimitWatch::LimitsOfUid(std::uint32_t uid) {
   auto it = limits_.find(uid);
@@ -31,7 +31,6 @@ unsigned TimeLimitWatch::Check(const std::vector<lease::LeaseRecord>& leases, do
   const uid_t self = geteuid();
   std::map<std::pair<std::uint64_t, std::uint64_t>, Seen> still;
   std::optional<std::vector<ProcEntry>> procs;  // read once, and only when a lease is due
-  ProcfsProcessTable table;
   unsigned acted = 0;
   for (const lease::LeaseRecord& lease : leases) {
     if (lease.ino == 0 || (self != 0 && lease.uid != self)) continue;
@@ -45,7 +44,7 @@ unsigned TimeLimitWatch::Check(const std::vector<lease::LeaseRecord>& leases, do
       const sched::LimitAction action = sched::ActionAt(*deadline, now_s, seen.termed_at_s, config_.kill_grace_s);
       if (action != sched::LimitAction::kNone) {
         if (!procs) procs = ListProcesses();
-        std::vector<pid_t> pids = lease::ProcessesOfLease(lease, *procs, table);
+        std::vector<pid_t> pids = lease::ProcessesOfLease(lease, *procs, processes_);
         std::erase_if(pids, [](pid_t p) { return p <= 1 || p == getpid(); });
         const int sig = action == sched::LimitAction::kTerm ? SIGTERM : SIGKILL;
         // Logged before the signals: whoever sees the job end (its own side, a test) finds the line.

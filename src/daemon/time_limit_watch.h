@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "lease/records.h"
+#include "os/process_table.h"
 #include "util/config.h"
 
 namespace gpulane::daemon {
@@ -26,7 +27,8 @@ namespace gpulane::daemon {
 class TimeLimitWatch {
  public:
   /// `config`: the machine's ([limits], run.kill_grace); `log`: a line into the daemon's log.
-  TimeLimitWatch(Config config, std::function<void(const std::string&)> log);
+  /// `processes`: the table (os::Env's) a lease's processes are looked up in.
+  TimeLimitWatch(Config config, ProcessTable& processes, std::function<void(const std::string&)> log);
   /// Looks at the live `leases` at `now_s` (seconds since the epoch) and acts on those past their
   /// deadline. Returns how many leases it signalled in this call.
   unsigned Check(const std::vector<lease::LeaseRecord>& leases, double now_s);
@@ -38,6 +40,7 @@ class TimeLimitWatch {
   };
   const LimitsConfig& LimitsOfUid(std::uint32_t uid);
   Config config_;
+  ProcessTable& processes_;
   std::function<void(const std::string&)> log_;
   std::map<std::pair<std::uint64_t, std::uint64_t>, Seen> seen_;  ///< by the lease file's (dev, ino)
   std::map<std::uint32_t, LimitsConfig> limits_;                   ///< uid -> her limits (looked up once)

@@ -58,8 +58,8 @@ std::string Describe(int status) {
 
 }  // namespace
 
-WebChild::WebChild(WebChildSpec spec, std::function<void(const std::string&)> log)
-    : spec_(std::move(spec)), log_(std::move(log)) {
+WebChild::WebChild(WebChildSpec spec, const Clock& clock, std::function<void(const std::string&)> log)
+    : spec_(std::move(spec)), clock_(clock), log_(std::move(log)) {
   listen_ = spec_.argv.size() > 2 ? spec_.argv[2] : "";
 }
 
@@ -145,9 +145,9 @@ void WebChild::Stop() {
   CloseUrlPipe();
   if (pid_ < 0) return;
   kill(pid_, SIGTERM);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  const double deadline_s = clock_.MonotonicS() + 2;
   while (waitpid(pid_, nullptr, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() >= deadline) {
+    if (clock_.MonotonicS() >= deadline_s) {
       kill(pid_, SIGKILL);
       waitpid(pid_, nullptr, 0);
       break;
@@ -165,7 +165,8 @@ nlohmann::json WebInfo(WebChild* web) {
 }
 
 std::unique_ptr<WebChild> MakeWebChild(const Config& config, const DaemonPaths& paths, const std::string& self_exe,
-                                       std::vector<int> close_in_child, std::function<void(const std::string&)> log) {
+                                       std::vector<int> close_in_child, const Clock& clock,
+                                       std::function<void(const std::string&)> log) {
   Config machine;  // the machine's file alone: its web.listen is the system daemon's
   if (!paths.system) (void)LoadConfigFile(kMachineConfigFile, true, machine);
   const std::string listen = WebListenFor(config, machine.web_listen, paths.system);
@@ -195,7 +196,7 @@ std::unique_ptr<WebChild> MakeWebChild(const Config& config, const DaemonPaths& 
   }
   spec.close_in_child = std::move(close_in_child);
   spec.ask_url = true;
-  return std::make_unique<WebChild>(std::move(spec), std::move(log));
+  return std::make_unique<WebChild>(std::move(spec), clock, std::move(log));
 }
 
 }  // namespace gpulane::daemon

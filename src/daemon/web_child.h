@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "daemon/paths.h"
+#include "util/clock.h"
 #include "util/config.h"
 
 namespace gpulane::daemon {
@@ -32,7 +33,8 @@ struct WebChildSpec {
 class WebChild {
  public:
   /// `log` writes a line to the daemon's log.
-  WebChild(WebChildSpec spec, std::function<void(const std::string&)> log);
+  /// `clock` (os::Env's) times Stop's wait for the child.
+  WebChild(WebChildSpec spec, const Clock& clock, std::function<void(const std::string&)> log);
   /// Stop().
   ~WebChild();
   WebChild(const WebChild&) = delete;
@@ -63,6 +65,7 @@ class WebChild {
   int url_fd_ = -1;        ///< the read end of the running child's --ready-fd, non-blocking
   std::string url_read_;   ///< what came through it so far
   WebChildSpec spec_;
+  const Clock& clock_;
   std::function<void(const std::string&)> log_;
   pid_t pid_ = -1;
   double started_s_ = 0;
@@ -80,6 +83,7 @@ nlohmann::json WebInfo(WebChild* web);
 /// when that is "off", gpulane-web is not next to `self_exe`, or the system daemon's user "nobody"
 /// does not exist. Not started yet.
 std::unique_ptr<WebChild> MakeWebChild(const Config& config, const DaemonPaths& paths, const std::string& self_exe,
-                                       std::vector<int> close_in_child, std::function<void(const std::string&)> log);
+                                       std::vector<int> close_in_child, const Clock& clock,
+                                       std::function<void(const std::string&)> log);
 
 }  // namespace gpulane::daemon

@@ -21,13 +21,13 @@ struct Held {
 
 // Waits until every pidfd in `held` is readable (its process ended) or `seconds` passed; moves the
 // ended ones to `ended` and closes their descriptors.
-void WaitEnded(std::vector<Held>& held, double seconds, std::vector<pid_t>& ended) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+void WaitEnded(std::vector<Held>& held, double seconds, std::vector<pid_t>& ended, const Clock& clock) {
+  const double deadline_s = clock.MonotonicS() + seconds;
   while (!held.empty()) {
     std::vector<pollfd> fds;
     for (const Held& h : held) fds.push_back({h.fd, POLLIN, 0});
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    const int n = poll(fds.data(), fds.size(), static_cast<int>(std::max<long long>(0, left.count())));
+    const auto left_ms = static_cast<long long>((deadline_s - clock.MonotonicS()) * 1000);  // truncated, as before
+    const int n = poll(fds.data(), fds.size(), static_cast<int>(std::max<long long>(0, left_ms)));
     if (n < 0 && errno == EINTR) continue;
     std::vector<Held> still;
     for (std::size_t i = 0; i < held.size(); ++i) {
@@ -45,7 +45,7 @@ void WaitEnded(std::vector<Held>& held, double seconds, std::vector<pid_t>& ende
 
 }  // namespace
 
-EndedProcesses EndProcesses(const std::vector<pid_t>& pids, double grace_s) {
+EndedProcesses EndProcesses(const std::vector<pid_t>& pids, double grace_s, const Clock& clock) {
   EndedProcesses result;
   std::vector<Held> held;
   for (pid_t pid : pids) {
@@ -62,9 +62,9 @@ EndedProcesses EndProcesses(const std::vector<pid_t>& pids, double grace_s) {
     }
     held.push_back({pid, fd});
   }
-  WaitEnded(held, grace_s, result.on_term);
+  WaitEnded(held, grace_s, result.on_term, clock);
   for (const Held& h : held) PidfdSignal(h.fd, SIGKILL);
-  WaitEnded(held, 1.0, result.on_kill);
+  WaitEnded(held, 1.0, result.on_kill, clock);
   for (const Held& h : held) {
     result.survived.push_back(h.pid);
     close(h.fd);

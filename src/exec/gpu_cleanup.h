@@ -5,6 +5,8 @@
 
 #include <vector>
 
+#include "util/clock.h"
+
 namespace gpulane::exec {
 
 /// What became of each process EndProcesses was given.
@@ -18,7 +20,7 @@ struct EndedProcesses {
 /// Sends SIGTERM to every pid, waits up to `grace_s` seconds for them to end, sends SIGKILL to
 /// those left and waits up to one more second. Each process is held by a pidfd (pidfd_open(2),
 /// Linux 5.3) from before the first signal: a pid that ends and is reused is not signalled again.
-/// Never signals pid 0, 1 or this process.
-EndedProcesses EndProcesses(const std::vector<pid_t>& pids, double grace_s);
+/// Never signals pid 0, 1 or this process. `clock` (os::Env's) times the waits.
+EndedProcesses EndProcesses(const std::vector<pid_t>& pids, double grace_s, const Clock& clock);
 
 }  // namespace gpulane::exec

@@ -195,7 +195,7 @@ class TerminalHandoff {
 };
 
 // Ends everything the job left: SIGTERM to each, up to `grace_s`, then SIGKILL; reaps all.
-void EndLeftovers(pid_t pgid, double grace_s, const sigset_t& set, JobOutcome& outcome, pid_t holder) {
+void EndLeftovers(pid_t pgid, double grace_s, const sigset_t& set, JobOutcome& outcome, pid_t holder, const Clock& clock) {
   bool dummy_done = false;
   int dummy_status = 0;
   ReapAll(-1, &dummy_done, &dummy_status);
@@ -205,8 +205,8 @@ void EndLeftovers(pid_t pgid, double grace_s, const sigset_t& set, JobOutcome& o
   for (pid_t p : left) outcome.pids.insert(p);
   killpg(pgid, SIGTERM);
   for (pid_t p : left) kill(p, SIGTERM);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
-  while (std::chrono::steady_clock::now() < deadline) {
+  const double deadline_s = clock.MonotonicS() + grace_s;
+  while (clock.MonotonicS() < deadline_s) {
     ReapAll(-1, &dummy_done, &dummy_status);
     left = Descendants(holder);
     if (left.empty()) return;
@@ -409,7 +409,7 @@ std::string NotIsolatedWarning(const std::string& why) {
 
 }  // namespace
 
-Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>& on_started,
+Result<JobOutcome> RunJob(const JobSpec& spec, const Clock& clock, const std::function<void(pid_t)>& on_started,
                           const std::function<void(const OpenedLogs&)>& on_logs) {
   JobOutcome outcome;
   std::vector<gid_t> groups;
@@ -519,24 +519,24 @@ Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>&
 
   bool main_done = false;
   int main_status = 0;
-  const auto started = std::chrono::steady_clock::now();
-  std::optional<std::chrono::steady_clock::time_point> kill_at;
-  auto next_tick = started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(spec.tick_s));
+  const double started_s = clock.MonotonicS();
+  std::optional<double> kill_at_s;
+  double next_tick_s = started_s + spec.tick_s;
   // The stop, seconds after the start: its partition's close, or now when on_tick asks for it.
   std::optional<double> stop_in_s = spec.stop_in_s;
   while (!main_done) {
     siginfo_t info{};
     double wait_s = 1.0;
     if (spec.on_tick && spec.tick_s > 0 && !exec_failed) {
-      const auto now = std::chrono::steady_clock::now();
-      if (now >= next_tick) {
+      const double now_s = clock.MonotonicS();
+      if (now_s >= next_tick_s) {
         if (spec.on_tick() && !outcome.timed_out && !outcome.stopped) {
-          const double elapsed_s = std::chrono::duration<double>(now - started).count();
+          const double elapsed_s = now_s - started_s;
           stop_in_s = stop_in_s ? std::min(*stop_in_s, elapsed_s) : elapsed_s;
         }
-        next_tick = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(spec.tick_s));
+        next_tick_s = now_s + spec.tick_s;
       }
-      wait_s = std::clamp(std::chrono::duration<double>(next_tick - now).count(), 0.001, wait_s);
+      wait_s = std::clamp(next_tick_s - now_s, 0.001, wait_s);
     }
     // The time limit, or the stop (its partition closes), whichever comes first: SIGTERM, then
     // SIGKILL after the kill grace.
@@ -544,21 +544,21 @@ Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>&
         spec.time_limit_s && stop_in_s ? std::min(*spec.time_limit_s, *stop_in_s)
                                         : (spec.time_limit_s ? spec.time_limit_s : stop_in_s);
     if (deadline_s && !exec_failed) {
-      auto limit_at = started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(*deadline_s));
-      auto now = std::chrono::steady_clock::now();
+      const double limit_at_s = started_s + *deadline_s;
+      const double now_s = clock.MonotonicS();
       const bool ending = outcome.timed_out || outcome.stopped;
-      if (!ending && now >= limit_at) {
+      if (!ending && now_s >= limit_at_s) {
         if (spec.time_limit_s && *deadline_s == *spec.time_limit_s) outcome.timed_out = true;
         else outcome.stopped = true;
         killpg(child, SIGTERM);
-        kill_at = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(spec.kill_grace_s));
+        kill_at_s = now_s + spec.kill_grace_s;
       }
-      if (kill_at && now >= *kill_at) {
+      if (kill_at_s && now_s >= *kill_at_s) {
         killpg(child, SIGKILL);
-        kill_at.reset();
+        kill_at_s.reset();
       }
-      auto next = outcome.timed_out || outcome.stopped ? (kill_at ? *kill_at : now + std::chrono::seconds(1)) : limit_at;
-      wait_s = std::clamp(std::chrono::duration<double>(next - now).count(), 0.001, wait_s);
+      const double next_s = outcome.timed_out || outcome.stopped ? (kill_at_s ? *kill_at_s : now_s + 1) : limit_at_s;
+      wait_s = std::clamp(next_s - now_s, 0.001, wait_s);
     }
     int sig = WaitSignal(set, wait_s, &info);
     if (sig == SIGCHLD || sig == 0) {
@@ -582,7 +582,7 @@ Result<JobOutcome> RunJob(const JobSpec& spec, const std::function<void(pid_t)>&
     killpg(child, sig);
   }
   outcome.exit_code = exec_failed ? (failure->at_exec && failure->err == ENOENT ? 127 : 126) : DecodeStatus(main_status);
-  EndLeftovers(child, spec.kill_grace_s, set, outcome, isolation.holder);
+  EndLeftovers(child, spec.kill_grace_s, set, outcome, isolation.holder, clock);
   isolation.Release();  // the holder leaves the job's namespace and frees it, without us waiting
   terminal.Restore();
   sigprocmask(SIG_SETMASK, &old, nullptr);

@@ -18,14 +18,11 @@
 #include "lease/preemption.h"
 #include "sched/preemption.h"
 #include "os/process_table.h"
-#include "util/clock.h"
 #include "util/strings.h"
 #include "util/terminal_text.h"
 
 namespace gpulane::exec {
 namespace {
-
-double MonotonicS() { return SystemClock().MonotonicS(); }
 
 sigset_t StopSignals(const std::vector<int>& extra) {
   sigset_t set;
@@ -57,18 +54,22 @@ int TakePending(const sigset_t& set) {
 // without proof. What lease/occupancy judges, so the warning and every decision agree.
 class GpuWatch {
  public:
-  GpuWatch(GpuBackend& backend, const lease::LeaseDir& dir, std::string lease_name, std::string job_id,
-           std::function<void(const std::string&)> warn)
-      : backend_(backend), dir_(dir), lease_(std::move(lease_name)), job_id_(std::move(job_id)), warn_(std::move(warn)) {}
+  GpuWatch(GpuBackend& backend, ProcessTable& processes, const lease::LeaseDir& dir, std::string lease_name,
+           std::string job_id, std::function<void(const std::string&)> warn)
+      : backend_(backend),
+        processes_(processes),
+        dir_(dir),
+        lease_(std::move(lease_name)),
+        job_id_(std::move(job_id)),
+        warn_(std::move(warn)) {}
 
   void Check() {
     if (!warn_) return;
     auto snapshot = backend_.Read(ReadOptions{false, false, false});
     if (!snapshot) return;
-    ProcfsProcessTable table;
-    AnnotateProcesses(*snapshot, table);
+    AnnotateProcesses(*snapshot, processes_);
     const lease::DirContents contents = dir_.Read();
-    const lease::Occupancy occupancy = lease::BuildOccupancy(*snapshot, contents.leases, table);
+    const lease::Occupancy occupancy = lease::BuildOccupancy(*snapshot, contents.leases, processes_);
     for (const lease::StrayProcess& stray : occupancy.strays) {
       if (stray.lease != lease_ || !warned_.insert({stray.gpu, stray.pid}).second) continue;
       warn_(fmt::format("process {} of job {} runs on GPU{}, which the job did not lease: gpulane counts it as "
@@ -104,6 +105,7 @@ class GpuWatch {
   }
 
   GpuBackend& backend_;
+  ProcessTable& processes_;
   const lease::LeaseDir& dir_;
   std::string lease_, job_id_;
   std::function<void(const std::string&)> warn_;
@@ -113,9 +115,14 @@ class GpuWatch {
 // Asks, for a preemptible job, whether a waiting job needs its GPUs (lease/preemption.h).
 class PreemptWatch {
  public:
-  PreemptWatch(GpuBackend& backend, const lease::LeaseDir& dir, std::string lease_name, const lease::WaitRequest& wait,
-               sched::LineMemory unclaimed)
-      : backend_(backend), dir_(dir), lease_(std::move(lease_name)), wait_(wait), unclaimed_(std::move(unclaimed)) {}
+  PreemptWatch(const os::Env& env, GpuBackend& backend, const lease::LeaseDir& dir, std::string lease_name,
+               const lease::WaitRequest& wait, sched::LineMemory unclaimed)
+      : env_(env),
+        backend_(backend),
+        dir_(dir),
+        lease_(std::move(lease_name)),
+        wait_(wait),
+        unclaimed_(std::move(unclaimed)) {}
 
   /// True (once, with reason()) when the job must give way now.
   bool Check() {
@@ -123,14 +130,15 @@ class PreemptWatch {
     if (lease::TicketsOfLine(contents.tickets, "").empty()) return false;  // nobody waits: no need to read the GPUs
     auto snapshot = backend_.Read(lease::DecisionReadOptions(wait_.request));
     if (!snapshot) return false;  // unknown: it keeps running, and the next look decides
-    ProcfsProcessTable table;
-    AnnotateProcesses(*snapshot, table);
-    reason_ = lease::PreemptionOf(contents, *snapshot, table, lease_, wait_, SystemClock().WallS(), free_since_s_, unclaimed_);
+    AnnotateProcesses(*snapshot, env_.processes);
+    reason_ = lease::PreemptionOf(contents, *snapshot, env_.processes, lease_, wait_, env_.clock.WallS(), free_since_s_,
+                                  unclaimed_);
     return reason_.has_value();
   }
   const std::optional<std::string>& reason() const { return reason_; }
 
  private:
+  const os::Env& env_;
   GpuBackend& backend_;
   const lease::LeaseDir& dir_;
   std::string lease_;
@@ -169,8 +177,8 @@ class UsageWatch {
 
 // Sets up the device isolation of a job granted `granted` (none: -g 0) in `spec`: a plan the
 // forked child carries out, or why there can be none (a warning, or a failed start if required).
-void PrepareIsolation(const LeasedJob& job, const LeasedJobHooks& hooks, const std::vector<GrantedDevice>& granted,
-                      JobSpec& spec) {
+void PrepareIsolation(const Clock& clock, const LeasedJob& job, const LeasedJobHooks& hooks,
+                      const std::vector<GrantedDevice>& granted, JobSpec& spec) {
   if (!job.isolation.devices) return;
   spec.isolation_required = job.isolation.required;
   spec.on_warning = hooks.on_warning;
@@ -180,9 +188,9 @@ void PrepareIsolation(const LeasedJob& job, const LeasedJobHooks& hooks, const s
                                "namespace of their own (submit it to the system daemon, or set [run] isolate_required = false)";
     return;
   }
-  const double planning_s = MonotonicS();
+  const double planning_s = clock.MonotonicS();
   auto plan = PlanIsolation(granted, IsolationRoots::FromEnvironment());
-  spec.isolation_plan_us = std::llround((MonotonicS() - planning_s) * 1e6);
+  spec.isolation_plan_us = std::llround((clock.MonotonicS() - planning_s) * 1e6);
   if (!plan) spec.isolation_failure = plan.error().message;
   else if (!plan->empty()) spec.isolation = std::move(plan).value();  // else nothing to hide: no namespace
 }
@@ -208,7 +216,7 @@ void RecordIsolation(const LeasedJob& job, const LeasedJobHooks& hooks, JobSpec&
 
 }  // namespace
 
-Result<LeasedJobOutcome> RunWithoutGpus(const LeasedJob& job, const LeasedJobHooks& hooks) {
+Result<LeasedJobOutcome> RunWithoutGpus(const os::Env& env, const LeasedJob& job, const LeasedJobHooks& hooks) {
   const sigset_t stops = StopSignals(job.wait.extra_signals);
   sigprocmask(SIG_BLOCK, &stops, nullptr);
   LeasedJobOutcome outcome;
@@ -222,7 +230,7 @@ Result<LeasedJobOutcome> RunWithoutGpus(const LeasedJob& job, const LeasedJobHoo
   JobSpec spec = job.job;
   spec.env = JobEnvironment(job.job.env, GpuSnapshot{}, {}, false, job.job_id, std::nullopt, /*lease_fd=*/-1);
   spec.env.insert(spec.env.end(), job.extra_env.begin(), job.extra_env.end());
-  PrepareIsolation(job, hooks, {}, spec);
+  PrepareIsolation(env.clock, job, hooks, {}, spec);
   RecordIsolation(job, hooks, spec, outcome);
   if (hooks.on_running && job.running_hook_s > 0) {
     spec.tick_s = job.running_hook_s;
@@ -231,10 +239,10 @@ Result<LeasedJobOutcome> RunWithoutGpus(const LeasedJob& job, const LeasedJobHoo
       return false;  // never stops the job
     };
   }
-  const double start = MonotonicS();
+  const double start = env.clock.MonotonicS();
   auto ran = RunJob(
-      spec, [&](pid_t pgid) { if (hooks.on_started) hooks.on_started(pgid); }, hooks.on_logs);
-  outcome.job_s = MonotonicS() - start;
+      spec, env.clock, [&](pid_t pgid) { if (hooks.on_started) hooks.on_started(pgid); }, hooks.on_logs);
+  outcome.job_s = env.clock.MonotonicS() - start;
   if (!ran) return ran.error();
   outcome.job = std::move(ran).value();
   return outcome;
@@ -261,24 +269,23 @@ void GiveGrant(const LeasedJob& job, const lease::Grant& grant, JobSpec& spec) {
 
 }  // namespace
 
-Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir& dir, const LeasedJob& job,
-                                      const LeasedJobHooks& hooks) {
+Result<LeasedJobOutcome> RunLeasedJob(const os::Env& env, GpuBackend& backend, const lease::LeaseDir& dir,
+                                      const LeasedJob& job, const LeasedJobHooks& hooks) {
   // Blocked from here to the process's end: the waiter and the job runner take them in turn, and
   // one that comes in between stays pending instead of killing gpulane with its job half-started.
-  if (job.wait.request.count == 0) return RunWithoutGpus(job, hooks);
+  if (job.wait.request.count == 0) return RunWithoutGpus(env, job, hooks);
   const sigset_t stops = StopSignals(job.wait.extra_signals);
   sigprocmask(SIG_BLOCK, &stops, nullptr);
-  // The lease's label is for people and its file is JSON: the bytes made visible
-  // (util/terminal_text.h), which also keeps bytes that are not UTF-8 out of the JSON text.
+  // The lease's label is for people, its file JSON: bytes made visible (util/terminal_text.h), UTF-8.
   const std::string label = job.label.empty() ? lease::ProgramLabel(job.job.argv) : job.label;
-  lease::LeaseWaiter waiter(backend, dir, job.wait, job.job_id, EscapeForTerminal(label), hooks.on_waiting);
-  // In line before the GPUs are read: NVML's start-up takes tens of milliseconds, and a request
-  // started earlier must be in line before a later one decides.
+  lease::PollWaitEnv wait_env(env.clock);
+  lease::LeaseWaiter waiter(backend, dir, job.wait, job.job_id, EscapeForTerminal(label), hooks.on_waiting, wait_env, env.processes);
+  // In line before the GPUs are read (NVML starts in tens of ms): an earlier request decides first.
   if (Status joined = waiter.JoinLine(); !joined.ok()) return joined.error();
   LeasedJobOutcome outcome;
-  const double start = MonotonicS();
+  const double start = env.clock.MonotonicS();
   auto grant = waiter.Acquire();
-  const double granted_s = MonotonicS();
+  const double granted_s = env.clock.MonotonicS();
   if (!grant) return grant.error();
   if (grant->interrupted_by_signal) {
     outcome.interrupted_by_signal = grant->interrupted_by_signal;
@@ -294,12 +301,12 @@ Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir
 
   JobSpec spec = job.job;
   // From the grant: what the hooks took since is not the job's.
-  if (grant->partition_stop) spec.stop_in_s = std::max(0.0, grant->partition_stop->in_s - (MonotonicS() - granted_s));
+  if (grant->partition_stop) spec.stop_in_s = std::max(0.0, grant->partition_stop->in_s - (env.clock.MonotonicS() - granted_s));
   GiveGrant(job, *grant, spec);
-  PrepareIsolation(job, hooks, GrantedDevices(grant->snapshot, grant->gpus, grant->mig_uuid), spec);
+  PrepareIsolation(env.clock, job, hooks, GrantedDevices(grant->snapshot, grant->gpus, grant->mig_uuid), spec);
   RecordIsolation(job, hooks, spec, outcome);
-  GpuWatch strays(backend, dir, grant->lease.name(), job.job_id, hooks.on_warning);
-  PreemptWatch preemption(backend, dir, grant->lease.name(), job.wait, grant->unclaimed);
+  GpuWatch strays(backend, env.processes, dir, grant->lease.name(), job.job_id, hooks.on_warning);
+  PreemptWatch preemption(env, backend, dir, grant->lease.name(), job.wait, grant->unclaimed);
   const bool check_strays = hooks.on_warning && job.stray_check_s > 0;
   const bool check_preemption =
       sched::GivesWay(job.wait.request, job.wait.limits_config.max_preemptions_per_job) && job.preempt_check_s > 0;
@@ -308,7 +315,7 @@ Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir
   const bool meter = job.meter_usage_s > 0;
   MemoryWatch memory(job.job_id, job.wait.request.mem_bytes, job.memory_guard, hooks.on_warning);
   const bool guard = memory.active() && job.memory_check_s > 0;
-  const double started_wall_s = SystemClock().WallS();
+  const double started_wall_s = env.clock.WallS();
   if (check_strays || check_preemption || call_running || meter || guard) {
     spec.tick_s = 1e9;
     if (meter) spec.tick_s = std::min(spec.tick_s, job.meter_usage_s);
@@ -316,48 +323,49 @@ Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir
     if (check_strays) spec.tick_s = std::min(spec.tick_s, job.stray_check_s);
     if (check_preemption) spec.tick_s = std::min(spec.tick_s, job.preempt_check_s);
     if (call_running) spec.tick_s = std::min(spec.tick_s, job.running_hook_s);
-    double next_stray_s = MonotonicS() + job.stray_check_s, next_running_s = MonotonicS() + job.running_hook_s;
+    const double now_s = env.clock.MonotonicS();
+    double next_stray_s = now_s + job.stray_check_s, next_running_s = now_s + job.running_hook_s;
     ReadOptions sample_options{false, false, false, meter};  // the meter's figures need the telemetry fields
     if (meter) sample_options.utilization = sample_options.sensors = true;
     spec.on_tick = [&, next_stray_s, next_running_s, sample_options]() mutable {
       bool stop_for_memory = false;
       if (meter || guard)  // one read of the GPUs for both
-        ViewOwnLease(backend, sample_options, dir, grant->lease.name(), [&](const std::vector<lease::LeaseGpuView>& views) {
+        ViewOwnLease(backend, env.processes, sample_options, dir, grant->lease.name(), [&](const std::vector<lease::LeaseGpuView>& views) {
           if (meter) usage.Observe(views);
-          if (guard) stop_for_memory = memory.Observe(MonotonicS(), views);
+          if (guard) stop_for_memory = memory.Observe(env.clock.MonotonicS(), views);
         });
-      if (check_strays && MonotonicS() >= next_stray_s) {
+      if (check_strays && env.clock.MonotonicS() >= next_stray_s) {
         strays.Check();
-        next_stray_s = MonotonicS() + job.stray_check_s;
+        next_stray_s = env.clock.MonotonicS() + job.stray_check_s;
       }
-      if (call_running && MonotonicS() >= next_running_s) {
+      if (call_running && env.clock.MonotonicS() >= next_running_s) {
         hooks.on_running();
-        next_running_s = MonotonicS() + job.running_hook_s;
+        next_running_s = env.clock.MonotonicS() + job.running_hook_s;
       }
       return stop_for_memory || (check_preemption && !preemption.reason() && preemption.Check());
     };
   }
   auto ran = RunJob(
-      spec,
+      spec, env.clock,
       [&](pid_t pgid) {
         waiter.RecordProcessGroup(grant->lease, pgid);
         if (hooks.on_started) hooks.on_started(pgid);
       },
       hooks.on_logs);
-  const double ended = MonotonicS();
+  const double ended = env.clock.MonotonicS();
   outcome.job_s = ended - start - outcome.waited_s;
   if (!ran) {
     grant->lease.Release();
     return ran.error();
   }
-  if (meter) outcome.usage = usage.Summary(started_wall_s, SystemClock().WallS(), outcome.waited_s);
+  if (meter) outcome.usage = usage.Summary(started_wall_s, env.clock.WallS(), outcome.waited_s);
   if (ran->stopped && memory.reason()) outcome.memory_overuse = memory.reason();
   else if (ran->stopped && preemption.reason()) outcome.preempted = preemption.reason();
   else if (ran->stopped) outcome.partition_stop = grant->partition_stop;
   outcome.job = std::move(ran).value();
   if (hooks.on_ended) hooks.on_ended(outcome);  // the end recorded while the GPUs are still this job's
   grant->lease.Release();  // the next job may start now; the driver's teardown is checked below
-  outcome.release_s = MonotonicS() - ended;
+  outcome.release_s = env.clock.MonotonicS() - ended;
   outcome.snapshot = std::move(grant->snapshot);
   outcome.gpus_released = waiter.CheckGpusReleased(outcome.gpus, outcome.job->pids);
   return outcome;

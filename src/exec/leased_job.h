@@ -19,6 +19,7 @@
 #include "gpu/backend.h"
 #include "lease/lease_dir.h"
 #include "lease/waiter.h"
+#include "os/env.h"
 #include "telemetry/job_usage.h"
 #include "telemetry/memory_guard.h"
 #include "util/result.h"
@@ -115,18 +116,19 @@ struct LeasedJobOutcome {
   std::optional<telemetry::JobUsage> usage;
 };
 
-/// Runs `job` through the whole lifecycle on the GPUs of `backend` and the lease directory `dir`.
+/// Runs `job` through the whole lifecycle on the GPUs of `backend` and the lease directory `dir`,
+/// with the time and /proc of `env` (main()'s; a test's fakes).
 /// A request for 0 GPUs (-g 0) is run by RunWithoutGpus, touching neither `backend` nor `dir`.
 /// Errors: those of LeaseWaiter::Acquire (the wait failed: kInvalidArgument, kNotEnoughGpus,
 /// kTimeout, kNotFound, kNvml, kIo), of `hooks.on_granted`, and kIo when the job cannot be forked.
-Result<LeasedJobOutcome> RunLeasedJob(GpuBackend& backend, const lease::LeaseDir& dir, const LeasedJob& job,
-                                      const LeasedJobHooks& hooks);
+Result<LeasedJobOutcome> RunLeasedJob(const os::Env& env, GpuBackend& backend, const lease::LeaseDir& dir,
+                                      const LeasedJob& job, const LeasedJobHooks& hooks);
 
 /// The lifecycle of a CPU-only job (-g 0: job.wait.request.count is 0): no place in line, no
 /// wait, no lease, no GPU read; the job starts at once with CUDA_VISIBLE_DEVICES empty (and
 /// CUDA_DEVICE_ORDER, GPULANE_JOB_ID as any job; no GPULANE_LEASE_FD). The hooks are called as for
 /// any job, on_granted with a grant of no GPUs and no lease; stop signals are handled the same way.
 /// Errors: those of `hooks.on_granted`, and kIo when the job cannot be forked.
-Result<LeasedJobOutcome> RunWithoutGpus(const LeasedJob& job, const LeasedJobHooks& hooks);
+Result<LeasedJobOutcome> RunWithoutGpus(const os::Env& env, const LeasedJob& job, const LeasedJobHooks& hooks);
 
 }  // namespace gpulane::exec

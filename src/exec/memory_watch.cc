@@ -5,14 +5,13 @@
 
 namespace gpulane::exec {
 
-bool ViewOwnLease(GpuBackend& backend, const ReadOptions& options, const lease::LeaseDir& dir, const std::string& lease_name,
-                  const std::function<void(const std::vector<lease::LeaseGpuView>&)>& use) {
+bool ViewOwnLease(GpuBackend& backend, ProcessTable& processes, const ReadOptions& options, const lease::LeaseDir& dir,
+                  const std::string& lease_name, const std::function<void(const std::vector<lease::LeaseGpuView>&)>& use) {
   auto snapshot = backend.Read(options);
   if (!snapshot) return false;
-  ProcfsProcessTable table;
-  AnnotateProcesses(*snapshot, table);
+  AnnotateProcesses(*snapshot, processes);
   const lease::DirContents contents = dir.Read();
-  const auto owners = lease::ProcessOwners(*snapshot, contents.leases, table);
+  const auto owners = lease::ProcessOwners(*snapshot, contents.leases, processes);
   for (std::size_t i = 0; i < contents.leases.size(); ++i) {
     if (contents.leases[i].name != lease_name) continue;
     use(lease::ViewLease(*snapshot, contents.leases, i, owners));

@@ -15,15 +15,17 @@
 #include "gpu/backend.h"
 #include "lease/job_observation.h"
 #include "lease/lease_dir.h"
+#include "os/process_table.h"
 #include "telemetry/memory_guard.h"
 
 namespace gpulane::exec {
 
 /// Reads the GPUs once through `backend` (`options`) and calls `use` with the views of the live
-/// lease named `lease_name` (lease::ViewLease over the lease directory, processes from /proc).
-/// False when the GPUs could not be read or the lease is not (or no longer) in the directory.
-bool ViewOwnLease(GpuBackend& backend, const ReadOptions& options, const lease::LeaseDir& dir, const std::string& lease_name,
-                  const std::function<void(const std::vector<lease::LeaseGpuView>&)>& use);
+/// lease named `lease_name` (lease::ViewLease over the lease directory, processes looked up in
+/// `processes`, os::Env's). False when the GPUs could not be read or the lease is not (or no
+/// longer) in the directory.
+bool ViewOwnLease(GpuBackend& backend, ProcessTable& processes, const ReadOptions& options, const lease::LeaseDir& dir,
+                  const std::string& lease_name, const std::function<void(const std::vector<lease::LeaseGpuView>&)>& use);
 
 class MemoryWatch {
  public:

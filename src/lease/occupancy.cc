@@ -378,9 +378,9 @@ sched::Decision DecideNewcomer(const Occupancy& occupancy, const std::vector<Tic
   return sched::Schedule(occupancy.gpus, line, limits, occupancy.mig_units)[mine];
 }
 
-Status CanEverQualify(const GpuSnapshot& snapshot, const sched::Request& request, const sched::Limits& limits) {
-  ProcfsProcessTable table;
-  const Occupancy occupancy = BuildOccupancy(snapshot, {}, table);
+Status CanEverQualify(const GpuSnapshot& snapshot, const sched::Request& request, const sched::Limits& limits,
+                      ProcessTable& processes) {
+  const Occupancy occupancy = BuildOccupancy(snapshot, {}, processes);
   const sched::Decision d = sched::Schedule(occupancy.gpus, {request}, limits, occupancy.mig_units).front();
   if (!d.impossible) return Status::Ok();
   return MakeError(ErrorKind::kInvalidArgument,

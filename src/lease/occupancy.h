@@ -143,8 +143,9 @@ sched::Decision DecideNewcomer(const Occupancy& occupancy, const std::vector<Tic
 
 /// Whether `request` could ever be met on the GPUs of `snapshot` (nothing leased, nothing waiting):
 /// the policy's own "never" rules, as `run` applies them on its first look. Errors:
-/// kInvalidArgument with sched::ImpossibleReason.
-Status CanEverQualify(const GpuSnapshot& snapshot, const sched::Request& request, const sched::Limits& limits);
+/// kInvalidArgument with sched::ImpossibleReason. `processes`: the caller's process table (os::Env's).
+Status CanEverQualify(const GpuSnapshot& snapshot, const sched::Request& request, const sched::Limits& limits,
+                      ProcessTable& processes);
 
 /// What NVML must be read for to decide `request`: the same for pick, run and supervisors, so
 /// they rank GPUs alike (memory and processes always; utilisation, which breaks ties; NVLink for

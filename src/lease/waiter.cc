@@ -72,25 +72,6 @@ void NoteFreeSince(std::vector<sched::GpuState>& gpus, double now_s, std::map<st
 
 namespace {
 
-class RealEnv : public WaitEnv {
- public:
-  double MonotonicS() const override { return clock_.MonotonicS(); }
-  double WallS() const override { return clock_.WallS(); }
-  unsigned WaitReadable(const std::vector<int>& fds, double timeout_s) override {
-    std::vector<pollfd> p;
-    for (int fd : fds) p.push_back({fd, POLLIN, 0});
-    const int timeout_ms = timeout_s <= 0 ? 0 : static_cast<int>(std::ceil(std::min(timeout_s, 3600.0) * 1000));
-    if (poll(p.data(), p.size(), timeout_ms) <= 0) return 0;
-    unsigned ready = 0;
-    for (std::size_t i = 0; i < p.size(); ++i)
-      if (p[i].revents & POLLIN) ready |= 1u << i;
-    return ready;
-  }
-
- private:
-  SystemClock clock_;
-};
-
 // Requests granted in the same decision start in line order: a later one lets the earlier ones take
 // their leases first (they do within milliseconds of the change that freed the GPUs), but waits no
 // longer than this for one that does not act (a stopped gpulane, one whose NVML view lags).
@@ -137,14 +118,26 @@ class SignalWatch {
 
 }  // namespace
 
-WaitEnv& RealWaitEnv() {
-  static RealEnv env;
-  return env;
+unsigned PollWaitEnv::WaitReadable(const std::vector<int>& fds, double timeout_s) {
+  std::vector<pollfd> p;
+  for (int fd : fds) p.push_back({fd, POLLIN, 0});
+  const int timeout_ms = timeout_s <= 0 ? 0 : static_cast<int>(std::ceil(std::min(timeout_s, 3600.0) * 1000));
+  if (poll(p.data(), p.size(), timeout_ms) <= 0) return 0;
+  unsigned ready = 0;
+  for (std::size_t i = 0; i < p.size(); ++i)
+    if (p[i].revents & POLLIN) ready |= 1u << i;
+  return ready;
 }
 
 LeaseWaiter::LeaseWaiter(GpuBackend& backend, const LeaseDir& dir, WaitRequest request, std::string job_id,
-                         std::string label, std::function<void(const std::string&)> on_status, WaitEnv& env)
-    : backend_(backend), dir_(dir), request_(std::move(request)), on_status_(std::move(on_status)), env_(env) {
+                         std::string label, std::function<void(const std::string&)> on_status, WaitEnv& env,
+                         ProcessTable& processes)
+    : backend_(backend),
+      dir_(dir),
+      request_(std::move(request)),
+      on_status_(std::move(on_status)),
+      env_(env),
+      processes_(processes) {
   record_.job_id = std::move(job_id);
   record_.pid = request_.lease_pid.value_or(getpid());
   record_.label = LabelForLease(std::move(label));  // bounded: every reader can read the lease
@@ -155,8 +148,7 @@ LeaseWaiter::LeaseWaiter(GpuBackend& backend, const LeaseDir& dir, WaitRequest r
 Result<GpuSnapshot> LeaseWaiter::ReadSnapshot() {
   auto snapshot = backend_.Read(DecisionReadOptions(request_.request));
   if (!snapshot) return snapshot;
-  ProcfsProcessTable table;
-  AnnotateProcesses(*snapshot, table);
+  AnnotateProcesses(*snapshot, processes_);
   for (const auto& d : snapshot->devices)
     if (d.processes)
       for (const auto& p : *d.processes)
@@ -177,10 +169,9 @@ Status LeaseWaiter::JoinLine() {
   ticket_.pid = getpid();
   DirLock lock = dir_.Lock();
   if (request_.parent_job_id) {
-    ProcfsProcessTable table;
     const DirContents contents = dir_.Read();
     if (const LeaseRecord* parent = FindParentLease(contents.leases, request_.parent_job_id,
-                                                    static_cast<std::uint32_t>(getpid()), table)) {
+                                                    static_cast<std::uint32_t>(getpid()), processes_)) {
       ticket_.parent = record_.parent = parent->name;
       for (const LeasedGpu& g : parent->gpus) parent_uuids_.push_back(g.uuid);
     }
@@ -298,7 +289,7 @@ Result<Grant> LeaseWaiter::Acquire() {
   if (Status narrowed = NarrowTicket(*allowed, *snapshot); !narrowed.ok()) return narrowed.error();
   const sched::Request& request = ticket_.request;
   const unsigned gpu_count = static_cast<unsigned>(snapshot->devices.size());
-  ProcfsProcessTable table;
+  ProcessTable& table = processes_;
   std::string last_status;
   bool first = true;
   std::optional<double> deferred_since;

@@ -107,15 +107,25 @@ class WaitEnv : public Clock {
   virtual unsigned WaitReadable(const std::vector<int>& fds, double timeout_s) = 0;
 };
 
-/// The real clocks (CLOCK_MONOTONIC, CLOCK_REALTIME) and poll(2).
-WaitEnv& RealWaitEnv();
+/// The caller's clock (the real one: os::Env's) and poll(2).
+class PollWaitEnv final : public WaitEnv {
+ public:
+  explicit PollWaitEnv(const Clock& clock) : clock_(clock) {}
+  double WallS() const override { return clock_.WallS(); }
+  double MonotonicS() const override { return clock_.MonotonicS(); }
+  unsigned WaitReadable(const std::vector<int>& fds, double timeout_s) override;
+
+ private:
+  const Clock& clock_;
+};
 
 class LeaseWaiter {
  public:
-  /// `on_status` receives the one-line waiting status each time it changes ("" when done).
-  LeaseWaiter(GpuBackend& backend, const LeaseDir& dir, WaitRequest request, std::string job_id,
-              std::string label, std::function<void(const std::string&)> on_status = {},
-              WaitEnv& env = RealWaitEnv());
+  /// `on_status` receives the one-line waiting status each time it changes ("" when done); `env`
+  /// is the time and the sleeping (PollWaitEnv over os::Env's clock), `processes` the process
+  /// table (os::Env's) that GPU processes, lease holders and a parent job are looked up in.
+  LeaseWaiter(GpuBackend& backend, const LeaseDir& dir, WaitRequest request, std::string job_id, std::string label,
+              std::function<void(const std::string&)> on_status, WaitEnv& env, ProcessTable& processes);
 
   /// Takes a place in line now, before the GPUs are read (NVML's start-up takes tens of ms), so a
   /// request started earlier is in line before a later one decides. The ticket allows any GPU until
@@ -160,6 +170,7 @@ class LeaseWaiter {
   LeaseRecord record_;
   std::function<void(const std::string&)> on_status_;
   WaitEnv& env_;
+  ProcessTable& processes_;
   TicketRecord ticket_;   ///< this request's ticket as written, with its file's identity (dev, ino)
   HeldFile held_ticket_;  ///< this request's place in line, until it gets its lease
   std::vector<std::string> parent_uuids_;  ///< nested: the GPUs of the job it runs inside

@@ -24,13 +24,17 @@ bool ReadFile(const std::string& path, std::string* out) {
 }  // namespace
 
 std::string ProcfsProcessTable::UserName(std::uint32_t uid) {
-  auto it = users_.find(uid);
-  if (it != users_.end()) return it->second;
+  {
+    std::lock_guard<std::mutex> lock(users_mutex_);
+    auto it = users_.find(uid);
+    if (it != users_.end()) return it->second;
+  }
   std::string name = std::to_string(uid);
   struct passwd pw;
   struct passwd* result = nullptr;
   std::vector<char> buf(16384);
   if (getpwuid_r(uid, &pw, buf.data(), buf.size(), &result) == 0 && result) name = result->pw_name;
+  std::lock_guard<std::mutex> lock(users_mutex_);
   users_[uid] = name;
   return name;
 }

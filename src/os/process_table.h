@@ -2,6 +2,7 @@
 // Who runs a process: the owner and command line of a pid, read from /proc.
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -39,7 +40,8 @@ class ProcessTable {
   virtual bool UnseenPidsMayBeOurs() { return true; }
 };
 
-/// ProcessTable over a procfs mount (default /proc). Caches user names per uid.
+/// ProcessTable over a procfs mount (default /proc). Caches user names per uid; safe to use from
+/// several threads at once (one table serves the daemon's loop and its sampler: os/env.h).
 class ProcfsProcessTable : public ProcessTable {
  public:
   explicit ProcfsProcessTable(std::string root = "/proc") : root_(std::move(root)) {}
@@ -52,6 +54,7 @@ class ProcfsProcessTable : public ProcessTable {
  private:
   std::string UserName(std::uint32_t uid);
   std::string root_;
+  std::mutex users_mutex_;  ///< guards users_
   std::map<std::uint32_t, std::string> users_;
 };
 

@@ -102,6 +102,7 @@ class InProcDaemonTest : public ::testing::Test {
 
   std::filesystem::path dir_;
   FakeClock clock_;
+  ProcfsProcessTable processes_;  ///< the real /proc, as the daemon's own (os/env.h)
   Config config_;
   daemon::DaemonSettings settings_;
   unsigned gpu_count_ = 2;

@@ -53,12 +53,13 @@ class ExecMarkTest : public ::testing::Test {
 
   fs::path dir_;
   std::string mark_;
+  const SystemClock clock_;
 };
 
 TEST_F(ExecMarkTest, TheChildMarksItsExecAndTheJobDoesNotInheritTheMark) {
   const int fd = OpenMark(O_RDWR);
   // The job's shell finds no descriptor of that number: the mark closed at the exec.
-  auto ran = RunJob(Spec({"/bin/sh", "-c", "test ! -e /proc/self/fd/" + std::to_string(fd)}, fd), {});
+  auto ran = RunJob(Spec({"/bin/sh", "-c", "test ! -e /proc/self/fd/" + std::to_string(fd)}, fd), clock_, {});
   close(fd);
   ASSERT_TRUE(ran) << ran.error().message;
   EXPECT_FALSE(ran->exec_failed) << ran->exec_error;
@@ -68,7 +69,7 @@ TEST_F(ExecMarkTest, TheChildMarksItsExecAndTheJobDoesNotInheritTheMark) {
 
 TEST_F(ExecMarkTest, AFailedExecPutsTheMarkBack) {
   const int fd = OpenMark(O_RDWR);
-  auto ran = RunJob(Spec({(dir_ / "no-such-command").string()}, fd), {});
+  auto ran = RunJob(Spec({(dir_ / "no-such-command").string()}, fd), clock_, {});
   close(fd);
   ASSERT_TRUE(ran) << ran.error().message;
   EXPECT_TRUE(ran->exec_failed);
@@ -79,7 +80,7 @@ TEST_F(ExecMarkTest, AFailedExecPutsTheMarkBack) {
 TEST_F(ExecMarkTest, AMarkThatCannotBeWrittenKeepsTheCommandFromStarting) {
   const int fd = OpenMark(O_RDONLY);
   const fs::path ran_file = dir_ / "ran";
-  auto ran = RunJob(Spec({"/bin/sh", "-c", "touch " + ran_file.string()}, fd), {});
+  auto ran = RunJob(Spec({"/bin/sh", "-c", "touch " + ran_file.string()}, fd), clock_, {});
   close(fd);
   ASSERT_TRUE(ran) << ran.error().message;
   EXPECT_TRUE(ran->exec_failed);

@@ -73,6 +73,22 @@ GpuSnapshot WithForeign(GpuSnapshot s, unsigned gpu) {
   return s;
 }
 
+// A pid above the kernel's largest pid_max (2^22): never in the real /proc.
+constexpr std::uint32_t kNeverRealPid = 4194305;
+
+// A process table (os::Env's) that saw one GPU process when the snapshot was annotated (Lookup)
+// and sees it ended since (no Links): a process that exits between the two looks, whose memory the
+// driver frees a moment later (lease/occupancy.cc Classify).
+class EndedProcessTable final : public ProcessTable {
+ public:
+  std::optional<ProcessInfo> Lookup(std::uint32_t pid) override {
+    if (pid != kNeverRealPid) return std::nullopt;
+    return ProcessInfo{1000, "alice", "python", "python train.py"};
+  }
+  std::optional<ProcessLinks> Links(std::uint32_t) override { return std::nullopt; }
+  bool UnseenPidsMayBeOurs() override { return false; }
+};
+
 class WaiterTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -95,13 +111,37 @@ class WaiterTest : public ::testing::Test {
     return w;
   }
   Result<Grant> Acquire(GpuBackend& gpus, WaitRequest w, const std::string& job_id = "r1") {
-    LeaseWaiter waiter(gpus, *dir_, std::move(w), job_id, "test", {}, clock_);
+    LeaseWaiter waiter(gpus, *dir_, std::move(w), job_id, "test", {}, clock_, processes_);
     return waiter.Acquire();
   }
   fs::path root_;
   std::optional<LeaseDir> dir_;
   VirtualClock clock_;
+  ProcfsProcessTable processes_;  ///< the real /proc (pid 1 is a live process outside gpulane)
 };
+
+// The waiter looks GPU processes up in the process table it is given (issue 25 item 3), never in
+// a /proc of its own: the table says this GPU's one process has just ended, so the GPU is free
+// now. Read from the real /proc instead, the same pid shows nowhere and counts as a process of
+// another PID namespace on the GPU: --no-wait would be refused.
+TEST_F(WaiterTest, GpuProcessesAreLookedUpInTheProcessTableItIsGivenNotTheRealProc) {
+  ScriptedGpus gpus(clock_, [](double) {
+    GpuSnapshot s = Gpus(1);
+    GpuProcess p;
+    p.pid = kNeverRealPid;
+    p.used_memory_bytes = 79 * kGiB;
+    s.devices[0].memory_free_bytes = 1 * kGiB;
+    s.devices[0].processes->push_back(p);
+    return s;
+  });
+  WaitRequest w = Request(1);
+  w.no_wait = true;
+  EndedProcessTable table;
+  LeaseWaiter waiter(gpus, *dir_, std::move(w), "r1", "test", {}, clock_, table);
+  auto r = waiter.Acquire();
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->gpus, std::vector<unsigned>{0});
+}
 
 TEST_F(WaiterTest, GivesUpAfterItsTimeoutOnTheVirtualClockRereadingTheGpusEverySecond) {
   ScriptedGpus gpus(clock_, [](double) { return WithForeign(Gpus(1), 0); });
@@ -212,7 +252,7 @@ TEST_F(WaiterTest, AFreeGpuHeldForAJobBehindAForeignProcessGoesToTheNextJobAfter
   ScriptedGpus gpus(clock_, [](double) { return WithForeign(Gpus(2), 0); });
   WaitRequest head = Request(2);
   head.request.submit_time_s = clock_.WallS();
-  LeaseWaiter head_waiter(gpus, *dir_, head, "r1", "head", {}, clock_);
+  LeaseWaiter head_waiter(gpus, *dir_, head, "r1", "head", {}, clock_, processes_);
   ASSERT_TRUE(head_waiter.JoinLine().ok());
 
   WaitRequest later = Request(1);
@@ -235,7 +275,7 @@ TEST_F(WaiterTest, AFreeGpuHeldForAJobBehindAForeignProcessGoesToTheNextJobAfter
 TEST_F(WaiterTest, MaxReserveIdleComesFromTheRequestAndPolicyEasyHoldsForever) {
   ScriptedGpus gpus(clock_, [](double) { return WithForeign(Gpus(2), 0); });
   WaitRequest head = Request(2);
-  LeaseWaiter head_waiter(gpus, *dir_, head, "r1", "head", {}, clock_);
+  LeaseWaiter head_waiter(gpus, *dir_, head, "r1", "head", {}, clock_, processes_);
   ASSERT_TRUE(head_waiter.JoinLine().ok());
   WaitRequest later = Request(1);
   later.max_reserve_idle_s = 30;
@@ -267,7 +307,7 @@ TEST_F(WaiterTest, AJobWhoseTimeLimitEndsBeforeTheReservationStartsBackfillsOnto
   ASSERT_TRUE(running.ok()) << running.error().message;
   ASSERT_EQ(running->gpus, std::vector<unsigned>{0});
 
-  LeaseWaiter head_waiter(gpus, *dir_, Request(2), "r2", "head", {}, clock_);
+  LeaseWaiter head_waiter(gpus, *dir_, Request(2), "r2", "head", {}, clock_, processes_);
   ASSERT_TRUE(head_waiter.JoinLine().ok());
 
   WaitRequest too_long = Request(1);
@@ -376,7 +416,7 @@ TEST_F(WaiterTest, ALeaseDirectoryThatChangesNonStopIsLookedAtAtMostFiftyTimesAS
   ScriptedGpus gpus(clock, [](double) { return WithForeign(Gpus(1), 0); });
   WaitRequest w = Request(1);
   w.timeout_s = 2;
-  LeaseWaiter waiter(gpus, *dir_, std::move(w), "r1", "test", {}, clock);
+  LeaseWaiter waiter(gpus, *dir_, std::move(w), "r1", "test", {}, clock, processes_);
   auto r = waiter.Acquire();
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().kind, ErrorKind::kTimeout);

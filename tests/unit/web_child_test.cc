@@ -25,6 +25,9 @@ struct Logged {
   }
 };
 
+// Stop's wait for a child that ignores SIGTERM is timed on the real clock: the children here end.
+const SystemClock clock;
+
 // A child that exits with status 3 at once, as the daemon would see it: reaped, then Reaped().
 int ReapOne(WebChild& child, double now_s) {
   int status = 0;
@@ -39,7 +42,7 @@ TEST(WebChild, EndsAreLoggedAndRestartsBackOff) {
   WebChildSpec spec;
   spec.exe = "/bin/sh";
   spec.argv = {"sh", "-c", "exit 3"};
-  WebChild child(spec, log.fn());
+  WebChild child(spec, clock, log.fn());
   child.Start(100);
   ASSERT_GT(child.pid(), 0);
   EXPECT_TRUE(log.Has("started gpulane-web (pid ")) << log.lines.back();
@@ -67,7 +70,7 @@ TEST(WebChild, StopEndsARunningChildAndReapsIt) {
   WebChildSpec spec;
   spec.exe = "/bin/sleep";
   spec.argv = {"sleep", "600"};
-  WebChild child(spec, log.fn());
+  WebChild child(spec, clock, log.fn());
   child.Start(0);
   const pid_t pid = child.pid();
   ASSERT_GT(pid, 0);
@@ -82,10 +85,10 @@ TEST(WebChild, OffOrMissingBinaryStartsNothing) {
   Logged log;
   Config config;
   config.web_listen = "off";
-  EXPECT_EQ(MakeWebChild(config, DaemonPaths{"/tmp/s.sock", "/tmp/state", false}, "/nonexistent/gpulane", {}, log.fn()), nullptr);
+  EXPECT_EQ(MakeWebChild(config, DaemonPaths{"/tmp/s.sock", "/tmp/state", false}, "/nonexistent/gpulane", {}, clock, log.fn()), nullptr);
   EXPECT_TRUE(log.lines.empty());
   config.web_listen = "127.0.0.1:9470";
-  EXPECT_EQ(MakeWebChild(config, DaemonPaths{"/tmp/s.sock", "/tmp/state", false}, "/nonexistent/gpulane", {}, log.fn()), nullptr);
+  EXPECT_EQ(MakeWebChild(config, DaemonPaths{"/tmp/s.sock", "/tmp/state", false}, "/nonexistent/gpulane", {}, clock, log.fn()), nullptr);
   EXPECT_TRUE(log.Has("/nonexistent/gpulane-web is missing")) << (log.lines.empty() ? "" : log.lines.back());
 }
 

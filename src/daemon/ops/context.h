@@ -13,6 +13,7 @@
 
 #include "daemon/job_table.h"
 #include "daemon/peer.h"
+#include "os/process_table.h"
 #include "proto/wire.h"
 #include "store/job.h"
 #include "store/job_store.h"
@@ -55,6 +56,7 @@ struct Context {
   JobTable& jobs;
   const Config& config;
   const Clock& clock;
+  ProcessTable& processes;  ///< os::Env's: who runs a GPU process
   const JobViews& views;
 };
 

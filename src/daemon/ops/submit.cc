@@ -33,7 +33,7 @@ Status CheckGpus(const Context& ctx, const LimitsConfig& user_limits, const GpuS
       request.gpu_list, InheritedGpusFrom([&](const char* name) { return exec::EnvValue(job.spec.env, name); }), gpus);
   if (!allowed) return allowed.error();
   request.allowed_uuids = std::move(allowed).value();
-  return lease::CanEverQualify(gpus, request, sched::Limits{ctx.config.memory_margin_bytes});
+  return lease::CanEverQualify(gpus, request, sched::Limits{ctx.config.memory_margin_bytes}, ctx.processes);
 }
 
 // Every dependency must name a job: a look-up or two each (at most kMaxDependencies of them),
