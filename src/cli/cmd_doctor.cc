@@ -102,7 +102,7 @@ std::string OwnerName(uid_t uid) {
   return std::to_string(uid);
 }
 
-void CheckLeaseDir(Report& report, const Config& config) {
+void CheckLeaseDir(Report& report, const Config& config, const gpulane::Clock& clock) {
   const std::string path = lease::LeaseDir::DefaultPath(config.lease_dir);
   struct stat st {};
   if (lstat(path.c_str(), &st) != 0) {
@@ -112,7 +112,7 @@ void CheckLeaseDir(Report& report, const Config& config) {
                                           path, path));
     return;
   }
-  if (auto dir = lease::LeaseDir::Open(path); !dir) {
+  if (auto dir = lease::LeaseDir::Open(path, clock); !dir) {
     report.Line(Level::kFail, fmt::format("lease directory {}: {}", path, dir.error().message));
     return;
   }
@@ -221,11 +221,11 @@ void CheckClock(Report& report) {
   }
 }
 
-int RunDoctor() {
+int RunDoctor(const os::Env& env) {
   Report report;
   const Config config = CheckConfig(report);
   const std::optional<GpuSnapshot> snapshot = CheckNvml(report);
-  CheckLeaseDir(report, config);
+  CheckLeaseDir(report, config, env.clock);
   const std::string daemon_mode = CheckDaemon(report);
   CheckIsolation(report, config, snapshot, daemon_mode);
   CheckCudaOrder(report, snapshot);
@@ -235,10 +235,10 @@ int RunDoctor() {
 
 }  // namespace
 
-void RegisterDoctor(CLI::App& app, Runner* run, const os::Env&) {
+void RegisterDoctor(CLI::App& app, Runner* run, const os::Env& env) {
   CLI::App* sub = app.add_subcommand(
       "doctor", "Check the setup (driver, NVML, lease directory, daemon, isolation, config, CUDA_DEVICE_ORDER, clock), one line each");
-  sub->callback([run] { *run = [] { return RunDoctor(); }; });
+  sub->callback([run, &env] { *run = [&env] { return RunDoctor(env); }; });
 }
 
 }  // namespace gpulane::cli

@@ -134,7 +134,7 @@ int RunLease(const LeaseOptions& o, const os::Env& os_env) {
   const lease::WaitRequest& w = *wait;
   auto backend = OpenBackend();
   if (!backend) return Fail(backend.error());
-  auto dir = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config->lease_dir));
+  auto dir = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config->lease_dir), os_env.clock);
   if (!dir) return Fail(dir.error());
   sigset_t stops;
   sigemptyset(&stops);

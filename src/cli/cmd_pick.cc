@@ -45,14 +45,14 @@ std::string ExportLine(const std::string& devices) {
   return fmt::format("export CUDA_VISIBLE_DEVICES={} CUDA_DEVICE_ORDER=PCI_BUS_ID", plain ? devices : QuoteForShell(devices));
 }
 
-int RunPick(const PickOptions& o) {
+int RunPick(const PickOptions& o, const os::Env& env) {
   auto request = o.request.ToRequest();
   if (!request) return Fail(request.error());
   auto config = LoadConfig();
   if (!config) return Fail(config.error());
   // The lease directory as `run` opens it (created when missing, refused when unsafe), before the
   // GPUs as run does, so pick fails exactly where and how run --no-wait would.
-  auto dir = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config->lease_dir));
+  auto dir = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config->lease_dir), env.clock);
   if (!dir) return Fail(dir.error());
   auto backend = OpenBackend();
   if (!backend) return Fail(backend.error());
@@ -87,7 +87,7 @@ int RunPick(const PickOptions& o) {
   }
   const sched::Decision decision = lease::DecideNewcomer(in->view.occupancy, in->view.tickets, *request, in->limits,
                                                                contents.shares ? &*contents.shares : nullptr,
-                                                               SystemClock().WallS());
+                                                               env.clock.WallS());
   auto chosen = sched::GrantedNow(*request, decision, static_cast<unsigned>(snapshot->devices.size()));
   if (!chosen) return Fail(chosen.error());
   // A MIG device: CUDA selects it only by its MIG- UUID.
@@ -99,7 +99,7 @@ int RunPick(const PickOptions& o) {
 
 }  // namespace
 
-void RegisterPick(CLI::App& app, Runner* run, const os::Env&) {
+void RegisterPick(CLI::App& app, Runner* run, const os::Env& env) {
   auto o = std::make_shared<PickOptions>();
   CLI::App* sub = app.add_subcommand(
       "pick", "Print a CUDA_VISIBLE_DEVICES value for the least-used GPUs: CUDA_VISIBLE_DEVICES=$(gpulane pick -g 2)");
@@ -109,7 +109,7 @@ void RegisterPick(CLI::App& app, Runner* run, const os::Env&) {
                 "Print 'export CUDA_VISIBLE_DEVICES=... CUDA_DEVICE_ORDER=PCI_BUS_ID' for bash, zsh or sh: "
                 "out=$(gpulane pick -g 2 --export) && eval \"$out\" && python train.py (runs only when pick "
                 "succeeded). fish: set -l out (gpulane pick -g 2 --export); and eval $out; and python train.py");
-  sub->callback([o, run] { *run = [o] { return RunPick(*o); }; });
+  sub->callback([o, run, &env] { *run = [o, &env] { return RunPick(*o, env); }; });
 }
 
 }  // namespace gpulane::cli

@@ -150,7 +150,7 @@ int RunRun(const RunOptions& o, const os::Env& env, int report_fd = -1) {
   } else {
     auto backend = OpenBackend();
     if (!backend) return Fail(backend.error());
-    auto dir = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config->lease_dir));
+    auto dir = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config->lease_dir), env.clock);
     if (!dir) return Fail(dir.error());
     TimingMark("lease directory opened");
     // Its usage line: from the daemon's sampler when one meters the lease directory, else metered here.

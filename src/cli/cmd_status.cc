@@ -66,7 +66,7 @@ std::map<std::pair<unsigned, std::uint32_t>, StrayMark> StraysOf(const GpuSnapsh
   return strays;
 }
 
-StatusContext MakeContext(const GpuSnapshot& snapshot, bool warn) {
+StatusContext MakeContext(const GpuSnapshot& snapshot, bool warn, const gpulane::Clock& clock) {
   StatusContext context;
   context.hostname = HostName();
   context.now = std::time(nullptr);
@@ -75,7 +75,7 @@ StatusContext MakeContext(const GpuSnapshot& snapshot, bool warn) {
   context.slurm_gpus = allocation.slurm_gpus;
   context.visible = warn ? AllowedGpus(snapshot) : ParseInheritedGpus(allocation, snapshot);
   TimingMark("context");
-  const lease::DirContents contents = ReadLeaseDirIfPresent();
+  const lease::DirContents contents = ReadLeaseDirIfPresent(clock);
   context.holders = LeaseHolders(contents.leases, snapshot);
   context.strays = StraysOf(snapshot, contents.leases);
   if (!contents.shares_unreadable.empty())
@@ -115,7 +115,7 @@ void SleepUnlessStopped(double seconds) {
 }
 
 // Redraws every `interval_s` until a stop signal, or until `frames` were written (0: no limit).
-int Watch(GpuBackend& backend, StatusOptions o, double interval_s, long frames = 0) {
+int Watch(GpuBackend& backend, StatusOptions o, double interval_s, const gpulane::Clock& clock, long frames = 0) {
   if (!o.json) o.dashboard_url = DashboardUrl();
   struct sigaction sa {};
   sa.sa_handler = OnStopSignal;
@@ -127,7 +127,7 @@ int Watch(GpuBackend& backend, StatusOptions o, double interval_s, long frames =
   while (!g_stop) {
     auto snapshot = ReadAnnotated(backend);
     if (!snapshot) return Fail(snapshot.error());
-    std::string frame = Render(*snapshot, MakeContext(*snapshot, first), o, color);
+    std::string frame = Render(*snapshot, MakeContext(*snapshot, first, clock), o, color);
     if (tty && !o.json) {
       // Redraw in place: home, each line cleared to its end, then clear below.
       std::string out = first ? "\x1b[2J\x1b[H" : "\x1b[H";
@@ -148,7 +148,7 @@ int Watch(GpuBackend& backend, StatusOptions o, double interval_s, long frames =
   return kExitOk;
 }
 
-int RunStatus(const StatusOptions& o) {
+int RunStatus(const StatusOptions& o, const os::Env& env) {
   double interval_s = 1.0;
   if (o.watch_given && !o.watch.empty()) {
     auto parsed = ParseDurationOrSecondsS(o.watch);
@@ -159,13 +159,13 @@ int RunStatus(const StatusOptions& o) {
   }
   auto backend = OpenBackend();
   if (!backend) return Fail(backend.error());
-  if (o.watch_given) return Watch(**backend, o, interval_s);
+  if (o.watch_given) return Watch(**backend, o, interval_s, env.clock);
   auto snapshot = ReadAnnotated(**backend);
   if (!snapshot) return Fail(snapshot.error());
   TimingMark("snapshot");
   StatusOptions shown = o;
   if (!o.json) shown.dashboard_url = DashboardUrl();
-  std::string out = Render(*snapshot, MakeContext(*snapshot, true), shown, UseColor(o.color));
+  std::string out = Render(*snapshot, MakeContext(*snapshot, true, env.clock), shown, UseColor(o.color));
   TimingMark("rendered");
   std::fwrite(out.data(), 1, out.size(), stdout);
   return kExitOk;
@@ -173,16 +173,16 @@ int RunStatus(const StatusOptions& o) {
 
 }  // namespace
 
-int WatchStatus(double interval_s, long frames, const std::string& color) {
+int WatchStatus(double interval_s, long frames, const std::string& color, const gpulane::Clock& clock) {
   auto backend = OpenBackend();
   if (!backend) return Fail(backend.error());
   StatusOptions o;
   o.watch_given = true;
   o.color = color;
-  return Watch(**backend, o, interval_s, frames);
+  return Watch(**backend, o, interval_s, clock, frames);
 }
 
-void RegisterStatus(CLI::App& app, Runner* run, const os::Env&) {
+void RegisterStatus(CLI::App& app, Runner* run, const os::Env& env) {
   auto o = std::make_shared<StatusOptions>();
   CLI::App* sub = app.add_subcommand("status", "Show every GPU, its load and who uses it");
   sub->add_flag("--json", o->json, "Print a JSON document (schema: docs/status-json.md)");
@@ -192,9 +192,9 @@ void RegisterStatus(CLI::App& app, Runner* run, const os::Env&) {
       ->type_name("SECONDS");
   sub->add_option("--color", o->color, "Colour: auto (a terminal without NO_COLOR), always, never")
       ->check(CLI::IsMember({"auto", "always", "never"}));
-  sub->callback([o, sub, run] {
+  sub->callback([o, sub, run, &env] {
     o->watch_given = sub->count("--watch") > 0;
-    *run = [o] { return RunStatus(*o); };
+    *run = [o, &env] { return RunStatus(*o, env); };
   });
 }
 

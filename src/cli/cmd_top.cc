@@ -104,7 +104,7 @@ int Loop(View& v, double interval_s, long iterations) {
   return kExitOk;
 }
 
-int RunTop(const TopOptions& o) {
+int RunTop(const TopOptions& o, const os::Env& env) {
   auto interval = ParseDurationOrSecondsS(o.interval);
   if (!interval || *interval < 0.1 || *interval > 3600)
     return Fail(MakeError(ErrorKind::kInvalidArgument,
@@ -114,10 +114,10 @@ int RunTop(const TopOptions& o) {
     return Fail(MakeError(ErrorKind::kInvalidArgument,
                           fmt::format("--iterations {}: give how many refreshes to show, 1 or more (0: until q)", o.iterations)));
   // Without a terminal there is no screen to draw on: status --watch's frames, one after the other.
-  if (isatty(STDOUT_FILENO) != 1) return WatchStatus(*interval, o.iterations, o.color);
+  if (isatty(STDOUT_FILENO) != 1) return WatchStatus(*interval, o.iterations, o.color, env.clock);
   auto backend = OpenBackend();
   if (!backend) return Fail(backend.error());
-  View v{TopSource(std::move(backend).value(), kSpanS), {}, {}, {UseColor(o.color), LocaleIsUtf8()}, *interval, nullptr};
+  View v{TopSource(std::move(backend).value(), kSpanS, env.clock), {}, {}, {UseColor(o.color), LocaleIsUtf8()}, *interval, nullptr};
   auto first = v.source.Refresh(WallS());  // before the screen is taken: errors go to stderr as they are
   if (!first) return Fail(first.error());
   v.model = std::move(first).value();
@@ -133,7 +133,7 @@ int RunTop(const TopOptions& o) {
 
 }  // namespace
 
-void RegisterTop(CLI::App& app, Runner* run, const os::Env&) {
+void RegisterTop(CLI::App& app, Runner* run, const os::Env& env) {
   auto o = std::make_shared<TopOptions>();
   CLI::App* sub = app.add_subcommand("top", "A live full-screen view of the GPUs, their processes and the queue");
   sub->add_option("--interval", o->interval, "Refresh every SECONDS (default 1, at least 0.1)")->type_name("SECONDS");
@@ -143,7 +143,7 @@ void RegisterTop(CLI::App& app, Runner* run, const os::Env&) {
   sub->footer("Keys: q quit; sort processes by g GPU, m memory, u utilisation, n user, p pid; r reverse; f or / "
               "filter by user (Enter applies, empty for everyone; Esc clears). Without a terminal on stdout it prints "
               "`gpulane status` every interval instead.");
-  sub->callback([o, run] { *run = [o] { return RunTop(*o); }; });
+  sub->callback([o, run, &env] { *run = [o, &env] { return RunTop(*o, env); }; });
 }
 
 }  // namespace gpulane::cli

@@ -142,12 +142,12 @@ bool UseColor(const std::string& mode) {
   return isatty(STDOUT_FILENO) == 1;
 }
 
-lease::DirContents ReadLeaseDirIfPresent() {
+lease::DirContents ReadLeaseDirIfPresent(const gpulane::Clock& clock) {
   auto config = LoadConfig();
   const std::string path = lease::LeaseDir::DefaultPath(config ? config->lease_dir : "");
   struct stat st {};
   if (lstat(path.c_str(), &st) != 0) return {};  // nothing leased yet; never create it here
-  auto dir = lease::LeaseDir::Open(path);
+  auto dir = lease::LeaseDir::Open(path, clock);
   if (!dir) return {};
   return dir->Read();
 }

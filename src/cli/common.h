@@ -71,7 +71,7 @@ void WarnIfCudaOrderDiffers(const GpuSnapshot& snapshot);
 
 /// The live leases and tickets of the lease directory when there is one (empty when none exists
 /// yet or it cannot be opened: nothing is leased then). Never creates the directory.
-lease::DirContents ReadLeaseDirIfPresent();
+lease::DirContents ReadLeaseDirIfPresent(const gpulane::Clock& clock);
 
 /// Whether stdout should get colour: `mode` "always"/"never"/"auto" (auto: a terminal and no NO_COLOR).
 bool UseColor(const std::string& mode);

@@ -78,8 +78,8 @@ TopPoint PointOf(const json& p) {
 
 }  // namespace
 
-TopSource::TopSource(std::unique_ptr<GpuBackend> backend, double span_s)
-    : backend_(std::move(backend)), span_s_(span_s), sockets_(daemon::SnapshotSockets()) {}
+TopSource::TopSource(std::unique_ptr<GpuBackend> backend, double span_s, const gpulane::Clock& clock)
+    : backend_(std::move(backend)), span_s_(span_s), clock_(clock), sockets_(daemon::SnapshotSockets()) {}
 
 std::optional<json> TopSource::Ask(const json& request) {
   for (const std::string& socket : sockets_) {
@@ -152,7 +152,7 @@ Result<TopModel> TopSource::Refresh(double now_s) {
   auto snapshot = backend_->Read(options);
   if (!snapshot) return snapshot.error();
   AnnotateProcesses(*snapshot, processes_);
-  const lease::DirContents contents = ReadLeaseDirIfPresent();
+  const lease::DirContents contents = ReadLeaseDirIfPresent(clock_);
   const std::vector<std::vector<int>> owners = lease::ProcessOwners(*snapshot, contents.leases, processes_);
 
   TopModel model;

@@ -25,7 +25,8 @@ namespace gpulane::cli {
 class TopSource {
  public:
   /// `backend`: the GPU source (cli::OpenBackend). `span_s`: seconds of history kept for sparklines.
-  TopSource(std::unique_ptr<GpuBackend> backend, double span_s);
+  /// `clock`: main()'s (os::Env), for the lease directory.
+  TopSource(std::unique_ptr<GpuBackend> backend, double span_s, const gpulane::Clock& clock);
 
   /// Reads everything now; `now_s` (seconds since the epoch) dates the model. Errors: those of the
   /// GPU source (kNoDriver, kNvml) when the GPUs cannot be read; a daemon that does not answer or
@@ -42,6 +43,7 @@ class TopSource {
 
   std::unique_ptr<GpuBackend> backend_;
   double span_s_;
+  const gpulane::Clock& clock_;
   ProcfsProcessTable processes_;
   std::vector<std::string> sockets_;
   std::map<std::string, std::vector<TopPoint>> history_;  ///< GPU UUID -> points, oldest first

@@ -134,13 +134,13 @@ Status Daemon::Setup() {
   gpu_identity_ = *snapshot;
   if (config_.telemetry_enabled) StartSampler();
   if (paths_.system) {
-    if (auto opened = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config_.lease_dir)))
+    if (auto opened = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config_.lease_dir), clock_))
       line_dir_ = std::make_unique<lease::LeaseDir>(std::move(opened).value());
     else
       Log(fmt::format("fair share: {}: `gpulane run` waits in submission order", opened.error().message));
   }
   // Every lease's time limit, also when its own side was killed (time_limit_watch.h).
-  if (auto opened = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config_.lease_dir))) {
+  if (auto opened = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config_.lease_dir), clock_)) {
     limit_dir_ = std::make_unique<lease::LeaseDir>(std::move(opened).value());
     limit_watch_ = std::make_unique<TimeLimitWatch>(config_, env_.processes, [this](const std::string& line) { Log(line); });
   } else {
@@ -205,7 +205,7 @@ void Daemon::StartSampler() {
   auto history = store::HistoryStore::Open(paths_.state_dir + "/history.db");
   if (!history) Log(fmt::format("{}: GPU history and usage records are not stored", history.error().message));
   std::shared_ptr<lease::LeaseDir> dir;
-  if (auto opened = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config_.lease_dir)))
+  if (auto opened = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config_.lease_dir), clock_))
     dir = std::make_shared<lease::LeaseDir>(std::move(opened).value());
   else
     Log(fmt::format("telemetry: {}: jobs' usage is not metered", opened.error().message));

@@ -273,7 +273,7 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id, const os::Env& e
     status.start_failed = true;
     return Finish(files, status, env.clock);
   }
-  auto dir = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config->lease_dir));
+  auto dir = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config->lease_dir), env.clock);
   if (!dir) {
     status.reason = dir.error().message;
     status.start_failed = true;

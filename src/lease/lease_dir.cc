@@ -39,11 +39,6 @@ std::string RandomHex() {
   return fmt::format("{:016x}", rng());
 }
 
-std::uint64_t NowNs() {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
-}
-
 // Reads a small regular file through an open descriptor.
 bool ReadAll(int fd, std::string* out) {
   char buf[8192];
@@ -332,7 +327,7 @@ std::string LeaseDir::DefaultPath(const std::string& configured) {
   return configured.empty() ? kDefaultDir : configured;
 }
 
-Result<LeaseDir> LeaseDir::Open(const std::string& path) {
+Result<LeaseDir> LeaseDir::Open(const std::string& path, const Clock& clock) {
   struct stat st {};
   if (lstat(path.c_str(), &st) != 0) {
     if (errno != ENOENT)
@@ -352,7 +347,7 @@ Result<LeaseDir> LeaseDir::Open(const std::string& path) {
     close(dir_fd);
     return MakeError(ErrorKind::kUnsafe, fmt::format("lease directory {} changed while being opened; try again", path));
   }
-  return LeaseDir(path, dir_fd);
+  return LeaseDir(path, dir_fd, clock);
 }
 
 bool LeaseDir::StartWatching() const {
@@ -368,7 +363,11 @@ bool LeaseDir::StartWatching() const {
 }
 
 LeaseDir::LeaseDir(LeaseDir&& other) noexcept
-    : path_(std::move(other.path_)), dir_fd_(other.dir_fd_), watch_fd_(other.watch_fd_), watch_tried_(other.watch_tried_) {
+    : path_(std::move(other.path_)),
+      dir_fd_(other.dir_fd_),
+      clock_(other.clock_),
+      watch_fd_(other.watch_fd_),
+      watch_tried_(other.watch_tried_) {
   other.dir_fd_ = -1;
   other.watch_fd_ = -1;
 }
@@ -443,7 +442,7 @@ DirContents LeaseDir::Read() const {
       if (IsNamed(l, t.parent)) return l.uid != t.request.uid;
     return false;  // its job has ended: it stands in no line anyone decides
   });
-  const double now_s = static_cast<double>(NowNs()) / 1e9;
+  const double now_s = static_cast<double>(clock_->WallNs()) / 1e9;
   out.shares = ReadLineShares(now_s, &out.shares_unreadable);
   SortLine(out.tickets, out.shares ? &*out.shares : nullptr, now_s);
   return out;
@@ -574,7 +573,7 @@ Result<HeldFile> LeaseDir::CreateLease(const LeaseRecord& record, std::optional<
 Result<HeldFile> LeaseDir::CreateTicket(TicketRecord& record) const {
   std::uint64_t seq = record.seq;
   if (seq == 0) {
-    seq = NowNs();
+    seq = clock_->WallNs();
     for (const auto& t : Read().tickets) seq = std::max(seq, t.seq + 1);  // t.seq <= kMaxTicketSeq: no wrap
   }
   seq = std::min(seq, kMaxTicketSeq);

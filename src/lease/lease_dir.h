@@ -73,6 +73,7 @@
 
 #include "lease/records.h"
 #include "sched/fairshare.h"
+#include "util/clock.h"
 #include "util/result.h"
 
 namespace gpulane::lease {
@@ -161,8 +162,10 @@ class LeaseDir {
   /// Opens and checks `path`. Creates it (mode 1777) when missing and its parent is writable by
   /// the caller (root, for /run/gpulane). Errors: kUnsafe when it is a symlink, not a directory,
   /// owned by someone other than root or the caller, or writable by others without the sticky
-  /// bit; kIo when it cannot be created or opened (message says how to create it).
-  static Result<LeaseDir> Open(const std::string& path);
+  /// bit; kIo when it cannot be created or opened (message says how to create it). `clock`
+  /// (os::Env's; it outlives the LeaseDir) gives new tickets their place in line and the time
+  /// published fair-share factors are judged fresh at.
+  static Result<LeaseDir> Open(const std::string& path, const Clock& clock);
 
   LeaseDir(LeaseDir&& other) noexcept;
   LeaseDir(const LeaseDir&) = delete;
@@ -210,12 +213,13 @@ class LeaseDir {
   const std::string& path() const { return path_; }
 
  private:
-  LeaseDir(std::string path, int dir_fd) : path_(std::move(path)), dir_fd_(dir_fd) {}
+  LeaseDir(std::string path, int dir_fd, const Clock& clock) : path_(std::move(path)), dir_fd_(dir_fd), clock_(&clock) {}
   Result<HeldFile> CreateFile(const std::string& final_name, const std::string& content, bool inheritable,
                               std::optional<std::uint32_t> owner_uid = std::nullopt,
                               std::optional<std::uint32_t> owner_gid = std::nullopt) const;
   std::string path_;
   int dir_fd_ = -1;
+  const Clock* clock_;
   mutable int watch_fd_ = -1;
   mutable bool watch_tried_ = false;
 };

@@ -4,6 +4,7 @@
 // set). SystemClock reads the real ones; FakeClock is moved by hand, so tests of time-outs and
 // grace periods run without sleeping.
 #include <chrono>
+#include <cstdint>
 
 namespace gpulane {
 
@@ -15,6 +16,12 @@ class Clock {
   virtual double WallS() const = 0;
   /// Seconds since an arbitrary fixed point (never goes back); only differences mean anything.
   virtual double MonotonicS() const = 0;
+  /// The wall clock in whole nanoseconds since the epoch (a ticket's place in line is one:
+  /// lease/lease_dir.h); WallS() rounded down unless a clock reads finer.
+  virtual std::uint64_t WallNs() const { return static_cast<std::uint64_t>(WallS() * 1e9); }
+  /// The monotonic clock in whole nanoseconds (timing splits: exec/device_isolation.h);
+  /// MonotonicS() rounded down unless a clock reads finer. Async-signal-safe for SystemClock.
+  virtual std::int64_t MonotonicNs() const { return static_cast<std::int64_t>(MonotonicS() * 1e9); }
 };
 
 /// The operating system's clocks (std::chrono::system_clock and steady_clock).
@@ -25,6 +32,14 @@ class SystemClock final : public Clock {
   }
   double MonotonicS() const override {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+  std::int64_t MonotonicNs() const override {  // CLOCK_MONOTONIC (clock_gettime: async-signal-safe)
+    return static_cast<std::int64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+  }
+  std::uint64_t WallNs() const override {
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
   }
 };
 

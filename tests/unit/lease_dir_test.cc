@@ -30,11 +30,12 @@ class LeaseDirTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(root_); }
   LeaseDir Open(const std::string& name = "leases") {
-    auto dir = LeaseDir::Open((root_ / name).string());
+    auto dir = LeaseDir::Open((root_ / name).string(), clock_);
     EXPECT_TRUE(dir.ok()) << dir.error().message;
     return std::move(dir).value();
   }
   fs::path root_;
+  const SystemClock clock_;
 };
 
 LeaseRecord Record(const std::string& job) {
@@ -63,12 +64,12 @@ TEST_F(LeaseDirTest, CreatesAMissingDirectorySticky) {
 TEST_F(LeaseDirTest, RefusesASymlinkAndAWorldWritableDirectoryWithoutStickyBit) {
   fs::create_directory(root_ / "real");
   fs::create_directory_symlink(root_ / "real", root_ / "link");
-  auto link = LeaseDir::Open((root_ / "link").string());
+  auto link = LeaseDir::Open((root_ / "link").string(), clock_);
   ASSERT_FALSE(link.ok());
   EXPECT_EQ(link.error().kind, ErrorKind::kUnsafe);
   fs::create_directory(root_ / "open");
   chmod((root_ / "open").c_str(), 0777);
-  auto open = LeaseDir::Open((root_ / "open").string());
+  auto open = LeaseDir::Open((root_ / "open").string(), clock_);
   ASSERT_FALSE(open.ok());
   EXPECT_EQ(open.error().kind, ErrorKind::kUnsafe);
   EXPECT_NE(open.error().message.find("chmod 1777"), std::string::npos) << open.error().message;
@@ -180,6 +181,18 @@ TEST_F(LeaseDirTest, TheLineIsByPriorityThenArrival) {
   EXPECT_EQ(tickets[1].id, first.id);
   EXPECT_EQ(tickets[2].id, later.id);
   EXPECT_EQ(tickets[3].id, low.id);
+}
+
+// A new ticket's place in line is the time on the clock the directory was opened with (os::Env's,
+// issue 25 item 3), never one it reads itself: under a clock set to 2033 it is 2033's.
+TEST_F(LeaseDirTest, ANewTicketsPlaceIsTheTimeOnTheClockItWasGivenNotTheSystems) {
+  const FakeClock in_2033(2'000'000'000.0);
+  auto dir = LeaseDir::Open((root_ / "leases").string(), in_2033);
+  ASSERT_TRUE(dir.ok()) << dir.error().message;
+  TicketRecord t = Ticket(0);
+  auto held = dir->CreateTicket(t);
+  ASSERT_TRUE(held.ok()) << held.error().message;
+  EXPECT_EQ(t.seq, 2'000'000'000'000'000'000ULL);
 }
 
 TEST_F(LeaseDirTest, AQueuedJobKeepsItsSubmissionTimeAsItsPlace) {

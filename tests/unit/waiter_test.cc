@@ -94,7 +94,7 @@ class WaiterTest : public ::testing::Test {
   void SetUp() override {
     char tmpl[] = "/tmp/gpulane-waiter-XXXXXX";
     root_ = mkdtemp(tmpl);
-    auto dir = LeaseDir::Open((root_ / "leases").string());
+    auto dir = LeaseDir::Open((root_ / "leases").string(), real_clock_);
     ASSERT_TRUE(dir.ok()) << dir.error().message;
     dir_.emplace(std::move(dir).value());
   }
@@ -117,6 +117,7 @@ class WaiterTest : public ::testing::Test {
   fs::path root_;
   std::optional<LeaseDir> dir_;
   VirtualClock clock_;
+  const SystemClock real_clock_;   ///< the lease directory's: tickets dated as the kernel dates their files
   ProcfsProcessTable processes_;  ///< the real /proc (pid 1 is a live process outside gpulane)
 };
 
