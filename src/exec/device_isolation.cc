@@ -315,28 +315,23 @@ bool CoverProc(const IsolationPlan& plan, char* what, std::size_t size, int* err
 
 }  // namespace
 
-std::int64_t MonotonicNs() {
-  struct timespec ts {};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-bool ApplyIsolation(const IsolationPlan& plan, char* what, std::size_t what_size, int* err, IsolationSteps* steps) {
+bool ApplyIsolation(const IsolationPlan& plan, const Clock& clock, char* what, std::size_t what_size, int* err,
+                    IsolationSteps* steps) {
   IsolationSteps ignored;
   IsolationSteps& at = steps ? *steps : ignored;
-  at.start_ns = MonotonicNs();
+  at.start_ns = clock.MonotonicNs();
   if (unshare(CLONE_NEWNS) != 0) return Failed(what, what_size, err, "unshare the mount namespace:", "CLONE_NEWNS");
-  at.unshare_ns = MonotonicNs();
+  at.unshare_ns = clock.MonotonicNs();
   // A slave from / down: the masks below never propagate to the rest of the machine, while the
   // machine's later mounts (an automounted home) still reach the job, as systemd's PrivateTmp= does.
   if (mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) return Failed(what, what_size, err, "make a slave", "/");
-  at.slave_ns = MonotonicNs();
+  at.slave_ns = clock.MonotonicNs();
   for (const std::string& node : plan.masked)
     if (mount(plan.null_device.c_str(), node.c_str(), nullptr, MS_BIND, nullptr) != 0)
       return Failed(what, what_size, err, "bind /dev/null over", node.c_str());
-  at.masks_ns = MonotonicNs();
+  at.masks_ns = clock.MonotonicNs();
   if (!plan.proc_nvidia.empty() && !CoverProc(plan, what, what_size, err)) return false;
-  at.proc_ns = MonotonicNs();
+  at.proc_ns = clock.MonotonicNs();
   return true;
 }
 
@@ -346,6 +341,7 @@ namespace {
 // (CLONE_VM) and keeps once the job's execve gives the job a memory of its own.
 struct HolderArgs {
   int hold_fd = -1, timing_fd = -1, host_ns_fd = -1;
+  const Clock* clock = nullptr;  ///< times the namespace's teardown
 };
 HolderArgs g_holder;
 alignas(64) char g_holder_stack[64 * 1024];
@@ -379,9 +375,9 @@ __attribute__((no_sanitize_address)) int HolderMain(void*) {
   while (read(args.hold_fd, &byte, 1) > 0) {
   }
   if (args.timing_fd >= 0 && args.host_ns_fd >= 0) {
-    const std::int64_t before = MonotonicNs();
+    const std::int64_t before = args.clock->MonotonicNs();
     const int left = setns(args.host_ns_fd, CLONE_NEWNS);
-    const std::int64_t freed_us = (MonotonicNs() - before) / 1000;
+    const std::int64_t freed_us = (args.clock->MonotonicNs() - before) / 1000;
     char line[160];
     const int n = std::snprintf(line, sizeof line,
                                 "gpulane: isolate timing: after the job, off its path: namespace freed in %lld us%s\n",
@@ -393,8 +389,8 @@ __attribute__((no_sanitize_address)) int HolderMain(void*) {
 
 }  // namespace
 
-pid_t StartNamespaceHolder(int hold_fd, int timing_fd, int host_ns_fd) {
-  g_holder = {hold_fd, timing_fd, host_ns_fd};
+pid_t StartNamespaceHolder(int hold_fd, int timing_fd, int host_ns_fd, const Clock& clock) {
+  g_holder = {hold_fd, timing_fd, host_ns_fd, &clock};
   return clone(HolderMain, g_holder_stack + sizeof g_holder_stack, CLONE_VM | CLONE_PARENT, nullptr);
 }
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "gpu/types.h"
+#include "util/clock.h"
 #include "util/config.h"
 #include "util/result.h"
 
@@ -81,19 +82,18 @@ struct IsolationPlan {
 /// told apart from the others), kIo when a directory that exists cannot be read.
 Result<IsolationPlan> PlanIsolation(const std::vector<GrantedDevice>& granted, const IsolationRoots& roots);
 
-/// When each step of ApplyIsolation ended, CLOCK_MONOTONIC nanoseconds (0: not reached), for the
+/// When each step of ApplyIsolation ended, Clock::MonotonicNs (0: not reached), for the
 /// timing split (GPULANE_ISOLATE_TIMING=1, exec/job_runner.h).
 struct IsolationSteps {
   std::int64_t start_ns = 0, unshare_ns = 0, slave_ns = 0, masks_ns = 0, proc_ns = 0, holder_ns = 0;
 };
 
-/// CLOCK_MONOTONIC now, in nanoseconds (async-signal-safe).
-std::int64_t MonotonicNs();
-
 /// In the forked child, as root, before the uid switch: carries `plan` out (async-signal-safe:
 /// system calls and snprintf only). False on the first step that fails, with `what` (size
-/// `what_size`) naming it and `*err` the errno. `steps` (may be null) records when each step ended.
-bool ApplyIsolation(const IsolationPlan& plan, char* what, std::size_t what_size, int* err, IsolationSteps* steps = nullptr);
+/// `what_size`) naming it and `*err` the errno. `steps` (may be null) records when each step ended,
+/// on `clock` (the job runner's: its MonotonicNs must be async-signal-safe, as SystemClock's is).
+bool ApplyIsolation(const IsolationPlan& plan, const Clock& clock, char* what, std::size_t what_size, int* err,
+                    IsolationSteps* steps = nullptr);
 
 /// The namespace holder (docs/security.md "Device isolation", "Its cost"). The kernel frees a mount
 /// namespace when its last process leaves it, and waits for an RCU grace period there
@@ -110,7 +110,7 @@ bool ApplyIsolation(const IsolationPlan& plan, char* what, std::size_t what_size
 /// holder runs on a static stack in the child's memory (CLONE_VM: no page tables copied), which
 /// the job's execve leaves to the holder alone. Returns its pid, or -1 (the job then frees its
 /// namespace at its own exit, as without a holder: slower, nothing else changes).
-pid_t StartNamespaceHolder(int hold_fd, int timing_fd, int host_ns_fd);
+pid_t StartNamespaceHolder(int hold_fd, int timing_fd, int host_ns_fd, const Clock& clock);
 
 /// The [run] isolate setting as the spawner applies it.
 struct IsolationSetting {

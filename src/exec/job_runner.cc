@@ -376,18 +376,18 @@ bool PrepareChild(const JobSpec& spec, const std::vector<gid_t>& groups, int rep
 
 // In the forked child, still root: the job's device isolation (exec/device_isolation.h). A job that
 // cannot be isolated fails here when isolation is required, else it starts with a warning.
-bool Isolate(const JobSpec& spec, const IsolationFds& fds, int report_fd, ChildReport* failure) {
+bool Isolate(const JobSpec& spec, const IsolationFds& fds, int report_fd, ChildReport* failure, const Clock& clock) {
   if (!spec.isolation_failure.empty()) {
     if (spec.isolation_required) return ChildFailed(failure, 0, spec.isolation_failure.c_str());
     return true;  // the parent warns
   }
   if (!spec.isolation) return true;
   ChildReport report;
-  if (ApplyIsolation(*spec.isolation, report.what, sizeof report.what, &report.err, &report.steps)) {
+  if (ApplyIsolation(*spec.isolation, clock, report.what, sizeof report.what, &report.err, &report.steps)) {
     report.kind = ChildReport::kIsolated;
     report.what[0] = '\0';
-    if (fds.hold_read >= 0) report.holder = StartNamespaceHolder(fds.hold_read, fds.timing ? STDERR_FILENO : -1, fds.host_ns);
-    report.steps.holder_ns = MonotonicNs();
+    if (fds.hold_read >= 0) report.holder = StartNamespaceHolder(fds.hold_read, fds.timing ? STDERR_FILENO : -1, fds.host_ns, clock);
+    report.steps.holder_ns = clock.MonotonicNs();
     WriteReport(report_fd, report);
     return true;
   }
@@ -452,7 +452,7 @@ Result<JobOutcome> RunJob(const JobSpec& spec, const Clock& clock, const std::fu
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
     ChildReport failure;
-    if (Isolate(spec, isolation.fds, pipe_fds[1], &failure) && PrepareChild(spec, groups, pipe_fds[1], &failure)) {
+    if (Isolate(spec, isolation.fds, pipe_fds[1], &failure, clock) && PrepareChild(spec, groups, pipe_fds[1], &failure)) {
       // The exec mark: the last step before execve; nothing that could fail (but execve) comes after.
       // Flushed to disk first, so that after a power loss the job is known to have maybe run.
       if (spec.exec_mark_fd >= 0 && (pwrite(spec.exec_mark_fd, "1", 1, 0) != 1 || fdatasync(spec.exec_mark_fd) != 0)) {

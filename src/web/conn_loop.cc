@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <condition_variable>
 #include <deque>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -23,12 +24,11 @@
 namespace gpulane::web {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-using TimePoint = Clock::time_point;
+using TimePoint = double;  ///< seconds on the loop's monotonic clock (the Clock it was given)
 
 constexpr std::size_t kAcceptsPerTurn = 64;  ///< so that heads already here are read between bursts of connections
 
-Clock::duration Seconds(double s) { return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)); }
+double Seconds(double s) { return s; }
 
 struct Conn {
   // kReading: this thread's, reading a head (or idle); kQueued: a worker's, queued or being answered;
@@ -72,10 +72,12 @@ std::string Refusal(int status, const LoopLimits& l) {
 }  // namespace
 
 struct ConnLoop::Impl {
-  Impl(int fd, const LoopLimits& l, ExchangeHandler h) : listen_fd(fd), lim(l), handler(std::move(h)) {}
+  Impl(int fd, const LoopLimits& l, ExchangeHandler h, const Clock& c)
+      : listen_fd(fd), lim(l), handler(std::move(h)), clock(c) {}
   int listen_fd;
   LoopLimits lim;
   ExchangeHandler handler;
+  const Clock& clock;
   int wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   std::atomic<bool> stopping{false};
   std::map<int, std::unique_ptr<Conn>> conns;  ///< the accepting thread's alone; a worker touches only its exchange's fd
@@ -155,7 +157,7 @@ void ConnLoop::Impl::Dispatch(Conn& c, const RequestHead& head) {
   x.head = head;
   // Only GET and HEAD are answered (others get 405 and Connection: close); a body is never read.
   x.last = ++c.requests >= lim.max_requests || head.declares_body || (head.method != "GET" && head.method != "HEAD");
-  x.deadline = *c.first_byte + Seconds(lim.answer_s);
+  x.deadline_s = *c.first_byte + Seconds(lim.answer_s);
   c.state = Conn::State::kQueued;
   c.scanner.Reset();
   c.first_byte.reset();
@@ -238,13 +240,13 @@ void ConnLoop::Impl::Expire(TimePoint now) {
 }
 
 int ConnLoop::Impl::TimeoutMs(TimePoint now) const {
-  TimePoint next = now + std::chrono::seconds(1);
+  TimePoint next = now + 1;
   for (const auto& [fd, c] : conns) {
     if (c->state == Conn::State::kDraining) next = std::min(next, c->drain_until);
     if (c->state != Conn::State::kReading) continue;
     next = std::min(next, c->first_byte ? *c->first_byte + Seconds(lim.head_s) : c->last_active + Seconds(lim.idle_s));
   }
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count();
+  const auto ms = static_cast<long long>((next - now) * 1000);  // truncated, as a cast to milliseconds does
   return static_cast<int>(std::clamp<long long>(ms + 1, 0, 1000));
 }
 
@@ -254,7 +256,7 @@ int ConnLoop::Impl::TimeoutMs(TimePoint now) const {
 // last: a flood of fresh sockets sheds its own kind first).
 bool ConnLoop::Impl::ShedOne() {
   auto rank = [](const Conn& c) {
-    if (c.state == Conn::State::kDraining) return std::pair(0, TimePoint::min());
+    if (c.state == Conn::State::kDraining) return std::pair(0, std::numeric_limits<TimePoint>::lowest());
     if (c.first_byte) return std::pair(2, *c.first_byte);
     return std::pair(c.requests == 0 ? 1 : 3, c.last_active);
   };
@@ -293,8 +295,8 @@ void ConnLoop::Impl::Loop() {
     fds.assign({pollfd{wake_fd, POLLIN, 0}, pollfd{listen_fd, POLLIN, 0}});
     for (const auto& [fd, c] : conns)
       if (c->state == Conn::State::kReading || c->state == Conn::State::kDraining) fds.push_back(pollfd{fd, POLLIN, 0});
-    if (poll(fds.data(), fds.size(), TimeoutMs(Clock::now())) < 0 && errno != EINTR) break;
-    const TimePoint now = Clock::now();
+    if (poll(fds.data(), fds.size(), TimeoutMs(clock.MonotonicS())) < 0 && errno != EINTR) break;
+    const TimePoint now = clock.MonotonicS();
     if (fds[0].revents) TakeReturned(now);
     for (std::size_t i = 2; i < fds.size(); ++i) {
       auto it = conns.find(fds[i].fd);
@@ -305,8 +307,8 @@ void ConnLoop::Impl::Loop() {
   }
 }
 
-ConnLoop::ConnLoop(int listen_fd, const LoopLimits& limits, ExchangeHandler handler)
-    : impl_(std::make_unique<Impl>(listen_fd, limits, std::move(handler))) {}
+ConnLoop::ConnLoop(int listen_fd, const LoopLimits& limits, ExchangeHandler handler, const Clock& clock)
+    : impl_(std::make_unique<Impl>(listen_fd, limits, std::move(handler), clock)) {}
 
 ConnLoop::~ConnLoop() {
   for (auto& [fd, c] : impl_->conns) close(fd);

@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 
+#include "util/clock.h"
 #include "web/request_head.h"
 
 namespace gpulane::web {
@@ -36,16 +37,17 @@ struct Exchange {
   std::string head_bytes;  ///< the head, blank line included (what cpp-httplib parses)
   RequestHead head;        ///< its verdict: kComplete, with the raw target and Host values
   bool last = false;       ///< answer with Connection: close (its connection's last request, one with a body, not GET or HEAD)
-  std::chrono::steady_clock::time_point deadline;  ///< the answer is written by then, or given up
+  double deadline_s = 0;   ///< the answer is written by then (the loop's clock, MonotonicS), or given up
 };
 
 /// Answers one exchange on a worker thread; returns whether the connection stays open for another.
 using ExchangeHandler = std::function<bool(const Exchange&)>;
 
-/// Serves the connections of `listen_fd` (bound, listening, non-blocking) with `handler`.
+/// Serves the connections of `listen_fd` (bound, listening, non-blocking) with `handler`; every
+/// deadline is on `clock` (gpulane-web's main() passes the system's).
 class ConnLoop {
  public:
-  ConnLoop(int listen_fd, const LoopLimits& limits, ExchangeHandler handler);
+  ConnLoop(int listen_fd, const LoopLimits& limits, ExchangeHandler handler, const Clock& clock);
   ~ConnLoop();
   ConnLoop(const ConnLoop&) = delete;
   ConnLoop& operator=(const ConnLoop&) = delete;

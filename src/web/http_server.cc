@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <ctime>
 #include <thread>
@@ -102,9 +103,9 @@ std::string Printable(const std::string& raw) {
 
 class Routes {
  public:
-  Routes(const WebOptions& o, bool dashboard)
-      : o_(o), client_(o.socket_path), allowed_(AllowedHosts(o.listen.host, o.allowed_hosts)), hostname_(Hostname()),
-        dashboard_(dashboard) {}
+  Routes(const WebOptions& o, bool dashboard, const Clock& clock)
+      : o_(o), clock_(clock), client_(o.socket_path, clock), allowed_(AllowedHosts(o.listen.host, o.allowed_hosts)),
+        hostname_(Hostname()), dashboard_(dashboard) {}
 
   // Before any route or file: read-only, and only for the names this server is known by.
   httplib::Server::HandlerResponse Guard(const httplib::Request& req, httplib::Response& res) {
@@ -164,7 +165,7 @@ class Routes {
     if (req.has_param("history") && telemetry)
       for (auto& g : view["gpus"]) {
         auto request = ChartHistoryRequest({{"gpu", std::to_string(g.value("index", 0))}, {"since", req.get_param_value("history")}},
-                                           static_cast<double>(std::time(nullptr)), kChartPoints);
+                                           NowS(), kChartPoints);
         if (!request) return SendError(res, request.error());
         auto history = client_.Ask(*request);
         if (history) g["history"] = ChartHistory(*history, kChartPoints, columns);
@@ -182,7 +183,7 @@ class Routes {
 
   // history and report: the query becomes one daemon request, its reply the answer.
   void Pass(Result<json> (*make)(const Query&, double), const httplib::Request& req, httplib::Response& res) {
-    auto request = make(QueryOf(req), static_cast<double>(std::time(nullptr)));
+    auto request = make(QueryOf(req), NowS());
     if (!request) return SendError(res, request.error());
     auto reply = client_.Ask(*request);
     if (!reply) return SendError(res, reply.error());
@@ -197,7 +198,7 @@ class Routes {
   // The daemon's current anomalies and the last day's events; a daemon whose sampler is off (or
   // one older than events) answers with an error: then nothing is detected here.
   void Anomalies(const httplib::Request&, httplib::Response& res) {
-    const double since_s = static_cast<double>(std::time(nullptr)) - 86400;
+    const double since_s = NowS() - 86400;
     auto reply = client_.Ask({{"op", "events"}, {"since_s", since_s}, {"limit", 1000}});
     if (!reply) {
       if (reply.error().message.find("telemetry is off") == std::string::npos) return SendError(res, reply.error());
@@ -207,7 +208,11 @@ class Routes {
   }
 
  private:
+  // The wall clock in whole seconds, as time(2) gives it.
+  double NowS() const { return std::floor(clock_.WallS()); }
+
   const WebOptions& o_;
+  const Clock& clock_;
   DaemonClient client_;
   std::vector<std::string> allowed_;
   std::string hostname_;
@@ -257,6 +262,7 @@ void Install(httplib::Server& svr, Routes& r, const std::string& static_dir, con
 // is the loop's (its accept loop, thread pool and keep-alive loop are not used).
 class HttpSide final : public httplib::Server {
  public:
+  explicit HttpSide(const Clock& clock) : clock_(clock) {}
   // The listening socket bind_to_port made, non-blocking, with a backlog for bursts of connections.
   int PrepareListenFd() const {
     const int fd = svr_sock_;
@@ -265,7 +271,7 @@ class HttpSide final : public httplib::Server {
     return fd;
   }
   bool Answer(const Exchange& x) {
-    HeadStream stream(x);
+    HeadStream stream(x, clock_);
     bool closed = false;
     current_head = &x.head;
     const bool written = process_request(stream, x.last, closed, nullptr);
@@ -277,7 +283,7 @@ class HttpSide final : public httplib::Server {
   // The exchange's head to read, its connection to write to until its deadline.
   class HeadStream final : public httplib::Stream {
    public:
-    explicit HeadStream(const Exchange& x) : x_(x) {}
+    HeadStream(const Exchange& x, const Clock& clock) : x_(x), clock_(clock) {}
     bool is_readable() const override { return read_ < x_.head_bytes.size(); }
     bool is_writable() const override { return WaitWritable(); }
     ssize_t read(char* ptr, size_t size) override {
@@ -301,7 +307,7 @@ class HttpSide final : public httplib::Server {
 
    private:
     bool WaitWritable() const {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(x_.deadline - std::chrono::steady_clock::now()).count();
+      const auto left = static_cast<long long>((x_.deadline_s - clock_.MonotonicS()) * 1000);  // truncated, as before
       pollfd p{x_.fd, POLLOUT, 0};
       return left > 0 && poll(&p, 1, static_cast<int>(left)) > 0 && (p.revents & POLLOUT);
     }
@@ -316,21 +322,23 @@ class HttpSide final : public httplib::Server {
       port = std::atoi(serv);
     }
     const Exchange& x_;
+    const Clock& clock_;
     std::size_t read_ = 0;
   };
+  const Clock& clock_;
 };
 
 }  // namespace
 
-int Serve(const WebOptions& options, const std::string& static_dir) {
+int Serve(const WebOptions& options, const std::string& static_dir, const Clock& clock) {
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&stop_signals, sig);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);  // before any thread: only the waiter below takes them
   signal(SIGPIPE, SIG_IGN);
 
-  HttpSide svr;
-  Routes routes(options, !static_dir.empty());
+  HttpSide svr(clock);
+  Routes routes(options, !static_dir.empty(), clock);
   Install(svr, routes, static_dir, options);
   const ListenAddress& a = options.listen;
   int port = a.port;
@@ -340,7 +348,7 @@ int Serve(const WebOptions& options, const std::string& static_dir) {
                        "\"off\")\n", a.host, a.port, BindProblem(a));
     return kExitFailure;
   }
-  ConnLoop loop(svr.PrepareListenFd(), LoopLimits{}, [&svr](const Exchange& x) { return svr.Answer(x); });
+  ConnLoop loop(svr.PrepareListenFd(), LoopLimits{}, [&svr](const Exchange& x) { return svr.Answer(x); }, clock);
   std::thread waiter([&loop, stop_signals] {
     int sig = 0;
     sigwait(&stop_signals, &sig);

@@ -4,6 +4,7 @@
 // see cpp-httplib.
 #include <string>
 
+#include "util/clock.h"
 #include "web/options.h"
 
 namespace gpulane::web {
@@ -11,7 +12,8 @@ namespace gpulane::web {
 /// Listens on `options.listen` and serves until SIGTERM, SIGINT or SIGHUP. `static_dir` holds the
 /// dashboard ("" = not built). Prints "gpulane-web: listening on http://HOST:PORT/" on stderr once
 /// it accepts connections. Returns the exit code (util/exit_codes.h): 0 after a signal, 1 when it
-/// cannot listen (one line on stderr naming the address and the fix).
-int Serve(const WebOptions& options, const std::string& static_dir);
+/// cannot listen (one line on stderr naming the address and the fix). Every time it reads (request
+/// deadlines, answers' age, the history's window) is `clock`'s: main()'s SystemClock.
+int Serve(const WebOptions& options, const std::string& static_dir, const Clock& clock);
 
 }  // namespace gpulane::web

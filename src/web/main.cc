@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "util/clock.h"
 #include "util/exit_codes.h"
 #include "web/http_server.h"
 #include "web/options.h"
@@ -32,5 +33,6 @@ int main(int argc, char** argv) {
                        "into, like build/web)\n", options->static_dir);
     return kExitUsage;
   }
-  return web::Serve(*options, static_dir);
+  const SystemClock clock;  // the one clock gpulane-web reads, passed down (util/clock.h)
+  return web::Serve(*options, static_dir, clock);
 }
