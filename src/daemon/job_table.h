@@ -190,6 +190,8 @@ class JobTable {
   bool HoldRequested(std::int64_t id) const { return hold_requested_.count(id) > 0; }
   /// The state of one array task ("12_3": ref.task set); nullopt when there is no such task.
   std::optional<store::JobState> TaskState(const sched::JobRef& ref);
+  /// The job id of one array task ("12_3": ref.task set); nullopt when there is no such task.
+  std::optional<std::int64_t> TaskJobId(const sched::JobRef& ref);
 
   /// Reads job `id`'s status file and lock and moves the job on: "running" adopted (or failed when
   /// its supervisor is gone), "done" collected, a held supervisor's job held, a lost launch

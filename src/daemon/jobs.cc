@@ -28,7 +28,7 @@ DependencyState AsDependencyState(JobState state) {
   return DependencyState::kUnfinished;
 }
 
-std::optional<JobState> JobTable::TaskState(const sched::JobRef& ref) {
+std::optional<std::int64_t> JobTable::TaskJobId(const sched::JobRef& ref) {
   if (!ref.task) return std::nullopt;
   // Task ids never change: found once by an index lookup, then remembered.
   const std::pair<std::int64_t, int> key{ref.id, *ref.task};
@@ -39,8 +39,14 @@ std::optional<JobState> JobTable::TaskState(const sched::JobRef& ref) {
     if (task_ids_.size() >= kTaskIdsKept) task_ids_.clear();
     known = task_ids_.emplace(key, **id).first;
   }
-  if (auto it = active_.find(known->second); it != active_.end()) return it->second.state;
-  auto head = store_.Head(known->second);
+  return known->second;
+}
+
+std::optional<JobState> JobTable::TaskState(const sched::JobRef& ref) {
+  const std::optional<std::int64_t> id = TaskJobId(ref);
+  if (!id) return std::nullopt;
+  if (auto it = active_.find(*id); it != active_.end()) return it->second.state;
+  auto head = store_.Head(*id);
   return head && *head ? std::optional<JobState>((*head)->state) : std::nullopt;
 }
 

@@ -22,6 +22,7 @@
 
 #include "daemon/daemon.h"
 #include "lease/line_shares.h"
+#include "store/job_id.h"
 
 #include <signal.h>
 
@@ -253,10 +254,14 @@ void Daemon::ShareWithLeaseLine() {
 
 void Daemon::TakeTelemetry() {
   // Jobs idle past their warning and the grace (anomaly.idle_action = "cancel"): as `gpulane cancel`.
+  // A lease's job id is the job's as people name it: "12", or "12_3" for an array's task (whose
+  // own job id may be the array's: read as a number, "12_3" was job 12, task 0).
   for (const telemetry::IdleCancel& cancel : sampler_->TakeCancels()) {
-    char* end = nullptr;
-    const std::int64_t id = std::strtoll(cancel.job_id.c_str(), &end, 10);
-    if (end != cancel.job_id.c_str()) jobs_->CancelIdle(id, cancel.message);
+    auto refs = store::ParseJobRefs(cancel.job_id);
+    if (!refs || refs->size() != 1) continue;  // no job of this daemon ("r4121": `gpulane run`)
+    const sched::JobRef& ref = refs->front();
+    const std::optional<std::int64_t> id = ref.task ? jobs_->TaskJobId(ref) : std::optional<std::int64_t>(ref.id);
+    if (id) jobs_->CancelIdle(*id, cancel.message);
   }
   for (SamplerThread::Answer& answer : sampler_->Take()) {
     auto it = connections_.find(answer.fd);

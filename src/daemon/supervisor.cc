@@ -119,7 +119,10 @@ exec::LeasedJob MakeLeasedJob(const store::Job& job, const Config& config) {
   exec::LeasedJob leased;
   leased.wait = MakeRequest(job, config);
   leased.wait.extra_signals = {HoldSignal()};
-  leased.job_id = std::to_string(job.id);
+  // As people name it ("12", "12_3" for an array's task): in the lease, so `status`, the line and
+  // usage name the task, and in GPULANE_JOB_ID, as its notifications have it. (A task's own job
+  // id could be the array's, which means every task.)
+  leased.job_id = store::JobIdText(job);
   leased.label = job.spec.name;  // public (queue shows it); never the command line
   exec::JobSpec& spec = leased.job;
   spec.argv = job.spec.argv;

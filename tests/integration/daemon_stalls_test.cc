@@ -79,11 +79,13 @@ TEST(DaemonStalls, CancellingThreeHundredThousandTasksLeavesOtherClientsAnswered
 
   // Another client was answered again and again while the cancel ran, never after a long wait,
   // and no turn of the loop held it long (one turn did all of it: about 2 s for these 40,000).
+  // The bound on a turn is 1 s, as for holds: under ASan on a loaded 2-core machine a part's turn
+  // took 554 ms once (a fresh clone, 2026-12-07), and one turn for everything is what it catches.
   EXPECT_GE(meanwhile, 3) << "pings answered while the cancel of " << kTasks << " tasks ran";
   EXPECT_LT(worst_ping_s, 1.0);
   json stats = d.Call({{"op", "ping"}, {"loop_stats", true}});
-  EXPECT_LT(stats.value("loop_worst_turn_ms", 1e9), 500) << stats.dump();
-  EXPECT_LT(stats.value("loop_worst_tick_turn_ms", 1e9), 500) << stats.dump();
+  EXPECT_LT(stats.value("loop_worst_turn_ms", 1e9), 1000) << stats.dump();
+  EXPECT_LT(stats.value("loop_worst_tick_turn_ms", 1e9), 1000) << stats.dump();
 
   // All of them are cancelled, durably: a restarted daemon says the same.
   EXPECT_EQ(d.Queue().size(), 0u);
