@@ -119,10 +119,10 @@ exec::LeasedJob MakeLeasedJob(const store::Job& job, const Config& config) {
   exec::LeasedJob leased;
   leased.wait = MakeRequest(job, config);
   leased.wait.extra_signals = {HoldSignal()};
-  // As people name it ("12", "12_3" for an array's task): in the lease, so `status`, the line and
-  // usage name the task, and in GPULANE_JOB_ID, as its notifications have it. (A task's own job
-  // id could be the array's, which means every task.)
-  leased.job_id = store::JobIdText(job);
+  // The job's own id, also for an array's task (GPULANE_JOB_ID is a number, as SLURM_JOB_ID: scripts
+  // and a nested lease() inside the job match it). `status` therefore names task 0 of array 12 as
+  // "job 12" (the array's id): open, see docs/queue.md.
+  leased.job_id = std::to_string(job.id);
   leased.label = job.spec.name;  // public (queue shows it); never the command line
   exec::JobSpec& spec = leased.job;
   spec.argv = job.spec.argv;
