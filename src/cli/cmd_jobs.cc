@@ -39,8 +39,11 @@ void PrintActedOn(const json& reply, const char* field, const char* done, const 
   bool run_later = false;
   auto print_run = [&] {
     for (const store::IdGroup& group : store::GroupTaskIds(run)) {
-      fmt::print(fmt::runtime(run_later ? in_progress : done), EscapeForTerminal(group.text));
-      fmt::print("{}\n", group.count > 1 ? fmt::format(" ({} tasks)", group.count) : "");
+      // The count goes with the ids: "holding job 12_[2-5] (4 tasks) (it leaves the line ...)".
+      const std::string ids =
+          EscapeForTerminal(group.text) + (group.count > 1 ? fmt::format(" ({} tasks)", group.count) : "");
+      fmt::print(fmt::runtime(run_later ? in_progress : done), ids);
+      fmt::print("\n");
     }
     run.clear();
   };
