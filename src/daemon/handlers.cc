@@ -50,14 +50,6 @@ const Job* QueueSelection::Find(std::int64_t id, const std::map<std::int64_t, Jo
   return nullptr;
 }
 
-json QueueSelection::WithLeftOut(json reply) const {
-  if (!older_left_out) return reply;
-  reply["warnings"].push_back(fmt::format("the newest {} jobs are listed and older ones are left out: `gpulane queue "
-                                          "--all --limit N` lists the newest N",
-                                          limit));
-  return reply;
-}
-
 void Daemon::HandleRequest(Connection& c, const std::string& payload) {
   HandleParsedRequest(c, json::parse(payload, nullptr, false));
 }

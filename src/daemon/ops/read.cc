@@ -17,6 +17,18 @@
 #include "store/job_id.h"
 #include "util/bytes_json.h"
 
+namespace gpulane::daemon {
+
+nlohmann::json QueueSelection::WithLeftOut(nlohmann::json reply) const {
+  if (!older_left_out) return reply;
+  reply["warnings"].push_back(fmt::format("the newest {} jobs are listed and older ones are left out: `gpulane queue "
+                                          "--all --limit N` lists the newest N",
+                                          limit));
+  return reply;
+}
+
+}  // namespace gpulane::daemon
+
 namespace gpulane::daemon::ops {
 
 using nlohmann::json;
