@@ -5,7 +5,9 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
@@ -317,8 +319,22 @@ Status HeldFile::Rewrite(const std::string& text) {
   return Status::Ok();
 }
 
+DirLock::DirLock(int fd) : fd_(fd) {
+  sigset_t stops, before;
+  sigemptyset(&stops);
+  sigemptyset(&blocked_here_);
+  for (int sig : {SIGTSTP, SIGTTIN, SIGTTOU}) sigaddset(&stops, sig);
+  pthread_sigmask(SIG_BLOCK, &stops, &before);
+  for (int sig : {SIGTSTP, SIGTTIN, SIGTTOU})
+    if (sigismember(&before, sig) == 0) sigaddset(&blocked_here_, sig);
+  while (flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+  }
+}
+
 DirLock::~DirLock() {
-  if (fd_ >= 0) flock(fd_, LOCK_UN);
+  if (fd_ < 0) return;
+  flock(fd_, LOCK_UN);
+  pthread_sigmask(SIG_UNBLOCK, &blocked_here_, nullptr);  // a Ctrl-Z that came meanwhile stops it now
 }
 
 std::string LeaseDir::DefaultPath(const std::string& configured) {
@@ -377,11 +393,7 @@ LeaseDir::~LeaseDir() {
   if (watch_fd_ >= 0) close(watch_fd_);
 }
 
-DirLock LeaseDir::Lock() const {
-  while (flock(dir_fd_, LOCK_EX) != 0 && errno == EINTR) {
-  }
-  return DirLock(dir_fd_);
-}
+DirLock LeaseDir::Lock() const { return DirLock(dir_fd_); }
 
 void LeaseDir::DrainEvents() const {
   if (watch_fd_ < 0) return;

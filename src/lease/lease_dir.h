@@ -61,6 +61,7 @@
 // line like any request (a ticket she holds without ever taking the GPUs the line gives it loses
 // its place in every other decider's decisions after sched.max_unclaimed: sched/unclaimed.h; each
 // decider counts from its own sight, so no file decides that for another user's ticket either).
+#include <signal.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -100,16 +101,21 @@ class HeldFile {
   int fd_ = -1;
 };
 
-/// Holds the directory's decision lock while alive.
+/// Holds the directory's decision lock while alive. Every `gpulane` on the machine waits for it,
+/// so the terminal's stop signals (Ctrl-Z: SIGTSTP; SIGTTIN, SIGTTOU) are held back while it is
+/// held and take effect the moment it is let go: a run stopped at the wrong instant would
+/// otherwise stop the whole machine's line with it. (SIGSTOP cannot be held back.)
 class DirLock {
  public:
-  explicit DirLock(int fd) : fd_(fd) {}
-  DirLock(DirLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  /// Blocks the stop signals, then takes the lock on `fd`.
+  explicit DirLock(int fd);
+  DirLock(DirLock&& other) noexcept : fd_(other.fd_), blocked_here_(other.blocked_here_) { other.fd_ = -1; }
   DirLock(const DirLock&) = delete;
   ~DirLock();
 
  private:
   int fd_;
+  sigset_t blocked_here_{};  ///< the stop signals this lock blocked (not those blocked before it)
 };
 
 /// What the kernel vouches for of one lease or ticket file, read through its open descriptor.

@@ -3,12 +3,16 @@
 // stopped with Ctrl-Z while it waited) made another `run --timeout 15m` wait the full 15 minutes
 // while `status` showed both GPUs free; with sched.max_reserve_idle at 1 minute another user
 // still waited 187 s, as the bound restarted with each resubmission.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <fstream>
+#include <iterator>
 
 #include "run_support.h"
 #include "support/daemon_fixture.h"
@@ -19,6 +23,27 @@ namespace {
 double MonoS() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 void WriteConfig(const FakeMachine& machine, const std::string& text) { std::ofstream(machine.dir() / "config.toml") << text; }
+
+char ProcessState(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const auto paren = text.rfind(')');
+  return paren == std::string::npos || paren + 2 >= text.size() ? '?' : text[paren + 2];
+}
+
+// SIGSTOP (unlike Ctrl-Z's SIGTSTP, which the lock holds back) can land while the run holds the
+// lease directory's lock, and would then stop the line itself, not model a stopped run: it is sent
+// while this test holds the lock, and the lock let go once the run is seen stopped.
+void StopOutsideTheDirectoryLock(const fs::path& machine_dir, Child& run) {
+  const int fd = open((machine_dir / "leases").c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(flock(fd, LOCK_EX), 0);
+  run.Kill(SIGSTOP);
+  const bool stopped = Eventually([&] { return ProcessState(run.pid()) == 'T'; }, 20);
+  flock(fd, LOCK_UN);
+  close(fd);
+  ASSERT_TRUE(stopped) << "state " << ProcessState(run.pid());
+}
 
 TEST(UnclaimedGrant, AStoppedRunFirstInLineLosesItsPlaceAndTheRunBehindItStartsWithinMaxUnclaimed) {
   FakeMachine machine(IdleMachine(2));
@@ -32,7 +57,7 @@ TEST(UnclaimedGrant, AStoppedRunFirstInLineLosesItsPlaceAndTheRunBehindItStartsW
   // First in line for both GPUs, then stopped (Ctrl-Z would do the same) while it waits.
   Child stopped = StartRun(machine, {"-g", "2", "--", "true"});
   ASSERT_TRUE(Eventually([&] { return SaysWaiting(stopped); }, 20)) << stopped.ErrSoFar();
-  stopped.Kill(SIGSTOP);
+  StopOutsideTheDirectoryLock(machine.dir(), stopped);
   // Its job holds the GPU 3 s, so the stopped run stays stopped well past max_unclaimed.
   Child behind = StartRun(machine, {"-g", "1", "--timeout", "60s", "--", "sh", "-c", "echo started; sleep 3"});
   ASSERT_TRUE(Eventually([&] { return SaysWaiting(behind); }, 20)) << behind.ErrSoFar();
@@ -106,7 +131,7 @@ TEST(UnclaimedGrant, AStoppedRunAimedAtAPreemptibleJobsGpuMakesItGiveWayOnceNotF
   ASSERT_TRUE(d.WaitForState(preemptible, "running", 30)) << d.Log();
   Child aimed = d.StartGpulane({"run", "--gpus", "0", "--", "true"});
   ASSERT_TRUE(Eventually([&] { return Contains(aimed.ErrSoFar(), "preempting"); }, 30)) << aimed.ErrSoFar();
-  aimed.Kill(SIGSTOP);
+  StopOutsideTheDirectoryLock(d.dir(), aimed);
   nlohmann::json job;
   ASSERT_TRUE(Eventually([&] {
     job = d.Show(preemptible);

@@ -3,7 +3,10 @@
 #include "lease/lease_dir.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/file.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -87,6 +90,59 @@ TEST_F(LeaseDirTest, AHeldLeaseIsLiveAndEndsWithItsHolder) {
   held->Release();
   EXPECT_TRUE(dir.Read().leases.empty());
   EXPECT_FALSE(fs::exists(root_ / "leases" / held->name()));
+}
+
+// Ctrl-Z at the instant a waiting `gpulane run` holds the directory's lock would stop every
+// `gpulane` on the machine with it (seen: a run stopped there kept the one behind it from joining
+// the line for good). The stop is held back until the lock is let go, then taken.
+TEST_F(LeaseDirTest, CtrlZWhileTheLockIsHeldStopsTheProcessOnlyOnceItHasLetGo) {
+  LeaseDir dir = Open();
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    setpgid(0, 0);  // a group of its own whose parent is in this session: the stop is not discarded
+    {
+      DirLock lock = dir.Lock();
+      kill(getpid(), SIGTSTP);  // what the terminal sends on Ctrl-Z
+      const char still = 'r';   // still running, lock held
+      if (write(ready[1], &still, 1) != 1) _exit(3);
+    }
+    _exit(0);  // reached after SIGCONT
+  }
+  close(ready[1]);
+  struct pollfd p {ready[0], POLLIN, 0};
+  const bool ran_on = poll(&p, 1, 10000) == 1;  // a stop under the lock never writes
+  close(ready[0]);
+  if (!ran_on) kill(child, SIGKILL);
+  int status = 0;
+  if (!ran_on) waitpid(child, &status, 0);
+  ASSERT_TRUE(ran_on) << "the process stopped while it held the directory's lock";
+  ASSERT_EQ(waitpid(child, &status, WUNTRACED), child);
+  ASSERT_TRUE(WIFSTOPPED(status)) << "the stop was not taken once the lock was let go";
+  EXPECT_EQ(WSTOPSIG(status), SIGTSTP);
+  const int fd = open((root_ / "leases").c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(flock(fd, LOCK_EX | LOCK_NB), 0) << "the stopped process still holds the directory's lock";
+  close(fd);
+  kill(child, SIGCONT);
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+// A stop signal the caller had blocked before stays blocked after the lock is let go.
+TEST_F(LeaseDirTest, TheLockUnblocksOnlyTheStopSignalsItBlocked) {
+  LeaseDir dir = Open();
+  sigset_t tstp, old, now;
+  sigemptyset(&tstp);
+  sigaddset(&tstp, SIGTSTP);
+  pthread_sigmask(SIG_BLOCK, &tstp, &old);
+  { DirLock lock = dir.Lock(); }
+  pthread_sigmask(SIG_SETMASK, nullptr, &now);
+  EXPECT_EQ(sigismember(&now, SIGTSTP), 1);
+  EXPECT_EQ(sigismember(&now, SIGTTIN), sigismember(&old, SIGTTIN));
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 TEST_F(LeaseDirTest, AnUnlockedFileIsStaleIgnoredAndRemoved) {
