@@ -149,7 +149,7 @@ std::string CheckDaemon(Report& report) {
 // [run] isolate: whether jobs see only their GPUs (docs/security.md "Device isolation"): the
 // setting, what `gpulane run` by this user and the daemon's jobs get, and whether it works here.
 void CheckIsolation(Report& report, const Config& config, const std::optional<GpuSnapshot>& snapshot,
-                    const std::string& daemon_mode) {
+                    const std::string& daemon_mode, os::Spawner& spawner) {
   const exec::IsolationSetting setting = exec::IsolationOf(config);
   if (!setting.devices) {
     report.Line(Level::kWarn, "isolation: off ([run] isolate): every job sees every GPU, CUDA_VISIBLE_DEVICES is advice "
@@ -168,7 +168,7 @@ void CheckIsolation(Report& report, const Config& config, const std::optional<Gp
                                  : text);
     return;
   }
-  if (Status probe = exec::ProbeIsolation(); !probe.ok()) {
+  if (Status probe = exec::ProbeIsolation(spawner); !probe.ok()) {
     report.Line(setting.required ? Level::kFail : Level::kWarn,
                 text + " - but it does not work here: " + probe.error().message + "; jobs start " +
                     (setting.required ? "not at all" : "with a warning") + " - fix: run gpulane with CAP_SYS_ADMIN");
@@ -227,7 +227,7 @@ int RunDoctor(const os::Env& env) {
   const std::optional<GpuSnapshot> snapshot = CheckNvml(report);
   CheckLeaseDir(report, config, env.clock);
   const std::string daemon_mode = CheckDaemon(report);
-  CheckIsolation(report, config, snapshot, daemon_mode);
+  CheckIsolation(report, config, snapshot, daemon_mode, env.spawner);
   CheckCudaOrder(report, snapshot);
   CheckClock(report);
   return report.failed() ? kExitChecksFailed : kExitOk;

@@ -139,7 +139,7 @@ int RunRun(const RunOptions& o, const os::Env& env, int report_fd = -1) {
   hooks.on_warning = [](const std::string& line) { Warn(line); };
   std::optional<daemon::AnomalyNotifier> anomalies;
   if (notified && Wants(notified->target, "anomaly")) {
-    anomalies.emplace(*notified, static_cast<double>(std::time(nullptr)));
+    anomalies.emplace(env.spawner, *notified, static_cast<double>(std::time(nullptr)));
     hooks.on_running = [&] { anomalies->Poll(); };
     job.running_hook_s = daemon::kAnomalyPollS;
   }
@@ -178,7 +178,7 @@ int RunRun(const RunOptions& o, const os::Env& env, int report_fd = -1) {
   if (notified) {
     exec::JobOutcome ended = ran;
     if (outcome->memory_overuse) ended.exit_code = kExitMemoryOveruse;  // what run exits with
-    daemon::NotifyJobEnd(*notified, ended, outcome->partition_stop.has_value(),
+    daemon::NotifyJobEnd(env.spawner, *notified, ended, outcome->partition_stop.has_value(),
                          outcome->partition_stop ? outcome->partition_stop->reason : outcome->memory_overuse.value_or(""));
   }
   if (!o.quiet && !ran.exec_failed && outcome->usage && outcome->usage->samples > 0)

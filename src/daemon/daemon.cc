@@ -52,7 +52,7 @@ std::vector<std::string> GroupsOfUser(const std::string&, std::uint32_t uid, std
 
 Daemon::Daemon(DaemonPaths paths, Config config, DaemonSettings settings, DaemonParts parts)
     : paths_(std::move(paths)), config_(std::move(config)), settings_(settings), parts_(std::move(parts)),
-      env_{*parts_.clock, *parts_.processes}, clock_(env_.clock) {
+      env_{*parts_.clock, *parts_.processes, *parts_.spawner}, clock_(env_.clock) {
   jobs_dir_ = paths_.state_dir + "/jobs";
 }
 
@@ -190,7 +190,7 @@ Status Daemon::Setup() {
   launcher_->ChildFileLimit(started_file_limit_);
   if (listening.ok()) {
     web_ = MakeWebChild(config_, paths_, std::string(exe, static_cast<std::size_t>(n)), {lock_fd_, listen_fd_, spare_fd_},
-                        clock_, [this](const std::string& line) { Log(line); });
+                        env_, [this](const std::string& line) { Log(line); });
     if (web_) web_->Start(clock_.MonotonicS());
   }
   return listening;

@@ -9,14 +9,15 @@ DaemonParts RealDaemonParts(const os::Env& env) {
   DaemonParts parts;
   parts.clock = &env.clock;
   parts.processes = &env.processes;
+  parts.spawner = &env.spawner;
   parts.open_gpus = []() -> Result<std::unique_ptr<GpuBackend>> {
     auto backend = NvmlBackend::Open();
     if (!backend) return backend.error();
     return std::unique_ptr<GpuBackend>(std::move(backend).value());
   };
   parts.open_store = [](const std::string& path, int busy_timeout_ms) { return store::JobStore::Open(path, busy_timeout_ms); };
-  parts.make_launcher = [](const LaunchPlace& place) -> std::unique_ptr<SupervisorLauncher> {
-    return std::make_unique<ForkExecLauncher>(place.self_exe, place.jobs_dir, place.log_path);
+  parts.make_launcher = [&spawner = env.spawner](const LaunchPlace& place) -> std::unique_ptr<SupervisorLauncher> {
+    return std::make_unique<ForkExecLauncher>(spawner, place.self_exe, place.jobs_dir, place.log_path);
   };
   return parts;
 }

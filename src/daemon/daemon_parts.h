@@ -29,6 +29,8 @@ struct DaemonParts {
   /// The process table (/proc) the daemon, its sampler and its time-limit watch look processes up
   /// in (must outlive it; used from two threads: ProcfsProcessTable is safe for that).
   ProcessTable* processes = nullptr;
+  /// What starts gpulane-web (os/spawn.h; must outlive it).
+  os::Spawner* spawner = nullptr;
   /// A GPU backend of its own: called once for the loop's snapshots and once more for the
   /// sampler thread (whose reads keep state). Errors: kNvml.
   std::function<Result<std::unique_ptr<GpuBackend>>()> open_gpus;
@@ -38,8 +40,9 @@ struct DaemonParts {
   std::function<std::unique_ptr<SupervisorLauncher>(const LaunchPlace& place)> make_launcher;
 };
 
-/// The real ones: NVML (gpu/nvml_backend.h), SQLite at the path, fork and exec of `gpulane
-/// _supervise` (ForkExecLauncher), reading `env`'s clock and process table (main()'s, os/env.h).
+/// The real ones: NVML (gpu/nvml_backend.h), SQLite at the path, `gpulane _supervise` started
+/// detached through `env`'s spawner (ForkExecLauncher), `env`'s clock and process table (main()'s,
+/// os/env.h).
 DaemonParts RealDaemonParts(const os::Env& env);
 
 }  // namespace gpulane::daemon

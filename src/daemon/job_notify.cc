@@ -29,8 +29,8 @@ exec::NotifyEvent EventOf(const NotifiedJob& job, const std::string& event, cons
   return e;
 }
 
-void Send(const NotifiedJob& job, const exec::NotifyEvent& e) {
-  if (Status sent = exec::SendDetached(job.target, e, job.uid, job.gid, job.env); !sent.ok())
+void Send(os::Spawner& spawner, const NotifiedJob& job, const exec::NotifyEvent& e) {
+  if (Status sent = exec::SendDetached(spawner, job.target, e, job.uid, job.gid, job.env); !sent.ok())
     Say("gpulane: notification of job {}: {}\n", job.id, sent.error().message);
 }
 
@@ -54,12 +54,12 @@ std::string EndMessage(const NotifiedJob& job, const exec::JobOutcome& ran, bool
   return message;
 }
 
-void NotifyJobEnd(const NotifiedJob& job, const exec::JobOutcome& ran, bool stopped_by_gpulane, const std::string& reason) {
+void NotifyJobEnd(os::Spawner& spawner, const NotifiedJob& job, const exec::JobOutcome& ran, bool stopped_by_gpulane, const std::string& reason) {
   const std::string event = Failed(ran, stopped_by_gpulane) ? "fail" : "end";
   if (!Wants(job.target, event)) return;
   exec::NotifyEvent e = EventOf(job, event, StateOf(ran, stopped_by_gpulane), EndMessage(job, ran, stopped_by_gpulane, reason));
   e.exit_code = ran.exit_code;
-  Send(job, e);
+  Send(spawner, job, e);
 }
 
 void AnomalyNotifier::Poll() {
@@ -71,7 +71,7 @@ void AnomalyNotifier::Poll() {
       last_id_ = std::max(last_id_, e.value("id", std::int64_t{0}));
       if (e.value("job_id", "") != job_.id || sent_ >= kMaxAnomalyNotifications) continue;
       ++sent_;
-      Send(job_, EventOf(job_, "anomaly", "running", "gpulane: " + e.value("message", "")));
+      Send(spawner_, job_, EventOf(job_, "anomaly", "running", "gpulane: " + e.value("message", "")));
     }
     return;
   }

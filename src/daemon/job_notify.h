@@ -37,14 +37,16 @@ struct NotifiedJob {
 std::string EndMessage(const NotifiedJob& job, const exec::JobOutcome& ran, bool stopped_by_gpulane, const std::string& reason);
 
 /// Sends "end" or "fail" for the attempt that ended with `ran`, when the target wants it.
-void NotifyJobEnd(const NotifiedJob& job, const exec::JobOutcome& ran, bool stopped_by_gpulane, const std::string& reason);
+void NotifyJobEnd(os::Spawner& spawner, const NotifiedJob& job, const exec::JobOutcome& ran, bool stopped_by_gpulane, const std::string& reason);
 
 /// Sends each new anomaly of one job (the daemon's `events`, by job id), up to
 /// kMaxAnomalyNotifications.
 class AnomalyNotifier {
  public:
   /// Events raised before `since_s` (seconds since the epoch: the job's start) are not this run's.
-  AnomalyNotifier(NotifiedJob job, double since_s) : job_(std::move(job)), since_s_(since_s) {}
+  /// `spawner` starts the deliveries (exec/notify.h).
+  AnomalyNotifier(os::Spawner& spawner, NotifiedJob job, double since_s)
+      : spawner_(spawner), job_(std::move(job)), since_s_(since_s) {}
   /// The log the job writes to (known once it started).
   void SetLog(const std::string& path) { job_.log_path = path; }
   /// Asks the daemon (the first of daemon::SnapshotSockets that answers) for events since the
@@ -52,6 +54,7 @@ class AnomalyNotifier {
   void Poll();
 
  private:
+  os::Spawner& spawner_;
   NotifiedJob job_;
   double since_s_ = 0;
   std::int64_t last_id_ = 0;

@@ -21,18 +21,15 @@ Status ForkExecLauncher::Start(std::int64_t id) {
   // Everything the child needs is made before the fork: between fork and exec it only calls
   // async-signal-safe functions.
   const std::string id_text = std::to_string(id);
-  pid_t child = fork();
-  if (child < 0) return MakeError(ErrorKind::kIo, StrCat("cannot start the supervisor of job ", id, ": fork: ", std::strerror(errno)));
-  if (child == 0) {
+  const auto first = [&] {
     for (int fd : close_in_child_) close(fd);
     rlimit files{};
     if (child_file_limit_ && getrlimit(RLIMIT_NOFILE, &files) == 0) {
       files.rlim_cur = static_cast<rlim_t>(child_file_limit_);
       setrlimit(RLIMIT_NOFILE, &files);
     }
-    // Detach twice so the supervisor outlives this daemon and is nobody's child but init's.
-    setsid();
-    if (fork() != 0) _exit(0);
+  };
+  const auto supervisor = [&] {
     int null_fd = open("/dev/null", O_RDONLY);
     int log_fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     dup2(null_fd, 0);
@@ -44,8 +41,10 @@ Status ForkExecLauncher::Start(std::int64_t id) {
     signal(SIGPIPE, SIG_DFL);
     execl(self_exe_.c_str(), "gpulane", "_supervise", jobs_dir_.c_str(), id_text.c_str(), static_cast<char*>(nullptr));
     _exit(127);
-  }
-  waitpid(child, nullptr, 0);
+  };
+  // Detached so the supervisor outlives this daemon and is nobody's child but init's.
+  if (Status started = spawner_.StartDetached(first, supervisor); !started.ok())
+    return MakeError(ErrorKind::kIo, StrCat("cannot start the supervisor of job ", id, ": ", started.error().message));
   return Status::Ok();
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "os/spawn.h"
 #include "util/result.h"
 
 namespace gpulane::daemon {
@@ -31,13 +32,15 @@ class SupervisorLauncher {
   virtual void ChildFileLimit(std::uint64_t /*soft_limit*/) {}
 };
 
-/// The real one: fork, setsid, fork again, exec `self_exe _supervise jobs_dir id`, so that the
-/// supervisor outlives the daemon and is nobody's child but init's; its stdout and stderr go to
-/// `log_path` (appended), its stdin is /dev/null.
+/// The real one: exec `self_exe _supervise jobs_dir id` started detached through `spawner`
+/// (os/spawn.h: fork, setsid, fork again), so that the supervisor outlives the daemon and is
+/// nobody's child but init's; its stdout and stderr go to `log_path` (appended), its stdin is
+/// /dev/null.
 class ForkExecLauncher final : public SupervisorLauncher {
  public:
-  ForkExecLauncher(std::string self_exe, std::string jobs_dir, std::string log_path)
-      : self_exe_(std::move(self_exe)), jobs_dir_(std::move(jobs_dir)), log_path_(std::move(log_path)) {}
+  ForkExecLauncher(os::Spawner& spawner, std::string self_exe, std::string jobs_dir, std::string log_path)
+      : spawner_(spawner),
+        self_exe_(std::move(self_exe)), jobs_dir_(std::move(jobs_dir)), log_path_(std::move(log_path)) {}
   /// Descriptors closed in the child before anything else (the daemon's lock and listening
   /// socket: close-on-exec, but a copy held until the exec would keep a daemon restarted after a
   /// kill -9 from taking its lock).
@@ -50,6 +53,7 @@ class ForkExecLauncher final : public SupervisorLauncher {
   void Signal(std::int64_t id, pid_t pid, int signal) override;
 
  private:
+  os::Spawner& spawner_;
   std::string self_exe_, jobs_dir_, log_path_;
   std::vector<int> close_in_child_;
   std::uint64_t child_file_limit_ = 0;

@@ -322,7 +322,7 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id, const os::Env& e
   // --notify anomaly: the daemon's anomalies of this job, asked for every few seconds while it runs.
   std::optional<AnomalyNotifier> anomalies;
   if (job->spec.notify && Wants(*job->spec.notify, "anomaly")) {
-    anomalies.emplace(NotifiedOf(*job, job->logs), env.clock.WallS() - 60);
+    anomalies.emplace(env.spawner, NotifiedOf(*job, job->logs), env.clock.WallS() - 60);
     hooks.on_running = [&] {
       anomalies->SetLog(NotifiedOf(*job, status.logs).log_path);
       anomalies->Poll();
@@ -353,7 +353,7 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id, const os::Env& e
   if (job->spec.notify && outcome && outcome->job) {
     exec::JobOutcome ended = *outcome->job;
     if (outcome->memory_overuse) ended.exit_code = kExitMemoryOveruse;  // as recorded
-    NotifyJobEnd(NotifiedOf(*job, status.logs), ended, status.partition_stopped || status.preempted, status.reason);
+    NotifyJobEnd(env.spawner, NotifiedOf(*job, status.logs), ended, status.partition_stopped || status.preempted, status.reason);
   }
   return rc;
 }

@@ -58,8 +58,8 @@ std::string Describe(int status) {
 
 }  // namespace
 
-WebChild::WebChild(WebChildSpec spec, const Clock& clock, std::function<void(const std::string&)> log)
-    : spec_(std::move(spec)), clock_(clock), log_(std::move(log)) {
+WebChild::WebChild(WebChildSpec spec, const os::Env& env, std::function<void(const std::string&)> log)
+    : spec_(std::move(spec)), clock_(env.clock), spawner_(env.spawner), log_(std::move(log)) {
   listen_ = spec_.argv.size() > 2 ? spec_.argv[2] : "";
 }
 
@@ -103,18 +103,17 @@ void WebChild::Start(double now_s) {
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
   const pid_t parent = getpid();
-  const pid_t child = fork();
-  if (child < 0) {
-    log_(fmt::format("web: cannot start gpulane-web: fork: {}; trying again in {:g} s", std::strerror(errno), backoff_s_));
+  auto started = spawner_.Start([&] { ExecChild(spec_, argv.data(), envp.data(), parent, url_pipe[1]); });
+  if (!started) {
+    log_(fmt::format("web: cannot start gpulane-web: {}; trying again in {:g} s", started.error().message, backoff_s_));
     restart_at_s_ = now_s + backoff_s_;
     for (int fd : url_pipe)
       if (fd >= 0) close(fd);
     return;
   }
-  if (child == 0) ExecChild(spec_, argv.data(), envp.data(), parent, url_pipe[1]);
   if (url_pipe[1] >= 0) close(url_pipe[1]);
   url_fd_ = url_pipe[0];
-  pid_ = child;
+  pid_ = *started;
   started_s_ = now_s;
   restart_at_s_ = -1;
   // "127.0.0.1:0" is no address a user can open: port 0 asks for a free one, which gpulane-web says
@@ -165,7 +164,7 @@ nlohmann::json WebInfo(WebChild* web) {
 }
 
 std::unique_ptr<WebChild> MakeWebChild(const Config& config, const DaemonPaths& paths, const std::string& self_exe,
-                                       std::vector<int> close_in_child, const Clock& clock,
+                                       std::vector<int> close_in_child, const os::Env& env,
                                        std::function<void(const std::string&)> log) {
   Config machine;  // the machine's file alone: its web.listen is the system daemon's
   if (!paths.system) (void)LoadConfigFile(kMachineConfigFile, true, machine);
@@ -196,7 +195,7 @@ std::unique_ptr<WebChild> MakeWebChild(const Config& config, const DaemonPaths& 
   }
   spec.close_in_child = std::move(close_in_child);
   spec.ask_url = true;
-  return std::make_unique<WebChild>(std::move(spec), clock, std::move(log));
+  return std::make_unique<WebChild>(std::move(spec), env, std::move(log));
 }
 
 }  // namespace gpulane::daemon

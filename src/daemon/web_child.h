@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "daemon/paths.h"
+#include "os/env.h"
 #include "util/clock.h"
 #include "util/config.h"
 
@@ -33,8 +34,8 @@ struct WebChildSpec {
 class WebChild {
  public:
   /// `log` writes a line to the daemon's log.
-  /// `clock` (os::Env's) times Stop's wait for the child.
-  WebChild(WebChildSpec spec, const Clock& clock, std::function<void(const std::string&)> log);
+  /// `env`'s clock times Stop's wait for the child; its spawner starts it.
+  WebChild(WebChildSpec spec, const os::Env& env, std::function<void(const std::string&)> log);
   /// Stop().
   ~WebChild();
   WebChild(const WebChild&) = delete;
@@ -66,6 +67,7 @@ class WebChild {
   std::string url_read_;   ///< what came through it so far
   WebChildSpec spec_;
   const Clock& clock_;
+  os::Spawner& spawner_;
   std::function<void(const std::string&)> log_;
   pid_t pid_ = -1;
   double started_s_ = 0;
@@ -83,7 +85,7 @@ nlohmann::json WebInfo(WebChild* web);
 /// when that is "off", gpulane-web is not next to `self_exe`, or the system daemon's user "nobody"
 /// does not exist. Not started yet.
 std::unique_ptr<WebChild> MakeWebChild(const Config& config, const DaemonPaths& paths, const std::string& self_exe,
-                                       std::vector<int> close_in_child, const Clock& clock,
+                                       std::vector<int> close_in_child, const os::Env& env,
                                        std::function<void(const std::string&)> log);
 
 }  // namespace gpulane::daemon

@@ -394,14 +394,14 @@ pid_t StartNamespaceHolder(int hold_fd, int timing_fd, int host_ns_fd, const Clo
   return clone(HolderMain, g_holder_stack + sizeof g_holder_stack, CLONE_VM | CLONE_PARENT, nullptr);
 }
 
-Status ProbeIsolation() {
-  const pid_t child = fork();
-  if (child < 0) return MakeError(ErrorKind::kIo, fmt::format("cannot fork: {}", std::strerror(errno)));
-  if (child == 0) {
+Status ProbeIsolation(os::Spawner& spawner) {
+  auto started = spawner.Start([] {
     if (unshare(CLONE_NEWNS) != 0) _exit(1);
     if (mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) _exit(2);
     _exit(0);
-  }
+  });
+  if (!started) return MakeError(ErrorKind::kIo, "cannot " + started.error().message);
+  const pid_t child = *started;
   int status = 0;
   while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }

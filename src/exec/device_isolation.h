@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "gpu/types.h"
+#include "os/spawn.h"
 #include "util/clock.h"
 #include "util/config.h"
 #include "util/result.h"
@@ -118,10 +119,10 @@ struct IsolationSetting {
   bool required = false;  ///< [run] isolate_required: a job that cannot be isolated fails to start
 };
 
-/// Whether this process can give a child a private mount namespace (a forked child tries
+/// Whether this process can give a child a private mount namespace (a child started by `spawner` tries
 /// unshare(CLONE_NEWNS) and making / private, then exits): what device isolation needs. Errors:
 /// kIo naming the step and the errno.
-Status ProbeIsolation();
+Status ProbeIsolation(os::Spawner& spawner);
 
 /// The setting of `config`'s [run] isolate and isolate_required.
 IsolationSetting IsolationOf(const Config& config);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "exec/device_isolation.h"
+#include "os/env.h"
 #include "util/clock.h"
 #include "util/result.h"
 
@@ -99,9 +100,9 @@ struct JobOutcome {
 /// runs (to record its process group); `on_logs(logs)` before that, once the job's logs are open
 /// (also when the command then fails to start). Blocks until every process of the job is gone.
 /// A log that cannot be opened fails the start (exec_failed, exit code 126) with exec_error naming
-/// the file and why. `clock` (os::Env's) times the ticks, the time limit and the kill grace.
-/// Errors: kIo when fork fails.
-Result<JobOutcome> RunJob(const JobSpec& spec, const Clock& clock, const std::function<void(pid_t)>& on_started,
+/// the file and why. `env`'s clock times the ticks, the time limit and the kill grace; its spawner
+/// starts the job. Errors: kIo when fork fails.
+Result<JobOutcome> RunJob(const JobSpec& spec, const os::Env& env, const std::function<void(pid_t)>& on_started,
                           const std::function<void(const OpenedLogs&)>& on_logs = {});
 
 }  // namespace gpulane::exec

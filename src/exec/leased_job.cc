@@ -241,7 +241,7 @@ Result<LeasedJobOutcome> RunWithoutGpus(const os::Env& env, const LeasedJob& job
   }
   const double start = env.clock.MonotonicS();
   auto ran = RunJob(
-      spec, env.clock, [&](pid_t pgid) { if (hooks.on_started) hooks.on_started(pgid); }, hooks.on_logs);
+      spec, env, [&](pid_t pgid) { if (hooks.on_started) hooks.on_started(pgid); }, hooks.on_logs);
   outcome.job_s = env.clock.MonotonicS() - start;
   if (!ran) return ran.error();
   outcome.job = std::move(ran).value();
@@ -346,7 +346,7 @@ Result<LeasedJobOutcome> RunLeasedJob(const os::Env& env, GpuBackend& backend, c
     };
   }
   auto ran = RunJob(
-      spec, env.clock,
+      spec, env,
       [&](pid_t pgid) {
         waiter.RecordProcessGroup(grant->lease, pgid);
         if (hooks.on_started) hooks.on_started(pgid);

@@ -58,18 +58,22 @@ void SleepS(int seconds) {
 }
 
 // Runs `argv` with `envp`, `input` on its stdin; its exit status, or -1.
-int RunWithInput(char** argv, char** envp, const std::string& input) {
+int RunWithInput(os::Spawner& spawner, char** argv, char** envp, const std::string& input) {
   int fds[2];
   if (pipe(fds) != 0) return -1;
-  pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
+  auto started = spawner.Start([&] {
     dup2(fds[0], 0);
     close(fds[0]);
     close(fds[1]);
     execve(argv[0], argv, envp);
     _exit(127);
+  });
+  if (!started) {
+    close(fds[0]);
+    close(fds[1]);
+    return -1;
   }
+  const pid_t pid = *started;
   close(fds[0]);
   for (std::size_t done = 0; done < input.size();) {
     ssize_t n = write(fds[1], input.data() + done, input.size() - done);
@@ -115,7 +119,7 @@ std::string LogTail(const std::string& path, std::optional<os::FileUser> as, std
   return text;
 }
 
-Status SendDetached(const NotifyTarget& target, const NotifyEvent& e, std::optional<uid_t> uid, std::optional<gid_t> gid,
+Status SendDetached(os::Spawner& spawner, const NotifyTarget& target, const NotifyEvent& e, std::optional<uid_t> uid, std::optional<gid_t> gid,
                     const std::vector<std::string>& env) {
   // Everything is made before the fork.
   const std::string curl = target.webhook.empty() ? "" : FindProgram("curl");
@@ -136,13 +140,11 @@ Status SendDetached(const NotifyTarget& target, const NotifyEvent& e, std::optio
     if (!pw || getgrouplist(pw->pw_name, *gid, groups.data(), &count) < 0) count = 1, groups[0] = *gid;
   }
   const std::string failed_webhook = fmt::format("gpulane: notification of job {}: the webhook failed 3 times; given up\n", e.job_id);
-  pid_t child = fork();
-  if (child < 0) return MakeError(ErrorKind::kIo, fmt::format("cannot send a notification: fork: {}", std::strerror(errno)));
-  if (child == 0) {
+  const auto first = [&] {
     if (drop && (setgroups(static_cast<std::size_t>(count), groups.data()) != 0 || setgid(*gid) != 0 || setuid(*uid) != 0))
       _exit(1);  // never as root
-    setsid();
-    if (fork() != 0) _exit(0);  // detached: nobody waits for the delivery
+  };
+  const auto deliver = [&] {  // detached: nobody waits for the delivery
     const int null_fd = open("/dev/null", O_RDWR);
     dup2(null_fd, 0);
     dup2(null_fd, 1);
@@ -151,16 +153,15 @@ Status SendDetached(const NotifyTarget& target, const NotifyEvent& e, std::optio
       const int pauses_s[] = {2, 10};
       for (int attempt = 0; attempt < 3 && !sent; ++attempt) {
         if (attempt > 0) SleepS(pauses_s[attempt - 1]);
-        sent = RunWithInput(curl_argv.get(), envp.get(), body) == 0;
+        sent = RunWithInput(spawner, curl_argv.get(), envp.get(), body) == 0;
       }
       if (!sent) Say(failed_webhook.c_str());
     }
-    if (!target.command.empty()) RunWithInput(sh_argv.get(), envp.get(), "");
+    if (!target.command.empty()) RunWithInput(spawner, sh_argv.get(), envp.get(), "");
     _exit(0);
-  }
-  int status = 0;
-  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
+  };
+  if (Status started = spawner.StartDetached(first, deliver); !started.ok())
+    return MakeError(ErrorKind::kIo, "cannot send a notification: " + started.error().message);
   return Status::Ok();
 }
 

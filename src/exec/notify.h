@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "os/spawn.h"
 #include "os/user_file.h"
 #include "util/notify_target.h"
 #include "util/result.h"
@@ -46,12 +47,12 @@ std::vector<std::string> CommandEnvironment(const NotifyEvent& e);
 /// swapped for a symlink, a FIFO or a device gives nothing, and never blocks).
 std::string LogTail(const std::string& path, std::optional<os::FileUser> as, std::optional<std::uint32_t> owner);
 
-/// Sends `e` to `target` from a detached process and returns at once. As root, that process becomes
+/// Sends `e` to `target` from a process started detached by `spawner` and returns at once. As root, that process becomes
 /// `uid`/`gid` (with the user's groups) before anything else. The webhook goes through curl
 /// (--fail, 10 s a try, 3 tries 2 s and 10 s apart); the command runs once with `env` plus
 /// CommandEnvironment. Failures are written to the caller's stderr (a supervisor's log).
 /// Errors: kIo when the process cannot be started.
-Status SendDetached(const NotifyTarget& target, const NotifyEvent& e, std::optional<uid_t> uid, std::optional<gid_t> gid,
+Status SendDetached(os::Spawner& spawner, const NotifyTarget& target, const NotifyEvent& e, std::optional<uid_t> uid, std::optional<gid_t> gid,
                     const std::vector<std::string>& env);
 
 }  // namespace gpulane::exec

@@ -5,9 +5,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <pwd.h>
-#include <signal.h>
 #include <stdio.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
@@ -317,24 +315,6 @@ Status HeldFile::Rewrite(const std::string& text) {
       ftruncate(fd_, static_cast<off_t>(content.size())) != 0)
     return MakeError(ErrorKind::kIo, fmt::format("cannot update {}: {}", name_, std::strerror(errno)));
   return Status::Ok();
-}
-
-DirLock::DirLock(int fd) : fd_(fd) {
-  sigset_t stops, before;
-  sigemptyset(&stops);
-  sigemptyset(&blocked_here_);
-  for (int sig : {SIGTSTP, SIGTTIN, SIGTTOU}) sigaddset(&stops, sig);
-  pthread_sigmask(SIG_BLOCK, &stops, &before);
-  for (int sig : {SIGTSTP, SIGTTIN, SIGTTOU})
-    if (sigismember(&before, sig) == 0) sigaddset(&blocked_here_, sig);
-  while (flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
-  }
-}
-
-DirLock::~DirLock() {
-  if (fd_ < 0) return;
-  flock(fd_, LOCK_UN);
-  pthread_sigmask(SIG_UNBLOCK, &blocked_here_, nullptr);  // a Ctrl-Z that came meanwhile stops it now
 }
 
 std::string LeaseDir::DefaultPath(const std::string& configured) {

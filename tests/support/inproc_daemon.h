@@ -25,6 +25,7 @@
 #include "daemon/job_files.h"
 #include "store/job.h"
 #include "util/clock.h"
+#include "support/recording_spawner.h"
 
 namespace gpulane::test {
 
@@ -103,6 +104,7 @@ class InProcDaemonTest : public ::testing::Test {
   std::filesystem::path dir_;
   FakeClock clock_;
   ProcfsProcessTable processes_;  ///< the real /proc, as the daemon's own (os/env.h)
+  RecordingSpawner spawner_;      ///< starts nothing (the launcher records supervisors; no gpulane-web)
   Config config_;
   daemon::DaemonSettings settings_;
   unsigned gpu_count_ = 2;

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "exec/job_runner.h"
+#include "os/env.h"
 
 namespace gpulane::exec {
 namespace {
@@ -53,13 +54,13 @@ class ExecMarkTest : public ::testing::Test {
 
   fs::path dir_;
   std::string mark_;
-  const SystemClock clock_;
+  const os::SystemEnv real_os_;  // the real clock and fork
 };
 
 TEST_F(ExecMarkTest, TheChildMarksItsExecAndTheJobDoesNotInheritTheMark) {
   const int fd = OpenMark(O_RDWR);
   // The job's shell finds no descriptor of that number: the mark closed at the exec.
-  auto ran = RunJob(Spec({"/bin/sh", "-c", "test ! -e /proc/self/fd/" + std::to_string(fd)}, fd), clock_, {});
+  auto ran = RunJob(Spec({"/bin/sh", "-c", "test ! -e /proc/self/fd/" + std::to_string(fd)}, fd), real_os_.env(), {});
   close(fd);
   ASSERT_TRUE(ran) << ran.error().message;
   EXPECT_FALSE(ran->exec_failed) << ran->exec_error;
@@ -69,7 +70,7 @@ TEST_F(ExecMarkTest, TheChildMarksItsExecAndTheJobDoesNotInheritTheMark) {
 
 TEST_F(ExecMarkTest, AFailedExecPutsTheMarkBack) {
   const int fd = OpenMark(O_RDWR);
-  auto ran = RunJob(Spec({(dir_ / "no-such-command").string()}, fd), clock_, {});
+  auto ran = RunJob(Spec({(dir_ / "no-such-command").string()}, fd), real_os_.env(), {});
   close(fd);
   ASSERT_TRUE(ran) << ran.error().message;
   EXPECT_TRUE(ran->exec_failed);
@@ -80,7 +81,7 @@ TEST_F(ExecMarkTest, AFailedExecPutsTheMarkBack) {
 TEST_F(ExecMarkTest, AMarkThatCannotBeWrittenKeepsTheCommandFromStarting) {
   const int fd = OpenMark(O_RDONLY);
   const fs::path ran_file = dir_ / "ran";
-  auto ran = RunJob(Spec({"/bin/sh", "-c", "touch " + ran_file.string()}, fd), clock_, {});
+  auto ran = RunJob(Spec({"/bin/sh", "-c", "touch " + ran_file.string()}, fd), real_os_.env(), {});
   close(fd);
   ASSERT_TRUE(ran) << ran.error().message;
   EXPECT_TRUE(ran->exec_failed);

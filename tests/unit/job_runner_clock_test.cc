@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "exec/job_runner.h"
+#include "os/env.h"
+#include "support/recording_spawner.h"
 #include "util/clock.h"
 
 namespace gpulane::exec {
@@ -30,10 +32,27 @@ TEST(JobRunnerClock, AJobsTimeLimitIsCountedOnTheClockItIsGivenNotTheSystems) {
   spec.time_limit_s = 3600;
   spec.kill_grace_s = 1;
   const RacingClock clock(3000);  // fifty minutes a look: the hour is up at the second look
-  auto ran = RunJob(spec, clock, {});
+  ProcfsProcessTable processes;
+  os::SystemSpawner spawner;
+  auto ran = RunJob(spec, os::Env{clock, processes, spawner}, {});
   ASSERT_TRUE(ran.ok()) << ran.error().message;
   EXPECT_TRUE(ran->timed_out) << "the job ended on its own: RunJob did not time it on the clock it was given";
   EXPECT_FALSE(ran->exec_failed);
+}
+
+// The job is started by the spawner of the Env RunJob is given (os/spawn.h), never by a fork of its
+// own: one that starts nothing leaves no job and says why.
+TEST(JobRunnerSpawner, TheJobIsStartedThroughTheEnvsSpawnerNotAForkOfItsOwn) {
+  JobSpec spec;
+  spec.argv = {"/bin/true"};
+  spec.env = {"PATH=/usr/bin:/bin"};
+  const SystemClock clock;
+  ProcfsProcessTable processes;
+  test::RecordingSpawner spawner;
+  auto ran = RunJob(spec, os::Env{clock, processes, spawner}, {});
+  EXPECT_EQ(spawner.starts, 1);
+  ASSERT_FALSE(ran.ok()) << "the job ran: RunJob started it by itself";
+  EXPECT_EQ(ran.error().message, "cannot fork: not in this test (RecordingSpawner)");
 }
 
 }  // namespace

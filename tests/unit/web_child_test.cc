@@ -2,6 +2,7 @@
 // when its child ends, and the back-off before each restart (1 s, doubling to 60 s; back to 1 s
 // after a run of a minute or more).
 #include "daemon/web_child.h"
+#include "support/recording_spawner.h"
 
 #include <sys/wait.h>
 
@@ -26,7 +27,8 @@ struct Logged {
 };
 
 // Stop's wait for a child that ignores SIGTERM is timed on the real clock: the children here end.
-const SystemClock clock;
+const os::SystemEnv real_os;
+const os::Env& env = real_os.env();
 
 // A child that exits with status 3 at once, as the daemon would see it: reaped, then Reaped().
 int ReapOne(WebChild& child, double now_s) {
@@ -42,7 +44,7 @@ TEST(WebChild, EndsAreLoggedAndRestartsBackOff) {
   WebChildSpec spec;
   spec.exe = "/bin/sh";
   spec.argv = {"sh", "-c", "exit 3"};
-  WebChild child(spec, clock, log.fn());
+  WebChild child(spec, env, log.fn());
   child.Start(100);
   ASSERT_GT(child.pid(), 0);
   EXPECT_TRUE(log.Has("started gpulane-web (pid ")) << log.lines.back();
@@ -70,7 +72,7 @@ TEST(WebChild, StopEndsARunningChildAndReapsIt) {
   WebChildSpec spec;
   spec.exe = "/bin/sleep";
   spec.argv = {"sleep", "600"};
-  WebChild child(spec, clock, log.fn());
+  WebChild child(spec, env, log.fn());
   child.Start(0);
   const pid_t pid = child.pid();
   ASSERT_GT(pid, 0);
@@ -81,14 +83,33 @@ TEST(WebChild, StopEndsARunningChildAndReapsIt) {
   EXPECT_EQ(child.pid(), -1) << "a stopped child is not started again";
 }
 
+// gpulane-web is started by the spawner of the daemon's Env (os/spawn.h), never by a fork of the
+// daemon's own: one that starts nothing leaves no child, and the failure is logged and retried.
+TEST(WebChild, ItIsStartedThroughTheEnvsSpawnerAndAFailedStartIsRetried) {
+  Logged log;
+  test::RecordingSpawner spawner;
+  ProcfsProcessTable processes;
+  WebChildSpec spec;
+  spec.exe = "/bin/sleep";
+  spec.argv = {"sleep", "600"};
+  WebChild child(spec, os::Env{env.clock, processes, spawner}, log.fn());
+  child.Start(100);
+  EXPECT_EQ(spawner.starts, 1);
+  EXPECT_EQ(child.pid(), -1) << "a child runs: WebChild started it by itself";
+  EXPECT_TRUE(log.Has("cannot start gpulane-web: fork: not in this test (RecordingSpawner); trying again in 1 s"))
+      << (log.lines.empty() ? "" : log.lines.back());
+  child.Tick(101);
+  EXPECT_EQ(spawner.starts, 2) << "tried again after the back-off";
+}
+
 TEST(WebChild, OffOrMissingBinaryStartsNothing) {
   Logged log;
   Config config;
   config.web_listen = "off";
-  EXPECT_EQ(MakeWebChild(config, DaemonPaths{"/tmp/s.sock", "/tmp/state", false}, "/nonexistent/gpulane", {}, clock, log.fn()), nullptr);
+  EXPECT_EQ(MakeWebChild(config, DaemonPaths{"/tmp/s.sock", "/tmp/state", false}, "/nonexistent/gpulane", {}, env, log.fn()), nullptr);
   EXPECT_TRUE(log.lines.empty());
   config.web_listen = "127.0.0.1:9470";
-  EXPECT_EQ(MakeWebChild(config, DaemonPaths{"/tmp/s.sock", "/tmp/state", false}, "/nonexistent/gpulane", {}, clock, log.fn()), nullptr);
+  EXPECT_EQ(MakeWebChild(config, DaemonPaths{"/tmp/s.sock", "/tmp/state", false}, "/nonexistent/gpulane", {}, env, log.fn()), nullptr);
   EXPECT_TRUE(log.Has("/nonexistent/gpulane-web is missing")) << (log.lines.empty() ? "" : log.lines.back());
 }
 
