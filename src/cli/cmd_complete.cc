@@ -40,8 +40,8 @@ void PrintJobIds() {
 }
 
 // Every GPU's index (PCI order, as status numbers them) and UUID.
-void PrintGpus() {
-  auto backend = OpenBackend();
+void PrintGpus(const gpulane::Clock& clock) {
+  auto backend = OpenBackend(clock);
   if (!backend) return;
   auto snapshot = (*backend)->Read({});
   if (!snapshot) return;
@@ -50,15 +50,15 @@ void PrintGpus() {
 
 }  // namespace
 
-void RegisterComplete(CLI::App& app, Runner* run, const os::Env&) {
+void RegisterComplete(CLI::App& app, Runner* run, const os::Env& env) {
   auto what = std::make_shared<std::string>();
   CLI::App* sub = app.add_subcommand("_complete", "Words for shell completion: job ids or GPUs");
   sub->group("");  // internal: not listed in --help
   sub->add_option("what", *what, "jobs or gpus")->required()->check(CLI::IsMember({"jobs", "gpus"}));
-  sub->callback([what, run] {
-    *run = [what] {
+  sub->callback([what, run, &env] {
+    *run = [what, &env] {
       if (*what == "jobs") PrintJobIds();
-      else PrintGpus();
+      else PrintGpus(env.clock);
       return static_cast<int>(kExitOk);
     };
   });

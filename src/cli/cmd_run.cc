@@ -148,7 +148,7 @@ int RunRun(const RunOptions& o, const os::Env& env, int report_fd = -1) {
   if (job.wait.request.count == 0) {  // -g 0: no GPU, no lease, no NVML (it works without a driver)
     outcome = exec::RunWithoutGpus(env, job, hooks);
   } else {
-    auto backend = OpenBackend();
+    auto backend = OpenBackend(env.clock);
     if (!backend) return Fail(backend.error());
     auto dir = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config->lease_dir), env.clock);
     if (!dir) return Fail(dir.error());
@@ -204,7 +204,7 @@ int RunEachFile(const RunOptions& o, const os::Env& env) {
   auto request = o.request.ToRequest();  // a bad option fails once here, not once per line
   if (!request) return Fail(request.error());
   int exit_code = kExitOk;
-  const unsigned parallel = o.jobs_given ? static_cast<unsigned>(o.jobs) : DefaultParallel(*request, &exit_code);
+  const unsigned parallel = o.jobs_given ? static_cast<unsigned>(o.jobs) : DefaultParallel(*request, env.clock, &exit_code);
   if (parallel == 0) return exit_code;
   return RunEach(*commands, parallel, [&o, &env](const std::vector<std::string>& argv, int report_fd) {
     RunOptions line = o;

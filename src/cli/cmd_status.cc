@@ -157,7 +157,7 @@ int RunStatus(const StatusOptions& o, const os::Env& env) {
                             fmt::format("--watch '{}': give the refresh interval in seconds, at least 0.1", o.watch)));
     interval_s = *parsed;
   }
-  auto backend = OpenBackend();
+  auto backend = OpenBackend(env.clock);
   if (!backend) return Fail(backend.error());
   if (o.watch_given) return Watch(**backend, o, interval_s, env.clock);
   auto snapshot = ReadAnnotated(**backend);
@@ -174,7 +174,7 @@ int RunStatus(const StatusOptions& o, const os::Env& env) {
 }  // namespace
 
 int WatchStatus(double interval_s, long frames, const std::string& color, const gpulane::Clock& clock) {
-  auto backend = OpenBackend();
+  auto backend = OpenBackend(clock);
   if (!backend) return Fail(backend.error());
   StatusOptions o;
   o.watch_given = true;

@@ -32,8 +32,8 @@ int Fail(const Error& error) {
 
 void Warn(const std::string& message) { PrintDiagnostic("warning", message); }
 
-Result<std::unique_ptr<GpuBackend>> OpenBackend() {
-  return std::unique_ptr<GpuBackend>(new proto::SnapshotSource(daemon::SnapshotSockets()));
+Result<std::unique_ptr<GpuBackend>> OpenBackend(const gpulane::Clock& clock) {
+  return std::unique_ptr<GpuBackend>(new proto::SnapshotSource(daemon::SnapshotSockets(), clock));
 }
 
 Result<std::vector<std::string>> JobIdArgs(const std::vector<std::string>& words) {

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/clock.h"
 #include "gpu/backend.h"
 #include "gpu/visible_devices.h"
 #include "lease/lease_dir.h"
@@ -45,7 +46,8 @@ int ReportFailures(const nlohmann::json& reply);
 
 /// The GPU source for commands: the running daemon's snapshots, else NVML itself (library from
 /// $GPULANE_NVML_LIBRARY or libnvidia-ml.so.1; see proto::SnapshotSource). Errors surface at the first Read.
-Result<std::unique_ptr<GpuBackend>> OpenBackend();
+/// `clock` (os::Env's) outlives it.
+Result<std::unique_ptr<GpuBackend>> OpenBackend(const gpulane::Clock& clock);
 
 /// Reads a snapshot and fills in process owners and command lines from /proc.
 Result<GpuSnapshot> ReadAnnotated(GpuBackend& backend, const ReadOptions& options = {});

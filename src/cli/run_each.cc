@@ -232,7 +232,7 @@ class EachRun {
 
 }  // namespace
 
-unsigned DefaultParallel(const sched::Request& request, int* exit_code) {
+unsigned DefaultParallel(const sched::Request& request, const Clock& clock, int* exit_code) {
   if (request.count == 0) return std::max(1u, std::thread::hardware_concurrency());
   // The GPUs are read in a child: NVML, once initialised here, would be shared with every line forked later.
   int fds[2];
@@ -244,7 +244,7 @@ unsigned DefaultParallel(const sched::Request& request, int* exit_code) {
   }
   if (pid == 0) {
     close(fds[0]);
-    auto backend = OpenBackend();
+    auto backend = OpenBackend(clock);
     auto snapshot = backend ? ReadAnnotated(**backend) : Result<GpuSnapshot>(backend.error());
     if (!snapshot) _exit(Fail(snapshot.error()));
     auto allowed = ResolveAllowedGpus(request.gpu_list, InheritedAllocation(), *snapshot);

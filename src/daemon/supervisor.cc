@@ -283,7 +283,7 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id, const os::Env& e
     return Finish(files, status, env.clock);
   }
   // GPU snapshots from the daemon, which holds NVML open; NVML itself only while none answers.
-  proto::SnapshotSource backend(SnapshotSockets());
+  proto::SnapshotSource backend(SnapshotSockets(), env.clock);
   exec::LeasedJobHooks hooks;
   bool running_recorded = false;
   hooks.on_waiting = [&](const std::string& line) {

@@ -12,8 +12,6 @@
 namespace gpulane::proto {
 namespace {
 
-double MonotonicS() { return SystemClock().MonotonicS(); }
-
 bool DirectNvmlForced() {
   const char* direct = std::getenv("GPULANE_DIRECT_NVML");
   return direct && *direct && std::string(direct) != "0";
@@ -21,12 +19,12 @@ bool DirectNvmlForced() {
 
 }  // namespace
 
-SnapshotSource::SnapshotSource(std::vector<std::string> sockets, double retry_daemon_after_s)
-    : sockets_(std::move(sockets)), retry_daemon_after_s_(retry_daemon_after_s) {}
+SnapshotSource::SnapshotSource(std::vector<std::string> sockets, const Clock& clock, double retry_daemon_after_s)
+    : sockets_(std::move(sockets)), clock_(clock), retry_daemon_after_s_(retry_daemon_after_s) {}
 
 Result<GpuSnapshot> SnapshotSource::Read(const ReadOptions& options) {
   const bool ask = !DirectNvmlForced() &&
-                   (daemon_failed_at_s_ < 0 || MonotonicS() - daemon_failed_at_s_ >= retry_daemon_after_s_);
+                   (daemon_failed_at_s_ < 0 || clock_.MonotonicS() - daemon_failed_at_s_ >= retry_daemon_after_s_);
   if (ask) {
     nlohmann::json request = {{"op", "snapshot"},
                               {"sensors", options.sensors},
@@ -44,7 +42,7 @@ Result<GpuSnapshot> SnapshotSource::Read(const ReadOptions& options) {
         return snapshot;
       }
     }
-    daemon_failed_at_s_ = MonotonicS();  // no daemon, or one that cannot answer: NVML for a while
+    daemon_failed_at_s_ = clock_.MonotonicS();  // no daemon, or one that cannot answer: NVML for a while
   }
   if (!nvml_) {
     auto backend = NvmlBackend::Open();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gpu/backend.h"
+#include "util/clock.h"
 
 namespace gpulane::proto {
 
@@ -17,12 +18,14 @@ namespace gpulane::proto {
 /// those of NvmlBackend::Open (kNoDriver, kNvml) and Read when it falls back.
 class SnapshotSource : public GpuBackend {
  public:
-  explicit SnapshotSource(std::vector<std::string> sockets, double retry_daemon_after_s = 10);
+  /// `clock` (os::Env's) times the pause after a round no daemon answered.
+  SnapshotSource(std::vector<std::string> sockets, const Clock& clock, double retry_daemon_after_s = 10);
   Result<GpuSnapshot> Read(const ReadOptions& options) override;
   using GpuBackend::Read;
 
  private:
   std::vector<std::string> sockets_;
+  const Clock& clock_;
   double retry_daemon_after_s_;
   double daemon_failed_at_s_ = -1;  ///< monotonic seconds of the last round no daemon answered
   std::unique_ptr<GpuBackend> nvml_;
