@@ -68,7 +68,8 @@ std::optional<GpuSnapshot> CheckNvml(Report& report, const gpulane::Clock& clock
     const bool no_driver = snapshot.error().kind == ErrorKind::kNoDriver;
     report.Line(Level::kFail, "nvml: " + snapshot.error().message +
                                   (no_driver ? " - fix: install the NVIDIA driver (its libnvidia-ml.so.1), or set "
-                                               "GPULANE_NVML_LIBRARY to where it is"
+                                               "GPULANE_NVML_LIBRARY to where it is; no GPU here: the fake GPUs of "
+                                               "README.md's demo (\"No GPU here? The demo\") set it and FAKE_NVML_STATE"
                                              : ""));
     return std::nullopt;
   }

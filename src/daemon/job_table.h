@@ -300,6 +300,11 @@ class JobTable {
   void RetryJob(store::Job& job, const SupervisorStatus& status, store::JobState attempt_state);
   sched::DependencyState DependencyStateOf(const sched::JobRef& job);
   void Launch(store::Job& job);
+  /// Each job of `in_line` (the pending jobs handed to `plan`) that the plan neither starts,
+  /// cancels nor blocks gets why it waits: those the plan looked at (the head of the line) their
+  /// priority, their user's use and the job just ahead; those behind them how many are ahead.
+  void NoteWhyWaiting(const sched::LaunchPlan& plan, const std::vector<std::int64_t>& in_line, double now_s,
+                      const std::map<std::string, sched::UserShare>& shares);
   double Now() const { return clock_.WallS(); }
   /// The GPUs `job` holds (or held) as a fraction of whole GPUs.
   double GpusHeld(const store::Job& job) const;

@@ -147,26 +147,11 @@ void JobTable::LaunchEligible() {
                      job.spec.request.preemptible != sched::Preemptible::kNo});
     queue.back().preemptions = static_cast<unsigned>(store::Preemptions(job));
   });
+  std::vector<std::int64_t> in_line;
+  in_line.reserve(queue.size());
+  for (const sched::QueuedJob& q : queue) in_line.push_back(q.id);
   sched::LaunchPlan plan = sched::PlanLaunches(std::move(queue), [this](const sched::JobRef& dep) { return DependencyStateOf(dep); }, limits);
-  // Why the jobs looked at wait (those the plan does not start, cancel or block): their priority,
-  // their user's use, and the job just ahead of them in line.
-  {
-    std::set<std::int64_t> decided(plan.launch.begin(), plan.launch.end());
-    for (const auto& r : plan.blocked) decided.insert(r.id);
-    for (const auto& r : plan.cancel) decided.insert(r.id);
-    std::optional<sched::JobAhead> ahead;
-    for (std::int64_t id : plan.order) {
-      Job& job = active_.at(id);
-      const sched::JobPriority p = sched::PriorityOf(factor_of(job.user), now - job.submit_time, fs);
-      if (!decided.count(id)) {
-        auto share = shares.find(job.user);
-        job.reason = sched::WaitReason(job.user, share == shares.end() ? sched::UserShare{} : share->second, p, ahead,
-                                       fs.half_life_s);
-        if (job.spec.request.priority != 0) job.reason = fmt::format("--priority {}, {}", job.spec.request.priority, job.reason);
-      }
-      ahead = sched::JobAhead{job.user, id, p.value};
-    }
-  }
+  NoteWhyWaiting(plan, in_line, now, shares);
   for (const auto& [id, reason] : plan.blocked) active_.at(id).reason = reason;
   for (const auto& [id, reason] : plan.cancel) Finish(active_.at(id), JobState::kCancelled, std::nullopt, reason, Now());
   if (plan.launch.empty()) return;
@@ -205,6 +190,36 @@ void JobTable::LaunchEligible() {
   }
   for (Job* job : to_launch) launched_at_[job->id] = clock_.MonotonicS();
   for (Job* job : to_launch) Launch(*job);
+}
+
+void JobTable::NoteWhyWaiting(const sched::LaunchPlan& plan, const std::vector<std::int64_t>& in_line, double now_s,
+                              const std::map<std::string, sched::UserShare>& shares) {
+  const sched::FairShareSettings& fs = limits_.fair_share;
+  std::set<std::int64_t> decided(plan.launch.begin(), plan.launch.end());
+  for (const auto& r : plan.blocked) decided.insert(r.id);
+  for (const auto& r : plan.cancel) decided.insert(r.id);
+  std::optional<sched::JobAhead> ahead;
+  for (std::int64_t id : plan.order) {
+    Job& job = active_.at(id);
+    auto share = shares.find(job.user);
+    const sched::UserShare user_share = share == shares.end() ? sched::UserShare{} : share->second;
+    const sched::JobPriority p = sched::PriorityOf(user_share.factor, now_s - job.submit_time, fs);
+    if (!decided.count(id)) {
+      job.reason = sched::WaitReason(job.user, user_share, p, ahead, fs.half_life_s);
+      if (job.spec.request.priority != 0) job.reason = fmt::format("--priority {}, {}", job.spec.request.priority, job.reason);
+    }
+    ahead = sched::JobAhead{job.user, id, p.value};
+  }
+  // The plan orders only the head of a long line (sched::LaunchLookahead): every job behind it is
+  // behind all of those, and its exact place is not worked out (never a blank WHY for a waiting job).
+  if (in_line.size() <= plan.order.size()) return;
+  const std::set<std::int64_t> looked_at(plan.order.begin(), plan.order.end());
+  const std::string behind = fmt::format("behind at least {} jobs in line", plan.order.size());
+  for (std::int64_t id : in_line)
+    if (!looked_at.count(id)) {
+      Job& job = active_.at(id);
+      if (job.reason != behind) job.reason = behind;
+    }
 }
 
 void JobTable::Launch(Job& job) {

@@ -39,14 +39,15 @@ struct QueueSelection {
   /// streamed one only the part being written (read by PumpStream from `filter`).
   std::map<std::int64_t, store::Job> stored;
   std::optional<store::JobFilter> filter;  ///< with "all" in a stream: what the jobs of a part are read with
-  /// With "all": older jobs than those listed exist (the limit left them out); the reply says so.
-  bool older_left_out = false;
+  /// With "all": how many older jobs than those listed exist (the limit left them out); the reply
+  /// says so when there are any.
+  std::size_t older_left_out = 0;
   std::size_t limit = 0;  ///< with "all": the limit the listing was cut at
   /// Job `id` as it is now: the daemon's copy while it is unfinished, else the stored one;
   /// nullptr when neither (an unfinished job that ended since it was selected).
   const store::Job* Find(std::int64_t id, const std::map<std::int64_t, store::Job>& active) const;
-  /// `reply` with "the newest 1000 jobs are listed; older ones are left out: ..." added to its
-  /// "warnings" (the CLI prints them on stderr) when older_left_out.
+  /// `reply` with "the newest 1000 jobs are listed and 20 older ones are left out: ..." added to
+  /// its "warnings" (the CLI prints them on stderr) when older_left_out.
   nlohmann::json WithLeftOut(nlohmann::json reply) const;
 };
 

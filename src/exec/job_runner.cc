@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <chrono>
@@ -34,6 +35,7 @@
 namespace gpulane::exec {
 namespace {
 
+constexpr double kNever = std::numeric_limits<double>::infinity();
 constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 
 int DecodeStatus(int status) {
@@ -186,6 +188,29 @@ std::string NotIsolatedWarning(const std::string& why) {
                                        "[run] isolate_required = true refuses such a start", why));
 }
 
+// The time limit or the stop (its partition closes), whichever comes first: SIGTERM to the job at
+// it (outcome.timed_out or .stopped), SIGKILL kill_grace_s later (`kill_at_s`, kNever when none is
+// due: a plain double, as GCC 12 took an optional's value for uninitialised, -Wmaybe-uninitialized).
+// Returns when to look again: the deadline, then the SIGKILL or a second on (kNever without a deadline).
+double EnforceDeadline(const JobSpec& spec, std::optional<double> stop_in_s, double started_s, double now_s, pid_t child,
+                       double& kill_at_s, JobOutcome& outcome) {
+  const std::optional<double> deadline_s = spec.time_limit_s && stop_in_s ? std::min(*spec.time_limit_s, *stop_in_s)
+                                                                          : (spec.time_limit_s ? spec.time_limit_s : stop_in_s);
+  if (!deadline_s) return kNever;
+  const double limit_at_s = started_s + *deadline_s;
+  if (!outcome.timed_out && !outcome.stopped && now_s >= limit_at_s) {
+    if (spec.time_limit_s && *deadline_s == *spec.time_limit_s) outcome.timed_out = true;
+    else outcome.stopped = true;
+    killpg(child, SIGTERM);
+    kill_at_s = now_s + spec.kill_grace_s;
+  }
+  if (now_s >= kill_at_s) {
+    killpg(child, SIGKILL);
+    kill_at_s = kNever;
+  }
+  return outcome.timed_out || outcome.stopped ? std::min(kill_at_s, now_s + 1) : limit_at_s;
+}
+
 }  // namespace
 
 Result<JobOutcome> RunJob(const JobSpec& spec, const os::Env& env, const std::function<void(pid_t)>& on_started,
@@ -275,7 +300,7 @@ Result<JobOutcome> RunJob(const JobSpec& spec, const os::Env& env, const std::fu
   bool main_done = false;
   int main_status = 0;
   const double started_s = clock.MonotonicS();
-  std::optional<double> kill_at_s;
+  double kill_at_s = kNever;  // the SIGKILL after the deadline's SIGTERM (EnforceDeadline)
   double next_tick_s = started_s + spec.tick_s;
   // The stop, seconds after the start: its partition's close, or now when on_tick asks for it.
   std::optional<double> stop_in_s = spec.stop_in_s;
@@ -293,26 +318,9 @@ Result<JobOutcome> RunJob(const JobSpec& spec, const os::Env& env, const std::fu
       }
       wait_s = std::clamp(next_tick_s - now_s, 0.001, wait_s);
     }
-    // The time limit, or the stop (its partition closes), whichever comes first: SIGTERM, then
-    // SIGKILL after the kill grace.
-    const std::optional<double> deadline_s =
-        spec.time_limit_s && stop_in_s ? std::min(*spec.time_limit_s, *stop_in_s)
-                                        : (spec.time_limit_s ? spec.time_limit_s : stop_in_s);
-    if (deadline_s && !exec_failed) {
-      const double limit_at_s = started_s + *deadline_s;
+    if (!exec_failed) {
       const double now_s = clock.MonotonicS();
-      const bool ending = outcome.timed_out || outcome.stopped;
-      if (!ending && now_s >= limit_at_s) {
-        if (spec.time_limit_s && *deadline_s == *spec.time_limit_s) outcome.timed_out = true;
-        else outcome.stopped = true;
-        killpg(child, SIGTERM);
-        kill_at_s = now_s + spec.kill_grace_s;
-      }
-      if (kill_at_s && now_s >= *kill_at_s) {
-        killpg(child, SIGKILL);
-        kill_at_s.reset();
-      }
-      const double next_s = outcome.timed_out || outcome.stopped ? (kill_at_s ? *kill_at_s : now_s + 1) : limit_at_s;
+      const double next_s = EnforceDeadline(spec, stop_in_s, started_s, now_s, child, kill_at_s, outcome);
       wait_s = std::clamp(next_s - now_s, 0.001, wait_s);
     }
     int sig = WaitSignal(set, wait_s, &info);

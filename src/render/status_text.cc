@@ -79,12 +79,17 @@ std::string StrayMarkText(const GpuDevice& d, const GpuProcess& proc, const Stat
 }
 
 // "alice:python/123(512M)"; a graphics process carries its type first: "root:Xorg/99(G 45M)", "(C+G)".
+// A pid /proc does not show (another PID namespace, as in a container, or a recording's process)
+// has no user or command to show: "pid 4242 (not visible here, 512M)", as pick and run word it.
 std::string ProcessShort(const GpuProcess& proc, const Palette& p) {
-  std::string who = proc.user ? p.Paint(Safe(*proc.user), kBold) : std::string("?");
-  std::string what = proc.command ? fmt::format("{}/{}", Safe(*proc.command), proc.pid) : std::to_string(proc.pid);
   std::vector<std::string> notes;
   if (proc.kind != ProcessKind::kCompute) notes.push_back(KindMark(proc.kind));
   if (proc.used_memory_bytes) notes.push_back(fmt::format("{}M", BytesToMib(*proc.used_memory_bytes)));
+  if (!proc.user && !proc.command)
+    return fmt::format("pid {} ({}{}{})", proc.pid, p.Paint("not visible here", kDim), notes.empty() ? "" : ", ",
+                       fmt::join(notes, " "));
+  std::string who = proc.user ? p.Paint(Safe(*proc.user), kBold) : std::string("?");
+  std::string what = proc.command ? fmt::format("{}/{}", Safe(*proc.command), proc.pid) : std::to_string(proc.pid);
   std::string paren = notes.empty() ? "" : fmt::format("({})", fmt::join(notes, " "));
   return fmt::format("{}:{}{}", who, what, paren);
 }

@@ -1,3 +1,4 @@
+// CountJobs, and JobStore::Count (job_store.h): the daemon's count of a listing, beside it.
 #include "store/job_counts.h"
 
 #include <sqlite3.h>
@@ -6,6 +7,9 @@
 #include <cerrno>
 #include <cstring>
 #include <fmt/format.h>
+
+#include "store/job_store.h"
+#include "store/sqlite_stmt.h"
 
 namespace gpulane::store {
 
@@ -36,6 +40,15 @@ Result<JobCounts> CountJobs(const std::string& path) {
   if (rc != SQLITE_ROW)
     return MakeError(ErrorKind::kStore, fmt::format("cannot read the job database {}: {}", path, why));
   return counts;
+}
+
+Result<std::size_t> JobStore::Count(JobFilter filter) {
+  filter.limit = 0;
+  const std::string sql = FilterSql("COUNT(*)", filter, NotIncompleteSql());
+  Stmt count(db_, sql.c_str());
+  if (!count.ok() || count.Step() != SQLITE_ROW)
+    return MakeError(ErrorKind::kIo, fmt::format("database: count jobs: {}", sqlite3_errmsg(db_)));
+  return static_cast<std::size_t>(sqlite3_column_int64(count.get(), 0));
 }
 
 }  // namespace gpulane::store

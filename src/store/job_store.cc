@@ -529,10 +529,7 @@ Status JobStore::Update(const std::vector<const Job*>& jobs) {
   return s;
 }
 
-namespace {
-
-// The SELECT of `what` over the jobs `filter` picks, and `also` (more conditions, " AND ...").
-std::string FilterSql(const char* what, const JobFilter& filter, const std::string& also) {
+std::string JobStore::FilterSql(const char* what, const JobFilter& filter, const std::string& also) {
   std::string sql = fmt::format("SELECT {} FROM jobs WHERE 1{}", what, also);
   if (!filter.include_finished) sql += " AND state IN ('pending','held','launching','running')";
   if (filter.uid) sql += fmt::format(" AND uid = {}", *filter.uid);
@@ -541,8 +538,6 @@ std::string FilterSql(const char* what, const JobFilter& filter, const std::stri
   sql += filter.limit ? fmt::format(" ORDER BY id DESC LIMIT {}", filter.limit) : " ORDER BY id";
   return sql;
 }
-
-}  // namespace
 
 Result<std::optional<std::vector<std::int64_t>>> JobStore::FindSubmission(std::uint32_t uid, const std::string& key) {
   Stmt find(Cached(kFindKey));

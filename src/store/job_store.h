@@ -124,6 +124,8 @@ class JobStore {
   Result<std::vector<Job>> List(const JobFilter& filter, std::vector<DamagedRow>* damaged = nullptr);
   /// The ids of List(filter), read without the jobs (8 bytes a job, not a spec each).
   Result<std::vector<std::int64_t>> ListIds(const JobFilter& filter);
+  /// How many jobs List(filter) would return without its limit (one COUNT, no row read; job_counts.cc).
+  Result<std::size_t> Count(JobFilter filter);
   /// The end states of the tasks of array `array_job_id` that have finished.
   Result<std::vector<JobState>> FinishedArrayStates(std::int64_t array_job_id);
   /// One task of an array: its job id and array index.
@@ -198,6 +200,8 @@ class JobStore {
   bool IsIncomplete(std::int64_t id) const;
   /// " AND id NOT BETWEEN a AND b" for each incomplete array: its reserved ids ("" when none).
   std::string NotIncompleteSql() const;
+  /// The SELECT of `what` over the jobs `filter` picks, and `also` (more conditions, " AND ...").
+  static std::string FilterSql(const char* what, const JobFilter& filter, const std::string& also);
   /// Records the removed `ids` (sorted) as runs in pruned_ids, merged with the runs next to them.
   Status RecordPruned(const std::vector<std::int64_t>& ids, double keep_s);
   /// Removes the specs of `arrays` and the keys of the submissions of `heads` none of whose jobs is

@@ -8,7 +8,7 @@ SHELL_LANGS = {"sh", "bash", "shell", "console", "shell-session"}
 FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([A-Za-z0-9_+-]*)")
 DIRECTIVE = re.compile(r"^\s*<!--\s*doctest:\s*(.*?)\s*-->\s*$")
 DIRECTIVE_BODY = re.compile(r'^(\w+)(?:\s+(\d+)s?)?(?:\s+"([^"]*)")?\s*(?::\s*(.*))?$')
-VERBS_NEEDING_REASON = {"skip", "setup", "stop", "retry"}
+VERBS_NEEDING_REASON = {"skip", "setup", "stop", "retry", "cleans"}
 VERBS = VERBS_NEEDING_REASON | {"exit", "output", "exact", "timeout"}
 # What an untested command looks like outside a shell fence (an indented block, an untagged fence).
 COMMAND_LIKE = re.compile(r"^\s*(\$ |gpulane(-web)? |\./|sudo |cd |export |curl |ssh |python3? |pip |cmake |ctest |git "
@@ -38,6 +38,7 @@ class Example:
     timeout_s: int | None = None
     check_output: bool = False  # the lines shown must be printed (digits and spacing aside)
     exact_output: bool = False  # ... digits included (job ids, GPU indices)
+    cleans: bool = False  # afterwards the working and temporary folders hold only what they held before the page
 
 
 def parse_directive(body, line):
@@ -45,7 +46,8 @@ def parse_directive(body, line):
     if not m or m.group(1) not in VERBS:
         raise ValueError(f"{line}: doctest directive '{body}' is not one of: "
                          'skip: WHY | setup: WHY | skip "TEXT": WHY | exit N ["TEXT"] | stop Ns ["TEXT"]: WHY '
-                         '| retry Ns ["TEXT"]: WHY | timeout Ns ["TEXT"] | output ["TEXT"] | exact ["TEXT"]')
+                         '| retry Ns ["TEXT"]: WHY | timeout Ns ["TEXT"] | output ["TEXT"] | exact ["TEXT"] '
+                         '| cleans ["TEXT"]: WHY')
     verb, number, text, reason = m.group(1), m.group(2), m.group(3), (m.group(4) or "").strip()
     if verb in VERBS_NEEDING_REASON and not reason:
         raise ValueError(f"{line}: doctest directive '{body}' needs a reason after a colon")
@@ -115,6 +117,8 @@ def apply_directives(example, directives):
             example.check_output = True
         elif d.verb == "exact":
             example.check_output = example.exact_output = True
+        elif d.verb == "cleans":
+            example.cleans = True
 
 
 def check_untested(line, number, in_indented, errors):

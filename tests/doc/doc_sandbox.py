@@ -15,6 +15,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 IDLE_RECORDING = "tests/fixtures/h200x2-2026-11-30-idle/nvml_snapshot.json"
 # Programs the pages run that a clone does not have: a stand-in for each (tests/doc/standins/).
 STANDIN_SCRIPTS = ("train.py", "eval.py", "big.py", "export.py", "sweep.py")
+STANDIN_OUTPUTS = ("runs",)  # what the stand-ins make in the working folder: the user's programs' own output
 # The user's own config: the daemon's dashboard on a free port, never 9470 (tests never bind it).
 USER_CONFIG = '[web]\nlisten = "127.0.0.1:0"\n'
 

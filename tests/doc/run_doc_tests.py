@@ -52,6 +52,14 @@ def judge(example, result):
     return None
 
 
+def left_behind(box, before):
+    """What the page made in its working and temporary folders that is still there: the entries that
+    were not there when the page started (`before`: their entries then), but the stand-ins' output
+    (the user's programs' own files, not the page's)."""
+    return sorted(f"{d}/{e}" for d in ("work", "tmp") for e in os.listdir(box.path(d))
+                  if e not in before[d] and not (d == "work" and e in doc_sandbox.STANDIN_OUTPUTS))
+
+
 def run_example(session, example):
     limit_s = example.timeout_s or DEFAULT_TIMEOUT_S
     if example.stop_s is not None:
@@ -89,11 +97,14 @@ def run_page(page, args, totals):
             print(f"{name}:{e.line}: [{tag}] {e.command}")
     elif runnable:
         with doc_sandbox.Sandbox(args.build, args.source) as box:
+            before = {d: set(os.listdir(box.path(d))) for d in ("work", "tmp")}
             with box.session() as session:
                 for e in runnable:
                     result = run_example(session, e)
                     ran += 1
                     why = judge(e, result)
+                    if not why and e.cleans and left_behind(box, before):
+                        why = "it leaves behind what the page made: " + ", ".join(left_behind(box, before))
                     if args.show:
                         print(f"--- {name}:{e.line}: $ {e.command}\n{result.output.rstrip()}")
                     if why:

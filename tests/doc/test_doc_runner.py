@@ -171,6 +171,19 @@ class DocRunner(unittest.TestCase):
             ~~~
             """)
 
+    def test_cleans_fails_a_command_that_leaves_what_the_page_made(self):
+        page = """
+            ~~~sh
+            d=$(mktemp -d) && touch gpulane-1.out
+            ~~~
+            <!-- doctest: cleans: the end removes what the page made -->
+            ~~~sh
+            rm -rf "$d"{}
+            ~~~
+            """
+        self.assertFails(page.format(""), "it leaves behind what the page made: work/gpulane-1.out")
+        self.assertPasses(page.format(" gpulane-1.out"), "0 failed")
+
     def test_a_command_that_hangs_fails_at_its_limit(self):
         started = time.monotonic()
         self.assertFails("""

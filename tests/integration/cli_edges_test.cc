@@ -188,6 +188,38 @@ TEST(CliEdges, ADependencyWaitIsNamedWhenOtherJobsWaitForGpus) {
   for (std::int64_t id : {blocker, waiting, after}) EXPECT_EQ(d.Gpulane({"wait", Id(id)}).exit_code, 0);
 }
 
+// A new user's finding: in a long line (a 2,000-task array on 2 GPUs) some pending jobs' WHY was
+// filled and others' blank: the launch plan orders only the head of the line and gave the rest no
+// reason. Every waiting job says why; those behind the head say how many jobs are ahead at least.
+TEST(CliEdges, EveryWaitingJobOfALongLineSaysWhyItWaits) {
+  // max_waiting 1: the plan looks at the first 4 x 1 + 64 = 68 jobs in line (sched::LaunchLookahead).
+  TestDaemon d({.state = IdleGpus(1), .config = "[daemon]\nmax_waiting = 1\n"});
+  const fs::path log = d.work() / "marks.log", gate = d.work() / "gate";
+  const std::int64_t blocker = d.Submit(MarkedJob(log.string(), gate.string()));
+  ASSERT_TRUE(d.WaitForState(blocker, "running"));
+  RunResult array = d.Gpulane({"submit", "--array", "0-99", "--", "true"});
+  ASSERT_EQ(array.exit_code, 0) << array.err;
+  const std::int64_t first = std::stoll(array.out);
+  ASSERT_TRUE(d.WaitForState(first, "launching"));  // the plan that launched it gave the others their reasons
+  RunResult queue = d.Gpulane({"queue"});
+  ASSERT_EQ(queue.exit_code, 0) << queue.err;
+  int waiting = 0, behind = 0;
+  for (const std::string& line : Lines(queue.out)) {
+    std::istringstream words(line);
+    std::vector<std::string> w{std::istream_iterator<std::string>(words), std::istream_iterator<std::string>()};
+    if (w.size() < 5 || (w[4] != "pending" && w[4] != "waiting")) continue;
+    ++waiting;
+    const std::string why = line.size() > 71 ? line.substr(71) : "";  // the WHERE / WHY column
+    EXPECT_NE(why.find_first_not_of(' '), std::string::npos) << "a waiting job with a blank WHY: " << line;
+    if (Contains(why, "behind at least 68 jobs in line")) ++behind;
+  }
+  EXPECT_EQ(waiting, 100) << queue.out;
+  EXPECT_EQ(behind, 100 - 1 - 68) << "all but the one waiting for the GPU and the 68 the plan looked at:\n" << queue.out;
+  EXPECT_EQ(d.Gpulane({"cancel", Id(first)}).exit_code, 0);
+  Touch(gate);
+  EXPECT_EQ(d.Gpulane({"wait", Id(blocker)}).exit_code, 0);
+}
+
 // "job 66 it depends on ended failed" was garbled.
 TEST(CliEdges, AFailedDependencyIsWordedPlainly) {
   TestDaemon d;

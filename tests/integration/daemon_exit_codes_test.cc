@@ -116,7 +116,9 @@ TEST(DaemonExitCodes, EveryJobCommandFollowsTheOneTable) {
       {{"hold", held}, 12, fmt::format("job {} is held already", held)},
       {{"release", run}, 12, fmt::format("job {} is running, not held", run)},
       {{"release", pend}, 12, fmt::format("job {} is pending, not held", pend)},
-      {{"hold", arr}, 12, fmt::format("array {} has no pending tasks to hold", arr)},
+      // A new user's finding: an array whose every task is held said "no pending tasks to hold";
+      // it is held already, said as a single job's is (and with its exit code, 12).
+      {{"hold", arr}, 12, fmt::format("array {} is held already (2 tasks held)", arr)},
       {{"hold", arr + "_1"}, 12, fmt::format("job {}_1 is held already", arr)},
       // 2: a malformed id or command line.
       {{"cancel", "12_"}, 2, "job id '12_'"},

@@ -94,7 +94,8 @@ TEST(DaemonQueueStream, TableIsTheOneFrameTable) {
 }
 
 // A new user's finding: `queue --all` listed the newest 1000 jobs as if they were all. It says on
-// stderr when older ones are left out, and `--limit N` lists the newest N.
+// stderr when older ones are left out, and how many (a later finding: it did not say the number),
+// and `--limit N` lists the newest N.
 TEST(DaemonQueueStream, AllSaysWhenOlderJobsAreLeftOutAndLimitListsMore) {
   TestDaemon d;
   RunResult array = d.Gpulane({"submit", "--hold", "--array", "0-1000", "--", "true"}, {}, 120);
@@ -102,12 +103,12 @@ TEST(DaemonQueueStream, AllSaysWhenOlderJobsAreLeftOutAndLimitListsMore) {
   RunResult all = d.Gpulane({"queue", "--all"});
   ASSERT_EQ(all.exit_code, 0) << all.err;
   EXPECT_EQ(LineCount(all.out), 1 + 1000);
-  EXPECT_NE(all.err.find("the newest 1000 jobs are listed and older ones are left out"), std::string::npos) << all.err;
+  EXPECT_NE(all.err.find("the newest 1000 jobs are listed and 1 older one is left out"), std::string::npos) << all.err;
   EXPECT_NE(all.err.find("--limit N"), std::string::npos) << all.err;
   RunResult json_all = d.Gpulane({"queue", "--all", "--json"});
   ASSERT_EQ(json_all.exit_code, 0) << json_all.err;
   EXPECT_EQ(json::parse(json_all.out).size(), 1000u);
-  EXPECT_NE(json_all.err.find("older ones are left out"), std::string::npos) << json_all.err;
+  EXPECT_NE(json_all.err.find("1 older one is left out"), std::string::npos) << json_all.err;
   RunResult every = d.Gpulane({"queue", "--all", "--limit", "1001"});
   ASSERT_EQ(every.exit_code, 0) << every.err;
   EXPECT_EQ(LineCount(every.out), 1 + 1001);
@@ -115,8 +116,11 @@ TEST(DaemonQueueStream, AllSaysWhenOlderJobsAreLeftOutAndLimitListsMore) {
   RunResult few = d.Gpulane({"queue", "--all", "--limit", "3"});
   ASSERT_EQ(few.exit_code, 0) << few.err;
   EXPECT_EQ(LineCount(few.out), 1 + 3);
-  EXPECT_NE(few.err.find("the newest 3 jobs"), std::string::npos) << few.err;
+  EXPECT_NE(few.err.find("the newest 3 jobs are listed and 998 older ones are left out"), std::string::npos) << few.err;
   EXPECT_NE(few.out.find("_1000 "), std::string::npos) << "the newest: " << few.out;
+  json one_frame = d.Call({{"op", "queue"}, {"all", true}, {"limit", 3}});  // the protocol's one-frame answer says it too
+  ASSERT_TRUE(one_frame.value("ok", false)) << one_frame.dump();
+  EXPECT_NE(one_frame["warnings"].dump().find("998 older ones are left out"), std::string::npos) << one_frame.dump();
   RunResult alone = d.Gpulane({"queue", "--limit", "3"});
   EXPECT_EQ(alone.exit_code, 2) << alone.out;
   EXPECT_NE(alone.err.find("--all"), std::string::npos) << alone.err;

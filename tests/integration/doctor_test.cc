@@ -65,6 +65,10 @@ TEST(Doctor, EachProblemIsAFailOrWarnLineWithItsFix) {
   r = RunGpulane({"doctor"}, no_driver);
   EXPECT_EQ(r.exit_code, 16);
   EXPECT_TRUE(Contains(LineWith(r.out, "FAIL", "nvml:"), "fix: install the NVIDIA driver")) << r.out;
+  // A new user's finding: without a driver, doctor did not point at the demo's fake GPUs.
+  EXPECT_TRUE(Contains(LineWith(r.out, "FAIL", "nvml:"), "no GPU here: the fake GPUs of README.md's demo (\"No GPU "
+                                                         "here? The demo\") set it and FAKE_NVML_STATE"))
+      << r.out;
 }
 
 TEST(Version, NamesTheVersionTheCommitAndTheBuildType) {

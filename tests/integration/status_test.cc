@@ -46,6 +46,19 @@ TEST(Status, JsonMatchesTheRecordedH200s) {
   EXPECT_TRUE(r.err.empty()) << r.err;
 }
 
+// A new user's finding: the set-up's recorded H200s showed their process as `?:4194303(4296M)`, with
+// nothing saying what `?` was. A pid /proc does not show is said so, as pick and run word it.
+TEST(Status, APidNotVisibleHereIsSaidSoNotAQuestionMark) {
+  const std::uint32_t hidden = UnusedPid();
+  FakeMachine machine(RecordedH200x2(hidden));
+  RunResult r = RunGpulane({"status"}, machine.env());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto lines = Lines(r.out);
+  ASSERT_EQ(lines.size(), 3u) << r.out;
+  EXPECT_TRUE(Contains(lines[2], fmt::format("| pid {} (not visible here, 4296M)", hidden))) << lines[2];
+  EXPECT_FALSE(Contains(r.out, "?:")) << r.out;
+}
+
 TEST(Status, TextIsAHeaderAndOneLinePerGpuWithUserCommandAndMemory) {
   Child own = StartProcess({"/bin/sleep", "60"});
   ForeignProcess foreign;

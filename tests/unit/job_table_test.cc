@@ -1058,7 +1058,9 @@ TEST_F(JobTableTest, AHoldPartStoresPendingJobsHeldAndAsksAWaitingSupervisorOnce
   Report(waiting, Waiting("waiting for GPUs"));
   ASSERT_TRUE(Table().Recover());
   on_log_ = [&](const std::string& line) {
-    if (line.find("held by bob") != std::string::npos) EXPECT_EQ(StoredState(pending), "held") << line;
+    if (line.find("held by bob") != std::string::npos) {
+      EXPECT_EQ(StoredState(pending), "held") << line;
+    }
   };
   const PartResult part = Table().HoldPart(Ids{pending, waiting}, "bob", true);
   ASSERT_EQ(part.changed.size(), 2u);

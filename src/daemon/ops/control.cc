@@ -3,6 +3,7 @@
 // last part is stored (daemon/jobs_in_parts.h, cancel_slices.cc, hold_slices.cc). They change no
 // job: the job table does, part by part (JobTable::BeginParts keeps a chosen pending job from
 // launching until its part is done).
+#include <algorithm>
 #include <set>
 
 #include <fmt/format.h>
@@ -28,6 +29,15 @@ std::string NotApplicable(const Job& job, bool hold, bool hold_requested) {
   if (job.state == JobState::kRunning)
     return fmt::format("job {} is running: hold keeps queued jobs from starting (gpulane cancel {} ends it)", id, id);
   return fmt::format("job {} is held already", id);
+}
+
+// Why hold or release changes none of array `named`'s unfinished tasks `live`: every task held
+// already is said as a single job's is ("is held already", with the same exit code).
+std::string NoneOfArray(const Named& named, const std::vector<const Job*>& live, bool hold) {
+  const bool all_held = std::all_of(live.begin(), live.end(), [](const Job* job) { return job->state == JobState::kHeld; });
+  if (hold && all_held)
+    return fmt::format("array {} is held already ({} {} held)", named.text, live.size(), live.size() == 1 ? "task" : "tasks");
+  return fmt::format("array {} has no {} tasks to {}", named.text, hold ? "pending" : "held", hold ? "hold" : "release");
 }
 
 // --user and --name: the unfinished jobs that match (--name alone: the caller's own, every user's
@@ -125,8 +135,7 @@ Result<Chosen> Hold(const Context& ctx, const std::vector<nlohmann::json>& ids, 
       if (applies(*job)) changing.push_back(job);
     if (changing.empty()) {
       chosen.out.Failed(ErrorKind::kWrongState, named.text,
-                        named.array ? fmt::format("array {} has no {} tasks to {}", named.text, hold ? "pending" : "held", op)
-                                     : NotApplicable(*live.front(), hold, ctx.jobs.HoldRequested(live.front()->id)));
+                        named.array ? NoneOfArray(named, live, hold) : NotApplicable(*live.front(), hold, ctx.jobs.HoldRequested(live.front()->id)));
       return;
     }
     for (const Job* job : changing) choose(*job);

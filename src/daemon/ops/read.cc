@@ -21,9 +21,9 @@ namespace gpulane::daemon {
 
 nlohmann::json QueueSelection::WithLeftOut(nlohmann::json reply) const {
   if (!older_left_out) return reply;
-  reply["warnings"].push_back(fmt::format("the newest {} jobs are listed and older ones are left out: `gpulane queue "
+  reply["warnings"].push_back(fmt::format("the newest {} jobs are listed and {} older {} left out: `gpulane queue "
                                           "--all --limit N` lists the newest N",
-                                          limit));
+                                          limit, older_left_out, older_left_out == 1 ? "one is" : "ones are"));
   return reply;
 }
 
@@ -68,6 +68,14 @@ Error TooManyForOneReply(std::size_t count) {
                                count, kMaxQueueLimit));
 }
 
+// How many of the jobs `filter` picks are older than job `first_listed` (a listing cut at it left them out).
+Result<std::size_t> OlderThan(const Context& ctx, store::JobFilter filter, std::int64_t first_listed) {
+  filter.max_id = first_listed - 1;
+  auto count = ctx.store.Count(filter);
+  if (!count) return MakeError(ErrorKind::kIo, count.error().message);
+  return *count;
+}
+
 // With "all": the newest `limit` jobs of every state (of `uid`).
 Result<QueueSelection> SelectAll(const Context& ctx, const proto::QueueRequest& req, std::optional<std::uint32_t> uid,
                                  bool streamed) {
@@ -83,24 +91,34 @@ Result<QueueSelection> SelectAll(const Context& ctx, const proto::QueueRequest& 
                      fmt::format("queue: a limit of {} jobs is more than the {} of one {}: give a smaller \"limit\"{}",
                                  filter.limit, max, streamed ? "listing" : "reply",
                                  streamed ? "" : ", or ask for a streamed reply (\"stream\") for more"));
-  // One more than the limit is read, so that a listing cut short says so (never silently the
-  // newest 1000 as if they were all).
+  // One more than the limit is read, so that a listing cut short says so, and how many it left
+  // out (never silently the newest 1000 as if they were all).
   selection.limit = filter.limit;
   ++filter.limit;
   if (streamed) {
     auto ids = ctx.store.ListIds(filter);
     if (!ids) return MakeError(ErrorKind::kIo, ids.error().message);
     selection.ids = std::move(ids).value();
-    selection.older_left_out = selection.ids.size() > selection.limit;
-    if (selection.older_left_out) selection.ids.erase(selection.ids.begin());  // in id order: the oldest first
+    const bool cut = selection.ids.size() > selection.limit;
+    if (cut) selection.ids.erase(selection.ids.begin());  // in id order: the oldest first
     filter.limit = 0;
     selection.filter = filter;
+    if (cut) {
+      auto older = OlderThan(ctx, filter, selection.ids.front());
+      if (!older) return older.error();
+      selection.older_left_out = *older;
+    }
     return selection;
   }
   auto list = ctx.store.List(filter);
   if (!list) return MakeError(ErrorKind::kIo, list.error().message);
-  selection.older_left_out = list->size() > selection.limit;
-  for (std::size_t i = selection.older_left_out ? 1 : 0; i < list->size(); ++i) {
+  const bool cut = list->size() > selection.limit;
+  if (cut) {
+    auto older = OlderThan(ctx, filter, (*list)[1].id);
+    if (!older) return older.error();
+    selection.older_left_out = *older;
+  }
+  for (std::size_t i = cut ? 1 : 0; i < list->size(); ++i) {
     selection.ids.push_back((*list)[i].id);
     selection.stored.emplace((*list)[i].id, std::move((*list)[i]));
   }
