@@ -52,7 +52,7 @@ std::vector<std::string> GroupsOfUser(const std::string&, std::uint32_t uid, std
 
 Daemon::Daemon(DaemonPaths paths, Config config, DaemonSettings settings, DaemonParts parts)
     : paths_(std::move(paths)), config_(std::move(config)), settings_(settings), parts_(std::move(parts)),
-      env_{*parts_.clock, *parts_.processes, *parts_.spawner}, clock_(env_.clock) {
+      env_(*parts_.env), clock_(env_.clock) {
   jobs_dir_ = paths_.state_dir + "/jobs";
 }
 

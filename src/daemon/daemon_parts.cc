@@ -7,9 +7,7 @@ namespace gpulane::daemon {
 
 DaemonParts RealDaemonParts(const os::Env& env) {
   DaemonParts parts;
-  parts.clock = &env.clock;
-  parts.processes = &env.processes;
-  parts.spawner = &env.spawner;
+  parts.env = &env;
   parts.open_gpus = []() -> Result<std::unique_ptr<GpuBackend>> {
     auto backend = NvmlBackend::Open();
     if (!backend) return backend.error();

@@ -24,13 +24,10 @@ struct LaunchPlace {
 };
 
 struct DaemonParts {
-  /// The clock everything in the daemon reads (must outlive it).
-  const Clock* clock = nullptr;
-  /// The process table (/proc) the daemon, its sampler and its time-limit watch look processes up
-  /// in (must outlive it; used from two threads: ProcfsProcessTable is safe for that).
-  ProcessTable* processes = nullptr;
-  /// What starts gpulane-web (os/spawn.h; must outlive it).
-  os::Spawner* spawner = nullptr;
+  /// The clock, the process table (/proc) and the spawner everything in the daemon uses: its loop,
+  /// its sampler and time-limit watch (the table is used from two threads: ProcfsProcessTable is
+  /// safe for that), gpulane-web's start (os/env.h; what it refers to must outlive the daemon).
+  const os::Env* env = nullptr;
   /// A GPU backend of its own: called once for the loop's snapshots and once more for the
   /// sampler thread (whose reads keep state). Errors: kNvml.
   std::function<Result<std::unique_ptr<GpuBackend>>()> open_gpus;

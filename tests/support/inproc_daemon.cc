@@ -88,9 +88,7 @@ void InProcDaemonTest::TearDown() {
 
 void InProcDaemonTest::StartDaemon() {
   daemon::DaemonParts parts;
-  parts.clock = &clock_;
-  parts.processes = &processes_;
-  parts.spawner = &spawner_;
+  parts.env = &env_;
   const GpuSnapshot gpus = IdleSnapshot(gpu_count_);
   parts.open_gpus = [gpus]() -> Result<std::unique_ptr<GpuBackend>> { return std::unique_ptr<GpuBackend>(new FakeGpus(gpus)); };
   parts.open_store = [](const std::string& path, int busy_ms) { return store::JobStore::Open(path, busy_ms); };

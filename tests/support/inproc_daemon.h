@@ -105,6 +105,7 @@ class InProcDaemonTest : public ::testing::Test {
   FakeClock clock_;
   ProcfsProcessTable processes_;  ///< the real /proc, as the daemon's own (os/env.h)
   RecordingSpawner spawner_;      ///< starts nothing (the launcher records supervisors; no gpulane-web)
+  os::Env env_{clock_, processes_, spawner_};
   Config config_;
   daemon::DaemonSettings settings_;
   unsigned gpu_count_ = 2;
