@@ -164,7 +164,7 @@ void JobTable::LaunchEligible() {
                                        fs.half_life_s);
         if (job.spec.request.priority != 0) job.reason = fmt::format("--priority {}, {}", job.spec.request.priority, job.reason);
       }
-      ahead = sched::JobAhead{job.user, id, p.value};
+      ahead = sched::JobAhead{job.user, store::JobIdText(job), p.value};  // "12_0", never the array's id
     }
   }
   for (const auto& [id, reason] : plan.blocked) active_.at(id).reason = reason;
