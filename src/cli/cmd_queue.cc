@@ -216,8 +216,10 @@ constexpr std::size_t kUsageLookups = 20;
 
 // Adds "usage" (proto/telemetry_json.h UsageToJson) to `job` when the daemon's sampler metered it
 // ("usage_running": true while it still runs); nothing when telemetry is off or it was not metered.
+// Asked by the job's own id, a number, as its lease and usage record carry it (an array task's
+// "12_3" is its lease's job_text only; its usage record, kept for `report`, has the number alone).
 void AddUsage(json& job) {
-  const std::string id = job.contains("id_text") ? job["id_text"].get<std::string>() : std::to_string(job["id"].get<std::int64_t>());
+  const std::string id = std::to_string(job["id"].get<std::int64_t>());
   auto answer = CallIfRunning({{"op", "usage"}, {"job_id", id}}, 5, /*error_replies=*/true);
   if (!answer || !*answer || !(**answer).value("ok", false) || !(**answer).contains("record")) return;
   job["usage"] = (**answer)["record"]["usage"];

@@ -62,7 +62,7 @@ std::map<std::pair<unsigned, std::uint32_t>, StrayMark> StraysOf(const GpuSnapsh
   if (leases.empty()) return strays;  // no job, no stray: spare status the /proc walk
   ProcfsProcessTable table;
   for (const lease::StrayProcess& s : lease::BuildOccupancy(snapshot, leases, table).strays)
-    strays[{s.gpu, s.pid}] = StrayMark{s.job_id, s.user};
+    strays[{s.gpu, s.pid}] = StrayMark{s.job_id, s.job_text, s.user};
   return strays;
 }
 

@@ -156,7 +156,7 @@ std::map<std::string, std::string> LeaseHolders(const std::vector<lease::LeaseRe
   std::map<std::string, std::string> holders;
   for (const auto& lease : leases) {
     const std::string who = lease.unreadable.empty()
-                                ? fmt::format("job {} ({})", lease.job_id, lease.user)
+                                ? fmt::format("job {} ({})", lease::JobText(lease), lease.user)
                                 : fmt::format("held by an unreadable lease ({}: {})", lease.user, lease.unreadable);
     std::vector<std::string> uuids;
     for (const auto& gpu : lease.gpus) uuids.push_back(gpu.uuid);

@@ -173,8 +173,11 @@ Result<TopModel> TopSource::Refresh(double now_s) {
       const GpuProcess& p = (*d.processes)[k];
       TopProcess row{d.pci_index, p.pid, p.user, "", p.used_memory_bytes, std::nullopt, p.cmdline ? p.cmdline : p.command};
       const int owner = di < owners.size() && k < owners[di].size() ? owners[di][k] : -1;
-      if (owner >= 0) row.job_id = contents.leases[static_cast<std::size_t>(owner)].job_id;
-      if (auto it = job_util_pct_.find({row.job_id, d.uuid}); owner >= 0 && it != job_util_pct_.end()) row.util_pct = it->second;
+      // The sampler's figures are keyed by the lease's job id; the row names the job as people do ("12_3").
+      const lease::LeaseRecord* lease = owner >= 0 ? &contents.leases[static_cast<std::size_t>(owner)] : nullptr;
+      if (lease) row.job_id = lease::JobText(*lease);
+      if (auto it = lease ? job_util_pct_.find({lease->job_id, d.uuid}) : job_util_pct_.end(); it != job_util_pct_.end())
+        row.util_pct = it->second;
       else if (p.sm_util_pct) row.util_pct = *p.sm_util_pct;
       model.processes.push_back(std::move(row));
     }

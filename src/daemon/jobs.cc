@@ -208,7 +208,7 @@ void JobTable::NoteWhyWaiting(const sched::LaunchPlan& plan, const std::vector<s
       job.reason = sched::WaitReason(job.user, user_share, p, ahead, fs.half_life_s);
       if (job.spec.request.priority != 0) job.reason = fmt::format("--priority {}, {}", job.spec.request.priority, job.reason);
     }
-    ahead = sched::JobAhead{job.user, id, p.value};
+    ahead = sched::JobAhead{job.user, store::JobIdText(job), p.value};  // "12_0", never the array's id
   }
   // The plan orders only the head of a long line (sched::LaunchLookahead): every job behind it is
   // behind all of those, and its exact place is not worked out (never a blank WHY for a waiting job).

@@ -150,7 +150,7 @@ telemetry::AnomalyChanges Sampler::Detect(double now_s, const GpuSnapshot& snaps
       const MigDevice* mig = nullptr;
       const GpuDevice* d = lease::DeviceOf(snapshot, g.uuid, &mig);
       jobs.push_back({job.lease.job_id, job.lease.user, name, g.uuid, d ? d->pci_index : 0u, g.whole, g.util_pct,
-                      g.memory_bytes, g.declared_bytes, g.foreign});
+                      g.memory_bytes, g.declared_bytes, g.foreign, lease::JobText(job.lease)});
     }
   return detector_.Observe(now_s, gpus, jobs);
 }

@@ -226,14 +226,15 @@ void SamplerThread::Record(double now_s, const telemetry::AnomalyChanges& change
     else log_(s.error().message);
   }
   for (const auto& cancel : changes.cancels) {
-    log_(fmt::format("anomaly: job {} ({}) {}", cancel.job_id, cancel.user, cancel.message));
+    const std::string& job_text = cancel.job_text.empty() ? cancel.job_id : cancel.job_text;  // "12_3"
+    log_(fmt::format("anomaly: job {} ({}) {}", job_text, cancel.user, cancel.message));
     if (keep) {
       store::Event e;
       e.time_s = now_s;
       e.kind = "idle_cancel";
       e.job_id = cancel.job_id;
       e.user = cancel.user;
-      e.message = fmt::format("job {} ({}) {}", cancel.job_id, cancel.user, cancel.message);
+      e.message = fmt::format("job {} ({}) {}", job_text, cancel.user, cancel.message);
       e.cleared_s = now_s;
       if (Status s = history_->AddEvent(e); !s.ok()) log_(s.error().message);
     }
@@ -429,10 +430,11 @@ json SamplerThread::Respond(const proto::UsageRequest& req, const json& extra) {
     return Ok({{"record", RecordFor(*record, viewer)}});
   }
   const std::string& job_id = *req.job_id;
-  // Running: its live lease (the newest, should the id have come back); else its stored record.
+  // Running: its live lease (the newest, should the id have come back), by its job id or, for an
+  // array's task, its name ("12_3": the lease's job_text); else its stored record.
   const LiveJob* live = nullptr;
   for (const auto& [name, job] : sampler_.live())
-    if (job.lease.job_id == job_id && (!live || job.lease.started_s > live->lease.started_s)) live = &job;
+    if ((job.lease.job_id == job_id || lease::JobText(job.lease) == job_id) && (!live || job.lease.started_s > live->lease.started_s)) live = &job;
   if (live) return Ok({{"record", RecordFor(*sampler_.UsageOf(live->lease.name, now_s), viewer)}, {"running", true}});
   if (!history_) return Error("unavailable", "usage: the history database could not be opened (see the daemon's log)");
   auto stored = history_->UsageOfJob(job_id);
@@ -453,7 +455,8 @@ json SamplerThread::Respond(const proto::TelemetryRequest&, const json&) {
   json jobs = json::array();
   for (const auto& [name, job] : sampler_.live())
     for (const auto& g : job.gpus) {
-      json j = {{"job_id", job.lease.job_id}, {"user", job.lease.user}, {"gpu_uuid", g.uuid}};
+      json j = {{"job_id", job.lease.job_id}, {"job_text", lease::JobText(job.lease)}, {"user", job.lease.user},
+                {"gpu_uuid", g.uuid}};
       if (g.memory_bytes) j["memory_bytes"] = *g.memory_bytes;
       if (g.util_pct) j["util_pct"] = *g.util_pct;
       jobs.push_back(std::move(j));

@@ -120,9 +120,11 @@ exec::LeasedJob MakeLeasedJob(const store::Job& job, const Config& config) {
   leased.wait = MakeRequest(job, config);
   leased.wait.extra_signals = {HoldSignal()};
   // The job's own id, also for an array's task (GPULANE_JOB_ID is a number, as SLURM_JOB_ID: scripts
-  // and a nested lease() inside the job match it). `status` therefore names task 0 of array 12 as
-  // "job 12" (the array's id): open, see docs/queue.md.
+  // and a nested lease() inside the job match it); the lease names it for people as they write it
+  // ("12_3"), as `status`, the line's reasons and usage show it: task 0's own id is the array's,
+  // which means every task.
   leased.job_id = std::to_string(job.id);
+  leased.wait.job_text = store::JobIdText(job);
   leased.label = job.spec.name;  // public (queue shows it); never the command line
   exec::JobSpec& spec = leased.job;
   spec.argv = job.spec.argv;

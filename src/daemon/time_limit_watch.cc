@@ -52,7 +52,7 @@ unsigned TimeLimitWatch::Check(const std::vector<lease::LeaseRecord>& leases, do
         for (pid_t p : pids) listed.push_back(std::to_string(p));
         log_(fmt::format("time limit: {}'s lease {} (job {}) started {} ago and is past its time limit of {} ({}) and "
                          "its kill grace of {}; its own side did not end it: {} to {}",
-                         lease.user, lease.name, lease.job_id, FormatSeconds(now_s - deadline->start_s),
+                         lease.user, lease.name, lease::JobText(lease), FormatSeconds(now_s - deadline->start_s),
                          FormatSeconds(deadline->limit_s), deadline->source, FormatSeconds(config_.kill_grace_s),
                          sig == SIGTERM ? "SIGTERM" : "SIGKILL",
                          pids.empty() ? std::string("no process of hers found") : "pids " + Join(listed, ", ")));

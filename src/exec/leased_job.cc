@@ -305,7 +305,9 @@ Result<LeasedJobOutcome> RunLeasedJob(const os::Env& env, GpuBackend& backend, c
   GiveGrant(job, *grant, spec);
   PrepareIsolation(env.clock, job, hooks, GrantedDevices(grant->snapshot, grant->gpus, grant->mig_uuid), spec);
   RecordIsolation(job, hooks, spec, outcome);
-  GpuWatch strays(backend, env.processes, dir, grant->lease.name(), job.job_id, hooks.on_warning);
+  // Its warnings name the job as people do ("12_3": an array task's job id may be the array's).
+  const std::string& job_text = job.wait.job_text.empty() ? job.job_id : job.wait.job_text;
+  GpuWatch strays(backend, env.processes, dir, grant->lease.name(), job_text, hooks.on_warning);
   PreemptWatch preemption(env, backend, dir, grant->lease.name(), job.wait, grant->unclaimed);
   const bool check_strays = hooks.on_warning && job.stray_check_s > 0;
   const bool check_preemption =
@@ -313,7 +315,7 @@ Result<LeasedJobOutcome> RunLeasedJob(const os::Env& env, GpuBackend& backend, c
   const bool call_running = hooks.on_running && job.running_hook_s > 0;
   UsageWatch usage;
   const bool meter = job.meter_usage_s > 0;
-  MemoryWatch memory(job.job_id, job.wait.request.mem_bytes, job.memory_guard, hooks.on_warning);
+  MemoryWatch memory(job_text, job.wait.request.mem_bytes, job.memory_guard, hooks.on_warning);
   const bool guard = memory.active() && job.memory_check_s > 0;
   const double started_wall_s = env.clock.WallS();
   if (check_strays || check_preemption || call_running || meter || guard) {

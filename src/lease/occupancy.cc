@@ -95,7 +95,7 @@ void AttributeInvisible(const GpuDevice& d, const std::vector<const GpuProcess*>
     }
     used_by_lease[*to] += mem;
     std::string words = fmt::format("{}, counted as job {}'s (its own processes are not visible here either)",
-                                    DescribeProcess(*p), leases[*to].job_id);
+                                    DescribeProcess(*p), JobText(leases[*to]));
     g.unverified.push_back(words);
     outside.push_back({d.pci_index, p->pid, std::move(words), false, leases[*to].name});
   }
@@ -136,8 +136,8 @@ void Classify(const GpuDevice& d, const std::vector<LeaseRecord>& leases, const 
     }
     if (owner >= 0) {
       const LeaseRecord& lease = leases[owner];
-      out.strays.push_back({d.pci_index, p.pid, lease.job_id, lease.name, lease.user});
-      const std::string words = fmt::format("{} of job {}, which did not lease this GPU", DescribeProcess(p), lease.job_id);
+      out.strays.push_back({d.pci_index, p.pid, lease.job_id, JobText(lease), lease.name, lease.user});
+      const std::string words = fmt::format("{} of job {}, which did not lease this GPU", DescribeProcess(p), JobText(lease));
       g.foreign.push_back(words);
       out.outside.push_back({d.pci_index, p.pid, words, true, ""});
       continue;

@@ -26,7 +26,8 @@ namespace gpulane::lease {
 struct StrayProcess {
   unsigned gpu = 0;          ///< PCI-order index of the GPU it runs on
   std::uint32_t pid = 0;
-  std::string job_id;        ///< the job whose process tree it belongs to
+  std::string job_id;        ///< the job whose process tree it belongs to (its lease's job_id)
+  std::string job_text;      ///< the same job as people name it ("12_3": JobText)
   std::string lease;         ///< that job's lease file (LeaseRecord::name)
   std::string user;          ///< that job's owner
 };

@@ -38,6 +38,7 @@ json ToJson(const LeaseRecord& r) {
   json j = {{"job_id", r.job_id}, {"uid", r.uid}, {"user", r.user}, {"pid", r.pid}, {"pgid", r.pgid},
             {"label", r.label}, {"gpus", gpus}, {"started_s", r.started_s}};
   if (!r.parent.empty()) j["parent"] = r.parent;
+  if (!r.job_text.empty()) j["job_text"] = r.job_text;
   if (r.time_limit_s) j["time_limit_s"] = *r.time_limit_s;
   if (r.preemptible) j["preemptible"] = true;
   if (r.requested_s) j["requested_s"] = *r.requested_s;
@@ -54,6 +55,12 @@ bool FromJson(const json& j, LeaseRecord* r) {
   try {
     r->job_id = j.at("job_id").get<std::string>();
     r->user = j.value("user", "");
+    // A lease without one (an older gpulane's, `gpulane run`'s) or with one that is no job id of
+    // the notation names its job by job_id.
+    const auto job_text = j.find("job_text");
+    r->job_text = job_text != j.end() && job_text->is_string() && IsLeaseJobText(job_text->get_ref<const std::string&>())
+                      ? job_text->get<std::string>()
+                      : "";
     r->pid = IntegerAt<pid_t>(j.at("pid"));
     r->pgid = j.contains("pgid") ? IntegerAt<pid_t>(j["pgid"]) : 0;
     // "label" only: an older gpulane's "command" (the whole command line) is not carried on.
@@ -115,8 +122,20 @@ bool IsNamed(const LeaseRecord& r, const std::string& name) {
 
 std::string Describe(const LeaseRecord& r) {
   if (!r.unreadable.empty()) return fmt::format("{} (an unreadable lease: {})", r.user, r.unreadable);
-  return fmt::format("{} (job {})", r.user, r.job_id);
+  return fmt::format("{} (job {})", r.user, JobText(r));
 }
+
+bool IsLeaseJobText(std::string_view text) {
+  if (text.empty() || text.size() > kMaxLeaseJobTextBytes) return false;
+  const std::size_t underscore = text.find('_');
+  const auto digits = [](std::string_view part) {
+    return !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (underscore == std::string_view::npos) return digits(text);
+  return digits(text.substr(0, underscore)) && digits(text.substr(underscore + 1));
+}
+
+const std::string& JobText(const LeaseRecord& r) { return r.job_text.empty() ? r.job_id : r.job_text; }
 
 bool HoldsGpu(const LeaseRecord& r, const std::string& uuid) {
   if (r.every_gpu) return true;

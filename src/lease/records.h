@@ -25,7 +25,13 @@ struct LeasedGpu {
 /// A live lease. `uid`, `holder` and the file's identity come from the kernel (the file's owner,
 /// /proc/locks, fstat), never from its content (lease/lease_dir.h says how far content is trusted).
 struct LeaseRecord {
-  std::string job_id;      ///< "r4121" for `gpulane run` (its pid), "12" for daemon jobs
+  std::string job_id;      ///< "r4121" for `gpulane run` (its pid), "12" for daemon jobs (a number: GPULANE_JOB_ID)
+  /// The job as people write it, for `status`, reasons and usage: "12_3" for task 3 of array 12
+  /// (whose job_id is the task's own number, for task 0 the array's id, which means every task);
+  /// "" = job_id (every lease but a queued array task's, and an older gpulane's). Read only when
+  /// it is one id of the notation (kMaxLeaseJobTextBytes at most: "12" or "12_3"), else "" (the
+  /// owner's word, as job_id is; JobText gives what to show).
+  std::string job_text;
   std::uint32_t uid = 0;   ///< owner of the lease file (stored too, as a check: a file that names another uid is no lease)
   std::string user;        ///< login name of `uid`
   pid_t pid = 0;           ///< the supervisor (`gpulane run` or the job's supervisor process), as written
@@ -112,6 +118,13 @@ inline constexpr std::size_t kMaxRecordBytes = 1 << 20;
 /// The most bytes of its label a lease keeps: longer ones are cut at a UTF-8 boundary and end in
 /// "...", so that no name makes a lease too large to read.
 inline constexpr std::size_t kMaxLeaseLabelBytes = 128;
+/// The most bytes of a lease's job_text: a job id and an array index ("9223372036854775807_10000000").
+inline constexpr std::size_t kMaxLeaseJobTextBytes = 28;
+/// Whether `text` may be a lease's job_text: "12" or "12_3" (digits, at most one "_" between digits),
+/// at most kMaxLeaseJobTextBytes.
+bool IsLeaseJobText(std::string_view text);
+/// The lease's job as people name it: its job_text, else its job_id ("12_3", "12", "r4121").
+const std::string& JobText(const LeaseRecord& r);
 /// `label` cut to kMaxLeaseLabelBytes.
 std::string LabelForLease(std::string label);
 /// The label of a job run as `argv`: its program's last path part ("python" for /usr/bin/python3 is
@@ -129,7 +142,7 @@ LeaseRecord UnreadableLease(std::string why, std::string_view bytes, bool comple
 /// The same for a ticket: its owner's exclusive request, priority 0, for what `bytes` names.
 TicketRecord UnreadableTicket(std::string why, std::string_view bytes, bool complete);
 
-/// "alice (job r4121)" for reasons and status.
+/// "alice (job r4121)", "alice (job 12_3)" (JobText) for reasons and status.
 std::string Describe(const LeaseRecord& r);
 
 }  // namespace gpulane::lease

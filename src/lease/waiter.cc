@@ -139,6 +139,7 @@ LeaseWaiter::LeaseWaiter(GpuBackend& backend, const LeaseDir& dir, WaitRequest r
       env_(env),
       processes_(processes) {
   record_.job_id = std::move(job_id);
+  if (request_.job_text != record_.job_id && IsLeaseJobText(request_.job_text)) record_.job_text = request_.job_text;
   record_.pid = request_.lease_pid.value_or(getpid());
   record_.label = LabelForLease(std::move(label));  // bounded: every reader can read the lease
   record_.uid = request_.owner_uid.value_or(geteuid());

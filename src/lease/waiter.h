@@ -33,6 +33,9 @@ struct WaitRequest {
   /// The GPULANE_JOB_ID this process inherited: when it names a live lease held by an ancestor,
   /// the request is nested in that job (a pipeline step): it waits only for that job's GPUs.
   std::optional<std::string> parent_job_id;
+  /// The job as people name it, written as its lease's job_text (LeaseRecord): "12_3" for task 3 of
+  /// array 12, whose job id (GPULANE_JOB_ID, the lease's job_id) is a number; "" = the job id.
+  std::string job_text;
   std::optional<std::uint32_t> owner_uid, owner_gid;  ///< owner of the lease file (root supervisors: the job's user)
   /// The process the lease is for, written as its "pid": this process (nullopt), or its parent
   /// (`gpulane _lease`: the process that started it is the job; lease/occupancy.h AnchorOf).

@@ -40,7 +40,8 @@ json ProcessJson(const GpuDevice& d, const GpuProcess& p, const StatusContext& c
   Put(j, "cmdline", p.cmdline);
   Put(j, "mig_uuid", p.mig_uuid);
   auto stray = c.strays.find({d.pci_index, p.pid});
-  if (stray != c.strays.end()) j["stray"] = {{"job_id", stray->second.job_id}, {"user", stray->second.user}};
+  if (stray != c.strays.end())
+    j["stray"] = {{"job_id", stray->second.job_id}, {"job_text", stray->second.job_text}, {"user", stray->second.user}};
   return j;
 }
 

@@ -75,7 +75,7 @@ std::string ComputeModeMark(const GpuDevice& d, const Palette& p) {
 std::string StrayMarkText(const GpuDevice& d, const GpuProcess& proc, const StatusContext& c, const Palette& p) {
   auto stray = c.strays.find({d.pci_index, proc.pid});
   if (stray == c.strays.end()) return "";
-  return " " + p.Paint(fmt::format("!job {} did not lease GPU{}", Safe(stray->second.job_id), d.pci_index), kRed);
+  return " " + p.Paint(fmt::format("!job {} did not lease GPU{}", Safe(stray->second.job_text), d.pci_index), kRed);
 }
 
 // "alice:python/123(512M)"; a graphics process carries its type first: "root:Xorg/99(G 45M)", "(C+G)".

@@ -18,7 +18,8 @@ namespace gpulane {
 /// A process of a gpulane job on a GPU that job did not lease (lease::StrayProcess): the scheduler
 /// counts it as foreign there.
 struct StrayMark {
-  std::string job_id;  ///< "r4121" for `gpulane run`, "12" for a queued job
+  std::string job_id;  ///< "r4121" for `gpulane run`, "12" for a queued job (its lease's job_id)
+  std::string job_text;  ///< the job as people name it: "12_3" for an array's task, else job_id
   std::string user;    ///< the job's owner
 };
 
@@ -29,7 +30,7 @@ struct StatusContext {
   std::optional<std::string> cuda_visible_devices;  ///< the inherited value, if set
   std::optional<std::string> slurm_gpus;            ///< inside a Slurm job: its GPUs (SLURM_STEP_GPUS/SLURM_JOB_GPUS)
   VisibleDevices visible;                           ///< what that value allows
-  std::map<std::string, std::string> holders;       ///< GPU UUID -> "job 12 (alice)": current lease holder
+  std::map<std::string, std::string> holders;       ///< GPU UUID -> "job 12 (alice)", "job 12_3 (alice)": current lease holder
   std::map<std::pair<unsigned, std::uint32_t>, StrayMark> strays;  ///< (PCI index, pid) -> the job it strayed from
   std::vector<std::string> lease_warnings;  ///< what the lease directory holds that gpulane cannot read (text view)
 };

@@ -41,7 +41,7 @@ struct TopProcess {
   unsigned gpu = 0;  ///< PCI-order index
   std::uint32_t pid = 0;
   std::optional<std::string> user;          ///< absent: not visible here (another PID namespace)
-  std::string job_id;                       ///< its gpulane job ("12", "r4121"); "" none
+  std::string job_id;                       ///< its gpulane job as people name it ("12", "12_3", "r4121"); "" none
   std::optional<std::uint64_t> memory_bytes;
   /// Its job's use of this GPU as the daemon's sampler meters it, else its own SM share when NVML
   /// reports it; absent: unknown.

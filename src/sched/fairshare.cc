@@ -112,7 +112,7 @@ std::string WaitReason(const std::string& user, const UserShare& share, const Jo
                     HalfLifeText(half_life_s) + ", " + Fixed(100 * share.usage_norm, 0) + " % of all use, share " +
                     Fixed(100 * share.share_norm, 0) + " %)";
   if (ahead)
-    out += "; behind " + ahead->user + "'s job " + std::to_string(ahead->id) + " (priority " + Fixed(ahead->priority, 3) + ")";
+    out += "; behind " + ahead->user + "'s job " + ahead->id + " (priority " + Fixed(ahead->priority, 3) + ")";
   return out;
 }
 

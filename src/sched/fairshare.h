@@ -131,7 +131,9 @@ std::string HalfLifeText(double half_life_s);
 /// it in line, if any (user, id, priority).
 struct JobAhead {
   std::string user;
-  std::int64_t id = 0;
+  /// The job as people name it: "12", or "12_3" for an array's task (whose own numeric id may be
+  /// the array's, which means every task).
+  std::string id;
   double priority = 0;
 };
 std::string WaitReason(const std::string& user, const UserShare& share, const JobPriority& priority,

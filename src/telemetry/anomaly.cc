@@ -11,7 +11,8 @@
 namespace gpulane::telemetry {
 namespace {
 
-std::string Who(const JobGpuState& j) { return fmt::format("job {} ({})", j.job_id, j.user); }
+const std::string& JobText(const JobGpuState& j) { return j.job_text.empty() ? j.job_id : j.job_text; }
+std::string Who(const JobGpuState& j) { return fmt::format("job {} ({})", JobText(j), j.user); }
 
 }  // namespace
 
@@ -140,7 +141,8 @@ void AnomalyDetector::ObserveJob(AnomalyChanges& changes, double now_s, const Jo
                                fmt::format("cancelled: GPU {} idle (under {:g} %) for {}, past its warning and the {} "
                                            "anomaly.idle_cancel_after allows",
                                            j.gpu_index, s_.idle_util_pct, FormatSeconds(now_s - *t.idle.since_s),
-                                           FormatSeconds(s_.idle_cancel_after_s))});
+                                           FormatSeconds(s_.idle_cancel_after_s)),
+                               JobText(j)});
   }
 
   Anomaly stuck = base;
@@ -183,7 +185,7 @@ void AnomalyDetector::ObserveJob(AnomalyChanges& changes, double now_s, const Jo
   overuse.key = "overuse:" + track_key;
   const GuardedGpu guarded{j.gpu_index, j.whole ? std::nullopt : j.declared_bytes, j.memory_bytes};
   if (OverDeclared(guarded, s_.memory_guard.margin_bytes)) {
-    overuse.message = OveruseWarning(j.job_id, guarded, s_.memory_guard);
+    overuse.message = OveruseWarning(JobText(j), guarded, s_.memory_guard);
     Raise(changes, overuse);
   } else if (j.memory_bytes) {
     End(changes, overuse.key);

@@ -58,6 +58,8 @@ struct JobGpuState {
   std::optional<std::uint64_t> memory_bytes; ///< its processes' memory there
   std::optional<std::uint64_t> declared_bytes; ///< its --mem there when it shares the GPU; nullopt: none
   std::vector<std::string> foreign;          ///< processes on it outside this lease: "bob's python (pid 12)"
+  /// The job as people name it in messages: "12_3" for an array's task (lease::JobText); "" = job_id.
+  std::string job_text;
 };
 
 /// One GPU at a sample.
@@ -87,10 +89,11 @@ struct Anomaly {
 
 /// A job to cancel because it stayed idle past its warning and the grace (idle_cancel_after_s).
 struct IdleCancel {
-  std::string job_id;
+  std::string job_id;    ///< the lease's: the job cancelled ("12", "r4121")
   std::string lease;     ///< the lease's name
   std::string user;
   std::string message;   ///< the reason, for the job's record and the event
+  std::string job_text;  ///< the job as people name it ("12_3"), for the log and the event
 };
 
 /// What one sample changed.

@@ -90,7 +90,8 @@ json StatusView(const json& snapshot, const json& telemetry, const json& queue, 
       for (const auto& g : *gpus)
         if (g.contains("reading")) points[g.value("uuid", "")] = &g["reading"];
     for (const auto& j : telemetry.value("jobs", json::array())) {
-      json job = {{"job_id", j.value("job_id", "")}, {"user", j.value("user", "")}};
+      json job = {{"job_id", j.value("job_id", "")}, {"job_text", j.value("job_text", j.value("job_id", ""))},
+                  {"user", j.value("user", "")}};
       Copy(j, job, "memory_bytes");
       Copy(j, job, "util_pct");
       jobs_by_gpu[j.value("gpu_uuid", "")].push_back(std::move(job));

@@ -60,7 +60,8 @@ TEST(JudgeStray, AJobsProcessOnAGpuItDidNotLeaseKeepsOthersOffThatGpu) {
   json doc = StatusJson(machine);
   ASSERT_FALSE(doc.is_null());
   ASSERT_EQ(doc["gpus"][0]["processes"].size(), 1u);
-  EXPECT_EQ(doc["gpus"][0]["processes"][0]["stray"], (json{{"job_id", job}, {"user", user}}));
+  EXPECT_EQ(doc["gpus"][0]["processes"][0]["stray"], (json{{"job_id", job}, {"job_text", job}, {"user", user}}))
+      << "a `gpulane run` names its job by its job id alone";
   EXPECT_FALSE(doc["gpus"][0].contains("held_by"));
   ASSERT_EQ(doc["gpus"][1]["processes"].size(), 1u);
   EXPECT_FALSE(doc["gpus"][1]["processes"][0].contains("stray")) << doc["gpus"][1].dump();

@@ -181,7 +181,7 @@ TEST(FairShareOrder, ALoweredPriorityGoesAfterEveryFairShareOrderedJob) {
 TEST(FairShareText, TheWaitReasonNamesPriorityUseAndTheJobAhead) {
   UserShare alice{"alice", 1, 0.5, 14.2 * kHourS, 0.9, FairShareFactor(0.9, 0.5)};
   JobPriority p = PriorityOf(alice.factor, 0, FairShareSettings{});
-  EXPECT_EQ(WaitReason("alice", alice, p, JobAhead{"bob", 12, 1.0}, kDayS),
+  EXPECT_EQ(WaitReason("alice", alice, p, JobAhead{"bob", "12", 1.0}, kDayS),
             "priority 0.287 (fair share 0.287, age 0.000): alice used 14.2 GPU-h (half-life 1 d, 90 % of all use, share "
             "50 %); behind bob's job 12 (priority 1.000)");
   EXPECT_EQ(UsageText(30), "30 GPU-s");

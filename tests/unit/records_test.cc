@@ -87,5 +87,32 @@ TEST(LeaseRecords, ALeaseWithNumbersOutOfTheirRangeIsNoLease) {
   }
 }
 
+// An array task's lease names the task as people write it ("4053_1": job_text) beside its job id, a
+// number (GPULANE_JOB_ID, whose task 0 is the array's own id and means every task); an older
+// gpulane's lease has none and names its job by job_id; one that is no job id of the notation is
+// the owner's word only and is not read (job_id names it then).
+TEST(LeaseRecords, AnArrayTasksLeaseNamesTheTaskAndAnOldOrForgedOneFallsBackToTheJobId) {
+  LeaseRecord r;
+  ASSERT_TRUE(FromJson(Lease(), &r));
+  EXPECT_EQ(r.job_text, "") << "an older gpulane's lease has no job_text";
+  EXPECT_EQ(JobText(r), "r4121");
+  EXPECT_FALSE(ToJson(r).contains("job_text")) << "none written when there is none";
+  r.job_id = "4053";
+  r.job_text = "4053_0";
+  LeaseRecord back;
+  ASSERT_TRUE(FromJson(ToJson(r), &back));
+  EXPECT_EQ(back.job_id, "4053") << "the job id stays the number";
+  EXPECT_EQ(JobText(back), "4053_0");
+  EXPECT_EQ(Describe(back), "alice (job 4053_0)");
+  for (const char* text : {"\"\"", "\"4053_\"", "\"_1\"", "\"4053_1_2\"", "\"x4053\"", "\"4053 \"", "\"\\u001b[2J\"", "4053",
+                           "null", "\"1234567890123456789012345_6789\""}) {
+    json j = ToJson(r);
+    j["job_text"] = json::parse(text);
+    LeaseRecord odd;
+    ASSERT_TRUE(FromJson(j, &odd)) << "still a lease: " << text;
+    EXPECT_EQ(JobText(odd), "4053") << text;
+  }
+}
+
 }  // namespace
 }  // namespace gpulane::lease

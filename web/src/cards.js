@@ -63,7 +63,7 @@ export class GpuCard {
       const who = `${p.user ?? `pid ${p.pid}`}(${shortGib(p.memory_bytes)})`;
       parts.push(el('span', { title: p.cmdline || p.command || `pid ${p.pid}`, text: who }), ' ');
     }
-    for (const j of gpu.jobs || []) parts.push(el('span', { class: 'muted', text: `job ${j.job_id} ${j.user}` }), ' ');
+    for (const j of gpu.jobs || []) parts.push(el('span', { class: 'muted', text: `job ${j.job_text || j.job_id} ${j.user}` }), ' ');
     if (!parts.length) parts.push(el('span', { class: 'free', text: gpu.processes ? 'free' : 'processes unknown' }));
     const key = JSON.stringify([gpu.processes, gpu.jobs]);
     if (this.users.dataset.key !== key) {
