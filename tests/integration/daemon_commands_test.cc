@@ -68,18 +68,6 @@ TEST(DaemonQueue, TableShowsPendingAndRunningJobsButNotFinishedOnes) {
   EXPECT_TRUE(Contains(QueueLine(all.out, held), "held")) << all.out;
 }
 
-TEST(DaemonQueue, RunningJobShowsItsGpu) {
-  TestDaemon d;
-  const fs::path log = d.work() / "marks.log", gate = d.work() / "gate";
-  std::vector<std::string> args = {"--gpus", "1", "--"};
-  for (const auto& a : MarkedJob(log.string(), gate.string())) args.push_back(a);
-  const std::int64_t job = d.Submit(args);
-  ASSERT_TRUE(d.WaitForState(job, "running"));
-  RunResult r = d.Gpulane({"queue"});
-  EXPECT_TRUE(Contains(QueueLine(r.out, job), "GPU1")) << r.out;
-  Touch(gate);
-}
-
 // ---- show -------------------------------------------------------------------------------------
 
 TEST(DaemonShow, TextAndJson) {

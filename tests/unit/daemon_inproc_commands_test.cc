@@ -52,6 +52,40 @@ TEST_F(DaemonInProcCommands, QueueListsUnfinishedJobsAllAddsFinishedOnesUserSele
   EXPECT_NE(unknown.value("error", "").find("no-such-user-gl"), std::string::npos) << unknown.dump();
 }
 
+// Was DaemonQueue.RunningJobShowsItsGpu: the queue's table names the GPU a running job's supervisor
+// reported, by its index.
+TEST_F(DaemonInProcCommands, RunningJobShowsItsGpu) {
+  const std::int64_t job = SubmitOne();
+  Running(job, {IdleSnapshot(2).devices[1].uuid});
+  Turn();
+  const std::string table = Call(Root(), {{"op", "queue"}, {"format", "table"}}).value("table", "");
+  std::string line;
+  for (std::size_t at = 0, end; at < table.size(); at = end + 1) {
+    end = table.find('\n', at);
+    if (end == std::string::npos) end = table.size();
+    const std::string l = table.substr(at, end - at);
+    if (l.find(std::to_string(job) + " ") != std::string::npos) line = l;
+  }
+  EXPECT_NE(line.find("GPU1"), std::string::npos) << table;
+  EXPECT_NE(line.find(" running "), std::string::npos) << table;
+}
+
+// Was Config.ASubmissionWithoutAKillGraceGetsTheDaemonsValue: a request without a kill grace (another
+// client) gets the daemon's own run.kill_grace; a negative one is refused.
+TEST_F(DaemonInProcCommands, ASubmissionWithoutAKillGraceGetsTheDaemonsValue) {
+  daemon_->Stop();
+  daemon_.reset();
+  config_.kill_grace_s = 2.5;
+  StartDaemon();
+  json request = SubmitRequest({.hold = true});
+  request["spec"].erase("kill_grace_s");
+  json reply = Call(Root(), request);
+  ASSERT_TRUE(reply.value("ok", false)) << reply.dump();
+  EXPECT_EQ(ShowJob(reply["ids"][0].get<std::int64_t>())["spec"]["kill_grace_s"], 2.5);
+  request["spec"]["kill_grace_s"] = -1;
+  EXPECT_FALSE(Call(Root(), request).value("ok", true)) << "a negative grace is refused";
+}
+
 // Was DaemonCancel.ByNameAndByUser: --name cancels every unfinished job of that name and no other,
 // --user every job of that user, the reply naming each in order.
 TEST_F(DaemonInProcCommands, CancelByNameAndByUserTakesEveryMatchingJobAndNoOther) {
