@@ -84,18 +84,5 @@ TEST(Config, RunKillGraceAppliesToQueuedJobs) {
   EXPECT_EQ(d.Show(flagged)["spec"]["kill_grace_s"], 3.0);
 }
 
-// A request without a kill grace (another client) gets the daemon's own run.kill_grace.
-TEST(Config, ASubmissionWithoutAKillGraceGetsTheDaemonsValue) {
-  TestDaemon d({.config = "[run]\nkill_grace = \"2.5s\"\n"});
-  json request = d.SubmitRequest({"true"}, /*hold=*/true);
-  request["spec"].erase("kill_grace_s");
-  json reply = d.Call(request);
-  ASSERT_TRUE(reply.value("ok", false)) << reply.dump();
-  const std::int64_t id = reply["ids"][0];
-  EXPECT_EQ(d.Show(id)["spec"]["kill_grace_s"], 2.5);
-  request["spec"]["kill_grace_s"] = -1;
-  EXPECT_FALSE(d.Call(request).value("ok", true)) << "a negative grace is refused";
-}
-
 }  // namespace
 }  // namespace gpulane::test

@@ -1,6 +1,9 @@
 // Array tasks named in Slurm's notation through the real binary: 12_3 is the task with array index 3
 // of array 12, 12 the whole array, 12_[1-3,7] several tasks, for cancel, hold, release, show, wait,
 // logs and --after; the queue, show and wait print tasks as 12_3; a task's own number still works.
+// What the daemon decides with such ids (--after a task or a whole array, ids as numbers or strings
+// over the protocol) is tested in-process: tests/unit/daemon_inproc_jobs_test.cc and
+// daemon_inproc_commands_test.cc.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -120,6 +123,9 @@ TEST(DaemonArrayIds, TasksAreHeldReleasedCancelledAndWaitedForByTheirIds) {
   EXPECT_TRUE(IsGpulaneError(d.Gpulane({"cancel", fmt::format("{}_7", a)}), 8,
                              fmt::format("no job {}_7: array {} has tasks 0-3", a, a)));
   EXPECT_TRUE(IsGpulaneError(d.Gpulane({"show", fmt::format("{}_7", a)}), 8, fmt::format("no job {}_7", a)));
+  // --after with a list whose brackets hold commas: task 0 has completed, so it runs.
+  const std::int64_t both = d.Submit({"--after", fmt::format("{0}_0,{0}_[0]", a), "--", "true"});
+  EXPECT_EQ(d.Gpulane({"wait", Id(both)}).exit_code, 0) << "a list with brackets, commas inside them";
   const std::int64_t single = d.Submit({"--", "true"});
   EXPECT_TRUE(IsGpulaneError(d.Gpulane({"wait", fmt::format("{}_0", single)}), 8,
                              fmt::format("no job {}_0: job {} is not an array", single, single)));
@@ -138,43 +144,6 @@ TEST(DaemonArrayIds, LogsOfAWholeArrayAsksForOneTask) {
   EXPECT_TRUE(IsGpulaneError(d.Gpulane({"logs", fmt::format("{}_[0-1]", a)}), 2, "one job"));
   EXPECT_EQ(d.Gpulane({"logs", fmt::format("{}_2", a)}).out, "task 2\n");
   EXPECT_EQ(d.Gpulane({"logs", Id(a + 2)}).out, "task 2\n") << "a task's own number still works";
-}
-
-// --after 12_0 waits for that task alone, although its job id is the array's id; --after 12 for
-// every task of the array.
-TEST(DaemonArrayIds, AfterATaskWaitsForThatTaskAloneAfterTheArrayForAllItsTasks) {
-  TestDaemon d;
-  const std::int64_t a = SubmitArray(d, "0-2", {"--hold", "--", "true"});
-  ASSERT_GT(a, 0);
-  const std::int64_t after_task = d.Submit({"--after", fmt::format("{}_0", a), "--", "true"});
-  const std::int64_t after_array = d.Submit({"--after", Id(a), "--", "true"});
-  const std::int64_t after_any_task = d.Submit({"--after-any", fmt::format("{}_1", a), "--", "true"});
-  ASSERT_TRUE(d.WaitForState(after_task, "pending"));
-  EXPECT_TRUE(Contains(d.Show(after_task)["reason"], fmt::format("waiting for job {}_0", a))) << d.Show(after_task).dump();
-  ASSERT_EQ(d.Gpulane({"release", fmt::format("{}_0", a)}).exit_code, 0);
-  RunResult wait = d.Gpulane({"wait", Id(after_task)});
-  EXPECT_EQ(wait.exit_code, 0) << wait.out << wait.err;
-  // Tasks 1 and 2 are still held: the dependency on the whole array still waits.
-  EXPECT_EQ(d.State(a + 1), "held");
-  EXPECT_EQ(d.State(after_array), "pending");
-  EXPECT_EQ(d.State(after_any_task), "pending");
-  EXPECT_TRUE(Contains(d.Show(after_array)["reason"], fmt::format("waiting for job {}", a)));
-  // Task 1 fails to run (cancelled): after-any starts; the whole array did not succeed.
-  ASSERT_EQ(d.Gpulane({"cancel", fmt::format("{}_[1-2]", a)}).exit_code, 0);
-  EXPECT_EQ(d.Gpulane({"wait", Id(after_any_task)}).exit_code, 0);
-  RunResult doomed = d.Gpulane({"wait", Id(after_array)});
-  EXPECT_EQ(doomed.exit_code, 11) << doomed.out << doomed.err;
-  // Dependencies are stored as written: the spec holds the task in the notation.
-  EXPECT_EQ(d.Show(after_task)["spec"]["after_ok"], json::array({fmt::format("{}_0", a)}));
-  EXPECT_EQ(d.Show(after_array)["spec"]["after_ok"], json::array({a}));
-  // Unknown tasks and malformed ids are refused at submission.
-  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"submit", "--after", fmt::format("{}_9", a), "--", "true"}), 8,
-                             fmt::format("--after {0}_9: no job {0}_9", a)));
-  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"submit", "--after-any", "12_", "--", "true"}), 2, "--after-any: job id '12_'"));
-  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"submit", "--after", fmt::format("{},{}_[0,x]", a, a), "--", "true"}), 2,
-                             fmt::format("job id '{}_[0,x]'", a)));
-  const std::int64_t both = d.Submit({"--after", fmt::format("{0}_0,{0}_[0]", a), "--", "true"});
-  EXPECT_EQ(d.Gpulane({"wait", Id(both)}).exit_code, 0) << "a list with brackets, commas inside them";
 }
 
 TEST(DaemonArrayIds, ArrayIndicesMustBeDistinct) {
@@ -203,57 +172,15 @@ TEST(DaemonArrayIds, MalformedIdsAreRefusedByEveryCommand) {
       EXPECT_TRUE(Contains(r.err, "12_3")) << "names the forms expected: " << r.err;
     }
   }
+  // --after and --after-any read the same notation.
+  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"submit", "--after-any", "12_", "--", "true"}), 2, "--after-any: job id '12_'"));
+  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"submit", "--after", "12,12_[0,x]", "--", "true"}), 2, "job id '12_[0,x]'"));
   // Over the socket too (the daemon reads ids with the same parser).
   json reply = d.Call({{"op", "cancel"}, {"ids", {"12_x"}}});
   EXPECT_EQ(reply.value("code", ""), "invalid_argument") << reply.dump();
   EXPECT_TRUE(Contains(reply.value("error", ""), "job id '12_x'")) << reply.dump();
   reply = d.Call({{"op", "show"}, {"id", -4}});
   EXPECT_EQ(reply.value("code", ""), "invalid_argument") << reply.dump();
-}
-
-TEST(DaemonArrayIds, ProtocolTakesIdsAsNumbersOrStrings) {
-  TestDaemon d;
-  RunResult submit = d.Gpulane({"submit", "--hold", "--array", "0-2", "--", "true"});
-  ASSERT_EQ(submit.exit_code, 0) << submit.err;
-  const std::int64_t a = std::stoll(submit.out);
-  json shown = d.Call({{"op", "show"}, {"id", fmt::format("{}_1", a)}});
-  ASSERT_TRUE(shown.value("ok", false)) << shown.dump();
-  EXPECT_EQ(shown["job"]["id"], a + 1);
-  EXPECT_EQ(shown["jobs"].size(), 1u);
-  json array = d.Call({{"op", "show"}, {"id", a}});
-  EXPECT_FALSE(array.contains("job")) << "an array's id names all its tasks: " << array.dump();
-  EXPECT_EQ(array["jobs"].size(), 3u);
-  json released = d.Call({{"op", "release"}, {"ids", {fmt::format("{}_0", a), a + 2}}});
-  ASSERT_TRUE(released.value("ok", false)) << released.dump();
-  EXPECT_EQ(released["changed"], json::array({a, a + 2}));
-  EXPECT_EQ(released["changed_text"], json::array({fmt::format("{}_0", a), fmt::format("{}_2", a)}));
-  // Some ids fail: the others are acted on, "failed" says which and why.
-  json cancelled = d.Call({{"op", "cancel"}, {"ids", {"999", fmt::format("{}_1", a)}}});
-  ASSERT_TRUE(cancelled.value("ok", false)) << cancelled.dump();
-  EXPECT_EQ(cancelled["cancelled_text"], json::array({fmt::format("{}_1", a)}));
-  ASSERT_EQ(cancelled["failed"].size(), 1u) << cancelled.dump();
-  EXPECT_EQ(cancelled["failed"][0]["id"], "999");
-  EXPECT_EQ(cancelled["failed"][0]["code"], "not_found");
-  EXPECT_EQ(cancelled["failed"][0]["error"], "no job 999");
-  // A spec's dependencies: numbers, or strings in the notation, stored as numbers and "12_3".
-  json dependent = d.SubmitRequest({"true"}, /*hold=*/true);
-  dependent["spec"]["after_ok"] = {Id(a), fmt::format("{}_[0,2]", a)};
-  dependent["spec"]["after_any"] = {a + 1};
-  json submitted = d.Call(dependent);
-  ASSERT_TRUE(submitted.value("ok", false)) << submitted.dump();
-  json spec = d.Show(submitted["ids"][0].get<std::int64_t>())["spec"];
-  EXPECT_EQ(spec["after_ok"], json({a, fmt::format("{}_0", a), fmt::format("{}_2", a)}));
-  EXPECT_EQ(spec["after_any"], json({a + 1}));
-  dependent["spec"]["after_ok"] = {fmt::format("{}_9", a)};
-  EXPECT_EQ(d.Call(dependent).value("code", ""), "not_found");
-  dependent["spec"]["after_ok"] = {"9_"};
-  EXPECT_EQ(d.Call(dependent).value("code", ""), "invalid_argument");
-  // Nothing done: an error reply with the first failure's code, and every failure.
-  json none = d.Call({{"op", "hold"}, {"ids", {"998", fmt::format("{}_1", a)}}});
-  EXPECT_FALSE(none.value("ok", true));
-  EXPECT_EQ(none.value("code", ""), "not_found");
-  EXPECT_EQ(none["failed"].size(), 2u) << none.dump();
-  EXPECT_EQ(none["failed"][1]["code"], "wrong_state");
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
 // gpulane queue, show, cancel, logs, wait, hold, release and status against a user-mode daemon: what
-// each prints and how it exits, as a user would check.
+// each prints and how it exits, as a user would check: one test through the binary for each path a
+// user takes. Which jobs a request selects (queue --all/--user, cancel --name/--user) and what a
+// large cancel logs are the daemon's decisions, tested in-process:
+// tests/unit/daemon_inproc_commands_test.cc.
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -63,44 +66,6 @@ TEST(DaemonQueue, TableShowsPendingAndRunningJobsButNotFinishedOnes) {
   EXPECT_TRUE(Contains(QueueLine(all.out, done), "completed")) << all.out;
   EXPECT_TRUE(Contains(QueueLine(all.out, job), "completed")) << all.out;
   EXPECT_TRUE(Contains(QueueLine(all.out, held), "held")) << all.out;
-}
-
-TEST(DaemonQueue, RunningJobShowsItsGpu) {
-  TestDaemon d;
-  const fs::path log = d.work() / "marks.log", gate = d.work() / "gate";
-  std::vector<std::string> args = {"--gpus", "1", "--"};
-  for (const auto& a : MarkedJob(log.string(), gate.string())) args.push_back(a);
-  const std::int64_t job = d.Submit(args);
-  ASSERT_TRUE(d.WaitForState(job, "running"));
-  RunResult r = d.Gpulane({"queue"});
-  EXPECT_TRUE(Contains(QueueLine(r.out, job), "GPU1")) << r.out;
-  Touch(gate);
-}
-
-TEST(DaemonQueue, JsonUserAndAll) {
-  TestDaemon d;
-  const std::int64_t done = d.Submit({"--", "sh", "-c", "exit 2"});
-  d.Gpulane({"wait", Id(done)});
-  const std::int64_t held = d.Submit({"--hold", "--name", "held-one", "--", "true"});
-  json q = d.Queue();
-  ASSERT_EQ(q.size(), 1u) << q.dump();
-  EXPECT_EQ(q[0]["id"], held);
-  EXPECT_EQ(q[0]["state"], "held");
-  EXPECT_EQ(q[0]["user"], Me());
-  EXPECT_EQ(q[0]["uid"], getuid());
-  EXPECT_EQ(q[0]["spec"]["name"], "held-one");
-  EXPECT_EQ(q[0]["spec"]["argv"], json::array({"true"}));
-  EXPECT_FALSE(q[0]["spec"].contains("env")) << "the queue never shows environments";
-  json all = d.Queue({"--all"});
-  ASSERT_EQ(all.size(), 2u) << all.dump();
-  EXPECT_EQ(all[0]["id"], done);
-  EXPECT_EQ(all[0]["state"], "failed");
-  EXPECT_EQ(all[0]["exit_code"], 2);
-  EXPECT_EQ(d.Queue({"--user", Me()}).size(), 1u);
-  EXPECT_EQ(d.Queue({"--all", "--user", Me()}).size(), 2u);
-  const std::string other = getuid() == 0 ? "nobody" : "root";
-  EXPECT_EQ(d.Queue({"--user", other}).size(), 0u);
-  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"queue", "--user", "no-such-user-gl"}), 8, "no-such-user-gl"));
 }
 
 // ---- show -------------------------------------------------------------------------------------
@@ -226,47 +191,6 @@ TEST(DaemonCancel, ArrayByItsIdCancelsEveryTask) {
   for (int i = 0; i < 5; ++i) EXPECT_EQ(d.State(array + i), "cancelled");
   EXPECT_EQ(d.State(other), "held");
   EXPECT_EQ(d.Gpulane({"wait", Id(array)}).exit_code, 11);
-}
-
-TEST(DaemonCancel, ByNameAndByUser) {
-  TestDaemon d;
-  const std::int64_t a1 = d.Submit({"--hold", "--name", "alpha", "--", "true"});
-  const std::int64_t b = d.Submit({"--hold", "--name", "beta", "--", "true"});
-  const std::int64_t a2 = d.Submit({"--hold", "--name", "alpha", "--", "true"});
-  RunResult r = d.Gpulane({"cancel", "--name", "alpha"});
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, fmt::format("cancelled job {}\ncancelled job {}\n", a1, a2));
-  EXPECT_EQ(d.State(b), "held");
-  const std::int64_t c = d.Submit({"--hold", "--name", "gamma", "--", "true"});
-  RunResult mine = d.Gpulane({"cancel", "--user", Me()});
-  EXPECT_EQ(mine.exit_code, 0) << mine.err;
-  EXPECT_EQ(mine.out, fmt::format("cancelled job {}\ncancelled job {}\n", b, c));
-  EXPECT_EQ(d.Queue().size(), 0u);
-}
-
-// A cancel wrote one line per job to the daemon's log: 300,000 lines for `cancel --user` of
-// 300,000 tasks. A cancel of many jobs logs one line a part of up to 1,000 (who, how many, whose,
-// which ids as ranges); one job's cancel still logs its own line.
-TEST(DaemonCancel, ACancelOfTwoThousandTasksLogsALineAPartNotAJob) {
-  TestDaemon d;
-  RunResult submit = d.Gpulane({"submit", "--hold", "--array", "0-1999", "--", "true"}, {}, 120);
-  ASSERT_EQ(submit.exit_code, 0) << submit.err;
-  const std::int64_t array = std::stoll(submit.out);
-  const std::int64_t single = d.Submit({"--hold", "--", "true"});
-  const std::size_t before = d.Log().size();
-  RunResult r = d.Gpulane({"cancel", Id(array)}, {}, 120);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, fmt::format("cancelled job {}_[0-1999] (2000 tasks)\n", array));
-  const std::string added = d.Log().substr(before);
-  EXPECT_LE(LineCount(added), 4) << added.substr(0, 4000);
-  EXPECT_TRUE(Contains(added, fmt::format("cancelled by {}: 1000 jobs of {}: {}-{}\n", Me(), Me(), array, array + 999)))
-      << added.substr(0, 4000);
-  EXPECT_TRUE(Contains(added, fmt::format("cancelled by {}: 1000 jobs of {}: {}-{}\n", Me(), Me(), array + 1000,
-                                          array + 1999)))
-      << added.substr(0, 4000);
-  EXPECT_EQ(d.State(array + 1999), "cancelled");
-  ASSERT_EQ(d.Gpulane({"cancel", Id(single)}).exit_code, 0);
-  EXPECT_TRUE(Contains(d.Log(), fmt::format("job {} ({}) cancelled: cancelled by {}\n", single, Me(), Me()))) << d.Log().substr(before);
 }
 
 // ---- logs -------------------------------------------------------------------------------------

@@ -143,45 +143,6 @@ TEST(DaemonSubmit, HigherPriorityRunsFirst) {
   EXPECT_EQ(order, (std::vector<std::int64_t>{blocker, high, low}));
 }
 
-TEST(DaemonSubmit, AfterStartsOnlyWhenTheJobSucceeded) {
-  TestDaemon d;
-  const fs::path log = d.work() / "marks.log";
-  const fs::path gate = d.work() / "gate";
-  const std::int64_t first = d.Submit(MarkedJob(log.string(), gate.string(), 0));
-  const std::int64_t failing = d.Submit(MarkedJob(log.string(), gate.string(), 3));
-  std::vector<std::string> args = {"--after", std::to_string(first), "--"};
-  for (const auto& a : MarkedJob(log.string(), "", 0, 0)) args.push_back(a);
-  const std::int64_t after_ok = d.Submit(args);
-  args[1] = std::to_string(failing);
-  const std::int64_t after_failed = d.Submit(args);
-  // Both wait for their dependency, saying so.
-  ASSERT_TRUE(d.WaitForState(first, "running"));
-  json shown;
-  EXPECT_TRUE(Eventually([&] { return (shown = d.Show(after_ok)).value("reason", "") == fmt::format("waiting for job {}", first); }, 30))
-      << shown.dump();
-  EXPECT_EQ(shown["state"], "pending");
-  EXPECT_EQ(d.Show(after_failed).value("reason", ""), fmt::format("waiting for job {}", failing));
-  EXPECT_EQ(CountMarks(ReadMarks(log), "start", after_ok), 0);
-  Touch(gate);
-  RunResult wait = d.Gpulane({"wait", std::to_string(after_ok)});
-  EXPECT_EQ(wait.exit_code, 0) << wait.err;
-  RunResult wait_failed = d.Gpulane({"wait", std::to_string(after_failed)});
-  EXPECT_EQ(wait_failed.exit_code, 11) << "its dependency failed, so it never ran";
-  EXPECT_EQ(wait_failed.out, fmt::format("{} cancelled\n", after_failed));
-  EXPECT_TRUE(Contains(d.Show(after_failed)["reason"], std::to_string(failing)));
-  auto marks = ReadMarks(log);
-  EXPECT_EQ(CountMarks(marks, "start", after_failed), 0);
-  ASSERT_EQ(CountMarks(marks, "start", after_ok), 1);
-  double first_end = 0, dependent_start = 0;
-  for (const auto& m : marks) {
-    if (m.kind == "end" && m.id == first) first_end = m.time;
-    if (m.kind == "start" && m.id == after_ok) dependent_start = m.time;
-  }
-  EXPECT_GE(dependent_start, first_end);
-  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"submit", "--after", "9999", "--", "true"}), 8, "9999"));
-  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"submit", "--after", "x", "--", "true"}), 2, "--after"));
-}
-
 TEST(DaemonSubmit, ArrayTasksGetTheirIndexAndLogNames) {
   TestDaemon d;
   RunResult submit = d.Gpulane({"submit", "--array", "0-3", "-o", "arr-%A-%a.out", "--", "sh", "-c",
@@ -234,6 +195,8 @@ TEST(DaemonSubmit, CommandLineErrors) {
   TestDaemon d;
   EXPECT_TRUE(IsGpulaneError(d.Gpulane({"submit"}), 2, "no command"));
   EXPECT_TRUE(IsGpulaneError(d.Gpulane({"submit", "-g", "1", "--mem", "", "--", "true"}), 2, "--mem"));
+  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"submit", "--after", "x", "--", "true"}), 2, "--after"));
+  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"submit", "--after", "12_[0-1000]", "--", "true"}), 2, "more than 1000 jobs"));
   // A GPU the machine does not have is refused at submission, as `gpulane run` refuses it.
   EXPECT_TRUE(IsGpulaneError(d.Gpulane({"submit", "--gpus", "7", "--", "true"}), 2, "--gpus 7"));
   EXPECT_TRUE(IsGpulaneError(d.Gpulane({"run", "--gpus", "7", "--", "true"}), 2, "--gpus 7"));

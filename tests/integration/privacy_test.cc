@@ -5,6 +5,8 @@
 // machine's `daemon.show_commands = true`, everyone see the command line (never the environment).
 // The two-user tests need root (a system-mode daemon, gpulane run as two test users through
 // setpriv) and are skipped otherwise.
+// What the daemon's replies hide with daemon.show_commands and in another user's `wait` is tested
+// in-process with peers of any uid: tests/unit/daemon_inproc_privacy_test.cc.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -155,60 +157,6 @@ TEST_F(Privacy, AnotherUserReadsNoCommandLineEnvironmentDirectoryOrLogPathThroug
     EXPECT_FALSE(Contains(own.out, "_hidden")) << own.out;
   }
   EXPECT_TRUE(Contains(As(a_, {"queue", "--json"}).out, kSecretArg));
-}
-
-TEST_F(Privacy, DaemonShowCommandsShowsOtherUsersCommandLinesButNeverTheirEnvironment) {
-  ASSERT_NO_FATAL_FAILURE(Start("[daemon]\nshow_commands = true\n"));
-  RunResult show = As(b_, {"show", "--json", std::to_string(job_)});
-  ASSERT_EQ(show.exit_code, 0) << show.err;
-  const json shown = json::parse(show.out);
-  EXPECT_TRUE(Contains(shown["spec"]["argv"].dump(), kSecretArg)) << show.out;
-  EXPECT_EQ(shown["spec"]["cwd"], d_->UserDir(a_).string());
-  EXPECT_FALSE(shown["spec"].contains("argv_hidden")) << show.out;
-  EXPECT_EQ(shown["spec"]["env"], kHidden) << "an environment is its owner's alone";
-  EXPECT_EQ(shown["spec"].value("env_hidden", false), true);
-  EXPECT_FALSE(Contains(show.out, kSecretEnv)) << show.out;
-  EXPECT_TRUE(Contains(As(b_, {"queue", "--json"}).out, kSecretArg));
-}
-
-// `wait` answers with the jobs waited for, and any user may wait for any job: before, another
-// user's `wait` request got the job's command line, directory and log paths, and every listing
-// (`queue` in one frame, `wait`) its notification target, whose webhook or command may carry a
-// secret (an ntfy topic, a token). Now they come hidden as in `queue`, and the notification target
-// only to its owner (show), never in a listing.
-TEST_F(Privacy, AnotherUsersWaitGetsNoCommandLineAndNoListingCarriesTheNotificationTarget) {
-  ASSERT_NO_FATAL_FAILURE(Start(""));
-  constexpr const char* kTopic = "topic-PRIVATE-5151";
-  const fs::path cwd = d_->UserDir(a_);
-  std::ofstream(user_config_) << fmt::format("[notify]\nwebhook = \"http://127.0.0.1:9/{}\"\n", kTopic);
-  RunResult r = As(a_, {"submit", "--notify", "end", "--", "sh", "-c", "exit 0", "x", kSecretArg});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const std::string id = r.out.substr(0, r.out.find('\n'));
-  ASSERT_TRUE(d_->WaitForState(std::stoll(id), "completed", 60)) << d_->Log();
-  const auto leaks = [&](const std::string& text) {
-    return !LeaksNothing(text, cwd) || Contains(text, kTopic);
-  };
-
-  const json waited = CallAs(b_, {{"op", "wait"}, {"ids", json::array({std::stoll(id)})}});
-  ASSERT_TRUE(waited.is_object() && waited.value("ok", false)) << waited.dump();
-  ASSERT_EQ(waited["jobs"].size(), 1u) << waited.dump();
-  EXPECT_FALSE(leaks(waited.dump())) << waited.dump();
-  EXPECT_EQ(waited["jobs"][0]["spec"].value("argv_hidden", false), true) << waited.dump();
-  EXPECT_EQ(waited["jobs"][0]["state"], "completed");
-
-  const json framed = CallAs(b_, {{"op", "queue"}, {"all", true}});
-  ASSERT_TRUE(framed.is_object() && framed.value("ok", false)) << framed.dump();
-  EXPECT_FALSE(leaks(framed.dump())) << framed.dump();
-  RunResult show = As(b_, {"show", "--json", id});
-  ASSERT_EQ(show.exit_code, 0) << show.err;
-  EXPECT_FALSE(leaks(show.out)) << show.out;
-  EXPECT_EQ(json::parse(show.out)["spec"].value("notify_hidden", false), true) << show.out;
-
-  // Its owner: her own command in `wait`'s answer, and the target in `show`.
-  const json own = CallAs(a_, {{"op", "wait"}, {"ids", json::array({std::stoll(id)})}});
-  ASSERT_TRUE(own.is_object() && own.value("ok", false)) << own.dump();
-  EXPECT_TRUE(Contains(own.dump(), kSecretArg)) << own.dump();
-  EXPECT_TRUE(Contains(As(a_, {"show", "--json", id}).out, kTopic));
 }
 
 // Without a daemon: `gpulane run`'s lease file is world-readable (the lease directory is 1777), so

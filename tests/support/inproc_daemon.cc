@@ -7,6 +7,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
+
 #include "proto/wire.h"
 #include "store/job_store.h"
 #include "support/harness.h"
@@ -80,6 +82,7 @@ void InProcDaemonTest::SetUp() {
 
 void InProcDaemonTest::TearDown() {
   daemon_.reset();
+  if (capturing_log_) ::testing::internal::GetCapturedStderr();
   for (auto& [id, fd] : locks_) close(fd);
   sigprocmask(SIG_SETMASK, &saved_mask_, nullptr);
   std::error_code ec;
@@ -114,36 +117,77 @@ void InProcDaemonTest::Turn(int turns) {
   for (int i = 0; i < turns; ++i) daemon_->Step(0);
 }
 
-json InProcDaemonTest::Call(const daemon::Peer& peer, json request) {
-  request["v"] = proto::kVersion;
+std::vector<std::string> InProcDaemonTest::Exchange(const daemon::Peer& peer, const std::string& out, bool streamed) {
   int ends[2];
   EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, ends), 0);
-  std::string out;
-  proto::AppendFrame(request, out);
-  EXPECT_EQ(write(ends[0], out.data(), out.size()), static_cast<ssize_t>(out.size())) << "a request fits the socket's buffer";
+  std::size_t sent = 0;
   daemon_->AddConnection(ends[1], peer);
   proto::FrameReader reader(std::size_t{1} << 30);
-  std::optional<std::string> frame;
-  for (int turn = 0; turn < 1000 && !frame; ++turn) {
+  std::vector<std::string> frames;
+  // Done: the reply (one frame), or a streamed reply's header and parts up to its empty frame (a
+  // header that refuses is all there is).
+  auto done = [&] {
+    if (frames.empty()) return false;
+    if (!streamed) return true;
+    if (!json::parse(frames.front(), nullptr, false).value("ok", false)) return true;
+    return frames.size() > 1 && frames.back().empty();
+  };
+  // Turned without waiting until the reply is whole; a bound of 60 s for a daemon that never
+  // answers (a large request is parsed beside the loop, so turns alone are no bound).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!done() && std::chrono::steady_clock::now() < deadline) {
+    // What the socket's buffer takes now; a request larger than it goes on the next turns.
+    if (sent < out.size()) {
+      const ssize_t n = write(ends[0], out.data() + sent, out.size() - sent);
+      if (n > 0) sent += static_cast<std::size_t>(n);
+    }
     daemon_->Step(0);
     char buf[65536];
     for (ssize_t n; (n = read(ends[0], buf, sizeof buf)) > 0;) reader.Feed(buf, static_cast<std::size_t>(n));
     bool too_big = false;
-    frame = reader.Next(&too_big);
+    while (!done())
+      if (auto frame = reader.Next(&too_big)) frames.push_back(std::move(*frame));
+      else break;
   }
   close(ends[0]);  // the daemon closes its end on its next turns
-  if (!frame) {
-    ADD_FAILURE() << "no reply to " << request.dump() << " in 1,000 turns";
-    return json();
-  }
-  return json::parse(*frame);
+  if (!done()) ADD_FAILURE() << "no whole reply to " << out.substr(4, 300) << " in 60 s";
+  return frames;
 }
 
-std::vector<std::int64_t> InProcDaemonTest::Submit(const daemon::Peer& peer, const Submission& s, json* refused) {
+namespace {
+std::string FrameOf(json request) {
+  request["v"] = proto::kVersion;
+  std::string out;
+  proto::AppendFrame(request, out);
+  return out;
+}
+}  // namespace
+
+json InProcDaemonTest::Call(const daemon::Peer& peer, json request) {
+  std::vector<std::string> frames = Exchange(peer, FrameOf(std::move(request)), /*streamed=*/false);
+  return frames.empty() ? json() : json::parse(frames.front());
+}
+
+json InProcDaemonTest::CallRaw(const daemon::Peer& peer, const std::string& payload) {
+  const auto n = static_cast<std::uint32_t>(payload.size());
+  const std::string header = {static_cast<char>(n >> 24), static_cast<char>(n >> 16), static_cast<char>(n >> 8),
+                              static_cast<char>(n)};
+  std::vector<std::string> frames = Exchange(peer, header + payload, /*streamed=*/false);
+  return frames.empty() ? json() : json::parse(frames.front(), nullptr, false);
+}
+
+json InProcDaemonTest::CallStreamed(const daemon::Peer& peer, json request, std::string* body) {
+  std::vector<std::string> frames = Exchange(peer, FrameOf(std::move(request)), /*streamed=*/true);
+  body->clear();
+  for (std::size_t i = 1; i < frames.size(); ++i) *body += frames[i];
+  return frames.empty() ? json() : json::parse(frames.front());
+}
+
+json InProcDaemonTest::SubmitRequest(const Submission& s) const {
   store::JobSpec spec;
   spec.argv = s.argv;
   spec.cwd = dir_.string();
-  spec.env = {"PATH=/usr/bin:/bin"};
+  spec.env = s.env;
   spec.name = s.name;
   spec.request.count = s.gpus;
   spec.request.priority = s.priority;
@@ -157,7 +201,11 @@ std::vector<std::int64_t> InProcDaemonTest::Submit(const daemon::Peer& peer, con
   spec.after_any = any;
   json request = {{"op", "submit"}, {"hold", s.hold}, {"spec", store::SpecToJson(spec)}};
   if (!s.array.empty()) request["array"] = s.array;
-  json reply = Call(peer, request);
+  return request;
+}
+
+std::vector<std::int64_t> InProcDaemonTest::Submit(const daemon::Peer& peer, const Submission& s, json* refused) {
+  json reply = Call(peer, SubmitRequest(s));
   if (!reply.value("ok", false)) {
     if (refused) *refused = reply;
     else ADD_FAILURE() << "submit refused: " << reply.dump();
@@ -178,6 +226,32 @@ json InProcDaemonTest::ShowJob(std::int64_t id) {
 std::string InProcDaemonTest::State(std::int64_t id) {
   json job = ShowJob(id);
   return job.is_object() ? job.value("state", "") : "";
+}
+
+json InProcDaemonTest::Queue(const daemon::Peer& peer, const json& fields) {
+  json request = fields;
+  request["op"] = "queue";
+  json reply = Call(peer, request);
+  if (!reply.value("ok", false)) {
+    ADD_FAILURE() << "queue refused: " << reply.dump();
+    return json();
+  }
+  return reply["jobs"];
+}
+
+void InProcDaemonTest::CaptureLog() {
+  if (!capturing_log_) ::testing::internal::CaptureStderr();
+  capturing_log_ = true;
+}
+
+std::string InProcDaemonTest::Logged() {
+  if (!capturing_log_) {
+    ADD_FAILURE() << "Logged() without CaptureLog()";
+    return "";
+  }
+  std::string text = ::testing::internal::GetCapturedStderr();
+  ::testing::internal::CaptureStderr();
+  return text;
 }
 
 std::string InProcDaemonTest::StoredState(std::int64_t id) {

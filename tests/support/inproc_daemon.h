@@ -49,6 +49,7 @@ struct Submission {
   std::vector<int> array;  ///< task indices; empty: one job
   std::optional<double> time_limit_s;
   sched::Preemptible preemptible = sched::Preemptible::kNo;
+  std::vector<std::string> env = {"PATH=/usr/bin:/bin"};  ///< the submitter's environment
 };
 
 class InProcDaemonTest : public ::testing::Test {
@@ -66,13 +67,22 @@ class InProcDaemonTest : public ::testing::Test {
   void Crash();
   /// `turns` turns of the loop, none of them waiting.
   void Turn(int turns = 3);
-  /// The request's reply (the loop turned until it is there; a failed assertion after 1,000 turns).
+  /// The request's reply (the loop turned until it is there; a failed assertion after 60 s). A
+  /// request larger than the socket's buffer is written on as the daemon reads it.
   nlohmann::json Call(const daemon::Peer& peer, nlohmann::json request);
+  /// A streamed reply ("stream" in the request): its header, and in *body the parts up to its
+  /// empty frame, joined.
+  nlohmann::json CallStreamed(const daemon::Peer& peer, nlohmann::json request, std::string* body);
+  /// One frame whose payload is `payload` as it is (no "v" added: any bytes a client could send);
+  /// the reply.
+  nlohmann::json CallRaw(const daemon::Peer& peer, const std::string& payload);
 
   // ---- what a user does and sees ------------------------------------------------------------------
   /// Submits as `peer`; the ids of the reply (the job's, or the array's tasks'), or none when
   /// refused (the reply then in *refused).
   std::vector<std::int64_t> Submit(const daemon::Peer& peer, const Submission& s, nlohmann::json* refused = nullptr);
+  /// The submit request Submit sends for `s` (for a test that edits the spec as a client could).
+  nlohmann::json SubmitRequest(const Submission& s) const;
   std::int64_t SubmitOne(const Submission& s = {}) { auto ids = Submit(Root(), s); return ids.empty() ? 0 : ids.front(); }
   /// cancel, hold or release of `ids` by `peer`: the reply.
   nlohmann::json Control(const daemon::Peer& peer, const std::string& op, const std::vector<std::int64_t>& ids);
@@ -83,6 +93,15 @@ class InProcDaemonTest : public ::testing::Test {
   /// The job's state as stored in jobs.db, read through a second connection to the file ("" when
   /// it has no row): what survives a crash.
   std::string StoredState(std::int64_t id);
+  /// `gpulane queue --json` as `peer`, with the request's other fields (all, user, limit) from
+  /// `fields`: the reply's jobs (null, and a test failure, when refused).
+  nlohmann::json Queue(const daemon::Peer& peer, const nlohmann::json& fields = nlohmann::json::object());
+
+  // ---- the daemon's log -------------------------------------------------------------------------
+  /// From now on, what the daemon writes to its log (stderr) is kept for Logged() (gtest's capture).
+  void CaptureLog();
+  /// What it logged since CaptureLog (or the last Logged); the capture goes on.
+  std::string Logged();
 
   // ---- the supervisors ------------------------------------------------------------------------
   /// Ids the daemon asked the launcher to start, in order (over every daemon of the test).
@@ -114,6 +133,11 @@ class InProcDaemonTest : public ::testing::Test {
   std::vector<std::int64_t> launched_;
   std::map<std::int64_t, int> locks_;  ///< job id -> the lock descriptor this test holds as its supervisor
   sigset_t saved_mask_{};
+  bool capturing_log_ = false;
+
+ private:
+  /// Sends `request` as `peer` and turns the loop until its reply's frames are there.
+  std::vector<std::string> Exchange(const daemon::Peer& peer, const std::string& bytes, bool streamed);
 };
 
 }  // namespace gpulane::test

@@ -202,5 +202,56 @@ TEST_F(DaemonInProcUsers, ALightUsersLaterJobStartsBeforeAHeavyUsersQueuedOnes) 
   EXPECT_EQ(Launched(), (Ids{a1, alice_rest[0], b1, alice_rest[1], alice_rest[2], alice_rest[3]}));
 }
 
+// Was DaemonUsers.OtherUsersCannotTouchAJobButRootCan (two real users through the binary; the exit
+// code 9 of each refusal stays there, in DaemonExitCodes.AnotherUsersJobIs9): another user may not
+// cancel, hold, release or read the logs of a job, nor cancel by --user, and sees no environment
+// in show; each refusal is logged; the owner and root may do all of it.
+TEST_F(DaemonInProcUsers, OtherUsersCannotTouchAJobButRootCan) {
+  StartDaemon();
+  CaptureLog();
+  Submission secret{.name = "a-held", .hold = true};
+  secret.env.push_back("SECRET=s3cr3t");
+  const std::int64_t held = Submit(kAlice, secret).at(0);
+  secret.hold = false;
+  const std::int64_t done = Submit(kAlice, secret).at(0);
+  RunToEnd(done, 0);
+  // Bob: refused.
+  for (const char* op : {"cancel", "hold", "release"}) {
+    json reply = Control(kBob, op, {held});
+    EXPECT_EQ(reply.value("code", ""), "permission") << op << ": " << reply.dump();
+    EXPECT_TRUE(Contains(reply.dump(), "alice")) << op << ": " << reply.dump();
+  }
+  json logs = Call(kBob, {{"op", "logs"}, {"id", done}});
+  EXPECT_EQ(logs.value("code", ""), "permission") << logs.dump();
+  EXPECT_TRUE(Contains(logs.value("error", ""), "alice")) << logs.dump();
+  json by_user = Call(kBob, {{"op", "cancel"}, {"ids", json::array()}, {"user", "alice"}});
+  EXPECT_EQ(by_user.value("code", ""), "permission") << by_user.dump();
+  json show_b = Call(kBob, {{"op", "show"}, {"id", held}});
+  ASSERT_TRUE(show_b.value("ok", false)) << show_b.dump();
+  EXPECT_FALSE(Contains(show_b.dump(), "s3cr3t")) << "bob sees alice's environment: " << show_b.dump();
+  EXPECT_FALSE(show_b["job"]["spec"]["env"].is_array());
+  // Nothing bob tried changed the jobs; every refusal is in the daemon's log.
+  EXPECT_EQ(State(held), "held");
+  EXPECT_EQ(State(done), "completed");
+  const std::string logged = Logged();
+  EXPECT_TRUE(Contains(logged, "refused: bob (uid 1002) may not cancel job " + std::to_string(held))) << logged;
+  EXPECT_TRUE(Contains(logged, "refused: bob (uid 1002) may not read the logs of job " + std::to_string(done))) << logged;
+  // Alice: her own job.
+  EXPECT_TRUE(Contains(Call(kAlice, {{"op", "show"}, {"id", held}}).dump(), "SECRET=s3cr3t"));
+  EXPECT_TRUE(Call(kAlice, {{"op", "logs"}, {"id", done}}).value("ok", false));
+  // Root: an admin acts on every job.
+  EXPECT_TRUE(Call(Root(), {{"op", "logs"}, {"id", done}}).value("ok", false));
+  EXPECT_TRUE(Contains(Call(Root(), {{"op", "show"}, {"id", held}}).dump(), "SECRET=s3cr3t"));
+  json release = Control(Root(), "release", {held});
+  EXPECT_TRUE(release.value("ok", false)) << release.dump();
+  EXPECT_EQ(Launched(), (Ids{done, held})) << "released by root";
+  RunToEnd(held, 0);
+  EXPECT_EQ(ShowJob(held)["user"], "alice") << "released by root, still alice's";
+  const std::int64_t second = Submit(kAlice, {.hold = true}).at(0);
+  EXPECT_EQ(Control(Root(), "hold", {second}).value("code", ""), "wrong_state") << "already held";
+  EXPECT_TRUE(Control(Root(), "cancel", {second}).value("ok", false));
+  EXPECT_EQ(State(second), "cancelled");
+}
+
 }  // namespace
 }  // namespace gpulane::test
