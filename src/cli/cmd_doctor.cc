@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <set>
 #include <string>
@@ -67,9 +68,8 @@ std::optional<GpuSnapshot> CheckNvml(Report& report, const gpulane::Clock& clock
   if (!snapshot) {
     const bool no_driver = snapshot.error().kind == ErrorKind::kNoDriver;
     report.Line(Level::kFail, "nvml: " + snapshot.error().message +
-                                  (no_driver ? " - fix: install the NVIDIA driver (its libnvidia-ml.so.1), or set "
-                                               "GPULANE_NVML_LIBRARY to where it is; no GPU here: the fake GPUs of "
-                                               "README.md's demo (\"No GPU here? The demo\") set it and FAKE_NVML_STATE"
+                                  (no_driver ? " - fix: install the NVIDIA driver; no GPU here: the fake GPUs of README.md's "
+                                               "demo (\"No GPU here? The demo\") set GPULANE_NVML_LIBRARY and FAKE_NVML_STATE"
                                              : ""));
     return std::nullopt;
   }
@@ -107,6 +107,13 @@ void CheckLeaseDir(Report& report, const Config& config, const gpulane::Clock& c
   const std::string path = lease::LeaseDir::DefaultPath(config.lease_dir);
   struct stat st {};
   if (lstat(path.c_str(), &st) != 0) {
+    // Its parent writable by this user (the demo's temporary folder): the first run makes it, sticky.
+    const std::string parent = std::filesystem::path(path).parent_path().string();
+    if (!parent.empty() && access(parent.c_str(), W_OK | X_OK) == 0) {
+      report.Line(Level::kOk, fmt::format("lease directory {} does not exist yet: the first gpulane run creates it ({} "
+                                          "is writable here)", path, parent));
+      return;
+    }
     report.Line(Level::kWarn, fmt::format("lease directory {} does not exist yet: the first gpulane run creates it when it "
                                           "can - fix: for every user, as root: install -d -m 1777 {} (at boot: "
                                           "systemd-tmpfiles --create gpulane.conf)",

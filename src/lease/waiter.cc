@@ -293,7 +293,7 @@ Result<Grant> LeaseWaiter::Acquire() {
   ProcessTable& table = processes_;
   std::string last_status;
   bool first = true;
-  std::optional<double> deferred_since;
+  double deferred_since_s = -1;  // monotonic; < 0: not deferring (a plain double: GCC 12 warns on the optional)
   auto done_waiting = [&] {
     if (on_status_ && !last_status.empty()) on_status_("");
   };
@@ -313,10 +313,10 @@ Result<Grant> LeaseWaiter::Acquire() {
       if (!mine) return mine.error();
       // Requests granted in the same decision start in line order (not for --no-wait: it answers now).
       if (mine->granted && earlier_granted && !request_.no_wait) {
-        if (!deferred_since) deferred_since = env_.MonotonicS();
-        defer = env_.MonotonicS() - *deferred_since < kMaxDeferS;
+        if (deferred_since_s < 0) deferred_since_s = env_.MonotonicS();
+        defer = env_.MonotonicS() - deferred_since_s < kMaxDeferS;
       } else {
-        deferred_since.reset();
+        deferred_since_s = -1;
       }
       // Its partition closed while it waited in line: it starts nothing until it opens again.
       if (mine->granted && partition && !preemptible && !sched::IsOpen(*partition, week_now())) {

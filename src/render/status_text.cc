@@ -123,8 +123,8 @@ std::string GpuLine(const GpuDevice& d, const GpuSnapshot& s, const StatusContex
   if (holder != c.holders.end()) procs += p.Paint(fmt::format("[{}] ", Safe(holder->second)), kCyan);
   if (!c.visible.Allows(d.pci_index)) procs += p.Paint("(not in CUDA_VISIBLE_DEVICES)", kDim);
   while (!procs.empty() && procs.back() == ' ') procs.pop_back();
-  return fmt::format("{}{} {} | {} {} | {} / {} MiB | {} | {}\n", index, nvml, name, temp, util, used, total, power,
-                     procs);
+  return fmt::format("{}{} {} | {} {} | {} / {} MiB | {} |{}{}\n", index, nvml, name, temp, util, used, total, power,
+                     procs.empty() ? "" : " ", procs);  // no trailing space on a GPU without processes
 }
 
 // One line per MIG device of a GPU in MIG mode, under the GPU's: its profile (what --mig asks for),
@@ -143,8 +143,9 @@ std::string MigLines(const GpuDevice& d, const StatusContext& c, const Palette& 
     auto mib = [](const std::optional<std::uint64_t>& b) {
       return b ? fmt::format("{:>6}", BytesToMib(*b)) : std::string("     -");
     };
-    out += fmt::format("    MIG {:<9} {} | {} / {} MiB | {}\n", Safe(m.profile.value_or("?")), Safe(m.uuid),
-                       p.Paint(mib(m.memory_used_bytes), kYellow), p.Paint(mib(m.memory_total_bytes), kYellow), procs);
+    out += fmt::format("    MIG {:<9} {} | {} / {} MiB |{}{}\n", Safe(m.profile.value_or("?")), Safe(m.uuid),
+                       p.Paint(mib(m.memory_used_bytes), kYellow), p.Paint(mib(m.memory_total_bytes), kYellow),
+                       procs.empty() ? "" : " ", procs);
   }
   return out;
 }

@@ -191,6 +191,10 @@ void AnomalyDetector::ObserveJob(AnomalyChanges& changes, double now_s, const Jo
     End(changes, overuse.key);
   }
 
+  ObserveForeign(changes, j, t, base);
+}
+
+void AnomalyDetector::ObserveForeign(AnomalyChanges& changes, const JobGpuState& j, JobGpuTrack& t, const Anomaly& base) {
   std::set<std::string> seen_before;
   seen_before.swap(t.foreign_seen);
   for (const std::string& process : j.foreign) {

@@ -138,6 +138,8 @@ class AnomalyDetector {
   void Hold(AnomalyChanges& changes, double now_s, Timer& t, bool condition, double after_s, const Anomaly& a);
   void ObserveGpu(AnomalyChanges& changes, double now_s, const GpuState& g);
   void ObserveJob(AnomalyChanges& changes, double now_s, const JobGpuState& j);
+  /// Processes of others on a GPU the job holds whole, seen at two samples in a row; and their end.
+  void ObserveForeign(AnomalyChanges& changes, const JobGpuState& j, JobGpuTrack& t, const Anomaly& base);
 
   AnomalySettings s_;
   std::map<std::string, Anomaly> current_;

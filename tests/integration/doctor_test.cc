@@ -43,6 +43,22 @@ TEST(Doctor, AHealthyMachineIsAllOkButTheWarningsAndExitsZero) {
     EXPECT_TRUE(line.rfind("ok  ", 0) == 0 || line.rfind("warn  ", 0) == 0) << line;
 }
 
+// A new user's finding: in the demo (GPULANE_LEASE_DIR in a fresh temporary folder) doctor warned
+// that the lease directory did not exist and gave a root command and a boot rule as the fix, for a
+// folder the first `gpulane run` makes. Where its parent is writable here, that is said, as ok.
+TEST(Doctor, ALeaseDirectoryTheFirstRunCanMakeIsOkNotAWarningWithARootFix) {
+  FakeMachine machine(RecordedH200x2(UnusedPid()));
+  Env env = machine.env();
+  env["GPULANE_LEASE_DIR"] = (machine.dir() / "not-yet").string();
+  RunResult r = RunGpulane({"doctor"}, env);
+  const std::string line = LineWith(r.out, "ok", "lease directory");
+  EXPECT_TRUE(Contains(line, "does not exist yet: the first gpulane run creates it")) << r.out;
+  EXPECT_FALSE(Contains(r.out, "install -d")) << r.out;
+  RunResult run = RunGpulane({"run", "-g", "1", "--", "true"}, env);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_TRUE(fs::is_directory(machine.dir() / "not-yet")) << "the first run did not make it";
+}
+
 TEST(Doctor, EachProblemIsAFailOrWarnLineWithItsFix) {
   FakeMachine machine(MixedModels());
   fs::create_directories(machine.dir() / "leases");
@@ -66,8 +82,8 @@ TEST(Doctor, EachProblemIsAFailOrWarnLineWithItsFix) {
   EXPECT_EQ(r.exit_code, 16);
   EXPECT_TRUE(Contains(LineWith(r.out, "FAIL", "nvml:"), "fix: install the NVIDIA driver")) << r.out;
   // A new user's finding: without a driver, doctor did not point at the demo's fake GPUs.
-  EXPECT_TRUE(Contains(LineWith(r.out, "FAIL", "nvml:"), "no GPU here: the fake GPUs of README.md's demo (\"No GPU "
-                                                         "here? The demo\") set it and FAKE_NVML_STATE"))
+  EXPECT_TRUE(Contains(LineWith(r.out, "FAIL", "nvml:"), "no GPU here: the fake GPUs of README.md's demo (\"No GPU here? "
+                                                         "The demo\") set GPULANE_NVML_LIBRARY and FAKE_NVML_STATE"))
       << r.out;
 }
 

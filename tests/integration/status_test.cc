@@ -57,6 +57,9 @@ TEST(Status, APidNotVisibleHereIsSaidSoNotAQuestionMark) {
   ASSERT_EQ(lines.size(), 3u) << r.out;
   EXPECT_TRUE(Contains(lines[2], fmt::format("| pid {} (not visible here, 4296M)", hidden))) << lines[2];
   EXPECT_FALSE(Contains(r.out, "?:")) << r.out;
+  // A new user's finding: a GPU with no process ended its line in "| " (a stray space).
+  EXPECT_EQ(lines[1].back(), '|') << "[" << lines[1] << "]";
+  EXPECT_EQ(lines[2].back(), ')') << "[" << lines[2] << "]";
 }
 
 TEST(Status, TextIsAHeaderAndOneLinePerGpuWithUserCommandAndMemory) {
