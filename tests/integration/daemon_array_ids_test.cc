@@ -24,16 +24,6 @@ using nlohmann::json;
 
 std::string Id(std::int64_t id) { return std::to_string(id); }
 
-// `gpulane submit --array INDICES ARGS...`: the array's id (its first task's job id), or -1 and a failure.
-std::int64_t SubmitArray(const TestDaemon& d, const std::string& indices, std::vector<std::string> args) {
-  args.insert(args.begin(), {"submit", "--array", indices});
-  RunResult r = d.Gpulane(args);
-  if (r.exit_code != 0) {
-    ADD_FAILURE() << "gpulane submit --array " << indices << " failed: exit " << r.exit_code << ": " << r.err;
-    return -1;
-  }
-  return std::stoll(r.out);
-}
 
 // The queue table's line whose ID column is `id` ("" when none).
 std::string QueueLine(const std::string& table, const std::string& id) {

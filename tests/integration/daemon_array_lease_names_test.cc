@@ -25,16 +25,6 @@ namespace fs = std::filesystem;
 // that later ones stay pending in the daemon's order and say whom they wait behind.
 constexpr const char* kConfig = "[telemetry]\ninterval = \"100ms\"\n[daemon]\nmax_waiting = 1\n";
 
-// `gpulane submit --array INDICES ARGS...`: the array's id, or -1 and a failure.
-std::int64_t SubmitArray(const TestDaemon& d, const std::string& indices, std::vector<std::string> args) {
-  args.insert(args.begin(), {"submit", "--array", indices});
-  RunResult r = d.Gpulane(args);
-  if (r.exit_code != 0) {
-    ADD_FAILURE() << "gpulane submit --array " << indices << " failed: exit " << r.exit_code << ": " << r.err;
-    return -1;
-  }
-  return std::stoll(r.out);
-}
 
 TEST(DaemonArrayLeaseNames, StatusReasonsAndShowNameARunningTaskNeverByTheArraysIdThatCancelsEveryTask) {
   DaemonOptions options;

@@ -13,6 +13,7 @@
 #include <numeric>
 #include <vector>
 
+#include "support/error_reply.h"
 #include "support/daemon_fixture.h"
 #include "support/text.h"
 
@@ -21,18 +22,6 @@ namespace {
 
 using nlohmann::json;
 
-double Seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-::testing::AssertionResult IsErrorReply(const json& reply, const std::string& code, const std::string& part) {
-  const std::string error = reply.value("error", "");
-  if (reply.value("ok", true) == false && reply.value("code", "") == code && Contains(error, part) &&
-      error.find('\n') == std::string::npos && error.size() < 400)
-    return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "expected one short " << code << " line containing '" << part << "', got "
-                                       << reply.dump().substr(0, 600);
-}
 
 
 using nlohmann::json;
@@ -102,7 +91,7 @@ TEST(DaemonExpensiveRequests, AnArrayWhoseStoringWasKilledIsRemovedAtTheNextStar
   ASSERT_TRUE(submitter.SendFrame(HundredThousandTasks(d).dump()));
   // Its first part is durable once the store has it marked incomplete (read beside the daemon).
   bool storing = false;
-  for (const double deadline = Seconds() + 60; !storing && !submitter.Readable() && Seconds() < deadline;)
+  for (const double deadline = MonotonicNowS() + 60; !storing && !submitter.Readable() && MonotonicNowS() < deadline;)
     storing = CountRows(d, "incomplete_arrays") == 1;
   ASSERT_TRUE(storing) << "the array was never seen being stored";
   d.Kill9();

@@ -210,4 +210,16 @@ class TestDaemon {
   pid_t pid_ = -1;
 };
 
+/// `gpulane submit --array INDICES ARGS...`: the array's id (its first task's job id), or -1 and a
+/// failure.
+inline std::int64_t SubmitArray(const TestDaemon& d, const std::string& indices, std::vector<std::string> args) {
+  args.insert(args.begin(), {"submit", "--array", indices});
+  RunResult r = d.Gpulane(args);
+  if (r.exit_code != 0) {
+    ADD_FAILURE() << "gpulane submit --array " << indices << " failed: exit " << r.exit_code << ": " << r.err;
+    return -1;
+  }
+  return std::stoll(r.out);
+}
+
 }  // namespace gpulane::test

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "support/error_reply.h"
 #include "support/inproc_daemon.h"
 
 namespace gpulane::test {
@@ -18,18 +19,6 @@ namespace {
 
 using nlohmann::json;
 
-double Seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-::testing::AssertionResult IsErrorReply(const json& reply, const std::string& code, const std::string& part) {
-  const std::string error = reply.value("error", "");
-  if (reply.value("ok", true) == false && reply.value("code", "") == code && error.find(part) != std::string::npos &&
-      error.find('\n') == std::string::npos && error.size() < 400)
-    return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "expected one short " << code << " line containing '" << part << "', got "
-                                       << reply.dump().substr(0, 600);
-}
 
 class DaemonInProcRequests : public InProcDaemonTest {
  protected:
@@ -60,9 +49,9 @@ TEST_F(DaemonInProcRequests, FiftyThousandAfterIdsAreRefusedAndDuplicatesKeptOnc
   for (const json& deps : {json(many), json::array({fmt::format("{}_[0-99999]", first)})}) {
     json request = SubmitRequest({.hold = true});
     request["spec"]["after_ok"] = deps;
-    const double start = Seconds();
+    const double start = MonotonicNowS();
     EXPECT_TRUE(IsErrorReply(Call(Root(), request), "invalid_argument", "name more than 1000 jobs"));
-    EXPECT_LT(Seconds() - start, 2.0);
+    EXPECT_LT(MonotonicNowS() - start, 2.0);
   }
   // 1,000 tasks of an array: allowed, and the daemon stays quick (every later request used to pay
   // for the whole list again).
@@ -73,9 +62,9 @@ TEST_F(DaemonInProcRequests, FiftyThousandAfterIdsAreRefusedAndDuplicatesKeptOnc
   ASSERT_EQ(Call(Root(), waiting).value("ok", false), true);
   double worst = 0;
   for (int i = 0; i < 20; ++i) {
-    const double start = Seconds();
+    const double start = MonotonicNowS();
     ASSERT_EQ(Call(Root(), {{"op", "ping"}}).value("ok", false), true);
-    worst = std::max(worst, Seconds() - start);
+    worst = std::max(worst, MonotonicNowS() - start);
   }
   EXPECT_LT(worst, 0.5) << "seconds, the slowest ping with a job waiting on 1,000 tasks";
 }
