@@ -158,6 +158,7 @@ telemetry::AnomalyChanges Sampler::Detect(double now_s, const GpuSnapshot& snaps
 telemetry::UsageRecord Sampler::RecordOf(const LiveJob& job, double end_s) const {
   telemetry::UsageRecord r;
   r.job_id = job.lease.job_id;
+  r.job_text = job.lease.job_text;  // "12_3" for an array task, checked on read (lease/records.cc)
   r.uid = job.lease.uid;
   r.user = job.lease.user;
   r.name = lease::LabelForLease(job.lease.label);  // a hand-written lease file may hold any label: stored bounded

@@ -62,15 +62,18 @@ telemetry::JobUsage UsageFromJson(const json& j) {
 }
 
 json UsageRecordToJson(const telemetry::UsageRecord& r) {
-  return {{"job_id", r.job_id}, {"uid", r.uid},         {"user", r.user},       {"name", r.name},
+  json j = {{"job_id", r.job_id}, {"uid", r.uid},         {"user", r.user},       {"name", r.name},
           {"gpu_uuids", r.gpu_uuids}, {"gpu_indices", r.gpu_indices}, {"start_s", r.start_s}, {"end_s", r.end_s},
           {"usage", UsageToJson(r.usage)}};
+  if (!r.job_text.empty()) j["job_text"] = r.job_text;
+  return j;
 }
 
 telemetry::UsageRecord UsageRecordFromJson(const json& j) {
   telemetry::UsageRecord r;
   if (!j.is_object()) return r;
   r.job_id = j.value("job_id", "");
+  r.job_text = j.value("job_text", "");
   r.uid = j.value("uid", 0u);
   r.user = j.value("user", "");
   r.name = j.value("name", "");

@@ -47,7 +47,8 @@ constexpr const char* kSchema[] = {
     " name TEXT NOT NULL, gpu_uuids TEXT NOT NULL, gpu_indices TEXT NOT NULL, start_s REAL NOT NULL, end_s REAL NOT NULL,"
     "   /* gpu_uuids, gpu_indices: comma-separated */"
     " wait_s REAL, gpus REAL NOT NULL, gpu_s REAL NOT NULL, energy_j REAL, peak_memory_bytes INTEGER,"
-    " mean_memory_bytes REAL, mean_util_pct REAL, p10_util_pct REAL, idle_fraction REAL, samples INTEGER NOT NULL)",
+    " mean_memory_bytes REAL, mean_util_pct REAL, p10_util_pct REAL, idle_fraction REAL, samples INTEGER NOT NULL,"
+    " job_text TEXT)",  // an array task's "12_3"; NULL for other jobs (AddJobTextColumn adds it to older files)
     "CREATE INDEX IF NOT EXISTS job_usage_end ON job_usage (end_s)",
     "CREATE INDEX IF NOT EXISTS job_usage_job ON job_usage (job_id)",
     "CREATE TABLE IF NOT EXISTS events ("
@@ -55,6 +56,15 @@ constexpr const char* kSchema[] = {
     " gpu_index INTEGER, job_id TEXT NOT NULL, user TEXT NOT NULL, message TEXT NOT NULL, cleared_s REAL)",
     "CREATE INDEX IF NOT EXISTS events_time ON events (time_s)",
 };
+
+// A history file from before job_usage had job_text (2026-12-07) gets the column, NULL in its rows:
+// their array tasks keep the number they were recorded by.
+bool HasJobTextColumn(sqlite3* db) {
+  Stmt info(db, "PRAGMA table_info(job_usage)");
+  while (info.ok() && info.Step() == SQLITE_ROW)
+    if (std::strcmp(Column(info.get(), 1), "job_text") == 0) return true;
+  return false;
+}
 
 Result<sqlite3*> OpenChecked(const std::string& path) {
   sqlite3* db = nullptr;
@@ -93,6 +103,8 @@ Result<std::unique_ptr<HistoryStore>> HistoryStore::Open(const std::string& path
     if (Status s = store->Exec(pragma); !s.ok()) return s.error();
   for (const char* sql : kSchema)
     if (Status s = store->Exec(sql); !s.ok()) return s.error();
+  if (!HasJobTextColumn(store->db_))
+    if (Status s = store->Exec("ALTER TABLE job_usage ADD COLUMN job_text TEXT"); !s.ok()) return s.error();
   return store;
 }
 
@@ -198,8 +210,8 @@ Status HistoryStore::PruneRecords(double records_before_s) {
 Status HistoryStore::AddUsage(const telemetry::UsageRecord& r) {
   Stmt st(db_,
           "INSERT INTO job_usage (job_id, uid, user, name, gpu_uuids, gpu_indices, start_s, end_s, wait_s, gpus, gpu_s,"
-          " energy_j, peak_memory_bytes, mean_memory_bytes, mean_util_pct, p10_util_pct, idle_fraction, samples)"
-          " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)");
+          " energy_j, peak_memory_bytes, mean_memory_bytes, mean_util_pct, p10_util_pct, idle_fraction, samples, job_text)"
+          " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)");
   const telemetry::JobUsage& u = r.usage;
   st.Bind(1, r.job_id);
   st.Bind(2, static_cast<std::int64_t>(r.uid));
@@ -221,6 +233,8 @@ Status HistoryStore::AddUsage(const telemetry::UsageRecord& r) {
   st.BindOpt(16, u.p10_util_pct);
   st.BindOpt(17, u.idle_fraction);
   st.Bind(18, static_cast<std::int64_t>(u.samples));
+  if (r.job_text.empty()) st.BindNull(19);
+  else st.Bind(19, r.job_text);
   if (!st.ok() || st.Step() != SQLITE_DONE)
     return MakeError(ErrorKind::kIo, fmt::format("history database: cannot record job {}'s usage: {}", r.job_id,
                                                  sqlite3_errmsg(db_)));
@@ -231,7 +245,7 @@ namespace {
 
 constexpr const char* kUsageColumns =
     "job_id, uid, user, name, gpu_uuids, gpu_indices, start_s, end_s, wait_s, gpus, gpu_s,"
-    " energy_j, peak_memory_bytes, mean_memory_bytes, mean_util_pct, p10_util_pct, idle_fraction, samples, id";
+    " energy_j, peak_memory_bytes, mean_memory_bytes, mean_util_pct, p10_util_pct, idle_fraction, samples, id, job_text";
 
 // Fills `r` (reused from row to row: its strings and vectors keep their capacity) from the current row.
 void FillUsageRow(sqlite3_stmt* s, telemetry::UsageRecord& r) {
@@ -263,6 +277,7 @@ void FillUsageRow(sqlite3_stmt* s, telemetry::UsageRecord& r) {
   u.p10_util_pct = OptDouble(s, 15);
   u.idle_fraction = OptDouble(s, 16);
   u.samples = static_cast<std::uint64_t>(sqlite3_column_int64(s, 17));
+  r.job_text = Column(s, 19);
 }
 
 telemetry::UsageRecord UsageRow(sqlite3_stmt* s) {

@@ -40,6 +40,8 @@ struct Sum {
 
 }  // namespace
 
+const std::string& JobText(const UsageRecord& r) { return r.job_text.empty() ? r.job_id : r.job_text; }
+
 const char* ReportByName(ReportBy by) {
   switch (by) {
     case ReportBy::kJob: return "job";
@@ -77,11 +79,11 @@ void ReportBuilder::Add(const UsageRecord& r) {
     return;
   }
   // By job, a key of its own per record: ids of `run` (pids) come back.
-  std::string key = by_ == ReportBy::kJob ? fmt::format("{}@{}", r.job_id, state_->order.size())
+  std::string key = by_ == ReportBy::kJob ? fmt::format("{}@{}", JobText(r), state_->order.size())
                     : by_ == ReportBy::kUser ? r.user
                                              : day_of_(r.end_s);
   auto [it, added] = sums.try_emplace(key);
-  if (added) it->second.row.key = by_ == ReportBy::kJob ? r.job_id : key;
+  if (added) it->second.row.key = by_ == ReportBy::kJob ? JobText(r) : key;
   if (added && by_ == ReportBy::kJob) state_->order.push_back(key);
   it->second.Add(r, 1.0);
 }

@@ -12,7 +12,10 @@ namespace gpulane::telemetry {
 
 /// A finished job's (or `gpulane run`'s) use of GPUs, as the daemon records it when its lease ends.
 struct UsageRecord {
-  std::string job_id;  ///< "12", "12_3" (an array task), "r4121" (`gpulane run`: its pid)
+  std::string job_id;  ///< "12" (a queued job's or array task's own id), "r4121" (`gpulane run`: its pid)
+  /// An array task as people name it ("12_3", its lease's job_text): what `report --by job` shows;
+  /// "" for any other job (and for records stored before gpulane kept it): job_id names it.
+  std::string job_text;
   std::uint32_t uid = 0;
   std::string user;
   std::string name;    ///< the job's name or command line, for people
@@ -22,6 +25,9 @@ struct UsageRecord {
   double end_s = 0;
   JobUsage usage;
 };
+
+/// The job as people name it: job_text, else job_id.
+const std::string& JobText(const UsageRecord& r);
 
 enum class ReportBy { kJob, kUser, kGpu, kDay };
 

@@ -2,10 +2,12 @@
 // named it by its own job id, which for task 0 is the array's id. `gpulane status` said "leased by
 // root (job 4053)" for task 4053_0, and `gpulane cancel 4053` copied from it cancels every task;
 // a waiting job's reason said "behind root's job 4053" for the same task; `gpulane show 4053_1`
-// never found its usage (its lease said 4054). The lease names the task as people write it
+// never found its usage (its lease said 4054); `gpulane report --by job` listed the tasks' usage
+// under 4053 and 4054. The lease names the task as people write it
 // (job_text "4053_1") beside its job id, which stays the number GPULANE_JOB_ID is.
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 
@@ -20,6 +22,7 @@ namespace gpulane::test {
 namespace {
 
 namespace fs = std::filesystem;
+using nlohmann::json;
 
 // A fast sampler (usage while a task runs); one queued job at a time waiting in the lease line, so
 // that later ones stay pending in the daemon's order and say whom they wait behind.
@@ -80,7 +83,29 @@ TEST(DaemonArrayLeaseNames, StatusReasonsAndShowNameARunningTaskNeverByTheArrays
   // end before the cancel (seen in CI under ASan: cancel's exit 12, nothing left to cancel).
   EXPECT_EQ(d.Gpulane({"cancel", std::to_string(waiting), std::to_string(b)}).exit_code, 0);
   Touch(gate);
-  EXPECT_TRUE(d.WaitForState(a + 1, "completed")) << d.Log();
+  ASSERT_TRUE(d.WaitForState(a, "completed")) << d.Log();
+  ASSERT_TRUE(d.WaitForState(a + 1, "completed")) << d.Log();
+
+  // Ended, each task's usage is kept under its name: `report --by job` names the tasks as `show`
+  // and `cancel` take them (it said the array's id for task 0, a number nobody typed for task 1),
+  // and `show 12_1` still finds the task's usage in the history.
+  json rows;
+  ASSERT_TRUE(Eventually([&] {
+    RunResult r = d.Gpulane({"report", "--by", "job", "--json"});
+    if (r.exit_code != 0) return false;
+    rows = json::parse(r.out)["rows"];
+    return rows.size() >= 2;
+  }, 30)) << rows.dump();
+  auto listed = [&](const std::string& key) {
+    return std::any_of(rows.begin(), rows.end(), [&](const json& row) { return row["key"] == key; });
+  };
+  EXPECT_TRUE(listed(task0)) << rows.dump(2);
+  EXPECT_TRUE(listed(task1)) << rows.dump(2);
+  EXPECT_FALSE(listed(std::to_string(a))) << "the array's id cancels every task: " << rows.dump(2);
+  EXPECT_FALSE(listed(std::to_string(a + 1))) << "a number nobody typed: " << rows.dump(2);
+  RunResult ended = d.Gpulane({"show", task1});
+  EXPECT_TRUE(Contains(ended.out, usage)) << ended.out << ended.err;
+  EXPECT_FALSE(Contains(ended.out, "(so far)")) << ended.out;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include "store/history_store.h"
 #include "telemetry/report.h"
@@ -90,6 +91,44 @@ TEST(HistoryStore, RowsUsageAndEventsSurviveAReopen) {
   ASSERT_EQ(events->size(), 1u);
   EXPECT_EQ((*events)[0].kind, "idle");
   EXPECT_EQ((*events)[0].cleared_s, 4100);
+}
+
+// An array task's usage is kept under its name ("12_3"), which `report --by job` shows; a history
+// file from before the column gets it on open, its records read with none (named by job_id).
+TEST(HistoryStore, AnArrayTasksNameIsKeptAndAnOlderFileGetsTheColumn) {
+  TempDb tmp;
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(tmp.path().c_str(), &db), SQLITE_OK);
+    const char* old_schema =
+        "CREATE TABLE job_usage (id INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, uid INTEGER NOT NULL,"
+        " user TEXT NOT NULL, name TEXT NOT NULL, gpu_uuids TEXT NOT NULL, gpu_indices TEXT NOT NULL, start_s REAL NOT NULL,"
+        " end_s REAL NOT NULL, wait_s REAL, gpus REAL NOT NULL, gpu_s REAL NOT NULL, energy_j REAL, peak_memory_bytes INTEGER,"
+        " mean_memory_bytes REAL, mean_util_pct REAL, p10_util_pct REAL, idle_fraction REAL, samples INTEGER NOT NULL);"
+        "INSERT INTO job_usage (job_id, uid, user, name, gpu_uuids, gpu_indices, start_s, end_s, gpus, gpu_s, samples)"
+        " VALUES ('40', 1000, 'alice', 'old', 'GPU-a', '0', 10, 20, 1, 10, 3);";
+    ASSERT_EQ(sqlite3_exec(db, old_schema, nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+  }
+  auto store = HistoryStore::Open(tmp.path());
+  ASSERT_TRUE(store) << store.error().message;
+  telemetry::UsageRecord task = Record("13", "alice", 5000, 100, 50);
+  task.job_text = "12_1";
+  ASSERT_TRUE((*store)->AddUsage(task).ok());
+  auto usage = (*store)->Usage(UsageFilter{});
+  ASSERT_TRUE(usage) << usage.error().message;
+  ASSERT_EQ(usage->size(), 2u);
+  EXPECT_EQ((*usage)[0].job_id, "40");
+  EXPECT_EQ((*usage)[0].job_text, "") << "an older record has no name but its id";
+  EXPECT_EQ((*usage)[1].job_id, "13");
+  EXPECT_EQ((*usage)[1].job_text, "12_1");
+  auto rows = telemetry::Summarize(*usage, telemetry::ReportBy::kJob, [](double) { return std::string(); });
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].key, "40");
+  EXPECT_EQ(rows[1].key, "12_1") << "by job, a task is named as people write it";
+  auto by_id = (*store)->UsageOfJob("13");
+  ASSERT_TRUE(by_id && *by_id);
+  EXPECT_EQ((**by_id).job_text, "12_1");
 }
 
 TEST(HistoryStore, PrunesByAgeAndFiltersUsageByUserAndTime) {
