@@ -57,6 +57,7 @@ def settle_page_cache(path):
     --help measured on the same bytes), so every binary compared is brought to the same state."""
     fd = os.open(path, os.O_RDONLY)
     try:
+        os.fdatasync(fd)  # a file the linker just wrote has dirty pages, which DONTNEED cannot drop
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         while os.read(fd, 1 << 20):
             pass
