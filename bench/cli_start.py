@@ -2,13 +2,18 @@
 """CLI start-up: what every `CUDA_VISIBLE_DEVICES=$(gpulane pick)` and scripted `submit` pays
 before gpulane does anything (issue 25, "CLI start").
 
-    python3 bench/cli_start.py [GPULANE ...] [-n RUNS] [--instructions]
+    python3 bench/cli_start.py [GPULANE ...] [-n RUNS] [--instructions] [--work]
         (default build/gpulane, 200 runs)
 
 Runs, interleaved round by round in a shuffled order (so that load and drift hit every command
 alike): /bin/true (the floor of any command: fork, exec, exit), and for each GPULANE given
 `--version`, `--help` and `pick --help` (a real subcommand's path: its options registered and
 parsed, its help formatted, no daemon or GPU needed); `tsp -V` where task-spooler is installed.
+With --work, two commands that do their work too, per GPULANE: `pick` on the fake NVML
+(build/fake_nvml/current, the recorded 2 x H200 fixture with its processes made foreign, as
+bench/submit_rate.py; an empty config; leases on tmpfs; GPULANE_DIRECT_NVML=1, so NVML is read by
+pick itself) and `submit --hold -- true` (from the current folder) to one per-user daemon (the first GPULANE's, its state on
+tmpfs, so that the row is the client's start and round trip, not the disk's fdatasync).
 Every start is os.posix_spawn + os.wait4, stdout and stderr to /dev/null, the same for each
 command. Several GPULANE paths compare builds side by side in the same run; first each GPULANE
 file's pages are dropped from the page cache and read back sequentially (posix_fadvise: those
@@ -32,11 +37,11 @@ import tempfile
 import time
 
 
-def spawn_once(argv, devnull):
+def spawn_once(argv, devnull, env=None):
     """One fork+exec+wait: (wall ms, cpu ms, minor faults)."""
     actions = [(os.POSIX_SPAWN_DUP2, devnull, 1), (os.POSIX_SPAWN_DUP2, devnull, 2)]
     start = time.perf_counter_ns()
-    pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=actions)
+    pid = os.posix_spawn(argv[0], argv, env or os.environ, file_actions=actions)
     _, status, usage = os.wait4(pid, 0)
     wall_ms = (time.perf_counter_ns() - start) / 1e6
     if os.waitstatus_to_exitcode(status) != 0:
@@ -52,6 +57,7 @@ def settle_page_cache(path):
     --help measured on the same bytes), so every binary compared is brought to the same state."""
     fd = os.open(path, os.O_RDONLY)
     try:
+        os.fdatasync(fd)  # a file the linker just wrote has dirty pages, which DONTNEED cannot drop
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         while os.read(fd, 1 << 20):
             pass
@@ -59,11 +65,11 @@ def settle_page_cache(path):
         os.close(fd)
 
 
-def instructions(argv):
+def instructions(argv, env=None):
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "cg.out")
         r = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *argv],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
         for line in r.stderr.splitlines():
             if "Collected :" in line:
                 return int(line.split(":")[-1].strip())
@@ -75,16 +81,20 @@ def p90(values):
     return s[max(0, -(-9 * len(s) // 10) - 1)]  # nearest rank
 
 
-def commands_for(binaries):
-    commands = {"/bin/true": ["/bin/true"]}
+def commands_for(binaries, work_env=None):
+    """{name: (argv, env)}; env None: this process's."""
+    commands = {"/bin/true": (["/bin/true"], None)}
     for b in binaries:
         label = "gpulane" if len(binaries) == 1 else b
         path = os.path.abspath(b)
         for words in (["--version"], ["--help"], ["pick", "--help"]):
-            commands[f"{label} {' '.join(words)}"] = [path, *words]
+            commands[f"{label} {' '.join(words)}"] = ([path, *words], None)
+        if work_env:
+            commands[f"{label} pick"] = ([path, "pick"], dict(work_env, GPULANE_DIRECT_NVML="1"))
+            commands[f"{label} submit --hold -- true"] = ([path, "submit", "--hold", "--", "true"], work_env)
     tsp = shutil.which("tsp")
     if tsp:
-        commands["tsp -V"] = [tsp, "-V"]
+        commands["tsp -V"] = ([tsp, "-V"], None)
     return commands
 
 
@@ -93,7 +103,7 @@ def preamble(args, binaries, load_before, load_after):
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout
     lines = [f"## CLI start ({args.n} runs each, interleaved, shuffled each round)", "",
              f"`python3 bench/cli_start.py {' '.join(args.gpulane)} -n {args.n}"
-             f"{' --instructions' if args.instructions else ''}`",
+             f"{' --instructions' if args.instructions else ''}{' --work' if args.work else ''}`",
              f"on {os.uname().nodename}, {os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
              f"checkout {commit or '?'}{' (with uncommitted changes)' if dirty else ''}", ""]
     for b in binaries:
@@ -115,39 +125,58 @@ def main():
     ap.add_argument("--instructions", action="store_true", help="also count instructions (callgrind)")
     ap.add_argument("--keep-page-cache", action="store_true",
                     help="do not drop and re-read the GPULANE binaries' pages first")
+    ap.add_argument("--work", action="store_true",
+                    help="also `pick` on the fake NVML and `submit --hold -- true` to a daemon (tmpfs state)")
     args = ap.parse_args()
     if not args.gpulane:
         args.gpulane = ["build/gpulane"]
-    commands = commands_for(args.gpulane)
+    if not args.work:
+        return measure(args, commands_for(args.gpulane))
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from submit_rate import Daemon, fake_nvml_env  # the fake machine and per-user daemon of that bench
+    shm = tempfile.mkdtemp(prefix="cli-start.", dir="/dev/shm")
+    try:
+        lease_dir = os.path.join(shm, "leases")
+        os.makedirs(lease_dir, mode=0o1777)
+        daemon = Daemon(os.path.abspath(args.gpulane[0]), fake_nvml_env(shm), os.path.join(shm, "daemon"), lease_dir)
+        try:
+            return measure(args, commands_for(args.gpulane, daemon.env))
+        finally:
+            daemon.stop()
+    finally:
+        shutil.rmtree(shm, ignore_errors=True)
+
+
+def measure(args, commands):
     if not args.keep_page_cache:
         for b in args.gpulane:
             settle_page_cache(b)
     devnull = os.open(os.devnull, os.O_WRONLY)
     load_before = os.getloadavg()
     for _ in range(args.warmup):
-        for argv in commands.values():
-            spawn_once(argv, devnull)
+        for argv, env in commands.values():
+            spawn_once(argv, devnull, env)
     samples = {name: [] for name in commands}
     rng = random.Random(args.seed)
     order = list(commands)
     for _ in range(args.n):
         rng.shuffle(order)
         for name in order:
-            samples[name].append(spawn_once(commands[name], devnull))
+            samples[name].append(spawn_once(*commands[name][:1], devnull, commands[name][1]))
     load_after = os.getloadavg()
     print(preamble(args, args.gpulane, load_before, load_after))
     base = statistics.median(w for w, _, _ in samples["/bin/true"])
     print("| command | median ms | p90 ms | median over /bin/true ms | ratio to /bin/true | "
           "CPU ms (median) | minor faults (median) | instructions |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for name, argv in commands.items():
+    for name, (argv, env) in commands.items():
         wall = [w for w, _, _ in samples[name]]
         cpu = statistics.median(c for _, c, _ in samples[name])
         faults = statistics.median(f for _, _, f in samples[name])
         med = statistics.median(wall)
         ins = ""
         if args.instructions:
-            ins = instructions(argv) if shutil.which("valgrind") else "no valgrind"
+            ins = instructions(argv, env) if shutil.which("valgrind") else "no valgrind"
         print(f"| `{name}` | {med:.2f} | {p90(wall):.2f} | {med - base:+.2f} | {med / base:.2f} | "
               f"{cpu:.1f} | {faults:.0f} | {ins} |")
     return 0
