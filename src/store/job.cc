@@ -410,6 +410,7 @@ namespace {
 // What JobFromJson reads into other places than Job's own members.
 struct JobMembers {
   std::string state;
+  double submit_time_s = 0;  // "submit_time": the spec's request holds it (Job::submit_time_s)
   bool logs_unrecorded = false;
 };
 
@@ -425,7 +426,7 @@ std::string ReadJobFields(const json& j, Job& job, JobMembers& m) {
   fields("user", job.user);
   fields("state", m.state);
   fields("reason", job.reason);
-  fields("submit_time", job.submit_time);
+  fields("submit_time", m.submit_time_s);
   fields("start_time", job.start_time);
   fields("end_time", job.end_time);
   fields("exit_code", job.exit_code);
@@ -450,6 +451,7 @@ Result<Job> JobFromJson(const json& j) {
   if (!state) return bad(fmt::format("\"state\" '{}' is not a job state", m.state.substr(0, 40)));
   job.state = *state;
   if (Status spec = SpecFromJson(j["spec"], &job.spec); !spec.ok()) return bad(spec.error().message);
+  job.spec.request.submit_time_s = m.submit_time_s;  // the same as the spec's, in every version
   if (auto it = j.find("attempts"); it != j.end() && !it->is_null()) {
     auto attempts = ParseAttempts(*it);
     if (!attempts) return bad(attempts.error().message);

@@ -158,7 +158,6 @@ struct Job {
   JobSpec spec;
   JobState state = JobState::kPending;
   std::string reason;              ///< why pending/held/failed, for people
-  double submit_time = 0;          ///< seconds since the epoch
   std::optional<double> start_time, end_time;
   std::optional<int> exit_code;    ///< exit status, or 128 + signal
   std::vector<std::string> gpu_uuids;
@@ -171,6 +170,9 @@ struct Job {
   /// ("devices: GPU1 only (...)", "off", "advice-only (...)", "not applied, started with a warning:
   /// ..."; docs/security.md); "" = not recorded (not started yet, or stored before schema 9).
   std::string isolation;
+  /// When it was submitted (seconds since the epoch): its request's, the one copy, stamped once by
+  /// the daemon (daemon/ops/submit.cc); the store's submit_time column is read into it.
+  double submit_time_s() const { return spec.request.submit_time_s; }
   bool operator==(const Job&) const = default;
 };
 

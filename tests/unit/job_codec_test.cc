@@ -63,7 +63,6 @@ Job FullJob() {
   s.notify = NotifyTarget{{"end"}, "https://hooks.example/x", "text", "echo done"};
   job.state = JobState::kRunning;
   job.reason = "retry 1 of 2 after exit code 1";
-  job.submit_time = 1764580000.25;
   job.start_time = 1764580050.5;
   job.end_time = 1764580060.75;
   job.exit_code = 7;
@@ -108,7 +107,7 @@ TEST(JobCodec, EveryFieldComesBack) {
   EXPECT_TRUE(back->spec == job.spec) << SpecToJson(back->spec).dump();
   EXPECT_EQ(back->state, job.state);
   EXPECT_EQ(back->reason, job.reason);
-  EXPECT_EQ(back->submit_time, job.submit_time);
+  EXPECT_EQ(back->submit_time_s(), job.submit_time_s());
   EXPECT_EQ(back->start_time, job.start_time);
   EXPECT_EQ(back->end_time, job.end_time);
   EXPECT_EQ(back->exit_code, job.exit_code);
@@ -185,7 +184,7 @@ TEST(JobCodec, ReadsTheSpecFileOfTheEarlierVersion) {
   EXPECT_EQ(job->uid, 1000u);
   EXPECT_EQ(job->gid, 1001u);
   EXPECT_EQ(job->user, "alice");
-  EXPECT_EQ(job->submit_time, 1764580000.25);
+  EXPECT_EQ(job->submit_time_s(), 1764580000.25);
   EXPECT_EQ(job->state, JobState::kLaunching);
   EXPECT_EQ(job->reason, "retry 1 of 2 after exit code 1");
   EXPECT_EQ(job->spec.argv, (std::vector<std::string>{"python", "train.py", "\xff"}));
