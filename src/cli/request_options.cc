@@ -13,6 +13,11 @@
 #include "util/units.h"
 
 namespace gpulane::cli {
+namespace {
+
+double WallNowS() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
+
+}  // namespace
 
 void RequestOptions::Register(CLI::App* sub, RequestOptionSet set) {
   sub_ = sub;
@@ -62,7 +67,12 @@ Result<sched::Request> RequestOptions::ToRequest() const {
     r.partition = (*partition)->name;
     if (Status s = sched::ApplyPartition(**partition, r, std::nullopt); !s.ok()) return s.error();
   }
-  if (!set_.daemon_identifies) r.user = lease::UserNameOf(r.uid);
+  // A submission is stamped by the daemon as it identifies the submitter (daemon/ops/submit.cc): one
+  // stamp, by one clock. run, pick and lease are their own submission.
+  if (!set_.daemon_identifies) {
+    r.user = lease::UserNameOf(r.uid);
+    r.submit_time_s = WallNowS();
+  }
   // The machine's [limits] for this user (the daemon checks a submission again, as the peer).
   if (sched::AnyLimits(*config)) {
     const LimitsConfig limits = sched::LimitsOf(*config, r.uid, lease::UserNameOf(r.uid), GroupNamesOf(r.uid));
@@ -77,6 +87,7 @@ Result<sched::Request> RequestOptions::ToClusterRequest() const {
   auto parsed = ParseGiven();
   if (!parsed) return parsed.error();
   parsed->partition = partition_;  // the cluster's partition, as given ("" = its default)
+  parsed->submit_time_s = WallNowS();   // when this machine sent it (the cluster stamps its own)
   return parsed;
 }
 
@@ -114,7 +125,6 @@ Result<sched::Request> RequestOptions::ParseGiven() const {
   }
   r.priority = priority_;
   r.uid = static_cast<std::uint32_t>(getuid());
-  r.submit_time_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   return r;
 }
 

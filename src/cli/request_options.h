@@ -17,8 +17,9 @@ namespace gpulane::cli {
 struct RequestOptionSet {
   bool time_limit = false;  ///< --time-limit (run, submit)
   bool priority = false;    ///< --priority (submit)
-  /// The daemon takes who asks from the socket (submit): the request's user stays "" instead of
-  /// being looked up (a user database look-up per submission).
+  /// The daemon takes who asks from the socket and when (submit): the request's user stays ""
+  /// instead of being looked up (a user database look-up per submission), and its submission time
+  /// 0 (the daemon stamps it once, by its clock).
   bool daemon_identifies = false;
   /// -g 0 is a CPU-only job (run, submit): no GPU, no lease, no partition. Otherwise (pick) an error.
   bool zero_gpus = false;
@@ -28,8 +29,8 @@ class RequestOptions {
  public:
   /// Adds the options to `sub`; remembers `sub` to tell "given empty" from "not given".
   void Register(CLI::App* sub, RequestOptionSet set = {});
-  /// Checks and converts what was given. The request's uid, user and submission time are the
-  /// caller's (getuid, its login name unless daemon_identifies, now); allowed_uuids stays
+  /// Checks and converts what was given. The request's uid is the caller's (getuid), its user and
+  /// submission time too (its login name, now) unless daemon_identifies; allowed_uuids stays
   /// unresolved (nullopt) until the GPUs are known. The partition (--partition, else the machine's
   /// sched.default_partition) is checked to exist and its limits applied (sched::ApplyPartition);
   /// its GPUs and windows are the caller's to apply (cli/common.h PartitionGate).

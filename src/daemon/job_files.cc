@@ -146,31 +146,24 @@ bool JobFiles::ExecMarked() const {
 }
 
 Status JobFiles::WriteSpec(const store::Job& job) const {
-  json j = store::JobToJson(job, /*with_env=*/true);
-  j["gid"] = job.gid;
-  j["attempts"] = store::AttemptsToJson(job.attempts);  // the earlier ones: a retry's number, its log line
-  return WriteAtomically(dir_, spec_path(), j.dump(), 0600, /*sync=*/true);
+  // The reason is text for people; one quoting bytes that are not UTF-8 must still make a spec file
+  // (a strict dump would throw), so such bytes become U+FFFD. The job's bytes (argv, env, paths)
+  // are written as bytes (util/bytes_json.h).
+  const json j = store::JobToStoredJson(job);
+  return WriteAtomically(dir_, spec_path(), j.dump(-1, ' ', false, json::error_handler_t::replace), 0600, /*sync=*/true);
 }
 
 Result<store::Job> JobFiles::ReadSpec() const {
   auto text = Slurp(spec_path());
   if (!text) return MakeError(ErrorKind::kNotFound, fmt::format("no spec for job {} in {}", id_, dir_));
-  json j = json::parse(*text, nullptr, false);
-  store::Job job;
-  try {
-    job.id = j.at("id").get<std::int64_t>();
-    job.uid = j.at("uid").get<std::uint32_t>();
-    job.gid = j.at("gid").get<std::uint32_t>();
-    job.user = j.at("user").get<std::string>();
-    job.submit_time = j.at("submit_time").get<double>();
-    if (j.contains("array_index")) job.array_index = j["array_index"].get<int>();
-    if (j.contains("array_job_id")) job.array_job_id = j["array_job_id"].get<std::int64_t>();
-    if (!store::SpecFromJson(j.at("spec"), &job.spec).ok()) throw std::runtime_error("spec");
-    if (j.contains("attempts")) job.attempts = store::AttemptsFromJson(j["attempts"]);
-    if (j.contains("logs")) job.logs = store::LogsFromJson(j["logs"]);
-  } catch (const std::exception&) {
-    return MakeError(ErrorKind::kInternal, fmt::format("the spec of job {} is damaged", id_));
-  }
+  const json j = json::parse(*text, nullptr, false);
+  auto damaged = [&](const std::string& why) {
+    return MakeError(ErrorKind::kInternal, fmt::format("the spec of job {} is damaged: {}", id_, why));
+  };
+  if (j.is_discarded()) return damaged("not JSON");
+  auto job = store::JobFromJson(j);
+  if (!job) return damaged(job.error().message);
+  if (job->id != id_) return damaged(fmt::format("it names job {}", job->id));
   return job;
 }
 

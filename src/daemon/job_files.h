@@ -84,8 +84,12 @@ class JobFiles {
   std::string exec_path() const;
   std::string reserve_path() const;
 
-  /// Writes the spec (the whole job, with its environment), mode 0600, durably.
+  /// Writes the spec (the whole job, with its environment: store::JobToStoredJson), mode 0600,
+  /// durably.
   Status WriteSpec(const store::Job& job) const;
+  /// Reads it back through the same codec (store::JobFromJson), also as earlier gpulane versions
+  /// wrote it. Errors: kNotFound (no spec file); kInternal "the spec of job N is damaged: " and why
+  /// (not JSON, the member the codec could not read, or another job's id).
   Result<store::Job> ReadSpec() const;
   /// Replaces the status atomically (temp file, rename); the final "done" status is also flushed to
   /// disk (fsync of file and folder). After a power loss a job whose "running" record was lost is

@@ -127,7 +127,7 @@ void JobTable::LaunchEligible() {
     if (job.reason == kStoreUnavailableReason) job.reason.clear();
     if (cpu_only) {
       queue.push_back({id, job.spec.request.priority, false, job.spec.after_ok, job.spec.after_any,
-                       sched::PriorityOf(factor_of(job.user), now - job.submit_time, fs).value, false, true});
+                       sched::PriorityOf(factor_of(job.user), now - job.submit_time_s(), fs).value, false, true});
       return;
     }
     if (limits_.max_gpus_of) {
@@ -142,7 +142,7 @@ void JobTable::LaunchEligible() {
       job.reason = over->second;
       return;
     }
-    const double priority = sched::PriorityOf(factor_of(job.user), now - job.submit_time, fs).value;
+    const double priority = sched::PriorityOf(factor_of(job.user), now - job.submit_time_s(), fs).value;
     queue.push_back({id, job.spec.request.priority, false, job.spec.after_ok, job.spec.after_any, priority,
                      job.spec.request.preemptible != sched::Preemptible::kNo});
     queue.back().preemptions = static_cast<unsigned>(store::Preemptions(job));
@@ -203,7 +203,7 @@ void JobTable::NoteWhyWaiting(const sched::LaunchPlan& plan, const std::vector<s
     Job& job = active_.at(id);
     auto share = shares.find(job.user);
     const sched::UserShare user_share = share == shares.end() ? sched::UserShare{} : share->second;
-    const sched::JobPriority p = sched::PriorityOf(user_share.factor, now_s - job.submit_time, fs);
+    const sched::JobPriority p = sched::PriorityOf(user_share.factor, now_s - job.submit_time_s(), fs);
     if (!decided.count(id)) {
       job.reason = sched::WaitReason(job.user, user_share, p, ahead, fs.half_life_s);
       if (job.spec.request.priority != 0) job.reason = fmt::format("--priority {}, {}", job.spec.request.priority, job.reason);

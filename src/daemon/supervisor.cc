@@ -41,7 +41,7 @@ lease::WaitRequest MakeRequest(const store::Job& job, const Config& config) {
   w.request.preemptions = static_cast<unsigned>(store::Preemptions(job));  // the store's count, not the spec's word
   // Its place in line: the submission time, with the id's last digits apart for jobs submitted in
   // the same nanosecond's rounding.
-  w.seq = static_cast<std::uint64_t>(std::llround(job.submit_time * 1e9)) + static_cast<std::uint64_t>(job.id % 1000);
+  w.seq = static_cast<std::uint64_t>(std::llround(job.submit_time_s() * 1e9)) + static_cast<std::uint64_t>(job.id % 1000);
   w.inherited = InheritedGpusFrom([&](const char* name) { return exec::EnvValue(job.spec.env, name); });
   lease::ApplyConfig(config, w);
   if (geteuid() == 0) {

@@ -327,7 +327,9 @@ Result<Grant> LeaseWaiter::Acquire() {
       }
       if (mine->granted && !defer) {
         record_.started_s = env_.WallS();
-        if (ticket_.seq > 0) record_.requested_s = static_cast<double>(ticket_.seq) / 1e9;  // the ticket's time: submission
+        // A queued job's: its submission time as the daemon stamped it (its seq is that time in ns,
+        // offset by the job's id: a place key, not a time to convert back).
+        if (ticket_.seq > 0) record_.requested_s = request.submit_time_s;
         record_.time_limit_s = request.time_limit_s;
         // Preempted sched.max_preemptions_per_job times: this attempt is not preempted again.
         record_.preemptible = sched::GivesWay(request, request_.limits_config.max_preemptions_per_job);

@@ -21,6 +21,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -64,10 +65,15 @@ class FieldEncoder {
 
 /// Reads members from `in`, a JSON object; the first member of the wrong type stops it: error()
 /// then holds the line: `why` when the field list gave one (a whole line), else "malformed <op>
-/// request: \"key\" must be ...".
+/// request: \"key\" must be ..." (or, for a stored record's reader, `prefix` and the same).
 class FieldDecoder {
  public:
-  FieldDecoder(const nlohmann::json& in, std::string_view op) : in_(in), op_(op) {}
+  FieldDecoder(const nlohmann::json& in, std::string_view op) : in_(in), prefix_(fmt::format("malformed {} request: ", op)) {}
+  /// Errors read "<prefix.text>\"key\" must be ..." ("job: ", store::JobFromJson).
+  struct Prefix {
+    std::string text;
+  };
+  FieldDecoder(const nlohmann::json& in, Prefix prefix) : in_(in), prefix_(std::move(prefix.text)) {}
   template <typename T>
   void operator()(const char* key, T& value, const char* why = nullptr) {
     if (!error_.empty()) return;
@@ -82,7 +88,7 @@ class FieldDecoder {
       problem = Read(*it, value, key);
     }
     if (problem == "-") return;  // a nested message's member: its line is set
-    if (!problem.empty()) error_ = why ? std::string(why) : fmt::format("malformed {} request: {}", op_, problem);
+    if (!problem.empty()) error_ = why ? std::string(why) : prefix_ + problem;
   }
   /// "" when every member read was of its type, else the line for the first that was not.
   const std::string& error() const { return error_; }
@@ -122,7 +128,7 @@ class FieldDecoder {
     requires requires(T& t, FieldDecoder& d) { t.Fields(d); }
   std::string Read(const nlohmann::json& j, T& out, const char* key) {
     if (!j.is_object()) return fmt::format("\"{}\" must be an object", key);
-    FieldDecoder inner(j, op_);
+    FieldDecoder inner(j, Prefix{prefix_});
     out.Fields(inner);
     if (!inner.error_.empty()) error_ = inner.error_;  // the inner member's own line
     return inner.error_.empty() ? "" : "-";
@@ -148,7 +154,7 @@ class FieldDecoder {
   }
 
   const nlohmann::json& in_;
-  std::string_view op_;
+  std::string prefix_;
   std::string error_;
 };
 

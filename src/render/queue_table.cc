@@ -70,7 +70,7 @@ void AppendQueueRow(const store::Job& job, const std::vector<unsigned>& gpu_indi
   // The client copies this text to a terminal as it comes: every field a user chose (the name, the
   // reason, which may quote a command) is escaped here (util/terminal_text.h).
   fmt::format_to(std::back_inserter(out), kRow, store::JobIdText(job), EscapeForTerminal(job.user), NameColumn(job.spec.name),
-                 GpusColumn(job.spec.request), StateLabel(job.state), FormatSeconds(now - job.submit_time),
+                 GpusColumn(job.spec.request), StateLabel(job.state), FormatSeconds(now - job.submit_time_s()),
                  EscapeForTerminal(WhereOrWhy(job, gpu_indices)));
 }
 

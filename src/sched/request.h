@@ -87,6 +87,7 @@ struct Request {
   int priority = 0;            ///< higher goes first; above 0 only for admins (daemon.admin_group, root)
   double submit_time_s = 0;    ///< seconds since the epoch: its place in line among equal priorities
   std::optional<double> time_limit_s;  ///< the job is stopped after this long (SIGTERM, grace, SIGKILL)
+  bool operator==(const Request&) const = default;
 };
 
 /// The longest --mig profile name accepted ("7g.141gb" has 8 characters).

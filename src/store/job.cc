@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "proto/codec.h"
 #include "proto/request_json.h"
 #include "store/job_fields.h"
 #include "util/bytes_json.h"
@@ -107,17 +108,25 @@ json LogsToJson(const JobLogs& logs) {
   return w.Take();
 }
 
-JobLogs LogsFromJson(const json& j) {
+Result<JobLogs> ParseLogs(const json& j) {
+  if (!j.is_object()) return MakeError(ErrorKind::kInvalidArgument, "logs: must be a JSON object");
   JobLogs logs;
-  if (!j.is_object()) return logs;
-  // Paths are bytes (util/bytes_json.h); a member in neither form reads as "" (none recorded).
+  // Paths are bytes (util/bytes_json.h): a string, or {"b64": ...}.
   for (auto [key, path] : {std::pair{"stdout_path", &logs.stdout_path}, std::pair{"stderr_path", &logs.stderr_path}})
-    if (auto it = j.find(key); it != j.end() && !BytesFromJson(*it, path)) path->clear();
-  logs.stdout_offset = j.value("stdout_offset", std::uint64_t{0});
-  logs.stderr_offset = j.value("stderr_offset", std::uint64_t{0});
-  if (j.contains("stdout_end")) logs.stdout_end = j["stdout_end"].get<std::uint64_t>();
-  if (j.contains("stderr_end")) logs.stderr_end = j["stderr_end"].get<std::uint64_t>();
+    if (auto it = j.find(key); it != j.end() && !BytesFromJson(*it, path))
+      return MakeError(ErrorKind::kInvalidArgument, fmt::format("logs: \"{}\" must be a string or {{\"b64\": ...}}", key));
+  proto::FieldDecoder fields(j, proto::FieldDecoder::Prefix{"logs: "});
+  fields("stdout_offset", logs.stdout_offset);
+  fields("stderr_offset", logs.stderr_offset);
+  fields("stdout_end", logs.stdout_end);
+  fields("stderr_end", logs.stderr_end);
+  if (!fields.error().empty()) return MakeError(ErrorKind::kInvalidArgument, fields.error());
   return logs;
+}
+
+JobLogs LogsFromJson(const json& j) {
+  auto logs = ParseLogs(j);
+  return logs ? std::move(logs).value() : JobLogs{};
 }
 
 std::size_t StringBytes(const std::vector<std::string>& strings) {
@@ -321,25 +330,34 @@ json AttemptsToJson(const std::vector<JobAttempt>& attempts) {
   return out;
 }
 
-std::vector<JobAttempt> AttemptsFromJson(const json& j) {
+Result<std::vector<JobAttempt>> ParseAttempts(const json& j) {
+  if (!j.is_array()) return MakeError(ErrorKind::kInvalidArgument, "attempts: must be a list");
   std::vector<JobAttempt> out;
-  if (!j.is_array()) return out;
-  try {
-    for (const json& e : j) {
-      JobAttempt a;
-      a.state = ParseState(e.value("state", "failed")).value_or(JobState::kFailed);
-      a.reason = e.value("reason", "");
-      if (e.contains("start_time")) a.start_time = e["start_time"].get<double>();
-      if (e.contains("end_time")) a.end_time = e["end_time"].get<double>();
-      if (e.contains("exit_code")) a.exit_code = e["exit_code"].get<int>();
-      a.gpu_uuids = e.value("gpu_uuids", std::vector<std::string>{});
-      a.preempted = e.value("preempted", false);
-      out.push_back(std::move(a));
-    }
-  } catch (const json::exception&) {
-    return {};
+  for (const json& e : j) {
+    const std::string where = fmt::format("attempts[{}]: ", out.size());
+    if (!e.is_object()) return MakeError(ErrorKind::kInvalidArgument, where + "must be a JSON object");
+    JobAttempt a;
+    std::string state = StateName(a.state);
+    proto::FieldDecoder fields(e, proto::FieldDecoder::Prefix{where});
+    fields("state", state);
+    fields("reason", a.reason);
+    fields("start_time", a.start_time);
+    fields("end_time", a.end_time);
+    fields("exit_code", a.exit_code);
+    fields("gpu_uuids", a.gpu_uuids);
+    fields("preempted", a.preempted);
+    if (!fields.error().empty()) return MakeError(ErrorKind::kInvalidArgument, fields.error());
+    auto parsed = ParseState(state);
+    if (!parsed) return MakeError(ErrorKind::kInvalidArgument, where + "\"state\" is not a job state");
+    a.state = *parsed;
+    out.push_back(std::move(a));
   }
   return out;
+}
+
+std::vector<JobAttempt> AttemptsFromJson(const json& j) {
+  auto attempts = ParseAttempts(j);
+  return attempts ? std::move(attempts).value() : std::vector<JobAttempt>{};
 }
 
 json AllAttemptsToJson(const Job& job) {
@@ -368,6 +386,85 @@ json JobToJson(const Job& job, bool with_env) {
   JsonTreeWriter w;
   WriteJob(w, job, with_env);
   return w.Take();
+}
+
+json JobToStoredJson(const Job& job) {
+  json j = JobToJson(job, /*with_env=*/true);
+  j["gid"] = job.gid;
+  j["attempts"] = AttemptsToJson(job.attempts);  // the earlier ones: a retry's number, its log line
+  if (job.own_argv) j["own_argv"] = true;
+  if (job.supervisor_pid) j["supervisor_pid"] = *job.supervisor_pid;
+  if (!job.isolation.empty()) j["isolation"] = job.isolation;
+  // The logs as recorded: JobToJson's are LogsOf's, a guess for a job stored before they were.
+  if (job.logs.unrecorded) {
+    j.erase("logs");
+    j["logs_unrecorded"] = true;
+  } else {
+    j["logs"] = LogsToJson(job.logs);
+  }
+  return j;
+}
+
+namespace {
+
+// What JobFromJson reads into other places than Job's own members.
+struct JobMembers {
+  std::string state;
+  double submit_time_s = 0;  // "submit_time": the spec's request holds it (Job::submit_time_s)
+  bool logs_unrecorded = false;
+};
+
+// The members of JobFromJson that are plain values.
+std::string ReadJobFields(const json& j, Job& job, JobMembers& m) {
+  proto::FieldDecoder fields(j, proto::FieldDecoder::Prefix{"job: "});
+  fields("id", job.id);
+  fields("array_job_id", job.array_job_id);
+  fields("array_index", job.array_index);
+  fields("own_argv", job.own_argv);
+  fields("uid", job.uid);
+  fields("gid", job.gid);
+  fields("user", job.user);
+  fields("state", m.state);
+  fields("reason", job.reason);
+  fields("submit_time", m.submit_time_s);
+  fields("start_time", job.start_time);
+  fields("end_time", job.end_time);
+  fields("exit_code", job.exit_code);
+  fields("gpu_uuids", job.gpu_uuids);
+  fields("supervisor_pid", job.supervisor_pid);
+  fields("isolation", job.isolation);
+  fields("logs_unrecorded", m.logs_unrecorded);
+  return fields.error();
+}
+
+}  // namespace
+
+Result<Job> JobFromJson(const json& j) {
+  const auto bad = [](const std::string& why) { return MakeError(ErrorKind::kInvalidArgument, "job: " + why); };
+  if (!j.is_object()) return bad("must be a JSON object");
+  for (const char* key : {"id", "uid", "gid", "user", "state", "reason", "submit_time", "gpu_uuids", "spec"})
+    if (auto it = j.find(key); it == j.end() || it->is_null()) return bad(fmt::format("\"{}\" is missing", key));
+  Job job;
+  JobMembers m;
+  if (std::string why = ReadJobFields(j, job, m); !why.empty()) return MakeError(ErrorKind::kInvalidArgument, why);
+  auto state = ParseState(m.state);
+  if (!state) return bad(fmt::format("\"state\" '{}' is not a job state", m.state.substr(0, 40)));
+  job.state = *state;
+  if (Status spec = SpecFromJson(j["spec"], &job.spec); !spec.ok()) return bad(spec.error().message);
+  job.spec.request.submit_time_s = m.submit_time_s;  // the same as the spec's, in every version
+  if (auto it = j.find("attempts"); it != j.end() && !it->is_null()) {
+    auto attempts = ParseAttempts(*it);
+    if (!attempts) return bad(attempts.error().message);
+    job.attempts = std::move(attempts).value();
+  }
+  if (m.logs_unrecorded) {
+    job.logs.unrecorded = true;
+  } else if (auto it = j.find("logs"); it != j.end() && !it->is_null()) {
+    auto logs = ParseLogs(*it);
+    if (!logs) return bad(logs.error().message);
+    job.logs = std::move(logs).value();
+  }
+  return job;
 }
 
 }  // namespace gpulane::store

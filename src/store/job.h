@@ -90,6 +90,7 @@ struct JobSpec {
   int retries = 0;
   /// Where its notifications go (submit --notify with the user's [notify]); nullopt: none.
   std::optional<NotifyTarget> notify;
+  bool operator==(const JobSpec&) const = default;
 };
 
 /// The log files a job's command writes to, as its supervisor opened them (exec::OpenedLogs).
@@ -157,7 +158,6 @@ struct Job {
   JobSpec spec;
   JobState state = JobState::kPending;
   std::string reason;              ///< why pending/held/failed, for people
-  double submit_time = 0;          ///< seconds since the epoch
   std::optional<double> start_time, end_time;
   std::optional<int> exit_code;    ///< exit status, or 128 + signal
   std::vector<std::string> gpu_uuids;
@@ -170,6 +170,10 @@ struct Job {
   /// ("devices: GPU1 only (...)", "off", "advice-only (...)", "not applied, started with a warning:
   /// ..."; docs/security.md); "" = not recorded (not started yet, or stored before schema 9).
   std::string isolation;
+  /// When it was submitted (seconds since the epoch): its request's, the one copy, stamped once by
+  /// the daemon (daemon/ops/submit.cc); the store's submit_time column is read into it.
+  double submit_time_s() const { return spec.request.submit_time_s; }
+  bool operator==(const Job&) const = default;
 };
 
 /// The earlier attempts of `job` that failed: what --retry counts (an attempt requeued because its
@@ -181,8 +185,10 @@ int FailedAttempts(const Job& job);
 int Preemptions(const Job& job);
 
 /// Earlier attempts as stored (a JSON list of {state, reason, start_time, end_time, exit_code,
-/// gpu_uuids}) and back; what cannot be read reads as no attempts.
+/// gpu_uuids, preempted}) and back. Errors: kInvalidArgument naming the attempt and the member.
 nlohmann::json AttemptsToJson(const std::vector<JobAttempt>& attempts);
+Result<std::vector<JobAttempt>> ParseAttempts(const nlohmann::json& j);
+/// ParseAttempts for the store's column: what cannot be read reads as no attempts.
 std::vector<JobAttempt> AttemptsFromJson(const nlohmann::json& j);
 /// Every attempt of the job for clients (show's "attempts"): the earlier ones, then the current
 /// one once it has started or ended, each with "attempt" (0, 1, ...).
@@ -202,8 +208,11 @@ bool HasDefaultOutputPath(const Job& job);
 /// recorded them, OutputPath and ErrorPath (from offset 0).
 JobLogs LogsOf(const Job& job);
 /// Logs as stored (JSON: stdout_path, stderr_path, stdout_offset, stderr_offset, stdout_end,
-/// stderr_end) and back.
+/// stderr_end) and back. Errors: kInvalidArgument naming the member.
 nlohmann::json LogsToJson(const JobLogs& logs);
+Result<JobLogs> ParseLogs(const nlohmann::json& j);
+/// ParseLogs for the store's column and the supervisor's status file: what cannot be read reads
+/// as no logs recorded.
 JobLogs LogsFromJson(const nlohmann::json& j);
 
 /// The job's id as people write it: "12_3" for the task with array index 3 of array 12, "12" for
@@ -245,5 +254,19 @@ Status SpecFromJson(const nlohmann::json& j, JobSpec* spec, SpecLimits limits = 
 Status CheckSpecLimits(const JobSpec& spec);
 /// The job for clients (without the environment and the notification target unless `with_env`).
 nlohmann::json JobToJson(const Job& job, bool with_env);
+
+/// The whole job, every field of Job: the one codec of a job as one JSON object (the supervisor's
+/// spec file, daemon/job_files.h). JobToJson(job, true)'s members, plus what a client is not sent:
+/// "gid", the earlier "attempts", "own_argv" (when set), "supervisor_pid" (when known),
+/// "isolation" (when recorded), and "logs" as recorded (not LogsOf's guess) with
+/// "logs_unrecorded": true for a job stored before gpulane recorded log files.
+nlohmann::json JobToStoredJson(const Job& job);
+/// Reads JobToStoredJson's object back, and the spec file of earlier gpulane versions (JobToJson
+/// with the environment, "gid" and "attempts"). Required: the members every version wrote (id,
+/// uid, gid, user, state, reason, submit_time, gpu_uuids, spec); the rest when present. Members a
+/// client gets derived from the others (id_text, attempt, preemptions) are not read. Errors:
+/// kInvalidArgument "job: " and the member: missing, of the wrong type, or not readable by its own
+/// codec (SpecFromJson, ParseLogs, ParseAttempts).
+Result<Job> JobFromJson(const nlohmann::json& j);
 
 }  // namespace gpulane::store

@@ -161,7 +161,7 @@ void WriteJob(W& w, const Job& job, bool with_env, bool commands = true,
   w.Key("state");
   w.String(StateName(job.state));
   w.Key("submit_time");
-  w.Double(job.submit_time);
+  w.Double(job.submit_time_s());
   w.Key("uid");
   w.Int(job.uid);
   w.Key("user");

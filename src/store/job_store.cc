@@ -83,7 +83,9 @@ std::string ReadRowFields(sqlite3_stmt* s, Job* job, const ArraySpecLookup& arra
   if (!state) return fmt::format("its state '{}' is unknown", Text(s, 7).substr(0, 40));
   job->state = *state;
   job->reason = Text(s, 8);
-  job->submit_time = sqlite3_column_double(s, 9);
+  // The job's one submission time (Job::submit_time_s), the same as its spec's since the request
+  // was stored in the spec (the migration above copied the column into it).
+  job->spec.request.submit_time_s = sqlite3_column_double(s, 9);
   job->start_time = OptDouble(s, 10);
   job->end_time = OptDouble(s, 11);
   if (auto v = OptInt(s, 12)) job->exit_code = static_cast<int>(*v);
@@ -322,7 +324,7 @@ Result<std::vector<std::int64_t>> JobStore::Insert(std::vector<Job>& jobs, bool 
     insert.Bind(6, SpecToJson(job.spec).dump());
     insert.Bind(7, std::string(StateName(job.state)));
     insert.Bind(8, job.reason);
-    insert.Bind(9, job.submit_time);
+    insert.Bind(9, job.submit_time_s());
     insert.Bind(10, LogsToJson(job.logs).dump());
     if (insert.Step() != SQLITE_DONE) {
       Error e = DbError(db_, "database: insert job");
@@ -405,7 +407,7 @@ Result<std::int64_t> JobStore::InsertArrayPart(std::vector<Job>& tasks, const Ar
     insert.Bind(6, job.user);
     insert.Bind(7, std::string(StateName(job.state)));
     insert.Bind(8, job.reason);
-    insert.Bind(9, job.submit_time);
+    insert.Bind(9, job.submit_time_s());
     insert.Bind(10, LogsToJson(job.logs).dump());
     if (job.own_argv) insert.Bind(11, BytesListToJson(job.spec.argv).dump());
     else insert.BindNull(11);

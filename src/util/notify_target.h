@@ -17,6 +17,7 @@ struct NotifyTarget {
   std::string format = "json";      ///< "json": {"text", "content", event fields}; "text": the line alone (ntfy)
   std::string command;              ///< run with /bin/sh -c as the job's user; "" = none
   bool empty() const { return webhook.empty() && command.empty(); }
+  bool operator==(const NotifyTarget&) const = default;
 };
 
 /// The events --notify accepts.

@@ -3,6 +3,7 @@
 // dependencies and arrays, each checked as a user would: what `show` says and what was started.
 #include <gtest/gtest.h>
 
+#include "daemon/job_files.h"
 #include "store/job.h"
 #include "support/inproc_daemon.h"
 
@@ -47,6 +48,30 @@ TEST_F(DaemonInProc, ASupervisorsReportsTakeTheJobFromLaunchingToCompleted) {
   EXPECT_EQ(job["exit_code"], 3);
   EXPECT_EQ(StoredState(id), "failed");
   EXPECT_EQ(Launched(), Ids{id}) << "never started twice";
+}
+
+// The submission time is stamped once, by the daemon's clock (a client's claim is not taken), and
+// is one value wherever the job goes: show's submit_time and its request's submit_time_s, the
+// store (after a restart), and the spec file its supervisor reads.
+TEST_F(DaemonInProc, TheSubmissionTimeIsTheDaemonsOneStamp) {
+  clock_.Advance(12.375);
+  const double stamped_s = clock_.WallS();
+  json request = SubmitRequest({});
+  request["spec"]["request"]["submit_time_s"] = 5.0;  // what a client might claim
+  json reply = Call(Root(), request);
+  ASSERT_TRUE(reply.value("ok", false)) << reply.dump();
+  const std::int64_t id = reply["ids"][0].get<std::int64_t>();
+  clock_.Advance(100);
+  for (int life = 0; life < 2; ++life) {
+    json job = ShowJob(id);
+    EXPECT_EQ(job["submit_time"], stamped_s) << job.dump();
+    EXPECT_EQ(job["spec"]["request"]["submit_time_s"], stamped_s) << job.dump();
+    Restart();  // the second time round, from the store
+  }
+  ASSERT_EQ(Launched().front(), id);
+  auto spec = daemon::JobFiles(paths_.state_dir + "/jobs", id).ReadSpec();
+  ASSERT_TRUE(spec) << spec.error().message;
+  EXPECT_EQ(spec->submit_time_s(), stamped_s);
 }
 
 // ---- cancel -----------------------------------------------------------------------------------

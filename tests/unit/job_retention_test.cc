@@ -37,7 +37,7 @@ class RetentionStore : public ::testing::Test {
     job.user = "alice";
     job.spec.argv = {"true"};
     job.spec.cwd = "/home/alice";
-    job.submit_time = 1.0;
+    job.spec.request.submit_time_s = 1.0;
     return job;
   }
   // One job, ended at `end_s` in `state` (or left pending when state is kPending); its id.

@@ -35,7 +35,7 @@ Job MakeJob() {
   job.user = "alice";
   job.spec.argv = {"true"};
   job.spec.cwd = "/home/alice/proj";
-  job.submit_time = 1.0;
+  job.spec.request.submit_time_s = 1.0;
   return job;
 }
 

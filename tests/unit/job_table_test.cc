@@ -115,7 +115,7 @@ class JobTableTest : public ::testing::Test {
     job.spec.after_ok = ok;
     job.spec.after_any = any;
     job.spec.request.priority = priority;
-    job.submit_time = 1.0;
+    job.spec.request.submit_time_s = 1.0;
     return job;
   }
 
@@ -669,7 +669,7 @@ std::int64_t StoredRunning(store::JobStore& store, int retries) {
   job.spec.argv = {"false"};
   job.spec.cwd = "/tmp";
   job.spec.retries = retries;
-  job.submit_time = 1.0;
+  job.spec.request.submit_time_s = 1.0;
   std::vector<Job> jobs = {job};
   auto ids = store.Insert(jobs, false);
   EXPECT_TRUE(ids) << ids.error().message;
@@ -838,7 +838,7 @@ TEST_F(JobTableTest, AHeavyUsersPendingJobsWaitBehindALightUsersLaterOneAcrossAR
   Job of_bob = MakeJob({}, {}, 0);
   of_bob.user = "bob";
   of_bob.uid = 1001;
-  of_bob.submit_time = 2.0;
+  of_bob.spec.request.submit_time_s = 2.0;
   std::vector<Job> b = {of_bob};
   ASSERT_TRUE(store_->Insert(b, false));
   const std::int64_t b1 = b[0].id;

@@ -58,7 +58,6 @@ store::Job Minimal() {
   job.spec.request.uid = 1000;
   job.spec.request.user = "alice";
   job.spec.request.submit_time_s = 1764598365.25;
-  job.submit_time = 1764598365.25;
   return job;
 }
 
@@ -140,7 +139,6 @@ TEST(QueueJson, NumbersAsNlohmannPrintsThem) {
                    std::numeric_limits<double>::max(), std::numeric_limits<double>::denorm_min(),
                    std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
     store::Job job = Minimal();
-    job.submit_time = d;
     job.spec.request.submit_time_s = d;
     job.spec.kill_grace_s = d;
     job.start_time = -d;
@@ -217,7 +215,7 @@ TEST(QueueJson, RandomJobs) {
     job.state = static_cast<store::JobState>(rng() % 8);
     job.reason = text();
     job.user = text();
-    job.submit_time = real();
+    job.spec.request.submit_time_s = real();
     if (coin()) job.array_index.reset();
     if (coin()) job.array_job_id.reset();
     if (coin()) job.start_time = real();

@@ -13,7 +13,7 @@ store::Job Job(const std::string& name) {
   job.user = "alice";
   job.spec.argv = {"true"};
   job.spec.name = name;
-  job.submit_time = 100;
+  job.spec.request.submit_time_s = 100;
   return job;
 }
 

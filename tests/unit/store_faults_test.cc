@@ -57,7 +57,7 @@ Job MakeJob(std::uint32_t uid = 1000) {
   job.user = "alice";
   job.spec.argv = {"true"};
   job.spec.cwd = "/tmp";
-  job.submit_time = 1.0;
+  job.spec.request.submit_time_s = 1.0;
   return job;
 }
 

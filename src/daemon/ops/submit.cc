@@ -97,7 +97,6 @@ Result<Submission> CheckSubmission(const Context& ctx, SubmitQuotas& quotas, con
   job.uid = peer.uid;
   job.gid = peer.gid;
   job.user = peer.user;
-  job.submit_time = request.submit_time_s;
   job.state = req.hold ? JobState::kHeld : JobState::kPending;
   // Counted (a walk over every unfinished job, once a turn) only for a user with limits.max_queued.
   std::size_t uncounted = 0;
