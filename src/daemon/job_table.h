@@ -13,7 +13,8 @@
 // (daemon/job_files.h), a clock and a supervisor launcher (which also signals supervisors), so tests
 // drive it on a :memory: store, a temporary folder, a FakeClock and a launcher that records.
 //
-// Invariants (tested on the table itself: tests/unit/job_table_test.cc, store_faults_test.cc):
+// Invariants (tested on the table itself: tests/unit/job_table_test.cc, job_table_submit_test.cc,
+// store_faults_test.cc):
 //  1. A job is run at most once: it is stored "launching" before its supervisor starts, and a job
 //     whose supervisor reported "running" (or marked its exec) is never started again.
 //  2. An acknowledged job is durable: a submission's jobs are added, and its outcome returned (the

@@ -152,7 +152,9 @@ TEST_F(JobTableSubmitTest, ARoundOfSubmissionsIsStoredInOneTransactionWithConsec
   EXPECT_EQ(stored[1].spec.argv, (std::vector<std::string>{"second"}));
   EXPECT_EQ(stored[2].user, "bob");
   EXPECT_EQ(TableIds(), (Ids{id, id + 1, id + 2})) << "added to the table once stored";
-  EXPECT_EQ(**store_->FindSubmission(1000, "key-2"), Ids{id + 1}) << "the key stored with its jobs";
+  auto key = store_->FindSubmission(1000, "key-2");
+  ASSERT_TRUE(key && *key) << "the key stored with its jobs";
+  EXPECT_EQ(**key, Ids{id + 1});
   EXPECT_TRUE(table_->TakeScheduleNeeded()) << "new pending jobs ask for a launch decision";
 }
 
