@@ -340,7 +340,7 @@ void Daemon::Stop() {
   auto log = [this](const std::string& line) { Log(line); };
   if (line_dir_) line_dir_->RemoveLineShares();  // no stale order once nobody keeps it current
   // Arrays being stored are finished first (a second at most, for 100,000 tasks) and answered.
-  while (!arrays_.empty())
+  while (jobs_->storing_arrays())
     if (RunGuarded("storing arrays", [&] { StoreArrayParts(3600); }, log)) FailArrays();
   while (!cancels_.empty())  // and cancels in progress (a few seconds at most for 300,000 jobs)
     if (RunGuarded("cancelling in parts", [&] { CancelSlices(3600); }, log)) FailCancels();

@@ -31,6 +31,7 @@
 #include "daemon/paths.h"
 #include "daemon/peer.h"
 #include "daemon/settings.h"
+#include "daemon/submission.h"
 #include "daemon/web_child.h"
 #include "gpu/backend.h"
 #include "lease/lease_dir.h"
@@ -61,7 +62,7 @@ struct Connection {
   /// A streamed reply being sent (queue_stream.h); requests behind it wait until it is done.
   std::shared_ptr<QueueStream> stream;
   /// An array submission or a large cancel of this connection is being stored (part by part,
-  /// Daemon::StoreArrayParts, Daemon::CancelSlices): requests behind it wait until it is answered.
+  /// JobTable::StoreArrayPart, Daemon::CancelSlices): requests behind it wait until it is answered.
   bool storing = false;
   /// Its last frame is being parsed off the loop (ParseWorker): requests behind it wait.
   bool parsing = false;
@@ -182,12 +183,18 @@ class Daemon : private ops::JobViews, private ops::SubmitQuotas {
   void Handle(Connection& c, const proto::ReleaseRequest& req);
   /// StartInParts of the jobs `chosen` (or its error answered).
   void StartChosen(Connection& c, Result<ops::Chosen> chosen, PartsOp op);
+  // Submissions (submit_replies.cc): the job table stores them (JobTable::Submit, StoreArrayPart);
+  // the daemon keeps the round and answers the outcomes.
+  /// Hands the round of submissions read in this turn to the job table (one transaction) and
+  /// answers each one whose outcome is known.
   void CommitSubmissions();
-  // Arrays stored part by part (array_submit.cc).
-  /// Stores parts of the arrays being submitted, oldest first, for about `budget_s` seconds (one
-  /// part at least); answers each array's client once its last part is stored (or a part failed,
-  /// when what was stored of it is removed) and then handles the requests behind it.
+  /// Has the job table store parts of the arrays being submitted, oldest first, for about
+  /// `budget_s` seconds (one part at least); answers each array's client once its last part is
+  /// stored (or a part failed) and then handles the requests behind it.
   void StoreArrayParts(double budget_s);
+  /// Answers each outcome's connection (if it is still there) and writes the reply out at once;
+  /// an array's connection reads its next requests again (ResumeAfterArray).
+  void AnswerSubmissions(const std::vector<SubmitOutcome>& outcomes);
   /// Answers connection `fd` if it is still connection `serial`, and writes the reply out.
   void AnswerConnection(int fd, std::uint64_t serial, const nlohmann::json& reply);
   /// Connection `fd` (if still `serial`) has had its array submission answered: the requests
@@ -239,26 +246,6 @@ class Daemon : private ops::JobViews, private ops::SubmitQuotas {
   std::map<std::uint32_t, std::size_t> connections_of_uid_;  ///< open connections by peer uid
   std::map<std::string, std::size_t> refused_;               ///< connections refused since the last tick, by reason (logged then)
   std::size_t buffered_bytes_ = 0;                          ///< request bytes all readers hold (Connection::buffered)
-  struct PendingSubmit {
-    int fd;
-    std::uint64_t serial;          ///< Connection::serial
-    std::vector<store::Job> jobs;  ///< for an array: one, the template of its tasks
-    bool array;
-    std::string key;               ///< the client's idempotency key ("" without one)
-    std::vector<int> indices;      ///< an array's task indices
-    /// submit --array-file: each task's own command, by position in `indices` (empty: the spec's)
-    std::vector<store::SharedList<std::string>> task_argv;
-  };
-  /// An array submission being stored in parts of kArrayPartTasks, one transaction a part: a
-  /// 100,000-task array holds the loop a few milliseconds a turn, not a second.
-  struct ArrayInProgress {
-    PendingSubmit sub;
-    std::int64_t array_job_id = 0;  ///< 0 until its first part is stored
-    /// The tasks stored so far, by id: spliced into the job table at the end (JobTable::AddAll).
-    std::map<std::int64_t, store::Job> tasks;
-    /// Connections that submitted it again with its idempotency key meanwhile (fd, serial).
-    std::vector<std::pair<int, std::uint64_t>> repeats;
-  };
   static constexpr std::size_t kCancelPartJobs = 1000;
   static constexpr double kCancelTurnBudgetS = 0.02;  ///< parts done in one turn, at most about this long
   /// The cancels, holds and releases in progress, oldest first (one after the other, in the
@@ -287,9 +274,7 @@ class Daemon : private ops::JobViews, private ops::SubmitQuotas {
   static constexpr double kLoadTurnBudgetS = 0.02;
   double load_retry_at_s_ = 0;  ///< monotonic seconds before which a refused part is not tried again
   std::string load_error_;      ///< the last refused part's error (logged when it changes)
-  static constexpr std::size_t kArrayPartTasks = 250;
   static constexpr double kArrayTurnBudgetS = 0.003;  ///< array parts stored in one turn, at most about this long
-  std::deque<ArrayInProgress> arrays_;                  ///< oldest first
   std::uint64_t next_serial_ = 1;                       ///< the next Connection::serial
   std::vector<std::pair<int, std::uint64_t>> resume_;  ///< ResumeAfterArray's connections (fd, serial)
   /// Frames larger than kParseInLoopBytes are parsed here, off the loop (while the bytes it holds
@@ -321,9 +306,9 @@ class Daemon : private ops::JobViews, private ops::SubmitQuotas {
   void PruneFinished();
   std::vector<std::pair<std::int64_t, std::int64_t>> SparedByDependencies();
   Retention retention_;
-  /// Queues array submission `sub` to be stored by StoreArrayParts.
-  void StartArray(PendingSubmit&& sub);
-  std::vector<PendingSubmit> submits_;                  ///< acknowledged after the group commit
+  /// The submissions read in this turn, for the group commit (CommitSubmissions); answered once
+  /// the job table has stored them.
+  std::vector<Submission> submits_;
   std::map<std::uint32_t, LimitsConfig> limits_of_uid_;  ///< LimitsOfUid's cache
   std::optional<std::map<std::uint32_t, std::size_t>> unfinished_of_uid_;  ///< UnfinishedOf's count for this turn
   struct Waiter {

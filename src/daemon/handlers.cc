@@ -1,9 +1,9 @@
 // The daemon's side of its requests: the one dispatch (a request read into its type by
 // proto::ParseRequest, handed to its handler with std::visit), and what belongs to connections
-// and the loop: the group commit of submissions, streamed listings, parked waits, the sampler's
-// questions. The handlers themselves are free functions in daemon/ops/. Identity is the
-// connection's peer (SO_PEERCRED), never a field of the request; users act on their own jobs,
-// root and daemon.admin_group on all.
+// and the loop: the round of submissions (stored by the job table, answered in
+// submit_replies.cc), streamed listings, parked waits, the sampler's questions. The handlers
+// themselves are free functions in daemon/ops/. Identity is the connection's peer (SO_PEERCRED),
+// never a field of the request; users act on their own jobs, root and daemon.admin_group on all.
 #include <signal.h>
 #include <unistd.h>
 
@@ -61,7 +61,7 @@ void Daemon::HandleParsedRequest(Connection& c, const json& req) {
   // Replies go out in the order of the requests: a submission of this connection still waiting
   // for its group commit is committed (and answered) before anything else is answered.
   const bool submit = parsed && std::holds_alternative<proto::SubmitRequest>(*parsed);
-  if (!submit && std::any_of(submits_.begin(), submits_.end(), [&](const PendingSubmit& s) { return s.fd == c.fd; }))
+  if (!submit && std::any_of(submits_.begin(), submits_.end(), [&](const Submission& s) { return s.from.fd == c.fd; }))
     CommitSubmissions();
   if (!parsed) return Reply(c, Err(parsed.error().kind, parsed.error().message));
   // While the jobs load at the start, only ping is answered (with how far it is): the other
@@ -103,8 +103,8 @@ void Daemon::Handle(Connection& c, const proto::SubmitRequest& req) {
   if (!sub) return Reply(c, Err(sub.error().kind, sub.error().message));
   // An array is answered once all its parts are stored: the requests behind it wait (ReadFrom).
   if (sub->array) c.storing = true;
-  submits_.push_back({c.fd, c.serial, std::move(sub->jobs), sub->array, std::move(sub->key), std::move(sub->indices),
-                      std::move(sub->task_argv)});
+  sub->from = {c.fd, c.serial};
+  submits_.push_back(std::move(sub).value());
 }
 
 void Daemon::Handle(Connection& c, const proto::QueueRequest& req) {
@@ -158,130 +158,9 @@ std::size_t& Daemon::UnfinishedOf(std::uint32_t uid) {
   if (!unfinished_of_uid_) {
     unfinished_of_uid_.emplace();
     for (const auto& [id, job] : jobs_->active()) ++(*unfinished_of_uid_)[job.uid];
-    for (const ArrayInProgress& a : arrays_) (*unfinished_of_uid_)[a.sub.jobs.front().uid] += a.sub.indices.size();
+    jobs_->CountStoringTasks(*unfinished_of_uid_);
   }
   return (*unfinished_of_uid_)[uid];
-}
-
-void Daemon::CommitSubmissions() {
-  if (submits_.empty()) {
-    unfinished_of_uid_.reset();
-    return;
-  }
-  // Held submissions cannot start anything: no need to walk the queue for them afterwards.
-  bool any_runnable = false;
-  for (const auto& sub : submits_)
-    for (const auto& job : sub.jobs) any_runnable = any_runnable || job.state != JobState::kHeld;
-  // Group commit: every submission read in this round goes into one transaction (one fsync);
-  // arrays each need their own to number their tasks, so they commit separately. Each reply is
-  // written as soon as its commit is durable, not after the rest of the loop's turn (which may
-  // walk the whole queue to launch jobs).
-  auto answer = [this](int fd, const json& reply) {
-    auto it = connections_.find(fd);
-    if (it == connections_.end()) return;
-    Reply(it->second, reply);
-    WriteTo(it->second);
-  };
-  auto accepted = [](const std::vector<std::int64_t>& ids, bool array, bool repeated) {
-    proto::SubmitReply reply{ids, std::nullopt, std::nullopt};
-    if (array) reply.array_job_id = ids.front();
-    if (repeated) reply.repeated = true;
-    return proto::ReplyToJson(reply);
-  };
-  // Idempotency keys: a key stored before gets that submission's ids, and nothing is queued; one
-  // repeated within this round gets the ids of its first submission once that is stored.
-  std::map<std::pair<std::uint32_t, std::string>, std::size_t> first_of_key;  // -> index in submits_
-  std::vector<std::optional<std::size_t>> repeat_of(submits_.size());
-  std::vector<std::optional<std::vector<std::int64_t>>> stored_ids(submits_.size());
-  std::vector<bool> skip(submits_.size(), false);
-  for (std::size_t i = 0; i < submits_.size(); ++i) {
-    PendingSubmit& sub = submits_[i];
-    if (sub.key.empty()) continue;
-    const auto key = std::pair{sub.jobs.front().uid, sub.key};
-    if (auto first = first_of_key.find(key); first != first_of_key.end()) {
-      repeat_of[i] = first->second;
-      skip[i] = true;
-      continue;
-    }
-    // The first submission with this key is an array still being stored: answered with it.
-    if (auto storing = std::find_if(arrays_.begin(), arrays_.end(), [&](const ArrayInProgress& a) {
-          return a.sub.jobs.front().uid == key.first && a.sub.key == key.second;
-        });
-        storing != arrays_.end()) {
-      storing->repeats.emplace_back(sub.fd, sub.serial);
-      skip[i] = true;
-      continue;
-    }
-    auto found = store_->FindSubmission(key.first, key.second);
-    if (!found) {
-      answer(sub.fd, Err(ErrorKind::kIo, "the job could not be stored: " + found.error().message));
-      if (sub.array) ResumeAfterArray(sub.fd, sub.serial);
-      skip[i] = true;
-    } else if (*found && !(*found)->empty()) {
-      Log(fmt::format("submission of {} with a known idempotency key: answered with job {} again", sub.jobs.front().user,
-                      (*found)->front()));
-      answer(sub.fd, accepted(**found, sub.array, true));
-      if (sub.array) ResumeAfterArray(sub.fd, sub.serial);
-      skip[i] = true;
-    } else {
-      first_of_key.emplace(key, i);
-    }
-  }
-  auto key_of = [&](std::size_t i, std::size_t first) {
-    const PendingSubmit& sub = submits_[i];
-    return store::SubmissionKey{sub.jobs.front().uid, sub.key, first, sub.jobs.size()};
-  };
-  std::vector<Job> batch;
-  std::vector<std::pair<std::size_t, std::size_t>> owners;  // index in submits_, count
-  std::vector<store::SubmissionKey> batch_keys;
-  auto flush_batch = [&]() {
-    if (batch.empty()) return;
-    auto ids = store_->Insert(batch, false, batch_keys);
-    jobs_->NoteWrite(ids ? Status::Ok() : Status(ids.error()));
-    std::size_t k = 0;
-    for (auto& [index, count] : owners) {
-      if (ids) stored_ids[index] = std::vector<std::int64_t>(ids->begin() + k, ids->begin() + k + count);
-      answer(submits_[index].fd, ids ? accepted(*stored_ids[index], false, false)
-                                     : Err(ErrorKind::kIo, "the job could not be stored: " + ids.error().message));
-      k += count;
-    }
-    if (ids)
-      for (auto& job : batch) jobs_->Add(std::move(job));
-    batch.clear();
-    owners.clear();
-    batch_keys.clear();
-  };
-  for (std::size_t i = 0; i < submits_.size(); ++i) {
-    if (skip[i]) continue;
-    PendingSubmit& s = submits_[i];
-    if (s.array) {
-      // Stored part by part from this turn on (StoreArrayParts); a repeat of its key in this round
-      // waits with it.
-      const std::size_t queued = arrays_.size();
-      StartArray(std::move(s));
-      for (std::size_t j = i + 1; j < submits_.size(); ++j)
-        if (repeat_of[j] == i) {
-          arrays_[queued].repeats.emplace_back(submits_[j].fd, submits_[j].serial);
-          repeat_of[j].reset();
-        }
-      continue;
-    }
-    if (!s.key.empty()) batch_keys.push_back(key_of(i, batch.size()));
-    owners.emplace_back(i, s.jobs.size());
-    for (auto& job : s.jobs) batch.push_back(std::move(job));
-  }
-  flush_batch();
-  for (std::size_t i = 0; i < submits_.size(); ++i) {
-    if (!repeat_of[i]) continue;
-    const auto& ids = stored_ids[*repeat_of[i]];
-    answer(submits_[i].fd, ids ? accepted(*ids, submits_[i].array, true)
-                               : Err(ErrorKind::kIo, "the job could not be stored (its first submission with this "
-                                                     "idempotency key was not stored either)"));
-    if (submits_[i].array) ResumeAfterArray(submits_[i].fd, submits_[i].serial);
-  }
-  if (any_runnable) schedule_needed_ = true;
-  submits_.clear();
-  unfinished_of_uid_.reset();  // counted afresh in the next turn that has a submission
 }
 
 void Daemon::AskSampler(Connection& c, const proto::SamplerRequest& req) {

@@ -1,6 +1,7 @@
 // The job table's bookkeeping, its store writes and what supervisors' status files say (the launch
-// decision is in jobs.cc, cancels and holds in job_table_control.cc, GPU use and fair share in
-// job_table_usage.cc, loading at start in job_table_load.cc).
+// decision is in jobs.cc, submissions in job_table_submit.cc, cancels and holds in
+// job_table_control.cc, GPU use and fair share in job_table_usage.cc, loading at start in
+// job_table_load.cc).
 #include "daemon/job_table.h"
 
 #include <signal.h>

@@ -1,8 +1,9 @@
 #pragma once
 // The daemon's table of unfinished jobs: the one owner of job state. Nothing else changes a job's
-// state or fields, writes its row after submission, or signals its supervisor; the daemon and the
-// request handlers (daemon/ops/) read active() and drive the table by its events:
-//   submitted        Add, AddAll (the job is stored already)
+// state or fields, writes its row (from its submission on), or signals its supervisor; the daemon
+// and the request handlers (daemon/ops/) read active() and drive the table by its events:
+//   submitted        Submit (a round of submissions: one transaction), StoreArrayPart (an array, in
+//                    parts); each returns what became of its submissions (daemon/submission.h)
 //   cancelled        BeginParts, CancelPart, EndParts (a cancel in parts); CancelIdle (telemetry)
 //   held, released   BeginParts, HoldPart, EndParts
 //   status changed   ImportStatus (a supervisor's status file, inotify)
@@ -12,11 +13,13 @@
 // (daemon/job_files.h), a clock and a supervisor launcher (which also signals supervisors), so tests
 // drive it on a :memory: store, a temporary folder, a FakeClock and a launcher that records.
 //
-// Invariants (tested on the table itself: tests/unit/job_table_test.cc, store_faults_test.cc):
+// Invariants (tested on the table itself: tests/unit/job_table_test.cc, job_table_submit_test.cc,
+// store_faults_test.cc):
 //  1. A job is run at most once: it is stored "launching" before its supervisor starts, and a job
 //     whose supervisor reported "running" (or marked its exec) is never started again.
-//  2. An acknowledged job is durable: only stored jobs are added, and an end stays in the table,
-//     files and all, until it is stored.
+//  2. An acknowledged job is durable: a submission's jobs are added, and its outcome returned (the
+//     daemon's reply), only once the transaction that stores them has committed; a refused one adds
+//     nothing. An end stays in the table, files and all, until it is stored.
 //  3. A state change is stored before it is announced: a part of a cancel, hold or release is
 //     written in one transaction before its jobs change here, before it is logged and before the
 //     daemon answers; a part the store refuses changes nothing and signals nobody. An idle cancel's
@@ -34,6 +37,7 @@
 // FlushDirty writes them again on every later turn, nothing new is launched meanwhile, and
 // StoreTroubleLine() says so for `status` and `queue` until a write succeeds.
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -46,6 +50,7 @@
 #include "daemon/job_files.h"
 #include "daemon/launcher.h"
 #include "daemon/parts_op.h"
+#include "daemon/submission.h"
 #include "sched/fairshare.h"
 #include "sched/launch.h"
 #include "store/job_store.h"
@@ -147,12 +152,32 @@ class JobTable {
   const std::optional<RecoverProgress>& loading() const { return recover_; }
   static constexpr std::size_t kRecoverPartRows = 5000;
 
-  /// A new job, already stored (it has its id).
-  void Add(store::Job job);
-  /// New jobs, already stored, by id (an array's tasks): their map nodes are spliced in, not
-  /// copied or moved (added one by one, 100,000 tasks held the daemon's loop for one long turn). Ids in
-  /// `jobs` already in the table stay in `jobs`.
-  void AddAll(std::map<std::int64_t, store::Job>& jobs);
+  // ---- Submissions: the submitted event (job_table_submit.cc) ---------------------------------
+  /// One round of submissions (those the daemon read in one turn of the loop); their jobs are
+  /// moved out of `round`. Idempotency keys first (per uid): a key stored before answers with its
+  /// submission's ids and stores nothing (logged); one repeated within the round answers with the
+  /// ids of its first submission once that is stored; one of an array being stored waits for it.
+  /// Then every other plain submission goes into one transaction (one fsync: consecutive ids in
+  /// the round's order, with their keys), and only once it has committed are their jobs added; a
+  /// refused transaction adds nothing and fails each of them. Arrays are queued for
+  /// StoreArrayPart. Returns the outcome of each submission known now, in the round's order.
+  std::vector<SubmitOutcome> Submit(std::span<Submission> round);
+  /// Stores the next part (kArrayPartTasks tasks, one transaction) of the oldest array being
+  /// stored. The array's ids are reserved with its first part and its tasks unseen until its last
+  /// (store::JobStore::InsertArrayPart); only then are they added here, and the outcomes of the
+  /// array and of the submissions that repeated its key returned. A refused part ends the array:
+  /// what was stored of it is removed (else at the next start) and each of them fails.
+  std::vector<SubmitOutcome> StoreArrayPart();
+  /// Storing the oldest array threw (std::bad_alloc): it is given up as a refused part is, each of
+  /// its submissions failing with `why`.
+  std::vector<SubmitOutcome> AbandonArray(const Error& why);
+  /// True while arrays are being stored (StoreArrayPart has work).
+  bool storing_arrays() const { return !arrays_.empty(); }
+  /// Adds the tasks of the arrays being stored to their users' counts (`by_uid`: unfinished jobs).
+  void CountStoringTasks(std::map<std::uint32_t, std::size_t>& by_uid) const;
+  /// Tasks an array part stores in one transaction: a 100,000-task array holds the loop a few
+  /// milliseconds a turn, not a second (issue 9, item 5).
+  static constexpr std::size_t kArrayPartTasks = 250;
   /// The ids in active() of user `uid`'s jobs (an index kept with active(): a listing of one
   /// user's jobs never walks everyone's).
   const std::set<std::int64_t>& IdsOfUid(std::uint32_t uid) const;
@@ -214,8 +239,6 @@ class JobTable {
   /// Idle cancels that waited for their reason to be stored signal their supervisors then.
   void FlushDirty();
 
-  /// Records the outcome of a store write made outside the table (a submission).
-  void NoteWrite(const Status& written);
   /// Since when, and why, store writes fail; nullopt while they succeed.
   const std::optional<StoreTrouble>& store_trouble() const { return trouble_; }
   /// Job changes that are not stored yet (waiting for the store).
@@ -252,6 +275,35 @@ class JobTable {
   bool TakeScheduleNeeded() { return std::exchange(schedule_needed_, false); }
 
  private:
+  /// A new job, stored (it has its id).
+  void Add(store::Job job);
+  /// New jobs, stored, by id (an array's tasks): their map nodes are spliced in, not copied or
+  /// moved (added one by one, 100,000 tasks held the daemon's loop for one long turn). Ids in
+  /// `jobs` already in the table stay in `jobs`.
+  void AddAll(std::map<std::int64_t, store::Job>& jobs);
+  /// Records the outcome of a store write (the trouble line, the retries' pace).
+  void NoteWrite(const Status& written);
+  // Submit's steps (job_table_submit.cc), on the round's working state.
+  struct SubmitRound;
+  /// The idempotency keys of the round: repeats answered or paired with their first.
+  void SortKeys(std::span<Submission> round, SubmitRound& r);
+  /// Sets aside the arrays of the round (with the repeats of their keys) for StoreArrayPart.
+  void QueueArrays(std::span<Submission> round, SubmitRound& r);
+  /// Stores the round's plain submissions in one transaction and adds their jobs.
+  void CommitPlain(std::span<Submission> round, SubmitRound& r);
+  /// An array being stored in parts, one transaction a part.
+  struct ArrayInProgress {
+    Submission sub;
+    std::int64_t array_job_id = 0;  ///< 0 until its first part is stored
+    /// The tasks stored so far, by id: spliced into the table at the end (AddAll).
+    std::map<std::int64_t, store::Job> tasks;
+    /// Submissions that repeated its idempotency key meanwhile.
+    std::vector<Submitter> repeats;
+  };
+  /// The front array's next part's tasks, made from its template.
+  std::vector<store::Job> NextArrayPart(const ArrayInProgress& a) const;
+  /// The outcome of the front array and of its repeats (`result`), and the array popped.
+  std::vector<SubmitOutcome> EndArray(std::variant<SubmitStored, SubmitRepeated, SubmitFailed> result);
   /// Ends a job: records it (unless it is stored already, `stored`), forgets its files, logs it and
   /// removes it from the table. `job` must be in the table. `files`: false when the job is known
   /// to have no files in jobs_dir (a cancel in parts lists the folder once instead of five
@@ -328,6 +380,7 @@ class JobTable {
   JobTableLimits limits_;
   LogSink log_;
   std::map<std::int64_t, store::Job> active_;           ///< every unfinished job
+  std::deque<ArrayInProgress> arrays_;                  ///< arrays being stored, oldest first
   /// The ids in active_ of jobs not held (pending, launching, running; also ended ones whose end
   /// is not stored yet): kept by Add, AddAll, Recover, MarkDirty, HoldPart and Forget.
   std::set<std::int64_t> unheld_;

@@ -373,7 +373,7 @@ void Daemon::Tick() {
 void Daemon::CheckConnections(double now) {
   std::set<int> busy;  // a request under way: a wait, or a submission before its commit
   for (const auto& w : waiters_) busy.insert(w.fd);
-  for (const auto& s : submits_) busy.insert(s.fd);
+  for (const auto& s : submits_) busy.insert(s.from.fd);
   std::vector<int> stalled;
   for (auto& [fd, c] : connections_) {
     // A client that takes none of its reply for the idle time-out is dropped with it.
@@ -446,7 +446,7 @@ void Daemon::LoopTurn(double max_wait_s) {
   }
   // Arrays being stored, cancels in parts, retention's slices and connections to resume do not
   // wait: poll only looks.
-  const bool more_now = !arrays_.empty() || !resume_.empty() || !cancels_.empty() || retention_.more ||
+  const bool more_now = jobs_->storing_arrays() || !resume_.empty() || !cancels_.empty() || retention_.more ||
                         (jobs_->loading() && clock_.MonotonicS() >= load_retry_at_s_);
   // With no connection (whose timeouts a turn checks) and nothing loading, nothing is due between
   // events but the tick: wait for it, so an idle daemon wakes once a tick, not four times
@@ -471,7 +471,7 @@ void Daemon::LoopTurn(double max_wait_s) {
   // After the reads: connections that clients closed meanwhile no longer count against the caps.
   if (fds[0].revents & POLLIN) RunGuarded("accepting connections", [&] { Accept(); }, log);
   RunGuarded("keeping to the request memory budget", [&] { EnforceBufferBudget(); }, log);
-  // A few milliseconds of array parts a turn (array_submit.cc): requests read this turn were
+  // A few milliseconds of array parts a turn (JobTable::StoreArrayPart): requests read this turn were
   // handled already, the ones of the next turn come next.
   if (RunGuarded("storing arrays", [&] { StoreArrayParts(kArrayTurnBudgetS); }, log)) FailArrays();
   // Likewise a large cancel's parts (cancel_slices.cc).
@@ -502,14 +502,14 @@ void Daemon::LoopTurn(double max_wait_s) {
 }
 
 // The submissions of a turn whose commit threw: their clients get an error and the next turn
-// starts afresh. (A submission the commit had already answered before it threw gets this error as
-// a second reply; commits return errors as values, so only something like std::bad_alloc gets here.)
+// starts afresh. (The job table returns the outcomes only once it is done, so none of them was
+// answered; it returns errors as values, so only something like std::bad_alloc gets here.)
 void Daemon::FailSubmissions() {
   for (const auto& s : submits_) {
-    auto it = connections_.find(s.fd);
-    if (it != connections_.end() && it->second.serial == s.serial)
+    auto it = connections_.find(s.from.fd);
+    if (it != connections_.end() && it->second.serial == s.from.serial)
       Reply(it->second, proto::ErrorResponse(ErrorKind::kInternal, "the daemon could not store the submission: see its log"));
-    if (s.array) ResumeAfterArray(s.fd, s.serial);
+    if (s.array) ResumeAfterArray(s.from.fd, s.from.serial);
   }
   submits_.clear();
   unfinished_of_uid_.reset();
@@ -519,20 +519,7 @@ void Daemon::FailSubmissions() {
 // gets an error and what was stored of it is removed (at the latest at the next start); the
 // others go on.
 void Daemon::FailArrays() {
-  if (arrays_.empty()) return;
-  ArrayInProgress& a = arrays_.front();
-  const nlohmann::json error = proto::ErrorResponse(ErrorKind::kInternal, "the daemon could not store the array: see its log");
-  AnswerConnection(a.sub.fd, a.sub.serial, error);
-  ResumeAfterArray(a.sub.fd, a.sub.serial);
-  for (const auto& [fd, serial] : a.repeats) {
-    AnswerConnection(fd, serial, error);
-    ResumeAfterArray(fd, serial);
-  }
-  if (a.array_job_id) {
-    auto dropped = store_->DropIncompleteArrays(a.array_job_id);
-    (void)dropped;  // else removed at the next start
-  }
-  arrays_.pop_front();
+  AnswerSubmissions(jobs_->AbandonArray(Error{ErrorKind::kInternal, "the daemon could not store the array: see its log"}));
 }
 
 }  // namespace gpulane::daemon

@@ -527,12 +527,13 @@ TEST_F(JobTableTest, LaunchesInLineOrderUnderTheCapCountingJobsAlreadyWaiting) {
 TEST_F(JobTableTest, HeldJobsAreLeftOutUntilReleasedAndLaunchedOnceReleased) {
   const std::int64_t recovered_held = Stored(JobState::kHeld), pending = Stored(JobState::kPending);
   ASSERT_TRUE(Table().Recover());
-  Job added = MakeJob({}, {}, 0);
-  std::vector<Job> jobs = {added};
-  ASSERT_TRUE(store_->Insert(jobs, false));
-  jobs[0].state = JobState::kHeld;
-  const std::int64_t added_held = jobs[0].id;
-  Table().Add(jobs[0]);
+  Submission held;  // submit --hold
+  held.jobs = {MakeJob({}, {}, 0)};
+  held.jobs[0].state = JobState::kHeld;
+  const auto outcomes = Table().Submit(std::span(&held, 1));
+  ASSERT_EQ(outcomes.size(), 1u);
+  ASSERT_TRUE(std::holds_alternative<SubmitStored>(outcomes[0].result));
+  const std::int64_t added_held = std::get<SubmitStored>(outcomes[0].result).ids.at(0);
   Table().LaunchEligible();
   EXPECT_EQ(launcher_.started, Ids{pending});
   Table().HoldPart(Ids{recovered_held, added_held}, "alice", false);  // gpulane release

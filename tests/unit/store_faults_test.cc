@@ -22,6 +22,7 @@
 #include "store/job_store.h"
 #include "support/harness.h"
 #include "support/recording_launcher.h"
+#include "support/sqlite_locker.h"
 #include "util/clock.h"
 
 namespace gpulane::daemon {
@@ -31,24 +32,7 @@ namespace fs = std::filesystem;
 using store::Job;
 using store::JobState;
 
-// A second connection to the database that takes its write lock and keeps it until Release.
-class Locker {
- public:
-  explicit Locker(const std::string& path) {
-    EXPECT_EQ(sqlite3_open(path.c_str(), &db_), SQLITE_OK);
-    EXPECT_EQ(sqlite3_exec(db_, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db_);
-  }
-  ~Locker() { Release(); }
-  void Release() {
-    if (!db_) return;
-    EXPECT_EQ(sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
-    sqlite3_close(db_);
-    db_ = nullptr;
-  }
-
- private:
-  sqlite3* db_ = nullptr;
-};
+using Locker = test::SqliteLocker;
 
 Job MakeJob(std::uint32_t uid = 1000) {
   Job job;

@@ -16,6 +16,7 @@
 #include "daemon/ops/context.h"
 #include "daemon/outcome.h"
 #include "daemon/queue_stream.h"
+#include "daemon/submission.h"
 #include "gpu/types.h"
 #include "proto/replies.h"
 #include "proto/requests.h"
@@ -47,13 +48,8 @@ class SubmitQuotas {
 };
 /// A submission checked: its jobs (for an array, one: the template of every task), an array's task
 /// indices and, from a command file, each task's command; its idempotency key ("" without one).
-struct Submission {
-  std::vector<store::Job> jobs;
-  bool array = false;
-  std::vector<int> indices;
-  std::vector<store::SharedList<std::string>> task_argv;
-  std::string key;
-};
+/// The job table stores it (daemon/submission.h, JobTable::Submit).
+using Submission = daemon::Submission;
 /// Checks a submission with `run`'s rules against the GPUs read at start (`gpus`) and makes its
 /// jobs; counts them in the user's unfinished jobs. Errors: the first problem, one line.
 Result<Submission> CheckSubmission(const Context& ctx, SubmitQuotas& quotas, const GpuSnapshot& gpus,

@@ -1,6 +1,6 @@
 // submit: a submission checked with `run`'s rules (GPUs resolved, impossible requests refused,
 // priority above 0 for admins only, the user's [limits]) and made into jobs. Storing them (the group
-// commit, arrays in parts) is the daemon's: handlers.cc, array_submit.cc.
+// commit, arrays in parts) is the job table's: JobTable::Submit, job_table_submit.cc.
 #include <fmt/format.h>
 
 #include "daemon/ops/ops.h"
@@ -68,7 +68,7 @@ Status AddArray(const proto::SubmitRequest& req, const LimitsConfig& user_limits
     sub.task_argv = std::move(commands).value();
   }
   unfinished += indices->size();
-  sub.indices = std::move(indices).value();  // the tasks are made part by part (StoreArrayParts)
+  sub.indices = std::move(indices).value();  // the tasks are made part by part (JobTable::StoreArrayParts)
   sub.array = true;
   return Status::Ok();
 }
