@@ -78,7 +78,7 @@ class JobTableSubmitTest : public ::testing::Test {
     job.user = user;
     job.spec.argv = {command};
     job.spec.cwd = "/tmp";
-    job.submit_time = 1.0;
+    job.spec.request.submit_time_s = 1.0;
     sub.jobs.push_back(std::move(job));
     sub.key = key;
     sub.from = {fd, static_cast<std::uint64_t>(fd) + 100};
