@@ -327,9 +327,7 @@ Result<Grant> LeaseWaiter::Acquire() {
       }
       if (mine->granted && !defer) {
         record_.started_s = env_.WallS();
-        // A queued job's: its submission time as the daemon stamped it (its seq is that time in ns,
-        // offset by the job's id: a place key, not a time to convert back).
-        if (ticket_.seq > 0) record_.requested_s = request.submit_time_s;
+        if (ticket_.seq > 0) record_.requested_s = request.submit_time_s;  // a queued job's (seq: a place key)
         record_.time_limit_s = request.time_limit_s;
         // Preempted sched.max_preemptions_per_job times: this attempt is not preempted again.
         record_.preemptible = sched::GivesWay(request, request_.limits_config.max_preemptions_per_job);

@@ -83,9 +83,7 @@ std::string ReadRowFields(sqlite3_stmt* s, Job* job, const ArraySpecLookup& arra
   if (!state) return fmt::format("its state '{}' is unknown", Text(s, 7).substr(0, 40));
   job->state = *state;
   job->reason = Text(s, 8);
-  // The job's one submission time (Job::submit_time_s), the same as its spec's since the request
-  // was stored in the spec (the migration above copied the column into it).
-  job->spec.request.submit_time_s = sqlite3_column_double(s, 9);
+  job->spec.request.submit_time_s = sqlite3_column_double(s, 9);  // Job::submit_time_s(): the one copy
   job->start_time = OptDouble(s, 10);
   job->end_time = OptDouble(s, 11);
   if (auto v = OptInt(s, 12)) job->exit_code = static_cast<int>(*v);

@@ -17,6 +17,7 @@
 
 #include "support/daemon_fixture.h"
 #include "support/small_tmpfs.h"
+#include "support/sqlite_locker.h"
 #include "support/text.h"
 
 namespace gpulane::test {
@@ -29,26 +30,10 @@ constexpr auto npos = std::string::npos;
 
 std::string Id(std::int64_t id) { return std::to_string(id); }
 
-// Another process's hold on the database: BEGIN EXCLUSIVE until Release (as an admin's sqlite3
-// shell or a backup would). Readers go on (WAL); every writer waits for it.
-class ExclusiveLock {
- public:
-  explicit ExclusiveLock(const fs::path& db) {
-    EXPECT_EQ(sqlite3_open(db.c_str(), &db_), SQLITE_OK);
-    // The daemon may be in a write of its own at this moment: wait for it as any writer would.
-    sqlite3_busy_timeout(db_, 10000);
-    EXPECT_EQ(sqlite3_exec(db_, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db_);
-  }
-  ~ExclusiveLock() { Release(); }
-  void Release() {
-    if (!db_) return;
-    EXPECT_EQ(sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
-    sqlite3_close(db_);
-    db_ = nullptr;
-  }
-
- private:
-  sqlite3* db_ = nullptr;
+// Another process's hold on the database (support/sqlite_locker.h). The daemon may be in a write of
+// its own at this moment: wait for it as any writer would.
+struct ExclusiveLock : SqliteLocker {
+  explicit ExclusiveLock(const fs::path& db) : SqliteLocker(db.string(), 10000) {}
 };
 
 // Runs `sql` on the (stopped) daemon's database.
