@@ -1,6 +1,6 @@
 #pragma once
 // A submission on its way into the job table, and what became of it: the "submitted" event of the
-// queue core (JobTable::Submit, JobTable::StoreArrayParts: job_table_submit.cc). The request
+// queue core (JobTable::Submit, JobTable::StoreArrayPart: job_table_submit.cc). The request
 // handler (ops/submit.cc) checks a request and makes its jobs; the table stores them and adds them;
 // the daemon turns each outcome into the reply on the submitter's connection.
 #include <cstdint>

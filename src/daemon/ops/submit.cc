@@ -68,7 +68,7 @@ Status AddArray(const proto::SubmitRequest& req, const LimitsConfig& user_limits
     sub.task_argv = std::move(commands).value();
   }
   unfinished += indices->size();
-  sub.indices = std::move(indices).value();  // the tasks are made part by part (JobTable::StoreArrayParts)
+  sub.indices = std::move(indices).value();  // the tasks are made part by part (JobTable::StoreArrayPart)
   sub.array = true;
   return Status::Ok();
 }
