@@ -264,7 +264,7 @@ void RegisterSimulate(CLI::App& app, Runner* run, const os::Env&) {
   sub->add_option("--max-waiting", o->max_waiting,
                   "Jobs the daemon lets wait in the lease line at once, the rest in its queue (as daemon.max_waiting; "
                   "default 2 per GPU, at least 4)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1u, 1000000u));  // "Value 0 not in range 1 to 1000000"
   sub->add_option("--per-job-csv", o->per_job_csv, "Write every job's submit, start, end and wait per policy to this CSV file");
   sub->add_option("--plot", o->plot, "Write an HTML page (inline SVG) comparing the policies: CDF of waits, utilisation over time");
   sub->callback([o, run] { *run = [o] { return RunSimulate(*o); }; });

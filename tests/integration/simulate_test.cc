@@ -91,6 +91,12 @@ TEST(SimulateCommand, RefusesBadOptionsWithExit2) {
     EXPECT_NE(r.err.find("gpulane: error: "), std::string::npos) << r.err;
   }
   EXPECT_EQ(RunGpulane({"simulate", SmallTrace(), "--policy", "sjf"}, {}).exit_code, 2);
+  // The bounds a user can act on, not CLI11's "0.000000 to 1.797...e308".
+  const RunResult zero = RunGpulane({"simulate", SmallTrace(), "--max-waiting", "0"}, {});
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_NE(zero.err.find("--max-waiting: Value 0 not in range 1 to 1000000"), std::string::npos) << zero.err;
+  EXPECT_EQ(zero.err.find("e+308"), std::string::npos) << zero.err;
+  EXPECT_EQ(zero.err.find("179769"), std::string::npos) << zero.err;
 }
 
 }  // namespace
