@@ -13,10 +13,10 @@
 namespace gpulane::proto {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using PollClock = std::chrono::steady_clock;  // not "Clock": gpulane::Clock is the seam (util/clock.h), and files share a batch
 
-int MillisLeft(Clock::time_point deadline) {
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+int MillisLeft(PollClock::time_point deadline) {
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - PollClock::now()).count();
   return ms < 0 ? 0 : static_cast<int>(ms);
 }
 
@@ -55,7 +55,7 @@ Status WriteFrame(int fd, const nlohmann::json& message, double timeout_s) {
 }
 
 Status WriteBytes(int fd, std::string_view out, double timeout_s) {
-  auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+  auto deadline = PollClock::now() + std::chrono::duration_cast<PollClock::duration>(std::chrono::duration<double>(timeout_s));
   std::size_t sent = 0;
   while (sent < out.size()) {
     // Not SIGPIPE when the daemon has closed its end (a refused connection): EPIPE, and the caller
@@ -77,7 +77,7 @@ Status WriteBytes(int fd, std::string_view out, double timeout_s) {
 
 Result<nlohmann::json> ReadFrame(int fd, std::size_t max_bytes, double timeout_s) {
   FrameReader reader(max_bytes);
-  auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+  auto deadline = PollClock::now() + std::chrono::duration_cast<PollClock::duration>(std::chrono::duration<double>(timeout_s));
   char buf[65536];
   while (true) {
     bool too_big = false;

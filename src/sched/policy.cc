@@ -14,8 +14,6 @@
 
 namespace gpulane::sched {
 
-using namespace detail;  // gpu_verdict.h: the per-GPU rules
-
 const char* PolicyName(PolicyKind policy) {
   switch (policy) {
     case PolicyKind::kDefault: return "default";
@@ -49,6 +47,10 @@ std::vector<unsigned> ChooseLinkedSet(const std::vector<unsigned>& ranked, unsig
   return {ranked.begin(), ranked.begin() + count};
 }
 
+// In detail:: with the per-GPU rules it uses (gpu_verdict.h), so that no name of theirs is pulled
+// into sched:: (the core library is compiled in batches: a using-directive would reach the files
+// after this one).
+namespace detail {
 namespace {
 
 // One decision over the line (Schedule): the GPUs' working copy, the reservations made so far and
@@ -361,10 +363,11 @@ void Scheduler::HoldGpu(const Request& r, Decision& d, unsigned i, bool start_kn
 }
 
 }  // namespace
+}  // namespace detail
 
 std::vector<Decision> Schedule(std::vector<GpuState> gpus, std::span<const Request> line, const Limits& limits,
                                std::span<const MigUnit> mig_units) {
-  return Scheduler(std::move(gpus), line, limits, mig_units).Run();
+  return detail::Scheduler(std::move(gpus), line, limits, mig_units).Run();
 }
 
 std::string ImpossibleReason(const Request& r, const Decision& d, unsigned gpu_count) {
@@ -373,8 +376,8 @@ std::string ImpossibleReason(const Request& r, const Decision& d, unsigned gpu_c
                   d.never.empty() ? std::string("none matches") : Join(d.never, "; "),
                   " (gpulane status lists the MIG devices)");
   const bool memory = r.mem_bytes.has_value();
-  return StrCat("asked for ", Plural(r.count, "GPU"), memory ? StrCat(" with ", FormatBytes(*r.mem_bytes), " each") : "",
-                " but only ", d.possible, " of the ", Plural(gpu_count, "GPU"), " here can ever qualify",
+  return StrCat("asked for ", detail::Plural(r.count, "GPU"), memory ? StrCat(" with ", FormatBytes(*r.mem_bytes), " each") : "",
+                " but only ", d.possible, " of the ", detail::Plural(gpu_count, "GPU"), " here can ever qualify",
                 d.never.empty() ? std::string() : StrCat(" (", Join(d.never, "; "), ")"), ": ask for fewer",
                 memory ? " or less memory" : "", r.min_free_bytes ? " or a smaller --min-free" : "");
 }
@@ -384,7 +387,7 @@ Result<std::vector<unsigned>> GrantedNow(const Request& r, const Decision& d, un
   if (d.impossible) return MakeError(ErrorKind::kInvalidArgument, ImpossibleReason(r, d, gpu_count));
   const unsigned qualify = gpu_count - static_cast<unsigned>(d.reasons.size());
   return MakeError(ErrorKind::kNotEnoughGpus,
-                   StrCat("too few GPUs free now: ", qualify, " of ", Plural(r.count, "requested GPU"), " qualify (",
+                   StrCat("too few GPUs free now: ", qualify, " of ", detail::Plural(r.count, "requested GPU"), " qualify (",
                           Join(d.reasons, "; "), "); 'gpulane run' without --no-wait waits for them"));
 }
 

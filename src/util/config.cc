@@ -1,5 +1,6 @@
 #include "util/config.h"
 #include "util/config_daemon.h"
+#include "util/config_toml.h"
 
 #include <unistd.h>
 
@@ -15,23 +16,10 @@
 namespace gpulane {
 namespace {
 
-// A TOML integer, or a float with a whole value that fits in 64 bits (5.0 -> 5); nullopt for
-// anything else. Never toml++'s node::value<std::int64_t>() for this: it converts a float out of
-// int64's range with undefined behaviour (UBSan; found by fuzz_config: max_waiting = 9.2e19).
-std::optional<std::int64_t> IntegerOf(const toml::node& node) {
-  if (auto integer = node.as_integer()) return integer->get();
-  if (auto number = node.as_floating_point()) {
-    const double d = number->get();
-    if (std::isfinite(d) && d == std::trunc(d) && d >= -9.0e18 && d <= 9.0e18) return static_cast<std::int64_t>(d);
-  }
-  return std::nullopt;
-}
-
+// The shared readers (util/config_toml.h), by their short names here.
+std::optional<std::int64_t> IntegerOf(const toml::node& node) { return ConfigInteger(node); }
 Error Bad(const std::string& path, const toml::source_region& where, std::string what) {
-  for (char& c : what)
-    if (c == '\n' || c == '\r') c = ' ';  // errors are one line
-  return MakeError(ErrorKind::kInvalidArgument,
-                   fmt::format("{}:{}: {} (see docs/config.md)", path, where.begin.line, what));
+  return ConfigBad(path, where, std::move(what));
 }
 
 // The files in order (docs/config.md), each on top of the one before.
@@ -366,6 +354,144 @@ Status SetIsolation(const std::string& path, bool trusted, std::string_view key,
   return Status::Ok();
 }
 
+namespace {
+
+// Every top-level key is a known section, and a table.
+Status CheckSections(const std::string& path, const toml::table& table) {
+  static constexpr std::string_view kSections[] = {"lease",     "run",     "daemon", "partitions", "sched",  "limits", "shares",
+                                                   "telemetry", "anomaly", "notify", "web",        "submit", "slurm"};
+  for (auto&& [key, node] : table) {
+    if (std::find(std::begin(kSections), std::end(kSections), key.str()) == std::end(kSections))
+      return Bad(path, node.source(),
+                 fmt::format("unknown key {} (the sections are [lease], [run], [daemon], [sched], [limits], [shares], "
+                             "[telemetry], [anomaly], [notify], [web], [submit], [slurm], [partitions.NAME])",
+                             key.str()));
+    if (!node.is_table()) return Bad(path, node.source(), fmt::format("{} must be a section: [{}]", key.str(), key.str()));
+  }
+  return Status::Ok();
+}
+
+// [lease] dir and memory_margin: the machine's file only.
+Status LoadLeaseTable(const std::string& path, bool trusted, const toml::table& lease, Config& config) {
+  for (auto&& [key, node] : lease) {
+    if (key != "dir" && key != "memory_margin") return Bad(path, node.source(), fmt::format("unknown key lease.{}", key.str()));
+    if (!trusted) return Bad(path, node.source(), fmt::format("lease.{} may only be set in /etc/gpulane/config.toml", key.str()));
+    auto text = node.value<std::string>();
+    if (!text) return Bad(path, node.source(), fmt::format("lease.{} must be a string", key.str()));
+    if (key == "dir") {
+      config.lease_dir = *text;
+      continue;
+    }
+    auto bytes = ParseSizeBytes(*text);
+    if (!bytes) return Bad(path, node.source(), "lease.memory_margin: " + bytes.error().message);
+    config.memory_margin_bytes = *bytes;
+  }
+  return Status::Ok();
+}
+
+// [notify] webhook, format, command (any file: they shape the user's own notifications).
+Status LoadNotifyTable(const std::string& path, const toml::table& notify, Config& config) {
+  for (auto&& [key, node] : notify) {
+    std::string* target = key == "webhook"   ? &config.notify_webhook
+                          : key == "format"  ? &config.notify_format
+                          : key == "command" ? &config.notify_command
+                                             : nullptr;
+    if (!target) return Bad(path, node.source(), fmt::format("unknown key notify.{} (known: webhook, format, command)", key.str()));
+    auto text = node.value<std::string>();
+    if (!text) return Bad(path, node.source(), fmt::format("notify.{} must be a string", key.str()));
+    *target = *text;
+  }
+  if (!config.notify_webhook.empty() && config.notify_webhook.rfind("http://", 0) != 0 &&
+      config.notify_webhook.rfind("https://", 0) != 0)
+    return Bad(path, notify["webhook"].node()->source(), "notify.webhook must be an http:// or https:// URL");
+  if (config.notify_format != "json" && config.notify_format != "text")
+    return Bad(path, notify["format"].node()->source(), "notify.format must be \"json\" or \"text\"");
+  return Status::Ok();
+}
+
+// A [run] duration key: kill_grace, nvml_poll, stray_check (a number of seconds or "10s").
+Status SetRunDuration(const std::string& path, std::string_view key, const toml::node& node, double& target) {
+  auto text = node.value<std::string>();
+  auto number = node.value<double>();
+  if (number) {
+    target = *number;
+  } else if (text) {
+    auto seconds = ParseDurationOrSecondsS(*text);
+    if (!seconds) return Bad(path, node.source(), fmt::format("run.{}: {}", key, seconds.error().message));
+    target = *seconds;
+  } else {
+    return Bad(path, node.source(), fmt::format("run.{} must be a duration like \"10s\"", key));
+  }
+  if (!std::isfinite(target) || target < 0)
+    return Bad(path, node.source(), fmt::format("run.{} must be a duration like \"10s\", not negative", key));
+  if (Status bounded = CheckRunBounds(key, target); !bounded.ok()) return Bad(path, node.source(), bounded.error().message);
+  return Status::Ok();
+}
+
+Status LoadRunTable(const std::string& path, bool trusted, const toml::table& run, Config& config) {
+  for (auto&& [key, node] : run) {
+    if (key == "isolate" || key == "isolate_required") {
+      if (Status set = SetIsolation(path, trusted, key.str(), node, config); !set.ok()) return set;
+      continue;
+    }
+    double* target = key == "kill_grace"    ? &config.kill_grace_s
+                     : key == "nvml_poll"   ? &config.nvml_poll_s
+                     : key == "stray_check" ? &config.stray_check_s
+                                            : nullptr;
+    if (!target) return Bad(path, node.source(), fmt::format("unknown key run.{}", key.str()));
+    if (Status set = SetRunDuration(path, key.str(), node, *target); !set.ok()) return set;
+  }
+  return Status::Ok();
+}
+
+// [limits]: a file that has it replaces the earlier files' limits as a whole.
+Status ReplaceLimits(const std::string& path, bool trusted, const toml::table& limits, Config& config) {
+  Config fresh;
+  config.limits = fresh.limits;
+  config.user_limits.clear();
+  config.group_limits.clear();
+  return LoadLimits(path, trusted, limits, config);
+}
+
+// sched.default_partition names a [partitions.NAME] table of the files read so far.
+Status CheckDefaultPartition(const std::string& path, const toml::table& table, const Config& config) {
+  if (config.default_partition.empty()) return Status::Ok();
+  for (const auto& p : config.partitions)
+    if (p.name == config.default_partition) return Status::Ok();
+  const toml::node* key = table["sched"]["default_partition"].node();
+  return Bad(path, key ? key->source() : table.source(),
+             fmt::format("sched.default_partition = \"{}\": no [partitions.{}] table", config.default_partition,
+                         config.default_partition));
+}
+
+// The sections in the order their errors are reported (the first wins).
+Status LoadSections(const std::string& path, bool trusted, const toml::table& table, Config& config) {
+  using Loader = Status (*)(const std::string&, bool, const toml::table&, Config&);
+  const std::pair<const char*, Loader> kLoaders[] = {
+      {"lease", LoadLeaseTable},
+      {"daemon", LoadDaemonTable},
+      {"partitions", LoadPartitions},
+      {"telemetry", [](const std::string& p, bool, const toml::table& t, Config& c) { return LoadTelemetry(p, t, c); }},
+      {"", [](const std::string& p, bool, const toml::table& t, Config& c) { return LoadClusterSections(p, t, c); }},
+      {"notify", [](const std::string& p, bool, const toml::table& t, Config& c) { return LoadNotifyTable(p, t, c); }},
+      {"anomaly", LoadAnomaly},
+      {"web", [](const std::string& p, bool, const toml::table& t, Config& c) { return LoadWebTable(p, t, c); }},
+      {"limits", ReplaceLimits},
+      {"sched", LoadSchedTable},
+      {"shares", LoadSharesTable},
+  };
+  for (const auto& [name, load] : kLoaders) {
+    const toml::table* section = *name ? table[name].as_table() : &table;  // "": reads several sections itself
+    if (!section) continue;
+    if (Status s = load(path, trusted, *section, config); !s.ok()) return s;
+  }
+  if (Status s = CheckDefaultPartition(path, table, config); !s.ok()) return s;
+  if (auto run = table["run"].as_table()) return LoadRunTable(path, trusted, *run, config);
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
   if (access(path.c_str(), F_OK) != 0) return Status::Ok();
   toml::table table;
@@ -374,197 +500,8 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
   } catch (const toml::parse_error& e) {
     return Bad(path, e.source(), std::string(e.description()));
   }
-  for (auto&& [key, node] : table) {
-    if (key != "lease" && key != "run" && key != "daemon" && key != "partitions" && key != "sched" && key != "limits" &&
-        key != "shares" && key != "telemetry" && key != "anomaly" && key != "notify" && key != "web" &&
-        key != "submit" && key != "slurm")
-      return Bad(path, node.source(),
-                 fmt::format("unknown key {} (the sections are [lease], [run], [daemon], [sched], [limits], [shares], "
-                             "[telemetry], [anomaly], [notify], [web], [submit], [slurm], [partitions.NAME])",
-                             key.str()));
-    if (!node.is_table()) return Bad(path, node.source(), fmt::format("{} must be a section: [{}]", key.str(), key.str()));
-  }
-  if (auto lease = table["lease"].as_table()) {
-    for (auto&& [key, node] : *lease) {
-      if (key == "dir" || key == "memory_margin") {
-        if (!trusted) return Bad(path, node.source(), fmt::format("lease.{} may only be set in /etc/gpulane/config.toml", key.str()));
-        auto text = node.value<std::string>();
-        if (!text) return Bad(path, node.source(), fmt::format("lease.{} must be a string", key.str()));
-        if (key == "dir") {
-          config.lease_dir = *text;
-        } else {
-          auto bytes = ParseSizeBytes(*text);
-          if (!bytes) return Bad(path, node.source(), "lease.memory_margin: " + bytes.error().message);
-          config.memory_margin_bytes = *bytes;
-        }
-      } else {
-        return Bad(path, node.source(), fmt::format("unknown key lease.{}", key.str()));
-      }
-    }
-  }
-  if (auto daemon = table["daemon"].as_table()) {
-    if (Status s = LoadDaemonTable(path, trusted, *daemon, config); !s.ok()) return s;
-  }
-  if (auto partitions = table["partitions"].as_table()) {
-    if (Status s = LoadPartitions(path, trusted, *partitions, config); !s.ok()) return s;
-  }
-  if (auto telemetry = table["telemetry"].as_table()) {
-    if (Status s = LoadTelemetry(path, *telemetry, config); !s.ok()) return s;
-  }
-  if (Status cluster = LoadClusterSections(path, table, config); !cluster.ok()) return cluster;
-  if (auto notify = table["notify"].as_table()) {
-    for (auto&& [key, node] : *notify) {
-      std::string* target = key == "webhook" ? &config.notify_webhook
-                            : key == "format" ? &config.notify_format
-                            : key == "command" ? &config.notify_command
-                                               : nullptr;
-      if (!target) return Bad(path, node.source(), fmt::format("unknown key notify.{} (known: webhook, format, command)", key.str()));
-      auto text = node.value<std::string>();
-      if (!text) return Bad(path, node.source(), fmt::format("notify.{} must be a string", key.str()));
-      *target = *text;
-    }
-    if (!config.notify_webhook.empty() && config.notify_webhook.rfind("http://", 0) != 0 &&
-        config.notify_webhook.rfind("https://", 0) != 0)
-      return Bad(path, table["notify"]["webhook"].node()->source(), "notify.webhook must be an http:// or https:// URL");
-    if (config.notify_format != "json" && config.notify_format != "text")
-      return Bad(path, table["notify"]["format"].node()->source(), "notify.format must be \"json\" or \"text\"");
-  }
-  if (auto anomaly = table["anomaly"].as_table()) {
-    if (Status s = LoadAnomaly(path, trusted, *anomaly, config); !s.ok()) return s;
-  }
-  if (auto web = table["web"].as_table()) {
-    if (Status s = LoadWebTable(path, *web, config); !s.ok()) return s;
-  }
-  if (auto limits = table["limits"].as_table()) {
-    // A file that has [limits] replaces the earlier files' limits as a whole.
-    Config fresh;
-    config.limits = fresh.limits;
-    config.user_limits.clear();
-    config.group_limits.clear();
-    if (Status s = LoadLimits(path, trusted, *limits, config); !s.ok()) return s;
-  }
-  if (auto sched = table["sched"].as_table()) {
-    for (auto&& [key, node] : *sched) {
-      if (!trusted) return Bad(path, node.source(), fmt::format("sched.{} may only be set in /etc/gpulane/config.toml", key.str()));
-      if (key == "policy") {
-        auto text = node.value<std::string>();
-        const bool known = text && std::any_of(std::begin(kSchedPolicyNames), std::end(kSchedPolicyNames),
-                                               [&](const char* name) { return *text == name; });
-        if (!known)
-          return Bad(path, node.source(), "sched.policy must be \"default\", \"easy\", \"fifo\" or \"firstfit\" (docs/config.md)");
-        config.sched_policy = *text;
-        continue;
-      }
-      if (key == "max_reserve_idle") {
-        auto text = node.value<std::string>();
-        auto seconds = text ? ParseDurationOrSecondsS(*text) : Result<double>(MakeError(ErrorKind::kInvalidArgument, "not a string"));
-        if (!seconds || !std::isfinite(*seconds) || *seconds < 0 || *seconds > 86400)
-          return Bad(path, node.source(), "sched.max_reserve_idle must be a duration from \"0s\" to \"1d\", like \"10m\"");
-        config.max_reserve_idle_s = *seconds;
-        continue;
-      }
-      if (key == "max_unclaimed") {
-        auto text = node.value<std::string>();
-        auto seconds = text ? ParseDurationOrSecondsS(*text) : Result<double>(MakeError(ErrorKind::kInvalidArgument, "not a string"));
-        if (!seconds || !std::isfinite(*seconds) || *seconds < 1 || *seconds > 3600)
-          return Bad(path, node.source(), "sched.max_unclaimed must be a duration from \"1s\" to \"1h\", like \"30s\"");
-        config.max_unclaimed_s = *seconds;
-        continue;
-      }
-      if (key == "max_preemptions_per_job") {
-        auto count = IntegerOf(node);
-        if (!count || *count < 0 || *count > 1000)
-          return Bad(path, node.source(), "sched.max_preemptions_per_job must be a whole number from 0 to 1000, like 3");
-        config.max_preemptions_per_job = static_cast<unsigned>(*count);
-        continue;
-      }
-      if (key == "max_preemptions_per_minute") {
-        auto count = IntegerOf(node);
-        if (!count || *count < 0 || *count > 100000)
-          return Bad(path, node.source(), "sched.max_preemptions_per_minute must be a whole number from 0 to 100000, like 30");
-        config.max_preemptions_per_minute = static_cast<unsigned>(*count);
-        continue;
-      }
-      if (key == "default_partition") {
-        auto text = node.value<std::string>();
-        if (!text || text->empty()) return Bad(path, node.source(), "sched.default_partition must be the name of a [partitions.NAME] table");
-        config.default_partition = *text;
-      } else if (key == "fair_share_half_life" || key == "priority_max_age") {
-        // A duration ("1d", "12h") or seconds; at least one minute, at most a year.
-        std::optional<double> seconds = node.value<double>();
-        if (auto text = node.value<std::string>()) {
-          auto parsed = ParseDurationOrSecondsS(*text);
-          if (!parsed) return Bad(path, node.source(), fmt::format("sched.{}: {}", key.str(), parsed.error().message));
-          seconds = *parsed;
-        }
-        if (!seconds || !std::isfinite(*seconds) || *seconds < 60 || *seconds > 366.0 * 86400)
-          return Bad(path, node.source(), fmt::format("sched.{} must be a duration from 1min to 366d, like \"1d\"", key.str()));
-        (key == "fair_share_half_life" ? config.fair_share_half_life_s : config.priority_max_age_s) = *seconds;
-      } else if (key == "priority_weight_fair_share" || key == "priority_weight_age") {
-        auto weight = node.value<double>();
-        if (!weight || !std::isfinite(*weight) || *weight < 0 || *weight > 1e6)
-          return Bad(path, node.source(), fmt::format("sched.{} must be a number from 0 to 1000000, like 1.0", key.str()));
-        (key == "priority_weight_fair_share" ? config.priority_weight_fair_share : config.priority_weight_age) = *weight;
-      } else {
-        return Bad(path, node.source(),
-                   fmt::format("unknown key sched.{} (known: default_partition, policy, max_reserve_idle, max_unclaimed, max_preemptions_per_job, max_preemptions_per_minute, fair_share_half_life, "
-                               "priority_weight_fair_share, priority_weight_age, priority_max_age)",
-                               key.str()));
-      }
-    }
-  }
-  if (auto shares = table["shares"].as_table()) {
-    // A file that has [shares] replaces the earlier files' shares, as [partitions] does.
-    std::map<std::string, double> loaded;
-    for (auto&& [key, node] : *shares) {
-      if (!trusted) return Bad(path, node.source(), fmt::format("shares.{} may only be set in /etc/gpulane/config.toml", key.str()));
-      auto share = node.value<double>();
-      if (!share || !std::isfinite(*share) || *share <= 0 || *share > 1e6)
-        return Bad(path, node.source(),
-                   fmt::format("shares.{} must be a number above 0 and at most 1000000, like 2 (unlisted users have 1)", key.str()));
-      if (key.str().empty() || key.str() == "@")
-        return Bad(path, node.source(), "a [shares] key must be a user name or \"@group\"");
-      loaded[std::string(key.str())] = *share;
-    }
-    config.shares = std::move(loaded);
-  }
-  if (!config.default_partition.empty()) {
-    bool known = false;
-    for (const auto& p : config.partitions) known = known || p.name == config.default_partition;
-    if (!known)
-      return Bad(path, table["sched"]["default_partition"].node() ? table["sched"]["default_partition"].node()->source() : table.source(),
-                 fmt::format("sched.default_partition = \"{}\": no [partitions.{}] table", config.default_partition,
-                             config.default_partition));
-  }
-  if (auto run = table["run"].as_table()) {
-    for (auto&& [key, node] : *run) {
-      if (key == "isolate" || key == "isolate_required") {
-        if (Status set = SetIsolation(path, trusted, key.str(), node, config); !set.ok()) return set;
-        continue;
-      }
-      double* target = key == "kill_grace"    ? &config.kill_grace_s
-                       : key == "nvml_poll"   ? &config.nvml_poll_s
-                       : key == "stray_check" ? &config.stray_check_s
-                                              : nullptr;
-      if (!target) return Bad(path, node.source(), fmt::format("unknown key run.{}", key.str()));
-      auto text = node.value<std::string>();
-      auto number = node.value<double>();
-      if (number) {
-        *target = *number;
-      } else if (text) {
-        auto seconds = ParseDurationOrSecondsS(*text);
-        if (!seconds) return Bad(path, node.source(), fmt::format("run.{}: {}", key.str(), seconds.error().message));
-        *target = *seconds;
-      } else {
-        return Bad(path, node.source(), fmt::format("run.{} must be a duration like \"10s\"", key.str()));
-      }
-      if (!std::isfinite(*target) || *target < 0)
-        return Bad(path, node.source(), fmt::format("run.{} must be a duration like \"10s\", not negative", key.str()));
-      if (Status bounded = CheckRunBounds(key.str(), *target); !bounded.ok())
-        return Bad(path, node.source(), bounded.error().message);
-    }
-  }
-  return Status::Ok();
+  if (Status s = CheckSections(path, table); !s.ok()) return s;
+  return LoadSections(path, trusted, table, config);
 }
 
 Result<Config> LoadConfig() {

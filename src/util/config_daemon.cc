@@ -7,25 +7,11 @@
 
 #include <fmt/format.h>
 
+#include "util/config_toml.h"
 #include "util/units.h"
 
 namespace gpulane {
 namespace {
-
-Error DaemonKeyBad(const std::string& path, const toml::source_region& where, const std::string& what) {
-  return MakeError(ErrorKind::kInvalidArgument, fmt::format("{}:{}: {} (see docs/config.md)", path, where.begin.line, what));
-}
-
-// A TOML integer, or a float with a whole value that fits in 64 bits, as config.cc's IntegerOf
-// (never toml++'s value<std::int64_t>(): undefined for a float out of range).
-std::optional<std::int64_t> DaemonKeyInteger(const toml::node& node) {
-  if (auto integer = node.as_integer()) return integer->get();
-  if (auto number = node.as_floating_point()) {
-    const double d = number->get();
-    if (std::isfinite(d) && d == std::trunc(d) && d >= -9.0e18 && d <= 9.0e18) return static_cast<std::int64_t>(d);
-  }
-  return std::nullopt;
-}
 
 // daemon.history_min_free: "256MiB" (a size, 0 allowed: history always stored) or "5%" (of the
 // state folder's file system, 0 to 100).
@@ -63,24 +49,24 @@ Status LoadHistoryMinFree(const toml::node& node, Config& config) {
 
 Status LoadDaemonTable(const std::string& path, bool trusted, const toml::table& daemon, Config& config) {
   for (auto&& [key, node] : daemon) {
-    if (!trusted) return DaemonKeyBad(path, node.source(), fmt::format("daemon.{} may only be set in /etc/gpulane/config.toml", key.str()));
+    if (!trusted) return ConfigBad(path, node.source(), fmt::format("daemon.{} may only be set in /etc/gpulane/config.toml", key.str()));
     if (key == "admin_group") {
       auto text = node.value<std::string>();
-      if (!text) return DaemonKeyBad(path, node.source(), "daemon.admin_group must be a group name");
+      if (!text) return ConfigBad(path, node.source(), "daemon.admin_group must be a group name");
       config.admin_group = *text;
     } else if (key == "max_waiting") {
-      auto n = DaemonKeyInteger(node);
+      auto n = ConfigInteger(node);
       if (!n || *n < 1 || *n > 100000)
-        return DaemonKeyBad(path, node.source(), "daemon.max_waiting must be an integer from 1 to 100000");
+        return ConfigBad(path, node.source(), "daemon.max_waiting must be an integer from 1 to 100000");
       config.max_waiting_supervisors = static_cast<unsigned>(*n);
     } else if (key == "show_commands") {
       auto flag = node.value<bool>();
-      if (!flag || !node.is_boolean()) return DaemonKeyBad(path, node.source(), "daemon.show_commands must be true or false");
+      if (!flag || !node.is_boolean()) return ConfigBad(path, node.source(), "daemon.show_commands must be true or false");
       config.daemon_show_commands = *flag;
     } else if (key == "mode") {
       auto text = node.value<std::string>();
       if (!text || (*text != "auto" && *text != "system" && *text != "user"))
-        return DaemonKeyBad(path, node.source(), "daemon.mode must be \"auto\", \"system\" or \"user\"");
+        return ConfigBad(path, node.source(), "daemon.mode must be \"auto\", \"system\" or \"user\"");
       config.daemon_mode = *text;
     } else if (key == "keep_finished") {
       // "forever" (or 0): never removed; else a duration (docs/config.md, "Retention").
@@ -89,14 +75,14 @@ Status LoadDaemonTable(const std::string& path, bool trusted, const toml::table&
                      : *text == "forever" ? Result<double>(0.0)
                                           : ParseDurationOrSecondsS(*text);
       if (!seconds || !std::isfinite(*seconds) || (*seconds != 0 && (*seconds < 1 || *seconds > 3650 * 86400.0)))
-        return DaemonKeyBad(path, node.source(), "daemon.keep_finished must be a duration from \"1s\" to \"3650d\", or \"forever\"");
+        return ConfigBad(path, node.source(), "daemon.keep_finished must be a duration from \"1s\" to \"3650d\", or \"forever\"");
       config.daemon_keep_finished_s = *seconds;
     } else if (key == "history_min_free") {
       // A size ("256MiB") or a percentage of the file system ("5%"): docs/config.md, "Retention".
       if (Status s = LoadHistoryMinFree(node, config); !s.ok())
-        return DaemonKeyBad(path, node.source(), s.error().message);
+        return ConfigBad(path, node.source(), s.error().message);
     } else {
-      return DaemonKeyBad(path, node.source(), fmt::format("unknown key daemon.{}", key.str()));
+      return ConfigBad(path, node.source(), fmt::format("unknown key daemon.{}", key.str()));
     }
   }
   return Status::Ok();

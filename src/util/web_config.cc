@@ -2,14 +2,13 @@
 
 #include <fmt/format.h>
 
+#include "util/config_toml.h"
 #include "util/listen_address.h"
 
 namespace gpulane {
 namespace {
 
-Error Bad(const std::string& path, const toml::node& node, const std::string& what) {
-  return MakeError(ErrorKind::kInvalidArgument, fmt::format("{}:{}: {} (see docs/config.md)", path, node.source().begin.line, what));
-}
+Error Bad(const std::string& path, const toml::node& node, const std::string& what) { return ConfigBad(path, node.source(), what); }
 
 // A list of strings each passing `ok`; the first that does not is the error `what`.
 Status LoadList(const std::string& path, const toml::node& node, bool (*ok)(const std::string&), const std::string& what,
