@@ -81,144 +81,193 @@ sim::SimOptions BaseOptions(const SimulateOptions& o, std::uint64_t gpu_mem_byte
   return base;
 }
 
-int RunSimulate(const SimulateOptions& o) {
-  auto format = sim::ParseFormat(o.format);
-  if (!format) return Fail(MakeError(ErrorKind::kInvalidArgument, StrCat("--format ", o.format, ": give csv, msr-itp, philly or alibaba")));
-  if (o.gpus < 1 || o.gpus > sched::kMaxGpuCount)
-    return Fail(MakeError(ErrorKind::kInvalidArgument, StrCat("--gpus ", o.gpus, ": give 1 to ", sched::kMaxGpuCount)));
-  auto gpu_mem = ParseSizeBytes(o.gpu_mem);
-  if (!gpu_mem) return Fail(gpu_mem.error());
-  auto idle = ParseDurationS(o.max_reserve_idle, "m");
-  if (!idle) return Fail(MakeError(ErrorKind::kInvalidArgument, "--max-reserve-idle: " + idle.error().message));
-  auto half_life = ParseDurationS(o.half_life, "h");
-  if (!half_life) return Fail(MakeError(ErrorKind::kInvalidArgument, "--fair-share-half-life: " + half_life.error().message));
-  if (!(*half_life >= 60)) return Fail(MakeError(ErrorKind::kInvalidArgument, "--fair-share-half-life: give at least 1min, e.g. 1d"));
-  auto max_age = ParseDurationS(o.max_age, "h");
-  if (!max_age) return Fail(MakeError(ErrorKind::kInvalidArgument, "--priority-max-age: " + max_age.error().message));
-  if (!(*max_age >= 60)) return Fail(MakeError(ErrorKind::kInvalidArgument, "--priority-max-age: give at least 1min, e.g. 7d"));
-  if (!(o.weight_age >= 0)) return Fail(MakeError(ErrorKind::kInvalidArgument, "--priority-weight-age: give a number >= 0, e.g. 1"));
+// The options checked and parsed.
+struct SimSettings {
+  sim::Format format{};
+  std::uint64_t gpu_mem_bytes = 0;
+  double idle_s = 0, half_life_s = 0, max_age_s = 0;
   std::vector<sched::PolicyKind> policies;
+  std::vector<sim::Placement> placements;
+  sim::TimeLimitFrom limit_from;
+};
+
+Error SimOptionError(std::string line) { return MakeError(ErrorKind::kInvalidArgument, std::move(line)); }
+
+// --policy and --placement: comma-separated lists.
+Status ParsePolicyLists(const SimulateOptions& o, SimSettings& s) {
   for (const std::string& name : Split(o.policies, ',')) {
     auto p = sched::ParsePolicy(std::string(Trim(name)));
-    if (!p) return Fail(MakeError(ErrorKind::kInvalidArgument, StrCat("--policy ", name, ": give fifo, firstfit, easy or default (several: comma-separated)")));
-    policies.push_back(*p);
+    if (!p) return SimOptionError(StrCat("--policy ", name, ": give fifo, firstfit, easy or default (several: comma-separated)"));
+    s.policies.push_back(*p);
   }
-  std::vector<sim::Placement> placements;
   for (const std::string& name : Split(o.placements, ',')) {
     auto p = sim::ParsePlacement(std::string(Trim(name)));
-    if (!p) return Fail(MakeError(ErrorKind::kInvalidArgument, StrCat("--placement ", name, ": give bestfit or mostfree (both: comma-separated)")));
-    placements.push_back(*p);
+    if (!p) return SimOptionError(StrCat("--placement ", name, ": give bestfit or mostfree (both: comma-separated)"));
+    s.placements.push_back(*p);
   }
-  if (o.oversize != "clip" && o.oversize != "drop")
-    return Fail(MakeError(ErrorKind::kInvalidArgument, StrCat("--oversize ", o.oversize, ": give clip or drop")));
-  if (o.load && !(*o.load > 0)) return Fail(MakeError(ErrorKind::kInvalidArgument, "--load: give a number > 0, e.g. 0.9"));
-  if (o.users && *o.users < 1) return Fail(MakeError(ErrorKind::kInvalidArgument, "--users: give at least 1"));
-  auto limit_from = sim::ParseTimeLimitFrom(o.time_limit_from);
-  if (!limit_from) return Fail(limit_from.error());
+  return Status::Ok();
+}
 
+// Durations and sizes, each error naming its option.
+Status ParseSimQuantities(const SimulateOptions& o, SimSettings& s) {
+  auto gpu_mem = ParseSizeBytes(o.gpu_mem);
+  if (!gpu_mem) return gpu_mem.error();
+  s.gpu_mem_bytes = *gpu_mem;
+  auto idle = ParseDurationS(o.max_reserve_idle, "m");
+  if (!idle) return SimOptionError("--max-reserve-idle: " + idle.error().message);
+  s.idle_s = *idle;
+  auto half_life = ParseDurationS(o.half_life, "h");
+  if (!half_life) return SimOptionError("--fair-share-half-life: " + half_life.error().message);
+  if (!(*half_life >= 60)) return SimOptionError("--fair-share-half-life: give at least 1min, e.g. 1d");
+  s.half_life_s = *half_life;
+  auto max_age = ParseDurationS(o.max_age, "h");
+  if (!max_age) return SimOptionError("--priority-max-age: " + max_age.error().message);
+  if (!(*max_age >= 60)) return SimOptionError("--priority-max-age: give at least 1min, e.g. 7d");
+  s.max_age_s = *max_age;
+  return Status::Ok();
+}
+
+Result<SimSettings> CheckSimulateOptions(const SimulateOptions& o) {
+  SimSettings s;
+  auto format = sim::ParseFormat(o.format);
+  if (!format) return SimOptionError(StrCat("--format ", o.format, ": give csv, msr-itp, philly or alibaba"));
+  s.format = *format;
+  if (o.gpus < 1 || o.gpus > sched::kMaxGpuCount) return SimOptionError(StrCat("--gpus ", o.gpus, ": give 1 to ", sched::kMaxGpuCount));
+  if (Status q = ParseSimQuantities(o, s); !q.ok()) return q.error();
+  if (!(o.weight_age >= 0)) return SimOptionError("--priority-weight-age: give a number >= 0, e.g. 1");
+  if (Status l = ParsePolicyLists(o, s); !l.ok()) return l.error();
+  if (o.oversize != "clip" && o.oversize != "drop") return SimOptionError(StrCat("--oversize ", o.oversize, ": give clip or drop"));
+  if (o.load && !(*o.load > 0)) return SimOptionError("--load: give a number > 0, e.g. 0.9");
+  if (o.users && *o.users < 1) return SimOptionError("--users: give at least 1");
+  auto limit_from = sim::ParseTimeLimitFrom(o.time_limit_from);
+  if (!limit_from) return limit_from.error();
+  s.limit_from = *limit_from;
+  return s;
+}
+
+// The trace read and transformed to the machine (--gpus, --load, --time-limit-from, ...).
+struct MachineTrace {
+  sim::Trace trace;
+  std::size_t jobs_read = 0;
+  double read_s = 0;
+};
+
+Result<MachineTrace> ReadForMachine(const SimulateOptions& o, const SimSettings& s) {
   const auto t0 = std::chrono::steady_clock::now();
-  auto trace = sim::ReadTrace(o.trace, *format, *gpu_mem);
-  if (!trace) return Fail(trace.error());
-  const std::size_t read = trace->jobs.size();
+  auto trace = sim::ReadTrace(o.trace, s.format, s.gpu_mem_bytes);
+  if (!trace) return trace.error();
+  MachineTrace out{std::move(trace).value(), 0, 0};
+  out.jobs_read = out.trace.jobs.size();
   sim::TransformOptions t;
   t.machine_gpus = o.gpus;
-  t.gpu_mem_bytes = *gpu_mem;
+  t.gpu_mem_bytes = s.gpu_mem_bytes;
   t.max_gpus_per_job = o.max_gpus_per_job;
   t.drop_oversize = o.oversize == "drop";
   t.limit_jobs = o.limit_jobs;
   t.users = o.users;
-  t.time_limit = *limit_from;
+  t.time_limit = s.limit_from;
   t.load = o.load;
-  if (Status s = sim::Transform(*trace, t); !s.ok()) return Fail(s.error());
-  const double read_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (Status st = sim::Transform(out.trace, t); !st.ok()) return st.error();
+  out.read_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
 
-  struct Run {
-    sched::PolicyKind policy;
-    sim::Placement placement;
-    std::vector<sim::Outcome> outcomes;
-    sim::Metrics metrics;
-    sim::SimStats stats;
-    double wall_s = 0;
-  };
-  std::vector<Run> runs;
-  const sim::SimOptions base = BaseOptions(o, *gpu_mem, *idle, *half_life, *max_age, trace->users);
-  for (sched::PolicyKind p : policies)
-    for (sim::Placement placement : placements) {
+struct PolicyRun {
+  sched::PolicyKind policy;
+  sim::Placement placement;
+  std::vector<sim::Outcome> outcomes;
+  sim::Metrics metrics;
+  sim::SimStats stats;
+  double wall_s = 0;
+};
+
+// Every policy with every placement, in the order given.
+Result<std::vector<PolicyRun>> RunPolicies(const SimulateOptions& o, const SimSettings& s, const sim::Trace& trace) {
+  std::vector<PolicyRun> runs;
+  const sim::SimOptions base = BaseOptions(o, s.gpu_mem_bytes, s.idle_s, s.half_life_s, s.max_age_s, trace.users);
+  for (sched::PolicyKind p : s.policies)
+    for (sim::Placement placement : s.placements) {
       sim::SimOptions so = base;
       so.policy = p;
       so.placement = placement;
       const auto start = std::chrono::steady_clock::now();
-      Run run{p, placement};
-      auto outcomes = sim::Simulate(trace->jobs, so, &run.stats);
-      if (!outcomes) return Fail(outcomes.error());
+      PolicyRun run{p, placement};
+      auto outcomes = sim::Simulate(trace.jobs, so, &run.stats);
+      if (!outcomes) return outcomes.error();
       run.outcomes = std::move(outcomes).value();
       run.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      run.metrics = sim::ComputeMetrics(trace->jobs, run.outcomes, o.gpus, *gpu_mem);
+      run.metrics = sim::ComputeMetrics(trace.jobs, run.outcomes, o.gpus, s.gpu_mem_bytes);
       runs.push_back(std::move(run));
     }
+  return runs;
+}
 
-  if (!o.per_job_csv.empty()) {
-    std::ofstream csv(o.per_job_csv, std::ios::trunc);
-    if (!csv) return Fail(MakeError(ErrorKind::kIo, StrCat("cannot write ", o.per_job_csv)));
-    csv << "policy,job,user,gpus,mem_bytes,submit_s,time_limit_s,duration_s,start_s,end_s,wait_s,timed_out,placement\n";
-    for (const Run& r : runs)
-      for (std::size_t i = 0; i < trace->jobs.size(); ++i) {
-        const sim::Job& j = trace->jobs[i];
-        const sim::Outcome& x = r.outcomes[i];
-        csv << fmt::format("{},{},{},{},{},{:.3f},{},{:.3f},{:.3f},{:.3f},{:.3f},{},{}\n", sched::PolicyName(r.policy), j.id,
-                           trace->users[j.user], j.gpus, j.mem_bytes, j.submit_s,
-                           j.time_limit_s ? fmt::format("{:.3f}", *j.time_limit_s) : std::string(), j.duration_s, x.start_s,
-                           x.end_s, x.start_s - j.submit_s, x.timed_out ? 1 : 0, sim::PlacementName(r.placement));
-      }
-    if (!csv.flush()) return Fail(MakeError(ErrorKind::kIo, StrCat("cannot write ", o.per_job_csv)));
-  }
-
-  if (!o.plot.empty()) {
-    std::vector<sim::PolicySeries> series;
-    const bool both_placements = placements.size() > 1;
-    for (const Run& r : runs)
-      series.push_back({both_placements ? StrCat(sched::PolicyName(r.policy), " ", sim::PlacementName(r.placement))
-                                        : std::string(sched::PolicyName(r.policy)),
-                        r.outcomes});
-    const std::string title = fmt::format("{} ({}): {} jobs on {} GPUs, offered load {:.2f}, time limits from {}", o.trace, o.format,
-                                          trace->jobs.size(), o.gpus, trace->offered_load, o.time_limit_from);
-    std::ofstream page(o.plot, std::ios::trunc);
-    page << sim::PlotHtml(title, trace->jobs, series, o.gpus, *gpu_mem);
-    if (!page.flush()) return Fail(MakeError(ErrorKind::kIo, StrCat("--plot: cannot write ", o.plot)));
-  }
-
-  if (o.json) {
-    nlohmann::json out;
-    out["trace"] = {{"path", o.trace}, {"format", o.format}, {"jobs_read", read}, {"jobs", trace->jobs.size()},
-                    {"users", trace->users.size()}, {"offered_load", trace->offered_load}, {"notes", trace->notes},
-                    {"read_s", read_s}};
-    out["machine"] = {{"gpus", o.gpus}, {"gpu_mem_bytes", *gpu_mem}, {"max_reserve_idle_s", *idle},
-                      {"time_limit_from", o.time_limit_from}, {"fair_share", !o.no_fair_share},
-                      {"fair_share_half_life_s", *half_life}, {"priority_weight_age", o.weight_age}, {"priority_max_age_s", *max_age},
-                      {"max_waiting", o.max_waiting ? o.max_waiting : sched::DefaultMaxWaiting(o.gpus)}};
-    out["policies"] = nlohmann::json::array();
-    for (const Run& r : runs) {
-      nlohmann::json p = MetricsJson(r.metrics);
-      p["policy"] = sched::PolicyName(r.policy);
-      p["placement"] = sim::PlacementName(r.placement);
-      p["shared_gpus_mean"] = r.stats.shared_gpus_mean;
-      p["idle_gpus_mean"] = r.stats.idle_gpus_mean;
-      p["fragmented_s"] = r.stats.fragmented_s;
-      p["decisions"] = r.stats.decisions;
-      p["max_waiting"] = r.stats.max_waiting;
-      p["wall_s"] = r.wall_s;
-      out["policies"].push_back(std::move(p));
+Status WritePerJobCsv(const std::string& path, const sim::Trace& trace, const std::vector<PolicyRun>& runs) {
+  std::ofstream csv(path, std::ios::trunc);
+  if (!csv) return MakeError(ErrorKind::kIo, StrCat("cannot write ", path));
+  csv << "policy,job,user,gpus,mem_bytes,submit_s,time_limit_s,duration_s,start_s,end_s,wait_s,timed_out,placement\n";
+  for (const PolicyRun& r : runs)
+    for (std::size_t i = 0; i < trace.jobs.size(); ++i) {
+      const sim::Job& j = trace.jobs[i];
+      const sim::Outcome& x = r.outcomes[i];
+      csv << fmt::format("{},{},{},{},{},{:.3f},{},{:.3f},{:.3f},{:.3f},{:.3f},{},{}\n", sched::PolicyName(r.policy), j.id,
+                         trace.users[j.user], j.gpus, j.mem_bytes, j.submit_s,
+                         j.time_limit_s ? fmt::format("{:.3f}", *j.time_limit_s) : std::string(), j.duration_s, x.start_s,
+                         x.end_s, x.start_s - j.submit_s, x.timed_out ? 1 : 0, sim::PlacementName(r.placement));
     }
-    fmt::print("{}\n", out.dump(2));
-    return kExitOk;
+  if (!csv.flush()) return MakeError(ErrorKind::kIo, StrCat("cannot write ", path));
+  return Status::Ok();
+}
+
+Status WriteSimPlot(const SimulateOptions& o, const SimSettings& s, const sim::Trace& trace, const std::vector<PolicyRun>& runs) {
+  std::vector<sim::PolicySeries> series;
+  const bool both_placements = s.placements.size() > 1;
+  for (const PolicyRun& r : runs)
+    series.push_back({both_placements ? StrCat(sched::PolicyName(r.policy), " ", sim::PlacementName(r.placement))
+                                      : std::string(sched::PolicyName(r.policy)),
+                      r.outcomes});
+  const std::string title = fmt::format("{} ({}): {} jobs on {} GPUs, offered load {:.2f}, time limits from {}", o.trace, o.format,
+                                        trace.jobs.size(), o.gpus, trace.offered_load, o.time_limit_from);
+  std::ofstream page(o.plot, std::ios::trunc);
+  page << sim::PlotHtml(title, trace.jobs, series, o.gpus, s.gpu_mem_bytes);
+  if (!page.flush()) return MakeError(ErrorKind::kIo, StrCat("--plot: cannot write ", o.plot));
+  return Status::Ok();
+}
+
+void PrintSimJson(const SimulateOptions& o, const SimSettings& s, const MachineTrace& read, const std::vector<PolicyRun>& runs) {
+  const sim::Trace& trace = read.trace;
+  nlohmann::json out;
+  out["trace"] = {{"path", o.trace}, {"format", o.format}, {"jobs_read", read.jobs_read}, {"jobs", trace.jobs.size()},
+                  {"users", trace.users.size()}, {"offered_load", trace.offered_load}, {"notes", trace.notes},
+                  {"read_s", read.read_s}};
+  out["machine"] = {{"gpus", o.gpus}, {"gpu_mem_bytes", s.gpu_mem_bytes}, {"max_reserve_idle_s", s.idle_s},
+                    {"time_limit_from", o.time_limit_from}, {"fair_share", !o.no_fair_share},
+                    {"fair_share_half_life_s", s.half_life_s}, {"priority_weight_age", o.weight_age}, {"priority_max_age_s", s.max_age_s},
+                    {"max_waiting", o.max_waiting ? o.max_waiting : sched::DefaultMaxWaiting(o.gpus)}};
+  out["policies"] = nlohmann::json::array();
+  for (const PolicyRun& r : runs) {
+    nlohmann::json p = MetricsJson(r.metrics);
+    p["policy"] = sched::PolicyName(r.policy);
+    p["placement"] = sim::PlacementName(r.placement);
+    p["shared_gpus_mean"] = r.stats.shared_gpus_mean;
+    p["idle_gpus_mean"] = r.stats.idle_gpus_mean;
+    p["fragmented_s"] = r.stats.fragmented_s;
+    p["decisions"] = r.stats.decisions;
+    p["max_waiting"] = r.stats.max_waiting;
+    p["wall_s"] = r.wall_s;
+    out["policies"].push_back(std::move(p));
   }
+  fmt::print("{}\n", out.dump(2));
+}
+
+void PrintSimTable(const SimulateOptions& o, const SimSettings& s, const sim::Trace& trace, const std::vector<PolicyRun>& runs) {
   fmt::print("trace {} ({}): {} jobs on {} GPUs of {}, offered load {:.3f}, time limits from {}\n", o.trace, o.format,
-             trace->jobs.size(), o.gpus, FormatBytes(*gpu_mem), trace->offered_load, o.time_limit_from);
-  for (const std::string& note : trace->notes) fmt::print("  {}\n", note);
+             trace.jobs.size(), o.gpus, FormatBytes(s.gpu_mem_bytes), trace.offered_load, o.time_limit_from);
+  for (const std::string& note : trace.notes) fmt::print("  {}\n", note);
   fmt::print("\n{:<9} {:<9} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>9} {:>5} {:>7} {:>9} {:>6} {:>6} {:>9}\n", "policy",
              "placement", "util", "wait mean", "median", "p95", "p99", "JCT mean", "JCT p99", "bsld", "makespan", "jain", "starved",
              "whole wt", "shared", "idle", "frag");
-  for (const Run& r : runs) {
+  for (const PolicyRun& r : runs) {
     const sim::Metrics& m = r.metrics;
     fmt::print("{:<9} {:<9} {:>4.1f}% {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8.2f} {:>9} {:>5.3f} {:>7} {:>9} {:>6.2f} {:>6.2f} {:>9}\n",
                sched::PolicyName(r.policy), sim::PlacementName(r.placement), 100 * m.utilisation, Short(m.wait_mean_s),
@@ -230,6 +279,21 @@ int RunSimulate(const SimulateOptions& o) {
              runs.empty() ? 0 : runs.front().metrics.users);
   fmt::print("whole wt: mean wait of whole-GPU jobs; shared, idle: mean GPUs partly used by shares, with nothing on them; frag: time a\n"
              "whole-GPU job waited for GPUs that packing the shares tighter would have left free\n");
+}
+
+int RunSimulate(const SimulateOptions& o) {
+  auto settings = CheckSimulateOptions(o);
+  if (!settings) return Fail(settings.error());
+  auto read = ReadForMachine(o, *settings);
+  if (!read) return Fail(read.error());
+  auto runs = RunPolicies(o, *settings, read->trace);
+  if (!runs) return Fail(runs.error());
+  if (!o.per_job_csv.empty())
+    if (Status s = WritePerJobCsv(o.per_job_csv, read->trace, *runs); !s.ok()) return Fail(s.error());
+  if (!o.plot.empty())
+    if (Status s = WriteSimPlot(o, *settings, read->trace, *runs); !s.ok()) return Fail(s.error());
+  if (o.json) PrintSimJson(o, *settings, *read, *runs);
+  else PrintSimTable(o, *settings, read->trace, *runs);
   return kExitOk;
 }
 
