@@ -126,6 +126,39 @@ bool Done(const std::map<std::string, PolledJob>& rows, const std::string& paren
   return !keys.empty();
 }
 
+// Slurm's answer for the jobs `need` merged into `rows`: its rows replace what was known of a job it
+// answered for, except finished rows it no longer lists (purged tasks), and an exit code from the
+// script stays when Slurm has not caught up (still COMPLETING). Returns the jobs it answered for.
+std::set<std::string> MergeSlurmRows(const std::vector<std::string>& need, const std::vector<PolledJob>& answer,
+                                     std::map<std::string, PolledJob>& rows) {
+  std::set<std::string> answered;
+  for (const auto& p : answer) answered.insert(p.parent);
+  for (const auto& id : need) {
+    if (!answered.count(id)) continue;
+    for (const auto& key : KeysOf(rows, id))
+      if (!rows.at(key).view.finished) rows.erase(key);
+  }
+  for (const auto& p : answer) {
+    auto it = rows.find(p.id);
+    if (it != rows.end() && it->second.view.finished && !p.view.finished) continue;
+    rows[p.id] = p;
+  }
+  return answered;
+}
+
+// Gone from squeue, no accounting, no exit code: ended without its script finishing (cancelled,
+// timed out or its node failed before Slurm could tell us which).
+PolledJob GoneWithoutExitCode(const std::string& slurm_id) {
+  PolledJob p;
+  p.id = slurm_id;
+  p.parent = slurm_id;
+  p.view.state = "cancelled";
+  p.view.finished = true;
+  p.view.reason = "Slurm no longer lists it and it wrote no exit code (cancelled, timed out or its node failed)";
+  p.confirmed = true;
+  return p;
+}
+
 }  // namespace
 
 std::string JoinIds(const std::vector<std::string>& ids) {
@@ -259,20 +292,7 @@ Result<std::vector<PolledJob>> Poller::Poll(const std::vector<RegisteredJob>& jo
       }
     auto rows = AskSlurm(need);
     if (!rows) return rows.error();
-    std::set<std::string> answered;
-    for (const auto& p : *rows) answered.insert(p.parent);
-    for (const auto& id : need) {
-      if (!answered.count(id)) continue;
-      // Slurm's rows replace what was known, except finished rows it no longer lists (purged tasks).
-      for (const auto& key : KeysOf(cache.rows, id))
-        if (!cache.rows.at(key).view.finished) cache.rows.erase(key);
-    }
-    for (const auto& p : *rows) {
-      auto it = cache.rows.find(p.id);
-      // An exit code from the script stays when Slurm has not caught up (still COMPLETING).
-      if (it != cache.rows.end() && it->second.view.finished && !p.view.finished) continue;
-      cache.rows[p.id] = p;
-    }
+    const std::set<std::string> answered = MergeSlurmRows(need, *rows, cache.rows);
     for (const auto& job : polled) {
       if (answered.count(job.slurm_id) || Done(cache.rows, job.slurm_id)) continue;
       if (std::find(need.begin(), need.end(), job.slurm_id) == need.end()) continue;
@@ -281,17 +301,8 @@ Result<std::vector<PolledJob>> Poller::Poll(const std::vector<RegisteredJob>& jo
       std::vector<PolledJob> written = FromExitFiles(job.slurm_id, job.array, /*slurm_gone=*/true);
       for (const auto& p : written) cache.rows[p.id] = p;
       if (!written.empty()) continue;
-      // Gone from squeue, no accounting, no exit code: ended without its script finishing
-      // (cancelled, timed out or its node failed before Slurm could tell us which).
-      PolledJob p;
-      p.id = job.slurm_id;
-      p.parent = job.slurm_id;
-      p.view.state = "cancelled";
-      p.view.finished = true;
-      p.view.reason = "Slurm no longer lists it and it wrote no exit code (cancelled, timed out or its node failed)";
-      p.confirmed = true;
       for (const auto& key : KeysOf(cache.rows, job.slurm_id)) cache.rows.erase(key);
-      cache.rows[p.id] = p;
+      cache.rows[job.slurm_id] = GoneWithoutExitCode(job.slurm_id);
     }
     cache.time_s = now_s;
     changed = true;
