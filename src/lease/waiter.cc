@@ -161,6 +161,11 @@ std::string LeaseWaiter::StatusLine(const std::vector<std::string>& reasons, uns
   return fmt::format("waiting, {} in line: {}", Ordinal(position), Join(reasons, "; "));
 }
 
+void LeaseWaiter::SayStatus(std::string status, std::string& last_status) const {
+  if (status != last_status && on_status_ && !request_.quiet) on_status_(status);
+  last_status = std::move(status);
+}
+
 Status LeaseWaiter::JoinLine() {
   if (held_ticket_.held()) return Status::Ok();
   ticket_.request = request_.request;
@@ -231,42 +236,120 @@ Result<sched::Decision> LeaseWaiter::Decide(const GpuSnapshot& snapshot, Process
   return mine;
 }
 
+Result<const PartitionConfig*> LeaseWaiter::FindPartition() const {
+  if (request_.request.partition.empty()) return static_cast<const PartitionConfig*>(nullptr);
+  for (const auto& p : request_.partitions)
+    if (p.name == request_.request.partition) return &p;
+  return MakeError(ErrorKind::kInvalidArgument,
+                   fmt::format("partition {} is not in this machine's config any more", request_.request.partition));
+}
+
+double LeaseWaiter::WeekNowS() const {
+  const double wall_s = env_.WallS();
+  const double whole_s = std::floor(wall_s);
+  const double week_s = LocalWeekSeconds(static_cast<std::time_t>(whole_s)) + (wall_s - whole_s);
+  return week_s >= kSecondsPerWeek ? week_s - kSecondsPerWeek : week_s;
+}
+
+Result<bool> LeaseWaiter::AwaitOpen(const PartitionConfig& partition, double start_s, int signal_fd) {
+  while (!sched::IsOpen(partition, WeekNowS())) {
+    if (request_.no_wait) return sched::RequireOpen(partition, WeekNowS()).error();
+    if (on_status_ && !request_.quiet) on_status_(fmt::format("waiting: {}", sched::ClosedText(partition, WeekNowS())));
+    auto change = sched::NextChange(partition, WeekNowS());
+    double wait_s = change ? change->in_s : 60;
+    if (request_.timeout_s) {
+      const double left = *request_.timeout_s - (env_.MonotonicS() - start_s);
+      if (left <= 0)
+        return MakeError(ErrorKind::kTimeout, fmt::format("gave up after {} (--timeout): {}", FormatSeconds(env_.MonotonicS() - start_s),
+                                                          sched::ClosedText(partition, WeekNowS())));
+      wait_s = std::min(wait_s, left);
+    }
+    if (env_.WaitReadable({signal_fd}, wait_s) & 1u) return true;
+  }
+  return false;
+}
+
+Result<std::vector<std::string>> LeaseWaiter::AllowedUuids(const PartitionConfig* partition, const GpuSnapshot& snapshot) const {
+  auto allowed = ResolveAllowedGpus(request_.request.gpu_list, request_.inherited, snapshot);
+  if (!allowed || !partition) return allowed;
+  sched::Request narrowed = request_.request;
+  narrowed.allowed_uuids = *allowed;
+  std::vector<std::string> uuids;
+  for (const auto& d : snapshot.devices) uuids.push_back(d.uuid);
+  if (Status s = sched::RestrictToPartition(*partition, narrowed, uuids); !s.ok()) return s.error();
+  return *narrowed.allowed_uuids;
+}
+
+Result<sched::Decision> LeaseWaiter::DecideNow(const GpuSnapshot& snapshot, const PartitionConfig* partition,
+                                               double& deferred_since_s, bool& defer) {
+  bool earlier_granted = false;
+  auto mine = Decide(snapshot, processes_, &earlier_granted);
+  if (!mine) return mine;
+  // Requests granted in the same decision start in line order (not for --no-wait: it answers now).
+  if (mine->granted && earlier_granted && !request_.no_wait) {
+    if (deferred_since_s < 0) deferred_since_s = env_.MonotonicS();
+    defer = env_.MonotonicS() - deferred_since_s < kMaxDeferS;
+  } else {
+    deferred_since_s = -1;
+  }
+  // Its partition closed while it waited in line: it starts nothing until it opens again.
+  const bool preemptible = request_.request.preemptible != sched::Preemptible::kNo;
+  if (mine->granted && partition && !preemptible && !sched::IsOpen(*partition, WeekNowS())) {
+    if (request_.no_wait) return sched::RequireOpen(*partition, WeekNowS()).error();
+    mine->granted = false;
+    mine->reasons = {fmt::format("partition {} closed until {}", partition->name, sched::OpensText(*partition, WeekNowS()))};
+    if (auto change = sched::NextChange(*partition, WeekNowS())) mine->recheck_at_s = env_.WallS() + change->in_s;
+  }
+  return mine;
+}
+
+Result<Grant> LeaseWaiter::TakeLease(const sched::Decision& mine, GpuSnapshot& snapshot, const PartitionConfig* partition,
+                                     double start_s) {
+  const sched::Request& request = ticket_.request;
+  record_.started_s = env_.WallS();
+  if (ticket_.seq > 0) record_.requested_s = request.submit_time_s;  // a queued job's (seq: a place key)
+  record_.time_limit_s = request.time_limit_s;
+  // Preempted sched.max_preemptions_per_job times: this attempt is not preempted again.
+  record_.preemptible = sched::GivesWay(request, request_.limits_config.max_preemptions_per_job);
+  record_.gpus.clear();
+  for (unsigned i : mine.gpus) record_.gpus.push_back({mine.mig_uuid.value_or(snapshot.devices[i].uuid), request.mem_bytes});
+  auto lease = dir_.CreateLease(record_, request_.owner_uid, request_.owner_gid);
+  if (!lease) return lease.error();
+  held_ticket_.Release();
+  Grant grant{mine.gpus, std::move(lease).value(), std::move(snapshot), env_.MonotonicS() - start_s, 0, std::nullopt};
+  if (partition) grant.partition_stop = sched::StopOf(*partition, WeekNowS());
+  grant.mig_uuid = mine.mig_uuid;
+  grant.unclaimed = unclaimed_;
+  return grant;
+}
+
+Result<double> LeaseWaiter::SleepS(const sched::Decision& mine, bool defer, double start_s, double snapshot_time_s) const {
+  double wait_s = std::max(0.0, request_.nvml_poll_s - (env_.MonotonicS() - snapshot_time_s));
+  if (defer) wait_s = std::min(wait_s, 0.02);
+  if (mine.recheck_at_s) wait_s = std::min(wait_s, std::max(0.0, *mine.recheck_at_s - env_.WallS()));
+  if (request_.timeout_s && !defer) {
+    const double left = *request_.timeout_s - (env_.MonotonicS() - start_s);
+    if (left <= 0)
+      return MakeError(ErrorKind::kTimeout, fmt::format("gave up after {} (--timeout): {}", FormatSeconds(env_.MonotonicS() - start_s),
+                                                        Join(mine.reasons, "; ")));
+    wait_s = std::min(wait_s, left);
+  }
+  if (dir_.watch_fd() < 0) wait_s = std::min(wait_s, 0.05);  // no inotify: look again soon
+  return wait_s;
+}
+
 Result<Grant> LeaseWaiter::Acquire() {
   const double start = env_.MonotonicS();
   SignalWatch signals(request_.extra_signals);
-  // The request's partition: outside its windows nothing is granted (sched/partition.h).
-  const PartitionConfig* partition = nullptr;
-  if (!request_.request.partition.empty()) {
-    for (const auto& p : request_.partitions)
-      if (p.name == request_.request.partition) partition = &p;
-    if (!partition)
-      return MakeError(ErrorKind::kInvalidArgument,
-                       fmt::format("partition {} is not in this machine's config any more", request_.request.partition));
-  }
-  // With the fraction of the second (a partition's stop is timed from it: sched::StopOf).
-  auto week_now = [&] {
-    const double wall_s = env_.WallS();
-    const double whole_s = std::floor(wall_s);
-    const double week_s = LocalWeekSeconds(static_cast<std::time_t>(whole_s)) + (wall_s - whole_s);
-    return week_s >= kSecondsPerWeek ? week_s - kSecondsPerWeek : week_s;
-  };
-  // Closed at the start: wait outside the line (reserving nothing) until it opens.
-  // A preemptible job may start while its partition is closed (it gives way to any job that needs
-  // its GPUs).
-  const bool preemptible = request_.request.preemptible != sched::Preemptible::kNo;
-  while (partition && !preemptible && !sched::IsOpen(*partition, week_now())) {
-    if (request_.no_wait) return sched::RequireOpen(*partition, week_now()).error();
-    if (on_status_ && !request_.quiet) on_status_(fmt::format("waiting: {}", sched::ClosedText(*partition, week_now())));
-    auto change = sched::NextChange(*partition, week_now());
-    double wait_s = change ? change->in_s : 60;
-    if (request_.timeout_s) {
-      const double left = *request_.timeout_s - (env_.MonotonicS() - start);
-      if (left <= 0)
-        return MakeError(ErrorKind::kTimeout, fmt::format("gave up after {} (--timeout): {}", FormatSeconds(env_.MonotonicS() - start),
-                                                          sched::ClosedText(*partition, week_now())));
-      wait_s = std::min(wait_s, left);
-    }
-    if (env_.WaitReadable({signals.fd()}, wait_s) & 1u) {
+  auto found = FindPartition();
+  if (!found) return found.error();
+  const PartitionConfig* partition = *found;  // outside its windows nothing is granted (sched/partition.h)
+  // Closed at the start: wait outside the line (reserving nothing) until it opens. A preemptible
+  // job may start while its partition is closed (it gives way to any job that needs its GPUs).
+  if (partition && request_.request.preemptible == sched::Preemptible::kNo) {
+    auto signalled = AwaitOpen(*partition, start, signals.fd());
+    if (!signalled) return signalled.error();
+    if (*signalled) {
       Grant g;
       g.interrupted_by_signal = signals.Take();
       if (on_status_) on_status_("");
@@ -277,20 +360,11 @@ Result<Grant> LeaseWaiter::Acquire() {
   auto snapshot = ReadSnapshot();
   if (!snapshot) return snapshot.error();
   double snapshot_time = env_.MonotonicS();
-  auto allowed = ResolveAllowedGpus(request_.request.gpu_list, request_.inherited, *snapshot);
+  auto allowed = AllowedUuids(partition, *snapshot);
   if (!allowed) return allowed.error();
-  if (partition) {
-    sched::Request narrowed = request_.request;
-    narrowed.allowed_uuids = *allowed;
-    std::vector<std::string> uuids;
-    for (const auto& d : snapshot->devices) uuids.push_back(d.uuid);
-    if (Status s = sched::RestrictToPartition(*partition, narrowed, uuids); !s.ok()) return s.error();
-    allowed = *narrowed.allowed_uuids;
-  }
   if (Status narrowed = NarrowTicket(*allowed, *snapshot); !narrowed.ok()) return narrowed.error();
   const sched::Request& request = ticket_.request;
   const unsigned gpu_count = static_cast<unsigned>(snapshot->devices.size());
-  ProcessTable& table = processes_;
   std::string last_status;
   bool first = true;
   double deferred_since_s = -1;  // monotonic; < 0: not deferring (a plain double: GCC 12 warns on the optional)
@@ -308,39 +382,11 @@ Result<Grant> LeaseWaiter::Acquire() {
     Result<sched::Decision> mine = MakeError(ErrorKind::kInternal, "no decision");
     {
       DirLock lock = dir_.Lock();
-      bool earlier_granted = false;
-      mine = Decide(*snapshot, table, &earlier_granted);
+      mine = DecideNow(*snapshot, partition, deferred_since_s, defer);
       if (!mine) return mine.error();
-      // Requests granted in the same decision start in line order (not for --no-wait: it answers now).
-      if (mine->granted && earlier_granted && !request_.no_wait) {
-        if (deferred_since_s < 0) deferred_since_s = env_.MonotonicS();
-        defer = env_.MonotonicS() - deferred_since_s < kMaxDeferS;
-      } else {
-        deferred_since_s = -1;
-      }
-      // Its partition closed while it waited in line: it starts nothing until it opens again.
-      if (mine->granted && partition && !preemptible && !sched::IsOpen(*partition, week_now())) {
-        if (request_.no_wait) return sched::RequireOpen(*partition, week_now()).error();
-        mine->granted = false;
-        mine->reasons = {fmt::format("partition {} closed until {}", partition->name, sched::OpensText(*partition, week_now()))};
-        if (auto change = sched::NextChange(*partition, week_now())) mine->recheck_at_s = env_.WallS() + change->in_s;
-      }
       if (mine->granted && !defer) {
-        record_.started_s = env_.WallS();
-        if (ticket_.seq > 0) record_.requested_s = request.submit_time_s;  // a queued job's (seq: a place key)
-        record_.time_limit_s = request.time_limit_s;
-        // Preempted sched.max_preemptions_per_job times: this attempt is not preempted again.
-        record_.preemptible = sched::GivesWay(request, request_.limits_config.max_preemptions_per_job);
-        record_.gpus.clear();
-        for (unsigned i : mine->gpus) record_.gpus.push_back({mine->mig_uuid.value_or(snapshot->devices[i].uuid), request.mem_bytes});
-        auto lease = dir_.CreateLease(record_, request_.owner_uid, request_.owner_gid);
-        if (!lease) return lease.error();
-        held_ticket_.Release();
-        done_waiting();
-        Grant grant{mine->gpus, std::move(lease).value(), std::move(*snapshot), env_.MonotonicS() - start, 0, std::nullopt};
-        if (partition) grant.partition_stop = sched::StopOf(*partition, week_now());
-        grant.mig_uuid = mine->mig_uuid;
-        grant.unclaimed = unclaimed_;
+        auto grant = TakeLease(*mine, *snapshot, partition, start);
+        if (grant) done_waiting();
         return grant;
       }
     }
@@ -350,26 +396,15 @@ Result<Grant> LeaseWaiter::Acquire() {
     if (!defer && request_.no_wait) return sched::GrantedNow(request, *mine, gpu_count).error();
     if (!defer) {
       first = false;
-      std::string status = StatusLine(mine->reasons, mine->position);
-      if (status != last_status && on_status_ && !request_.quiet) on_status_(status);
-      last_status = status;
+      SayStatus(StatusLine(mine->reasons, mine->position), last_status);
     }
     if (dir_.StartWatching()) continue;  // look again now that changes will wake us
     // Sleep until a lease or ticket changes, a signal comes, the GPUs are due for a re-read, or
     // time runs out; a deferred grant looks again after a short while in any case.
-    double wait_s = std::max(0.0, request_.nvml_poll_s - (env_.MonotonicS() - snapshot_time));
-    if (defer) wait_s = std::min(wait_s, 0.02);
-    if (mine->recheck_at_s) wait_s = std::min(wait_s, std::max(0.0, *mine->recheck_at_s - env_.WallS()));
-    if (request_.timeout_s && !defer) {
-      const double left = *request_.timeout_s - (env_.MonotonicS() - start);
-      if (left <= 0)
-        return MakeError(ErrorKind::kTimeout, fmt::format("gave up after {} (--timeout): {}",
-                                                          FormatSeconds(env_.MonotonicS() - start), Join(mine->reasons, "; ")));
-      wait_s = std::min(wait_s, left);
-    }
-    if (dir_.watch_fd() < 0) wait_s = std::min(wait_s, 0.05);  // no inotify: look again soon
-    const double wake_by_s = env_.MonotonicS() + wait_s;
-    const unsigned ready = env_.WaitReadable({dir_.watch_fd(), signals.fd()}, wait_s);
+    auto wait_s = SleepS(*mine, defer, start, snapshot_time);
+    if (!wait_s) return wait_s.error();
+    const double wake_by_s = env_.MonotonicS() + *wait_s;
+    const unsigned ready = env_.WaitReadable({dir_.watch_fd(), signals.fd()}, *wait_s);
     if (ready & 2u) return interrupted(signals.Take());
     WarnIfLate(wake_by_s);
     if ((ready & 1u) && SpaceOutLooks(signals.fd())) return interrupted(signals.Take());

@@ -160,12 +160,35 @@ class LeaseWaiter {
   /// it in line is granted in the same decision. Errors: kIo (the ticket is gone), kNotFound.
   Result<sched::Decision> Decide(const GpuSnapshot& snapshot, ProcessTable& table, bool* earlier_granted);
   std::string StatusLine(const std::vector<std::string>& reasons, unsigned position) const;
+  /// Hands `status` to on_status (unless --quiet) when it differs from `last_status`, which it becomes.
+  void SayStatus(std::string status, std::string& last_status) const;
   /// After a change in the lease directory: waits, when changes come faster than a waiting
   /// request should look (kLookBurst, kLooksPerS in waiter.cc), until it may look again. True when
   /// a signal came meanwhile (on `signal_fd`, not yet read).
   bool SpaceOutLooks(int signal_fd);
   /// Says so when this request did not run for longer than a grant may stay unclaimed.
   void WarnIfLate(double wake_by_s) const;
+  // Acquire's steps.
+  /// The request's partition (nullptr: none). Errors: kInvalidArgument (gone from the config).
+  Result<const PartitionConfig*> FindPartition() const;
+  /// Seconds into the local week now, with the fraction of the second (a partition's stop is
+  /// timed from it: sched::StopOf).
+  double WeekNowS() const;
+  /// Waits outside the line, reserving nothing, while `partition` is closed. True when a signal
+  /// came on `signal_fd` (not read). Errors: kTimeout (--timeout), --no-wait's refusal.
+  Result<bool> AwaitOpen(const PartitionConfig& partition, double start_s, int signal_fd);
+  /// The GPUs the request may use on `snapshot`: --gpus within the inherited ones, then its
+  /// partition's.
+  Result<std::vector<std::string>> AllowedUuids(const PartitionConfig* partition, const GpuSnapshot& snapshot) const;
+  /// Decide (under the directory lock), then: a grant behind an earlier one of the same decision
+  /// is deferred (`defer`) at most kMaxDeferS from `deferred_since_s`; a grant while its partition
+  /// is closed is taken back (with when to look again).
+  Result<sched::Decision> DecideNow(const GpuSnapshot& snapshot, const PartitionConfig* partition, double& deferred_since_s,
+                                    bool& defer);
+  /// Writes the lease of grant `mine` and lets go of the ticket (under the directory lock).
+  Result<Grant> TakeLease(const sched::Decision& mine, GpuSnapshot& snapshot, const PartitionConfig* partition, double start_s);
+  /// How long to sleep before looking again. Errors: kTimeout (--timeout ran out).
+  Result<double> SleepS(const sched::Decision& mine, bool defer, double start_s, double snapshot_time_s) const;
 
   GpuBackend& backend_;
   const LeaseDir& dir_;
