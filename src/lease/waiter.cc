@@ -280,6 +280,16 @@ Result<std::vector<std::string>> LeaseWaiter::AllowedUuids(const PartitionConfig
   return *narrowed.allowed_uuids;
 }
 
+Result<GpuSnapshot> LeaseWaiter::JoinWithItsGpus(const PartitionConfig* partition) {
+  if (Status joined = JoinLine(); !joined.ok()) return joined.error();
+  auto snapshot = ReadSnapshot();
+  if (!snapshot) return snapshot.error();
+  auto allowed = AllowedUuids(partition, *snapshot);
+  if (!allowed) return allowed.error();
+  if (Status narrowed = NarrowTicket(*allowed, *snapshot); !narrowed.ok()) return narrowed.error();
+  return snapshot;
+}
+
 Result<sched::Decision> LeaseWaiter::DecideNow(const GpuSnapshot& snapshot, const PartitionConfig* partition,
                                                double& deferred_since_s, bool& defer) {
   bool earlier_granted = false;
@@ -356,13 +366,9 @@ Result<Grant> LeaseWaiter::Acquire() {
       return g;
     }
   }
-  if (Status joined = JoinLine(); !joined.ok()) return joined.error();
-  auto snapshot = ReadSnapshot();
+  auto snapshot = JoinWithItsGpus(partition);
   if (!snapshot) return snapshot.error();
   double snapshot_time = env_.MonotonicS();
-  auto allowed = AllowedUuids(partition, *snapshot);
-  if (!allowed) return allowed.error();
-  if (Status narrowed = NarrowTicket(*allowed, *snapshot); !narrowed.ok()) return narrowed.error();
   const sched::Request& request = ticket_.request;
   const unsigned gpu_count = static_cast<unsigned>(snapshot->devices.size());
   std::string last_status;
@@ -377,7 +383,12 @@ Result<Grant> LeaseWaiter::Acquire() {
     done_waiting();
     return g;
   };
+  // A stop (Ctrl-Z, SIGSTOP) or a sleeping machine anywhere in a look, not only in its sleep, is
+  // seen: each look is due by the previous one's start and its sleep, and a grant by its own start.
+  double due_s = -1;  // monotonic; < 0: no look before
   while (true) {
+    const double look_s = env_.MonotonicS();
+    if (due_s >= 0) WarnIfLate(due_s);
     bool defer = false;
     Result<sched::Decision> mine = MakeError(ErrorKind::kInternal, "no decision");
     {
@@ -385,6 +396,7 @@ Result<Grant> LeaseWaiter::Acquire() {
       mine = DecideNow(*snapshot, partition, deferred_since_s, defer);
       if (!mine) return mine.error();
       if (mine->granted && !defer) {
+        WarnIfLate(look_s);
         auto grant = TakeLease(*mine, *snapshot, partition, start);
         if (grant) done_waiting();
         return grant;
@@ -403,10 +415,9 @@ Result<Grant> LeaseWaiter::Acquire() {
     // time runs out; a deferred grant looks again after a short while in any case.
     auto wait_s = SleepS(*mine, defer, start, snapshot_time);
     if (!wait_s) return wait_s.error();
-    const double wake_by_s = env_.MonotonicS() + *wait_s;
+    due_s = look_s + *wait_s;
     const unsigned ready = env_.WaitReadable({dir_.watch_fd(), signals.fd()}, *wait_s);
     if (ready & 2u) return interrupted(signals.Take());
-    WarnIfLate(wake_by_s);
     if ((ready & 1u) && SpaceOutLooks(signals.fd())) return interrupted(signals.Take());
     dir_.DrainEvents();
     if (env_.MonotonicS() - snapshot_time >= request_.nvml_poll_s) {
@@ -434,10 +445,10 @@ bool LeaseWaiter::SpaceOutLooks(int signal_fd) {
   return env_.WaitReadable({-1, signal_fd}, wait_s) & 2u;
 }
 
-void LeaseWaiter::WarnIfLate(double wake_by_s) const {
+void LeaseWaiter::WarnIfLate(double due_s) const {
   // It did not run for longer than a grant may stay unclaimed (stopped: Ctrl-Z, SIGSTOP; or the
   // machine slept): the requests behind it may have gone first (sched/unclaimed.h). Said once a time.
-  const double late_s = env_.MonotonicS() - wake_by_s;
+  const double late_s = env_.MonotonicS() - due_s;
   if (late_s < request_.max_unclaimed_s || request_.quiet) return;
   Say("gpulane: warning: this request did not run for {} while it waited in line (stopped, or the machine "
       "slept); a request that does not take the GPUs the line gives it within {} (sched.max_unclaimed) loses "

@@ -166,8 +166,9 @@ class LeaseWaiter {
   /// request should look (kLookBurst, kLooksPerS in waiter.cc), until it may look again. True when
   /// a signal came meanwhile (on `signal_fd`, not yet read).
   bool SpaceOutLooks(int signal_fd);
-  /// Says so when this request did not run for longer than a grant may stay unclaimed.
-  void WarnIfLate(double wake_by_s) const;
+  /// Says so when this request did not run for longer than a grant may stay unclaimed: it is
+  /// later than `due_s` (monotonic) by that much.
+  void WarnIfLate(double due_s) const;
   // Acquire's steps.
   /// The request's partition (nullptr: none). Errors: kInvalidArgument (gone from the config).
   Result<const PartitionConfig*> FindPartition() const;
@@ -180,6 +181,8 @@ class LeaseWaiter {
   /// The GPUs the request may use on `snapshot`: --gpus within the inherited ones, then its
   /// partition's.
   Result<std::vector<std::string>> AllowedUuids(const PartitionConfig* partition, const GpuSnapshot& snapshot) const;
+  /// Joins the line (JoinLine), reads the GPUs and narrows the ticket to the allowed ones.
+  Result<GpuSnapshot> JoinWithItsGpus(const PartitionConfig* partition);
   /// Decide (under the directory lock), then: a grant behind an earlier one of the same decision
   /// is deferred (`defer`) at most kMaxDeferS from `deferred_since_s`; a grant while its partition
   /// is closed is taken back (with when to look again).

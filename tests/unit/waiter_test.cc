@@ -168,6 +168,26 @@ TEST_F(WaiterTest, TakesTheGpuAtTheFirstRereadAfterTheForeignProcessLeft) {
   EXPECT_TRUE(r->lease.held());
 }
 
+// A request stopped (Ctrl-Z) or a machine asleep while the waiter reads the GPUs, not in its
+// sleep, is just as late for a grant the line gave it: it is told so, once, at its next look. The
+// second read (at 1 s: the first re-read) takes 40 s of the virtual clock; the GPU frees at 5 s.
+TEST_F(WaiterTest, AStopOutsideTheSleepIsToldAsLateAsOneInIt) {
+  int reads = 0;
+  ScriptedGpus gpus(clock_, [&](double t) {
+    if (++reads == 2) clock_.now_s += 40;
+    return t < 5 ? WithForeign(Gpus(1), 0) : Gpus(1);
+  });
+  WaitRequest w = Request(1);
+  w.quiet = false;
+  w.max_unclaimed_s = 30;
+  testing::internal::CaptureStderr();
+  auto r = Acquire(gpus, w);
+  const std::string err = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_NE(err.find("gpulane: warning: this request did not run for 40 s while it waited in line"), std::string::npos) << err;
+  EXPECT_EQ(err.find("warning", err.find("warning") + 1), std::string::npos) << "said once: " << err;
+}
+
 TEST_F(WaiterTest, NoWaitAnswersAtOnceWithThePolicysReason) {
   ScriptedGpus gpus(clock_, [](double) { return WithForeign(Gpus(2), 0); });
   WaitRequest w = Request(2);
