@@ -1,6 +1,7 @@
 // The edges a new user met in the first ten minutes (issue 24, part 5), each through the binary as
 // the user typed it: mistyped commands and options, durations without a unit, Slurm's --time, a
-// command that cannot run, what hold/release/cancel did, and what a queued job waits for.
+// command that cannot run. What a queued job says it waits for is the daemon's, tested in-process:
+// tests/unit/daemon_inproc_reasons_test.cc (how show prints it: DaemonCancel.JobWaitingForGpusNeverRuns).
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,8 +10,6 @@
 #include <fmt/format.h>
 
 #include <fstream>
-#include <iterator>
-#include <sstream>
 
 #include "support/daemon_fixture.h"
 #include "support/harness.h"
@@ -23,7 +22,6 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string Id(std::int64_t id) { return std::to_string(id); }
-std::string Me() { return UserName(getuid()); }
 
 // ---- mistyped commands and options ------------------------------------------------------------
 
@@ -154,82 +152,6 @@ TEST(CliEdges, SubmitRefusesACommandThatCannotRunBeforeItIsQueued) {
   // --after: the job it follows may build the program; it is queued, and fails alone if still missing.
   const std::int64_t later = d.Submit({"--after", Id(ok), "--", "./built-later.sh"});
   EXPECT_GT(later, 0);
-}
-
-// ---- what hold, release and cancel did; what a job waits for ------------------------------------
-
-// A job waiting for `--after N` showed fair-share arithmetic instead of "waiting for job N"
-// whenever the supervisors waiting for GPUs filled their cap (other jobs pending); and a job
-// waiting for GPUs was labelled `launching`.
-TEST(CliEdges, ADependencyWaitIsNamedWhenOtherJobsWaitForGpus) {
-  TestDaemon d({.state = IdleGpus(1), .config = "[daemon]\nmax_waiting = 1\n"});
-  const fs::path log = d.work() / "marks.log", gate = d.work() / "gate";
-  const std::int64_t blocker = d.Submit(MarkedJob(log.string(), gate.string()));
-  ASSERT_TRUE(d.WaitForState(blocker, "running"));
-  const std::int64_t waiting = d.Submit({"--", "true"});  // its supervisor waits for the GPU: the cap (1) is full
-  ASSERT_TRUE(d.WaitForState(waiting, "launching"));
-  const std::int64_t after = d.Submit({"--after", Id(blocker), "--", "true"});
-  ASSERT_TRUE(d.WaitForReason(after, "waiting for job " + Id(blocker), 30)) << d.Show(after).dump();
-  RunResult shown = d.Gpulane({"show", Id(after)});
-  EXPECT_TRUE(Contains(shown.out, "  reason    waiting for job " + Id(blocker) + "\n")) << shown.out;
-  EXPECT_FALSE(Contains(shown.out, "fair share")) << shown.out;
-  // The job whose supervisor waits for the GPU is `waiting` in the text (JSON keeps `launching`).
-  RunResult queue = d.Gpulane({"queue"});
-  std::string state;  // the STATE column (ID USER NAME GPUS STATE AGE ...) of its row
-  for (const auto& line : Lines(queue.out)) {
-    std::istringstream words(line);
-    std::vector<std::string> w{std::istream_iterator<std::string>(words), std::istream_iterator<std::string>()};
-    if (w.size() > 4 && w[0] == Id(waiting)) state = w[4];
-  }
-  EXPECT_EQ(state, "waiting") << queue.out;
-  EXPECT_FALSE(Contains(queue.out, "launching")) << queue.out;
-  EXPECT_TRUE(Contains(d.Gpulane({"show", Id(waiting)}).out, "  " + Me() + "  waiting\n"));
-  Touch(gate);
-  for (std::int64_t id : {blocker, waiting, after}) EXPECT_EQ(d.Gpulane({"wait", Id(id)}).exit_code, 0);
-}
-
-// A new user's finding: in a long line (a 2,000-task array on 2 GPUs) some pending jobs' WHY was
-// filled and others' blank: the launch plan orders only the head of the line and gave the rest no
-// reason. Every waiting job says why; those behind the head say how many jobs are ahead at least.
-TEST(CliEdges, EveryWaitingJobOfALongLineSaysWhyItWaits) {
-  // max_waiting 1: the plan looks at the first 4 x 1 + 64 = 68 jobs in line (sched::LaunchLookahead).
-  TestDaemon d({.state = IdleGpus(1), .config = "[daemon]\nmax_waiting = 1\n"});
-  const fs::path log = d.work() / "marks.log", gate = d.work() / "gate";
-  const std::int64_t blocker = d.Submit(MarkedJob(log.string(), gate.string()));
-  ASSERT_TRUE(d.WaitForState(blocker, "running"));
-  RunResult array = d.Gpulane({"submit", "--array", "0-99", "--", "true"});
-  ASSERT_EQ(array.exit_code, 0) << array.err;
-  const std::int64_t first = std::stoll(array.out);
-  ASSERT_TRUE(d.WaitForState(first, "launching"));  // the plan that launched it gave the others their reasons
-  RunResult queue = d.Gpulane({"queue"});
-  ASSERT_EQ(queue.exit_code, 0) << queue.err;
-  int waiting = 0, behind = 0;
-  for (const std::string& line : Lines(queue.out)) {
-    std::istringstream words(line);
-    std::vector<std::string> w{std::istream_iterator<std::string>(words), std::istream_iterator<std::string>()};
-    if (w.size() < 5 || (w[4] != "pending" && w[4] != "waiting")) continue;
-    ++waiting;
-    const std::string why = line.size() > 71 ? line.substr(71) : "";  // the WHERE / WHY column
-    EXPECT_NE(why.find_first_not_of(' '), std::string::npos) << "a waiting job with a blank WHY: " << line;
-    if (Contains(why, "behind at least 68 jobs in line")) ++behind;
-  }
-  EXPECT_EQ(waiting, 100) << queue.out;
-  EXPECT_EQ(behind, 100 - 1 - 68) << "all but the one waiting for the GPU and the 68 the plan looked at:\n" << queue.out;
-  EXPECT_EQ(d.Gpulane({"cancel", Id(first)}).exit_code, 0);
-  Touch(gate);
-  EXPECT_EQ(d.Gpulane({"wait", Id(blocker)}).exit_code, 0);
-}
-
-// "job 66 it depends on ended failed" was garbled.
-TEST(CliEdges, AFailedDependencyIsWordedPlainly) {
-  TestDaemon d;
-  const std::int64_t failing = d.Submit({"--", "false"});
-  const std::int64_t next = d.Submit({"--after", Id(failing), "--", "true"});
-  EXPECT_EQ(d.Gpulane({"wait", Id(next)}).exit_code, 11);
-  RunResult shown = d.Gpulane({"show", Id(next)});
-  EXPECT_TRUE(Contains(shown.out, "  reason    its dependency job " + Id(failing) +
-                                      " failed (--after needs it to complete)\n"))
-      << shown.out;
 }
 
 }  // namespace

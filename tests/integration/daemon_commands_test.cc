@@ -1,8 +1,8 @@
 // gpulane queue, show, cancel, logs, wait, hold, release and status against a user-mode daemon: what
 // each prints and how it exits, as a user would check: one test through the binary for each path a
-// user takes. Which jobs a request selects (queue --all/--user, cancel --name/--user) and what a
-// large cancel logs are the daemon's decisions, tested in-process:
-// tests/unit/daemon_inproc_commands_test.cc.
+// user takes. Which jobs a request selects (queue --all/--user, cancel --name/--user, an array's
+// id) and what a large cancel logs are the daemon's decisions, tested in-process:
+// tests/unit/daemon_inproc_commands_test.cc and daemon_inproc_jobs_test.cc.
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -66,6 +66,16 @@ TEST(DaemonQueue, TableShowsPendingAndRunningJobsButNotFinishedOnes) {
   EXPECT_TRUE(Contains(QueueLine(all.out, done), "completed")) << all.out;
   EXPECT_TRUE(Contains(QueueLine(all.out, job), "completed")) << all.out;
   EXPECT_TRUE(Contains(QueueLine(all.out, held), "held")) << all.out;
+  // --limit N lists the newest N of --all and says on stderr what is left out; alone it is refused.
+  RunResult newest = d.Gpulane({"queue", "--all", "--limit", "2"});
+  ASSERT_EQ(newest.exit_code, 0) << newest.err;
+  EXPECT_EQ(LineCount(newest.out), 1 + 2) << newest.out;
+  EXPECT_EQ(QueueLine(newest.out, done), "") << "the oldest is left out: " << newest.out;
+  EXPECT_TRUE(Contains(newest.err, "the newest 2 jobs are listed and 1 older one is left out")) << newest.err;
+  EXPECT_TRUE(Contains(newest.err, "--limit N")) << newest.err;
+  RunResult alone = d.Gpulane({"queue", "--limit", "3"});
+  EXPECT_EQ(alone.exit_code, 2) << alone.out;
+  EXPECT_TRUE(Contains(alone.err, "--all")) << alone.err;
 }
 
 // ---- show -------------------------------------------------------------------------------------
@@ -140,6 +150,11 @@ TEST(DaemonCancel, JobWaitingForGpusNeverRuns) {
   // Its supervisor is in line for the GPU, and says so.
   ASSERT_TRUE(Eventually([&] { return Contains(d.Show(waiting).value("reason", ""), "in line"); }, 30))
       << d.Show(waiting).dump();
+  // `show` and `queue` call it waiting (its state is launching in JSON) and print why.
+  RunResult shown = d.Gpulane({"show", Id(waiting)});
+  EXPECT_TRUE(Contains(shown.out, fmt::format("job {}  {}  waiting\n", waiting, Me()))) << shown.out;
+  EXPECT_TRUE(Contains(shown.out, "\n  reason    waiting, 1st in line: ")) << shown.out;
+  EXPECT_TRUE(Contains(QueueLine(d.Gpulane({"queue"}).out, waiting), " waiting ")) << d.Gpulane({"queue"}).out;
   RunResult r = d.Gpulane({"cancel", Id(waiting)});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   RunResult wait = d.Gpulane({"wait", Id(waiting)});
@@ -177,20 +192,6 @@ TEST(DaemonCancel, CancelRightAfterSubmissionStopsTheJob) {
   if (shown.contains("start_time")) {
     EXPECT_LT(shown["end_time"].get<double>() - shown["start_time"].get<double>(), 1.5) << shown.dump();
   }
-}
-
-TEST(DaemonCancel, ArrayByItsIdCancelsEveryTask) {
-  TestDaemon d;
-  RunResult submit = d.Gpulane({"submit", "--hold", "--array", "0-4", "--", "true"});
-  ASSERT_EQ(submit.exit_code, 0) << submit.err;
-  const std::int64_t array = std::stoll(submit.out);
-  const std::int64_t other = d.Submit({"--hold", "--", "true"});
-  RunResult r = d.Gpulane({"cancel", Id(array)});
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, fmt::format("cancelled job {}_[0-4] (5 tasks)\n", array)) << "one line for the array's tasks";
-  for (int i = 0; i < 5; ++i) EXPECT_EQ(d.State(array + i), "cancelled");
-  EXPECT_EQ(d.State(other), "held");
-  EXPECT_EQ(d.Gpulane({"wait", Id(array)}).exit_code, 11);
 }
 
 // ---- logs -------------------------------------------------------------------------------------

@@ -45,24 +45,6 @@ void ExpectServing(const TestDaemon& d) {
   EXPECT_EQ(q.exit_code, 0) << q.err;
 }
 
-TEST(DaemonProtocol, MalformedJsonGetsAnErrorAndTheConnectionStaysUsable) {
-  TestDaemon d;
-  RawConnection c(d.socket());
-  ASSERT_TRUE(c.SendFrame("{\"v\":2,\"op\":"));
-  EXPECT_TRUE(IsErrorReply(c.Read(10), "invalid_argument", "malformed"));
-  ASSERT_TRUE(c.SendFrame("\xff\xfe not even text"));
-  EXPECT_TRUE(IsErrorReply(c.Read(10), "invalid_argument", "malformed"));
-  ASSERT_TRUE(c.SendFrame("[1,2,3]"));
-  EXPECT_TRUE(IsErrorReply(c.Read(10), "invalid_argument", "JSON object"));
-  ASSERT_TRUE(c.SendFrame(""));
-  EXPECT_TRUE(IsErrorReply(c.Read(10), "invalid_argument", "malformed"));
-  ASSERT_TRUE(c.SendFrame(R"({"v":2,"op":"ping"})"));
-  auto pong = c.Read(10);
-  ASSERT_TRUE(pong);
-  EXPECT_EQ(pong->value("ok", false), true) << pong->dump();
-  ExpectServing(d);
-}
-
 TEST(DaemonProtocol, OversizedFrameIsRefusedWithoutReadingIt) {
   TestDaemon d;
   RawConnection c(d.socket());
@@ -163,21 +145,6 @@ TEST(DaemonProtocol, ManySlowClientsDoNotBlockOthers) {
 }
 
 // ---- Commands as given ------------------------------------------------------------------------
-
-// A submission is answered after its group commit; a request behind it on the same connection
-// waits for that, so that replies keep the order of the requests.
-TEST(DaemonProtocol, RepliesFollowTheOrderOfRequestsAlsoBehindASubmission) {
-  TestDaemon d;
-  json submit = d.SubmitRequest({"true"}, /*hold=*/true);
-  submit["v"] = 2;
-  RawConnection c(d.socket());
-  ASSERT_TRUE(c.Send(Frame(submit.dump()) + Frame(R"({"v":2,"op":"ping"})") + Frame(submit.dump())));
-  auto first = c.Read(30), second = c.Read(30), third = c.Read(30);
-  ASSERT_TRUE(first && second && third);
-  EXPECT_TRUE(first->contains("ids")) << "the submission's reply first: " << first->dump();
-  EXPECT_TRUE(second->contains("pid")) << "then the ping's: " << second->dump();
-  EXPECT_TRUE(third->contains("ids")) << third->dump();
-}
 
 TEST(DaemonCommands, ShellMetacharactersQuotesAndSpacesReachTheJobVerbatim) {
   TestDaemon d;

@@ -1,9 +1,11 @@
 // gpulane submit --retry N through the binary, with a user-mode daemon on the fake machine: a job
-// that fails runs again (GPULANE_RETRY = its attempt), up to N times, never after a cancel or a
-// timeout; show lists every attempt, queue says "retry 1/3", the logs get a line per retry, and a
-// daemon restart keeps the attempts. The daemon's own decisions (no retry after a cancel or a
-// timeout, an --after dependant waiting for the final outcome) are tested in-process:
-// tests/unit/daemon_inproc_recovery_test.cc.
+// that fails runs again (GPULANE_RETRY = its attempt), show lists every attempt, the logs get a
+// line per retry, and a daemon restart keeps the attempts; a command that could not start is
+// retried as a failure. The daemon's own decisions (the last retry, no retry after a cancel or a
+// timeout, an --after dependant waiting for the final outcome, "retry 1/3" in the queue, the
+// count across a restart, the bound of --retry) are tested in-process:
+// tests/unit/daemon_inproc_recovery_test.cc; what `submit --retry` refuses, in
+// DaemonSubmit.CommandLineErrors.
 #include <fstream>
 #include <gtest/gtest.h>
 
@@ -71,22 +73,6 @@ TEST(DaemonRetry, AJobThatFailsTwiceCompletesOnItsThirdAttempt) {
   EXPECT_EQ(ExitCodes(d.Show(id)["attempts"]), (std::vector<int>{3, 3, 0}));
 }
 
-TEST(DaemonRetry, AJobThatAlwaysFailsEndsFailedAfterItsLastRetry) {
-  TestDaemon d;
-  const std::int64_t id = d.Submit({"--retry", "2", "--", "sh", "-c", "echo $GPULANE_RETRY >> tries.txt; exit 5"});
-  RunResult wait = d.Gpulane({"wait", Id(id)}, {}, 120);
-  EXPECT_EQ(wait.exit_code, 5) << "the last attempt's status" << wait.out << wait.err;
-  json shown = d.Show(id);
-  EXPECT_EQ(shown["state"], "failed");
-  EXPECT_EQ(ExitCodes(shown["attempts"]), (std::vector<int>{5, 5, 5})) << shown.dump();
-  EXPECT_EQ(ReadFile(d.work() / "tries.txt"), "0\n1\n2\n") << "three runs, no fourth";
-  // Its default log (stdout and stderr together) holds the retry lines, in one file.
-  RunResult logs = d.Gpulane({"logs", Id(id)});
-  EXPECT_EQ(logs.out,
-            "gpulane: attempt 2 of 3 (retry 1 of 2) after exit code 5\n"
-            "gpulane: attempt 3 of 3 (retry 2 of 2) after exit code 5\n");
-}
-
 TEST(DaemonRetry, ACommandThatCouldNotStartIsRetriedAsAFailure) {
   TestDaemon d;
   // It exists when submitted (submit refuses a command it cannot find) and is gone when it starts.
@@ -103,39 +89,6 @@ TEST(DaemonRetry, ACommandThatCouldNotStartIsRetriedAsAFailure) {
   ASSERT_EQ(shown["attempts"].size(), 2u) << shown.dump();
   EXPECT_EQ(ExitCodes(shown["attempts"]), (std::vector<int>{127, 127}));
   EXPECT_TRUE(Contains(shown["attempts"][0].value("reason", ""), "no-such-command")) << shown.dump();
-}
-
-TEST(DaemonRetry, QueueShowsTheRetryAndARestartedDaemonKeepsCounting) {
-  TestDaemon d;
-  const std::int64_t id = d.Submit({"--retry", "3", "--", "sh", "-c",
-                                    "test \"$GPULANE_RETRY\" = 0 && exit 1; while [ ! -e gate ]; do sleep 0.05; done"});
-  ASSERT_TRUE(Eventually([&] { return d.State(id) == "running" && d.Show(id).value("attempt", 0) == 1; }, 60));
-  RunResult queue = d.Gpulane({"queue"});
-  EXPECT_TRUE(Contains(queue.out, "retry 1/3")) << queue.out;
-  EXPECT_EQ(d.Queue()[0]["attempt"], 1);
-  // The daemon goes away while the retry runs; the restarted one adopts it with its history.
-  d.Kill9();
-  ASSERT_TRUE(d.Start());
-  ASSERT_TRUE(d.WaitForState(id, "running"));
-  Touch(d.work() / "gate");
-  RunResult wait = d.Gpulane({"wait", Id(id)}, {}, 60);
-  EXPECT_EQ(wait.exit_code, 0) << wait.out << wait.err;
-  EXPECT_EQ(ExitCodes(d.Show(id)["attempts"]), (std::vector<int>{1, 0}));
-}
-
-TEST(DaemonRetry, TheRetryCountIsBounded) {
-  TestDaemon d;
-  for (const char* bad : {"-1", "1000", "101", "x", "1.5"})
-    EXPECT_TRUE(IsGpulaneError(d.Gpulane({"submit", "--retry", bad, "--", "true"}), 2, "from 0 to 100")) << bad;
-  // The daemon checks it as well.
-  json request = d.SubmitRequest({"true"});
-  request["spec"]["retries"] = 1000;
-  json reply = d.Call(request);
-  EXPECT_EQ(reply["ok"], false) << reply.dump();
-  EXPECT_EQ(reply.value("code", ""), "invalid_argument");
-  EXPECT_TRUE(Contains(reply.value("error", ""), "0 to 100")) << reply.dump();
-  const std::int64_t id = d.Submit({"--retry", "100", "--", "true"});
-  EXPECT_EQ(d.Show(id)["spec"]["retries"], 100);
 }
 
 }  // namespace

@@ -161,6 +161,11 @@ TEST(DaemonSubmit, ArrayTasksGetTheirIndexAndLogNames) {
     EXPECT_EQ(task["array_job_id"], first);
   }
   EXPECT_TRUE(IsGpulaneError(d.Gpulane({"submit", "--array", "3-1", "--", "true"}), 2, "--array"));
+  // A stepped range: what submit says of the array's tasks (their indices, their job ids).
+  RunResult stepped = d.Gpulane({"submit", "--hold", "--array", "1-5:2", "--", "true"});
+  EXPECT_EQ(stepped.exit_code, 0) << stepped.err;
+  const std::int64_t a = std::stoll(stepped.out);
+  EXPECT_EQ(stepped.err, fmt::format("gpulane: array job {0}: 3 tasks, {0}_[1,3,5] (job ids {0}-{1})\n", a, a + 2));
 }
 
 TEST(DaemonSubmit, TimeLimitEndsTheJobAsTimeout) {
@@ -200,6 +205,16 @@ TEST(DaemonSubmit, CommandLineErrors) {
   // A GPU the machine does not have is refused at submission, as `gpulane run` refuses it.
   EXPECT_TRUE(IsGpulaneError(d.Gpulane({"submit", "--gpus", "7", "--", "true"}), 2, "--gpus 7"));
   EXPECT_TRUE(IsGpulaneError(d.Gpulane({"run", "--gpus", "7", "--", "true"}), 2, "--gpus 7"));
+  // --retry from 0 to 100 (the daemon checks it too: DaemonInProcRecovery); --array indices once each.
+  for (const char* bad : {"-1", "1000", "101", "x", "1.5"})
+    EXPECT_TRUE(IsGpulaneError(d.Gpulane({"submit", "--retry", bad, "--", "true"}), 2, "from 0 to 100")) << bad;
+  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"submit", "--array", "1,1", "--", "true"}), 2, "--array '1,1'"));
+  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"submit", "--array", "0-3,2", "--", "true"}), 2, "each once"));
+  // An environment over the 1 MiB a job may carry (one execve can still pass: 15 variables of
+  // 100 KiB): one line, exit 2 (the daemon's refusal: DaemonInProcBulk.AFourMebibyteEnvironment...).
+  Env big;
+  for (int i = 0; i < 15; ++i) big[fmt::format("PAD{}", i)] = std::string(100u << 10, 'e');
+  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"submit", "--", "true"}, big), 2, "the environment is 1.5 MiB, more than the 1.0 MiB"));
   // Nothing was queued by the refused submissions.
   EXPECT_EQ(d.Queue({"--all"}).size(), 0u);
 }

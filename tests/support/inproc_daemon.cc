@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 
 #include "proto/wire.h"
@@ -82,6 +83,7 @@ void InProcDaemonTest::SetUp() {
 
 void InProcDaemonTest::TearDown() {
   daemon_.reset();
+  for (auto& [fd, client] : clients_) close(fd);
   if (capturing_log_) ::testing::internal::GetCapturedStderr();
   for (auto& [id, fd] : locks_) close(fd);
   sigprocmask(SIG_SETMASK, &saved_mask_, nullptr);
@@ -90,19 +92,33 @@ void InProcDaemonTest::TearDown() {
 }
 
 void InProcDaemonTest::StartDaemon() {
+  Status started = TryStartDaemon();
+  ASSERT_TRUE(started.ok()) << started.error().message;
+}
+
+Status InProcDaemonTest::TryStartDaemon() {
   daemon::DaemonParts parts;
-  parts.env = &env_;
+  parts.env = real_clock_ ? &real_env_ : &env_;
   const GpuSnapshot gpus = IdleSnapshot(gpu_count_);
   parts.open_gpus = [gpus]() -> Result<std::unique_ptr<GpuBackend>> { return std::unique_ptr<GpuBackend>(new FakeGpus(gpus)); };
   parts.open_store = [](const std::string& path, int busy_ms) { return store::JobStore::Open(path, busy_ms); };
   parts.make_launcher = [this](const daemon::LaunchPlace&) -> std::unique_ptr<daemon::SupervisorLauncher> {
     auto launcher = std::make_unique<RecordingLauncher>();
     launcher->on_start = [this](std::int64_t id) { launched_.push_back(id); };
+    launcher->on_signal = [this](std::int64_t id, int signal) { signalled_.emplace_back(id, signal); };
     return launcher;
   };
   daemon_ = std::make_unique<daemon::Daemon>(paths_, config_, settings_, std::move(parts));
   Status started = daemon_->Start();
-  ASSERT_TRUE(started.ok()) << started.error().message;
+  if (!started.ok()) daemon_.reset();
+  return started;
+}
+
+std::vector<int> InProcDaemonTest::SignalsTo(std::int64_t id) const {
+  std::vector<int> out;
+  for (const auto& [job, signal] : signalled_)
+    if (job == id) out.push_back(signal);
+  return out;
 }
 
 void InProcDaemonTest::Restart() {
@@ -154,14 +170,81 @@ std::vector<std::string> InProcDaemonTest::Exchange(const daemon::Peer& peer, co
   return frames;
 }
 
-namespace {
-std::string FrameOf(json request) {
+std::string InProcDaemonTest::FrameOf(json request) {
   request["v"] = proto::kVersion;
   std::string out;
   proto::AppendFrame(request, out);
   return out;
 }
-}  // namespace
+
+std::string InProcDaemonTest::RawFrame(const std::string& payload) {
+  const auto n = static_cast<std::uint32_t>(payload.size());
+  const std::string header = {static_cast<char>(n >> 24), static_cast<char>(n >> 16), static_cast<char>(n >> 8),
+                              static_cast<char>(n)};
+  return header + payload;
+}
+
+int InProcDaemonTest::Connect(const daemon::Peer& peer) {
+  int ends[2];
+  EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, ends), 0);
+  daemon_->AddConnection(ends[1], peer);
+  clients_[ends[0]];
+  return ends[0];
+}
+
+void InProcDaemonTest::Drain(int fd) {
+  Client& c = clients_[fd];
+  char buf[65536];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0) c.reader.Feed(buf, static_cast<std::size_t>(n));
+  if (n == 0) c.closed = true;
+}
+
+void InProcDaemonTest::Send(int fd, const std::string& bytes) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (std::size_t sent = 0; sent < bytes.size();) {
+    const ssize_t n = write(fd, bytes.data() + sent, bytes.size() - sent);
+    if (n > 0) {
+      sent += static_cast<std::size_t>(n);
+      continue;
+    }
+    if (std::chrono::steady_clock::now() > deadline || (n < 0 && errno != EAGAIN)) {
+      ADD_FAILURE() << "could not send " << bytes.size() << " bytes: " << sent << " sent";
+      return;
+    }
+    daemon_->Step(0);  // the daemon reads some; its replies are kept
+    Drain(fd);
+  }
+}
+
+std::optional<std::string> InProcDaemonTest::ReadPayload(int fd, double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  Client& c = clients_[fd];
+  bool too_big = false;
+  for (;;) {
+    Drain(fd);
+    if (auto frame = c.reader.Next(&too_big)) return frame;
+    if (c.closed || !daemon_ || std::chrono::steady_clock::now() > deadline) return std::nullopt;
+    daemon_->Step(0);
+  }
+}
+
+std::optional<json> InProcDaemonTest::Read(int fd, double timeout_s) {
+  auto payload = ReadPayload(fd, timeout_s);
+  if (!payload) return std::nullopt;
+  return json::parse(*payload, nullptr, false);
+}
+
+bool InProcDaemonTest::Readable(int fd) {
+  Drain(fd);
+  const Client& c = clients_[fd];
+  return c.reader.partial() || c.closed;
+}
+
+void InProcDaemonTest::Disconnect(int fd) {
+  close(fd);
+  clients_.erase(fd);
+}
 
 json InProcDaemonTest::Call(const daemon::Peer& peer, json request) {
   std::vector<std::string> frames = Exchange(peer, FrameOf(std::move(request)), /*streamed=*/false);
@@ -169,10 +252,7 @@ json InProcDaemonTest::Call(const daemon::Peer& peer, json request) {
 }
 
 json InProcDaemonTest::CallRaw(const daemon::Peer& peer, const std::string& payload) {
-  const auto n = static_cast<std::uint32_t>(payload.size());
-  const std::string header = {static_cast<char>(n >> 24), static_cast<char>(n >> 16), static_cast<char>(n >> 8),
-                              static_cast<char>(n)};
-  std::vector<std::string> frames = Exchange(peer, header + payload, /*streamed=*/false);
+  std::vector<std::string> frames = Exchange(peer, RawFrame(payload), /*streamed=*/false);
   return frames.empty() ? json() : json::parse(frames.front(), nullptr, false);
 }
 
@@ -264,12 +344,32 @@ std::string InProcDaemonTest::StoredState(std::int64_t id) {
   return job && *job ? store::StateName((**job).state) : "";
 }
 
+namespace {
+// Job `id`'s lock, taken as its supervisor takes it (or the one this test already holds).
+int TakeLock(std::map<std::int64_t, int>& locks, const daemon::JobFiles& files, std::int64_t id) {
+  if (auto it = locks.find(id); it != locks.end()) return it->second;
+  int fd = open(files.lock_path().c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(flock(fd, LOCK_EX | LOCK_NB), 0) << "job " << id << "'s lock is free for its supervisor";
+  locks[id] = fd;
+  return fd;
+}
+}  // namespace
+
+void InProcDaemonTest::Waiting(std::int64_t id, const std::string& reason) {
+  daemon::JobFiles files(paths_.state_dir + "/jobs", id);
+  TakeLock(locks_, files, id);
+  daemon::SupervisorStatus s;
+  s.phase = "waiting";
+  s.pid = static_cast<pid_t>(UnusedPid());
+  s.reason = reason;
+  s.marks_exec = true;
+  ASSERT_TRUE(files.WriteStatus(s).ok());
+}
+
 void InProcDaemonTest::Running(std::int64_t id, std::vector<std::string> gpu_uuids) {
   daemon::JobFiles files(paths_.state_dir + "/jobs", id);
-  int fd = open(files.lock_path().c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(flock(fd, LOCK_EX | LOCK_NB), 0) << "job " << id << "'s lock is free for its supervisor";
-  locks_[id] = fd;
+  TakeLock(locks_, files, id);
   daemon::SupervisorStatus s;
   s.phase = "running";
   s.pid = static_cast<pid_t>(UnusedPid());  // no such process: a cancel's SIGTERM goes nowhere

@@ -23,6 +23,7 @@
 
 #include "daemon/daemon.h"
 #include "daemon/job_files.h"
+#include "proto/wire.h"
 #include "store/job.h"
 #include "util/clock.h"
 #include "support/recording_spawner.h"
@@ -60,6 +61,9 @@ class InProcDaemonTest : public ::testing::Test {
   // ---- the daemon -------------------------------------------------------------------------------
   /// Starts a daemon on the state folder (a second one after Crash or Restart: the same folder).
   void StartDaemon();
+  /// The same, but a daemon that refuses to start is no test failure: its Start's status (the
+  /// line `gpulane daemon` would print), and no daemon is left.
+  Status TryStartDaemon();
   /// Stops it as SIGTERM does (Daemon::Stop), then starts a new one on the same folder.
   void Restart();
   /// Ends it without its clean stop, as a kill -9 would leave the folder (supervisors' locks and
@@ -76,6 +80,27 @@ class InProcDaemonTest : public ::testing::Test {
   /// One frame whose payload is `payload` as it is (no "v" added: any bytes a client could send);
   /// the reply.
   nlohmann::json CallRaw(const daemon::Peer& peer, const std::string& payload);
+
+  // ---- connections of the test's own (several at once, requests pipelined) ----------------------
+  /// A new connection of `peer` to the daemon: the test's end of it.
+  int Connect(const daemon::Peer& peer);
+  /// Writes `bytes` on the test's end `fd`, turning the loop while the socket's buffer is full
+  /// (replies that come meanwhile are kept for Read).
+  void Send(int fd, const std::string& bytes);
+  /// The next reply frame's payload on `fd`, the loop turned until it is there; nullopt (no test
+  /// failure) when the daemon closed the connection or none came in `timeout_s`.
+  std::optional<std::string> ReadPayload(int fd, double timeout_s = 60);
+  /// The same, parsed (null when not JSON).
+  std::optional<nlohmann::json> Read(int fd, double timeout_s = 60);
+  /// Whether something of a reply (or the daemon's close) is there on `fd` now; the loop is not
+  /// turned.
+  bool Readable(int fd);
+  /// Closes the test's end, as a client that goes away does.
+  void Disconnect(int fd);
+  /// A request as a client frames it ("v" added).
+  static std::string FrameOf(nlohmann::json request);
+  /// One frame of `payload` as it is.
+  static std::string RawFrame(const std::string& payload);
 
   // ---- what a user does and sees ------------------------------------------------------------------
   /// Submits as `peer`; the ids of the reply (the job's, or the array's tasks'), or none when
@@ -106,6 +131,11 @@ class InProcDaemonTest : public ::testing::Test {
   // ---- the supervisors ------------------------------------------------------------------------
   /// Ids the daemon asked the launcher to start, in order (over every daemon of the test).
   const std::vector<std::int64_t>& Launched() const { return launched_; }
+  /// The signals the daemon sent job `id`'s supervisor, in order (a cancel's SIGTERM, a hold's).
+  std::vector<int> SignalsTo(std::int64_t id) const;
+  /// Plays job `id`'s supervisor waiting in the lease line: takes its lock and reports "waiting"
+  /// with `reason` (what `gpulane _supervise` writes before its job has its GPUs).
+  void Waiting(std::int64_t id, const std::string& reason);
   /// Plays job `id`'s supervisor: takes its lock and reports it running on `gpu_uuids`.
   void Running(std::int64_t id, std::vector<std::string> gpu_uuids = {});
   /// Reports it done with `exit_code` (and what `edit` changes of that status: timed out, say) and
@@ -122,20 +152,34 @@ class InProcDaemonTest : public ::testing::Test {
 
   std::filesystem::path dir_;
   FakeClock clock_;
+  /// Set before StartDaemon: the daemon reads the real clocks instead of clock_ (for the tests of
+  /// how long its loop's turns take, whose parts are cut by a time budget and whose ticks are
+  /// real seconds apart).
+  bool real_clock_ = false;
+  SystemClock system_clock_;
   ProcfsProcessTable processes_;  ///< the real /proc, as the daemon's own (os/env.h)
   RecordingSpawner spawner_;      ///< starts nothing (the launcher records supervisors; no gpulane-web)
   os::Env env_{clock_, processes_, spawner_};
+  os::Env real_env_{system_clock_, processes_, spawner_};
   Config config_;
   daemon::DaemonSettings settings_;
   unsigned gpu_count_ = 2;
   daemon::DaemonPaths paths_;
   std::unique_ptr<daemon::Daemon> daemon_;
   std::vector<std::int64_t> launched_;
+  std::vector<std::pair<std::int64_t, int>> signalled_;  ///< (job id, signal), every daemon of the test
   std::map<std::int64_t, int> locks_;  ///< job id -> the lock descriptor this test holds as its supervisor
   sigset_t saved_mask_{};
   bool capturing_log_ = false;
 
  private:
+  struct Client {
+    proto::FrameReader reader{std::size_t{1} << 30};
+    bool closed = false;  ///< the daemon closed its end
+  };
+  std::map<int, Client> clients_;  ///< the test's ends of Connect's connections
+  /// Reads what is there on `fd` into its reader (never waits).
+  void Drain(int fd);
   /// Sends `request` as `peer` and turns the loop until its reply's frames are there.
   std::vector<std::string> Exchange(const daemon::Peer& peer, const std::string& bytes, bool streamed);
 };

@@ -178,5 +178,91 @@ TEST_F(DaemonInProcCommands, ProtocolTakesIdsAsNumbersOrStrings) {
   EXPECT_EQ(none["failed"][1]["code"], "wrong_state");
 }
 
+// Was DaemonArrayIds.ArrayIndicesMustBeDistinct (what `submit --array` refuses and prints stays in
+// DaemonSubmit): the daemon refuses an index given twice; a stepped array's tasks are named by
+// their own indices.
+TEST_F(DaemonInProcCommands, ArrayIndicesMustBeDistinct) {
+  json twice = SubmitRequest({.hold = true});
+  twice["array"] = {1, 1};
+  json reply = Call(Root(), twice);
+  EXPECT_EQ(reply.value("code", ""), "invalid_argument") << reply.dump();
+  EXPECT_EQ(Queue(Root(), {{"all", true}}).size(), 0u);
+  const Ids tasks = Submit(Root(), {.hold = true, .array = {1, 3, 5}});
+  ASSERT_EQ(tasks.size(), 3u);
+  const std::int64_t a = tasks[0];
+  EXPECT_EQ(tasks, (Ids{a, a + 1, a + 2})) << "consecutive job ids";
+  EXPECT_EQ(ShowJob(a + 1)["id_text"], fmt::format("{}_3", a));
+  EXPECT_EQ(ShowJob(a + 1)["array_index"], 3);
+}
+
+// Was DaemonArrayIds.LogsOfAWholeArrayAsksForOneTask (its exit code 2 stays in DaemonExitCodes):
+// logs prints one job's output, so the array's id is refused with the way to name a task; a task
+// is named in the notation or by its own number.
+TEST_F(DaemonInProcCommands, LogsOfAWholeArrayAsksForOneTask) {
+  const Ids tasks = Submit(Root(), {.array = {0, 1, 2}});
+  ASSERT_EQ(tasks.size(), 3u);
+  for (std::int64_t id : tasks) RunToEnd(id, 0);
+  const std::int64_t a = tasks[0];
+  json refused = Call(Root(), {{"op", "logs"}, {"id", a}});
+  EXPECT_EQ(refused.value("code", ""), "invalid_argument") << refused.dump();
+  EXPECT_NE(refused.value("error", "").find(fmt::format("job {0} is an array of 3 tasks ({0}_0 to {0}_2) and logs prints one "
+                                                        "job's output: name a task, e.g. gpulane logs {0}_0",
+                                                        a)),
+            std::string::npos)
+      << refused.dump();
+  json by_notation = Call(Root(), {{"op", "logs"}, {"id", fmt::format("{}_2", a)}});
+  ASSERT_TRUE(by_notation.value("ok", false)) << by_notation.dump();
+  json by_number = Call(Root(), {{"op", "logs"}, {"id", a + 2}});
+  ASSERT_TRUE(by_number.value("ok", false)) << by_number.dump();
+  EXPECT_EQ(by_notation, by_number) << "a task's own number still works";
+}
+
+// Was DaemonArrayIds.QueueShowAndJsonNameTasksInTheNotation (how `gpulane show` prints them stays in
+// DaemonArrayIds.TasksAreHeldReleasedCancelledAndWaitedForByTheirIds): the queue's table names
+// tasks 12_3 with the name alone in its column, its JSON keeps the numeric id beside id_text; show
+// takes a task in the notation or by its own number, an array's id for every task, brackets for
+// some.
+TEST_F(DaemonInProcCommands, QueueShowAndJsonNameTasksInTheNotation) {
+  const Ids tasks = Submit(Root(), {.name = "eval", .hold = true, .array = {0, 1, 2, 3}});
+  ASSERT_EQ(tasks.size(), 4u);
+  const std::int64_t a = tasks[0];
+  const std::string table = Call(Root(), {{"op", "queue"}, {"format", "table"}}).value("table", "");
+  auto line_of = [&](const std::string& id) {
+    std::string found;
+    for (std::size_t at = 0, end; at < table.size(); at = end + 1) {
+      end = table.find('\n', at);
+      if (end == std::string::npos) end = table.size();
+      const std::string l = table.substr(at, end - at);
+      const std::size_t start = l.find_first_not_of(' ');
+      if (start != std::string::npos && l.compare(start, id.size() + 1, id + " ") == 0) found = l;
+    }
+    return found;
+  };
+  for (int i = 0; i < 4; ++i) {
+    const std::string line = line_of(fmt::format("{}_{}", a, i));
+    EXPECT_NE(line.find(" eval "), std::string::npos) << table;
+    EXPECT_NE(line.find(" held "), std::string::npos) << table;
+    EXPECT_EQ(line.find('['), std::string::npos) << "the name column holds the name alone: " << line;
+  }
+  EXPECT_EQ(line_of(std::to_string(a)), "") << "the array's id is not one task's: " << table;
+  json jobs = Queue(Root());
+  ASSERT_EQ(jobs.size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(jobs[i]["id"], a + i);
+    EXPECT_EQ(jobs[i]["id_text"], fmt::format("{}_{}", a, i));
+  }
+  json task = Call(Root(), {{"op", "show"}, {"id", fmt::format("{}_2", a)}})["job"];
+  EXPECT_EQ(task["id"], a + 2);
+  EXPECT_EQ(task["id_text"], fmt::format("{}_2", a));
+  EXPECT_EQ(task["array_index"], 2);
+  EXPECT_EQ(ShowJob(a + 2)["id_text"], fmt::format("{}_2", a)) << "a task's own number still names it";
+  json all = Call(Root(), {{"op", "show"}, {"id", a}});
+  EXPECT_FALSE(all.contains("job")) << all.dump();
+  EXPECT_EQ(all["jobs"].size(), 4u);
+  json some = Call(Root(), {{"op", "show"}, {"id", fmt::format("{}_[1,3]", a)}});
+  ASSERT_EQ(some["jobs"].size(), 2u) << some.dump();
+  EXPECT_EQ(some["jobs"][1]["id_text"], fmt::format("{}_3", a));
+}
+
 }  // namespace
 }  // namespace gpulane::test

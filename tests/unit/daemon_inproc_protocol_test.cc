@@ -1,10 +1,10 @@
 // The daemon's answers to requests it must refuse, in-process (tests/support/inproc_daemon.h): a
 // wrong or missing version, a missing or unknown op, a member of the wrong type, array indices
-// that are floats or out of range, a value nested a million levels deep. Each gets one error line,
-// nothing is queued and the daemon goes on serving. Were DaemonProtocol tests through the binary;
-// what is about the socket and the process (frames over the limit, truncated frames, half-closes,
-// time-outs, slow clients, the order of replies, a bad knob at start) stays there:
-// tests/integration/daemon_protocol_test.cc.
+// that are floats or out of range, a value nested a million levels deep, malformed JSON. Each gets
+// one error line, nothing is queued and the daemon goes on serving; replies on one connection come
+// in the order of its requests. Were DaemonProtocol tests through the binary; what is about the
+// socket and the process (frames over the limit, truncated frames, half-closes, time-outs, slow
+// clients, a bad knob at start) stays there: tests/integration/daemon_protocol_test.cc.
 #include <gtest/gtest.h>
 
 #include "support/inproc_daemon.h"
@@ -131,6 +131,36 @@ TEST_F(DaemonInProcProtocol, ArrayIndicesThatAreFloatsOrOutOfRangeAreRefusedAndN
   json reply = Call(Root(), request);
   ASSERT_EQ(reply.value("ok", false), true) << reply.dump();
   EXPECT_EQ(reply["ids"].size(), 2u) << reply.dump();
+}
+
+// Was DaemonProtocol.MalformedJsonGetsAnErrorAndTheConnectionStaysUsable.
+TEST_F(DaemonInProcProtocol, MalformedJsonGetsAnErrorAndTheConnectionStaysUsable) {
+  const int c = Connect(Root());
+  auto reply = [&](const std::string& payload) {
+    Send(c, RawFrame(payload));
+    auto r = Read(c, 10);
+    return r ? *r : json();
+  };
+  EXPECT_TRUE(IsErrorReply(reply("{\"v\":2,\"op\":"), "invalid_argument", "malformed"));
+  EXPECT_TRUE(IsErrorReply(reply("\xff\xfe not even text"), "invalid_argument", "malformed"));
+  EXPECT_TRUE(IsErrorReply(reply("[1,2,3]"), "invalid_argument", "JSON object"));
+  EXPECT_TRUE(IsErrorReply(reply(""), "invalid_argument", "malformed"));
+  EXPECT_EQ(reply(R"({"v":2,"op":"ping"})").value("ok", false), true) << "the same connection still serves";
+  ExpectServingWithNothingQueued();
+}
+
+// Was DaemonProtocol.RepliesFollowTheOrderOfRequestsAlsoBehindASubmission: three requests in one
+// write; the submission's reply first, though a ping is answered without the store.
+TEST_F(DaemonInProcProtocol, RepliesFollowTheOrderOfRequestsAlsoBehindASubmission) {
+  const json submit = SubmitRequest({.hold = true});
+  const int c = Connect(Root());
+  Send(c, FrameOf(submit) + FrameOf({{"op", "ping"}}) + FrameOf(submit));
+  auto first = Read(c), second = Read(c), third = Read(c);
+  ASSERT_TRUE(first && second && third);
+  EXPECT_TRUE(first->contains("ids")) << "the submission's reply first: " << first->dump();
+  EXPECT_TRUE(second->contains("pid")) << "then the ping's: " << second->dump();
+  EXPECT_TRUE(third->contains("ids")) << third->dump();
+  EXPECT_LT((*first)["ids"][0], (*third)["ids"][0]);
 }
 
 }  // namespace

@@ -136,6 +136,10 @@ TEST_F(DaemonInProcRecovery, ADamagedStatusFileIsLoggedAndTheDaemonGoesOn) {
 }
 
 // ---- retries ----------------------------------------------------------------------------------
+// DaemonRetry.AJobThatAlwaysFailsEndsFailedAfterItsLastRetry, .QueueShowsTheRetryAndARestarted-
+// DaemonKeepsCounting and .TheRetryCountIsBounded (the daemon's part) were through the binary; what
+// a retried job sees and writes (GPULANE_RETRY, the retry lines in its log) and what `submit
+// --retry` refuses stay there (DaemonRetry.AJobThatFailsTwice..., DaemonSubmit.CommandLineErrors).
 
 TEST_F(DaemonInProcRecovery, ARetriedJobStartsAgainAfterEachFailureAndCompletes) {
   const std::int64_t id = SubmitOne({.retries = 3});
@@ -156,6 +160,7 @@ TEST_F(DaemonInProcRecovery, AJobThatAlwaysFailsEndsFailedAfterItsLastRetry) {
   const std::int64_t id = SubmitOne({.retries = 2});
   for (int i = 0; i < 3; ++i) RunToEnd(id, 5);
   EXPECT_EQ(State(id), "failed");
+  EXPECT_EQ(ShowJob(id)["exit_code"], 5) << "the last attempt's status";
   EXPECT_EQ(AttemptExitCodes(id), (std::vector<int>{5, 5, 5}));
   EXPECT_EQ(Launched(), (Ids{id, id, id})) << "three runs, no fourth";
 }
@@ -198,6 +203,8 @@ TEST_F(DaemonInProcRecovery, ARestartedDaemonKeepsCountingRetries) {
   ASSERT_TRUE(queued.value("ok", false)) << queued.dump();
   ASSERT_EQ(queued["jobs"].size(), 1u) << queued.dump();
   EXPECT_EQ(queued["jobs"][0]["attempt"], 1);
+  const std::string table = Call(Root(), {{"op", "queue"}, {"format", "table"}}).value("table", "");
+  EXPECT_NE(table.find("retry 1/3"), std::string::npos) << table;
   Crash();
   StartDaemon();
   EXPECT_EQ(State(id), "running");
@@ -216,6 +223,10 @@ TEST_F(DaemonInProcRecovery, TheDaemonRefusesARetryCountOverItsBound) {
   EXPECT_EQ(reply["ok"], false) << reply.dump();
   EXPECT_EQ(reply.value("code", ""), "invalid_argument");
   EXPECT_NE(reply.value("error", "").find("0 to 100"), std::string::npos) << reply.dump();
+  request["spec"]["retries"] = 100;  // the bound itself is taken
+  reply = Call(Root(), request);
+  ASSERT_TRUE(reply.value("ok", false)) << reply.dump();
+  EXPECT_EQ(ShowJob(reply["ids"][0].get<std::int64_t>())["spec"]["retries"], 100);
 }
 
 }  // namespace
