@@ -53,6 +53,11 @@ std::vector<LeaseGpuView> ViewLease(const GpuSnapshot& snapshot, const std::vect
         std::uint64_t memory = 0;
         double util = 0;
         bool memory_known = true, util_known = true;
+        // NVML gives every process of a GPU its SM share or none of them (per-process utilisation
+        // not supported, or not asked for): a job with no process there used 0 % of it only when
+        // the GPU reports shares at all. Unknown is not 0 % (nor idle).
+        bool shares_reported = false;
+        for (const GpuProcess& p : *d->processes) shares_reported = shares_reported || p.sm_util_pct.has_value();
         for (std::size_t k = 0; k < d->processes->size() && k < owners[di].size(); ++k) {
           const GpuProcess& p = (*d->processes)[k];
           const int owner = owners[di][k];
@@ -69,7 +74,7 @@ std::vector<LeaseGpuView> ViewLease(const GpuSnapshot& snapshot, const std::vect
           else util_known = false;
         }
         if (memory_known) v.observed.memory_bytes = memory;
-        if (!v.whole && util_known) v.observed.util_pct = std::min(util, 100.0);
+        if (!v.whole && util_known && shares_reported) v.observed.util_pct = std::min(util, 100.0);
       }
       if (v.whole && d->utilization_gpu_pct) v.observed.util_pct = *d->utilization_gpu_pct;
       if (!mig) v.observed.energy_mj = d->energy_mj;

@@ -128,6 +128,39 @@ TEST(Sampler, ASharedLeaseCountsItsFractionAndItsProcessesUtilisationOnly) {
   EXPECT_DOUBLE_EQ(record->usage.gpu_s, 900);
 }
 
+// A --mem job on a GPU whose per-process utilisation NVML does not report: its use is unknown,
+// never 0 % and idle, at no sample: not while its process runs, nor before its process appears
+// (a new user saw "mean util 0 %, idle 100 %" for a job that kept its GPU at 50 %).
+TEST(Sampler, ASharedLeaseOnAGpuWithoutPerProcessFiguresHasNoUtilisationNotZero) {
+  Sampler sampler(SamplerSettings{});
+  lease::LeaseRecord l = Lease();
+  l.gpus = {{"GPU-1", 10 * kGiB}};
+  GpuSnapshot before = TwoGpus(0, 0);  // GPU 1: nothing on it yet
+  before.devices[1].utilization_gpu_pct = 0;
+  sampler.Take(1000, before, {l}, {{-1, -1}, {}});
+  EXPECT_FALSE(sampler.live().at("lease-a").gpus.at(0).util_pct) << "no process there, no per-process figure: unknown";
+  GpuSnapshot running = TwoGpus(0, 0);
+  GpuProcess p;
+  p.pid = 300;
+  p.used_memory_bytes = 5 * kGiB;
+  running.devices[1].processes->push_back(p);  // no sm_util_pct: not reported
+  running.devices[1].utilization_gpu_pct = 50;
+  for (int k = 1; k < 5; ++k) sampler.Take(1000 + 10 * k, running, {l}, {{-1, -1}, {0}});
+  EXPECT_FALSE(sampler.live().at("lease-a").gpus.at(0).util_pct) << "its process's share is not reported";
+  auto record = sampler.UsageOf("lease-a", 1050);
+  ASSERT_TRUE(record);
+  EXPECT_FALSE(record->usage.mean_util_pct) << *record->usage.mean_util_pct;
+  EXPECT_FALSE(record->usage.idle_fraction);
+  // Where the GPU reports shares, a job with no process there used none of it: 0 % is known.
+  GpuSnapshot reported = TwoGpus(0, 0);
+  GpuProcess other = p;
+  other.sm_util_pct = 40;
+  reported.devices[1].processes->push_back(other);
+  sampler.Take(1060, reported, {l}, {{-1, -1}, {-1}});
+  ASSERT_TRUE(sampler.live().at("lease-a").gpus.at(0).util_pct);
+  EXPECT_EQ(*sampler.live().at("lease-a").gpus.at(0).util_pct, 0);
+}
+
 // Fair share counts `gpulane run` and lease() leases (daemon jobs count from the job table, nested
 // requests in their job): whole GPUs, a --mem share as its fraction of the GPU's memory.
 TEST(OutsideLeaseUsage, CountsRunAndLeaseCallsButNotDaemonJobsNorNestedRequests) {
