@@ -59,6 +59,8 @@ int RunEvents(const EventsOptions& o) {
       return kExitOk;
     }
     const json& reply = **answer;
+    if (!o.as_json && !o.follow && reply["events"].empty() && reply.value("current", json::array()).empty())
+      fmt::print("(no anomaly since {})\n", When(request["since_s"].get<double>()));
     if (o.as_json && !o.follow) {
       fmt::print("{}\n", json{{"events", reply["events"]}, {"current", reply["current"]}}.dump(2));
       return kExitOk;

@@ -8,6 +8,7 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "util/say.h"
 #include "proto/telemetry_json.h"
 #include "render/report_table.h"
 #include "util/exit_codes.h"
@@ -40,11 +41,19 @@ int RunReport(const ReportOptions& o) {
   if (!o.user.empty()) request["user"] = o.user;
   auto answer = CallIfRunning(request);
   if (!answer) return Fail(answer.error());
+  // No daemon: nothing is known, which is not "no job finished" (jobs of `gpulane run` may have).
+  const bool recorded = answer->has_value();
+  if (!recorded && !o.as_json && !o.as_csv) {
+    fmt::print("(no daemon runs: usage is recorded only while one runs, so nothing is known of this period)\n");
+    return kExitOk;
+  }
+  if (!recorded && o.as_csv)
+    Say("gpulane: note: no daemon runs: usage is recorded only while one runs, so nothing is known of this period\n");
   std::vector<telemetry::ReportRow> rows;
   if (*answer && (**answer).contains("rows"))
     for (const auto& row : (**answer)["rows"]) rows.push_back(proto::ReportRowFromJson(row));
   if (o.as_json) {
-    json out = {{"by", o.by}, {"since_s", since_s}, {"rows", json::array()}};
+    json out = {{"by", o.by}, {"since_s", since_s}, {"rows", json::array()}, {"daemon_running", recorded}};
     for (const auto& r : rows) out["rows"].push_back(proto::ReportRowToJson(r));
     fmt::print("{}\n", out.dump(2));
   } else if (o.as_csv) {

@@ -15,6 +15,7 @@
 #include "support/harness.h"
 #include "support/scenarios.h"
 #include "support/text.h"
+#include "integration/run_support.h"
 
 namespace gpulane::test {
 namespace {
@@ -97,6 +98,31 @@ TEST(CliEdges, ABareDurationIsRefusedWithTheLikelyUnit) {
   RunResult ok = d.Gpulane({"run", "--time-limit", "90m", "--kill-grace", "0", "--", "touch", mark.string()});
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
   EXPECT_TRUE(fs::exists(mark));
+}
+
+// ---- what is not known -------------------------------------------------------------------------
+
+// `report` without a daemon said "(no finished job in this period)" right after six `gpulane run`
+// jobs had finished: nothing records usage then, which is not the same as no job. And `events`
+// with a daemon and no anomaly printed nothing at all.
+TEST(CliEdges, ReportWithoutADaemonSaysNothingIsKnownAndEventsSaysWhenThereIsNone) {
+  FakeMachine machine(IdleMachine(1));
+  ASSERT_EQ(RunGpulane({"run", "--", "true"}, machine.env()).exit_code, 0);
+  const RunResult text = RunGpulane({"report", "--by", "job"}, machine.env());
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_FALSE(Contains(text.out, "no finished job")) << text.out;
+  EXPECT_TRUE(Contains(text.out, "(no daemon runs: usage is recorded only while one runs")) << text.out;
+  const RunResult as_json = RunGpulane({"report", "--json"}, machine.env());
+  EXPECT_TRUE(Contains(as_json.out, "\"daemon_running\": false")) << as_json.out;
+  const RunResult csv = RunGpulane({"report", "--csv"}, machine.env());
+  EXPECT_TRUE(Contains(csv.err, "no daemon runs")) << csv.err;
+  DaemonOptions options;
+  options.config = "[telemetry]\ninterval = \"100ms\"\n";
+  TestDaemon d(options);
+  const RunResult events = d.Gpulane({"events"});
+  EXPECT_EQ(events.exit_code, 0) << events.err;
+  EXPECT_TRUE(Contains(events.out, "(no anomaly since ")) << events.out;
+  EXPECT_TRUE(Contains(d.Gpulane({"report", "--json"}).out, "\"daemon_running\": true"));
 }
 
 // ---- a command that cannot run ----------------------------------------------------------------
