@@ -31,8 +31,12 @@ namespace {
 constexpr double kStopPatienceS = 30;
 
 // What the daemon runs with that a systemd user manager would not give it: pinned in the unit.
-constexpr const char* kPinnedVariables[] = {"GPULANE_STATE_DIR", "GPULANE_SOCKET",  "GPULANE_CONFIG", "GPULANE_NVML_LIBRARY",
-                                            "XDG_STATE_HOME",    "XDG_CONFIG_HOME"};
+// GPULANE_LEASE_DIR above all: a daemon whose supervisors leased GPUs in another lease directory
+// than this shell's `gpulane run` would hand the same GPU to both. FAKE_NVML_STATE is the recorded
+// GPUs' file of the fake NVML that GPULANE_NVML_LIBRARY may name (the README's demo).
+constexpr const char* kPinnedVariables[] = {"GPULANE_STATE_DIR",    "GPULANE_SOCKET", "GPULANE_CONFIG",
+                                            "GPULANE_NVML_LIBRARY", "GPULANE_LEASE_DIR", "FAKE_NVML_STATE",
+                                            "XDG_STATE_HOME",       "XDG_CONFIG_HOME"};
 
 std::string Env(const char* name) {
   const char* v = std::getenv(name);
@@ -237,7 +241,7 @@ int RunDaemonInstall() {
                                 "  loginctl enable-linger {}\n", path, UserName());
   if (auto pong = CallIfRunning({{"op", "ping"}}, 5, false, IfDown::kStartNone); pong && *pong)
     out += "first stop the daemon running now (systemd's cannot start beside it): gpulane daemon stop\n";
-  if (Env("XDG_RUNTIME_DIR").empty())
+  if (Env("XDG_RUNTIME_DIR").empty() && Env("GPULANE_SOCKET").empty())  // a pinned socket is the same for both
     out += "note: this shell has no XDG_RUNTIME_DIR, so its commands look for the daemon in /tmp, while systemd's listens "
            "in /run/user/UID: log in with a session (ssh with pam_systemd) or export XDG_RUNTIME_DIR=/run/user/$(id -u)\n";
   PrintLines(out);

@@ -279,12 +279,20 @@ TEST(UserDaemon, InstallWritesAUserUnitThatStartsThisBinaryAsThePerUserDaemon) {
   EXPECT_EQ(UnitValues(unit, "WantedBy"), std::vector<std::string>{"default.target"});
   // The places this shell's commands look are pinned, so systemd's daemon is the one they find.
   const auto pinned = UnitValues(unit, "Environment");
-  for (const std::string& kv : {"GPULANE_SOCKET=" + d.socket(), "GPULANE_STATE_DIR=" + d.state_dir().string()})
+  // The lease directory above all: with another one, the unit's daemon would hand this shell's
+  // `gpulane run` GPUs to its own jobs too (a new user's unit had none pinned).
+  const Env shell = d.env();
+  for (const std::string& kv : {"GPULANE_SOCKET=" + d.socket(), "GPULANE_STATE_DIR=" + d.state_dir().string(),
+                                "GPULANE_LEASE_DIR=" + shell.at("GPULANE_LEASE_DIR"), "FAKE_NVML_STATE=" + shell.at("FAKE_NVML_STATE")})
     EXPECT_NE(std::find(pinned.begin(), pinned.end(), "\"" + kv + "\""), pinned.end()) << unit;
+  EXPECT_FALSE(Contains(r.out, "this shell has no XDG_RUNTIME_DIR")) << "its socket is pinned: " << r.out;
 
-  // What systemd would run, run here: the unit's command with the unit's environment answers as
-  // this user's daemon on this shell's socket.
-  Env env = d.env();
+  // What systemd would run, run here: the unit's command with the unit's environment (and only
+  // what a user manager gives: no variable of this shell's) answers as this user's daemon on this
+  // shell's socket.
+  Env env;
+  for (const char* name : {"PATH", "HOME"})
+    if (const char* v = std::getenv(name)) env[name] = v;
   for (const auto& kv : pinned) {
     const std::string inner = kv.substr(1, kv.size() - 2);
     env[inner.substr(0, inner.find('='))] = inner.substr(inner.find('=') + 1);
