@@ -62,6 +62,12 @@ Result<std::vector<JobRef>> ParseJobRefs(std::string_view text) {
   auto bad = [&](std::string_view why = "") {
     return MakeError(ErrorKind::kInvalidArgument, fmt::format("job id '{}': {}{}", text, why, kForms));
   };
+  // status and report name a `gpulane run` r<its pid>: not a queued job, and said so.
+  if (text.size() > 1 && text.front() == 'r' && AllDigits(text.substr(1)))
+    return MakeError(ErrorKind::kInvalidArgument,
+                     fmt::format("job id '{}': a `gpulane run` (process {}), not a queued job: stop it with Ctrl-C where it "
+                                 "runs, or kill {}; `gpulane report --by job` shows its usage once it has ended",
+                                 text, text.substr(1), text.substr(1)));
   const auto underscore = text.find('_');
   const std::string_view head = text.substr(0, underscore);
   auto id = ParseBounded(head, std::numeric_limits<std::int64_t>::max());

@@ -34,6 +34,19 @@ TEST(ParseJobRefs, TasksInBrackets) {
   EXPECT_EQ(Refs("5_[0-99999]").size(), 100000u);
 }
 
+// status and report name a `gpulane run` r<pid> (job r16732): show, wait and cancel were told only
+// "give a job id (12), ..." for it. The line says what it is and how to stop it.
+TEST(ParseJobRefs, ARunsIdIsRefusedSayingWhatItIsAndHowToStopIt) {
+  auto refs = ParseJobRefs("r16732");
+  ASSERT_FALSE(refs.ok());
+  EXPECT_EQ(refs.error().kind, ErrorKind::kInvalidArgument);
+  EXPECT_EQ(refs.error().message,
+            "job id 'r16732': a `gpulane run` (process 16732), not a queued job: stop it with Ctrl-C where it runs, or "
+            "kill 16732; `gpulane report --by job` shows its usage once it has ended");
+  EXPECT_FALSE(ParseJobRefs("r").ok());
+  EXPECT_EQ(ParseJobRefs("rx").error().message.find("a `gpulane run`"), std::string::npos);
+}
+
 TEST(ParseJobRefs, MalformedIdsAreRefusedNamingTheIdAndTheForms) {
   for (const char* bad : {"12_", "_3", "12_x", "-1", "0", "0_1", "", " ", "x", "12 ", " 12", "12_3_4", "12__3", "12_-1",
                           "12_[", "12_[]", "12_[1-3", "12_1-3]", "12_[3-1]", "12_[1,1]", "12_[a]", "12_[1-3]x",
