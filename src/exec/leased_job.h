@@ -104,7 +104,7 @@ struct LeasedJobOutcome {
   /// The job was stopped because its partition closed (job->stopped): why, and whether a queued
   /// job goes back in line (lease::Grant::partition_stop).
   std::optional<sched::PartitionStop> partition_stop;
-  /// The job was preempted (job->stopped): why ("preempted: alice's job (#1 in line) needs GPU1").
+  /// The job was preempted (job->stopped): why ("preempted: alice's job (1st in line) needs GPU1").
   std::optional<std::string> preempted;
   /// The job was stopped for holding more memory than it declared (job->stopped): the one-line
   /// reason ("memory over declaration: held 45.0 GiB on GPU 0 for 10 s, ...").

@@ -9,6 +9,7 @@
 #include "lease/claimed_line.h"
 #include "lease/decision_inputs.h"
 #include "lease/occupancy.h"
+#include "util/strings.h"
 
 namespace gpulane::lease {
 
@@ -36,8 +37,8 @@ std::optional<std::string> PreemptionOf(const DirContents& contents, const GpuSn
       if (i >= snapshot.devices.size()) continue;
       if (std::find(own_uuids.begin(), own_uuids.end(), snapshot.devices[i].uuid) == own_uuids.end()) continue;
       const sched::Request& r = line[k].request;
-      return fmt::format("preempted: {}'s job (#{} in line) needs GPU{}", r.user.empty() ? std::string("another user") : r.user,
-                         decisions[k].position, i);
+      return fmt::format("preempted: {}'s job ({} in line) needs GPU{}", r.user.empty() ? std::string("another user") : r.user,
+                         Ordinal(decisions[k].position), i);
     }
   }
   return std::nullopt;

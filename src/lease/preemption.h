@@ -17,7 +17,7 @@
 namespace gpulane::lease {
 
 /// Why the preemptible job holding the lease named `own_lease` must give way now, for its log and
-/// status ("preempted: alice's job (#1 in line) needs GPU1"), or nullopt when no decision of the
+/// status ("preempted: alice's job (1st in line) needs GPU1"), or nullopt when no decision of the
 /// machine's line names one of its GPUs in Decision::preempt. Decides as a waiter of the machine's
 /// line would under `w`'s settings (lease/decision_inputs.h) at `now_s` (seconds since the epoch), from
 /// `contents` and `snapshot` (processes annotated, AnnotateProcesses); the own lease counts as

@@ -85,11 +85,6 @@ constexpr double kMaxDeferS = 2.0;
 constexpr double kLookBurst = 10;
 constexpr double kLooksPerS = 50;
 
-std::string Ordinal(unsigned n) {
-  const char* suffix = (n % 100 >= 11 && n % 100 <= 13) ? "th" : n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" : n % 10 == 3 ? "rd" : "th";
-  return fmt::format("{}{}", n, suffix);
-}
-
 // SIGINT, SIGTERM and SIGHUP as a pollable descriptor while waiting.
 class SignalWatch {
  public:

@@ -54,7 +54,9 @@ std::optional<Verdict> JudgeNever(const Context& c, const GpuState& g, const Req
 
 // Why a reserved GPU is not for `r`, for people.
 std::string HeldReason(const Context& c, const Hold& h, const Request& r) {
-  std::string out = StrCat("held for an earlier request (#", h.by + 1, ")");
+  // Its place in line and whose, never "#1", which reads as job 1.
+  std::string out = StrCat("held for an earlier request, ", Ordinal(static_cast<unsigned>(h.by + 1)), " in line");
+  if (h.request && !h.request->user.empty()) out += StrCat(" (", h.request->user, "'s)");
   if (!c.backfills || !std::isfinite(h.start_s)) return out;
   out += StrCat(" from ", FormatSeconds(h.start_s - c.now), " on; ");
   if (!r.time_limit_s) return out + "only a job with a --time-limit that ends before then may use it";

@@ -33,6 +33,7 @@ struct Hold {
   double start_s = kInf;
   double end_s = kInf;
   bool preempting = false;  // reserved for a request that preempts its preemptible jobs
+  const Request* request = nullptr;  // whose reservation (for its user's name, for people)
 };
 
 inline bool IsPreemptible(const Request& r) { return r.preemptible != Preemptible::kNo; }

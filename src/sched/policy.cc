@@ -283,7 +283,7 @@ bool Scheduler::ReserveForPreemption(const Request& r) {
       d.preempt.push_back(i);
       if (c_.explain) d.reasons.push_back(StrCat("GPU", i, ": preempting ", *gpus_[i].preemptible_holder, ", a preemptible job"));
     }
-    holds_[i] = Hold{static_cast<int>(d.position - 1), c_.now, end, true};
+    holds_[i] = Hold{static_cast<int>(d.position - 1), c_.now, end, true, &r};
   }
   d.gpus = std::move(chosen);
   if (c_.timed) d.start_s = c_.now;
@@ -359,7 +359,7 @@ void Scheduler::HoldGpu(const Request& r, Decision& d, unsigned i, bool start_kn
     }
     d.recheck_at_s = d.recheck_at_s ? std::min(*d.recheck_at_s, until) : until;
   }
-  holds_[i] = Hold{static_cast<int>(d.position - 1), start_known ? start : kInf, end};
+  holds_[i] = Hold{static_cast<int>(d.position - 1), start_known ? start : kInf, end, false, &r};
 }
 
 }  // namespace

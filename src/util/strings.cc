@@ -59,4 +59,9 @@ bool ParseUint(std::string_view text, unsigned long long* out) {
   return true;
 }
 
+std::string Ordinal(unsigned n) {
+  const char* suffix = (n % 100 >= 11 && n % 100 <= 13) ? "th" : n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" : n % 10 == 3 ? "rd" : "th";
+  return std::to_string(n) + suffix;
+}
+
 }  // namespace gpulane

@@ -15,6 +15,8 @@ std::string ToLower(std::string_view text);
 std::vector<std::string> Split(std::string_view text, char sep);
 /// Joins with `sep`.
 std::string Join(const std::vector<std::string>& parts, std::string_view sep);
+/// "1st", "2nd", "3rd", "4th", "11th", "21st": a place in line, for people.
+std::string Ordinal(unsigned n);
 /// True if `text` starts with `prefix`, ignoring ASCII case.
 bool StartsWithNoCase(std::string_view text, std::string_view prefix);
 /// Parses a non-negative decimal integer that fills all of `text`; false otherwise.

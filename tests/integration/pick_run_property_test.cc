@@ -704,13 +704,13 @@ TEST(PickRunAgree, ATicketAheadReservesTheGpusItWaitsFor) {
   s.state = Machine({Total(), Total()});
   s.leases = {{LeaseOf("7", Pool::outside(0), 0, {0})}};
   s.tickets = {{TicketOf(2, 0, NowNs() - kSecondNs)}};
-  EXPECT_TRUE(BothRefuse(s, 5, fmt::format("GPU0: leased by {} (job 7); GPU1: held for an earlier request (#1)", Me())));
+  EXPECT_TRUE(BothRefuse(s, 5, fmt::format("GPU0: leased by {} (job 7); GPU1: held for an earlier request, 1st in line", Me())));
   s.tickets = {{TicketOf(2, -1, NowNs() - kSecondNs)}};
   EXPECT_TRUE(BothGrant(s, "1")) << "a ticket of lower priority stands behind the newcomer";
   s.tickets = {{TicketOf(2, 1, NowNs() + 3600 * kSecondNs)}};
-  EXPECT_TRUE(BothRefuse(s, 5, "GPU1: held for an earlier request (#1)")) << "higher priority first, whatever its seq";
+  EXPECT_TRUE(BothRefuse(s, 5, "GPU1: held for an earlier request, 1st in line")) << "higher priority first, whatever its seq";
   s.tickets = {{TicketOf(2, 0, NowNs() + 3600 * kSecondNs)}};
-  EXPECT_TRUE(BothRefuse(s, 5, "GPU1: held for an earlier request (#1)"))
+  EXPECT_TRUE(BothRefuse(s, 5, "GPU1: held for an earlier request, 1st in line"))
       << "a ticket from a clock ahead of this one: a new run's ticket is numbered after it";
 }
 

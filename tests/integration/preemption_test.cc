@@ -46,7 +46,7 @@ TEST(Preemption, APreemptibleJobGivesWayIsRequeuedOnceAndRestartsWithGpulanePree
   EXPECT_EQ(job["attempts"][0]["state"], "cancelled");
   EXPECT_EQ(job["attempts"][0]["preempted"], true);
   EXPECT_EQ(job["attempts"][0]["exit_code"], 143) << "ended by the SIGTERM, within its grace";
-  EXPECT_TRUE(Contains(job["attempts"][0]["reason"].get<std::string>(), "preempted: root's job (#1 in line) needs GPU0")) << job.dump();
+  EXPECT_TRUE(Contains(job["attempts"][0]["reason"].get<std::string>(), "preempted: root's job (1st in line) needs GPU0")) << job.dump();
   EXPECT_TRUE(Contains(d.Log(), fmt::format("job {} (root) was stopped and is requeued: preempted: ", preemptible))) << d.Log();
 
   // Back once the normal job has ended: attempt 1, told it was preempted; requeued exactly once.
@@ -56,7 +56,7 @@ TEST(Preemption, APreemptibleJobGivesWayIsRequeuedOnceAndRestartsWithGpulanePree
   EXPECT_EQ(job["attempts"].size(), 2u) << "one earlier attempt and the running one: " << job.dump();
   const std::string logs = d.Gpulane({"logs", std::to_string(preemptible)}).out;
   EXPECT_TRUE(Contains(logs, "attempt=0 preempted=0\n")) << logs;
-  EXPECT_TRUE(Contains(logs, "gpulane: attempt 2, requeued: preempted: root's job (#1 in line) needs GPU0\n")) << logs;
+  EXPECT_TRUE(Contains(logs, "gpulane: attempt 2, requeued: preempted: root's job (1st in line) needs GPU0\n")) << logs;
   EXPECT_TRUE(Contains(logs, "attempt=1 preempted=1\n")) << logs;
   // A preemption uses none of --retry, and queue and show say so.
   EXPECT_EQ(job["retries_used"], 0);

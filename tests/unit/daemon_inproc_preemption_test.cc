@@ -13,7 +13,7 @@ namespace {
 using nlohmann::json;
 using Ids = std::vector<std::int64_t>;
 
-constexpr const char* kGaveWay = "preempted: root's job (#1 in line) needs GPU0";
+constexpr const char* kGaveWay = "preempted: root's job (1st in line) needs GPU0";
 
 // What a preemptible job's supervisor reports when its job gave way (exec/leased_job).
 void GaveWay(daemon::SupervisorStatus& s, bool requeue) {

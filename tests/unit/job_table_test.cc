@@ -739,7 +739,7 @@ TEST_F(JobTableTest, APreemptedJobIsRequeuedExactlyOnceAndNotCountedAsAFailure) 
   SupervisorStatus preempted = Done(143);
   preempted.preempted = true;
   preempted.requeue = true;
-  preempted.reason = "preempted: alice's job (#1 in line) needs GPU0";
+  preempted.reason = "preempted: alice's job (1st in line) needs GPU0";
   Report(id, preempted);
   ReleaseLock(id);
   Table().CheckSupervisors();
@@ -751,7 +751,7 @@ TEST_F(JobTableTest, APreemptedJobIsRequeuedExactlyOnceAndNotCountedAsAFailure) 
   EXPECT_TRUE(stored.attempts[0].preempted);
   EXPECT_EQ(stored.attempts[0].state, JobState::kCancelled);
   EXPECT_EQ(store::FailedAttempts(stored), 0) << "a preemption uses none of --retry";
-  EXPECT_EQ(Table().active().at(id).reason, "requeued: preempted: alice's job (#1 in line) needs GPU0");
+  EXPECT_EQ(Table().active().at(id).reason, "requeued: preempted: alice's job (1st in line) needs GPU0");
 
   ASSERT_EQ(TableState(ended), "running");
   preempted.requeue = false;  // --preemptible=cancel

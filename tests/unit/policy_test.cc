@@ -134,7 +134,7 @@ TEST(Schedule, LaterRequestThatFitsTakesOnlyUnreservedGpus) {
   pinned.allowed_uuids = Uuids({1});
   d = Schedule(gpus, {big, pinned}, kNoMargin);
   EXPECT_FALSE(d[1].granted);
-  EXPECT_TRUE(HasReason(d[1], "GPU1: held for an earlier request (#1)")) << ReasonsOf(d[1]);
+  EXPECT_TRUE(HasReason(d[1], "GPU1: held for an earlier request, 1st in line (big's)")) << ReasonsOf(d[1]);
   EXPECT_EQ(d[1].position, 2u);
 
   // Without the earlier waiter, the same request gets GPU1 at once (the reservation is the cause).
@@ -155,7 +155,7 @@ TEST(Schedule, LargeWaitingRequestIsNotStarvedByAStreamOfSmallOnes) {
     EXPECT_FALSE(d[0].granted) << "GPU0 is still leased";
     for (std::size_t i = 1; i < d.size(); ++i) {
       EXPECT_FALSE(d[i].granted) << "small request " << i << " would overtake the large request on GPU1";
-      EXPECT_TRUE(HasReason(d[i], "GPU1: held for an earlier request (#1)")) << ReasonsOf(d[i]);
+      EXPECT_TRUE(HasReason(d[i], "GPU1: held for an earlier request, 1st in line (big's)")) << ReasonsOf(d[i]);
     }
   }
   gpus[0].exclusive_holder.reset();
@@ -567,7 +567,7 @@ TEST(Schedule, AWaiterGetsOneReasonPerGpuThatDoesNotQualifyNow) {
                                       "GPU2: 3.0 GiB free < 20.0 GiB", "GPU3: 95% busy > 50%"}));
   // The request behind it cannot take GPU4, which the first one reserved.
   EXPECT_FALSE(d[1].granted);
-  EXPECT_TRUE(HasReason(d[1], "GPU4: held for an earlier request (#1)")) << ReasonsOf(d[1]);
+  EXPECT_TRUE(HasReason(d[1], "GPU4: held for an earlier request, 1st in line (r's)")) << ReasonsOf(d[1]);
 }
 
 TEST(Schedule, UnreportedUtilisationFailsAUtilisationLimit) {

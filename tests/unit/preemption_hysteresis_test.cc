@@ -93,7 +93,7 @@ TEST(PreemptionHysteresis, OnlyAJobThatGaveWayBeforeLeavesGpusReservedForAWaitin
   EXPECT_TRUE(fresh[1].granted) << ReasonsOf(fresh[1]);
   const std::vector<Decision> again = Schedule(gpus, {Normal(2), Preemptible(1)}, Limits{});
   EXPECT_FALSE(again[1].granted);
-  EXPECT_NE(ReasonsOf(again[1]).find("GPU0: held for an earlier request (#1)"), std::string::npos) << ReasonsOf(again[1]);
+  EXPECT_NE(ReasonsOf(again[1]).find("GPU0: held for an earlier request, 1st in line"), std::string::npos) << ReasonsOf(again[1]);
 }
 
 TEST(PreemptionHysteresis, GivesWayUntilTheBoundPerJob) {
