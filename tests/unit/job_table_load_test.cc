@@ -40,8 +40,9 @@ class JobTableLoadTest : public ::testing::Test {
   // Stores a job in `state`; its id.
   std::int64_t Stored(JobState state) {
     Job job;
-    job.uid = job.gid = 1000;
-    job.user = "alice";
+    job.gid = 1000;
+    job.spec.request.uid = job.gid;
+    job.spec.request.user = "alice";
     job.spec.argv = {"true"};
     job.spec.cwd = "/tmp";
     std::vector<Job> jobs = {job};
