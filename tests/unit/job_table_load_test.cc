@@ -40,8 +40,7 @@ class JobTableLoadTest : public ::testing::Test {
   // Stores a job in `state`; its id.
   std::int64_t Stored(JobState state) {
     Job job;
-    job.gid = 1000;
-    job.spec.request.uid = job.gid;
+    job.spec.request.uid = job.gid = 1000;
     job.spec.request.user = "alice";
     job.spec.argv = {"true"};
     job.spec.cwd = "/tmp";

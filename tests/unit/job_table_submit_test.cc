@@ -74,8 +74,7 @@ class JobTableSubmitTest : public ::testing::Test {
                           const std::string& user = "alice") {
     Submission sub;
     Job job;
-    job.gid = user == "alice" ? 1000 : 1001;
-    job.spec.request.uid = job.gid;
+    job.spec.request.uid = job.gid = user == "alice" ? 1000 : 1001;
     job.spec.request.user = user;
     job.spec.argv = {command};
     job.spec.cwd = "/tmp";
