@@ -157,7 +157,7 @@ const LimitsConfig& Daemon::LimitsOfUid(std::uint32_t uid, const std::string& us
 std::size_t& Daemon::UnfinishedOf(std::uint32_t uid) {
   if (!unfinished_of_uid_) {
     unfinished_of_uid_.emplace();
-    for (const auto& [id, job] : jobs_->active()) ++(*unfinished_of_uid_)[job.uid];
+    for (const auto& [id, job] : jobs_->active()) ++(*unfinished_of_uid_)[job.uid()];
     jobs_->CountStoringTasks(*unfinished_of_uid_);
   }
   return (*unfinished_of_uid_)[uid];

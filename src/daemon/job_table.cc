@@ -55,14 +55,14 @@ std::map<std::string, std::uint64_t> JobTable::CountByState() {
 }
 
 void JobTable::CountUser(const Job& job, int change) {
-  ActiveUser& u = active_users_[job.user];
+  ActiveUser& u = active_users_[job.user()];
   if (change > 0) {
-    if (u.jobs++ == 0) u.uid = job.uid, u.gid = job.gid;
-    auto& ids = ids_of_uid_[job.uid];
+    if (u.jobs++ == 0) u.uid = job.uid(), u.gid = job.gid;
+    auto& ids = ids_of_uid_[job.uid()];
     ids.emplace_hint(ids.end(), job.id);  // ids grow: usually the end
   } else {
-    if (--u.jobs == 0) active_users_.erase(job.user);
-    if (auto it = ids_of_uid_.find(job.uid); it != ids_of_uid_.end() && it->second.erase(job.id) && it->second.empty())
+    if (--u.jobs == 0) active_users_.erase(job.user());
+    if (auto it = ids_of_uid_.find(job.uid()); it != ids_of_uid_.end() && it->second.erase(job.id) && it->second.empty())
       ids_of_uid_.erase(it);
   }
 }
@@ -135,7 +135,7 @@ void JobTable::Forget(Job& job, bool files, bool log) {
   unstored_ends_.erase(id);
   if (files) JobFiles(jobs_dir_, id).Remove();
   if (log)
-    log_(fmt::format("job {} ({}) {}{}{}", id, job.user, store::StateName(job.state),
+    log_(fmt::format("job {} ({}) {}{}{}", id, job.user(), store::StateName(job.state),
                      job.exit_code ? fmt::format(" with exit code {}", *job.exit_code) : "",
                      job.reason.empty() ? "" : ": " + job.reason));
   unheld_.erase(id);
@@ -371,7 +371,7 @@ void JobTable::RequeueNeverStarted(Job& job, const JobFiles& files) {
   job.supervisor_pid.reset();
   launched_at_.erase(id);
   log_(fmt::format("job {} ({}) requeued: its supervisor ended after recording it running, before its command started",
-                   id, job.user));
+                   id, job.user()));
   MarkDirty(job);
   schedule_needed_ = true;
 }
@@ -440,9 +440,9 @@ void JobTable::RetryJob(Job& job, const SupervisorStatus& status, JobState attem
   launched_at_.erase(id);
   JobFiles(jobs_dir_, id).Remove();
   if (requeued)
-    log_(fmt::format("job {} ({}) was stopped and is requeued: {}", id, job.user, ended.reason));
+    log_(fmt::format("job {} ({}) was stopped and is requeued: {}", id, job.user(), ended.reason));
   else
-    log_(fmt::format("job {} ({}) failed{} and is retried ({} of {})", id, job.user,
+    log_(fmt::format("job {} ({}) failed{} and is retried ({} of {})", id, job.user(),
                      ended.exit_code ? fmt::format(" with exit code {}", *ended.exit_code) : "", store::FailedAttempts(next),
                      next.spec.retries));
   job = std::move(next);

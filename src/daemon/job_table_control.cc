@@ -99,7 +99,7 @@ PartResult JobTable::CancelPart(std::span<const std::int64_t> ids, const std::st
   for (const Job& row : rows) {
     result.changed.push_back({row.id, store::JobIdText(row), false});
     done.push_back(row.id);
-    owners.insert(row.user);
+    owners.insert(row.user());
     Finish(active_.at(row.id), JobState::kCancelled, std::nullopt, row.reason, row.end_time, /*stored=*/true,
            /*files=*/!with_files || with_files->count(row.id) > 0, /*log=*/one);
   }
@@ -151,7 +151,7 @@ PartResult JobTable::HoldPart(std::span<const std::int64_t> ids, const std::stri
     Index(job);
     result.changed.push_back({row.id, store::JobIdText(job), false});
     done.push_back(row.id);
-    owners.insert(row.user);
+    owners.insert(row.user());
   }
   LogPart(hold ? PartsOp::kHold : PartsOp::kRelease, by, done, owners);
   return result;

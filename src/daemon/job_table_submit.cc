@@ -69,14 +69,14 @@ void JobTable::SortKeys(std::span<Submission> round, SubmitRound& r) {
   for (std::size_t i = 0; i < round.size(); ++i) {
     const Submission& sub = round[i];
     if (sub.key.empty()) continue;
-    const std::uint32_t uid = sub.jobs.front().uid;
+    const std::uint32_t uid = sub.jobs.front().uid();
     if (auto first = first_of_key.find({uid, sub.key}); first != first_of_key.end()) {
       r.repeat_of[i] = first->second;
       continue;
     }
     // The first submission with this key is an array still being stored: answered with it.
     auto storing = std::find_if(arrays_.begin(), arrays_.end(), [&](const ArrayInProgress& a) {
-      return a.sub.jobs.front().uid == uid && a.sub.key == sub.key;
+      return a.sub.jobs.front().uid() == uid && a.sub.key == sub.key;
     });
     if (storing != arrays_.end()) {
       storing->repeats.push_back(sub.from);
@@ -87,7 +87,7 @@ void JobTable::SortKeys(std::span<Submission> round, SubmitRound& r) {
     if (!found) {
       r.outcome[i] = SubmitFailedOutcome(sub, ErrorKind::kIo, "the job could not be stored: " + found.error().message);
     } else if (*found && !(*found)->empty()) {
-      log_(fmt::format("submission of {} with a known idempotency key: answered with job {} again", sub.jobs.front().user,
+      log_(fmt::format("submission of {} with a known idempotency key: answered with job {} again", sub.jobs.front().user(),
                        (*found)->front()));
       r.outcome[i] = SubmitOutcome{sub.from, sub.array, SubmitRepeated{std::move(**found)}};
     } else {
@@ -118,7 +118,7 @@ void JobTable::CommitPlain(std::span<Submission> round, SubmitRound& r) {
   for (std::size_t i = 0; i < round.size(); ++i) {
     if (!r.Stored(i)) continue;
     Submission& sub = round[i];
-    if (!sub.key.empty()) keys.push_back({sub.jobs.front().uid, sub.key, batch.size(), sub.jobs.size()});
+    if (!sub.key.empty()) keys.push_back({sub.jobs.front().uid(), sub.key, batch.size(), sub.jobs.size()});
     owners.push_back(i);
     for (Job& job : sub.jobs) batch.push_back(std::move(job));
   }
@@ -161,7 +161,7 @@ std::vector<SubmitOutcome> JobTable::StoreArrayPart() {
   const std::size_t total = a.sub.indices.size(), offset = a.tasks.size();
   std::vector<Job> part = NextArrayPart(a);
   std::vector<store::SubmissionKey> keys;
-  if (!a.sub.key.empty()) keys.push_back({a.sub.jobs.front().uid, a.sub.key, 0, total});
+  if (!a.sub.key.empty()) keys.push_back({a.sub.jobs.front().uid(), a.sub.key, 0, total});
   auto stored = store_.InsertArrayPart(part, {a.array_job_id, offset, total}, keys);
   NoteWrite(stored ? Status::Ok() : Status(stored.error()));
   if (!stored)
@@ -200,7 +200,7 @@ std::vector<SubmitOutcome> JobTable::EndArray(SubmitResult result) {
 }
 
 void JobTable::CountStoringTasks(std::map<std::uint32_t, std::size_t>& by_uid) const {
-  for (const ArrayInProgress& a : arrays_) by_uid[a.sub.jobs.front().uid] += a.sub.indices.size();
+  for (const ArrayInProgress& a : arrays_) by_uid[a.sub.jobs.front().uid()] += a.sub.indices.size();
 }
 
 }  // namespace gpulane::daemon

@@ -20,7 +20,7 @@ double JobTable::GpusHeld(const Job& job) const {
 void JobTable::RecordUsage(const Job& job) {
   if (!job.start_time) return;  // never ran
   const double now = Now();
-  AddEndedUsage({job.user, *job.start_time, std::min(job.end_time.value_or(now), now), GpusHeld(job)}, now);
+  AddEndedUsage({job.user(), *job.start_time, std::min(job.end_time.value_or(now), now), GpusHeld(job)}, now);
 }
 
 void JobTable::AddDecayedUsage(const sched::UsageRecord& record, double now_s) {
@@ -45,15 +45,15 @@ std::map<std::string, std::string> JobTable::GpuHoursHeldBack(double now_s) {
   std::map<std::string, LimitsConfig> limits;
   std::set<std::string> asked;
   ForEachUnheld([&](std::int64_t, const Job& job) {
-    if (job.state != JobState::kPending || !asked.insert(job.user).second) return;
-    if (auto hours = limits_.max_gpu_hours_of(job.uid, job.user)) limits[job.user].max_gpu_hours_per_day = *hours;
+    if (job.state != JobState::kPending || !asked.insert(job.user()).second) return;
+    if (auto hours = limits_.max_gpu_hours_of(job.uid(), job.user())) limits[job.user()].max_gpu_hours_per_day = *hours;
   });
   if (limits.empty()) return out;
   // Their use: ended jobs' records and running jobs so far, as fair share counts them.
   std::vector<sched::UsageRecord> running;
   ForEachUnheld([&](std::int64_t, const Job& job) {
-    if (job.state == JobState::kRunning && job.start_time && limits.count(job.user))
-      running.push_back({job.user, *job.start_time, std::nullopt, GpusHeld(job)});
+    if (job.state == JobState::kRunning && job.start_time && limits.count(job.user()))
+      running.push_back({job.user(), *job.start_time, std::nullopt, GpusHeld(job)});
   });
   std::map<std::string, double> used_gpu_s;
   for (const auto* records : {&recent_usage_, &running})
@@ -90,7 +90,7 @@ std::map<std::string, sched::UserShare> JobTable::FairShareAt(double now_s) {
   };
   ForEachUnheld([&](std::int64_t, const Job& job) {
     if (job.state == JobState::kRunning && job.start_time)  // running jobs count so far
-      usage[job.user] += sched::DecayedUsageGpuS({job.user, *job.start_time, std::nullopt, GpusHeld(job)}, now_s, h);
+      usage[job.user()] += sched::DecayedUsageGpuS({job.user(), *job.start_time, std::nullopt, GpusHeld(job)}, now_s, h);
   });
   for (const sched::UsageRecord& lease : live_lease_usage_)  // `gpulane run` and lease(): so far
     usage[lease.user] += sched::DecayedUsageGpuS(lease, now_s, h);

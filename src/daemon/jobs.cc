@@ -98,7 +98,7 @@ void JobTable::LaunchEligible() {
   std::map<std::uint32_t, unsigned> gpus_of_uid;
   if (limits_.max_gpus_of)
     ForEachUnheld([&](std::int64_t, const Job& job) {
-      if (job.state == JobState::kLaunching || job.state == JobState::kRunning) gpus_of_uid[job.uid] += job.spec.request.count;
+      if (job.state == JobState::kLaunching || job.state == JobState::kRunning) gpus_of_uid[job.uid()] += job.spec.request.count;
     });
   std::vector<sched::QueuedJob> queue;
   // Within a --priority class, jobs go by their fair-share priority (sched/fairshare.h): the
@@ -127,22 +127,22 @@ void JobTable::LaunchEligible() {
     if (job.reason == kStoreUnavailableReason) job.reason.clear();
     if (cpu_only) {
       queue.push_back({id, job.spec.request.priority, false, job.spec.after_ok, job.spec.after_any,
-                       sched::PriorityOf(factor_of(job.user), now - job.submit_time_s(), fs).value, false, true});
+                       sched::PriorityOf(factor_of(job.user()), now - job.submit_time_s(), fs).value, false, true});
       return;
     }
     if (limits_.max_gpus_of) {
-      const unsigned held = gpus_of_uid[job.uid];
-      if (auto why = sched::GpuLimitReason(LimitsConfig{limits_.max_gpus_of(job.uid, job.user), {}, {}, {}}, job.user, held,
+      const unsigned held = gpus_of_uid[job.uid()];
+      if (auto why = sched::GpuLimitReason(LimitsConfig{limits_.max_gpus_of(job.uid(), job.user()), {}, {}, {}}, job.user(), held,
                                            job.spec.request.count)) {
         job.reason = *why;
         return;
       }
     }
-    if (auto over = over_gpu_hours.find(job.user); over != over_gpu_hours.end()) {
+    if (auto over = over_gpu_hours.find(job.user()); over != over_gpu_hours.end()) {
       job.reason = over->second;
       return;
     }
-    const double priority = sched::PriorityOf(factor_of(job.user), now - job.submit_time_s(), fs).value;
+    const double priority = sched::PriorityOf(factor_of(job.user()), now - job.submit_time_s(), fs).value;
     queue.push_back({id, job.spec.request.priority, false, job.spec.after_ok, job.spec.after_any, priority,
                      job.spec.request.preemptible != sched::Preemptible::kNo});
     queue.back().preemptions = static_cast<unsigned>(store::Preemptions(job));
@@ -163,8 +163,8 @@ void JobTable::LaunchEligible() {
     // Two jobs of one user near its limits.max_gpus: only as many as fit are launched; the rest
     // stay pending (the next round, which counts these as launched, leaves them out).
     if (limits_.max_gpus_of && job.spec.request.count > 0) {
-      unsigned& held = gpus_of_uid[job.uid];
-      if (auto why = sched::GpuLimitReason(LimitsConfig{limits_.max_gpus_of(job.uid, job.user), {}, {}, {}}, job.user, held,
+      unsigned& held = gpus_of_uid[job.uid()];
+      if (auto why = sched::GpuLimitReason(LimitsConfig{limits_.max_gpus_of(job.uid(), job.user()), {}, {}, {}}, job.user(), held,
                                            job.spec.request.count)) {
         job.reason = *why;
         schedule_needed_ = true;
@@ -201,14 +201,14 @@ void JobTable::NoteWhyWaiting(const sched::LaunchPlan& plan, const std::vector<s
   std::optional<sched::JobAhead> ahead;
   for (std::int64_t id : plan.order) {
     Job& job = active_.at(id);
-    auto share = shares.find(job.user);
+    auto share = shares.find(job.user());
     const sched::UserShare user_share = share == shares.end() ? sched::UserShare{} : share->second;
     const sched::JobPriority p = sched::PriorityOf(user_share.factor, now_s - job.submit_time_s(), fs);
     if (!decided.count(id)) {
-      job.reason = sched::WaitReason(job.user, user_share, p, ahead, fs.half_life_s);
+      job.reason = sched::WaitReason(job.user(), user_share, p, ahead, fs.half_life_s);
       if (job.spec.request.priority != 0) job.reason = fmt::format("--priority {}, {}", job.spec.request.priority, job.reason);
     }
-    ahead = sched::JobAhead{job.user, store::JobIdText(job), p.value};  // "12_0", never the array's id
+    ahead = sched::JobAhead{job.user(), store::JobIdText(job), p.value};  // "12_0", never the array's id
   }
   // The plan orders only the head of a long line (sched::LaunchLookahead): every job behind it is
   // behind all of those, and its exact place is not worked out (never a blank WHY for a waiting job).

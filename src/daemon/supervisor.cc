@@ -45,7 +45,7 @@ lease::WaitRequest MakeRequest(const store::Job& job, const Config& config) {
   w.inherited = InheritedGpusFrom([&](const char* name) { return exec::EnvValue(job.spec.env, name); });
   lease::ApplyConfig(config, w);
   if (geteuid() == 0) {
-    w.owner_uid = job.uid;
+    w.owner_uid = job.uid();
     w.owner_gid = job.gid;
   }
   return w;
@@ -54,7 +54,7 @@ lease::WaitRequest MakeRequest(const store::Job& job, const Config& config) {
 // The size of the job's log `path` when it is a regular file of the job's user, looked at with
 // that user's rights (never through a symlink: os/user_file.h), or none.
 std::optional<std::uint64_t> LogSize(const std::string& path, const store::Job& job) {
-  auto file = os::OpenAsUser(path, os::ActingFor(job.uid, job.gid), {.access = os::UserFileAccess::kStat});
+  auto file = os::OpenAsUser(path, os::ActingFor(job.uid(), job.gid), {.access = os::UserFileAccess::kStat});
   if (!file) return std::nullopt;
   return file->size_bytes();
 }
@@ -143,7 +143,7 @@ exec::LeasedJob MakeLeasedJob(const store::Job& job, const Config& config) {
     spec.stderr_path = job.logs.stderr_path.empty() ? job.logs.stdout_path : job.logs.stderr_path;
   }
   if (geteuid() == 0) {
-    spec.uid = job.uid;
+    spec.uid = job.uid();
     spec.gid = job.gid;
   }
   if (job.array_index) leased.extra_env.push_back(fmt::format("GPULANE_ARRAY_INDEX={}", *job.array_index));
@@ -164,7 +164,7 @@ void AppendUsageLine(const store::Job& job, const store::JobLogs& logs, const st
   if (log.empty() || !record) return;
   const bool as_root = geteuid() == 0;
   const std::string line = "gpulane: " + telemetry::UsageLine(store::JobIdText(job), record->usage);
-  Status appended = exec::AppendLineToLog(log, as_root ? std::optional(job.uid) : std::nullopt,
+  Status appended = exec::AppendLineToLog(log, as_root ? std::optional(job.uid()) : std::nullopt,
                                           as_root ? std::optional(job.gid) : std::nullopt, line);
   if (!appended.ok())
     Say("gpulane _supervise: job {}: {} (not in its log: {})\n", job.id, line, appended.error().message);
@@ -178,7 +178,7 @@ void AppendRetryLine(const store::Job& job) {
   const bool as_root = geteuid() == 0;
   const std::string line =
       store::RetryLine(static_cast<int>(job.attempts.size()), job.spec.retries, job.attempts.back(), store::FailedAttempts(job));
-  Status appended = exec::AppendLineToLog(log, as_root ? std::optional(job.uid) : std::nullopt,
+  Status appended = exec::AppendLineToLog(log, as_root ? std::optional(job.uid()) : std::nullopt,
                                           as_root ? std::optional(job.gid) : std::nullopt, "gpulane: " + line);
   if (!appended.ok()) Say("gpulane _supervise: job {}: {} (not in its log: {})\n", job.id, line, appended.error().message);
 }
@@ -188,9 +188,9 @@ NotifiedJob NotifiedOf(const store::Job& job, const store::JobLogs& logs) {
   NotifiedJob n;
   n.id = store::JobIdText(job);
   n.name = job.spec.name;
-  n.user = job.user;
+  n.user = job.user();
   n.log_path = logs.stderr_path.empty() ? logs.stdout_path : logs.stderr_path;
-  if (geteuid() == 0) n.uid = job.uid, n.gid = job.gid;
+  if (geteuid() == 0) n.uid = job.uid(), n.gid = job.gid;
   n.env = job.spec.env;
   n.target = *job.spec.notify;
   return n;
@@ -314,7 +314,7 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id, const os::Env& e
   hooks.on_warning = [&](const std::string& line) {
     const std::string& log = status.logs.stderr_path.empty() ? status.logs.stdout_path : status.logs.stderr_path;
     const bool as_root = geteuid() == 0;
-    Status appended = exec::AppendWarningToLog(log, as_root ? std::optional(job->uid) : std::nullopt,
+    Status appended = exec::AppendWarningToLog(log, as_root ? std::optional(job->uid()) : std::nullopt,
                                                as_root ? std::optional(job->gid) : std::nullopt, line);
     if (!appended.ok())
       Say("gpulane _supervise: job {}: {} (warning not in its log: {})\n", job->id, line,

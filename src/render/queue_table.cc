@@ -69,7 +69,7 @@ std::string QueueTableHeader() { return fmt::format(kRow, "ID", "USER", "NAME", 
 void AppendQueueRow(const store::Job& job, const std::vector<unsigned>& gpu_indices, double now, std::string& out) {
   // The client copies this text to a terminal as it comes: every field a user chose (the name, the
   // reason, which may quote a command) is escaped here (util/terminal_text.h).
-  fmt::format_to(std::back_inserter(out), kRow, store::JobIdText(job), EscapeForTerminal(job.user), NameColumn(job.spec.name),
+  fmt::format_to(std::back_inserter(out), kRow, store::JobIdText(job), EscapeForTerminal(job.user()), NameColumn(job.spec.name),
                  GpusColumn(job.spec.request), StateLabel(job.state), FormatSeconds(now - job.submit_time_s()),
                  EscapeForTerminal(WhereOrWhy(job, gpu_indices)));
 }

@@ -74,7 +74,7 @@ std::string ExpandLogPath(const std::string& pattern, const Job& job) {
     if (c == 'j') out += std::to_string(job.id);
     else if (c == 'a') out += job.array_index ? std::to_string(*job.array_index) : "";
     else if (c == 'A') out += std::to_string(job.array_job_id.value_or(job.id));
-    else if (c == 'u') out += job.user;
+    else if (c == 'u') out += job.user();
     else if (c == '%') out += '%';
     else out += std::string("%") + c;
   }
@@ -411,6 +411,8 @@ namespace {
 struct JobMembers {
   std::string state;
   double submit_time_s = 0;  // "submit_time": the spec's request holds it (Job::submit_time_s)
+  std::uint32_t uid = 0;     // "uid" and "user": the spec's request holds them (Job::uid, Job::user)
+  std::string user;
   bool logs_unrecorded = false;
 };
 
@@ -421,9 +423,9 @@ std::string ReadJobFields(const json& j, Job& job, JobMembers& m) {
   fields("array_job_id", job.array_job_id);
   fields("array_index", job.array_index);
   fields("own_argv", job.own_argv);
-  fields("uid", job.uid);
+  fields("uid", m.uid);
   fields("gid", job.gid);
-  fields("user", job.user);
+  fields("user", m.user);
   fields("state", m.state);
   fields("reason", job.reason);
   fields("submit_time", m.submit_time_s);
@@ -452,6 +454,9 @@ Result<Job> JobFromJson(const json& j) {
   job.state = *state;
   if (Status spec = SpecFromJson(j["spec"], &job.spec); !spec.ok()) return bad(spec.error().message);
   job.spec.request.submit_time_s = m.submit_time_s;  // the same as the spec's, in every version
+  // The job's owner as the daemon recorded it (from the kernel), whatever its spec's request says.
+  job.spec.request.uid = m.uid;
+  job.spec.request.user = std::move(m.user);
   if (auto it = j.find("attempts"); it != j.end() && !it->is_null()) {
     auto attempts = ParseAttempts(*it);
     if (!attempts) return bad(attempts.error().message);

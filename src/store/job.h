@@ -152,9 +152,7 @@ struct Job {
   /// An array task with a command of its own (submit --array-file: one command line per task):
   /// spec.argv is this task's, stored with the task; the rest of the spec is the array's, stored once.
   bool own_argv = false;
-  std::uint32_t uid = 0;
-  std::uint32_t gid = 0;
-  std::string user;
+  std::uint32_t gid = 0;           ///< its owner's group, from the kernel as the uid is
   JobSpec spec;
   JobState state = JobState::kPending;
   std::string reason;              ///< why pending/held/failed, for people
@@ -173,6 +171,11 @@ struct Job {
   /// When it was submitted (seconds since the epoch): its request's, the one copy, stamped once by
   /// the daemon (daemon/ops/submit.cc); the store's submit_time column is read into it.
   double submit_time_s() const { return spec.request.submit_time_s; }
+  /// Who owns it: its request's uid and login name, the one copy, set once by the daemon from the
+  /// kernel (SO_PEERCRED; daemon/ops/submit.cc), never from a client's input; the store's uid and
+  /// user columns are read into it.
+  std::uint32_t uid() const { return spec.request.uid; }
+  const std::string& user() const { return spec.request.user; }
   bool operator==(const Job&) const = default;
 };
 

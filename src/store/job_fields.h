@@ -163,9 +163,9 @@ void WriteJob(W& w, const Job& job, bool with_env, bool commands = true,
   w.Key("submit_time");
   w.Double(job.submit_time_s());
   w.Key("uid");
-  w.Int(job.uid);
+  w.Int(job.uid());
   w.Key("user");
-  w.String(job.user);
+  w.String(job.user());
   w.EndObject();
 }
 

@@ -60,9 +60,7 @@ std::string ReadRowFields(sqlite3_stmt* s, Job* job, const ArraySpecLookup& arra
   job->id = sqlite3_column_int64(s, 0);
   job->array_job_id = OptInt(s, 1);
   if (auto v = OptInt(s, 2)) job->array_index = static_cast<int>(*v);
-  job->uid = static_cast<std::uint32_t>(sqlite3_column_int64(s, 3));
   job->gid = static_cast<std::uint32_t>(sqlite3_column_int64(s, 4));
-  job->user = Text(s, 5);
   if (job->array_job_id && sqlite3_column_bytes(s, 6) == 0) {
     auto shared = array_spec(*job->array_job_id);
     if (!shared) return fmt::format("the spec of its array {} cannot be read", *job->array_job_id);
@@ -84,6 +82,8 @@ std::string ReadRowFields(sqlite3_stmt* s, Job* job, const ArraySpecLookup& arra
   job->state = *state;
   job->reason = Text(s, 8);
   job->spec.request.submit_time_s = sqlite3_column_double(s, 9);  // Job::submit_time_s(): the one copy
+  job->spec.request.uid = static_cast<std::uint32_t>(sqlite3_column_int64(s, 3));  // Job::uid(), user(): the
+  job->spec.request.user = Text(s, 5);  // one copy, the row's owner, whatever its spec (or its array's) names
   job->start_time = OptDouble(s, 10);
   job->end_time = OptDouble(s, 11);
   if (auto v = OptInt(s, 12)) job->exit_code = static_cast<int>(*v);
@@ -316,9 +316,9 @@ Result<std::vector<std::int64_t>> JobStore::Insert(std::vector<Job>& jobs, bool 
   for (Job& job : jobs) {
     insert.BindNull(1);
     if (job.array_index) insert.Bind(2, static_cast<std::int64_t>(*job.array_index));
-    insert.Bind(3, static_cast<std::int64_t>(job.uid));
+    insert.Bind(3, static_cast<std::int64_t>(job.uid()));
     insert.Bind(4, static_cast<std::int64_t>(job.gid));
-    insert.Bind(5, job.user);
+    insert.Bind(5, job.user());
     insert.Bind(6, SpecToJson(job.spec).dump());
     insert.Bind(7, std::string(StateName(job.state)));
     insert.Bind(8, job.reason);
@@ -400,9 +400,9 @@ Result<std::int64_t> JobStore::InsertArrayPart(std::vector<Job>& tasks, const Ar
     insert.Bind(1, id);
     insert.Bind(2, array_id);
     if (job.array_index) insert.Bind(3, static_cast<std::int64_t>(*job.array_index));
-    insert.Bind(4, static_cast<std::int64_t>(job.uid));
+    insert.Bind(4, static_cast<std::int64_t>(job.uid()));
     insert.Bind(5, static_cast<std::int64_t>(job.gid));
-    insert.Bind(6, job.user);
+    insert.Bind(6, job.user());
     insert.Bind(7, std::string(StateName(job.state)));
     insert.Bind(8, job.reason);
     insert.Bind(9, job.submit_time_s());

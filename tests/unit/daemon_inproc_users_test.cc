@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "support/inproc_daemon.h"
 
@@ -251,6 +254,45 @@ TEST_F(DaemonInProcUsers, OtherUsersCannotTouchAJobButRootCan) {
   EXPECT_EQ(Control(Root(), "hold", {second}).value("code", ""), "wrong_state") << "already held";
   EXPECT_TRUE(Control(Root(), "cancel", {second}).value("ok", false));
   EXPECT_EQ(State(second), "cancelled");
+}
+
+// Who owns a job is the kernel's word (SO_PEERCRED), never the client's: alice's submissions whose
+// request claims root's uid and name (a job and an array's tasks) are hers in show, in the store
+// after a restart and in the spec file its supervisor runs the command from (as that uid); bob
+// still may not cancel them, as he may not cancel any of alice's jobs.
+TEST_F(DaemonInProcUsers, AJobIsItsSubmittersWhateverItsRequestClaims) {
+  StartDaemon();
+  const auto claiming_root = [&](const Submission& s) {
+    json request = SubmitRequest(s);
+    request["spec"]["request"]["uid"] = 0;
+    request["spec"]["request"]["user"] = "root";
+    json reply = Call(kAlice, request);
+    EXPECT_TRUE(reply.value("ok", false)) << reply.dump();
+    return reply.value("ids", Ids{});
+  };
+  const Ids job = claiming_root({});
+  const Ids tasks = claiming_root({.hold = true, .array = {0, 1}});
+  ASSERT_EQ(job.size() + tasks.size(), 3u);
+  const std::vector<std::string> names = {std::to_string(job[0]), fmt::format("{}_0", tasks[0]),
+                                          fmt::format("{}_1", tasks[0])};
+  for (int life = 0; life < 2; ++life) {
+    for (const std::string& name : names) {
+      const json shown = Call(Root(), {{"op", "show"}, {"id", name}});
+      ASSERT_TRUE(shown.value("ok", false)) << shown.dump();
+      EXPECT_EQ(shown["job"]["uid"], 1001) << shown.dump();
+      EXPECT_EQ(shown["job"]["user"], "alice") << shown.dump();
+      EXPECT_EQ(shown["job"]["spec"]["request"]["uid"], 1001) << shown.dump();
+      EXPECT_EQ(shown["job"]["spec"]["request"]["user"], "alice") << shown.dump();
+      json cancel = Call(kBob, {{"op", "cancel"}, {"ids", {name}}});
+      EXPECT_EQ(cancel.value("code", ""), "permission") << name << ": " << cancel.dump();
+    }
+    Restart();  // the second time round, from the store
+  }
+  ASSERT_EQ(Launched(), job);
+  auto spec = daemon::JobFiles(paths_.state_dir + "/jobs", job[0]).ReadSpec();
+  ASSERT_TRUE(spec) << spec.error().message;
+  EXPECT_EQ(spec->uid(), 1001u);
+  EXPECT_EQ(spec->user(), "alice");
 }
 
 }  // namespace

@@ -29,9 +29,7 @@ Job FullJob() {
   job.array_job_id = 12;
   job.array_index = 3;
   job.own_argv = true;
-  job.uid = 1000;
   job.gid = 1001;
-  job.user = "alice";
   JobSpec& s = job.spec;
   s.argv = std::vector<std::string>{"python", "train.py", "\xff\xfe"};  // bytes that are not UTF-8
   s.cwd = "/home/alice/w";
@@ -100,9 +98,9 @@ TEST(JobCodec, EveryFieldComesBack) {
   EXPECT_EQ(back->array_job_id, job.array_job_id);
   EXPECT_EQ(back->array_index, job.array_index);
   EXPECT_EQ(back->own_argv, job.own_argv);
-  EXPECT_EQ(back->uid, job.uid);
+  EXPECT_EQ(back->uid(), job.uid());
   EXPECT_EQ(back->gid, job.gid);
-  EXPECT_EQ(back->user, job.user);
+  EXPECT_EQ(back->user(), job.user());
   EXPECT_TRUE(back->spec.request == job.spec.request) << proto::RequestToJson(back->spec.request).dump();
   EXPECT_TRUE(back->spec == job.spec) << SpecToJson(back->spec).dump();
   EXPECT_EQ(back->state, job.state);
@@ -117,6 +115,24 @@ TEST(JobCodec, EveryFieldComesBack) {
   EXPECT_TRUE(back->attempts == job.attempts) << AttemptsToJson(back->attempts).dump();
   EXPECT_EQ(back->isolation, job.isolation);
   EXPECT_TRUE(*back == job) << "a field of Job not checked above was lost: " << JobToStoredJson(*back).dump();
+}
+
+// The job's owner is the spec file's "uid" and "user" (the daemon's record of the kernel's word):
+// a spec whose request names someone else (a client's claim) or no one reads back as that owner,
+// the one copy (Job::uid, Job::user), which its supervisor runs the command as.
+TEST(JobCodec, TheOwnerIsTheJobsNotWhatItsRequestNames) {
+  json stored = JobToStoredJson(FullJob());
+  EXPECT_EQ(stored["uid"], 1000);
+  EXPECT_EQ(stored["spec"]["request"]["uid"], 1000) << "the one owner, written in both places";
+  for (const json& named : {json{{"uid", 0}, {"user", "root"}}, json::object()}) {
+    stored["spec"]["request"].erase("uid");
+    stored["spec"]["request"].erase("user");
+    stored["spec"]["request"].update(named);
+    auto back = JobFromJson(stored);
+    ASSERT_TRUE(back) << back.error().message;
+    EXPECT_EQ(back->uid(), 1000u) << named.dump();
+    EXPECT_EQ(back->user(), "alice") << named.dump();
+  }
 }
 
 // Every member the codec writes for FullJob carries something EveryFieldComesBack checks: without
@@ -139,7 +155,7 @@ TEST(JobCodec, EveryMemberWrittenIsNeeded) {
 TEST(JobCodec, UnsetFieldsStayUnset) {
   Job job;
   job.id = 1;
-  job.user = "bob";
+  job.spec.request.user = "bob";
   job.spec.argv = std::vector<std::string>{"true"};
   job.spec.cwd = "/";
   auto back = RoundTrip(job);
@@ -181,9 +197,9 @@ TEST(JobCodec, ReadsTheSpecFileOfTheEarlierVersion) {
   EXPECT_EQ(job->id, 15);
   EXPECT_EQ(job->array_job_id, 12);
   EXPECT_EQ(job->array_index, 3);
-  EXPECT_EQ(job->uid, 1000u);
+  EXPECT_EQ(job->uid(), 1000u);
   EXPECT_EQ(job->gid, 1001u);
-  EXPECT_EQ(job->user, "alice");
+  EXPECT_EQ(job->user(), "alice");
   EXPECT_EQ(job->submit_time_s(), 1764580000.25);
   EXPECT_EQ(job->state, JobState::kLaunching);
   EXPECT_EQ(job->reason, "retry 1 of 2 after exit code 1");

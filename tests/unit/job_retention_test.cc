@@ -32,9 +32,9 @@ class RetentionStore : public ::testing::Test {
 
   static Job Pending() {
     Job job;
-    job.uid = 1000;
+    job.spec.request.uid = 1000;
     job.gid = 1000;
-    job.user = "alice";
+    job.spec.request.user = "alice";
     job.spec.argv = {"true"};
     job.spec.cwd = "/home/alice";
     job.spec.request.submit_time_s = 1.0;

@@ -30,9 +30,9 @@ class TempDb {
 
 Job MakeJob() {
   Job job;
-  job.uid = 1000;
+  job.spec.request.uid = 1000;
   job.gid = 1000;
-  job.user = "alice";
+  job.spec.request.user = "alice";
   job.spec.argv = {"true"};
   job.spec.cwd = "/home/alice/proj";
   job.spec.request.submit_time_s = 1.0;
@@ -236,6 +236,53 @@ TEST(JobStore, KeepsARetriedJobsAttemptsAndRetries) {
   ASSERT_TRUE(job && *job);
   EXPECT_EQ((**job).spec.retries, 3);
   EXPECT_EQ((**job).attempts, (std::vector<JobAttempt>{failed, failed}));
+}
+
+// A job's owner (Job::uid, Job::user: its request's, the one copy) survives the store: a job and
+// an array's tasks (whose spec is stored once, in array_specs) read back by a new store on the
+// file as whose they were. The row's uid and user columns are the owner (what `queue` filters by):
+// a spec whose request names someone else (as a client might claim, or an older row without them)
+// reads back as the row's owner, never as the one its spec names.
+TEST(JobStore, AJobKeepsItsOwner) {
+  TempDb db;
+  std::int64_t bobs = 0;
+  std::vector<std::int64_t> tasks;
+  {
+    auto store = JobStore::Open(db.path());
+    ASSERT_TRUE(store) << store.error().message;
+    std::vector<Job> single = {MakeJob()};
+    single[0].spec.request.uid = 1001;
+    single[0].spec.request.user = "bob";
+    ASSERT_TRUE((*store)->Insert(single, false));
+    bobs = single[0].id;
+    std::vector<Job> array = {MakeJob(), MakeJob()};
+    array[0].array_index = 0;
+    array[1].array_index = 1;
+    auto ids = (*store)->Insert(array, true);
+    ASSERT_TRUE(ids) << ids.error().message;
+    tasks = *ids;
+  }
+  const auto owner_of = [&](std::int64_t id) -> std::string {  // "uid user", read by a new store
+    auto store = JobStore::Open(db.path());
+    if (!store) return store.error().message;
+    auto job = (*store)->Get(id);
+    if (!job) return job.error().message;
+    return *job ? fmt::format("{} {}", (**job).uid(), (**job).user()) : "no job " + std::to_string(id);
+  };
+  EXPECT_EQ(owner_of(bobs), "1001 bob");
+  EXPECT_EQ(owner_of(tasks[0]), "1000 alice");
+  EXPECT_EQ(owner_of(tasks[1]), "1000 alice");
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(db.path().c_str(), &raw), SQLITE_OK);
+    const char* claimed =
+        "UPDATE jobs SET spec = json_set(spec, '$.request.uid', 0, '$.request.user', 'root') WHERE spec != '';"
+        "UPDATE array_specs SET spec = json_remove(spec, '$.request.uid', '$.request.user');";
+    ASSERT_EQ(sqlite3_exec(raw, claimed, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(raw);
+    sqlite3_close(raw);
+  }
+  EXPECT_EQ(owner_of(bobs), "1001 bob") << "the row's owner, not the one its spec names";
+  EXPECT_EQ(owner_of(tasks[1]), "1000 alice") << "the row's owner, not none";
 }
 
 // Schema 5 (before retries): its jobs read back with no earlier attempts and no retries, and

@@ -40,8 +40,8 @@ class JobTableLoadTest : public ::testing::Test {
   // Stores a job in `state`; its id.
   std::int64_t Stored(JobState state) {
     Job job;
-    job.uid = job.gid = 1000;
-    job.user = "alice";
+    job.spec.request.uid = job.gid = 1000;
+    job.spec.request.user = "alice";
     job.spec.argv = {"true"};
     job.spec.cwd = "/tmp";
     std::vector<Job> jobs = {job};

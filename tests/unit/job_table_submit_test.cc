@@ -74,8 +74,8 @@ class JobTableSubmitTest : public ::testing::Test {
                           const std::string& user = "alice") {
     Submission sub;
     Job job;
-    job.uid = job.gid = user == "alice" ? 1000 : 1001;
-    job.user = user;
+    job.spec.request.uid = job.gid = user == "alice" ? 1000 : 1001;
+    job.spec.request.user = user;
     job.spec.argv = {command};
     job.spec.cwd = "/tmp";
     job.spec.request.submit_time_s = 1.0;
@@ -150,7 +150,7 @@ TEST_F(JobTableSubmitTest, ARoundOfSubmissionsIsStoredInOneTransactionWithConsec
   ASSERT_EQ(stored.size(), 3u);
   EXPECT_EQ(stored[1].id, id + 1);
   EXPECT_EQ(stored[1].spec.argv, (std::vector<std::string>{"second"}));
-  EXPECT_EQ(stored[2].user, "bob");
+  EXPECT_EQ(stored[2].user(), "bob");
   EXPECT_EQ(TableIds(), (Ids{id, id + 1, id + 2})) << "added to the table once stored";
   auto key = store_->FindSubmission(1000, "key-2");
   ASSERT_TRUE(key && *key) << "the key stored with its jobs";

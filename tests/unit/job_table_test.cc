@@ -104,9 +104,9 @@ class JobTableTest : public ::testing::Test {
 
   static Job MakeJob(std::vector<std::int64_t> after_ok, std::vector<std::int64_t> after_any, int priority) {
     Job job;
-    job.uid = 1000;
+    job.spec.request.uid = 1000;
     job.gid = 1000;
-    job.user = "alice";
+    job.spec.request.user = "alice";
     job.spec.argv = {"true"};
     job.spec.cwd = "/tmp";
     std::vector<sched::JobRef> ok, any;
@@ -664,9 +664,9 @@ namespace retries {
 // A job of `retries` stored running with its supervisor (the test) holding its lock.
 std::int64_t StoredRunning(store::JobStore& store, int retries) {
   Job job;
-  job.uid = 1000;
+  job.spec.request.uid = 1000;
   job.gid = 1000;
-  job.user = "alice";
+  job.spec.request.user = "alice";
   job.spec.argv = {"false"};
   job.spec.cwd = "/tmp";
   job.spec.retries = retries;
@@ -837,8 +837,8 @@ TEST_F(JobTableTest, AHeavyUsersPendingJobsWaitBehindALightUsersLaterOneAcrossAR
   ASSERT_NO_FATAL_FAILURE(StoreEndedFourGpuJob(3 * 3600, 3600));
   const std::int64_t a1 = Stored(JobState::kPending), a2 = Stored(JobState::kPending);
   Job of_bob = MakeJob({}, {}, 0);
-  of_bob.user = "bob";
-  of_bob.uid = 1001;
+  of_bob.spec.request.user = "bob";
+  of_bob.spec.request.uid = 1001;
   of_bob.spec.request.submit_time_s = 2.0;
   std::vector<Job> b = {of_bob};
   ASSERT_TRUE(store_->Insert(b, false));
@@ -913,8 +913,8 @@ TEST_F(JobTableTest, AUserOverHerGpuHoursOfTheLast24HoursWaitsUntilEnoughLeftThe
   ASSERT_NO_FATAL_FAILURE(StoreEndedFourGpuJob(13 * 3600, 7 * 3600));
   const std::int64_t hers = Stored(JobState::kPending);
   Job of_bob = MakeJob({}, {}, 0);
-  of_bob.user = "bob";
-  of_bob.uid = 1001;
+  of_bob.spec.request.user = "bob";
+  of_bob.spec.request.uid = 1001;
   std::vector<Job> b = {of_bob};
   ASSERT_TRUE(store_->Insert(b, false));
   ASSERT_TRUE(Table().Recover());

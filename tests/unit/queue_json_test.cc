@@ -49,9 +49,7 @@ std::string Rendered(const std::vector<Listed>& jobs) {
 store::Job Minimal() {
   store::Job job;
   job.id = 7;
-  job.uid = 1000;
   job.gid = 1000;
-  job.user = "alice";
   job.spec.argv = {"true"};
   job.spec.cwd = "/home/alice";
   job.spec.name = "true";
@@ -146,7 +144,7 @@ TEST(QueueJson, NumbersAsNlohmannPrintsThem) {
   }
   store::Job big = Minimal();
   big.id = std::numeric_limits<std::int64_t>::max();
-  big.uid = std::numeric_limits<std::uint32_t>::max();
+  big.spec.request.uid = std::numeric_limits<std::uint32_t>::max();
   big.exit_code = std::numeric_limits<int>::min();
   big.spec.request.mem_bytes = std::numeric_limits<std::uint64_t>::max();
   big.logs = {"/a", "/b", std::numeric_limits<std::uint64_t>::max(), 0, std::nullopt, 0};
@@ -214,7 +212,7 @@ TEST(QueueJson, RandomJobs) {
     job.id = static_cast<std::int64_t>(rng() % 1000000) + 1;
     job.state = static_cast<store::JobState>(rng() % 8);
     job.reason = text();
-    job.user = text();
+    job.spec.request.user = text();
     job.spec.request.submit_time_s = real();
     if (coin()) job.array_index.reset();
     if (coin()) job.array_job_id.reset();

@@ -10,7 +10,7 @@ namespace {
 store::Job Job(const std::string& name) {
   store::Job job;
   job.id = 7;
-  job.user = "alice";
+  job.spec.request.user = "alice";
   job.spec.argv = {"true"};
   job.spec.name = name;
   job.spec.request.submit_time_s = 100;
@@ -25,7 +25,7 @@ std::string Row(const store::Job& job) {
 
 TEST(QueueTable, NameUserAndReasonAreEscapedForTheTerminal) {
   store::Job job = Job("a\x1b]52;c;aGkK\x07");
-  job.user = "bob\x1b[2J";
+  job.spec.request.user = "bob\x1b[2J";
   job.state = store::JobState::kFailed;
   job.exit_code = 1;
   job.reason = "cannot run '\x1b]0;title\x07\xff'";

@@ -36,9 +36,9 @@ using Locker = test::SqliteLocker;
 
 Job MakeJob(std::uint32_t uid = 1000) {
   Job job;
-  job.uid = uid;
+  job.spec.request.uid = uid;
   job.gid = uid;
-  job.user = "alice";
+  job.spec.request.user = "alice";
   job.spec.argv = {"true"};
   job.spec.cwd = "/tmp";
   job.spec.request.submit_time_s = 1.0;

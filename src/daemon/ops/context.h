@@ -61,7 +61,7 @@ struct Context {
 };
 
 /// Whether `peer` may act on `job`: its owner, root or an admin.
-inline bool CanAct(const Peer& peer, const store::Job& job) { return peer.admin || peer.uid == job.uid; }
+inline bool CanAct(const Peer& peer, const store::Job& job) { return peer.admin || peer.uid == job.uid(); }
 
 /// {"v": 2, "ok": true, ...body}.
 inline nlohmann::json Ok(nlohmann::json body = nlohmann::json::object()) {

@@ -55,7 +55,7 @@ void CancelMatching(const Context& ctx, const proto::CancelRequest& req, Outcome
   }
   std::size_t matched = 0;
   auto match = [&](const Job& job) {
-    if (store::IsFinished(job.state) || (!user.empty() && job.user != user) || (!name.empty() && job.spec.name != name))
+    if (store::IsFinished(job.state) || (!user.empty() && job.user() != user) || (!name.empty() && job.spec.name != name))
       return;
     ++matched;
     cancel(job);

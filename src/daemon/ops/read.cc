@@ -173,9 +173,9 @@ static Result<const Job*> LogsJob(const Context& ctx, const json& id, Resolver& 
   if (!job) return MakeError(ErrorKind::kNotFound, fmt::format("no job {}", named->text));
   if (!CanAct(ctx.peer, *job)) {
     ctx.views.Log(fmt::format("refused: {} (uid {}) may not read the logs of job {} of {}", ctx.peer.user, ctx.peer.uid,
-                              named->text, job->user));
+                              named->text, job->user()));
     return MakeError(ErrorKind::kPermission,
-                     fmt::format("job {} belongs to {}: only they or an admin may read its logs", named->text, job->user));
+                     fmt::format("job {} belongs to {}: only they or an admin may read its logs", named->text, job->user()));
   }
   return job;
 }
@@ -199,16 +199,16 @@ Result<proto::LogsReply> Logs(const Context& ctx, const proto::LogsRequest& req)
   // Opened with the owner's rights (never root's: a path the owner names may lead anywhere), never
   // through a final symlink, never blocking (a FIFO), never becoming the daemon's terminal; and
   // read only when it is a regular file the job's owner owns (os/user_file.h).
-  auto file = os::OpenAsUser(path, os::ActingFor(job.uid, job.gid),
+  auto file = os::OpenAsUser(path, os::ActingFor(job.uid(), job.gid),
                              {.access = os::UserFileAccess::kRead,
-                              .owner = job.uid == 0 ? std::nullopt : std::optional<std::uint32_t>(job.uid),
+                              .owner = job.uid() == 0 ? std::nullopt : std::optional<std::uint32_t>(job.uid()),
                               .null_device_ok = true});
   if (!file) {
     if (file.error().kind == ErrorKind::kNotFound) return nothing;
     if (file.error().kind == ErrorKind::kPermission)  // the owner herself may not open it
-      return MakeError(ErrorKind::kPermission, fmt::format("cannot read {} as {}: {}", path, job.user, std::strerror(EACCES)));
+      return MakeError(ErrorKind::kPermission, fmt::format("cannot read {} as {}: {}", path, job.user(), std::strerror(EACCES)));
     return MakeError(file.error().kind,
-                     fmt::format("cannot read the log of job {} as {}: {}", text, job.user, file.error().message));
+                     fmt::format("cannot read the log of job {} as {}: {}", text, job.user(), file.error().message));
   }
   if (file->null_device()) return nothing;  // -o /dev/null: the output was thrown away
   const std::uint64_t size = std::min<std::uint64_t>(file->size_bytes(), end.value_or(UINT64_MAX));

@@ -73,10 +73,10 @@ std::vector<const Job*> Live(const std::map<std::int64_t, Job>& active, const Na
 std::optional<std::string> Refuse(const Peer& peer, const Named& named, Resolver& resolve, const std::string& op,
                                   Outcome& out) {
   const Job* job = resolve.Find(named.ids.front());
-  if (!job || peer.admin || peer.uid == job->uid) return std::nullopt;  // as ops::CanAct
+  if (!job || peer.admin || peer.uid == job->uid()) return std::nullopt;  // as ops::CanAct
   out.Failed(ErrorKind::kPermission, named.text,
-             fmt::format("{} belongs to {}: only they or an admin may {} it", What(named), job->user, op));
-  return fmt::format("refused: {} (uid {}) may not {} {} of {}", peer.user, peer.uid, op, What(named), job->user);
+             fmt::format("{} belongs to {}: only they or an admin may {} it", What(named), job->user(), op));
+  return fmt::format("refused: {} (uid {}) may not {} {} of {}", peer.user, peer.uid, op, What(named), job->user());
 }
 
 std::string Ended(const Named& named, Resolver& resolve) {

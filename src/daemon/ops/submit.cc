@@ -85,6 +85,7 @@ Result<Submission> CheckSubmission(const Context& ctx, SubmitQuotas& quotas, con
     return MakeError(s.error().kind, "submit: " + s.error().message);
   // A client that sends no kill grace (gpulane submit always sends its user's) gets the machine's.
   if (!req.spec->contains("kill_grace_s")) job.spec.kill_grace_s = ctx.config.kill_grace_s;
+  // Who asks is the kernel's word (SO_PEERCRED), never the request's: the job's one owner (Job::uid).
   sched::Request& request = job.spec.request;
   request.uid = peer.uid;
   request.user = peer.user;
@@ -94,9 +95,7 @@ Result<Submission> CheckSubmission(const Context& ctx, SubmitQuotas& quotas, con
   if (job.spec.cwd.empty() || job.spec.cwd.front() != '/')
     return MakeError(ErrorKind::kInvalidArgument, "submit: the working directory must be an absolute path");
   if (Status s = CheckDependencies(ctx, job.spec); !s.ok()) return s.error();
-  job.uid = peer.uid;
   job.gid = peer.gid;
-  job.user = peer.user;
   job.state = req.hold ? JobState::kHeld : JobState::kPending;
   // Counted (a walk over every unfinished job, once a turn) only for a user with limits.max_queued.
   std::size_t uncounted = 0;
