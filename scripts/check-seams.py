@@ -18,9 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / 'lib'))
 import src_check  # noqa: E402
 
 KINDS = {
-    # A clock read: std::chrono's clocks (also through an alias: `Clock::now()`), the C calls, and
+    # A clock read: std::chrono's clocks (also through an alias of any name: `Clock::now()`, `PollClock::now()`), the C calls, and
     # a SystemClock (util/clock.h) built on the spot instead of the one os::Env carries.
-    'clock': re.compile(r'\b(system_clock|steady_clock|high_resolution_clock)::now\s*\(|\bClock::now\s*\(|'
+    'clock': re.compile(r'\b(system_clock|steady_clock|high_resolution_clock)::now\s*\(|\b\w*Clock::now\s*\(|'
                         r'\bclock_gettime\s*\(|\bgettimeofday\s*\(|\btime\s*\(\s*(nullptr|NULL|0)\s*\)|'
                         r'\bSystemClock\s*(\(\s*\)|\{\s*\}|\s+[A-Za-z_]\w*\s*[;({])'),
     'fork': re.compile(r'\b(fork|vfork)\s*\(\s*\)|\bposix_spawnp?\s*\(|\bclone3?\s*\('),
