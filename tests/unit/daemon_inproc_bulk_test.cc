@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "support/inproc_daemon.h"
+#include "support/text.h"
 
 namespace gpulane::test {
 namespace {
@@ -26,8 +27,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using Ids = std::vector<std::int64_t>;
-
-bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 double Seconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 

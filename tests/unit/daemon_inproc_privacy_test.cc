@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "support/inproc_daemon.h"
+#include "support/text.h"
 
 namespace gpulane::test {
 namespace {
@@ -23,8 +24,6 @@ constexpr const char* kTopic = "topic-PRIVATE-5151";
 
 const daemon::Peer kAlice = PeerOf(1001, "alice");
 const daemon::Peer kBob = PeerOf(1002, "bob");
-
-bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 class DaemonInProcPrivacy : public InProcDaemonTest {
  protected:

@@ -9,14 +9,13 @@
 #include <sstream>
 
 #include "support/inproc_daemon.h"
+#include "support/text.h"
 
 namespace gpulane::test {
 namespace {
 
 using nlohmann::json;
 using Ids = std::vector<std::int64_t>;
-
-bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 std::vector<std::string> Lines(const std::string& text) {
   std::vector<std::string> out;

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "support/inproc_daemon.h"
+#include "support/text.h"
 
 namespace gpulane::test {
 namespace {
@@ -18,8 +19,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using Ids = std::vector<std::int64_t>;
-
-bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 class DaemonInProcRetention : public InProcDaemonTest {
  protected:

@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "support/inproc_daemon.h"
+#include "support/text.h"
 #include "support/sqlite_locker.h"
 
 namespace gpulane::test {
@@ -19,8 +20,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using Ids = std::vector<std::int64_t>;
-
-bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 class DaemonInProcStoreFaults : public InProcDaemonTest {
  protected:

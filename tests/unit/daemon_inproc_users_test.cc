@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "support/inproc_daemon.h"
+#include "support/text.h"
 
 namespace gpulane::test {
 namespace {
@@ -19,8 +20,6 @@ using Ids = std::vector<std::int64_t>;
 
 const daemon::Peer kAlice = PeerOf(1001, "alice");
 const daemon::Peer kBob = PeerOf(1002, "bob");
-
-bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 class DaemonInProcUsers : public InProcDaemonTest {
  protected:
