@@ -5,10 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
 #include <thread>
+#include <vector>
 
 #include "support/daemon_fixture.h"
 #include "support/text.h"
@@ -77,25 +79,39 @@ TEST(DaemonLifecycle, SigtermStopsTheDaemonButNotRunningJobs) {
   EXPECT_EQ(CountMarks(ReadMarks(log), "start", id), 1);
 }
 
-// The context switches of the daemon's loop (its main thread): each wake-up of poll is one.
-long LoopWakeups(pid_t pid) {
+// The daemon loop's (main thread's) context switches of one kind: "voluntary" counts each time
+// it blocked (each wake-up of poll is one); "nonvoluntary" each time the kernel preempted it while
+// it ran, which a loaded machine adds to any wake-up and says nothing of the loop's design.
+long LoopSwitches(pid_t pid, const std::string& kind) {
   std::ifstream status(fmt::format("/proc/{}/task/{}/status", pid, pid));
-  long total = 0;
   for (std::string line; std::getline(status, line);)
-    if (line.rfind("voluntary_ctxt_switches:", 0) == 0 || line.rfind("nonvoluntary_ctxt_switches:", 0) == 0)
-      total += std::stol(line.substr(line.find(':') + 1));
-  return total;
+    if (line.rfind(kind + "_ctxt_switches:", 0) == 0) return std::stol(line.substr(line.find(':') + 1));
+  return -1;
 }
 
 // An idle daemon (no connection, no job, no sampler) woke its loop four times a second for
-// nothing (poll's 250 ms cap; bench/results/sampler-floor-2026-12-06.md): now once a tick.
+// nothing (poll's 250 ms cap; bench/results/sampler-floor-2026-12-06.md): now once a tick. Judged
+// on the median of five one-second windows: a one-off wake-up (the fixture's ping connection
+// closing, the end of start-up work, a page read from disk under a slow ASan build; one CI run saw
+// 10 in 5 s) lands in one window and is not the loop's rhythm, which is in every window.
 TEST(DaemonLifecycle, AnIdleDaemonWakesOnceATickNotFourTimesASecond) {
   TestDaemon d;  // telemetry off, no gpulane-web, the default tick of one second
-  const long before = LoopWakeups(d.pid());
-  ASSERT_GT(before, 0) << "no context switches read for the daemon's main thread";
-  std::this_thread::sleep_for(std::chrono::seconds(5));  // the period measured, not a wait for an event
-  const long wakeups = LoopWakeups(d.pid()) - before;
-  EXPECT_LE(wakeups, 5 + 3) << "an idle daemon's loop woke " << wakeups << " times in 5 s";
+  std::vector<long> wakeups, preempted;
+  long voluntary = LoopSwitches(d.pid(), "voluntary"), nonvoluntary = LoopSwitches(d.pid(), "nonvoluntary");
+  ASSERT_GT(voluntary, 0) << "no context switches read for the daemon's main thread";
+  for (int window = 0; window < 5; ++window) {
+    std::this_thread::sleep_for(std::chrono::seconds(1));  // the period measured, not a wait for an event
+    const long v = LoopSwitches(d.pid(), "voluntary"), n = LoopSwitches(d.pid(), "nonvoluntary");
+    wakeups.push_back(v - voluntary);
+    preempted.push_back(n - nonvoluntary);
+    voluntary = v;
+    nonvoluntary = n;
+  }
+  std::vector<long> sorted = wakeups;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_LE(sorted[2], 2) << "an idle daemon's loop woke " << fmt::format("{}", fmt::join(wakeups, ", "))
+                          << " times in five seconds (preempted " << fmt::format("{}", fmt::join(preempted, ", "))
+                          << " times)";
 }
 
 TEST(DaemonLifecycle, DamagedDatabaseStopsTheDaemonWithAClearMessage) {
