@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from typing import Iterable, List, Optional, Sequence, Union
@@ -57,6 +58,21 @@ def duration_arg(name: str, value: Duration) -> str:
     raise InvalidRequestError(f"{name}: expected seconds or a duration such as '10m', got {value!r}", 2)
 
 
+# The binary's options and the keywords that set them: its messages name the option
+# ("a smaller --min-free"), a Python caller is told the keyword ("a smaller min_free").
+KEYWORD_OF_OPTION = {
+    "--min-free": "min_free", "--mem": "mem", "--max-util": "max_util", "--gpus": "gpus",
+    "--share-foreign": "share_foreign", "--order": "order", "--partition": "partition", "--mig": "mig",
+    "--timeout": "timeout", "--time-limit": "time_limit", "--no-wait": "no_wait", "--uuid": "uuid",
+}
+_OPTION = re.compile(r"(?<![\w-])(" + "|".join(re.escape(o) for o in KEYWORD_OF_OPTION) + r")(?![\w-])")
+
+
+def in_python_terms(message: str) -> str:
+    """``message`` with the binary's option names replaced by the keywords that set them."""
+    return _OPTION.sub(lambda m: KEYWORD_OF_OPTION[m.group(1)], message)
+
+
 def request_args(
     n: int = 1,
     *,
@@ -102,5 +118,5 @@ def run_binary(args: Sequence[str], what: str) -> str:
     proc = subprocess.run([find_binary(), *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, check=False)
     if proc.returncode != 0:
-        raise error_for(proc.returncode, proc.stderr, what)
+        raise error_for(proc.returncode, in_python_terms(proc.stderr), what)
     return proc.stdout

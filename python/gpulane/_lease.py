@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import IO, Any, Dict, Iterable, List, Optional, Union
 
 from ._torch_memory import limit_torch_memory
-from ._binary import Duration, Size, duration_arg, find_binary, request_args
+from ._binary import Duration, Size, duration_arg, find_binary, in_python_terms, request_args
 from .errors import CudaAlreadyInitializedError, GpulaneError, InvalidRequestError, error_for
 
 _UNSET = object()
@@ -269,7 +269,7 @@ class Lease:
             if not line:
                 code = proc.wait()
                 self._stderr_thread.join()
-                raise error_for(code, "".join(self._stderr_lines), "gpulane _lease")
+                raise error_for(code, in_python_terms("".join(self._stderr_lines)), "gpulane _lease")
             grant = json.loads(line)
             gpus = LeasedGpus((LeasedGpu(int(i), str(u)) for i, u in zip(grant["gpus"], grant["uuids"])),
                               str(grant["job_id"]), dict(grant["env"]), reused=False)

@@ -82,9 +82,20 @@ def test_pick_chooses_free_gpus_and_leaves_leased_ones(machine4, holders):
 
 
 def test_pick_min_free_is_a_size(machine2):
-    with pytest.raises(gpulane.InvalidRequestError):
+    with pytest.raises(gpulane.InvalidRequestError) as info:
         gpulane.pick(n=1, min_free="1000TiB")
     assert len(gpulane.pick(n=1, min_free=1 << 30)) == 1
+    # A Python caller is told the keyword it passed, not the binary's option.
+    assert "or a smaller min_free" in info.value.message and "--min-free" not in info.value.message
+
+
+def test_errors_name_the_keywords_a_python_caller_passed(machine2):
+    with pytest.raises(gpulane.InvalidRequestError) as info:
+        gpulane.pick(n=1, max_util=101)
+    assert info.value.message.startswith("error: max_util: "), info.value.message
+    with pytest.raises(gpulane.InvalidRequestError) as info:
+        gpulane.pick(n=3)  # two GPUs here: fewer helps, a smaller minimum would not
+    assert info.value.message.endswith("can ever qualify: ask for fewer"), info.value.message
 
 
 def _copy_package(tmp_path: Path) -> Path:

@@ -376,10 +376,12 @@ std::string ImpossibleReason(const Request& r, const Decision& d, unsigned gpu_c
                   d.never.empty() ? std::string("none matches") : Join(d.never, "; "),
                   " (gpulane status lists the MIG devices)");
   const bool memory = r.mem_bytes.has_value();
+  // Less memory or a smaller minimum helps only where a GPU was ruled out, not where fewer exist.
+  const bool ruled_out = !d.never.empty();
   return StrCat("asked for ", detail::Plural(r.count, "GPU"), memory ? StrCat(" with ", FormatBytes(*r.mem_bytes), " each") : "",
                 " but only ", d.possible, " of the ", detail::Plural(gpu_count, "GPU"), " here can ever qualify",
-                d.never.empty() ? std::string() : StrCat(" (", Join(d.never, "; "), ")"), ": ask for fewer",
-                memory ? " or less memory" : "", r.min_free_bytes ? " or a smaller --min-free" : "");
+                ruled_out ? StrCat(" (", Join(d.never, "; "), ")") : std::string(), ": ask for fewer",
+                memory && ruled_out ? " or less memory" : "", r.min_free_bytes && ruled_out ? " or a smaller --min-free" : "");
 }
 
 Result<std::vector<unsigned>> GrantedNow(const Request& r, const Decision& d, unsigned gpu_count) {

@@ -485,6 +485,17 @@ TEST(GrantedNow, GrantedGpusOrTheOneReasonTextWithItsKind) {
   ASSERT_FALSE(never.ok());
   EXPECT_EQ(never.error().kind, ErrorKind::kInvalidArgument) << "more GPUs than exist is a bad request";
   EXPECT_EQ(never.error().message, "asked for 3 GPUs but only 2 of the 2 GPUs here can ever qualify: ask for fewer");
+
+  // A new user's pick(n=3) on two GPUs was told "or a smaller --min-free": no minimum makes a
+  // third GPU; the advice is for GPUs a minimum rules out.
+  Request three_min = three;
+  three_min.min_free_bytes = 1ull << 30;
+  three_min.mem_bytes = 1ull << 30;
+  d = Schedule(gpus, {three_min}, kNoMargin);
+  auto fewer = GrantedNow(three_min, d[0], 2);
+  ASSERT_FALSE(fewer.ok());
+  EXPECT_EQ(fewer.error().message,
+            "asked for 3 GPUs with 1.0 GiB each but only 2 of the 2 GPUs here can ever qualify: ask for fewer");
 }
 
 // ---- Requests that can never be met -----------------------------------------------------------
