@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import multiprocessing
+import warnings
 from multiprocessing.pool import Pool
 from multiprocessing.process import BaseProcess
 from typing import Any, Callable, Dict, Iterable, Optional, Tuple
 
-from ._lease import Lease, LeasedGpus
+from ._lease import Lease, LeasedGpus, _job_gpus_from_env
+from .errors import GpulaneError
 
 # The lease a worker process holds for its whole life (released when the process ends: the
 # holder sees its stdin close).
@@ -24,6 +26,33 @@ def _hold_for_process(gpus: int, lease_options: Dict[str, Any]) -> None:
     lease = Lease(gpus, **{**lease_options, "reuse_job": False})
     lease.acquire()
     _worker_lease = lease
+
+
+def _leasable_gpu_count(lease_options: Dict[str, Any]) -> Optional[int]:
+    """How many GPUs the workers lease among: the enclosing job's, the ``gpus`` named, or the
+    machine's; None when that is not known (no driver, no binary)."""
+    job = _job_gpus_from_env()
+    if job is not None:
+        return len(job.uuids)
+    named = lease_options.get("gpus")
+    if named is not None:
+        return len([g for g in named.split(",") if g.strip()]) if isinstance(named, str) else len(list(named))
+    from ._status import status  # here: status imports the package's binary helpers
+    try:
+        return len(status())
+    except GpulaneError:
+        return None
+
+
+def _warn_if_workers_must_wait(processes: int, gpus_per_worker: int, lease_options: Dict[str, Any]) -> None:
+    count = _leasable_gpu_count(lease_options)
+    if count is None or processes * gpus_per_worker <= count:
+        return
+    fit = count // gpus_per_worker
+    warnings.warn(
+        f"worker_pool: {processes} workers of {gpus_per_worker} GPU(s) each need {processes * gpus_per_worker} "
+        f"GPUs but {count} can be leased here: {processes - fit} of them will wait in line, holding their "
+        f"place, until GPUs free up; processes={fit} uses what there is", RuntimeWarning, stacklevel=3)
 
 
 def _worker_init(gpus: int, lease_options: Dict[str, Any], initializer: Optional[Callable[..., object]],
@@ -50,10 +79,14 @@ def worker_pool(
     ``initializer(*initargs)``. The lease lasts as long as the worker process. Inside a gpulane
     job (or an enclosing ``lease()``) the workers lease among the job's GPUs.
 
+    More workers than there are GPUs to lease among (the enclosing job's, ``gpus``, or the machine's)
+    is warned of (RuntimeWarning): the extra workers would wait in line until GPUs free up.
+
     A worker whose lease fails (no_wait on a busy machine, a timeout) dies in its initializer and
     multiprocessing starts another in its place: prefer waiting leases, or check with
     :func:`pick` first.
     """
+    _warn_if_workers_must_wait(processes, gpus_per_worker, lease_options)
     ctx = multiprocessing.get_context("spawn")
     return ctx.Pool(processes, _worker_init, (gpus_per_worker, dict(lease_options), initializer, tuple(initargs)),
                     maxtasksperchild)

@@ -52,3 +52,17 @@ def test_spawn_without_an_enclosing_lease(machine4):
         assert p.exitcode == 0
     all_uuids = [u for _, uuids in got for u in uuids]
     assert sorted(all_uuids) == sorted(machine4.uuid(i) for i in range(4)), got
+
+
+def test_more_workers_than_gpus_is_warned_of(machine2, recwarn):
+    pool = gpulane.worker_pool(processes=3, gpus_per_worker=1)
+    pool.terminate()
+    pool.join()
+    said = [str(w.message) for w in recwarn.list if issubclass(w.category, RuntimeWarning)]
+    assert any("3 workers of 1 GPU(s) each need 3 GPUs but 2 can be leased here" in m and "processes=2" in m
+               for m in said), said
+    recwarn.clear()
+    pool = gpulane.worker_pool(processes=2, gpus_per_worker=1)
+    pool.terminate()
+    pool.join()
+    assert not [w for w in recwarn.list if "worker_pool" in str(w.message)]
