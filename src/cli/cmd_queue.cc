@@ -18,6 +18,7 @@
 #include "util/bytes_json.h"
 #include "util/config.h"
 #include "util/exit_codes.h"
+#include "util/shell_words.h"
 #include "util/terminal_text.h"
 #include "util/units.h"
 #include "util/week_window.h"
@@ -107,6 +108,15 @@ std::string BytesText(const json& value) {
   std::string bytes;
   return BytesFromJson(value, &bytes) ? EscapeForTerminal(bytes) : "?";
 }
+// A command line as sh reads it back, each word quoted where it has to be, escaped for the terminal.
+std::string CommandText(const json& argv) {
+  std::string out;
+  for (const auto& a : argv) {
+    std::string bytes;
+    out += (out.empty() ? "" : " ") + (BytesFromJson(a, &bytes) ? EscapeForTerminal(QuoteForShellIfNeeded(bytes)) : "?");
+  }
+  return out;
+}
 std::string BytesText(const json& object, const char* key) {
   auto it = object.find(key);
   return it == object.end() ? "" : BytesText(*it);
@@ -179,16 +189,27 @@ void PrintAttempts(const json& job) {
   }
 }
 
+// The GPUs the job holds or last held: "GPU0 GPU-7f87..., GPU3 GPU-e98f..." (the index where the
+// daemon knows it).
+std::string GpuUuidsText(const json& job) {
+  const json indices = job.value("gpu_indices", json::array());
+  std::string out;
+  for (std::size_t i = 0; i < job["gpu_uuids"].size(); ++i) {
+    const json& index = i < indices.size() ? indices[i] : json();
+    out += fmt::format("{}{}{}", out.empty() ? "" : ", ", index.is_number_unsigned() ? fmt::format("GPU{} ", index.get<unsigned>()) : "",
+                       job["gpu_uuids"][i].is_string() ? EscapeForTerminal(job["gpu_uuids"][i].get<std::string>()) : "?");
+  }
+  return out;
+}
+
 // One job, as `gpulane show` prints it. Every text the job's owner (or NVML) chose is escaped for
 // the terminal; `show --json` prints the exact values instead.
 void PrintJob(const json& job) {
   const json& spec = job["spec"];
   // Another user's command line, directory and log paths come hidden (store/job_view.h): said so,
   // never shown as empty.
-  std::string argv;
-  if (spec.value("argv_hidden", false) || !spec["argv"].is_array()) argv = Text(spec, "argv");
-  else
-    for (const auto& a : spec["argv"]) argv += (argv.empty() ? "" : " ") + BytesText(a);
+  const std::string argv = spec.value("argv_hidden", false) || !spec["argv"].is_array() ? Text(spec, "argv")
+                                                                                      : CommandText(spec["argv"]);
   const std::string id = job.contains("id_text") ? Text(job, "id_text") : std::to_string(job["id"].get<std::int64_t>());
   fmt::print("job {}  {}  {}\n", id, Text(job, "user"), EscapeForTerminal(StateLabelOf(job.value("state", ""))));
   fmt::print("  name      {}\n  command   {}\n  directory {}\n  gpus      {}\n", Text(spec, "name"), argv,
@@ -202,7 +223,7 @@ void PrintJob(const json& job) {
     fmt::print("  isolation {}\n", Text(job, "isolation"));
   else if (job.contains("isolation_setting"))  // not started yet (or not recorded): the daemon's setting
     fmt::print("  isolation not recorded for this job (the daemon's setting: {})\n", Text(job, "isolation_setting"));
-  if (!job["gpu_uuids"].empty()) fmt::print("  gpu uuids {}\n", EscapeForTerminal(job["gpu_uuids"].dump()));
+  if (!job["gpu_uuids"].empty()) fmt::print("  gpu uuids {}\n", GpuUuidsText(job));
   if (job.contains("exit_code")) fmt::print("  exit code {}\n", job["exit_code"].get<int>());
   if (job.contains("logs")) PrintLogs(job["logs"]);
   if (job.contains("usage"))

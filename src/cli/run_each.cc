@@ -20,6 +20,7 @@
 #include "gpu/visible_devices.h"
 #include "render/each_progress.h"
 #include "util/exit_codes.h"
+#include "util/shell_words.h"
 #include "util/strings.h"
 #include "util/terminal_text.h"
 #include "util/units.h"
@@ -148,7 +149,7 @@ class EachRun {
     const CommandLine& command = commands_[line.index];
     Progress(fmt::format("line {} started {}: {}", command.line,
                          gpus.empty() ? std::string("without GPUs") : "on GPU" + Join(Split(gpus, ','), ",GPU"),
-                         EscapeForTerminal(Join(command.argv, " "))));
+                         EscapeForTerminal(CommandLineText(command.argv))));
   }
 
   void TakeSignals() {

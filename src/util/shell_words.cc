@@ -1,5 +1,7 @@
 #include "util/shell_words.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -134,6 +136,19 @@ std::string QuoteForShell(std::string_view word) {
     else out += c;
   }
   return out + "'";
+}
+
+std::string QuoteForShellIfNeeded(std::string_view word) {
+  const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || (c != 0 && std::strchr("_@%+=:,./-", c) != nullptr);
+  });
+  return plain ? std::string(word) : QuoteForShell(word);
+}
+
+std::string CommandLineText(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const std::string& word : argv) out += (out.empty() ? "" : " ") + QuoteForShellIfNeeded(word);
+  return out;
 }
 
 }  // namespace gpulane

@@ -50,4 +50,12 @@ namespace gpulane {
 /// Any bytes, newlines included, come back exactly (SplitShellWords and /bin/sh agree; unit-tested).
 std::string QuoteForShell(std::string_view word);
 
+/// `word` as sh(1) reads it back, quoted only where it has to be: a non-empty word of letters,
+/// digits and `_@%+=:,./-` as it is ("train.py", "--lr=3e-4"), any other QuoteForShell's. For
+/// showing a command a user can copy (`show`'s "command" line).
+std::string QuoteForShellIfNeeded(std::string_view word);
+
+/// `argv` as one line sh(1) splits back into the same words: QuoteForShellIfNeeded of each.
+std::string CommandLineText(const std::vector<std::string>& argv);
+
 }  // namespace gpulane

@@ -43,9 +43,13 @@ TEST(ArgvBytes, SubmittedJobGetsTheExactBytesAndShowJsonKeepsThem) {
   for (const auto& job : d.Queue({"-a"}))
     if (job["id"] == id) listed = job;
   EXPECT_EQ(listed["spec"]["argv"], shown["spec"]["argv"]);
-  // The text view shows the bytes visibly.
+  // The text view shows the bytes visibly, each word quoted as sh reads it back where it must be
+  // (a new user's "printf %s|%s" could not be pasted: the | made it a pipe).
   RunResult show = d.Gpulane({"show", std::to_string(id)});
-  EXPECT_TRUE(Contains(show.out, "  command   printf %s|%s \\xff\\xfe caf\xc3\xa9-\\x80-\\xed\\xa0\\x80\n")) << show.out;
+  EXPECT_TRUE(Contains(show.out, "  command   printf '%s|%s' '\\xff\\xfe' 'caf\xc3\xa9-\\x80-\\xed\\xa0\\x80'\n")) << show.out;
+  // The GPU it ran on, by index and UUID (it was a JSON list of UUIDs).
+  EXPECT_TRUE(Contains(show.out, "  gpu uuids GPU0 GPU-")) << show.out;
+  EXPECT_FALSE(Contains(show.out, "[\"GPU-")) << show.out;
 }
 
 TEST(ArgvBytes, SubmittedJobGetsTheExactEnvironmentAndDirectory) {

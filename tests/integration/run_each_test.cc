@@ -126,6 +126,8 @@ TEST(RunEach, CpuOnlyLinesNeedNoDriver) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "[][]");
   EXPECT_TRUE(Contains(r.err, "gpulane: line 1 started without GPUs")) << r.err;
+  // The line as written, quoting kept (it was "sh -c printf "[%s]" "$CUDA_VISIBLE_DEVICES"").
+  EXPECT_TRUE(Contains(r.err, "without GPUs: sh -c 'printf \"[%s]\" \"$CUDA_VISIBLE_DEVICES\"'\n")) << r.err;
 }
 
 }  // namespace

@@ -249,7 +249,7 @@ TEST(TerminalInjection, JobNameCommandAndReasonAreEscapedInQueueAndShowAndExactI
   ASSERT_EQ(show.exit_code, 0) << show.err;
   EXPECT_TRUE(TerminalSafe("show", show));
   EXPECT_TRUE(Contains(show.out, "  name      train" + kOsc52Shown + "\n")) << show.out;
-  EXPECT_TRUE(Contains(show.out, "  command   /nonexistent/" + kOsc52Shown + "\\u009b2J arg\\x1b[2J\n")) << show.out;
+  EXPECT_TRUE(Contains(show.out, "  command   '/nonexistent/" + kOsc52Shown + "\\u009b2J' 'arg\\x1b[2J'\n")) << show.out;
 
   // JSON: the exact name and argv, written with JSON's own escapes, by the daemon's writer
   // (queue) and the JSON library (show).

@@ -143,8 +143,8 @@ TEST(SlurmSbatch, MinutesRoundUpAndShardsAreFound) {
 }
 
 // Runs `sh -c 'printf "%s\n" WORD'` with WORD quoted, and returns what sh printed.
-std::string ThroughSh(const std::string& word) {
-  const std::string script = "printf '%s' " + QuoteForShell(word);
+std::string ThroughSh(const std::string& word, std::string (*quote)(std::string_view) = QuoteForShell) {
+  const std::string script = "printf '%s' " + quote(word);
   std::string out;
   int fds[2];
   EXPECT_EQ(pipe(fds), 0);
@@ -175,6 +175,18 @@ TEST(SlurmShellQuote, EveryWordComesBackExactly) {
       EXPECT_EQ(*split, std::vector<std::string>{w});
     }
   }
+}
+
+// `show`'s command line: plain words as they are, any other quoted, each read back exactly by sh.
+TEST(ShellQuoteIfNeeded, PlainWordsStayAsTheyAreAndEveryWordComesBackExactly) {
+  EXPECT_EQ(QuoteForShellIfNeeded("train.py"), "train.py");
+  EXPECT_EQ(QuoteForShellIfNeeded("--lr=3e-4"), "--lr=3e-4");
+  EXPECT_EQ(QuoteForShellIfNeeded("/data/a,b:c@d%e+f"), "/data/a,b:c@d%e+f");
+  EXPECT_EQ(QuoteForShellIfNeeded("a b"), "'a b'");
+  EXPECT_EQ(QuoteForShellIfNeeded(""), "''");
+  EXPECT_EQ(QuoteForShellIfNeeded("it's"), "'it'\\''s'");
+  for (const std::string w : {"", "plain", "it's", "a b", "$HOME", "*", "~", "semi;colon", "\xff", "x=$(id)", "#c"})
+    EXPECT_EQ(ThroughSh(w, QuoteForShellIfNeeded), w) << QuoteForShellIfNeeded(w);
 }
 
 TEST(SlurmBatchScript, RunsTheCommandUnderGpulaneRunAndWritesItsExitCode) {
