@@ -101,6 +101,7 @@ void Sampler::Meter(double now_s, const GpuSnapshot& snapshot, const std::vector
   for (std::size_t i = 0; i < leases.size(); ++i) {
     const lease::LeaseRecord& lease = leases[i];
     const std::vector<lease::LeaseGpuView> views = lease::ViewLease(snapshot, leases, i, owners);
+    if (ended_.count(lease.name)) continue;  // recorded as it ended (EndUnsampled), released after
     auto it = live_.find(lease.name);
     if (it == live_.end()) {
       std::vector<double> shares;
@@ -195,6 +196,21 @@ bool Sampler::NoteEnding(const std::string& lease_name, std::uint32_t uid, doubl
   if (it == live_.end() || (uid != 0 && uid != it->second.lease.uid)) return false;
   if (!it->second.ending_s) it->second.ending_s = now_s;
   return true;
+}
+
+std::optional<telemetry::UsageRecord> Sampler::EndUnsampled(const lease::LeaseRecord& lease, double now_s) {
+  if (live_.count(lease.name) || ended_.count(lease.name)) return std::nullopt;
+  std::vector<double> shares;  // a --mem share as its fraction of the GPU (whole where unknown)
+  for (const lease::LeasedGpu& g : lease.gpus) {
+    const MigDevice* mig = nullptr;
+    const GpuDevice* d = lease::DeviceOf(latest_, g.uuid, &mig);
+    const bool fraction = g.mem_bytes && d && !mig && d->memory_total_bytes && *d->memory_total_bytes > 0;
+    shares.push_back(fraction ? std::min(1.0, static_cast<double>(*g.mem_bytes) / static_cast<double>(*d->memory_total_bytes)) : 1.0);
+  }
+  LiveJob job{lease, {}, telemetry::JobMeter(std::move(shares)), now_s, now_s};
+  telemetry::UsageRecord record = RecordOf(job, now_s);
+  ended_[lease.name] = {now_s, record};
+  return record;
 }
 
 std::vector<telemetry::GpuPoint> Sampler::Points(const std::string& uuid, double since_s) const {

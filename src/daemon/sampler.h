@@ -93,6 +93,11 @@ class Sampler {
   /// Live lease `lease_name` ends at `now_s` (its owner says so, just before releasing it): false
   /// when it is not live, or `uid` (the asker's; 0 is root) is not its owner's.
   bool NoteEnding(const std::string& lease_name, std::uint32_t uid, double now_s);
+  /// `lease` ends at `now_s` before any sample saw it (a job shorter than one interval): its
+  /// record (its start, end, GPUs and GPU-seconds; no sampled figure: those are unknown, not 0),
+  /// kept as an ended lease's, so UsageOf finds it and a sample that still sees the lease does not
+  /// meter it again. nullopt when it was sampled or has ended already.
+  std::optional<telemetry::UsageRecord> EndUnsampled(const lease::LeaseRecord& lease, double now_s);
   /// GPU `uuid`'s points at full rate since `since_s` (the last ring_s seconds at most).
   std::vector<telemetry::GpuPoint> Points(const std::string& uuid, double since_s) const;
   /// The last snapshot taken (no devices before the first).

@@ -419,12 +419,26 @@ static json RecordFor(const telemetry::UsageRecord& r, const json& viewer) {
   return j;
 }
 
+// Lease `lease_name` ends now, its owner (`uid`; 0 is root) says. A lease no sample saw (a job
+// shorter than one interval) is recorded here, from its lease file, so `report` counts it.
+void SamplerThread::NoteEnding(const std::string& lease_name, std::uint32_t uid, double now_s) {
+  if (sampler_.NoteEnding(lease_name, uid, now_s)) return;
+  for (const lease::LeaseRecord& lease : leases_()) {
+    if (lease.name != lease_name || (uid != 0 && uid != lease.uid)) continue;
+    auto record = sampler_.EndUnsampled(lease, now_s);
+    if (record && history_ && HistoryRoom(now_s))
+      if (Status s = history_->AddUsage(*record); !s.ok() && s.error().message != last_error_)
+        log_("sampler: " + (last_error_ = s.error().message));
+    return;
+  }
+}
+
 json SamplerThread::Respond(const proto::UsageRequest& req, const json& extra) {
   const json viewer = extra.is_object() ? extra.value("viewer", json()) : json();
   const double now_s = clock_.WallS();
   if (req.lease) {
     const std::string& lease = *req.lease;
-    if (req.ending && viewer.is_object()) sampler_.NoteEnding(lease, viewer.value("uid", std::uint32_t{65534}), now_s);
+    if (req.ending && viewer.is_object()) NoteEnding(lease, viewer.value("uid", std::uint32_t{65534}), now_s);
     auto record = sampler_.UsageOf(lease, now_s);
     if (!record) return Error("not_found", fmt::format("usage: no lease {} was sampled", lease));
     return Ok({{"record", RecordFor(*record, viewer)}});

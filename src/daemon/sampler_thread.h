@@ -107,6 +107,7 @@ class SamplerThread {
   /// Whether history may be written now: settings' disk_space looked at every kRoomCheckEveryS
   /// (between looks, the last answer); each change logged once.
   bool HistoryRoom(double now_s);
+  void NoteEnding(const std::string& lease_name, std::uint32_t uid, double now_s);
   static constexpr double kRoomCheckEveryS = 10;
   double next_room_check_s_ = 0;
   bool room_ = true;

@@ -173,6 +173,27 @@ TEST(DaemonTelemetry, AQueuedJobsLogEndsWithItsUsageLine) {
   EXPECT_DOUBLE_EQ(shown["usage"]["mean_util_pct"].get<double>(), 70);
 }
 
+// A job shorter than one sample had no usage record: `report` left it out and its log had no usage
+// line. Its supervisor's "ending" now records it from its lease: run time and GPU-seconds, no
+// utilisation (unknown, not 0 %). A sample a minute: none sees the job.
+TEST(DaemonTelemetry, AJobShorterThanOneSampleIsReportedWithoutSampledFigures) {
+  DaemonOptions options;
+  options.state = BusyGpu0();
+  options.config = "[telemetry]\ninterval = \"60s\"\n";
+  TestDaemon d(options);
+  const std::int64_t id = d.Submit({"-o", "job.log", "--gpus", "0", "--", "true"});
+  ASSERT_TRUE(d.WaitForState(id, "completed"));
+  RunResult r = d.Gpulane({"report", "--by", "job", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json rows = json::parse(r.out)["rows"];
+  ASSERT_EQ(rows.size(), 1u) << r.out;
+  EXPECT_EQ(rows[0]["key"], std::to_string(id));
+  EXPECT_FALSE(rows[0].contains("mean_util_pct") && !rows[0]["mean_util_pct"].is_null()) << rows[0].dump();
+  EXPECT_TRUE(Contains(ReadFile(d.work() / "job.log"), fmt::format("gpulane: job {} used 1 GPU for ", id)))
+      << ReadFile(d.work() / "job.log");
+  EXPECT_FALSE(Contains(ReadFile(d.work() / "job.log"), "util")) << ReadFile(d.work() / "job.log");
+}
+
 // history.db shares the state folder with jobs.db (issue 23, item 8: a full disk stops
 // submissions). Under daemon.history_min_free of free space the sampler stores nothing, `status`
 // says so, and history resumes once there is room: here the floor is the whole file system, then a

@@ -111,6 +111,32 @@ TEST(Sampler, ALeaseItsOwnerSaysIsEndingIsRecordedAsEndedThenNotAtTheNextSample)
   EXPECT_DOUBLE_EQ(sampler.UsageOf("lease-a", 1021)->usage.run_s, 12.5);
 }
 
+// A job shorter than one sample had no usage record, and `report` left it out silently. Ended by
+// its owner before a sample saw it, it is recorded with what is known: start, end, GPU-seconds.
+TEST(Sampler, ALeaseThatEndsBeforeAnySampleSawItIsRecordedWithoutSampledFigures) {
+  Sampler sampler(SamplerSettings{});
+  sampler.Take(999, TwoGpus(80, 1000000), {}, {{-1, -1}, {}});
+  lease::LeaseRecord shared = Lease();
+  shared.gpus = {{"GPU-0", 25 * kGiB}};  // a quarter of the GPU
+  EXPECT_FALSE(sampler.NoteEnding("lease-a", 1000, 1000.4)) << "no sample saw it";
+  auto record = sampler.EndUnsampled(shared, 1000.4);
+  ASSERT_TRUE(record);
+  EXPECT_EQ(record->job_id, "12");
+  EXPECT_EQ(record->gpu_indices, std::vector<unsigned>{0});
+  EXPECT_NEAR(record->usage.run_s, 0.4, 1e-9);
+  EXPECT_NEAR(record->usage.gpu_s, 0.1, 1e-9) << "its quarter of one GPU for 0.4 s";
+  EXPECT_EQ(record->usage.samples, 0u);
+  EXPECT_FALSE(record->usage.mean_util_pct) << "unknown, not 0 %";
+  EXPECT_FALSE(record->usage.peak_memory_bytes);
+  ASSERT_TRUE(sampler.UsageOf("lease-a", 1001));
+  EXPECT_FALSE(sampler.EndUnsampled(shared, 1000.5)) << "recorded once";
+  // The lease file is still there at the next sample (released just after): not metered again.
+  auto out = sampler.Take(1001, TwoGpus(80, 1250000), {shared}, {{0, -1}, {}});
+  EXPECT_TRUE(sampler.live().empty());
+  EXPECT_TRUE(sampler.Take(1002, TwoGpus(80, 1500000), {}, {{-1, -1}, {}}).finished.empty());
+  EXPECT_TRUE(out.finished.empty());
+}
+
 TEST(Sampler, ASharedLeaseCountsItsFractionAndItsProcessesUtilisationOnly) {
   Sampler sampler(SamplerSettings{});
   lease::LeaseRecord l = Lease();
