@@ -141,8 +141,6 @@ Verdict Judge(const Context& c, const GpuState& g, const Request& r, const std::
   return v;
 }
 
-// Whether a later request could still start on `g` (grants_only's early end). False only when no
-// request could: Judge would answer something other than kNow for every one.
 bool Open(const Context& c, const GpuState& g, const Hold& h) {
   if (!g.usable || g.drained || g.exclusive_holder || (g.one_context_only && g.has_context)) return false;
   if (h.by >= 0 && !(c.backfills && std::isfinite(h.start_s) && h.start_s > c.now)) return false;
@@ -150,7 +148,6 @@ bool Open(const Context& c, const GpuState& g, const Hold& h) {
   return true;
 }
 
-// `indices` (GPUs that qualify for the request now) best first in `order` (request.h Order).
 std::vector<unsigned> Rank(const std::vector<GpuState>& gpus, std::vector<unsigned> indices, Order order) {
   // Unreported values rank after every reported one (never as if they were 0 % busy or all free).
   auto free_of = [&](unsigned i) -> std::int64_t {
@@ -175,7 +172,6 @@ std::vector<unsigned> Rank(const std::vector<GpuState>& gpus, std::vector<unsign
   return indices;
 }
 
-// Applies a grant to the working copy of the GPUs, so later requests see it.
 void Occupy(const Context& c, std::vector<GpuState>& gpus, const Request& r, const std::vector<unsigned>& chosen) {
   const std::optional<double> ends =
       c.timed && r.time_limit_s ? std::optional<double>(c.now + *r.time_limit_s) : std::nullopt;
@@ -200,9 +196,6 @@ void Occupy(const Context& c, std::vector<GpuState>& gpus, const Request& r, con
   }
 }
 
-// For a request that is not preemptible and cannot start now: the GPUs it would take if the
-// preemptible jobs on some gave way (free ones first, then the fewest preemptible ones in the
-// request's order), or nothing when even that is not enough.
 std::vector<unsigned> PreemptionSet(const Context& c, const std::vector<GpuState>& gpus, const Request& r,
                                     const std::vector<Hold>& holds, const std::vector<unsigned>& free_now,
                                     const std::function<bool(unsigned, unsigned)>& linked) {
@@ -218,8 +211,6 @@ std::vector<unsigned> PreemptionSet(const Context& c, const std::vector<GpuState
   return ChooseLinkedSet(ranked, r.count, linked);
 }
 
-// The decision for a request of a MIG profile (Request::mig_profile) over `units`; `taken` marks
-// those granted earlier in this decision.
 Decision DecideMig(const Context& c, std::span<const MigUnit> units, std::vector<bool>& taken, const Request& r) {
   Decision d;
   std::vector<std::string> profiles;

@@ -16,12 +16,6 @@
 namespace gpulane {
 namespace {
 
-// The shared readers (util/config_toml.h), by their short names here.
-std::optional<std::int64_t> IntegerOf(const toml::node& node) { return ConfigInteger(node); }
-Error Bad(const std::string& path, const toml::source_region& where, std::string what) {
-  return ConfigBad(path, where, std::move(what));
-}
-
 // The files in order (docs/config.md), each on top of the one before.
 Result<Config> ReadConfigFiles() {
   Config config;
@@ -46,9 +40,9 @@ Status LoadPartitions(const std::string& path, bool trusted, const toml::table& 
   std::vector<PartitionConfig> loaded;
   for (auto&& [name, node] : partitions) {
     const std::string where = fmt::format("partitions.{}", name.str());
-    if (!trusted) return Bad(path, node.source(), where + " may only be set in /etc/gpulane/config.toml");
+    if (!trusted) return ConfigBad(path, node.source(), where + " may only be set in /etc/gpulane/config.toml");
     auto table = node.as_table();
-    if (!table) return Bad(path, node.source(), fmt::format("{} must be a table: [{}] with gpus = [0, 1]", where, where));
+    if (!table) return ConfigBad(path, node.source(), fmt::format("{} must be a table: [{}] with gpus = [0, 1]", where, where));
     PartitionConfig p;
     p.name = std::string(name.str());
     bool has_gpus = false;
@@ -56,51 +50,51 @@ Status LoadPartitions(const std::string& path, bool trusted, const toml::table& 
       const std::string k = fmt::format("{}.{}", where, key.str());
       if (key == "gpus") {
         auto list = value.as_array();
-        if (!list || list->empty()) return Bad(path, value.source(), k + " must be a list of GPU indices or UUIDs, e.g. [0, 1]");
+        if (!list || list->empty()) return ConfigBad(path, value.source(), k + " must be a list of GPU indices or UUIDs, e.g. [0, 1]");
         for (auto&& gpu : *list) {
-          if (auto index = IntegerOf(gpu); index && gpu.is_integer()) {
-            if (*index < 0) return Bad(path, gpu.source(), k + ": a GPU index is 0 or more");
+          if (auto index = ConfigInteger(gpu); index && gpu.is_integer()) {
+            if (*index < 0) return ConfigBad(path, gpu.source(), k + ": a GPU index is 0 or more");
             p.gpus.push_back(std::to_string(*index));
           } else if (auto uuid = gpu.value<std::string>(); uuid && !uuid->empty()) {
             p.gpus.push_back(*uuid);
           } else {
-            return Bad(path, gpu.source(), k + " must be a list of GPU indices or UUIDs, e.g. [0, 1]");
+            return ConfigBad(path, gpu.source(), k + " must be a list of GPU indices or UUIDs, e.g. [0, 1]");
           }
         }
         has_gpus = true;
       } else if (key == "windows") {
         auto list = value.as_array();
-        if (!list || list->empty()) return Bad(path, value.source(), k + " must be a list like [\"Mon-Fri 08:00-20:00\"]");
+        if (!list || list->empty()) return ConfigBad(path, value.source(), k + " must be a list like [\"Mon-Fri 08:00-20:00\"]");
         for (auto&& w : *list) {
           auto text = w.value<std::string>();
-          if (!text) return Bad(path, w.source(), k + " must be a list like [\"Mon-Fri 08:00-20:00\"]");
+          if (!text) return ConfigBad(path, w.source(), k + " must be a list like [\"Mon-Fri 08:00-20:00\"]");
           auto window = ParseWeekWindow(*text);
-          if (!window) return Bad(path, w.source(), k + ": " + window.error().message);
+          if (!window) return ConfigBad(path, w.source(), k + ": " + window.error().message);
           p.windows.push_back(*window);
         }
       } else if (key == "max_time_limit") {
         auto text = value.value<std::string>();
         auto seconds = text ? ParseDurationOrSecondsS(*text) : Result<double>(MakeError(ErrorKind::kInvalidArgument, "give a duration"));
         if (!seconds || !std::isfinite(*seconds) || *seconds <= 0)
-          return Bad(path, value.source(), k + " must be a positive duration like \"12h\"");
+          return ConfigBad(path, value.source(), k + " must be a positive duration like \"12h\"");
         p.max_time_limit_s = *seconds;
       } else if (key == "max_gpus_per_user") {
-        auto n = IntegerOf(value);
+        auto n = ConfigInteger(value);
         if (!value.is_integer() || !n || *n < 1 || *n > 1024)
-          return Bad(path, value.source(), k + " must be an integer from 1 to 1024");
+          return ConfigBad(path, value.source(), k + " must be an integer from 1 to 1024");
         p.max_gpus_per_user = static_cast<unsigned>(*n);
       } else if (key == "ends") {
         auto text = value.value<std::string>();
         if (text && *text == "none") p.ends = PartitionEnds::kNone;
         else if (text && *text == "stop") p.ends = PartitionEnds::kStop;
         else if (text && *text == "requeue") p.ends = PartitionEnds::kRequeue;
-        else return Bad(path, value.source(), k + " must be \"none\", \"stop\" or \"requeue\"");
+        else return ConfigBad(path, value.source(), k + " must be \"none\", \"stop\" or \"requeue\"");
       } else {
-        return Bad(path, value.source(),
+        return ConfigBad(path, value.source(),
                    fmt::format("unknown key {} (known: gpus, windows, max_time_limit, max_gpus_per_user, ends)", k));
       }
     }
-    if (!has_gpus) return Bad(path, node.source(), where + " needs gpus = [...] (GPU indices or UUIDs)");
+    if (!has_gpus) return ConfigBad(path, node.source(), where + " needs gpus = [...] (GPU indices or UUIDs)");
     loaded.push_back(std::move(p));
   }
   config.partitions = std::move(loaded);
@@ -112,34 +106,34 @@ Status LoadLimitValues(const std::string& path, const std::string& where, const 
   for (auto&& [key, node] : table) {
     const std::string name = fmt::format("{}.{}", where, key.str());
     if (key == "max_gpus" || key == "max_queued") {
-      auto n = IntegerOf(node);
+      auto n = ConfigInteger(node);
       const std::int64_t most = key == "max_gpus" ? 1024 : 1000000;
       if (!n || *n < 0 || *n > most)
-        return Bad(path, node.source(), fmt::format("{} must be an integer from 0 to {}", name, most));
+        return ConfigBad(path, node.source(), fmt::format("{} must be an integer from 0 to {}", name, most));
       if (key == "max_gpus") out.max_gpus = static_cast<unsigned>(*n);
       else out.max_queued = static_cast<std::size_t>(*n);
     } else if (key == "max_time_limit" || key == "default_time_limit") {
       auto text = node.value<std::string>();
       auto seconds = text ? ParseDurationOrSecondsS(*text) : Result<double>(MakeError(ErrorKind::kInvalidArgument, "not a string"));
       if (!seconds || !std::isfinite(*seconds) || *seconds <= 0 || *seconds > 365.0 * 86400)
-        return Bad(path, node.source(), fmt::format("{} must be a duration from 1s to 365d, like \"3d\"", name));
+        return ConfigBad(path, node.source(), fmt::format("{} must be a duration from 1s to 365d, like \"3d\"", name));
       (key == "max_time_limit" ? out.max_time_limit_s : out.default_time_limit_s) = *seconds;
     } else if (key == "max_gpu_hours_per_day") {
       auto hours = node.value<double>();
       if (!hours || !std::isfinite(*hours) || *hours <= 0 || *hours > 100000)
-        return Bad(path, node.source(), fmt::format("{} must be a number of GPU-hours above 0 and at most 100000, like 24", name));
+        return ConfigBad(path, node.source(), fmt::format("{} must be a number of GPU-hours above 0 and at most 100000, like 24", name));
       out.max_gpu_hours_per_day = *hours;
     } else if (where == "limits" && (key == "users" || key == "groups")) {
       continue;  // the tables of names, read by LoadLimits
     } else {
-      return Bad(path, node.source(),
+      return ConfigBad(path, node.source(),
                  fmt::format("unknown key {} (known: max_gpus, max_queued, max_time_limit, default_time_limit, "
                              "max_gpu_hours_per_day{})",
                              name, where == "limits" ? ", users.NAME, groups.NAME" : ""));
     }
   }
   if (out.max_time_limit_s && out.default_time_limit_s && *out.default_time_limit_s > *out.max_time_limit_s)
-    return Bad(path, table.source(), fmt::format("{}.default_time_limit is longer than its max_time_limit", where));
+    return ConfigBad(path, table.source(), fmt::format("{}.default_time_limit is longer than its max_time_limit", where));
   return Status::Ok();
 }
 
@@ -164,13 +158,13 @@ Status LoadTelemetry(const std::string& path, const toml::table& telemetry, Conf
     if (key == "hpc_job_mapping_dir") {
       auto text = node.value<std::string>();
       if (!text || text->empty() || (*text)[0] != '/')
-        return Bad(path, node.source(), "telemetry.hpc_job_mapping_dir must be an absolute path, like \"/run/gpulane/jobs\"");
+        return ConfigBad(path, node.source(), "telemetry.hpc_job_mapping_dir must be an absolute path, like \"/run/gpulane/jobs\"");
       config.telemetry_hpc_job_mapping_dir = *text;
       continue;
     }
     if (key == "enabled") {
       auto flag = node.value<bool>();
-      if (!flag) return Bad(path, node.source(), "telemetry.enabled must be true or false");
+      if (!flag) return ConfigBad(path, node.source(), "telemetry.enabled must be true or false");
       config.telemetry_enabled = *flag;
       continue;
     }
@@ -178,12 +172,12 @@ Status LoadTelemetry(const std::string& path, const toml::table& telemetry, Conf
     for (const auto& candidate : durations)
       if (key == candidate.key) d = &candidate;
     if (!d)
-      return Bad(path, node.source(),
+      return ConfigBad(path, node.source(),
                  fmt::format("unknown key telemetry.{} (known: enabled, interval, keep_10s, keep_1m, keep_records, hpc_job_mapping_dir)", key.str()));
     auto text = node.value<std::string>();
     auto seconds = text ? ParseDurationOrSecondsS(*text) : Result<double>(MakeError(ErrorKind::kInvalidArgument, "not a string"));
     if (!seconds || !std::isfinite(*seconds) || *seconds < d->min_s || *seconds > d->max_s)
-      return Bad(path, node.source(), fmt::format("telemetry.{} must be a duration {}", key.str(), d->range));
+      return ConfigBad(path, node.source(), fmt::format("telemetry.{} must be a duration {}", key.str(), d->range));
     *d->target = *seconds;
   }
   return Status::Ok();
@@ -220,16 +214,16 @@ Status LoadAnomaly(const std::string& path, bool trusted, const toml::table& ano
     if (name == "idle_action") {
       auto text = node.value<std::string>();
       if (!text || (*text != "warn" && *text != "cancel"))
-        return Bad(path, node.source(), "anomaly.idle_action must be \"warn\" or \"cancel\"");
+        return ConfigBad(path, node.source(), "anomaly.idle_action must be \"warn\" or \"cancel\"");
       config.anomaly_idle_action = *text;
       continue;
     }
     if (name == "overuse_grace") {  // enforces a promise to other users: the machine's to set
-      if (!trusted) return Bad(path, node.source(), "anomaly.overuse_grace may only be set in /etc/gpulane/config.toml");
+      if (!trusted) return ConfigBad(path, node.source(), "anomaly.overuse_grace may only be set in /etc/gpulane/config.toml");
       auto text = node.value<std::string>();
       auto seconds = text ? ParseDurationOrSecondsS(*text) : Result<double>(MakeError(ErrorKind::kInvalidArgument, "not a string"));
       if (!seconds || !std::isfinite(*seconds) || *seconds < 0 || *seconds > 86400)
-        return Bad(path, node.source(), "anomaly.overuse_grace must be a duration from \"0s\" (warn only) to \"1d\", like \"10s\"");
+        return ConfigBad(path, node.source(), "anomaly.overuse_grace must be a duration from \"0s\" (warn only) to \"1d\", like \"10s\"");
       config.anomaly_overuse_grace_s = *seconds;
       continue;
     }
@@ -237,11 +231,11 @@ Status LoadAnomaly(const std::string& path, bool trusted, const toml::table& ano
     for (const auto& k : keys)
       if (name == k.name) key = &k;
     if (!key)
-      return Bad(path, node.source(),
+      return ConfigBad(path, node.source(),
                  fmt::format("unknown key anomaly.{} (known: idle_util, idle_after, stuck_util, stuck_after, leak_window, "
                              "leak_min_growth, ghost_min, ghost_after, throttle_after, xid_clear_after, idle_action, idle_cancel_after, overuse_grace)",
                              name.str()));
-    const auto bad = [&] { return Bad(path, node.source(), fmt::format("anomaly.{} must be {}", name.str(), key->range)); };
+    const auto bad = [&] { return ConfigBad(path, node.source(), fmt::format("anomaly.{} must be {}", name.str(), key->range)); };
     if (key->kind == Kind::kPercent) {
       auto v = node.value<double>();
       if (!v || !std::isfinite(*v) || *v < key->min || *v > key->max) return bad();
@@ -264,18 +258,18 @@ Status LoadAnomaly(const std::string& path, bool trusted, const toml::table& ano
 }
 
 Status LoadLimits(const std::string& path, bool trusted, const toml::table& limits, Config& config) {
-  if (!trusted) return Bad(path, limits.source(), "limits may only be set in /etc/gpulane/config.toml");
+  if (!trusted) return ConfigBad(path, limits.source(), "limits may only be set in /etc/gpulane/config.toml");
   if (Status s = LoadLimitValues(path, "limits", limits, config.limits); !s.ok()) return s;
   for (const char* kind : {"users", "groups"}) {
     const toml::node* node = limits.get(kind);
     if (!node) continue;
     auto names = node->as_table();
-    if (!names) return Bad(path, node->source(), fmt::format("limits.{} must hold tables: [limits.{}.NAME]", kind, kind));
+    if (!names) return ConfigBad(path, node->source(), fmt::format("limits.{} must hold tables: [limits.{}.NAME]", kind, kind));
     auto& list = std::string(kind) == "users" ? config.user_limits : config.group_limits;
     for (auto&& [name, value] : *names) {
       const std::string where = fmt::format("limits.{}.{}", kind, name.str());
       auto table = value.as_table();
-      if (!table) return Bad(path, value.source(), fmt::format("{} must be a table: [{}] with max_gpus = 4", where, where));
+      if (!table) return ConfigBad(path, value.source(), fmt::format("{} must be a table: [{}] with max_gpus = 4", where, where));
       LimitsConfig values;
       if (Status s = LoadLimitValues(path, where, *table, values); !s.ok()) return s;
       list.emplace_back(std::string(name.str()), values);
@@ -305,10 +299,10 @@ static Status CheckRunBounds(std::string_view key, double seconds) {
 Status LoadClusterSections(const std::string& path, const toml::table& table, Config& config) {
   if (auto submit = table["submit"].as_table()) {
     for (auto&& [key, node] : *submit) {
-      if (key != "backend") return Bad(path, node.source(), fmt::format("unknown key submit.{} (known: backend)", key.str()));
+      if (key != "backend") return ConfigBad(path, node.source(), fmt::format("unknown key submit.{} (known: backend)", key.str()));
       auto text = node.value<std::string>();
       if (!text || (*text != "local" && *text != "slurm"))
-        return Bad(path, node.source(), "submit.backend must be \"local\" (the gpulane daemon) or \"slurm\" (sbatch)");
+        return ConfigBad(path, node.source(), "submit.backend must be \"local\" (the gpulane daemon) or \"slurm\" (sbatch)");
       config.submit_backend = *text;
     }
   }
@@ -317,19 +311,19 @@ Status LoadClusterSections(const std::string& path, const toml::table& table, Co
       auto text = node.value<std::string>();
       if (key == "gpus_option") {
         if (!text || (*text != "gres" && *text != "gpus"))
-          return Bad(path, node.source(), "slurm.gpus_option must be \"gres\" (--gres=gpu:N) or \"gpus\" (--gpus=N)");
+          return ConfigBad(path, node.source(), "slurm.gpus_option must be \"gres\" (--gres=gpu:N) or \"gpus\" (--gpus=N)");
         config.slurm_gpus_option = *text;
       } else if (key == "shard_memory") {
         auto bytes = text ? ParseSizeBytes(*text) : Result<std::uint64_t>(MakeError(ErrorKind::kInvalidArgument, "give a size like \"10GiB\""));
-        if (!bytes || *bytes == 0) return Bad(path, node.source(), "slurm.shard_memory must be a size like \"10GiB\"");
+        if (!bytes || *bytes == 0) return ConfigBad(path, node.source(), "slurm.shard_memory must be a size like \"10GiB\"");
         config.slurm_shard_memory_bytes = *bytes;
       } else if (key == "poll_interval") {
         auto seconds = text ? ParseDurationOrSecondsS(*text) : Result<double>(MakeError(ErrorKind::kInvalidArgument, "give a duration"));
         if (!seconds || *seconds < 1 || *seconds > 600)
-          return Bad(path, node.source(), "slurm.poll_interval must be a duration from \"1s\" to \"10m\"");
+          return ConfigBad(path, node.source(), "slurm.poll_interval must be a duration from \"1s\" to \"10m\"");
         config.slurm_poll_interval_s = *seconds;
       } else {
-        return Bad(path, node.source(),
+        return ConfigBad(path, node.source(),
                    fmt::format("unknown key slurm.{} (known: gpus_option, shard_memory, poll_interval)", key.str()));
       }
     }
@@ -340,16 +334,16 @@ Status LoadClusterSections(const std::string& path, const toml::table& table, Co
 // [run] isolate and isolate_required: they protect other users' GPUs, so only the machine's file
 // sets them.
 Status SetIsolation(const std::string& path, bool trusted, std::string_view key, const toml::node& node, Config& config) {
-  if (!trusted) return Bad(path, node.source(), fmt::format("run.{} may only be set in /etc/gpulane/config.toml", key));
+  if (!trusted) return ConfigBad(path, node.source(), fmt::format("run.{} may only be set in /etc/gpulane/config.toml", key));
   if (key == "isolate_required") {
     auto required = node.value<bool>();
-    if (!required) return Bad(path, node.source(), "run.isolate_required must be true or false");
+    if (!required) return ConfigBad(path, node.source(), "run.isolate_required must be true or false");
     config.isolate_required = *required;
     return Status::Ok();
   }
   auto mode = node.value<std::string>();
   if (!mode || (*mode != "devices" && *mode != "off"))
-    return Bad(path, node.source(), "run.isolate must be \"devices\" (jobs see only their GPUs) or \"off\"");
+    return ConfigBad(path, node.source(), "run.isolate must be \"devices\" (jobs see only their GPUs) or \"off\"");
   config.isolate = *mode;
   return Status::Ok();
 }
@@ -362,11 +356,11 @@ Status CheckSections(const std::string& path, const toml::table& table) {
                                                    "telemetry", "anomaly", "notify", "web",        "submit", "slurm"};
   for (auto&& [key, node] : table) {
     if (std::find(std::begin(kSections), std::end(kSections), key.str()) == std::end(kSections))
-      return Bad(path, node.source(),
+      return ConfigBad(path, node.source(),
                  fmt::format("unknown key {} (the sections are [lease], [run], [daemon], [sched], [limits], [shares], "
                              "[telemetry], [anomaly], [notify], [web], [submit], [slurm], [partitions.NAME])",
                              key.str()));
-    if (!node.is_table()) return Bad(path, node.source(), fmt::format("{} must be a section: [{}]", key.str(), key.str()));
+    if (!node.is_table()) return ConfigBad(path, node.source(), fmt::format("{} must be a section: [{}]", key.str(), key.str()));
   }
   return Status::Ok();
 }
@@ -374,16 +368,16 @@ Status CheckSections(const std::string& path, const toml::table& table) {
 // [lease] dir and memory_margin: the machine's file only.
 Status LoadLeaseTable(const std::string& path, bool trusted, const toml::table& lease, Config& config) {
   for (auto&& [key, node] : lease) {
-    if (key != "dir" && key != "memory_margin") return Bad(path, node.source(), fmt::format("unknown key lease.{}", key.str()));
-    if (!trusted) return Bad(path, node.source(), fmt::format("lease.{} may only be set in /etc/gpulane/config.toml", key.str()));
+    if (key != "dir" && key != "memory_margin") return ConfigBad(path, node.source(), fmt::format("unknown key lease.{}", key.str()));
+    if (!trusted) return ConfigBad(path, node.source(), fmt::format("lease.{} may only be set in /etc/gpulane/config.toml", key.str()));
     auto text = node.value<std::string>();
-    if (!text) return Bad(path, node.source(), fmt::format("lease.{} must be a string", key.str()));
+    if (!text) return ConfigBad(path, node.source(), fmt::format("lease.{} must be a string", key.str()));
     if (key == "dir") {
       config.lease_dir = *text;
       continue;
     }
     auto bytes = ParseSizeBytes(*text);
-    if (!bytes) return Bad(path, node.source(), "lease.memory_margin: " + bytes.error().message);
+    if (!bytes) return ConfigBad(path, node.source(), "lease.memory_margin: " + bytes.error().message);
     config.memory_margin_bytes = *bytes;
   }
   return Status::Ok();
@@ -396,16 +390,16 @@ Status LoadNotifyTable(const std::string& path, const toml::table& notify, Confi
                           : key == "format"  ? &config.notify_format
                           : key == "command" ? &config.notify_command
                                              : nullptr;
-    if (!target) return Bad(path, node.source(), fmt::format("unknown key notify.{} (known: webhook, format, command)", key.str()));
+    if (!target) return ConfigBad(path, node.source(), fmt::format("unknown key notify.{} (known: webhook, format, command)", key.str()));
     auto text = node.value<std::string>();
-    if (!text) return Bad(path, node.source(), fmt::format("notify.{} must be a string", key.str()));
+    if (!text) return ConfigBad(path, node.source(), fmt::format("notify.{} must be a string", key.str()));
     *target = *text;
   }
   if (!config.notify_webhook.empty() && config.notify_webhook.rfind("http://", 0) != 0 &&
       config.notify_webhook.rfind("https://", 0) != 0)
-    return Bad(path, notify["webhook"].node()->source(), "notify.webhook must be an http:// or https:// URL");
+    return ConfigBad(path, notify["webhook"].node()->source(), "notify.webhook must be an http:// or https:// URL");
   if (config.notify_format != "json" && config.notify_format != "text")
-    return Bad(path, notify["format"].node()->source(), "notify.format must be \"json\" or \"text\"");
+    return ConfigBad(path, notify["format"].node()->source(), "notify.format must be \"json\" or \"text\"");
   return Status::Ok();
 }
 
@@ -417,14 +411,14 @@ Status SetRunDuration(const std::string& path, std::string_view key, const toml:
     target = *number;
   } else if (text) {
     auto seconds = ParseDurationOrSecondsS(*text);
-    if (!seconds) return Bad(path, node.source(), fmt::format("run.{}: {}", key, seconds.error().message));
+    if (!seconds) return ConfigBad(path, node.source(), fmt::format("run.{}: {}", key, seconds.error().message));
     target = *seconds;
   } else {
-    return Bad(path, node.source(), fmt::format("run.{} must be a duration like \"10s\"", key));
+    return ConfigBad(path, node.source(), fmt::format("run.{} must be a duration like \"10s\"", key));
   }
   if (!std::isfinite(target) || target < 0)
-    return Bad(path, node.source(), fmt::format("run.{} must be a duration like \"10s\", not negative", key));
-  if (Status bounded = CheckRunBounds(key, target); !bounded.ok()) return Bad(path, node.source(), bounded.error().message);
+    return ConfigBad(path, node.source(), fmt::format("run.{} must be a duration like \"10s\", not negative", key));
+  if (Status bounded = CheckRunBounds(key, target); !bounded.ok()) return ConfigBad(path, node.source(), bounded.error().message);
   return Status::Ok();
 }
 
@@ -438,7 +432,7 @@ Status LoadRunTable(const std::string& path, bool trusted, const toml::table& ru
                      : key == "nvml_poll"   ? &config.nvml_poll_s
                      : key == "stray_check" ? &config.stray_check_s
                                             : nullptr;
-    if (!target) return Bad(path, node.source(), fmt::format("unknown key run.{}", key.str()));
+    if (!target) return ConfigBad(path, node.source(), fmt::format("unknown key run.{}", key.str()));
     if (Status set = SetRunDuration(path, key.str(), node, *target); !set.ok()) return set;
   }
   return Status::Ok();
@@ -459,7 +453,7 @@ Status CheckDefaultPartition(const std::string& path, const toml::table& table, 
   for (const auto& p : config.partitions)
     if (p.name == config.default_partition) return Status::Ok();
   const toml::node* key = table["sched"]["default_partition"].node();
-  return Bad(path, key ? key->source() : table.source(),
+  return ConfigBad(path, key ? key->source() : table.source(),
              fmt::format("sched.default_partition = \"{}\": no [partitions.{}] table", config.default_partition,
                          config.default_partition));
 }
@@ -498,7 +492,7 @@ Status LoadConfigFile(const std::string& path, bool trusted, Config& config) {
   try {
     table = toml::parse_file(path);
   } catch (const toml::parse_error& e) {
-    return Bad(path, e.source(), std::string(e.description()));
+    return ConfigBad(path, e.source(), std::string(e.description()));
   }
   if (Status s = CheckSections(path, table); !s.ok()) return s;
   return LoadSections(path, trusted, table, config);
