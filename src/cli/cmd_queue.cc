@@ -1,6 +1,9 @@
 // gpulane queue and gpulane show.
+#include <unistd.h>
+
 #include <cerrno>
 #include <chrono>
+#include <functional>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -13,6 +16,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/slurm_jobs.h"
+#include "cli/watch_frames.h"
 #include "render/queue_table.h"
 #include "sched/partition.h"
 #include "util/bytes_json.h"
@@ -46,7 +50,9 @@ Status WriteOut(std::string_view text) {
 // streams it (fast with 100,000 jobs: nothing is parsed or built here); this copies it to stdout.
 // With no daemon (and none installed) no job exists anywhere, so the queue is empty rather than
 // an error. An older daemon that does not stream answers in one reply, printed as before.
-int RunQueue(bool as_json, bool all, const std::string& user, std::uint64_t limit) {
+// The queue as `queue` prints it, written through `out`.
+int WriteQueue(bool as_json, bool all, const std::string& user, std::uint64_t limit,
+               const std::function<Status(std::string_view)>& out) {
   json request = {{"op", "queue"}, {"all", all}, {"stream", as_json ? "json" : "table"}};
   if (!user.empty()) request["user"] = user;
   if (limit) request["limit"] = limit;  // with --all; the daemon's default (1000) otherwise
@@ -57,7 +63,7 @@ int RunQueue(bool as_json, bool all, const std::string& user, std::uint64_t limi
   std::string collected;
   const bool collect = as_json && !slurm_rows.empty();
   auto sink = [&](std::string_view text) -> Status {
-    if (!collect) return WriteOut(text);
+    if (!collect) return out(text);
     collected.append(text);
     return Status::Ok();
   };
@@ -80,10 +86,10 @@ int RunQueue(bool as_json, bool all, const std::string& user, std::uint64_t limi
     const bool empty = collected.rfind("[]", 0) == 0;
     if (empty) collected = "[\n" + items + "\n]\n";
     else collected = collected.substr(0, collected.rfind("\n]")) + ",\n" + items + "\n]\n";
-    written = WriteOut(collected);
+    written = out(collected);
   } else if (written.ok() && !as_json) {
     for (const auto& row : slurm_rows)
-      if (written.ok()) written = WriteOut(row);
+      if (written.ok()) written = out(row);
   }
   // Under the table: the machine's partitions, open or closed now and until when (as `status`).
   if (written.ok() && !as_json)
@@ -91,9 +97,27 @@ int RunQueue(bool as_json, bool all, const std::string& user, std::uint64_t limi
       std::string lines;
       const double week_s = LocalWeekSeconds(std::time(nullptr));
       for (const PartitionConfig& p : config->partitions) lines += sched::StatusLine(p, week_s) + "\n";
-      written = WriteOut(lines);
+      written = out(lines);
     }
   return written.ok() ? kExitOk : Fail(written.error());
+}
+
+int RunQueue(bool as_json, bool all, const std::string& user, std::uint64_t limit) {
+  return WriteQueue(as_json, all, user, limit, [](std::string_view text) { return WriteOut(text); });
+}
+
+// `queue --watch`: the table (or with --json one document a frame) every `interval_s`, redrawn in
+// place on a terminal, until Ctrl-C. A frame that cannot be had ends the watch with its error.
+int WatchQueue(bool as_json, bool all, const std::string& user, std::uint64_t limit, double interval_s) {
+  return WatchFrames(interval_s, 0, isatty(STDOUT_FILENO) == 1 && !as_json, [&](bool) -> Frame {
+    std::string frame;
+    const int code = WriteQueue(as_json, all, user, limit, [&](std::string_view text) {
+      frame.append(text);
+      return Status::Ok();
+    });
+    if (code != kExitOk) return code;
+    return frame;
+  });
 }
 
 // A text member of a job object for the terminal: escaped (util/terminal_text.h), "" when absent.
@@ -287,7 +311,7 @@ int RunShow(const std::string& word, bool as_json) {
 void RegisterQueue(CLI::App& app, Runner* run, const os::Env&) {
   struct Options {
     bool json = false, all = false;
-    std::string user, id;
+    std::string user, id, watch;
     std::uint64_t limit = 0;
   };
   auto o = std::make_shared<Options>();
@@ -298,7 +322,20 @@ void RegisterQueue(CLI::App& app, Runner* run, const os::Env&) {
   queue->add_option("--limit", o->limit, "With --all: list the newest N jobs (default 1000)")
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{10000000}))
       ->needs(all);
-  queue->callback([o, run] { *run = [o] { return RunQueue(o->json, o->all, o->user, o->limit); }; });
+  queue->add_option("--watch", o->watch, "Refresh every SECONDS (default 2) until Ctrl-C; with --json, one document a frame")
+      ->expected(0, 1)
+      ->type_name("SECONDS");
+  queue->callback([o, run, queue] {
+    const bool watch = queue->count("--watch") > 0;
+    *run = [o, watch] {
+      if (!watch) return RunQueue(o->json, o->all, o->user, o->limit);
+      auto interval_s = o->watch.empty() ? Result<double>(2.0) : ParseDurationOrSecondsS(o->watch);
+      if (!interval_s || *interval_s < 0.1)
+        return Fail(MakeError(ErrorKind::kInvalidArgument,
+                              fmt::format("--watch '{}': give the refresh interval in seconds, at least 0.1", EscapeForTerminal(o->watch))));
+      return WatchQueue(o->json, o->all, o->user, o->limit, *interval_s);
+    };
+  });
 
   CLI::App* show = app.add_subcommand("show", "Show a job, or every task of an array");
   show->add_option("job", o->id, "Job id: 12 (an array's id: all its tasks), 12_3 (task 3 of array 12), 12_[1-3]")->required();

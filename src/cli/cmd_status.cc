@@ -12,6 +12,7 @@
 #include "util/timing.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/watch_frames.h"
 #include "cli/status_watch.h"
 #include "util/exit_codes.h"
 #include "lease/lease_dir.h"
@@ -50,9 +51,6 @@ std::string DashboardUrl() {
   }
   return "";
 }
-
-volatile sig_atomic_t g_stop = 0;
-void OnStopSignal(int) { g_stop = 1; }
 
 // The processes of gpulane jobs on GPUs those jobs did not lease, as the scheduler sees them: the
 // one join of NVML's processes with the live leases that pick and run use (lease::BuildOccupancy).
@@ -107,45 +105,15 @@ std::string Render(const GpuSnapshot& snapshot, const StatusContext& context, co
   return text;
 }
 
-// Sleeps up to `seconds`, returning early when a stop signal arrives.
-void SleepUnlessStopped(double seconds) {
-  timespec ts{static_cast<time_t>(seconds), static_cast<long>(std::fmod(seconds, 1.0) * 1e9)};
-  while (!g_stop && nanosleep(&ts, &ts) == -1 && errno == EINTR) {
-  }
-}
-
 // Redraws every `interval_s` until a stop signal, or until `frames` were written (0: no limit).
 int Watch(GpuBackend& backend, StatusOptions o, double interval_s, const gpulane::Clock& clock, long frames = 0) {
   if (!o.json) o.dashboard_url = DashboardUrl();
-  struct sigaction sa {};
-  sa.sa_handler = OnStopSignal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  const bool tty = isatty(STDOUT_FILENO) == 1;
   const bool color = UseColor(o.color);
-  bool first = true;
-  while (!g_stop) {
+  return WatchFrames(interval_s, frames, isatty(STDOUT_FILENO) == 1 && !o.json, [&](bool first) -> Frame {
     auto snapshot = ReadAnnotated(backend);
     if (!snapshot) return Fail(snapshot.error());
-    std::string frame = Render(*snapshot, MakeContext(*snapshot, first, clock), o, color);
-    if (tty && !o.json) {
-      // Redraw in place: home, each line cleared to its end, then clear below.
-      std::string out = first ? "\x1b[2J\x1b[H" : "\x1b[H";
-      std::size_t start = 0;
-      while (start < frame.size()) {
-        std::size_t end = frame.find('\n', start);
-        out += frame.substr(start, end - start) + "\x1b[K\n";
-        start = end + 1;
-      }
-      frame = out + "\x1b[J";
-    }
-    std::fwrite(frame.data(), 1, frame.size(), stdout);
-    std::fflush(stdout);
-    first = false;
-    if (frames > 0 && --frames == 0) break;
-    SleepUnlessStopped(interval_s);
-  }
-  return kExitOk;
+    return Render(*snapshot, MakeContext(*snapshot, first, clock), o, color);
+  });
 }
 
 int RunStatus(const StatusOptions& o, const os::Env& env) {
