@@ -21,6 +21,7 @@
 
 #include "cli/common.h"
 #include "daemon/paths.h"
+#include "gpu/nvml_backend.h"
 #include "proto/call.h"
 #include "proto/wire.h"
 #include "store/job_counts.h"
@@ -194,6 +195,11 @@ Result<int> StartAndConnect() {
     if (started > 0 && Ended(started) && !StateLocked(user.state_dir)) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  // The daemon reads the GPUs before it listens: when NVML cannot be loaded here either (it has this
+  // environment), that is why it ended, with that error's own exit code (no driver: 3, NVML: 4).
+  if (started > 0 && Ended(started))
+    if (auto nvml = NvmlBackend::Open(); !nvml)
+      return MakeError(nvml.error().kind, "the gpulane daemon cannot start: " + nvml.error().message);
   const std::string last = LastLogLine(user.state_dir);
   return MakeError(ErrorKind::kUnavailable,
                    fmt::format("no gpulane daemon answers on {} and one could not be started ({}/daemon.log{}{})", user.socket,

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <fmt/format.h>
 #include <memory>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -29,20 +30,25 @@ std::string Filter(const std::string& user, const std::string& name) {
 }
 
 // The command's result, one line a job it acted on (the ids of the reply's `field`): `done`, or
-// `in_progress` for those whose change completes once their supervisor has acted on it. Tasks of
-// one array in a row are one line, as `show` takes them: "released job 12_[0-2999] (3000 tasks)".
-void PrintActedOn(const json& reply, const char* field, const char* done, const char* in_progress) {
-  std::set<std::string> later;
+// `in_progress` for those whose change completes once their supervisor has acted on it, or
+// `before_start` (when given) for those cancelled while they waited for GPUs. Tasks of one array in
+// a row are one line, as `show` takes them: "released job 12_[0-2999] (3000 tasks)".
+void PrintActedOn(const json& reply, const char* field, const char* done, const char* in_progress,
+                  const char* before_start = nullptr) {
+  std::map<std::string, const char*> words;  // id -> its words, unless `done`
   for (const auto& id : reply.value("in_progress_text", json::array()))
-    if (id.is_string()) later.insert(id.get<std::string>());
+    if (id.is_string()) words[id.get<std::string>()] = in_progress;
+  if (before_start)
+    for (const auto& id : reply.value("before_start_text", json::array()))
+      if (id.is_string()) words[id.get<std::string>()] = before_start;
   std::vector<std::string> run;  // ids in a row with the same words
-  bool run_later = false;
+  const char* run_words = done;
   auto print_run = [&] {
     for (const store::IdGroup& group : store::GroupTaskIds(run)) {
       // The count goes with the ids: "holding job 12_[2-5] (4 tasks) (it leaves the line ...)".
       const std::string ids =
           EscapeForTerminal(group.text) + (group.count > 1 ? fmt::format(" ({} tasks)", group.count) : "");
-      fmt::print(fmt::runtime(run_later ? in_progress : done), ids);
+      fmt::print(fmt::runtime(run_words), ids);
       fmt::print("\n");
     }
     run.clear();
@@ -50,9 +56,10 @@ void PrintActedOn(const json& reply, const char* field, const char* done, const 
   for (const auto& id : reply.value(field, json::array())) {
     if (!id.is_string()) continue;
     const std::string& text = id.get_ref<const std::string&>();
-    const bool is_later = later.count(text) > 0;
-    if (!run.empty() && is_later != run_later) print_run();
-    run_later = is_later;
+    const auto found = words.find(text);
+    const char* these = found == words.end() ? done : found->second;
+    if (!run.empty() && these != run_words) print_run();
+    run_words = these;
     run.push_back(text);
   }
   print_run();
@@ -84,7 +91,8 @@ int RunCancel(const std::vector<std::string>& all_words, const std::string& user
                              : NoJobWithoutDaemon(ids->front()));
   const json& reply = **answer;
   const int code = ReportFailures(reply);
-  PrintActedOn(reply, "cancelled_text", "cancelled job {}", "cancelling job {} (SIGTERM sent; SIGKILL after its kill grace)");
+  PrintActedOn(reply, "cancelled_text", "cancelled job {}", "cancelling job {} (SIGTERM sent; SIGKILL after its kill grace)",
+               "cancelled job {} before it started (it was waiting for GPUs; its command never ran)");
   return code;
 }
 

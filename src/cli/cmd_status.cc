@@ -15,10 +15,12 @@
 #include "cli/watch_frames.h"
 #include "cli/status_watch.h"
 #include "util/exit_codes.h"
+#include "lease/decision_inputs.h"
 #include "lease/lease_dir.h"
 #include "lease/line_shares.h"
 #include "util/terminal_text.h"
 #include "lease/occupancy.h"
+#include "lease/waiter.h"
 #include "os/process_table.h"
 #include "render/status_view.h"
 #include "daemon/paths.h"
@@ -64,6 +66,29 @@ std::map<std::pair<unsigned, std::uint32_t>, StrayMark> StraysOf(const GpuSnapsh
   return strays;
 }
 
+// The GPUs the line holds for waiting requests, decided as `pick` decides them (the inputs a waiter
+// gathers, lease::HeldForLine), so that status never shows free a GPU that pick refuses.
+std::map<std::string, std::string> ReservedOf(const GpuSnapshot& snapshot, const lease::DirContents& contents,
+                                              const gpulane::Clock& clock, std::vector<std::string>& warnings) {
+  std::map<std::string, std::string> reserved;
+  if (contents.tickets.empty()) return reserved;  // nobody waits: nothing is held
+  auto config = LoadConfig();
+  lease::WaitRequest settings;
+  if (config) lease::ApplyConfig(*config, settings);
+  ProcfsProcessTable table;
+  std::map<std::string, double> first_seen_free_s;  // as pick: every free GPU is free since now
+  auto in = config ? lease::GatherDecisionInputs(contents.leases, contents.tickets, snapshot, table, settings, clock.WallS(),
+                                                 first_seen_free_s)
+                   : Result<lease::DecisionInputs>(config.error());
+  if (!in) {
+    warnings.push_back("which GPUs are held for waiting jobs is not known: " + in.error().message);
+    return reserved;
+  }
+  for (const auto& [uuid, ticket] : lease::HeldForLine(in->view.occupancy, in->view.tickets, in->limits))
+    reserved[uuid] = lease::DescribeWaiter(*ticket);
+  return reserved;
+}
+
 StatusContext MakeContext(const GpuSnapshot& snapshot, bool warn, const gpulane::Clock& clock) {
   StatusContext context;
   context.hostname = HostName();
@@ -76,6 +101,7 @@ StatusContext MakeContext(const GpuSnapshot& snapshot, bool warn, const gpulane:
   const lease::DirContents contents = ReadLeaseDirIfPresent(clock);
   context.holders = LeaseHolders(contents.leases, snapshot);
   context.strays = StraysOf(snapshot, contents.leases);
+  context.reserved = ReservedOf(snapshot, contents, clock, context.lease_warnings);
   if (!contents.shares_unreadable.empty())
     context.lease_warnings.push_back(fmt::format("the published fair-share factors ({}) order nothing: {}; the line goes "
                                                  "by --priority and submission",

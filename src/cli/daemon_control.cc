@@ -23,6 +23,7 @@
 #include "store/job_counts.h"
 #include "util/config.h"
 #include "util/exit_codes.h"
+#include "util/listen_address.h"
 #include "util/terminal_text.h"
 
 namespace gpulane::cli {
@@ -112,9 +113,23 @@ std::string StateLine(const daemon::DaemonPaths& user) {
                      Plural(counts->total, "job"));
 }
 
+// How a stopped per-user daemon comes back: a job command starts it only while its state holds
+// jobs (StartWhenStateHasJobs); with none, only submit does.
+std::string StartLine(const daemon::DaemonPaths& user) {
+  auto counts = store::CountJobs(user.state_dir + "/jobs.db");
+  const std::string how = counts && counts->total == 0
+                              ? "gpulane submit starts it (its state holds no jobs, so no other command does)"
+                              : "the next gpulane command about jobs (gpulane queue) starts it while its state holds jobs";
+  return "start:     " + how + "; gpulane daemon --user --install keeps it running under systemd";
+}
+
 std::string DashboardLine(const nlohmann::json& web) {
   const std::string state = web.value("state", "");
   if (state == "listening") return "dashboard: " + web.value("url", "");
+  // Port 0: the kernel picks one when gpulane-web listens; until then there is no web port to name.
+  if (auto listen = ParseListen(web.value("listen", "")); state == "starting" && listen && listen->port == 0)
+    return fmt::format("dashboard: not serving a web port yet (gpulane-web gets one on {} from the kernel once it "
+                       "listens; the daemon's log says why it has not)", listen->host);
   if (state == "starting") return fmt::format("dashboard: not listening yet on {} (the daemon's log says why)", web.value("listen", "?"));
   if (state == "off") return "dashboard: off ([web] listen = \"off\", or gpulane-web is missing: the daemon's log says which)";
   return "dashboard: unknown (an older daemon)";
@@ -158,9 +173,8 @@ int RunDaemonStatus() {
                          loading->value("loaded", 0), loading->value("total", 0));
     out += DashboardLine(p.value("web", nlohmann::json::object())) + "\n";
   } else {
-    out = fmt::format("gpulane daemon: not running (nothing answers on {})\n{}\n", user.socket, StateLine(user));
-    out += "start:     the next gpulane command about jobs (gpulane queue) starts it while its state holds jobs; "
-           "gpulane daemon --user --install keeps it running under systemd\n";
+    out = fmt::format("gpulane daemon: not running (nothing answers on {})\n{}\n{}\n", user.socket, StateLine(user),
+                      StartLine(user));
   }
   PrintLines(out);
   return *pong ? kExitOk : kExitUnavailable;

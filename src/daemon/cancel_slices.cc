@@ -56,7 +56,8 @@ bool Daemon::ChangePart(JobsInParts& k) {
     return false;
   }
   for (const PartResult::Changed& job : r.changed) {
-    if (job.in_progress) k.out.InProgress(job.text);
+    if (job.before_start) k.out.BeforeStart(job.text);
+    else if (job.in_progress) k.out.InProgress(job.text);
     k.out.Done(job.id, job.text);
   }
   k.next = end;

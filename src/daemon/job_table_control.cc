@@ -86,7 +86,10 @@ PartResult JobTable::CancelPart(std::span<const std::int64_t> ids, const std::st
     cancel_requested_.insert(job->id);
     job->reason = fmt::format("cancelling (by {})", by);
     SignalSupervisor(*job, SIGTERM);
-    result.changed.push_back({job->id, store::JobIdText(*job), true});
+    // Launching with GPUs to wait for: its supervisor has not reported the job running (it starts
+    // the job once it has the GPUs), so the job never started; a CPU-only one starts at once.
+    const bool before_start = job->state == JobState::kLaunching && job->spec.request.count > 0;
+    result.changed.push_back({job->id, store::JobIdText(*job), true, before_start});
   }
   if (rows.empty()) return result;
   // Jobs that never ran seldom have files (a requeued launch keeps its lock file): one listing of

@@ -21,8 +21,10 @@ class Outcome {
     texts_.push_back(text);
   }
   /// The job `text` (also Done) is acted on, and the change completes once its supervisor has
-  /// acted: a cancelled job that runs or waits for GPUs (SIGTERM sent), one leaving the line to be held.
+  /// acted: a cancelled job that runs (SIGTERM sent), one leaving the line to be held.
   void InProgress(const std::string& text) { in_progress_.push_back(text); }
+  /// The job `text` (also Done), cancelled while its supervisor waited for GPUs: it never started.
+  void BeforeStart(const std::string& text) { before_start_.push_back(text); }
   void Failed(ErrorKind kind, const std::string& id, const std::string& message) {
     if (failed_.empty()) first_ = Error{kind, message};
     failed_.push_back({{"id", id}, {"error", message}, {"code", proto::KindName(kind)}});
@@ -46,14 +48,14 @@ class Outcome {
   nlohmann::json Reply(const std::string& done) const {
     if (ids_.empty() && failed()) return ErrorReply();
     nlohmann::json body = {{"v", proto::kVersion}, {"ok", true}, {done, ids_}, {done + "_text", texts_},
-                           {"in_progress_text", in_progress_}};
+                           {"in_progress_text", in_progress_}, {"before_start_text", before_start_}};
     return WithFailures(body);
   }
 
  private:
   nlohmann::json ids_ = nlohmann::json::array(), texts_ = nlohmann::json::array(), failed_ = nlohmann::json::array(),
                  errors_ = nlohmann::json::array();
-  nlohmann::json in_progress_ = nlohmann::json::array();
+  nlohmann::json in_progress_ = nlohmann::json::array(), before_start_ = nlohmann::json::array();
   Error first_;
 };
 

@@ -32,6 +32,9 @@ struct PartResult {
     /// Its supervisor was signalled (a cancelled job that runs or waits for GPUs, one leaving the
     /// line to be held): the change completes once the supervisor has acted.
     bool in_progress = false;
+    /// A cancelled job that had not started: its supervisor waited for GPUs (launching), and
+    /// leaves the line; no process of the job ran, none was signalled.
+    bool before_start = false;
   };
   /// The jobs changed: those whose supervisors were signalled first, then those stored, each in
   /// the part's order. Jobs that ended or changed state meanwhile are left out.

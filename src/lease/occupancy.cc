@@ -378,6 +378,18 @@ sched::Decision DecideNewcomer(const Occupancy& occupancy, const std::vector<Tic
   return sched::Schedule(occupancy.gpus, line, limits, occupancy.mig_units)[mine];
 }
 
+std::map<std::string, const TicketRecord*> HeldForLine(const Occupancy& occupancy, const std::vector<TicketRecord>& tickets,
+                                                       const sched::Limits& limits) {
+  std::map<std::string, const TicketRecord*> held;
+  if (tickets.empty()) return held;
+  const std::vector<sched::Request> line = LineOf(tickets, occupancy.gpus);
+  const std::vector<sched::Decision> decisions = sched::Schedule(occupancy.gpus, line, limits, occupancy.mig_units);
+  for (std::size_t t = 0; t < decisions.size() && t < tickets.size(); ++t)
+    for (unsigned i : decisions[t].held)
+      if (i < occupancy.gpus.size()) held.emplace(occupancy.gpus[i].uuid, &tickets[t]);
+  return held;
+}
+
 Status CanEverQualify(const GpuSnapshot& snapshot, const sched::Request& request, const sched::Limits& limits,
                       ProcessTable& processes) {
   const Occupancy occupancy = BuildOccupancy(snapshot, {}, processes);

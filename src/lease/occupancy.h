@@ -5,6 +5,7 @@
 // waiting requests from the tickets. `pick`, `run`, queued jobs' supervisors and `status` all use
 // this one join, so they agree on what is free.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -141,6 +142,12 @@ std::vector<sched::Request> LineOf(const std::vector<TicketRecord>& tickets, con
 sched::Decision DecideNewcomer(const Occupancy& occupancy, const std::vector<TicketRecord>& tickets,
                                const sched::Request& request, const sched::Limits& limits,
                                const sched::LineShares* shares, double now_s);
+
+/// The GPUs the line holds for its waiting tickets (Decision::held) as DecideNewcomer decides
+/// them for `pick` and `run` over the same line and limits: GPU UUID -> the ticket it is held for
+/// (the earliest in line). A newcomer gets such a GPU only by backfill. For `status`.
+std::map<std::string, const TicketRecord*> HeldForLine(const Occupancy& occupancy, const std::vector<TicketRecord>& tickets,
+                                                       const sched::Limits& limits);
 
 /// Whether `request` could ever be met on the GPUs of `snapshot` (nothing leased, nothing waiting):
 /// the policy's own "never" rules, as `run` applies them on its first look. Errors:

@@ -48,6 +48,7 @@ json ToJson(const LeaseRecord& r) {
 json ToJson(const TicketRecord& r) {
   json j = {{"id", r.id}, {"seq", r.seq}, {"pid", r.pid}, {"request", proto::RequestToJson(r.request)}};
   if (!r.parent.empty()) j["parent"] = r.parent;
+  if (!r.job_text.empty()) j["job_text"] = r.job_text;
   return j;
 }
 
@@ -101,6 +102,10 @@ bool FromJson(const json& j, TicketRecord* r) {
     if (r->seq > kMaxTicketSeq) return false;
     r->pid = IntegerAt<pid_t>(j.at("pid"));
     r->parent = j.value("parent", "");
+    const auto job_text = j.find("job_text");
+    r->job_text = job_text != j.end() && job_text->is_string() && IsTicketJobText(job_text->get_ref<const std::string&>())
+                      ? job_text->get<std::string>()
+                      : "";
     auto request = proto::RequestFromJson(j.at("request"));
     if (!request) return false;
     r->request = std::move(request).value();
@@ -123,6 +128,18 @@ bool IsNamed(const LeaseRecord& r, const std::string& name) {
 std::string Describe(const LeaseRecord& r) {
   if (!r.unreadable.empty()) return fmt::format("{} (an unreadable lease: {})", r.user, r.unreadable);
   return fmt::format("{} (job {})", r.user, JobText(r));
+}
+
+std::string DescribeWaiter(const TicketRecord& t) {
+  if (!t.unreadable.empty()) return fmt::format("an unreadable ticket of {} ({})", t.request.user, t.unreadable);
+  if (t.job_text.empty()) return fmt::format("a request of {}", t.request.user);
+  return fmt::format("job {} ({})", t.job_text, t.request.user);
+}
+
+bool IsTicketJobText(std::string_view text) {
+  if (text.size() > 1 && text.size() <= kMaxLeaseJobTextBytes && text.front() == 'r')
+    return std::all_of(text.begin() + 1, text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  return IsLeaseJobText(text);
 }
 
 bool IsLeaseJobText(std::string_view text) {

@@ -82,6 +82,10 @@ struct TicketRecord {
   pid_t pid = 0;           ///< the process waiting (`gpulane run` or a queued job's supervisor)
   sched::Request request;  ///< what it asks; request.uid and .user come from the file's owner (root: from its content)
   std::string parent;      ///< nested: the file name of the lease of the job it runs inside ("" = none)
+  /// The job that waits, as its lease will name it (JobText: "12", "12_3", "r4121"), for `status`'s
+  /// "reserved for job 12 (alice)". As written by the owner; read only when IsTicketJobText, else ""
+  /// (an older gpulane's ticket, or a damaged one: the job is not known).
+  std::string job_text;
   std::uint64_t dev = 0, ino = 0;  ///< the file's identity (fstat; set when created or read): what a waiter knows its own ticket by
   /// As LeaseRecord::unreadable: a live ticket gpulane cannot read stands in line (priority 0, at
   /// its file's change time) as its owner's exclusive request for the GPUs its bytes name, or for
@@ -123,6 +127,8 @@ inline constexpr std::size_t kMaxLeaseJobTextBytes = 28;
 /// Whether `text` may be a lease's job_text: "12" or "12_3" (digits, at most one "_" between digits),
 /// at most kMaxLeaseJobTextBytes.
 bool IsLeaseJobText(std::string_view text);
+/// Whether `text` may be a ticket's job_text: IsLeaseJobText, or a `gpulane run`'s "r" and digits.
+bool IsTicketJobText(std::string_view text);
 /// The lease's job as people name it: its job_text, else its job_id ("12_3", "12", "r4121").
 const std::string& JobText(const LeaseRecord& r);
 /// `label` cut to kMaxLeaseLabelBytes.
@@ -144,5 +150,8 @@ TicketRecord UnreadableTicket(std::string why, std::string_view bytes, bool comp
 
 /// "alice (job r4121)", "alice (job 12_3)" (JobText) for reasons and status.
 std::string Describe(const LeaseRecord& r);
+/// Who waits with `t`, for status: "job 12 (alice)"; "a request of alice" when its job is not
+/// known; "an unreadable ticket of alice (why)".
+std::string DescribeWaiter(const TicketRecord& t);
 
 }  // namespace gpulane::lease

@@ -168,6 +168,7 @@ Status LeaseWaiter::JoinLine() {
   ticket_.request.user = record_.user;
   ticket_.seq = request_.seq;
   ticket_.pid = getpid();
+  ticket_.job_text = JobText(record_);
   DirLock lock = dir_.Lock();
   if (request_.parent_job_id) {
     const DirContents contents = dir_.Read();

@@ -25,6 +25,10 @@ std::string WhereOrWhyOfAttempt(const store::Job& job, const std::vector<unsigne
   }
   if (job.exit_code && job.state != store::JobState::kRunning)
     return fmt::format("exit {}{}", *job.exit_code, job.reason.empty() ? "" : "; " + job.reason);
+  // A held job waits for one thing only: the command that lets it go ("held by alice: gpulane
+  // release 12"; `submit --hold` stores no reason). One that says it already is left as it is.
+  if (job.state == store::JobState::kHeld && job.reason.find("gpulane release") == std::string::npos)
+    return fmt::format("{}: gpulane release {}", job.reason.empty() ? "held" : job.reason, store::JobIdText(job));
   return job.reason;
 }
 

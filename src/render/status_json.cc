@@ -91,6 +91,7 @@ json DeviceJson(const GpuDevice& d, const StatusContext& c) {
   j["nvlink_peers"] = std::move(links);
   auto holder = c.holders.find(d.uuid);
   if (holder != c.holders.end()) j["held_by"] = holder->second;
+  if (auto held = c.reserved.find(d.uuid); held != c.reserved.end()) j["reserved_for"] = held->second;
   return j;
 }
 

@@ -121,6 +121,8 @@ std::string GpuLine(const GpuDevice& d, const GpuSnapshot& s, const StatusContex
     for (const auto& proc : *d.processes) procs += ProcessShort(proc, p) + StrayMarkText(d, proc, c, p) + " ";
   auto holder = c.holders.find(d.uuid);
   if (holder != c.holders.end()) procs += p.Paint(fmt::format("[{}] ", Safe(holder->second)), kCyan);
+  if (auto held = c.reserved.find(d.uuid); held != c.reserved.end())
+    procs += p.Paint(fmt::format("(reserved for {}) ", Safe(held->second)), kYellow);
   if (!c.visible.Allows(d.pci_index)) procs += p.Paint("(not in CUDA_VISIBLE_DEVICES)", kDim);
   while (!procs.empty() && procs.back() == ' ') procs.pop_back();
   return fmt::format("{}{} {} | {} {} | {} / {} MiB | {} |{}{}\n", index, nvml, name, temp, util, used, total, power,

@@ -31,6 +31,9 @@ struct StatusContext {
   std::optional<std::string> slurm_gpus;            ///< inside a Slurm job: its GPUs (SLURM_STEP_GPUS/SLURM_JOB_GPUS)
   VisibleDevices visible;                           ///< what that value allows
   std::map<std::string, std::string> holders;       ///< GPU UUID -> "job 12 (alice)", "job 12_3 (alice)": current lease holder
+  /// GPU UUID -> "job 12 (alice)": the waiting request the line holds it for, as pick and run
+  /// decide (lease::HeldForLine); a newcomer gets it only by backfill.
+  std::map<std::string, std::string> reserved;
   std::map<std::pair<unsigned, std::uint32_t>, StrayMark> strays;  ///< (PCI index, pid) -> the job it strayed from
   std::vector<std::string> lease_warnings;  ///< what the lease directory holds that gpulane cannot read (text view)
 };

@@ -285,6 +285,7 @@ bool Scheduler::ReserveForPreemption(const Request& r) {
     }
     holds_[i] = Hold{static_cast<int>(d.position - 1), c_.now, end, true, &r};
   }
+  d.held = chosen;
   d.gpus = std::move(chosen);
   if (c_.timed) d.start_s = c_.now;
   if (limits_.policy == PolicyKind::kEasy) easy_reserved_ = true;
@@ -360,6 +361,7 @@ void Scheduler::HoldGpu(const Request& r, Decision& d, unsigned i, bool start_kn
     d.recheck_at_s = d.recheck_at_s ? std::min(*d.recheck_at_s, until) : until;
   }
   holds_[i] = Hold{static_cast<int>(d.position - 1), start_known ? start : kInf, end, false, &r};
+  d.held.push_back(i);
 }
 
 }  // namespace

@@ -160,6 +160,10 @@ struct Decision {
   /// Waiting: it could start if the preemptible jobs on these GPUs (of `gpus`, which it reserves)
   /// gave way; their holders stop them. Empty: it waits for nobody to be preempted.
   std::vector<unsigned> preempt;
+  /// Waiting: the GPUs of `gpus` held for it (reserved): a later request starts there only by
+  /// backfill. Those of `gpus` not here wait for it unheld (a preemptible request, kFirstFit,
+  /// past max_reserve_idle_s, another waiter's already). `gpulane status` shows these.
+  std::vector<unsigned> held;
   /// Waiting for an unknown start while holding, or wanting to hold, an idle GPU: its user's
   /// clock of such holds (sched/reserve_idle.h UserIdleClock), for the decider's memory.
   std::optional<double> idle_hold_since_s;

@@ -114,5 +114,34 @@ TEST(LeaseRecords, AnArrayTasksLeaseNamesTheTaskAndAnOldOrForgedOneFallsBackToTh
   }
 }
 
+// A ticket names the job that waits, for `status`'s "reserved for job 12 (alice)": written by the
+// waiter, read only when it is a job id (a queued job's, an array task's, a `gpulane run`'s "r"
+// and digits), else the job is not named.
+TEST(Records, ATicketNamesItsJobOnlyByAJobId) {
+  TicketRecord t;
+  t.id = "w1";
+  t.seq = 1;
+  t.pid = 42;
+  t.request.user = "alice";
+  EXPECT_FALSE(ToJson(t).contains("job_text")) << "none written when there is none";
+  EXPECT_EQ(DescribeWaiter(t), "a request of alice");
+  for (const char* text : {"12", "12_3", "r4121"}) {
+    t.job_text = text;
+    TicketRecord back;
+    ASSERT_TRUE(FromJson(ToJson(t), &back));
+    EXPECT_EQ(back.job_text, text);
+    EXPECT_EQ(DescribeWaiter(back), std::string("job ") + text + " (alice)");
+  }
+  for (const char* text : {"\"\"", "\"r\"", "\"rr1\"", "\"x12\"", "\"12 \"", "\"\\u001b[2J\"", "12", "null",
+                           "\"r12345678901234567890123456789\""}) {
+    json j = ToJson(t);
+    j["job_text"] = json::parse(text);
+    TicketRecord odd;
+    ASSERT_TRUE(FromJson(j, &odd)) << "still a ticket: " << text;
+    EXPECT_EQ(odd.job_text, "") << text;
+    EXPECT_EQ(DescribeWaiter(odd), "a request of alice") << text;
+  }
+}
+
 }  // namespace
 }  // namespace gpulane::lease
