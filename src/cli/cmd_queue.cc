@@ -1,6 +1,8 @@
 // gpulane queue and gpulane show.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <functional>
@@ -17,12 +19,14 @@
 #include "cli/common.h"
 #include "cli/slurm_jobs.h"
 #include "cli/watch_frames.h"
+#include "lease/lease_dir.h"
 #include "render/queue_table.h"
 #include "sched/partition.h"
 #include "util/bytes_json.h"
 #include "util/config.h"
 #include "util/exit_codes.h"
 #include "util/shell_words.h"
+#include "util/strings.h"
 #include "util/terminal_text.h"
 #include "util/units.h"
 #include "util/week_window.h"
@@ -50,9 +54,28 @@ Status WriteOut(std::string_view text) {
 // streams it (fast with 100,000 jobs: nothing is parsed or built here); this copies it to stdout.
 // With no daemon (and none installed) no job exists anywhere, so the queue is empty rather than
 // an error. An older daemon that does not stream answers in one reply, printed as before.
+// The requests in the GPUs' line that are no queued job (`gpulane run`, Python leases: their job ids
+// do not start with a digit; a queued job's supervisor is the daemon's row), in line order, as rows
+// of the table; `user`'s alone when given. A ticket that names no job (an older gpulane's) is left
+// out: whose it is, `status` says.
+std::string LineRows(const std::string& user, const gpulane::Clock& clock) {
+  const lease::DirContents contents = ReadLeaseDirIfPresent(clock);
+  std::string rows;
+  for (std::size_t i = 0; i < contents.tickets.size(); ++i) {
+    const lease::TicketRecord& t = contents.tickets[i];
+    if (t.job_text.empty() || std::isdigit(static_cast<unsigned char>(t.job_text[0])) || (!user.empty() && t.request.user != user))
+      continue;
+    const char* kind = t.job_text[0] == 'r' ? "gpulane run" : t.job_text[0] == 'p' ? "Python lease" : "lease";
+    const double waited_s = std::max(0.0, clock.WallS() - static_cast<double>(t.seq) / 1e9);
+    AppendLineRow(t.job_text, t.request.user, t.label, t.request, waited_s,
+                  fmt::format("{}, {} in line{}", kind, Ordinal(static_cast<unsigned>(i + 1)), t.parent.empty() ? "" : ", inside a job"), rows);
+  }
+  return rows;
+}
+
 // The queue as `queue` prints it, written through `out`.
 int WriteQueue(bool as_json, bool all, const std::string& user, std::uint64_t limit,
-               const std::function<Status(std::string_view)>& out) {
+               const std::function<Status(std::string_view)>& out, const gpulane::Clock& clock) {
   json request = {{"op", "queue"}, {"all", all}, {"stream", as_json ? "json" : "table"}};
   if (!user.empty()) request["user"] = user;
   if (limit) request["limit"] = limit;  // with --all; the daemon's default (1000) otherwise
@@ -88,6 +111,7 @@ int WriteQueue(bool as_json, bool all, const std::string& user, std::uint64_t li
     else collected = collected.substr(0, collected.rfind("\n]")) + ",\n" + items + "\n]\n";
     written = out(collected);
   } else if (written.ok() && !as_json) {
+    written = out(LineRows(user, clock));
     for (const auto& row : slurm_rows)
       if (written.ok()) written = out(row);
   }
@@ -102,19 +126,20 @@ int WriteQueue(bool as_json, bool all, const std::string& user, std::uint64_t li
   return written.ok() ? kExitOk : Fail(written.error());
 }
 
-int RunQueue(bool as_json, bool all, const std::string& user, std::uint64_t limit) {
-  return WriteQueue(as_json, all, user, limit, [](std::string_view text) { return WriteOut(text); });
+int RunQueue(bool as_json, bool all, const std::string& user, std::uint64_t limit, const gpulane::Clock& clock) {
+  return WriteQueue(as_json, all, user, limit, [](std::string_view text) { return WriteOut(text); }, clock);
 }
 
 // `queue --watch`: the table (or with --json one document a frame) every `interval_s`, redrawn in
 // place on a terminal, until Ctrl-C. A frame that cannot be had ends the watch with its error.
-int WatchQueue(bool as_json, bool all, const std::string& user, std::uint64_t limit, double interval_s) {
+int WatchQueue(bool as_json, bool all, const std::string& user, std::uint64_t limit, double interval_s,
+               const gpulane::Clock& clock) {
   return WatchFrames(interval_s, 0, isatty(STDOUT_FILENO) == 1 && !as_json, [&](bool) -> Frame {
     std::string frame;
     const int code = WriteQueue(as_json, all, user, limit, [&](std::string_view text) {
       frame.append(text);
       return Status::Ok();
-    });
+    }, clock);
     if (code != kExitOk) return code;
     return frame;
   });
@@ -308,7 +333,7 @@ int RunShow(const std::string& word, bool as_json) {
 
 }  // namespace
 
-void RegisterQueue(CLI::App& app, Runner* run, const os::Env&) {
+void RegisterQueue(CLI::App& app, Runner* run, const os::Env& env) {
   struct Options {
     bool json = false, all = false;
     std::string user, id, watch;
@@ -325,15 +350,15 @@ void RegisterQueue(CLI::App& app, Runner* run, const os::Env&) {
   queue->add_option("--watch", o->watch, "Refresh every SECONDS (default 2) until Ctrl-C; with --json, one document a frame")
       ->expected(0, 1)
       ->type_name("SECONDS");
-  queue->callback([o, run, queue] {
+  queue->callback([o, run, queue, &env] {
     const bool watch = queue->count("--watch") > 0;
-    *run = [o, watch] {
-      if (!watch) return RunQueue(o->json, o->all, o->user, o->limit);
+    *run = [o, watch, &env] {
+      if (!watch) return RunQueue(o->json, o->all, o->user, o->limit, env.clock);
       auto interval_s = o->watch.empty() ? Result<double>(2.0) : ParseDurationOrSecondsS(o->watch);
       if (!interval_s || *interval_s < 0.1)
         return Fail(MakeError(ErrorKind::kInvalidArgument,
                               fmt::format("--watch '{}': give the refresh interval in seconds, at least 0.1", EscapeForTerminal(o->watch))));
-      return WatchQueue(o->json, o->all, o->user, o->limit, *interval_s);
+      return WatchQueue(o->json, o->all, o->user, o->limit, *interval_s, env.clock);
     };
   });
 

@@ -49,6 +49,7 @@ json ToJson(const TicketRecord& r) {
   json j = {{"id", r.id}, {"seq", r.seq}, {"pid", r.pid}, {"request", proto::RequestToJson(r.request)}};
   if (!r.parent.empty()) j["parent"] = r.parent;
   if (!r.job_text.empty()) j["job_text"] = r.job_text;
+  if (!r.label.empty()) j["label"] = r.label;
   return j;
 }
 
@@ -106,6 +107,10 @@ bool FromJson(const json& j, TicketRecord* r) {
     r->job_text = job_text != j.end() && job_text->is_string() && IsTicketJobText(job_text->get_ref<const std::string&>())
                       ? job_text->get<std::string>()
                       : "";
+    const auto label = j.find("label");
+    r->label = label != j.end() && label->is_string() && label->get_ref<const std::string&>().size() <= kMaxLeaseLabelBytes
+                   ? label->get<std::string>()
+                   : "";
     auto request = proto::RequestFromJson(j.at("request"));
     if (!request) return false;
     r->request = std::move(request).value();
@@ -137,7 +142,7 @@ std::string DescribeWaiter(const TicketRecord& t) {
 }
 
 bool IsTicketJobText(std::string_view text) {
-  if (text.size() > 1 && text.size() <= kMaxLeaseJobTextBytes && text.front() == 'r')
+  if (text.size() > 1 && text.size() <= kMaxLeaseJobTextBytes && (text.front() == 'r' || text.front() == 'p'))
     return std::all_of(text.begin() + 1, text.end(), [](char c) { return c >= '0' && c <= '9'; });
   return IsLeaseJobText(text);
 }

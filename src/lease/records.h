@@ -86,6 +86,9 @@ struct TicketRecord {
   /// "reserved for job 12 (alice)". As written by the owner; read only when IsTicketJobText, else ""
   /// (an older gpulane's ticket, or a damaged one: the job is not known).
   std::string job_text;
+  /// Its lease's label to be (LeaseRecord::label: a queued job's name, a run's program), for
+  /// `queue`'s list of waiting runs; as written by the owner, "" when over kMaxLeaseLabelBytes.
+  std::string label;
   std::uint64_t dev = 0, ino = 0;  ///< the file's identity (fstat; set when created or read): what a waiter knows its own ticket by
   /// As LeaseRecord::unreadable: a live ticket gpulane cannot read stands in line (priority 0, at
   /// its file's change time) as its owner's exclusive request for the GPUs its bytes name, or for
@@ -127,7 +130,8 @@ inline constexpr std::size_t kMaxLeaseJobTextBytes = 28;
 /// Whether `text` may be a lease's job_text: "12" or "12_3" (digits, at most one "_" between digits),
 /// at most kMaxLeaseJobTextBytes.
 bool IsLeaseJobText(std::string_view text);
-/// Whether `text` may be a ticket's job_text: IsLeaseJobText, or a `gpulane run`'s "r" and digits.
+/// Whether `text` may be a ticket's job_text: IsLeaseJobText, or a `gpulane run`'s "r" and digits
+/// (a Python lease()'s "p" and digits).
 bool IsTicketJobText(std::string_view text);
 /// The lease's job as people name it: its job_text, else its job_id ("12_3", "12", "r4121").
 const std::string& JobText(const LeaseRecord& r);

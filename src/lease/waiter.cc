@@ -169,6 +169,7 @@ Status LeaseWaiter::JoinLine() {
   ticket_.seq = request_.seq;
   ticket_.pid = getpid();
   ticket_.job_text = JobText(record_);
+  ticket_.label = record_.label;
   DirLock lock = dir_.Lock();
   if (request_.parent_job_id) {
     const DirContents contents = dir_.Read();

@@ -78,4 +78,10 @@ void AppendQueueRow(const store::Job& job, const std::vector<unsigned>& gpu_indi
                  EscapeForTerminal(WhereOrWhy(job, gpu_indices)));
 }
 
+void AppendLineRow(const std::string& id, const std::string& user, const std::string& label, const sched::Request& request,
+                   double waited_s, const std::string& why, std::string& out) {
+  fmt::format_to(std::back_inserter(out), kRow, EscapeForTerminal(id), EscapeForTerminal(user), NameColumn(label),
+                 GpusColumn(request), "waiting", FormatSeconds(waited_s), EscapeForTerminal(why));
+}
+
 }  // namespace gpulane

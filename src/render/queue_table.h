@@ -22,4 +22,10 @@ std::string QueueTableHeader();
 /// seconds since the epoch, for the age.
 void AppendQueueRow(const store::Job& job, const std::vector<unsigned>& gpu_indices, double now, std::string& out);
 
+/// A request in the GPUs' line that is no queued job (`gpulane run`, a Python lease), as `queue`
+/// lists it under the daemon's jobs: its job id ("r4121"), owner, label, request, "waiting", how
+/// long it has waited and `why` ("gpulane run, 2nd in line"); every field escaped for the terminal.
+void AppendLineRow(const std::string& id, const std::string& user, const std::string& label, const sched::Request& request,
+                   double waited_s, const std::string& why, std::string& out);
+
 }  // namespace gpulane

@@ -125,7 +125,7 @@ TEST(Records, ATicketNamesItsJobOnlyByAJobId) {
   t.request.user = "alice";
   EXPECT_FALSE(ToJson(t).contains("job_text")) << "none written when there is none";
   EXPECT_EQ(DescribeWaiter(t), "a request of alice");
-  for (const char* text : {"12", "12_3", "r4121"}) {
+  for (const char* text : {"12", "12_3", "r4121", "p977"}) {
     t.job_text = text;
     TicketRecord back;
     ASSERT_TRUE(FromJson(ToJson(t), &back));
@@ -141,6 +141,22 @@ TEST(Records, ATicketNamesItsJobOnlyByAJobId) {
     EXPECT_EQ(odd.job_text, "") << text;
     EXPECT_EQ(DescribeWaiter(odd), "a request of alice") << text;
   }
+}
+
+// `queue` lists a waiting run by its label (the program), read back bounded like a lease's.
+TEST(Records, ATicketKeepsItsLabelUpToALeasesBound) {
+  TicketRecord t;
+  t.id = "w1";
+  t.seq = 1;
+  t.pid = 42;
+  t.label = "python3";
+  TicketRecord back;
+  ASSERT_TRUE(FromJson(ToJson(t), &back));
+  EXPECT_EQ(back.label, "python3");
+  json j = ToJson(t);
+  j["label"] = std::string(kMaxLeaseLabelBytes + 1, 'x');
+  ASSERT_TRUE(FromJson(j, &back));
+  EXPECT_EQ(back.label, "") << "over the bound: not read";
 }
 
 }  // namespace

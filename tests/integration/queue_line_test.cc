@@ -1,0 +1,40 @@
+// `gpulane queue` lists the `gpulane run`s waiting in the GPUs' line below the daemon's jobs: a new
+// user saw her waiting run nowhere but in `status`'s reservations, and the queue looked empty.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "support/daemon_fixture.h"
+#include "support/text.h"
+
+namespace gpulane::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(QueueLine, AWaitingRunIsListedWithItsPlaceInLineAndLeavesWhenItStarts) {
+  TestDaemon d;
+  const fs::path gate = d.dir() / "gate";
+  Child holder = d.StartGpulane({"run", "-g", "2", "--", "sh", "-c", "while [ ! -e " + gate.string() + " ]; do sleep 0.02; done"});
+  ASSERT_TRUE(Eventually([&] { return d.Gpulane({"pick", "-g", "1"}).exit_code == 5; }, 20)) << holder.ErrSoFar();
+  Child waiting = d.StartGpulane({"run", "-g", "1", "--", "echo", "started"});
+  const std::string id = "r" + std::to_string(waiting.pid());
+  std::string table;
+  ASSERT_TRUE(Eventually([&] { return Contains(table = d.Gpulane({"queue"}).out, id); }, 20)) << table << waiting.ErrSoFar();
+  std::string row;
+  for (const std::string& line : Lines(table))
+    if (Contains(line, id)) row = line;
+  EXPECT_TRUE(Contains(row, "echo")) << row;
+  EXPECT_TRUE(Contains(row, "waiting")) << row;
+  EXPECT_TRUE(Contains(row, "gpulane run, 1st in line")) << row;
+  EXPECT_FALSE(Contains(d.Gpulane({"queue", "-u", "nobody-here"}).out, id)) << "-u filters them too";
+  Touch(gate);
+  auto done = waiting.Wait(30);
+  ASSERT_TRUE(done) << waiting.ErrSoFar();
+  EXPECT_EQ(done->exit_code, 0) << done->err;
+  EXPECT_FALSE(Contains(d.Gpulane({"queue"}).out, id)) << "started and ended: no longer waiting";
+  ASSERT_TRUE(holder.Wait(20));
+}
+
+}  // namespace
+}  // namespace gpulane::test
