@@ -137,51 +137,11 @@ Result<std::int64_t> JobStore::InsertArrayPart(std::vector<Job>& tasks, const Ar
   };
   std::int64_t array_id = part.array_job_id;
   if (first_part) {
-    auto next = NextId();
-    if (!next) return fail(next.error());
-    array_id = *next;
-    const std::int64_t reserved = array_id + static_cast<std::int64_t>(part.total) - 1;
-    Stmt spec(Cached(kInsertArraySpec));
-    spec.Bind(1, array_id);
-    spec.Bind(2, SpecToJson(tasks.front().spec).dump());
-    if (!spec.ok() || spec.Step() != SQLITE_DONE) return fail(DbError(db_, "database: insert array spec"));
-    // The reservation: AUTOINCREMENT gives the next job an id past sqlite_sequence's.
-    Stmt raise(Cached(kRaiseSequence)), count(Cached(kCountSequence));
-    raise.Bind(1, reserved);
-    if (!raise.ok() || raise.Step() != SQLITE_DONE || !count.ok() || count.Step() != SQLITE_ROW)
-      return fail(DbError(db_, "database: reserve the array's ids"));
-    if (sqlite3_column_int64(count.get(), 0) == 0) {
-      Stmt insert_seq(Cached(kInsertSequence));
-      insert_seq.Bind(1, reserved);
-      if (!insert_seq.ok() || insert_seq.Step() != SQLITE_DONE) return fail(DbError(db_, "database: reserve the array's ids"));
-    }
-    if (!last_part) {
-      Stmt mark(Cached(kMarkIncomplete));
-      mark.Bind(1, array_id);
-      mark.Bind(2, static_cast<std::int64_t>(part.total));
-      if (!mark.ok() || mark.Step() != SQLITE_DONE) return fail(DbError(db_, "database: mark the array incomplete"));
-    }
+    auto reserved = ReserveArray(tasks.front().spec, part.total, !last_part);
+    if (!reserved) return fail(reserved.error());
+    array_id = *reserved;
   }
-  Stmt insert(Cached(kInsertTask));
-  if (!insert.ok()) return fail(DbError(db_, "database: prepare insert"));
-  std::int64_t id = array_id + static_cast<std::int64_t>(part.offset);
-  for (Job& job : tasks) {
-    insert.Bind(1, id);
-    insert.Bind(2, array_id);
-    if (job.array_index) insert.Bind(3, static_cast<std::int64_t>(*job.array_index));
-    insert.Bind(4, static_cast<std::int64_t>(job.uid()));
-    insert.Bind(5, static_cast<std::int64_t>(job.gid));
-    insert.Bind(6, job.user());
-    insert.Bind(7, std::string(StateName(job.state)));
-    insert.Bind(8, job.reason);
-    insert.Bind(9, job.submit_time_s());
-    insert.Bind(10, LogsToJson(job.logs).dump());
-    if (job.own_argv) insert.Bind(11, BytesListToJson(job.spec.argv).dump());
-    else insert.BindNull(11);
-    if (insert.Step() != SQLITE_DONE) return fail(DbError(db_, "database: insert array task"));
-    insert.Reset();
-    ++id;
-  }
+  if (Status inserted = InsertTasks(tasks, array_id, part.offset); !inserted.ok()) return fail(inserted.error());
   if (last_part) {
     if (!first_part) {
       Stmt unmark(Cached(kUnmarkIncomplete));
@@ -196,12 +156,64 @@ Result<std::int64_t> JobStore::InsertArrayPart(std::vector<Job>& tasks, const Ar
   if (!s.ok()) return fail(s.error());
   if (first_part && !last_part) incomplete_.emplace(array_id, part.total);
   if (last_part) incomplete_.erase(array_id);
-  id = array_id + static_cast<std::int64_t>(part.offset);
+  std::int64_t id = array_id + static_cast<std::int64_t>(part.offset);
   for (Job& job : tasks) {
     job.id = id++;
     job.array_job_id = array_id;
   }
   return array_id;
+}
+
+Result<std::int64_t> JobStore::ReserveArray(const JobSpec& spec, std::size_t total, bool incomplete) {
+  auto next = NextId();
+  if (!next) return next.error();
+  const std::int64_t array_id = *next;
+  const std::int64_t reserved = array_id + static_cast<std::int64_t>(total) - 1;
+  Stmt insert_spec(Cached(kInsertArraySpec));
+  insert_spec.Bind(1, array_id);
+  insert_spec.Bind(2, SpecToJson(spec).dump());
+  if (!insert_spec.ok() || insert_spec.Step() != SQLITE_DONE) return DbError(db_, "database: insert array spec");
+  // The reservation: AUTOINCREMENT gives the next job an id past sqlite_sequence's.
+  Stmt raise(Cached(kRaiseSequence)), count(Cached(kCountSequence));
+  raise.Bind(1, reserved);
+  if (!raise.ok() || raise.Step() != SQLITE_DONE || !count.ok() || count.Step() != SQLITE_ROW)
+    return DbError(db_, "database: reserve the array's ids");
+  if (sqlite3_column_int64(count.get(), 0) == 0) {
+    Stmt insert_seq(Cached(kInsertSequence));
+    insert_seq.Bind(1, reserved);
+    if (!insert_seq.ok() || insert_seq.Step() != SQLITE_DONE) return DbError(db_, "database: reserve the array's ids");
+  }
+  if (incomplete) {
+    Stmt mark(Cached(kMarkIncomplete));
+    mark.Bind(1, array_id);
+    mark.Bind(2, static_cast<std::int64_t>(total));
+    if (!mark.ok() || mark.Step() != SQLITE_DONE) return DbError(db_, "database: mark the array incomplete");
+  }
+  return array_id;
+}
+
+Status JobStore::InsertTasks(const std::vector<Job>& tasks, std::int64_t array_job_id, std::size_t offset) {
+  Stmt insert(Cached(kInsertTask));
+  if (!insert.ok()) return DbError(db_, "database: prepare insert");
+  std::int64_t id = array_job_id + static_cast<std::int64_t>(offset);
+  for (const Job& job : tasks) {
+    insert.Bind(1, id);
+    insert.Bind(2, array_job_id);
+    if (job.array_index) insert.Bind(3, static_cast<std::int64_t>(*job.array_index));
+    insert.Bind(4, static_cast<std::int64_t>(job.uid()));
+    insert.Bind(5, static_cast<std::int64_t>(job.gid));
+    insert.Bind(6, job.user());
+    insert.Bind(7, std::string(StateName(job.state)));
+    insert.Bind(8, job.reason);
+    insert.Bind(9, job.submit_time_s());
+    insert.Bind(10, LogsToJson(job.logs).dump());
+    if (job.own_argv) insert.Bind(11, BytesListToJson(job.spec.argv).dump());
+    else insert.BindNull(11);
+    if (insert.Step() != SQLITE_DONE) return DbError(db_, "database: insert array task");
+    insert.Reset();
+    ++id;
+  }
+  return Status::Ok();
 }
 
 Status JobStore::LoadIncomplete() {
