@@ -72,45 +72,45 @@ Result<lease::WaitRequest> ParseRequest(const RunOptions& o, const Config& confi
   return w;
 }
 
-// Runs `o.command` through the lease-and-run lifecycle; with `report_fd` >= 0 (a line of --each)
-// quietly, writing "granted <GPU indices>\n" there once its GPUs are leased. Returns the exit code.
-int RunRun(const RunOptions& o, const os::Env& env, int report_fd = -1) {
-  auto config = LoadConfig();
-  if (!config) return Fail(config.error());
-  TimingMark("config loaded");
+// The job as the lifecycle runs it: the request, the command and its environment, the checks
+// while it runs. Errors: ParseRequest's.
+Result<exec::LeasedJob> MakeRunJob(const RunOptions& o, const Config& config) {
   exec::LeasedJob job;
-  auto request = ParseRequest(o, *config, &job.job.kill_grace_s);
-  if (!request) return Fail(request.error());
+  auto request = ParseRequest(o, config, &job.job.kill_grace_s);
+  if (!request) return request.error();
   job.wait = std::move(request).value();
   job.wait.parent_job_id = EnvironmentValue("GPULANE_JOB_ID");  // a step of a pipeline run as a gpulane job
   job.job_id = fmt::format("r{}", getpid());
   job.job.argv = o.command;
   job.job.time_limit_s = job.wait.request.time_limit_s;
   job.job.env = exec::CurrentEnvironment();
-  // A command that cannot be executed fails now (127 or 126, as a shell's), not after the wait for GPUs.
-  char cwd[4096];
-  if (auto problem = exec::CheckCommand(o.command.front(), job.job.env, getcwd(cwd, sizeof cwd) ? cwd : "")) {
-    PrintDiagnostic("error", problem->message);
-    return problem->exit_code;
-  }
   // Inside a Slurm job CUDA may see only the allocation (ConstrainDevices), where node-wide indices
   // would name other GPUs: UUIDs mean the same GPU either way.
   job.uuids_in_env = o.uuid || job.wait.inherited.in_slurm();
-  job.stray_check_s = config->stray_check_s;
-  job.memory_guard = {config->memory_margin_bytes, config->anomaly_overuse_grace_s};
-  job.isolation = exec::IsolationOf(*config);
-  // --notify: end and fail when the job ends, anomalies (the daemon's, by job id) while it runs.
-  std::optional<daemon::NotifiedJob> notified;
-  if (!o.notify.empty()) {
-    auto target = NotifyTargetOf(o.notify, *config);
-    if (!target) return Fail(target.error());
-    notified.emplace();
-    notified->id = job.job_id;
-    notified->name = o.command.front();
-    notified->user = lease::UserNameOf(getuid());
-    notified->env = job.job.env;
-    notified->target = std::move(target).value();
-  }
+  job.stray_check_s = config.stray_check_s;
+  job.memory_guard = {config.memory_margin_bytes, config.anomaly_overuse_grace_s};
+  job.isolation = exec::IsolationOf(config);
+  return job;
+}
+
+// --notify: end and fail when the job ends, anomalies (the daemon's, by job id) while it runs;
+// nullopt without --notify.
+Result<std::optional<daemon::NotifiedJob>> NotifiedOfRun(const RunOptions& o, const Config& config, const exec::LeasedJob& job) {
+  if (o.notify.empty()) return std::optional<daemon::NotifiedJob>();
+  auto target = NotifyTargetOf(o.notify, config);
+  if (!target) return target.error();
+  daemon::NotifiedJob notified;
+  notified.id = job.job_id;
+  notified.name = o.command.front();
+  notified.user = lease::UserNameOf(getuid());
+  notified.env = job.job.env;
+  notified.target = std::move(target).value();
+  return std::optional<daemon::NotifiedJob>(std::move(notified));
+}
+
+// What the user sees while the job waits and starts; with `report_fd` >= 0 (a line of --each)
+// "granted <GPU indices>\n" written there instead.
+exec::LeasedJobHooks RunHooks(const RunOptions& o, int report_fd) {
   const bool tty = isatty(STDERR_FILENO) == 1;
   exec::LeasedJobHooks hooks;
   // The waiting line names other users' jobs and processes (lease job ids, process names): escaped
@@ -120,7 +120,7 @@ int RunRun(const RunOptions& o, const os::Env& env, int report_fd = -1) {
     if (tty) fmt::print(stderr, "\r\x1b[K{}", line.empty() ? "" : "gpulane: " + EscapeForTerminal(line));
     else if (!line.empty()) fmt::print(stderr, "gpulane: {}\n", EscapeForTerminal(line));
   };
-  hooks.on_granted = [&](const lease::Grant& grant) {
+  hooks.on_granted = [quiet = o.quiet, report_fd](const lease::Grant& grant) {
     TimingMark("GPUs leased");
     if (report_fd >= 0) {
       std::vector<unsigned> gpus = grant.gpus;
@@ -131,44 +131,61 @@ int RunRun(const RunOptions& o, const os::Env& env, int report_fd = -1) {
       if (write(report_fd, line.data(), line.size()) < 0) {  // the parent is gone: run the line anyway
       }
     }
-    if (grant.waited_s >= 1 && !o.quiet)
+    if (grant.waited_s >= 1 && !quiet)
       fmt::print(stderr, "gpulane: got GPU{} {} after waiting {}\n", grant.gpus.size() > 1 ? "s" : "",
                  EscapeForTerminal(FormatVisibleDevices(grant.snapshot, grant.gpus, false)), FormatSeconds(grant.waited_s));
     return Status::Ok();
   };
   hooks.on_warning = [](const std::string& line) { Warn(line); };
-  std::optional<daemon::AnomalyNotifier> anomalies;
-  if (notified && Wants(notified->target, "anomaly")) {
-    anomalies.emplace(env.spawner, *notified, static_cast<double>(std::time(nullptr)));
-    hooks.on_running = [&] { anomalies->Poll(); };
-    job.running_hook_s = daemon::kAnomalyPollS;
-  }
-  Result<exec::LeasedJobOutcome> outcome = MakeError(ErrorKind::kInternal, "not run");
+  return hooks;
+}
+
+// Whether a daemon's sampler meters the lease directory (then the usage line is the daemon's).
+bool DaemonMetersLeases() {
+  for (const auto& socket : daemon::SnapshotSockets())
+    if (auto reply = proto::CallExisting(socket, {{"op", "telemetry"}}, 2.0)) return true;
+  return false;
+}
+
+// How the lifecycle went, and whether a daemon metered it.
+struct RunLifecycleOutcome {
+  exec::LeasedJobOutcome outcome;
   bool daemon_meters = false;  // a -g 0 job holds no GPU to meter
-  if (job.wait.request.count == 0) {  // -g 0: no GPU, no lease, no NVML (it works without a driver)
-    outcome = exec::RunWithoutGpus(env, job, hooks);
-  } else {
-    auto backend = OpenBackend(env.clock);
-    if (!backend) return Fail(backend.error());
-    auto dir = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config->lease_dir), env.clock);
-    if (!dir) return Fail(dir.error());
-    TimingMark("lease directory opened");
-    // Its usage line: from the daemon's sampler when one meters the lease directory, else metered here.
-    daemon_meters = [] {
-      for (const auto& socket : daemon::SnapshotSockets())
-        if (auto reply = proto::CallExisting(socket, {{"op", "telemetry"}}, 2.0)) return true;
-      return false;
-    }();
-    if (!daemon_meters && !o.quiet) job.meter_usage_s = 1;
-    outcome = exec::RunLeasedJob(env, **backend, *dir, job, hooks);
+};
+
+// Runs `job` through the lifecycle: -g 0 without GPU, lease or NVML (it works without a driver);
+// else on the GPUs, metering its use itself when no daemon does (and the user sees the line).
+Result<RunLifecycleOutcome> RunLifecycle(const RunOptions& o, const os::Env& env, const Config& config, exec::LeasedJob& job,
+                                         const exec::LeasedJobHooks& hooks) {
+  RunLifecycleOutcome run;
+  if (job.wait.request.count == 0) {
+    auto outcome = exec::RunWithoutGpus(env, job, hooks);
+    if (!outcome) return outcome.error();
+    run.outcome = std::move(outcome).value();
+    return run;
   }
-  if (!outcome) return Fail(outcome.error());
-  if (outcome->interrupted_by_signal) return 128 + outcome->interrupted_by_signal;
-  const exec::JobOutcome& ran = *outcome->job;
+  auto backend = OpenBackend(env.clock);
+  if (!backend) return backend.error();
+  auto dir = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config.lease_dir), env.clock);
+  if (!dir) return dir.error();
+  TimingMark("lease directory opened");
+  run.daemon_meters = DaemonMetersLeases();
+  if (!run.daemon_meters && !o.quiet) job.meter_usage_s = 1;
+  auto outcome = exec::RunLeasedJob(env, **backend, *dir, job, hooks);
+  if (!outcome) return outcome.error();
+  run.outcome = std::move(outcome).value();
+  return run;
+}
+
+// What the user is told once the job ended (and what --notify sends); returns run's exit code.
+int ReportRunEnd(const RunOptions& o, const os::Env& env, const std::string& job_id,
+                 const std::optional<daemon::NotifiedJob>& notified, const RunLifecycleOutcome& run) {
+  const exec::LeasedJobOutcome& outcome = run.outcome;
+  const exec::JobOutcome& ran = *outcome.job;
   if (ran.exec_failed) PrintDiagnostic("error", ran.exec_error);
   // Its partition closed (ends = "stop", or "requeue", which `run` cannot do: it stops too).
-  if (outcome->partition_stop) PrintDiagnostic("warning", "the job was stopped: " + outcome->partition_stop->reason);
-  if (outcome->memory_overuse) PrintDiagnostic("error", "the job was stopped: " + *outcome->memory_overuse);
+  if (outcome.partition_stop) PrintDiagnostic("warning", "the job was stopped: " + outcome.partition_stop->reason);
+  if (outcome.memory_overuse) PrintDiagnostic("error", "the job was stopped: " + *outcome.memory_overuse);
   if (ran.leftovers_terminated > 0 && !o.quiet)
     fmt::print(stderr, "gpulane: ended {} process{} the job left behind{}\n", ran.leftovers_terminated,
                ran.leftovers_terminated > 1 ? "es" : "",
@@ -177,19 +194,48 @@ int RunRun(const RunOptions& o, const os::Env& env, int report_fd = -1) {
   // one sample).
   if (notified) {
     exec::JobOutcome ended = ran;
-    if (outcome->memory_overuse) ended.exit_code = kExitMemoryOveruse;  // what run exits with
-    daemon::NotifyJobEnd(env.spawner, *notified, ended, outcome->partition_stop.has_value(),
-                         outcome->partition_stop ? outcome->partition_stop->reason : outcome->memory_overuse.value_or(""));
+    if (outcome.memory_overuse) ended.exit_code = kExitMemoryOveruse;  // what run exits with
+    daemon::NotifyJobEnd(env.spawner, *notified, ended, outcome.partition_stop.has_value(),
+                         outcome.partition_stop ? outcome.partition_stop->reason : outcome.memory_overuse.value_or(""));
   }
-  if (!o.quiet && !ran.exec_failed && outcome->usage && outcome->usage->samples > 0)
-    fmt::print(stderr, "gpulane: {}\n", telemetry::UsageLine(job.job_id, *outcome->usage));
-  else if (!o.quiet && !ran.exec_failed && daemon_meters)
-    if (auto record = proto::AskUsage(daemon::SnapshotSockets(), {{"lease", outcome->lease_name}}, 2.0); record && record->usage.samples > 0)
-      fmt::print(stderr, "gpulane: {}\n", telemetry::UsageLine(job.job_id, record->usage));
+  if (!o.quiet && !ran.exec_failed && outcome.usage && outcome.usage->samples > 0)
+    fmt::print(stderr, "gpulane: {}\n", telemetry::UsageLine(job_id, *outcome.usage));
+  else if (!o.quiet && !ran.exec_failed && run.daemon_meters)
+    if (auto record = proto::AskUsage(daemon::SnapshotSockets(), {{"lease", outcome.lease_name}}, 2.0); record && record->usage.samples > 0)
+      fmt::print(stderr, "gpulane: {}\n", telemetry::UsageLine(job_id, record->usage));
   if (std::getenv("GPULANE_TIMING"))
     fmt::print(stderr, "gpulane: timing: lease {:.2f} ms, job {:.2f} ms, release after the job's end {:.2f} ms\n",
-               outcome->waited_s * 1e3, outcome->job_s * 1e3, outcome->release_s * 1e3);
-  return outcome->memory_overuse ? kExitMemoryOveruse : ran.exit_code;
+               outcome.waited_s * 1e3, outcome.job_s * 1e3, outcome.release_s * 1e3);
+  return outcome.memory_overuse ? kExitMemoryOveruse : ran.exit_code;
+}
+
+// Runs `o.command` through the lease-and-run lifecycle; with `report_fd` >= 0 (a line of --each)
+// quietly, writing "granted <GPU indices>\n" there once its GPUs are leased. Returns the exit code.
+int RunRun(const RunOptions& o, const os::Env& env, int report_fd = -1) {
+  auto config = LoadConfig();
+  if (!config) return Fail(config.error());
+  TimingMark("config loaded");
+  auto job = MakeRunJob(o, *config);
+  if (!job) return Fail(job.error());
+  // A command that cannot be executed fails now (127 or 126, as a shell's), not after the wait for GPUs.
+  char cwd[4096];
+  if (auto problem = exec::CheckCommand(o.command.front(), job->job.env, getcwd(cwd, sizeof cwd) ? cwd : "")) {
+    PrintDiagnostic("error", problem->message);
+    return problem->exit_code;
+  }
+  auto notified = NotifiedOfRun(o, *config, *job);
+  if (!notified) return Fail(notified.error());
+  exec::LeasedJobHooks hooks = RunHooks(o, report_fd);
+  std::optional<daemon::AnomalyNotifier> anomalies;
+  if (*notified && Wants((*notified)->target, "anomaly")) {
+    anomalies.emplace(env.spawner, **notified, static_cast<double>(std::time(nullptr)));
+    hooks.on_running = [&] { anomalies->Poll(); };
+    job->running_hook_s = daemon::kAnomalyPollS;
+  }
+  auto run = RunLifecycle(o, env, *config, *job, hooks);
+  if (!run) return Fail(run.error());
+  if (run->outcome.interrupted_by_signal) return 128 + run->outcome.interrupted_by_signal;
+  return ReportRunEnd(o, env, job->job_id, *notified, *run);
 }
 
 // --each FILE: every command line of FILE as a `gpulane run` of its own, at most -j at once.

@@ -140,21 +140,23 @@ int RunSubmitSlurm(const SubmitOptions& o) {
   return SubmitToSlurm(args);
 }
 
-int RunSubmit(const SubmitOptions& o) {
-  auto usage = [](std::string m) { return Fail(MakeError(ErrorKind::kInvalidArgument, std::move(m))); };
-  {
-    // --cluster, else submit.backend of the config (the user's file over the machine's), else local.
-    auto config = LoadConfig();
-    if (!config) return Fail(config.error());
-    if ((o.cluster.empty() ? config->submit_backend : o.cluster) == "slurm") return RunSubmitSlurm(o);
-  }
+// The command comes once: after the options, or from --array-file. Errors: kInvalidArgument.
+Status CheckCommandGiven(const SubmitOptions& o) {
   if (!o.array_file.empty() && !o.command.empty())
-    return usage(fmt::format("--array-file {} gives the commands: leave out the command '{}' after the options",
-                             o.array_file, EscapeForTerminal(o.command.front().substr(0, 40))));
+    return MakeError(ErrorKind::kInvalidArgument,
+                     fmt::format("--array-file {} gives the commands: leave out the command '{}' after the options",
+                                 o.array_file, EscapeForTerminal(o.command.front().substr(0, 40))));
   if (o.command.empty() && o.array_file.empty())
-    return usage("no command given: put it after the options, e.g. gpulane submit -g 1 -- python train.py");
+    return MakeError(ErrorKind::kInvalidArgument, "no command given: put it after the options, e.g. gpulane submit -g 1 -- python train.py");
+  return Status::Ok();
+}
+
+// The job's spec from the options, the config and where and how it is submitted (directory,
+// environment). Errors: kInvalidArgument for an option, those of the config, kIo.
+Result<store::JobSpec> MakeSubmitSpec(const SubmitOptions& o) {
+  auto usage = [](std::string m) { return MakeError(ErrorKind::kInvalidArgument, std::move(m)); };
   auto gpu_request = o.request.ToRequest();
-  if (!gpu_request) return Fail(gpu_request.error());
+  if (!gpu_request) return gpu_request.error();
   store::JobSpec spec;
   spec.request = std::move(gpu_request).value();
   if (!o.command.empty()) {
@@ -164,15 +166,15 @@ int RunSubmit(const SubmitOptions& o) {
     spec.name = o.name;  // the file's name unless --name (AddArrayFile)
   }
   auto after = ParseDeps(o.after, "--after");
-  if (!after) return Fail(after.error());
+  if (!after) return after.error();
   auto after_any = ParseDeps(o.after_any, "--after-any");
-  if (!after_any) return Fail(after_any.error());
+  if (!after_any) return after_any.error();
   spec.after_ok = *after;
   spec.after_any = *after_any;
   // As for `gpulane run`: --kill-grace, else run.kill_grace of the user's settings (their file over
   // the machine's), else 10 s. Sent explicitly, so the daemon's own settings do not replace it.
   auto config = LoadConfig();
-  if (!config) return Fail(config.error());
+  if (!config) return config.error();
   spec.kill_grace_s = config->kill_grace_s;
   if (!o.kill_grace.empty()) {
     auto s = ParseDurationS(o.kill_grace);
@@ -181,7 +183,7 @@ int RunSubmit(const SubmitOptions& o) {
   }
   if (!o.retry.empty()) {
     auto retries = ParseRetries(o.retry);
-    if (!retries) return Fail(retries.error());
+    if (!retries) return retries.error();
     spec.retries = *retries;
   }
   if (o.preemptible_given) {
@@ -193,49 +195,116 @@ int RunSubmit(const SubmitOptions& o) {
   }
   if (!o.notify.empty()) {
     auto target = NotifyTargetOf(o.notify, *config);
-    if (!target) return Fail(target.error());
+    if (!target) return target.error();
     spec.notify = std::move(target).value();
   }
   spec.output_path = o.output;
   spec.error_path = o.error;
   char cwd[4096];
-  if (!getcwd(cwd, sizeof cwd)) return Fail(MakeError(ErrorKind::kIo, "cannot read the current directory"));
+  if (!getcwd(cwd, sizeof cwd)) return MakeError(ErrorKind::kIo, "cannot read the current directory");
   spec.cwd = cwd;
   spec.env = exec::CurrentEnvironment();
-  if (int code = RefuseUnrunnable(o, spec); code != kExitOk) return code;
-  nlohmann::json request = {{"op", "submit"}, {"hold", o.hold}};
-  std::vector<int> indices;
+  return spec;
+}
+
+// The daemon's "submit" request, with the array's task indices and the submission's key.
+struct SubmitBody {
+  nlohmann::json request;
+  std::vector<int> indices;  // the array's tasks (none: one job)
+  std::string key;
+};
+
+// The request for `spec` (whose command and name --array-file sets). Errors: kInvalidArgument for
+// --array or --array-file, a spec over the daemon's limits, kIo for the key.
+Result<SubmitBody> MakeSubmitBody(const SubmitOptions& o, store::JobSpec& spec) {
+  SubmitBody body;
+  body.request = {{"op", "submit"}, {"hold", o.hold}};
   if (!o.array_file.empty()) {
-    if (Status added = AddArrayFile(o, spec, request, &indices); !added.ok()) return Fail(added.error());
+    if (Status added = AddArrayFile(o, spec, body.request, &body.indices); !added.ok()) return added.error();
   } else if (!o.array.empty()) {
     auto parsed = store::ParseTaskIndices(o.array);
-    if (!parsed) return usage(fmt::format("--array '{}': {}", o.array, parsed.error().message));
-    indices = std::move(parsed).value();
-    request["array"] = indices;
+    if (!parsed) return MakeError(ErrorKind::kInvalidArgument, fmt::format("--array '{}': {}", o.array, parsed.error().message));
+    body.indices = std::move(parsed).value();
+    body.request["array"] = body.indices;
   }
-  if (Status within = store::CheckSpecLimits(spec); !within.ok()) return Fail(within.error());  // as the daemon would
+  if (Status within = store::CheckSpecLimits(spec); !within.ok()) return within.error();  // as the daemon would
   // The daemon answers a repeated key with the first submission's ids instead of queuing again,
   // so a submission sent again after a lost answer runs once (docs/protocol.md, "submit").
-  std::string key = o.idempotency_key;
-  if (key.empty()) {
+  body.key = o.idempotency_key;
+  if (body.key.empty()) {
     auto fresh = NewIdempotencyKey();
-    if (!fresh) return Fail(fresh.error());
-    key = *fresh;
+    if (!fresh) return fresh.error();
+    body.key = *fresh;
   }
-  request["spec"] = store::SpecToJson(spec);
-  request["idempotency_key"] = key;
-  TimingMark("submit: request built");
-  auto reply = CallOrStart(request);  // the one command that may start a per-user daemon
-  if (!reply) return Fail(reply.error());
-  auto ids = (*reply)["ids"].get<std::vector<std::int64_t>>();
+  body.request["spec"] = store::SpecToJson(spec);
+  body.request["idempotency_key"] = body.key;
+  return body;
+}
+
+// The job's id on stdout; a repeated submission and an array's tasks said on stderr.
+void PrintSubmitted(const SubmitOptions& o, const SubmitBody& body, nlohmann::json reply) {
+  auto ids = reply["ids"].get<std::vector<std::int64_t>>();
   fmt::print("{}\n", ids.front());
-  if (reply->value("repeated", false))
-    Warn(fmt::format("idempotency key {}: submitted before as job {}; nothing new was queued", key, ids.front()));
-  if (request.contains("array"))
+  if (reply.value("repeated", false))
+    Warn(fmt::format("idempotency key {}: submitted before as job {}; nothing new was queued", body.key, ids.front()));
+  if (body.request.contains("array"))
     fmt::print(stderr, "gpulane: array job {}: {} tasks{}, {}_[{}] (job ids {}-{})\n", ids.front(), ids.size(),
                o.array_file.empty() ? "" : " from " + EscapeForTerminal(o.array_file), ids.front(),
-               store::FormatTaskIndices(indices), ids.front(), ids.back());
+               store::FormatTaskIndices(body.indices), ids.front(), ids.back());
+}
+
+int RunSubmit(const SubmitOptions& o) {
+  {
+    // --cluster, else submit.backend of the config (the user's file over the machine's), else local.
+    auto config = LoadConfig();
+    if (!config) return Fail(config.error());
+    if ((o.cluster.empty() ? config->submit_backend : o.cluster) == "slurm") return RunSubmitSlurm(o);
+  }
+  if (Status given = CheckCommandGiven(o); !given.ok()) return Fail(given.error());
+  auto spec = MakeSubmitSpec(o);
+  if (!spec) return Fail(spec.error());
+  if (int code = RefuseUnrunnable(o, *spec); code != kExitOk) return code;
+  auto body = MakeSubmitBody(o, *spec);
+  if (!body) return Fail(body.error());
+  TimingMark("submit: request built");
+  auto reply = CallOrStart(body->request);  // the one command that may start a per-user daemon
+  if (!reply) return Fail(reply.error());
+  PrintSubmitted(o, *body, std::move(reply).value());
   return kExitOk;
+}
+
+// What `gpulane submit` runs once CLI11 has parsed its command line: a usage error for an empty
+// value, an unknown option or a word before --, else RunSubmit.
+Runner SubmitRunner(CLI::App& sub, const std::shared_ptr<SubmitOptions>& o) {
+  // An empty value ("--mem ''") is an error, not "not given" (as for gpulane run).
+  for (const char* name : {"--name", "--after", "--after-any", "--array", "--array-file", "--output", "--error", "--kill-grace",
+                           "--idempotency-key", "--retry"}) {
+    const CLI::Option* opt = sub.get_option(name);
+    if (opt->count() > 0 && (opt->results().empty() || opt->results().back().empty())) {
+      std::string option = name;
+      return [option] { return Fail(MakeError(ErrorKind::kInvalidArgument, fmt::format("{} '': give a value", option))); };
+    }
+  }
+  o->preemptible_given = sub.get_option("--preemptible")->count() > 0;
+  o->command = sub.remaining();
+  // CLI11 stops at the first word it does not know (prefix_command): an unknown option is a usage
+  // error naming the nearest option (`--time 1h`: --time-limit), not a command named "--time".
+  if (!o->command.empty() && o->command.front().size() > 1 && o->command.front()[0] == '-') {
+    const std::string message = UnknownOptionMessage(sub, o->command.front()) +
+                                (TrailingCommandGiven() ? "" : "; a command that starts with '-' goes after --");
+    return [message] { return Fail(MakeError(ErrorKind::kInvalidArgument, message)); };
+  }
+  if (TrailingCommandGiven()) {
+    if (!o->command.empty()) {
+      std::string stray = o->command.front();
+      return [stray] {
+        return Fail(MakeError(ErrorKind::kInvalidArgument,
+                              fmt::format("'{}' before -- is not an option of gpulane submit; put the whole command after --", stray)));
+      };
+    }
+    o->command = TrailingCommand();
+  }
+  return [o] { return RunSubmit(*o); };
 }
 
 }  // namespace
@@ -289,42 +358,7 @@ void RegisterSubmit(CLI::App& app, Runner* run, const os::Env&) {
   sub->footer("A command that cannot be executed (looked up in your PATH, from this directory) is refused before it "
               "is queued: exit 127 (not found) or 126 (not executable); not for a job with --after or --after-any, "
               "whose dependency may build it.");
-  sub->callback([o, sub, run] {
-    // An empty value ("--mem ''") is an error, not "not given" (as for gpulane run).
-    for (const char* name : {"--name", "--after", "--after-any", "--array", "--array-file", "--output", "--error", "--kill-grace",
-                             "--idempotency-key", "--retry"}) {
-      const CLI::Option* opt = sub->get_option(name);
-      if (opt->count() > 0 && (opt->results().empty() || opt->results().back().empty())) {
-        std::string option = name;
-        *run = [option] {
-          return Fail(MakeError(ErrorKind::kInvalidArgument, fmt::format("{} '': give a value", option)));
-        };
-        return;
-      }
-    }
-    o->preemptible_given = sub->get_option("--preemptible")->count() > 0;
-    o->command = sub->remaining();
-    // CLI11 stops at the first word it does not know (prefix_command): an unknown option is a usage
-    // error naming the nearest option (`--time 1h`: --time-limit), not a command named "--time".
-    if (!o->command.empty() && o->command.front().size() > 1 && o->command.front()[0] == '-') {
-      const std::string message = UnknownOptionMessage(*sub, o->command.front()) +
-                                  (TrailingCommandGiven() ? "" : "; a command that starts with '-' goes after --");
-      *run = [message] { return Fail(MakeError(ErrorKind::kInvalidArgument, message)); };
-      return;
-    }
-    if (TrailingCommandGiven()) {
-      if (!o->command.empty()) {
-        std::string stray = o->command.front();
-        *run = [stray] {
-          return Fail(MakeError(ErrorKind::kInvalidArgument,
-                                fmt::format("'{}' before -- is not an option of gpulane submit; put the whole command after --", stray)));
-        };
-        return;
-      }
-      o->command = TrailingCommand();
-    }
-    *run = [o] { return RunSubmit(*o); };
-  });
+  sub->callback([o, sub, run] { *run = SubmitRunner(*sub, o); });
 }
 
 }  // namespace gpulane::cli

@@ -48,6 +48,29 @@ Status MakeDirs(const std::string& path, mode_t mode) {
 // for the uid (os/user_groups.h), the same look-up [limits.groups.NAME] uses.
 std::vector<std::string> GroupsOfUser(const std::string&, std::uint32_t uid, std::uint32_t) { return GroupNamesOf(uid); }
 
+// The stop signals are blocked before any thread starts: the sampler's, and NVML's own, which
+// libnvidia-ml starts in nvmlInit (the fake NVML starts none). A thread that had them unblocked
+// would take SIGTERM and end the daemon on the spot (exit 143, measured on the H200 when they
+// were blocked after NvmlBackend::Open), without its clean stop (the loop's signalfd,
+// Daemon::WatchJobsDir). Returns them.
+sigset_t BlockDaemonSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGTERM, SIGINT, SIGCHLD, SIGHUP}) sigaddset(&set, sig);
+  sigprocmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+int StoreBusyMs(const DaemonSettings& settings) { return static_cast<int>(settings.store_busy_timeout_s * 1000); }
+
+// The gpulane binary this daemon runs (its supervisors and gpulane-web run it too).
+Result<std::string> OwnBinaryPath() {
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return MakeError(ErrorKind::kIo, "cannot find the gpulane binary (/proc/self/exe)");
+  return std::string(exe, static_cast<std::size_t>(n));
+}
+
 }  // namespace
 
 Daemon::Daemon(DaemonPaths paths, Config config, DaemonSettings settings, DaemonParts parts)
@@ -72,32 +95,53 @@ void Daemon::Log(const std::string& message) const {
 }
 
 Status Daemon::Setup() {
-  // The stop signals are blocked before any thread starts: the sampler's, and NVML's own, which
-  // libnvidia-ml starts in nvmlInit (the fake NVML starts none). A thread that had them unblocked
-  // would take SIGTERM and end the daemon on the spot (exit 143, measured on the H200 when they
-  // were blocked after NvmlBackend::Open), without its clean stop (the loop's signalfd, below).
-  sigset_t set;
-  sigemptyset(&set);
-  for (int sig : {SIGTERM, SIGINT, SIGCHLD, SIGHUP}) sigaddset(&set, sig);
-  sigprocmask(SIG_BLOCK, &set, nullptr);
-  // Connections take descriptors: as many as the hard limit allows (the unit raises it with
-  // LimitNOFILE), and never more connections than fit under it with kFdMargin to spare.
-  rlimit files{};
-  if (getrlimit(RLIMIT_NOFILE, &files) == 0) {
-    started_file_limit_ = static_cast<std::uint64_t>(files.rlim_cur);
-    if (files.rlim_cur < files.rlim_max) {
-      files.rlim_cur = files.rlim_max;
-      if (setrlimit(RLIMIT_NOFILE, &files) != 0) getrlimit(RLIMIT_NOFILE, &files);
-    }
-    const std::size_t usable = files.rlim_cur > 2 * kFdMargin ? static_cast<std::size_t>(files.rlim_cur) - kFdMargin
-                                                               : static_cast<std::size_t>(files.rlim_cur) / 2;
-    if (settings_.max_connections > usable) {
-      Log(fmt::format("at most {} connections (RLIMIT_NOFILE {} less {} for the daemon itself), not {}", usable,
-                      static_cast<unsigned long long>(files.rlim_cur), kFdMargin, settings_.max_connections));
-      settings_.max_connections = std::max<std::size_t>(usable, 1);
-    }
-  }
+  const sigset_t stops = BlockDaemonSignals();
+  FitConnectionsToFileLimit();
   spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (Status locked = LockStateDir(); !locked.ok()) return locked;
+  if (Status opened = OpenStore(); !opened.ok()) return opened;
+  auto snapshot = OpenGpus();
+  if (!snapshot) return snapshot.error();
+  if (config_.telemetry_enabled) StartSampler();
+  OpenLeaseDirs();
+  auto exe = OwnBinaryPath();
+  if (!exe) return exe.error();
+  launcher_ = parts_.make_launcher({*exe, jobs_dir_, paths_.state_dir + "/supervisor.log"});
+  jobs_ = std::make_unique<JobTable>(*store_, jobs_dir_, clock_, *launcher_, TableLimits(*snapshot), [this](const std::string& line) { Log(line); });
+  jobs_->SetGroupsLookup(GroupsOfUser);
+  if (Status watching = WatchJobsDir(stops); !watching.ok()) return watching;
+  Recover();
+  parse_worker_ = std::make_unique<ParseWorker>();
+  Status listening = OpenSocket();
+  launcher_->CloseInChild({lock_fd_, listen_fd_, spare_fd_});
+  launcher_->ChildFileLimit(started_file_limit_);
+  if (listening.ok()) {
+    web_ = MakeWebChild(config_, paths_, *exe, {lock_fd_, listen_fd_, spare_fd_}, env_, [this](const std::string& line) { Log(line); });
+    if (web_) web_->Start(clock_.MonotonicS());
+  }
+  return listening;
+}
+
+// Connections take descriptors: as many as the hard limit allows (the unit raises it with
+// LimitNOFILE), and never more connections than fit under it with kFdMargin to spare.
+void Daemon::FitConnectionsToFileLimit() {
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) != 0) return;
+  started_file_limit_ = static_cast<std::uint64_t>(files.rlim_cur);
+  if (files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &files) != 0) getrlimit(RLIMIT_NOFILE, &files);
+  }
+  const std::size_t usable = files.rlim_cur > 2 * kFdMargin ? static_cast<std::size_t>(files.rlim_cur) - kFdMargin
+                                                             : static_cast<std::size_t>(files.rlim_cur) / 2;
+  if (settings_.max_connections > usable) {
+    Log(fmt::format("at most {} connections (RLIMIT_NOFILE {} less {} for the daemon itself), not {}", usable,
+                    static_cast<unsigned long long>(files.rlim_cur), kFdMargin, settings_.max_connections));
+    settings_.max_connections = std::max<std::size_t>(usable, 1);
+  }
+}
+
+Status Daemon::LockStateDir() {
   Status s = MakeDirs(paths_.state_dir, 0700);
   if (s.ok()) s = MakeDirs(jobs_dir_, 0700);
   if (!s.ok()) return s;
@@ -106,11 +150,14 @@ Status Daemon::Setup() {
   if (lock_fd_ < 0 || flock(lock_fd_, LOCK_EX | LOCK_NB) != 0)
     return MakeError(ErrorKind::kUnavailable,
                      fmt::format("another gpulane daemon already uses {}", paths_.state_dir));
+  return Status::Ok();
+}
+
+Status Daemon::OpenStore() {
   // Never silently on an empty or older queue than the one this daemon last ran on (store_marker.h).
   const std::string db_path = paths_.state_dir + "/jobs.db";
   if (Status known = CheckStoreFileAgainstMarker(db_path); !known.ok()) return known;
-  const int busy_ms = static_cast<int>(settings_.store_busy_timeout_s * 1000);
-  auto store = parts_.open_store(db_path, busy_ms);
+  auto store = parts_.open_store(db_path, StoreBusyMs(settings_));
   if (!store) return store.error();
   store_ = std::move(store).value();
   // Arrays a daemon was storing when it stopped or was killed: never acknowledged, so removed.
@@ -124,6 +171,10 @@ Status Daemon::Setup() {
   if (Status same = CheckStoreIdsAgainstMarker(db_path, *max_id); !same.ok()) return same;
   if (Status marked = WriteStoreMarker(db_path, *max_id); !marked.ok()) return marked;
   marked_max_id_ = *max_id;
+  return Status::Ok();
+}
+
+Result<GpuSnapshot> Daemon::OpenGpus() {
   auto backend = parts_.open_gpus();
   if (!backend) return backend.error();
   backend_ = std::move(backend).value();
@@ -132,7 +183,10 @@ Status Daemon::Setup() {
   gpu_count_ = static_cast<unsigned>(snapshot->devices.size());
   for (const auto& d : snapshot->devices) gpu_index_[d.uuid] = d.pci_index;
   gpu_identity_ = *snapshot;
-  if (config_.telemetry_enabled) StartSampler();
+  return snapshot;
+}
+
+void Daemon::OpenLeaseDirs() {
   if (paths_.system) {
     if (auto opened = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config_.lease_dir), clock_))
       line_dir_ = std::make_unique<lease::LeaseDir>(std::move(opened).value());
@@ -146,11 +200,11 @@ Status Daemon::Setup() {
   } else {
     Log(fmt::format("time limits: {}: leases whose own side ended are not stopped at their time limit", opened.error().message));
   }
-  char exe[4096];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n <= 0) return MakeError(ErrorKind::kIo, "cannot find the gpulane binary (/proc/self/exe)");
-  launcher_ = parts_.make_launcher({std::string(exe, static_cast<std::size_t>(n)), jobs_dir_, paths_.state_dir + "/supervisor.log"});
+}
+
+JobTableLimits Daemon::TableLimits(const GpuSnapshot& snapshot) {
   const unsigned max_waiting = config_.max_waiting_supervisors ? config_.max_waiting_supervisors : sched::DefaultMaxWaiting(gpu_count_);
+  const int busy_ms = StoreBusyMs(settings_);
   JobTableLimits limits{settings_.requeue_grace_s, max_waiting};
   limits.busy_timeout_ms = busy_ms;
   limits.retry_busy_timeout_ms = std::min(busy_ms, limits.retry_busy_timeout_ms);
@@ -172,28 +226,19 @@ Status Daemon::Setup() {
   limits.fair_share.weight_age = config_.priority_weight_age;
   limits.fair_share.max_age_s = config_.priority_max_age_s;
   limits.fair_share.shares = config_.shares;
-  for (const auto& d : snapshot->devices)
+  for (const auto& d : snapshot.devices)
     if (d.memory_total_bytes)
       limits.gpu_total_bytes = std::min(limits.gpu_total_bytes.value_or(*d.memory_total_bytes), *d.memory_total_bytes);
-  jobs_ = std::make_unique<JobTable>(*store_, jobs_dir_, clock_, *launcher_, limits, [this](const std::string& line) { Log(line); });
-  jobs_->SetGroupsLookup(GroupsOfUser);
+  return limits;
+}
 
+Status Daemon::WatchJobsDir(const sigset_t& stops) {
   signal(SIGPIPE, SIG_IGN);
-  signal_fd_ = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+  signal_fd_ = signalfd(-1, &stops, SFD_NONBLOCK | SFD_CLOEXEC);
   watch_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (watch_fd_ < 0 || inotify_add_watch(watch_fd_, jobs_dir_.c_str(), IN_CLOSE_WRITE | IN_MOVED_TO) < 0)
     return MakeError(ErrorKind::kIo, fmt::format("cannot watch {}: {}", jobs_dir_, std::strerror(errno)));
-  Recover();
-  parse_worker_ = std::make_unique<ParseWorker>();
-  Status listening = OpenSocket();
-  launcher_->CloseInChild({lock_fd_, listen_fd_, spare_fd_});
-  launcher_->ChildFileLimit(started_file_limit_);
-  if (listening.ok()) {
-    web_ = MakeWebChild(config_, paths_, std::string(exe, static_cast<std::size_t>(n)), {lock_fd_, listen_fd_, spare_fd_},
-                        env_, [this](const std::string& line) { Log(line); });
-    if (web_) web_->Start(clock_.MonotonicS());
-  }
-  return listening;
+  return Status::Ok();
 }
 
 void Daemon::StartSampler() {

@@ -4,6 +4,8 @@
 // supervisor process per job that may run next (daemon/supervisor.h); supervisors wait in the same
 // lease line as `gpulane run`, so queued jobs and ad-hoc runs never collide. The daemon learns of
 // supervisors' progress through their status files (inotify), so a restart loses nothing.
+#include <signal.h>
+
 #include <deque>
 #include <map>
 #include <memory>
@@ -101,6 +103,19 @@ class Daemon : private ops::JobViews, private ops::SubmitQuotas {
  private:
   // Start-up (daemon.cc).
   Status Setup();
+  // Setup's steps, in order.
+  void FitConnectionsToFileLimit();
+  /// Creates the state folder and takes its lock (kUnavailable: another daemon holds it).
+  Status LockStateDir();
+  /// Opens the job store, checked against its marker, without the arrays never stored whole.
+  Status OpenStore();
+  /// Opens the GPUs and reads them once (gpu_identity_); returns what it read.
+  Result<GpuSnapshot> OpenGpus();
+  /// The lease folders of the line's fair share and of the time limits; a failure is logged.
+  void OpenLeaseDirs();
+  JobTableLimits TableLimits(const GpuSnapshot& snapshot);
+  /// The signalfd of `stops` and the inotify watch of the jobs folder.
+  Status WatchJobsDir(const sigset_t& stops);
   Status OpenSocket();
   /// Begins loading the unfinished jobs and loads them for settings_.load_before_listen_s.
   void Recover();

@@ -351,6 +351,22 @@ class JobTable {
   /// closed with ends = "requeue" (kCancelled); stored before the job's files are removed.
   void RetryJob(store::Job& job, const SupervisorStatus& status, store::JobState attempt_state);
   sched::DependencyState DependencyStateOf(const sched::JobRef& job);
+  // LaunchEligible's steps (jobs.cc), on the round's working state.
+  struct LaunchRound;
+  /// While the store refuses writes or ended jobs wait to be stored: the pending jobs say so, and
+  /// true (no launch is tried now).
+  bool LaunchesWaitForStore();
+  /// The pending jobs for sched::PlanLaunches, with the limits and what they are judged by.
+  LaunchRound GatherLaunchRound();
+  /// Counts `job` towards the round's limits and, when it is pending and no limit of its user
+  /// keeps it back (its reason then says which), adds it to the round's queue.
+  void ConsiderForLaunch(std::int64_t id, store::Job& job, LaunchRound& round);
+  /// Of the plan's launches, those their users' max_gpus still lets start (counted in
+  /// `gpus_of_uid`), marked launching in memory.
+  std::vector<store::Job*> MarkLaunching(const sched::LaunchPlan& plan, std::map<std::uint32_t, unsigned>& gpus_of_uid);
+  /// Stores `to_launch` as launching in one transaction, then starts their supervisors; when the
+  /// store refuses, they are pending again.
+  void StoreAndLaunch(const std::vector<store::Job*>& to_launch);
   void Launch(store::Job& job);
   /// Each job of `in_line` (the pending jobs handed to `plan`) that the plan neither starts,
   /// cancels nor blocks gets why it waits: those the plan looked at (the head of the line) their

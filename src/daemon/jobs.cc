@@ -82,81 +82,110 @@ DependencyState JobTable::DependencyStateOf(const sched::JobRef& ref) {
 // Pending jobs' reason while the store takes no writes (no launch can be recorded).
 constexpr const char* kStoreUnavailableReason = "not started: the job store is unavailable";
 
-void JobTable::LaunchEligible() {
-  if (!unstored_ends_.empty() || !RetryDue()) {
-    // The store failed the last write (FlushDirty tries again): ended jobs are stored before
-    // anything new starts, and a launch is tried at most every retry_interval_s. (While nothing
-    // waits, the launch's own write finds out whether the store takes writes again.)
-    ForEachUnheld([](std::int64_t, Job& job) {
-      if (job.state == JobState::kPending) job.reason = kStoreUnavailableReason;
-    });
-    return;
-  }
-  sched::LaunchLimits limits{limits_.max_waiting, 0};
+// What one launch decision gathers from the table for sched::PlanLaunches.
+struct JobTable::LaunchRound {
+  sched::LaunchLimits limits;
   // limits.max_gpus: GPUs each user's launched jobs hold or wait for (gpulane run's leases are
   // counted in the lease line itself, sched::Schedule).
   std::map<std::uint32_t, unsigned> gpus_of_uid;
-  if (limits_.max_gpus_of)
-    ForEachUnheld([&](std::int64_t, const Job& job) {
-      if (job.state == JobState::kLaunching || job.state == JobState::kRunning) gpus_of_uid[job.uid()] += job.spec.request.count;
-    });
-  std::vector<sched::QueuedJob> queue;
+  double now_s = 0;
   // Within a --priority class, jobs go by their fair-share priority (sched/fairshare.h): the
   // user's factor (one per user) and the job's age.
-  const double now = Now();
-  const std::map<std::string, sched::UserShare> shares = FairShareAt(now);
-  const sched::FairShareSettings& fs = limits_.fair_share;
-  auto factor_of = [&](const std::string& user) {
+  std::map<std::string, sched::UserShare> shares;
+  // limits.max_gpu_hours_per_day: users whose queued jobs used that much in the last 24 hours.
+  std::map<std::string, std::string> over_gpu_hours;
+  std::vector<sched::QueuedJob> queue;
+
+  double FactorOf(const std::string& user) const {
     auto it = shares.find(user);
     return it == shares.end() ? 1.0 : it->second.factor;
-  };
-  // limits.max_gpu_hours_per_day: users whose queued jobs used that much in the last 24 hours.
-  const std::map<std::string, std::string> over_gpu_hours = GpuHoursHeldBack(now);
-  limits.max_preemptions_per_minute = limits_.max_preemptions_per_minute;
-  ForEachUnheld([&](std::int64_t id, Job& job) {
-    // sched.max_preemptions_per_minute: the machine's preemptions in the last 60 s.
-    for (auto a = job.attempts.rbegin(); limits.max_preemptions_per_minute && a != job.attempts.rend(); ++a) {
-      if (!a->end_time || *a->end_time < now - 60) break;
-      if (a->preempted) ++limits.preemptions_last_minute;
-    }
-    const bool cpu_only = job.spec.request.count == 0;  // -g 0: waits for no GPU, uses no GPU-hours
-    if (job.state == JobState::kLaunching && !cpu_only)
-      ++(job.spec.request.preemptible != sched::Preemptible::kNo ? limits.already_waiting_preemptible : limits.already_waiting);
-    // Held jobs are left out rather than passed as held (and not even walked: unheld_); so are those a cancel or hold in parts will reach.
-    if (job.state != JobState::kPending || cancel_requested_.count(id) || kept_from_launch_.count(id)) return;
-    if (job.reason == kStoreUnavailableReason) job.reason.clear();
-    if (cpu_only) {
-      queue.push_back({id, job.spec.request.priority, false, job.spec.after_ok, job.spec.after_any,
-                       sched::PriorityOf(factor_of(job.user()), now - job.submit_time_s(), fs).value, false, true});
-      return;
-    }
-    if (limits_.max_gpus_of) {
-      const unsigned held = gpus_of_uid[job.uid()];
-      if (auto why = sched::GpuLimitReason(LimitsConfig{limits_.max_gpus_of(job.uid(), job.user()), {}, {}, {}}, job.user(), held,
-                                           job.spec.request.count)) {
-        job.reason = *why;
-        return;
-      }
-    }
-    if (auto over = over_gpu_hours.find(job.user()); over != over_gpu_hours.end()) {
-      job.reason = over->second;
-      return;
-    }
-    const double priority = sched::PriorityOf(factor_of(job.user()), now - job.submit_time_s(), fs).value;
-    queue.push_back({id, job.spec.request.priority, false, job.spec.after_ok, job.spec.after_any, priority,
-                     job.spec.request.preemptible != sched::Preemptible::kNo});
-    queue.back().preemptions = static_cast<unsigned>(store::Preemptions(job));
-  });
+  }
+};
+
+void JobTable::LaunchEligible() {
+  if (LaunchesWaitForStore()) return;
+  LaunchRound round = GatherLaunchRound();
   std::vector<std::int64_t> in_line;
-  in_line.reserve(queue.size());
-  for (const sched::QueuedJob& q : queue) in_line.push_back(q.id);
-  sched::LaunchPlan plan = sched::PlanLaunches(std::move(queue), [this](const sched::JobRef& dep) { return DependencyStateOf(dep); }, limits);
-  NoteWhyWaiting(plan, in_line, now, shares);
+  in_line.reserve(round.queue.size());
+  for (const sched::QueuedJob& q : round.queue) in_line.push_back(q.id);
+  sched::LaunchPlan plan =
+      sched::PlanLaunches(std::move(round.queue), [this](const sched::JobRef& dep) { return DependencyStateOf(dep); }, round.limits);
+  NoteWhyWaiting(plan, in_line, round.now_s, round.shares);
   for (const auto& [id, reason] : plan.blocked) active_.at(id).reason = reason;
   for (const auto& [id, reason] : plan.cancel) Finish(active_.at(id), JobState::kCancelled, std::nullopt, reason, Now());
   if (plan.launch.empty()) return;
   // Durably mark them launching before any supervisor exists, so a crash in between only ever
   // leads to a re-launch of a job that has not run.
+  const std::vector<Job*> to_launch = MarkLaunching(plan, round.gpus_of_uid);
+  if (to_launch.empty()) return;
+  StoreAndLaunch(to_launch);
+}
+
+bool JobTable::LaunchesWaitForStore() {
+  if (unstored_ends_.empty() && RetryDue()) return false;
+  // The store failed the last write (FlushDirty tries again): ended jobs are stored before
+  // anything new starts, and a launch is tried at most every retry_interval_s. (While nothing
+  // waits, the launch's own write finds out whether the store takes writes again.)
+  ForEachUnheld([](std::int64_t, Job& job) {
+    if (job.state == JobState::kPending) job.reason = kStoreUnavailableReason;
+  });
+  return true;
+}
+
+JobTable::LaunchRound JobTable::GatherLaunchRound() {
+  LaunchRound round;
+  round.limits = {limits_.max_waiting, 0};
+  if (limits_.max_gpus_of)
+    ForEachUnheld([&](std::int64_t, const Job& job) {
+      if (job.state == JobState::kLaunching || job.state == JobState::kRunning) round.gpus_of_uid[job.uid()] += job.spec.request.count;
+    });
+  round.now_s = Now();
+  round.shares = FairShareAt(round.now_s);
+  round.over_gpu_hours = GpuHoursHeldBack(round.now_s);
+  round.limits.max_preemptions_per_minute = limits_.max_preemptions_per_minute;
+  ForEachUnheld([&](std::int64_t id, Job& job) { ConsiderForLaunch(id, job, round); });
+  return round;
+}
+
+void JobTable::ConsiderForLaunch(std::int64_t id, Job& job, LaunchRound& round) {
+  sched::LaunchLimits& limits = round.limits;
+  const double now = round.now_s;
+  // sched.max_preemptions_per_minute: the machine's preemptions in the last 60 s.
+  for (auto a = job.attempts.rbegin(); limits.max_preemptions_per_minute && a != job.attempts.rend(); ++a) {
+    if (!a->end_time || *a->end_time < now - 60) break;
+    if (a->preempted) ++limits.preemptions_last_minute;
+  }
+  const bool cpu_only = job.spec.request.count == 0;  // -g 0: waits for no GPU, uses no GPU-hours
+  if (job.state == JobState::kLaunching && !cpu_only)
+    ++(job.spec.request.preemptible != sched::Preemptible::kNo ? limits.already_waiting_preemptible : limits.already_waiting);
+  // Held jobs are left out rather than passed as held (and not even walked: unheld_); so are those a cancel or hold in parts will reach.
+  if (job.state != JobState::kPending || cancel_requested_.count(id) || kept_from_launch_.count(id)) return;
+  if (job.reason == kStoreUnavailableReason) job.reason.clear();
+  const sched::FairShareSettings& fs = limits_.fair_share;
+  if (cpu_only) {
+    round.queue.push_back({id, job.spec.request.priority, false, job.spec.after_ok, job.spec.after_any,
+                           sched::PriorityOf(round.FactorOf(job.user()), now - job.submit_time_s(), fs).value, false, true});
+    return;
+  }
+  if (limits_.max_gpus_of) {
+    const unsigned held = round.gpus_of_uid[job.uid()];
+    if (auto why = sched::GpuLimitReason(LimitsConfig{limits_.max_gpus_of(job.uid(), job.user()), {}, {}, {}}, job.user(), held,
+                                         job.spec.request.count)) {
+      job.reason = *why;
+      return;
+    }
+  }
+  if (auto over = round.over_gpu_hours.find(job.user()); over != round.over_gpu_hours.end()) {
+    job.reason = over->second;
+    return;
+  }
+  const double priority = sched::PriorityOf(round.FactorOf(job.user()), now - job.submit_time_s(), fs).value;
+  round.queue.push_back({id, job.spec.request.priority, false, job.spec.after_ok, job.spec.after_any, priority,
+                         job.spec.request.preemptible != sched::Preemptible::kNo});
+  round.queue.back().preemptions = static_cast<unsigned>(store::Preemptions(job));
+}
+
+std::vector<Job*> JobTable::MarkLaunching(const sched::LaunchPlan& plan, std::map<std::uint32_t, unsigned>& gpus_of_uid) {
   std::vector<Job*> to_launch;
   for (std::int64_t id : plan.launch) {
     Job& job = active_.at(id);
@@ -176,15 +205,18 @@ void JobTable::LaunchEligible() {
     job.reason = job.spec.request.count == 0 ? "starting" : "waiting for GPUs";
     to_launch.push_back(&job);
   }
-  if (to_launch.empty()) return;
+  return to_launch;
+}
+
+void JobTable::StoreAndLaunch(const std::vector<Job*>& to_launch) {
   Status s = store_.Update(std::vector<const Job*>(to_launch.begin(), to_launch.end()));
   NoteWrite(s);
   if (!s.ok()) {
     // Not launched: back to pending as they were, tried again once the store takes writes.
     log_("cannot mark jobs launching: " + s.error().message);
-    for (std::size_t i = 0; i < to_launch.size(); ++i) {
-      to_launch[i]->state = JobState::kPending;
-      to_launch[i]->reason = kStoreUnavailableReason;
+    for (Job* job : to_launch) {
+      job->state = JobState::kPending;
+      job->reason = kStoreUnavailableReason;
     }
     return;
   }

@@ -66,11 +66,6 @@ void Note(const JobFiles& files, const SupervisorStatus& status) {
     Say("gpulane _supervise: cannot record progress: {}\n", s.error().message);
 }
 
-// Records the outcome ("done"). It exists nowhere else until written: when the state folder filled
-// up while the job ran, the reserve set aside at the start is given up for it (JobFiles::
-// WriteStatusReserved); should even that fail, the write is tried again, every second at most,
-// until it succeeds, the supervisor keeping its lock meanwhile, so the daemon shows the job running
-// (and a restarted one adopts it) instead of taking it for lost. Returns 0 once written.
 // Finish's first try: "done" written once (the reserve given up for it if need be).
 Status FinishOnce(const JobFiles& files, SupervisorStatus& status, const Clock& clock) {
   status.phase = "done";
@@ -78,6 +73,11 @@ Status FinishOnce(const JobFiles& files, SupervisorStatus& status, const Clock& 
   return files.WriteStatusReserved(status);
 }
 
+// Records the outcome ("done"). It exists nowhere else until written: when the state folder filled
+// up while the job ran, the reserve set aside at the start is given up for it (JobFiles::
+// WriteStatusReserved); should even that fail, the write is tried again, every second at most,
+// until it succeeds, the supervisor keeping its lock meanwhile, so the daemon shows the job running
+// (and a restarted one adopts it) instead of taking it for lost. Returns 0 once written.
 int Finish(const JobFiles& files, SupervisorStatus status, const Clock& clock) {
   status.phase = "done";
   status.end_time = clock.WallS();
@@ -239,18 +239,139 @@ void RecordOutcome(const exec::LeasedJobOutcome* outcome, const store::Job& job,
   else if (!outcome->memory_overuse && ran.leftovers_terminated) status.reason = fmt::format("ended {} leftover process(es)", ran.leftovers_terminated);
 }
 
-}  // namespace
-
-int RunSupervisor(const std::string& jobs_dir, std::int64_t id, const os::Env& env) {
-  // Stop signals (a cancel's SIGTERM) and the hold signal stay blocked for the supervisor's whole
-  // life: the lifecycle takes them in turn (exec/leased_job.h), none is lost or kills it half-way.
+// Stop signals (a cancel's SIGTERM) and the hold signal stay blocked for the supervisor's whole
+// life: the lifecycle takes them in turn (exec/leased_job.h), none is lost or kills it half-way.
+void BlockStopSignals() {
   sigset_t stops;
   sigemptyset(&stops);
   for (int sig : {SIGINT, SIGTERM, SIGHUP, HoldSignal()}) sigaddset(&stops, sig);
   sigprocmask(SIG_BLOCK, &stops, nullptr);
-  JobFiles files(jobs_dir, id);
+}
+
+// Takes the job's lock, held (its descriptor open) for the supervisor's whole life; false when
+// another supervisor holds it.
+bool LockJob(const JobFiles& files) {
   int lock_fd = open(files.lock_path().c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) != 0) return 0;  // someone else supervises it
+  return lock_fd >= 0 && flock(lock_fd, LOCK_EX | LOCK_NB) == 0;
+}
+
+// A failure before the job's start, recorded as its end.
+int FinishStartFailed(const JobFiles& files, SupervisorStatus& status, const Error& error, const Clock& clock) {
+  status.reason = error.message;
+  status.start_failed = true;
+  return Finish(files, status, clock);
+}
+
+// One supervision's state, which the lifecycle's hooks update (they hold it by reference).
+struct Supervision {
+  const JobFiles& files;
+  const store::Job& job;
+  const os::Env& env;
+  SupervisorStatus& status;
+  bool running_recorded = false;
+  bool end_recorded = false;
+  std::optional<AnomalyNotifier> anomalies;
+};
+
+// The GPUs are leased: "running" recorded with them; not recorded, the job must not start.
+Status RecordRunning(Supervision& s, const lease::Grant& grant) {
+  SupervisorStatus& status = s.status;
+  status.phase = "running";
+  status.reason.clear();
+  status.start_time = s.env.clock.WallS();
+  for (unsigned i : grant.gpus) status.gpu_uuids.push_back(grant.mig_uuid.value_or(grant.snapshot.devices[i].uuid));
+  Status written = s.files.WriteStatus(status);
+  s.running_recorded = written.ok();
+  if (s.running_recorded) MaybeDieAt("running");
+  return written;
+}
+
+// A warning about the job's start, appended to its log (said in ours when it cannot be).
+void AppendWarning(const store::Job& job, const store::JobLogs& logs, const std::string& line) {
+  const std::string& log = logs.stderr_path.empty() ? logs.stdout_path : logs.stderr_path;
+  const bool as_root = geteuid() == 0;
+  Status appended = exec::AppendWarningToLog(log, as_root ? std::optional(job.uid()) : std::nullopt,
+                                             as_root ? std::optional(job.gid) : std::nullopt, line);
+  if (!appended.ok())
+    Say("gpulane _supervise: job {}: {} (warning not in its log: {})\n", job.id, line, appended.error().message);
+}
+
+exec::LeasedJobHooks HooksOf(Supervision& s) {
+  exec::LeasedJobHooks hooks;
+  hooks.on_waiting = [&s](const std::string& line) {
+    if (line.empty() || line == s.status.reason) return;
+    s.status.reason = line;
+    Note(s.files, s.status);
+  };
+  hooks.on_granted = [&s](const lease::Grant& grant) { return RecordRunning(s, grant); };
+  hooks.on_started = [](pid_t) { MaybeDieAt("started"); };
+  // Before on_logs, whose note carries it: what isolation the job was given, for `show`.
+  hooks.on_isolation = [&s](const std::string& words) { s.status.isolation = words; };
+  hooks.on_logs = [&s](const exec::OpenedLogs& logs) {
+    // Where the output really goes (a default name may have been taken), for `gpulane logs/show`.
+    s.status.logs = {logs.stdout_path, logs.stderr_path, logs.stdout_offset, logs.stderr_offset};
+    Note(s.files, s.status);
+  };
+  hooks.on_warning = [&s](const std::string& line) { AppendWarning(s.job, s.status.logs, line); };
+  // --notify anomaly: the daemon's anomalies of this job, asked for every few seconds while it runs.
+  if (s.job.spec.notify && Wants(*s.job.spec.notify, "anomaly")) {
+    s.anomalies.emplace(s.env.spawner, NotifiedOf(s.job, s.job.logs), s.env.clock.WallS() - 60);
+    hooks.on_running = [&s] {
+      s.anomalies->SetLog(NotifiedOf(s.job, s.status.logs).log_path);
+      s.anomalies->Poll();
+    };
+  }
+  // The end is recorded before the GPUs' lease is released (a new user saw ten ended jobs listed
+  // as running on GPU0 beside the one running there): one try; should the state folder refuse
+  // it, the lease is released anyway and the end written after, as long as it takes (Finish).
+  hooks.on_ended = [&s](const exec::LeasedJobOutcome& ended) {
+    if (!ended.job->exec_failed) AppendUsageLine(s.job, s.status.logs, ended.lease_name);
+    RecordOutcome(&ended, s.job, s.status);
+    s.end_recorded = FinishOnce(s.files, s.status, s.env.clock).ok();
+  };
+  return hooks;
+}
+
+// After the lifecycle: the end recorded (if on_ended could not), and notified. Returns the
+// supervisor's exit code.
+int Conclude(Supervision& s, const Result<exec::LeasedJobOutcome>& outcome) {
+  SupervisorStatus& status = s.status;
+  // "running" was not recorded: nothing ran, and the status says "waiting" (requeued). Once it was,
+  // a failure before the job's start (no fork) is recorded as this job's failure to start.
+  if (!outcome && status.phase == "running" && !s.running_recorded) return 1;
+  if (!s.end_recorded) RecordOutcome(outcome, s.job, status);
+  const int rc = s.end_recorded ? 0 : Finish(s.files, status, s.env.clock);
+  if (s.job.spec.notify && outcome && outcome->job) {
+    exec::JobOutcome ended = *outcome->job;
+    if (outcome->memory_overuse) ended.exit_code = kExitMemoryOveruse;  // as recorded
+    NotifyJobEnd(s.env.spawner, NotifiedOf(s.job, status.logs), ended, status.partition_stopped || status.preempted, status.reason);
+  }
+  return rc;
+}
+
+// The job's lifecycle (exec/leased_job.h) from its wait for GPUs to its end, recorded.
+int SuperviseLeased(Supervision& s, const Config& config, const lease::LeaseDir& dir, int exec_mark_fd) {
+  // GPU snapshots from the daemon, which holds NVML open; NVML itself only while none answers.
+  proto::SnapshotSource backend(SnapshotSockets(), s.env.clock);
+  AppendRetryLine(s.job);
+  const exec::LeasedJobHooks hooks = HooksOf(s);
+  exec::LeasedJob leased = MakeLeasedJob(s.job, config);
+  if (hooks.on_running) leased.running_hook_s = kAnomalyPollS;
+  leased.stray_check_s = config.stray_check_s;
+  leased.isolation = exec::IsolationOf(config);
+  leased.job.exec_mark_fd = exec_mark_fd;
+  leased.job.on_forked = [](pid_t) { MaybeDieAt("forked"); };
+  auto outcome = exec::RunLeasedJob(s.env, backend, dir, leased, hooks);
+  if (outcome && outcome->job) MaybeDieAt("released");
+  return Conclude(s, outcome);
+}
+
+}  // namespace
+
+int RunSupervisor(const std::string& jobs_dir, std::int64_t id, const os::Env& env) {
+  BlockStopSignals();
+  JobFiles files(jobs_dir, id);
+  if (!LockJob(files)) return 0;  // someone else supervises it
   SupervisorStatus status;
   status.pid = getpid();
   if (auto previous = files.ReadStatus(); previous && previous->phase != "waiting") return 0;  // never run twice
@@ -273,91 +394,11 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id, const os::Env& e
     Say("gpulane _supervise: job {}: {}; going on without a reserve\n", id, reserved.error().message);
   Note(files, status);
   auto config = LoadConfig();
-  if (!config) {
-    status.reason = config.error().message;
-    status.start_failed = true;
-    return Finish(files, status, env.clock);
-  }
+  if (!config) return FinishStartFailed(files, status, config.error(), env.clock);
   auto dir = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config->lease_dir), env.clock);
-  if (!dir) {
-    status.reason = dir.error().message;
-    status.start_failed = true;
-    return Finish(files, status, env.clock);
-  }
-  // GPU snapshots from the daemon, which holds NVML open; NVML itself only while none answers.
-  proto::SnapshotSource backend(SnapshotSockets(), env.clock);
-  exec::LeasedJobHooks hooks;
-  bool running_recorded = false;
-  hooks.on_waiting = [&](const std::string& line) {
-    if (line.empty() || line == status.reason) return;
-    status.reason = line;
-    Note(files, status);
-  };
-  hooks.on_granted = [&](const lease::Grant& grant) -> Status {
-    status.phase = "running";
-    status.reason.clear();
-    status.start_time = env.clock.WallS();
-    for (unsigned i : grant.gpus) status.gpu_uuids.push_back(grant.mig_uuid.value_or(grant.snapshot.devices[i].uuid));
-    Status written = files.WriteStatus(status);  // not recorded: the job must not start
-    running_recorded = written.ok();
-    if (running_recorded) MaybeDieAt("running");
-    return written;
-  };
-  hooks.on_started = [&](pid_t) { MaybeDieAt("started"); };
-  // Before on_logs, whose note carries it: what isolation the job was given, for `show`.
-  hooks.on_isolation = [&](const std::string& words) { status.isolation = words; };
-  hooks.on_logs = [&](const exec::OpenedLogs& logs) {
-    // Where the output really goes (a default name may have been taken), for `gpulane logs/show`.
-    status.logs = {logs.stdout_path, logs.stderr_path, logs.stdout_offset, logs.stderr_offset};
-    Note(files, status);
-  };
-  hooks.on_warning = [&](const std::string& line) {
-    const std::string& log = status.logs.stderr_path.empty() ? status.logs.stdout_path : status.logs.stderr_path;
-    const bool as_root = geteuid() == 0;
-    Status appended = exec::AppendWarningToLog(log, as_root ? std::optional(job->uid()) : std::nullopt,
-                                               as_root ? std::optional(job->gid) : std::nullopt, line);
-    if (!appended.ok())
-      Say("gpulane _supervise: job {}: {} (warning not in its log: {})\n", job->id, line,
-          appended.error().message);
-  };
-  AppendRetryLine(*job);
-  // --notify anomaly: the daemon's anomalies of this job, asked for every few seconds while it runs.
-  std::optional<AnomalyNotifier> anomalies;
-  if (job->spec.notify && Wants(*job->spec.notify, "anomaly")) {
-    anomalies.emplace(env.spawner, NotifiedOf(*job, job->logs), env.clock.WallS() - 60);
-    hooks.on_running = [&] {
-      anomalies->SetLog(NotifiedOf(*job, status.logs).log_path);
-      anomalies->Poll();
-    };
-  }
-  exec::LeasedJob leased = MakeLeasedJob(*job, *config);
-  if (hooks.on_running) leased.running_hook_s = kAnomalyPollS;
-  leased.stray_check_s = config->stray_check_s;
-  leased.isolation = exec::IsolationOf(*config);
-  leased.job.exec_mark_fd = *exec_mark;
-  leased.job.on_forked = [](pid_t) { MaybeDieAt("forked"); };
-  // The end is recorded before the GPUs' lease is released (a new user saw ten ended jobs listed
-  // as running on GPU0 beside the one running there): one try; should the state folder refuse
-  // it, the lease is released anyway and the end written after, as long as it takes (Finish).
-  bool end_recorded = false;
-  hooks.on_ended = [&](const exec::LeasedJobOutcome& ended) {
-    if (!ended.job->exec_failed) AppendUsageLine(*job, status.logs, ended.lease_name);
-    RecordOutcome(&ended, *job, status);
-    end_recorded = FinishOnce(files, status, env.clock).ok();
-  };
-  auto outcome = exec::RunLeasedJob(env, backend, *dir, leased, hooks);
-  if (outcome && outcome->job) MaybeDieAt("released");
-  // "running" was not recorded: nothing ran, and the status says "waiting" (requeued). Once it was,
-  // a failure before the job's start (no fork) is recorded as this job's failure to start.
-  if (!outcome && status.phase == "running" && !running_recorded) return 1;
-  if (!end_recorded) RecordOutcome(outcome, *job, status);
-  const int rc = end_recorded ? 0 : Finish(files, status, env.clock);
-  if (job->spec.notify && outcome && outcome->job) {
-    exec::JobOutcome ended = *outcome->job;
-    if (outcome->memory_overuse) ended.exit_code = kExitMemoryOveruse;  // as recorded
-    NotifyJobEnd(env.spawner, NotifiedOf(*job, status.logs), ended, status.partition_stopped || status.preempted, status.reason);
-  }
-  return rc;
+  if (!dir) return FinishStartFailed(files, status, dir.error(), env.clock);
+  Supervision supervision{files, *job, env, status};
+  return SuperviseLeased(supervision, *config, *dir, *exec_mark);
 }
 
 }  // namespace gpulane::daemon

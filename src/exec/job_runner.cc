@@ -211,12 +211,173 @@ double EnforceDeadline(const JobSpec& spec, std::optional<double> stop_in_s, dou
   return outcome.timed_out || outcome.stopped ? std::min(kill_at_s, now_s + 1) : limit_at_s;
 }
 
+// The signals RunJob takes with sigtimedwait instead of handlers (SIGCHLD and the forwarded ones),
+// and the mask to restore at the end.
+struct BlockedSignals {
+  sigset_t set;
+  sigset_t old;
+};
+
+BlockedSignals BlockJobSignals() {
+  BlockedSignals signals;
+  sigemptyset(&signals.set);
+  sigaddset(&signals.set, SIGCHLD);
+  for (int s : kForwarded) sigaddset(&signals.set, s);
+  sigprocmask(SIG_BLOCK, &signals.set, &signals.old);
+  signal(SIGTTOU, SIG_IGN);  // so tcsetpgrp from the background does not stop us
+  return signals;
+}
+
+// The job's argv and environment as execve takes them, pointing into the spec's strings.
+struct ExecArgs {
+  std::vector<char*> argv, envp;
+};
+
+ExecArgs ExecArgsOf(const JobSpec& spec) {
+  ExecArgs args;
+  for (const auto& a : spec.argv) args.argv.push_back(const_cast<char*>(a.c_str()));
+  args.argv.push_back(nullptr);
+  for (const auto& e : spec.env) args.envp.push_back(const_cast<char*>(e.c_str()));
+  args.envp.push_back(nullptr);
+  return args;
+}
+
+// What the child reported before it exec'd (ChildReport): the logs it opened, its warnings, and
+// the failure if it could not start.
+struct ChildStart {
+  bool exec_failed = false;
+  bool logs_opened = false;
+  OpenedLogs logs;
+  std::unique_ptr<ChildReport> failure = std::make_unique<ChildReport>();
+  std::vector<std::string> warnings;
+  std::string isolation_not_applied;  // "cannot ...", "" = nothing known against the isolation
+};
+
+// Reads the child's reports from `fd` up to the pipe's end or a failure; nothing more comes once
+// it execs.
+ChildStart ReadChildStart(int fd, const JobSpec& spec, IsolationRun& isolation) {
+  ChildStart start;
+  auto report = std::make_unique<ChildReport>();
+  start.isolation_not_applied = spec.isolation_failure.empty() ? "" : "cannot " + spec.isolation_failure;
+  if (!spec.isolation_failure.empty() && !spec.isolation_required)
+    start.warnings.push_back(NotIsolatedWarning(start.isolation_not_applied));
+  while (!start.exec_failed && ReadReport(fd, report.get())) {
+    if (report->kind == ChildReport::kWarning) {
+      start.isolation_not_applied = fmt::format("cannot {}: {}", report->what, std::strerror(report->err));
+      start.warnings.push_back(NotIsolatedWarning(start.isolation_not_applied));
+    } else if (report->kind == ChildReport::kIsolated) {
+      isolation.Isolated(report->holder, report->steps);
+    } else if (report->kind == ChildReport::kLogsOpened) {
+      start.logs = {report->stdout_path, report->stderr_path, report->stdout_offset, report->stderr_offset};
+      start.logs_opened = true;
+    } else {
+      start.exec_failed = true;
+      std::swap(report, start.failure);
+    }
+  }
+  return start;
+}
+
+// Why the isolation asked for was not applied, for JobSpec::on_isolated: the warning's words, or
+// the failure's when a required isolation failed the start.
+std::string IsolationNotApplied(const JobSpec& spec, const IsolationRun& isolation, const ChildStart& start) {
+  if (!(start.exec_failed && spec.isolation_required && !isolation.applied && (spec.isolation || !spec.isolation_failure.empty())))
+    return start.isolation_not_applied;
+  const ChildReport& failure = *start.failure;
+  return failure.err ? fmt::format("cannot {}: {}", failure.what, std::strerror(failure.err)) : fmt::format("cannot {}", failure.what);
+}
+
+// Quotes the command and paths, which are bytes: made visible (util/terminal_text.h), so the
+// message is text that a terminal, a status file (JSON) and the job's reason all take.
+std::string ExecErrorOf(const JobSpec& spec, const ChildReport& failure) {
+  return EscapeForTerminal(failure.at_exec ? fmt::format("cannot run '{}': {}", spec.argv.front(), std::strerror(failure.err))
+                           : failure.err   ? fmt::format("cannot {} for the job: {}", failure.what, std::strerror(failure.err))
+                                           : fmt::format("cannot {}", failure.what));
+}
+
+// The started job as RunJob's wait loop sees it.
+struct RunningJob {
+  const JobSpec& spec;
+  const Clock& clock;
+  const sigset_t& signals;
+  pid_t child;
+  pid_t holder;      // the namespace holder, not the job's (IsolationRun::holder)
+  bool exec_failed;  // then nothing is ticked nor enforced: the child only exits
+};
+
+// The wait loop's times, monotonic seconds.
+struct JobTimers {
+  double started_s;
+  double next_tick_s;
+  double kill_at_s = kNever;  // the SIGKILL after the deadline's SIGTERM (EnforceDeadline)
+  // The stop, seconds after the start: its partition's close, or now when on_tick asks for it.
+  std::optional<double> stop_in_s;
+};
+
+// Calls on_tick when due and enforces the deadline; returns how long to wait for a signal.
+double TickAndEnforce(const RunningJob& job, JobTimers& timers, JobOutcome& outcome) {
+  const JobSpec& spec = job.spec;
+  double wait_s = 1.0;
+  if (job.exec_failed) return wait_s;
+  if (spec.on_tick && spec.tick_s > 0) {
+    const double now_s = job.clock.MonotonicS();
+    if (now_s >= timers.next_tick_s) {
+      if (spec.on_tick() && !outcome.timed_out && !outcome.stopped) {
+        const double elapsed_s = now_s - timers.started_s;
+        timers.stop_in_s = timers.stop_in_s ? std::min(*timers.stop_in_s, elapsed_s) : elapsed_s;
+      }
+      timers.next_tick_s = now_s + spec.tick_s;
+    }
+    wait_s = std::clamp(timers.next_tick_s - now_s, 0.001, wait_s);
+  }
+  const double now_s = job.clock.MonotonicS();
+  const double next_s = EnforceDeadline(spec, timers.stop_in_s, timers.started_s, now_s, job.child, timers.kill_at_s, outcome);
+  return std::clamp(next_s - now_s, 0.001, wait_s);
+}
+
+// After a SIGCHLD (or a time-out): reaps what ended; a stop (Ctrl-Z) of the job hands the terminal
+// back and stops us like it. Returns the main process's status once it is over.
+std::optional<int> ReapOrFollowStop(pid_t child, TerminalHandoff& terminal) {
+  bool main_done = false;
+  int main_status = 0;
+  int status = 0;
+  if (waitpid(child, &status, WNOHANG | WUNTRACED) == child) {
+    if (WIFSTOPPED(status)) {
+      terminal.Restore();
+      kill(getpid(), SIGSTOP);  // returns when the shell continues us (fg/bg)
+      terminal.Give(child);
+      killpg(child, SIGCONT);
+    } else {
+      main_done = true;
+      main_status = status;
+    }
+  }
+  ReapAll(child, &main_done, &main_status);
+  if (!main_done) return std::nullopt;
+  return main_status;
+}
+
+// Waits for the job's main process to end, ticking, enforcing its deadline and forwarding the
+// signals we get to its process group; returns its wait status.
+int WaitForMainExit(const RunningJob& job, TerminalHandoff& terminal, JobOutcome& outcome) {
+  const double started_s = job.clock.MonotonicS();
+  JobTimers timers{started_s, started_s + job.spec.tick_s, kNever, job.spec.stop_in_s};
+  while (true) {
+    siginfo_t info{};
+    const int sig = WaitSignal(job.signals, TickAndEnforce(job, timers, outcome), &info);
+    if (sig == SIGCHLD || sig == 0) {
+      if (auto main_status = ReapOrFollowStop(job.child, terminal)) return *main_status;
+      continue;
+    }
+    for (pid_t p : Descendants(job.holder)) outcome.pids.insert(p);
+    killpg(job.child, sig);
+  }
+}
+
 }  // namespace
 
 Result<JobOutcome> RunJob(const JobSpec& spec, const os::Env& env, const std::function<void(pid_t)>& on_started,
                           const std::function<void(const OpenedLogs&)>& on_logs) {
-  const Clock& clock = env.clock;
-  JobOutcome outcome;
   std::vector<gid_t> groups;
   if (spec.uid && spec.gid && (*spec.uid != geteuid() || *spec.gid != getegid())) {
     auto looked_up = GroupsOf(*spec.uid, *spec.gid);
@@ -225,25 +386,15 @@ Result<JobOutcome> RunJob(const JobSpec& spec, const os::Env& env, const std::fu
   }
   // Orphans of the job re-parent to us instead of init, so setsid() cannot hide them.
   prctl(PR_SET_CHILD_SUBREAPER, 1);
-  sigset_t set, old;
-  sigemptyset(&set);
-  sigaddset(&set, SIGCHLD);
-  for (int s : kForwarded) sigaddset(&set, s);
-  sigprocmask(SIG_BLOCK, &set, &old);
-  signal(SIGTTOU, SIG_IGN);  // so tcsetpgrp from the background does not stop us
+  const BlockedSignals signals = BlockJobSignals();
 
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return MakeError(ErrorKind::kIo, "cannot create a pipe");
   IsolationRun isolation(spec.isolation && spec.isolation_failure.empty() ? &*spec.isolation : nullptr, spec.isolation_plan_us);
   const std::string program =
       Resolve(spec.argv.front(), spec.env, spec.uid && spec.gid ? os::ActingFor(*spec.uid, *spec.gid) : std::nullopt);
-  std::vector<char*> argv, envp;
-  for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  for (const auto& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-
-  const ChildPlan plan{spec, groups, isolation.fds, pipe_fds[1], clock, program.c_str(), argv.data(), envp.data()};
+  const ExecArgs args = ExecArgsOf(spec);
+  const ChildPlan plan{spec, groups, isolation.fds, pipe_fds[1], env.clock, program.c_str(), args.argv.data(), args.envp.data()};
   auto started = env.spawner.Start([&] { BecomeTheJob(plan); });
   if (!started) return MakeError(ErrorKind::kIo, "cannot " + started.error().message);
   const pid_t child = *started;
@@ -251,104 +402,33 @@ Result<JobOutcome> RunJob(const JobSpec& spec, const os::Env& env, const std::fu
   close(pipe_fds[1]);
   isolation.Forked();
   if (spec.on_forked) spec.on_forked(child);
-  // The logs the child opened, then a failure if it could not start; nothing more once it execs.
-  auto report = std::make_unique<ChildReport>();
-  auto failure = std::make_unique<ChildReport>();
-  bool exec_failed = false, logs_opened = false;
-  std::vector<std::string> warnings;
-  std::string isolation_not_applied = spec.isolation_failure.empty() ? "" : "cannot " + spec.isolation_failure;
-  if (!spec.isolation_failure.empty() && !spec.isolation_required) warnings.push_back(NotIsolatedWarning(isolation_not_applied));
-  while (!exec_failed && ReadReport(pipe_fds[0], report.get())) {
-    if (report->kind == ChildReport::kWarning) {
-      isolation_not_applied = fmt::format("cannot {}: {}", report->what, std::strerror(report->err));
-      warnings.push_back(NotIsolatedWarning(isolation_not_applied));
-    } else if (report->kind == ChildReport::kIsolated) {
-      isolation.Isolated(report->holder, report->steps);
-    } else if (report->kind == ChildReport::kLogsOpened) {
-      outcome.logs = {report->stdout_path, report->stderr_path, report->stdout_offset, report->stderr_offset};
-      logs_opened = true;
-    } else {
-      exec_failed = true;
-      std::swap(report, failure);
-    }
-  }
+
+  const ChildStart start = ReadChildStart(pipe_fds[0], spec, isolation);
   close(pipe_fds[0]);
-  if (spec.on_isolated) {
-    std::string not_applied = isolation_not_applied;
-    if (exec_failed && spec.isolation_required && !isolation.applied && (spec.isolation || !spec.isolation_failure.empty()))
-      not_applied = failure->err ? fmt::format("cannot {}: {}", failure->what, std::strerror(failure->err)) : fmt::format("cannot {}", failure->what);
-    spec.on_isolated(isolation.applied, not_applied);
-  }
+  if (spec.on_isolated) spec.on_isolated(isolation.applied, IsolationNotApplied(spec, isolation, start));
+  JobOutcome outcome;
+  if (start.logs_opened) outcome.logs = start.logs;
   outcome.pids.insert(child);
   TerminalHandoff terminal;
   terminal.Give(child);
-  if (logs_opened && on_logs) on_logs(outcome.logs);
+  if (start.logs_opened && on_logs) on_logs(outcome.logs);
   if (spec.on_warning)
-    for (const std::string& line : warnings) spec.on_warning(line);
-  if (exec_failed) {
+    for (const std::string& line : start.warnings) spec.on_warning(line);
+  if (start.exec_failed) {
     outcome.exec_failed = true;
-    // Quotes the command and paths, which are bytes: made visible (util/terminal_text.h), so the
-    // message is text that a terminal, a status file (JSON) and the job's reason all take.
-    outcome.exec_error = EscapeForTerminal(
-        failure->at_exec ? fmt::format("cannot run '{}': {}", spec.argv.front(), std::strerror(failure->err))
-        : failure->err   ? fmt::format("cannot {} for the job: {}", failure->what, std::strerror(failure->err))
-                         : fmt::format("cannot {}", failure->what));
+    outcome.exec_error = ExecErrorOf(spec, *start.failure);
   } else if (on_started) {
     on_started(child);
   }
 
-  bool main_done = false;
-  int main_status = 0;
-  const double started_s = clock.MonotonicS();
-  double kill_at_s = kNever;  // the SIGKILL after the deadline's SIGTERM (EnforceDeadline)
-  double next_tick_s = started_s + spec.tick_s;
-  // The stop, seconds after the start: its partition's close, or now when on_tick asks for it.
-  std::optional<double> stop_in_s = spec.stop_in_s;
-  while (!main_done) {
-    siginfo_t info{};
-    double wait_s = 1.0;
-    if (spec.on_tick && spec.tick_s > 0 && !exec_failed) {
-      const double now_s = clock.MonotonicS();
-      if (now_s >= next_tick_s) {
-        if (spec.on_tick() && !outcome.timed_out && !outcome.stopped) {
-          const double elapsed_s = now_s - started_s;
-          stop_in_s = stop_in_s ? std::min(*stop_in_s, elapsed_s) : elapsed_s;
-        }
-        next_tick_s = now_s + spec.tick_s;
-      }
-      wait_s = std::clamp(next_tick_s - now_s, 0.001, wait_s);
-    }
-    if (!exec_failed) {
-      const double now_s = clock.MonotonicS();
-      const double next_s = EnforceDeadline(spec, stop_in_s, started_s, now_s, child, kill_at_s, outcome);
-      wait_s = std::clamp(next_s - now_s, 0.001, wait_s);
-    }
-    int sig = WaitSignal(set, wait_s, &info);
-    if (sig == SIGCHLD || sig == 0) {
-      // Catch a stop (Ctrl-Z) of the job: hand the terminal back and stop ourselves like it.
-      int status = 0;
-      if (waitpid(child, &status, WNOHANG | WUNTRACED) == child) {
-        if (WIFSTOPPED(status)) {
-          terminal.Restore();
-          kill(getpid(), SIGSTOP);  // returns when the shell continues us (fg/bg)
-          terminal.Give(child);
-          killpg(child, SIGCONT);
-        } else {
-          main_done = true;
-          main_status = status;
-        }
-      }
-      ReapAll(child, &main_done, &main_status);
-      continue;
-    }
-    for (pid_t p : Descendants(isolation.holder)) outcome.pids.insert(p);
-    killpg(child, sig);
-  }
-  outcome.exit_code = exec_failed ? (failure->at_exec && failure->err == ENOENT ? 127 : 126) : DecodeStatus(main_status);
-  EndLeftovers(child, spec.kill_grace_s, set, outcome, isolation.holder, clock);
+  const RunningJob job{spec, env.clock, signals.set, child, isolation.holder, start.exec_failed};
+  const int main_status = WaitForMainExit(job, terminal, outcome);
+  const ChildReport& failure = *start.failure;
+  outcome.exit_code = start.exec_failed ? (failure.at_exec && failure.err == ENOENT ? 127 : 126) : DecodeStatus(main_status);
+  EndLeftovers(child, spec.kill_grace_s, signals.set, outcome, isolation.holder, env.clock);
   isolation.Release();  // the holder leaves the job's namespace and frees it, without us waiting
   terminal.Restore();
-  sigprocmask(SIG_SETMASK, &old, nullptr);
+  sigprocmask(SIG_SETMASK, &signals.old, nullptr);
   return outcome;
 }
 

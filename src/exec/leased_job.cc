@@ -267,6 +267,107 @@ void GiveGrant(const LeasedJob& job, const lease::Grant& grant, JobSpec& spec) {
   spec.env.insert(spec.env.end(), job.extra_env.begin(), job.extra_env.end());
 }
 
+// The job's spec once granted (`spec`, a copy of job.job, stays where it is: its on_isolated hook
+// holds it and `outcome` by reference): its stop, its grant, its isolation. `granted_s`: when the
+// grant came (monotonic).
+void PrepareGranted(const os::Env& env, const LeasedJob& job, const LeasedJobHooks& hooks, const lease::Grant& grant,
+                    double granted_s, JobSpec& spec, LeasedJobOutcome& outcome) {
+  // From the grant: what the hooks took since is not the job's.
+  if (grant.partition_stop) spec.stop_in_s = std::max(0.0, grant.partition_stop->in_s - (env.clock.MonotonicS() - granted_s));
+  GiveGrant(job, grant, spec);
+  PrepareIsolation(env.clock, job, hooks, GrantedDevices(grant.snapshot, grant.gpus, grant.mig_uuid), spec);
+  RecordIsolation(job, hooks, spec, outcome);
+}
+
+// Its warnings name the job as people do ("12_3": an array task's job id may be the array's).
+const std::string& LeasedJobText(const LeasedJob& job) { return job.wait.job_text.empty() ? job.job_id : job.wait.job_text; }
+
+// The looks at a running job, each at its own period, from the job runner's tick: its processes on
+// GPUs it did not lease (GpuWatch), whether it must give way (PreemptWatch), its use of its GPUs
+// (UsageWatch) and its memory against its declaration (MemoryWatch), the last two from one read.
+class RunningLooks {
+ public:
+  RunningLooks(const os::Env& env, GpuBackend& backend, const lease::LeaseDir& dir, const LeasedJob& job,
+               const LeasedJobHooks& hooks, const lease::Grant& grant)
+      : env_(env),
+        backend_(backend),
+        dir_(dir),
+        job_(job),
+        hooks_(hooks),
+        grant_(grant),
+        strays_(backend, env.processes, dir, grant.lease.name(), LeasedJobText(job), hooks.on_warning),
+        preemption_(env, backend, dir, grant.lease.name(), job.wait, grant.unclaimed),
+        memory_(LeasedJobText(job), job.wait.request.mem_bytes, job.memory_guard, hooks.on_warning),
+        check_strays_(hooks.on_warning && job.stray_check_s > 0),
+        check_preemption_(sched::GivesWay(job.wait.request, job.wait.limits_config.max_preemptions_per_job) &&
+                          job.preempt_check_s > 0),
+        call_running_(hooks.on_running && job.running_hook_s > 0),
+        meter_(job.meter_usage_s > 0),
+        guard_(memory_.active() && job.memory_check_s > 0) {}
+  RunningLooks(const RunningLooks&) = delete;
+  RunningLooks& operator=(const RunningLooks&) = delete;
+
+  // Has `spec` tick (holding this) as often as the most frequent look needs; no tick without one.
+  void Arm(JobSpec& spec) {
+    if (!(check_strays_ || check_preemption_ || call_running_ || meter_ || guard_)) return;
+    spec.tick_s = 1e9;
+    if (meter_) spec.tick_s = std::min(spec.tick_s, job_.meter_usage_s);
+    if (guard_) spec.tick_s = std::min(spec.tick_s, job_.memory_check_s);
+    if (check_strays_) spec.tick_s = std::min(spec.tick_s, job_.stray_check_s);
+    if (check_preemption_) spec.tick_s = std::min(spec.tick_s, job_.preempt_check_s);
+    if (call_running_) spec.tick_s = std::min(spec.tick_s, job_.running_hook_s);
+    const double now_s = env_.clock.MonotonicS();
+    next_stray_s_ = now_s + job_.stray_check_s;
+    next_running_s_ = now_s + job_.running_hook_s;
+    spec.on_tick = [this] { return Tick(); };
+  }
+
+  // What the looks say of the ended job `ran`, started at `started_wall_s`: its usage, and why it
+  // was stopped (its memory, a preemption, else its partition's close).
+  void RecordEnd(const JobOutcome& ran, double started_wall_s, LeasedJobOutcome& outcome) const {
+    if (meter_) outcome.usage = usage_.Summary(started_wall_s, env_.clock.WallS(), outcome.waited_s);
+    if (ran.stopped && memory_.reason()) outcome.memory_overuse = memory_.reason();
+    else if (ran.stopped && preemption_.reason()) outcome.preempted = preemption_.reason();
+    else if (ran.stopped) outcome.partition_stop = grant_.partition_stop;
+  }
+
+ private:
+  // One tick: the looks that are due; true when the job must stop now (its memory, or giving way).
+  bool Tick() {
+    bool stop_for_memory = false;
+    if (meter_ || guard_) {  // one read of the GPUs for both
+      ReadOptions sample_options{false, false, false, meter_};  // the meter's figures need the telemetry fields
+      if (meter_) sample_options.utilization = sample_options.sensors = true;
+      ViewOwnLease(backend_, env_.processes, sample_options, dir_, grant_.lease.name(), [&](const std::vector<lease::LeaseGpuView>& views) {
+        if (meter_) usage_.Observe(views);
+        if (guard_) stop_for_memory = memory_.Observe(env_.clock.MonotonicS(), views);
+      });
+    }
+    if (check_strays_ && env_.clock.MonotonicS() >= next_stray_s_) {
+      strays_.Check();
+      next_stray_s_ = env_.clock.MonotonicS() + job_.stray_check_s;
+    }
+    if (call_running_ && env_.clock.MonotonicS() >= next_running_s_) {
+      hooks_.on_running();
+      next_running_s_ = env_.clock.MonotonicS() + job_.running_hook_s;
+    }
+    return stop_for_memory || (check_preemption_ && !preemption_.reason() && preemption_.Check());
+  }
+
+  const os::Env& env_;
+  GpuBackend& backend_;
+  const lease::LeaseDir& dir_;
+  const LeasedJob& job_;
+  const LeasedJobHooks& hooks_;
+  const lease::Grant& grant_;
+  GpuWatch strays_;
+  PreemptWatch preemption_;
+  UsageWatch usage_;
+  MemoryWatch memory_;
+  const bool check_strays_, check_preemption_, call_running_, meter_, guard_;
+  double next_stray_s_ = 0, next_running_s_ = 0;
+};
+
 }  // namespace
 
 Result<LeasedJobOutcome> RunLeasedJob(const os::Env& env, GpuBackend& backend, const lease::LeaseDir& dir,
@@ -300,53 +401,10 @@ Result<LeasedJobOutcome> RunLeasedJob(const os::Env& env, GpuBackend& backend, c
     if (Status s = hooks.on_granted(*grant); !s.ok()) return s.error();
 
   JobSpec spec = job.job;
-  // From the grant: what the hooks took since is not the job's.
-  if (grant->partition_stop) spec.stop_in_s = std::max(0.0, grant->partition_stop->in_s - (env.clock.MonotonicS() - granted_s));
-  GiveGrant(job, *grant, spec);
-  PrepareIsolation(env.clock, job, hooks, GrantedDevices(grant->snapshot, grant->gpus, grant->mig_uuid), spec);
-  RecordIsolation(job, hooks, spec, outcome);
-  // Its warnings name the job as people do ("12_3": an array task's job id may be the array's).
-  const std::string& job_text = job.wait.job_text.empty() ? job.job_id : job.wait.job_text;
-  GpuWatch strays(backend, env.processes, dir, grant->lease.name(), job_text, hooks.on_warning);
-  PreemptWatch preemption(env, backend, dir, grant->lease.name(), job.wait, grant->unclaimed);
-  const bool check_strays = hooks.on_warning && job.stray_check_s > 0;
-  const bool check_preemption =
-      sched::GivesWay(job.wait.request, job.wait.limits_config.max_preemptions_per_job) && job.preempt_check_s > 0;
-  const bool call_running = hooks.on_running && job.running_hook_s > 0;
-  UsageWatch usage;
-  const bool meter = job.meter_usage_s > 0;
-  MemoryWatch memory(job_text, job.wait.request.mem_bytes, job.memory_guard, hooks.on_warning);
-  const bool guard = memory.active() && job.memory_check_s > 0;
+  PrepareGranted(env, job, hooks, *grant, granted_s, spec, outcome);
+  RunningLooks looks(env, backend, dir, job, hooks, *grant);
   const double started_wall_s = env.clock.WallS();
-  if (check_strays || check_preemption || call_running || meter || guard) {
-    spec.tick_s = 1e9;
-    if (meter) spec.tick_s = std::min(spec.tick_s, job.meter_usage_s);
-    if (guard) spec.tick_s = std::min(spec.tick_s, job.memory_check_s);
-    if (check_strays) spec.tick_s = std::min(spec.tick_s, job.stray_check_s);
-    if (check_preemption) spec.tick_s = std::min(spec.tick_s, job.preempt_check_s);
-    if (call_running) spec.tick_s = std::min(spec.tick_s, job.running_hook_s);
-    const double now_s = env.clock.MonotonicS();
-    double next_stray_s = now_s + job.stray_check_s, next_running_s = now_s + job.running_hook_s;
-    ReadOptions sample_options{false, false, false, meter};  // the meter's figures need the telemetry fields
-    if (meter) sample_options.utilization = sample_options.sensors = true;
-    spec.on_tick = [&, next_stray_s, next_running_s, sample_options]() mutable {
-      bool stop_for_memory = false;
-      if (meter || guard)  // one read of the GPUs for both
-        ViewOwnLease(backend, env.processes, sample_options, dir, grant->lease.name(), [&](const std::vector<lease::LeaseGpuView>& views) {
-          if (meter) usage.Observe(views);
-          if (guard) stop_for_memory = memory.Observe(env.clock.MonotonicS(), views);
-        });
-      if (check_strays && env.clock.MonotonicS() >= next_stray_s) {
-        strays.Check();
-        next_stray_s = env.clock.MonotonicS() + job.stray_check_s;
-      }
-      if (call_running && env.clock.MonotonicS() >= next_running_s) {
-        hooks.on_running();
-        next_running_s = env.clock.MonotonicS() + job.running_hook_s;
-      }
-      return stop_for_memory || (check_preemption && !preemption.reason() && preemption.Check());
-    };
-  }
+  looks.Arm(spec);
   auto ran = RunJob(
       spec, env,
       [&](pid_t pgid) {
@@ -360,10 +418,7 @@ Result<LeasedJobOutcome> RunLeasedJob(const os::Env& env, GpuBackend& backend, c
     grant->lease.Release();
     return ran.error();
   }
-  if (meter) outcome.usage = usage.Summary(started_wall_s, env.clock.WallS(), outcome.waited_s);
-  if (ran->stopped && memory.reason()) outcome.memory_overuse = memory.reason();
-  else if (ran->stopped && preemption.reason()) outcome.preempted = preemption.reason();
-  else if (ran->stopped) outcome.partition_stop = grant->partition_stop;
+  looks.RecordEnd(*ran, started_wall_s, outcome);
   outcome.job = std::move(ran).value();
   if (hooks.on_ended) hooks.on_ended(outcome);  // the end recorded while the GPUs are still this job's
   grant->lease.Release();  // the next job may start now; the driver's teardown is checked below

@@ -209,6 +209,13 @@ class JobStore {
   Status DropOrphans(const std::vector<std::int64_t>& arrays, const std::vector<std::int64_t>& heads, PruneSlice& slice);
   /// The first id of the next job stored: one past every id used or reserved.
   Result<std::int64_t> NextId();
+  /// InsertArrayPart's first part, in its transaction: takes the next id as the array's, stores
+  /// `spec` as the array's, reserves the ids of its `total` tasks and, when `incomplete` (more
+  /// parts follow), marks the array incomplete. Returns the array's id.
+  Result<std::int64_t> ReserveArray(const JobSpec& spec, std::size_t total, bool incomplete);
+  /// Inserts `tasks` as the array's tasks from position `offset` on (ids array_job_id + offset ..),
+  /// in the open transaction.
+  Status InsertTasks(const std::vector<Job>& tasks, std::int64_t array_job_id, std::size_t offset);
   sqlite3* db_;
   std::map<std::int64_t, std::size_t> incomplete_;  ///< incomplete arrays: id -> task count (ids reserved)
   std::vector<std::pair<const char*, sqlite3_stmt*>> cached_;

@@ -7,6 +7,8 @@
 #include <string>
 #include <type_traits>
 
+#include "util/result.h"
+
 namespace gpulane::store {
 
 /// A prepared statement, finalised on scope exit; or a kept one (a store's cache of statements),
@@ -57,6 +59,11 @@ inline std::optional<std::int64_t> OptInt(sqlite3_stmt* s, int i) {
 inline std::string Text(sqlite3_stmt* s, int i) {
   const unsigned char* t = sqlite3_column_text(s, i);
   return t ? reinterpret_cast<const char*>(t) : "";
+}
+
+/// A failed statement of `db` as kIo: "<what>: <SQLite's message>".
+inline Error DbError(sqlite3* db, const std::string& what) {
+  return MakeError(ErrorKind::kIo, what + ": " + sqlite3_errmsg(db));
 }
 
 }  // namespace gpulane::store
