@@ -246,6 +246,18 @@ void InProcDaemonTest::Disconnect(int fd) {
   clients_.erase(fd);
 }
 
+void InProcDaemonTest::ShutdownWrite(int fd) { EXPECT_EQ(shutdown(fd, SHUT_WR), 0); }
+
+bool InProcDaemonTest::ClosedByDaemon(int fd, double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  for (;;) {
+    Drain(fd);
+    if (clients_[fd].closed) return true;
+    if (!daemon_ || std::chrono::steady_clock::now() > deadline) return false;
+    daemon_->Step(0);
+  }
+}
+
 json InProcDaemonTest::Call(const daemon::Peer& peer, json request) {
   std::vector<std::string> frames = Exchange(peer, FrameOf(std::move(request)), /*streamed=*/false);
   return frames.empty() ? json() : json::parse(frames.front());

@@ -97,6 +97,12 @@ class InProcDaemonTest : public ::testing::Test {
   bool Readable(int fd);
   /// Closes the test's end, as a client that goes away does.
   void Disconnect(int fd);
+  /// Shuts the test's end for writing, as a client that has sent all it will send does (`printf
+  /// ... | socat - UNIX:...`): it can still read the replies.
+  void ShutdownWrite(int fd);
+  /// Whether the daemon closes `fd` (its replies read and kept for Read), the loop turned until it
+  /// does or `timeout_s` (real seconds) passed; the clock is not moved.
+  bool ClosedByDaemon(int fd, double timeout_s = 10);
   /// A request as a client frames it ("v" added).
   static std::string FrameOf(nlohmann::json request);
   /// One frame of `payload` as it is.

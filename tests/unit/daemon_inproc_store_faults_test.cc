@@ -9,7 +9,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
+#include "support/harness.h"
 #include "support/inproc_daemon.h"
 #include "support/text.h"
 #include "support/sqlite_locker.h"
@@ -127,6 +129,33 @@ TEST_F(DaemonInProcStoreFaults, AZeroLengthStoreWhereAStoreWithJobsWasIsRefused)
   fs::remove(Marker());
   StartDaemon();
   EXPECT_EQ(Queue(Root(), {{"all", true}}).size(), 0u);
+}
+
+// Was DaemonLifecycle.DamagedDatabaseStopsTheDaemonWithAClearMessage (how `gpulane daemon` prints a
+// start it refuses, one line and its exit code, stays through the binary as
+// DaemonLifecycle.SecondDaemonOnTheSameStateIsRefused): a jobs.db whose header was overwritten stops
+// the start, naming the file and saying it is damaged, instead of starting on an empty queue; the
+// file is left for the admin as it was, and no daemon serves.
+TEST_F(DaemonInProcStoreFaults, ADamagedDatabaseStopsTheStartWithAClearMessage) {
+  StartDaemon();
+  SubmitOne({.hold = true});
+  Crash();
+  fs::remove(Db() + "-wal");
+  fs::remove(Db() + "-shm");
+  {
+    std::fstream f(Db(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(0);
+    f << "this is not an SQLite database, it is damaged";
+  }
+  const std::string before = ReadFile(Db());
+  Status refused = TryStartDaemon();
+  ASSERT_FALSE(refused.ok()) << "a daemon started on a damaged job database";
+  const std::string& why = refused.error().message;
+  EXPECT_TRUE(Contains(why, Db())) << why;
+  EXPECT_TRUE(Contains(why, "damaged")) << why;
+  EXPECT_EQ(why.find('\n'), std::string::npos) << "one line: " << why;
+  EXPECT_EQ(ReadFile(Db()), before) << "the damaged file is left for the admin, not replaced";
+  EXPECT_EQ(daemon_, nullptr) << "no daemon serves";
 }
 
 // Was DaemonStoreFaults.AStoreWithFewerJobsThanTheMarkerRecordsIsRefused: as an older backup would
