@@ -88,7 +88,7 @@ TEST(DaemonShow, TextAndJson) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(Lines(r.out).at(0), fmt::format("job {}  {}  failed", id, Me()));
   EXPECT_TRUE(Contains(r.out, "name      shown\n")) << r.out;
-  EXPECT_TRUE(Contains(r.out, "command   sh -c exit 3\n")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "command   sh -c 'exit 3'\n")) << r.out;
   EXPECT_TRUE(Contains(r.out, "directory " + d.work().string() + "\n")) << r.out;
   EXPECT_TRUE(Contains(r.out, "exit code 3\n")) << r.out;
   json j = d.Show(id);
