@@ -130,6 +130,7 @@ void SamplerThread::Run() {
       }
       const std::uint64_t one = 1;
       (void)!write(event_fd_, &one, sizeof one);
+      StoreEnded(clock_.WallS());
     }
     if (clock_.MonotonicS() >= next_s) {
       SampleOnce();
@@ -425,12 +426,18 @@ void SamplerThread::NoteEnding(const std::string& lease_name, std::uint32_t uid,
   if (sampler_.NoteEnding(lease_name, uid, now_s)) return;
   for (const lease::LeaseRecord& lease : leases_()) {
     if (lease.name != lease_name || (uid != 0 && uid != lease.uid)) continue;
-    auto record = sampler_.EndUnsampled(lease, now_s);
-    if (record && history_ && HistoryRoom(now_s))
-      if (Status s = history_->AddUsage(*record); !s.ok() && s.error().message != last_error_)
-        log_("sampler: " + (last_error_ = s.error().message));
+    if (auto record = sampler_.EndUnsampled(lease, now_s)) ended_unstored_.push_back(std::move(*record));
     return;
   }
+}
+
+void SamplerThread::StoreEnded(double now_s) {
+  if (ended_unstored_.empty()) return;
+  if (history_ && HistoryRoom(now_s))
+    for (const auto& record : ended_unstored_)
+      if (Status s = history_->AddUsage(record); !s.ok() && s.error().message != last_error_)
+        log_("sampler: " + (last_error_ = s.error().message));
+  ended_unstored_.clear();
 }
 
 json SamplerThread::Respond(const proto::UsageRequest& req, const json& extra) {
