@@ -130,7 +130,7 @@ void SamplerThread::Run() {
       }
       const std::uint64_t one = 1;
       (void)!write(event_fd_, &one, sizeof one);
-      StoreEnded(clock_.WallS());
+      StoreEnded();
     }
     if (clock_.MonotonicS() >= next_s) {
       SampleOnce();
@@ -421,23 +421,26 @@ static json RecordFor(const telemetry::UsageRecord& r, const json& viewer) {
 }
 
 // Lease `lease_name` ends now, its owner (`uid`; 0 is root) says. A lease no sample saw (a job
-// shorter than one interval) is recorded here, from its lease file, so `report` counts it.
+// shorter than one interval) is recorded after the answers go out (StoreEnded), from its lease file,
+// so `report` counts it: the owner releases its GPUs once answered, and neither the lease folder's
+// read nor a history write is part of the next job's wait (the GPU measured 23 ms of it).
 void SamplerThread::NoteEnding(const std::string& lease_name, std::uint32_t uid, double now_s) {
-  if (sampler_.NoteEnding(lease_name, uid, now_s)) return;
-  for (const lease::LeaseRecord& lease : leases_()) {
-    if (lease.name != lease_name || (uid != 0 && uid != lease.uid)) continue;
-    if (auto record = sampler_.EndUnsampled(lease, now_s)) ended_unstored_.push_back(std::move(*record));
-    return;
-  }
+  if (!sampler_.NoteEnding(lease_name, uid, now_s)) ended_unsampled_.push_back({lease_name, uid, now_s});
 }
 
-void SamplerThread::StoreEnded(double now_s) {
-  if (ended_unstored_.empty()) return;
-  if (history_ && HistoryRoom(now_s))
-    for (const auto& record : ended_unstored_)
-      if (Status s = history_->AddUsage(record); !s.ok() && s.error().message != last_error_)
-        log_("sampler: " + (last_error_ = s.error().message));
-  ended_unstored_.clear();
+void SamplerThread::StoreEnded() {
+  if (ended_unsampled_.empty()) return;
+  const std::vector<lease::LeaseRecord> leases = leases_();
+  for (const EndedUnsampled& ended : ended_unsampled_)
+    for (const lease::LeaseRecord& lease : leases) {
+      if (lease.name != ended.lease_name || (ended.uid != 0 && ended.uid != lease.uid)) continue;
+      auto record = sampler_.EndUnsampled(lease, ended.at_s);
+      if (record && history_ && HistoryRoom(ended.at_s))
+        if (Status s = history_->AddUsage(*record); !s.ok() && s.error().message != last_error_)
+          log_("sampler: " + (last_error_ = s.error().message));
+      break;
+    }
+  ended_unsampled_.clear();
 }
 
 json SamplerThread::Respond(const proto::UsageRequest& req, const json& extra) {

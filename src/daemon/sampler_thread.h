@@ -108,10 +108,14 @@ class SamplerThread {
   /// (between looks, the last answer); each change logged once.
   bool HistoryRoom(double now_s);
   void NoteEnding(const std::string& lease_name, std::uint32_t uid, double now_s);
-  /// Stores the records NoteEnding made (after the answers went out: the asker releases its GPUs
-  /// once answered, and a history write is no part of the next job's wait).
-  void StoreEnded(double now_s);
-  std::vector<telemetry::UsageRecord> ended_unstored_;
+  /// Records and stores the leases NoteEnding found unsampled (after the answers went out).
+  void StoreEnded();
+  struct EndedUnsampled {
+    std::string lease_name;
+    std::uint32_t uid = 0;
+    double at_s = 0;
+  };
+  std::vector<EndedUnsampled> ended_unsampled_;
   static constexpr double kRoomCheckEveryS = 10;
   double next_room_check_s_ = 0;
   bool room_ = true;
