@@ -254,7 +254,8 @@ void Daemon::StartSampler() {
     dir = std::make_shared<lease::LeaseDir>(std::move(opened).value());
   else
     Log(fmt::format("telemetry: {}: jobs' usage is not metered", opened.error().message));
-  LeaseSource leases = [dir] { return dir ? dir->Read().leases : std::vector<lease::LeaseRecord>{}; };
+  LeaseSource leases{[dir] { return dir ? dir->Read().leases : std::vector<lease::LeaseRecord>{}; },
+                     [dir](const std::string& name) { return dir ? dir->ReadLease(name) : std::nullopt; }};
   SamplerSettings settings;
   settings.interval_s = config_.telemetry_interval_s;
   settings.keep_s = {config_.telemetry_keep_10s_s, config_.telemetry_keep_1m_s};

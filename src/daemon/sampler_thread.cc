@@ -156,7 +156,7 @@ void SamplerThread::SampleOnce() {
     return;
   }
   AnnotateProcesses(*snapshot, processes_);
-  const std::vector<lease::LeaseRecord> leases = leases_();
+  const std::vector<lease::LeaseRecord> leases = leases_.all();
   const auto owners = lease::ProcessOwners(*snapshot, leases, processes_);
   std::set<std::string> known;
   for (const auto& [name, job] : sampler_.live()) known.insert(name);
@@ -421,25 +421,22 @@ static json RecordFor(const telemetry::UsageRecord& r, const json& viewer) {
 }
 
 // Lease `lease_name` ends now, its owner (`uid`; 0 is root) says. A lease no sample saw (a job
-// shorter than one interval) is recorded after the answers go out (StoreEnded), from its lease file,
-// so `report` counts it: the owner releases its GPUs once answered, and neither the lease folder's
-// read nor a history write is part of the next job's wait (the GPU measured 23 ms of it).
+// shorter than one interval) is recorded now from its one lease file, which its owner holds until
+// answered (LeaseSource::named: not the whole folder, whose read took 23 ms of the next job's wait
+// on the GPU), so `report` counts it and the answer carries it; the history write comes after the
+// answers go out (StoreEnded).
 void SamplerThread::NoteEnding(const std::string& lease_name, std::uint32_t uid, double now_s) {
-  if (!sampler_.NoteEnding(lease_name, uid, now_s)) ended_unsampled_.push_back({lease_name, uid, now_s});
+  if (sampler_.NoteEnding(lease_name, uid, now_s) || !leases_.named) return;
+  const std::optional<lease::LeaseRecord> lease = leases_.named(lease_name);
+  if (!lease || (uid != 0 && uid != lease->uid)) return;
+  if (auto record = sampler_.EndUnsampled(*lease, now_s)) ended_unsampled_.push_back(std::move(*record));
 }
 
 void SamplerThread::StoreEnded() {
-  if (ended_unsampled_.empty()) return;
-  const std::vector<lease::LeaseRecord> leases = leases_();
-  for (const EndedUnsampled& ended : ended_unsampled_)
-    for (const lease::LeaseRecord& lease : leases) {
-      if (lease.name != ended.lease_name || (ended.uid != 0 && ended.uid != lease.uid)) continue;
-      auto record = sampler_.EndUnsampled(lease, ended.at_s);
-      if (record && history_ && HistoryRoom(ended.at_s))
-        if (Status s = history_->AddUsage(*record); !s.ok() && s.error().message != last_error_)
-          log_("sampler: " + (last_error_ = s.error().message));
-      break;
-    }
+  for (const telemetry::UsageRecord& record : ended_unsampled_)
+    if (history_ && HistoryRoom(record.end_s))
+      if (Status s = history_->AddUsage(record); !s.ok() && s.error().message != last_error_)
+        log_("sampler: " + (last_error_ = s.error().message));
   ended_unsampled_.clear();
 }
 

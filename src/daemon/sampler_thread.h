@@ -29,9 +29,12 @@
 
 namespace gpulane::daemon {
 
-/// Reads the live leases and their owners' processes of a snapshot (the lease directory in the
-/// daemon; a fixed list in tests).
-using LeaseSource = std::function<std::vector<lease::LeaseRecord>()>;
+/// The live leases (the lease directory in the daemon; a fixed list in tests): `all` of them for a
+/// snapshot, or the one of a file `named` (nullopt: none live, or unreadable) for a job that ends.
+struct LeaseSource {
+  std::function<std::vector<lease::LeaseRecord>()> all;
+  std::function<std::optional<lease::LeaseRecord>(const std::string&)> named;
+};
 
 class SamplerThread {
  public:
@@ -108,14 +111,9 @@ class SamplerThread {
   /// (between looks, the last answer); each change logged once.
   bool HistoryRoom(double now_s);
   void NoteEnding(const std::string& lease_name, std::uint32_t uid, double now_s);
-  /// Records and stores the leases NoteEnding found unsampled (after the answers went out).
+  /// Stores the records NoteEnding made of unsampled leases (after the answers went out).
   void StoreEnded();
-  struct EndedUnsampled {
-    std::string lease_name;
-    std::uint32_t uid = 0;
-    double at_s = 0;
-  };
-  std::vector<EndedUnsampled> ended_unsampled_;
+  std::vector<telemetry::UsageRecord> ended_unsampled_;
   static constexpr double kRoomCheckEveryS = 10;
   double next_room_check_s_ = 0;
   bool room_ = true;

@@ -1,5 +1,6 @@
 #include "lease/lease_dir.h"
 #include "lease/line_shares.h"
+#include "lease/record_file.h"
 
 #include <time.h>
 
@@ -37,46 +38,6 @@ bool EndsWith(const std::string& s, const char* suffix) {
 std::string RandomHex() {
   static std::mt19937_64 rng{std::random_device{}() ^ static_cast<std::uint64_t>(getpid())};
   return fmt::format("{:016x}", rng());
-}
-
-// Reads a small regular file through an open descriptor.
-bool ReadAll(int fd, std::string* out) {
-  char buf[8192];
-  out->clear();
-  while (true) {
-    ssize_t n = pread(fd, buf, sizeof buf, static_cast<off_t>(out->size()));
-    if (n < 0) return false;
-    if (n == 0) return true;
-    out->append(buf, static_cast<std::size_t>(n));
-    if (out->size() > kMaxRecordBytes) return false;
-  }
-}
-
-// The text of /proc/locks ("" when it cannot be read: then no lock's holder is known).
-std::string ReadProcLocks() {
-  std::string text;
-  int fd = open("/proc/locks", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return text;
-  char buf[16384];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
-    if (n > 0) text.append(buf, static_cast<std::size_t>(n));
-  close(fd);
-  return text;
-}
-
-// The uid a lease file names ("uid"): none when absent; false when it is there but no uid at all
-// (then the file is no lease).
-bool ContentUid(const nlohmann::json& j, std::optional<std::uint32_t>* uid) {
-  auto it = j.find("uid");
-  if (it == j.end() || it->is_null()) return true;
-  if (!it->is_number_unsigned() || it->get<std::uint64_t>() > UINT32_MAX) return false;
-  *uid = it->get<std::uint32_t>();
-  return true;
-}
-
-std::uint64_t CtimeNs(const struct stat& st) {
-  return static_cast<std::uint64_t>(st.st_ctim.tv_sec) * 1000000000ULL + static_cast<std::uint64_t>(st.st_ctim.tv_nsec);
 }
 
 Status CheckDirectory(const std::string& path, const struct stat& st) {
@@ -119,92 +80,6 @@ Status CreateDirectory(const std::string& path) {
   // Set the sticky world-writable mode explicitly: mkdir's mode is filtered by the umask.
   chmod(path.c_str(), 01777);
   return Status::Ok();
-}
-
-// One *.lease or *.wait file as far as it can be read.
-struct RecordFile {
-  bool live = false;       // its lock is held: it counts (else it is ignored)
-  struct stat st {};
-  std::string bytes;       // what was read of it
-  bool complete = false;   // `bytes` is all of it
-  std::string unreadable;  // why it is no record gpulane can read ("": `bytes` still has to parse)
-};
-
-// Reads the file `name` of the lease directory: a stale one (nobody holds its lock) is not live and
-// removed when its owner or root sees it; a live one that is not a regular file, too large or not
-// openable by this user is live all the same, with why it cannot be read. A symbolic link is never
-// live: nobody can hold a lock on the link itself, and gpulane never follows one here.
-RecordFile ReadRecordFile(int dir_fd, const std::string& name, uid_t me, const std::function<pid_t(const FileKey&)>& holder_of) {
-  RecordFile out;
-  if (fstatat(dir_fd, name.c_str(), &out.st, AT_SYMLINK_NOFOLLOW) != 0 || S_ISLNK(out.st.st_mode)) return out;
-  const int f = openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-  if (f < 0) {
-    // Not this user's to open (mode 0, a socket): live while /proc/locks names the holder of its lock.
-    out.unreadable = fmt::format("cannot be opened: {}", std::strerror(errno));
-    out.live = holder_of({static_cast<std::uint64_t>(out.st.st_dev), static_cast<std::uint64_t>(out.st.st_ino)}) > 0;
-    return out;
-  }
-  if (fstat(f, &out.st) != 0) {
-    close(f);
-    return out;
-  }
-  if (flock(f, LOCK_SH | LOCK_NB) == 0) {  // nobody holds it: stale
-    if (S_ISREG(out.st.st_mode) && (out.st.st_uid == me || me == 0)) unlinkat(dir_fd, name.c_str(), 0);
-    close(f);
-    return out;
-  }
-  out.live = true;
-  if (!S_ISREG(out.st.st_mode)) out.unreadable = "not a regular file";
-  else if (static_cast<std::uint64_t>(out.st.st_size) > kMaxRecordBytes) out.unreadable = "larger than 1 MiB";
-  else if (!ReadAll(f, &out.bytes)) out.unreadable = out.bytes.size() > kMaxRecordBytes ? "larger than 1 MiB" : "cannot be read";
-  else out.complete = true;
-  close(f);
-  return out;
-}
-
-// The lease a live file holds, as far as its owner vouches for it (TrustLease); an unreadable one
-// (UnreadableLease) when it is none gpulane can read.
-LeaseRecord LeaseOf(const RecordFile& file, const FileFacts& facts) {
-  std::string why = file.unreadable;
-  LeaseRecord r;
-  std::optional<std::uint32_t> uid;
-  if (why.empty()) {
-    const auto j = nlohmann::json::parse(file.bytes, nullptr, false);
-    if (j.is_discarded()) why = "not JSON";
-    else if (!FromJson(j, &r) || !ContentUid(j, &uid)) why = "fields missing or of the wrong type";
-    else if (!TrustLease(r, uid, facts)) why = fmt::format("names uid {}, not its owner", *uid);
-    else return r;
-  }
-  r = UnreadableLease(std::move(why), file.bytes, file.complete);
-  r.started_s = static_cast<double>(facts.ctime_ns) / 1e9;  // its file's last change: for fair share, not from the epoch
-  TrustLease(r, std::nullopt, facts);
-  return r;
-}
-
-// The ticket a live file holds (TrustTicket), or an unreadable one (UnreadableTicket) in line at
-// its file's change time.
-TicketRecord TicketOf(const RecordFile& file, const FileFacts& facts) {
-  std::string why = file.unreadable;
-  TicketRecord t;
-  if (why.empty()) {
-    const auto j = nlohmann::json::parse(file.bytes, nullptr, false);
-    if (j.is_discarded()) {
-      why = "not JSON";
-    } else if (!FromJson(j, &t)) {
-      why = "fields missing or of the wrong type";
-    } else {
-      const auto& request = j.at("request");
-      const bool names_uid = request.contains("uid") && !request["uid"].is_null();
-      const std::uint32_t named = t.request.uid;
-      if (TrustTicket(t, names_uid ? std::optional(named) : std::nullopt, facts)) return t;
-      why = fmt::format("names uid {}, not its owner", named);
-    }
-  }
-  t = UnreadableTicket(std::move(why), file.bytes, file.complete);
-  t.seq = std::min(facts.ctime_ns, kMaxTicketSeq);  // not before the file existed, whoever's it is
-  t.request.submit_time_s = static_cast<double>(facts.ctime_ns) / 1e9;
-  TrustTicket(t, std::nullopt, facts);
-  return t;
 }
 
 }  // namespace
@@ -438,6 +313,18 @@ DirContents LeaseDir::Read() const {
   out.shares = ReadLineShares(now_s, &out.shares_unreadable);
   SortLine(out.tickets, out.shares ? &*out.shares : nullptr, now_s);
   return out;
+}
+
+std::optional<LeaseRecord> LeaseDir::ReadLease(const std::string& name) const {
+  if (!EndsWith(name, ".lease") || name.find('/') != std::string::npos || name == ".lease") return std::nullopt;
+  RecordFile file = ReadRecordFile(dir_fd_, name, geteuid(), [](const FileKey&) { return pid_t{0}; });
+  if (!file.live || !file.unreadable.empty()) return std::nullopt;
+  const FileFacts facts{file.st.st_uid, static_cast<std::uint64_t>(file.st.st_dev),
+                        static_cast<std::uint64_t>(file.st.st_ino), CtimeNs(file.st), 0};
+  LeaseRecord lease = LeaseOf(file, facts);
+  if (!lease.unreadable.empty()) return std::nullopt;
+  lease.name = name;
+  return lease;
 }
 
 std::optional<sched::LineShares> LeaseDir::ReadLineShares(double now_s, std::string* why) const {

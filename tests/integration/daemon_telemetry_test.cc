@@ -173,10 +173,10 @@ TEST(DaemonTelemetry, AQueuedJobsLogEndsWithItsUsageLine) {
   EXPECT_DOUBLE_EQ(shown["usage"]["mean_util_pct"].get<double>(), 70);
 }
 
-// A job shorter than one sample had no usage record: `report` left it out. Its supervisor's
-// "ending" now has it recorded from its lease after the answer (run time and GPU-seconds, no
-// utilisation: unknown, not 0 %); its log gets no usage line (the answer comes before the record:
-// the next job's wait must not include it). A sample a minute: none sees the job.
+// A job shorter than one sample had no usage record: `report` left it out and its log had no usage
+// line. Its supervisor's "ending" now has it recorded from its one lease file, which it still holds
+// (run time and GPU-seconds, no utilisation: unknown, not 0 %), and the answer carries it to the
+// log; the history write comes after the answer. A sample a minute: none sees the job.
 TEST(DaemonTelemetry, AJobShorterThanOneSampleIsReportedWithoutSampledFigures) {
   DaemonOptions options;
   options.state = BusyGpu0();
@@ -191,6 +191,9 @@ TEST(DaemonTelemetry, AJobShorterThanOneSampleIsReportedWithoutSampledFigures) {
   EXPECT_EQ(rows[0]["key"], std::to_string(id));
   EXPECT_FALSE(rows[0].contains("mean_util_pct") && !rows[0]["mean_util_pct"].is_null()) << rows[0].dump();
   EXPECT_GT(rows[0]["gpu_s"].get<double>(), 0) << rows[0].dump();
+  EXPECT_TRUE(Contains(ReadFile(d.work() / "job.log"), fmt::format("gpulane: job {} used 1 GPU for ", id)))
+      << ReadFile(d.work() / "job.log");
+  EXPECT_FALSE(Contains(ReadFile(d.work() / "job.log"), "util")) << ReadFile(d.work() / "job.log");
 }
 
 // history.db shares the state folder with jobs.db (issue 23, item 8: a full disk stops

@@ -58,6 +58,10 @@ class Privacy : public ::testing::Test {
     ASSERT_EQ(r.exit_code, 0) << r.err;
     job_ = std::stoll(r.out);
     ASSERT_TRUE(d_->WaitForState(job_, "running"));
+    // "running" is recorded as its GPUs are granted, its log files a moment later (as they open).
+    ASSERT_TRUE(Eventually([&] {
+      return d_->Call({{"op", "show"}, {"id", std::to_string(job_)}})["job"].contains("logs");
+    }, 30)) << d_->Log();
   }
 
   void TearDown() override {

@@ -92,6 +92,33 @@ TEST_F(LeaseDirTest, AHeldLeaseIsLiveAndEndsWithItsHolder) {
   EXPECT_FALSE(fs::exists(root_ / "leases" / held->name()));
 }
 
+// The sampler reads one ending job's lease by name, in the path of the next job's wait: the same
+// lease Read finds, while its holder holds it; nothing once released, stale, damaged, or for a name
+// that is no plain lease file of the folder.
+TEST_F(LeaseDirTest, OneLeaseIsReadByItsNameOnlyWhileHeld) {
+  LeaseDir dir = Open();
+  auto held = dir.CreateLease(Record("r2"));
+  ASSERT_TRUE(held.ok());
+  std::optional<LeaseRecord> one = dir.ReadLease(held->name());
+  ASSERT_TRUE(one) << held->name();
+  EXPECT_EQ(one->job_id, "r2");
+  EXPECT_EQ(one->name, held->name());
+  EXPECT_EQ(one->uid, geteuid()) << "the owner comes from the file, not its content";
+  ASSERT_EQ(one->gpus.size(), 1u);
+  EXPECT_EQ(one->gpus[0].uuid, "GPU-a");
+  EXPECT_FALSE(dir.ReadLease("../leases/" + held->name())) << "a path, not a name of the folder";
+  EXPECT_FALSE(dir.ReadLease("r2.wait"));
+  const fs::path damaged = root_ / "leases" / "r8.00000000.lease";
+  std::ofstream(damaged) << R"({"gpus":[{"uuid":"GPU-b"}],"job_id":"r8)";
+  int fd = open(damaged.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(flock(fd, LOCK_EX), 0);
+  EXPECT_FALSE(dir.ReadLease("r8.00000000.lease")) << "unreadable: no record to make of it";
+  close(fd);
+  held->Release();
+  EXPECT_FALSE(dir.ReadLease(held->name())) << "released: it ended";
+}
+
 // Ctrl-Z at the instant a waiting `gpulane run` holds the directory's lock would stop every
 // `gpulane` on the machine with it (seen: a run stopped there kept the one behind it from joining
 // the line for good). The stop is held back until the lock is let go, then taken.
