@@ -29,7 +29,9 @@ TEST_F(DaemonInProcLoop, AnIdleDaemonWakesOnceATickNotFourTimesASecond) {
   // The turns ending at the ticks 1, 2 and 3 s on (a 4th when the third ended a hair before 3 s:
   // the first tick was a little before the start); at 250 ms a turn it was 12.
   EXPECT_LE(turns, 4) << "an idle daemon's loop turned " << turns << " times in 3 s";
-  EXPECT_GE(turns, 3) << "it still wakes for each tick";
+  // And it still wakes for the ticks (not waiting its 10 s): 2 at least where a loaded machine
+  // (a sanitizer build) delays each turn.
+  EXPECT_GE(turns, 2) << "it still wakes for the ticks";
 }
 
 }  // namespace
