@@ -96,8 +96,15 @@ class Daemon : private ops::JobViews, private ops::SubmitQuotas {
   /// The end of Run: arrays and cancels in progress finished and answered, replies written,
   /// gpulane-web stopped, the socket removed.
   void Stop();
-  /// Takes connection `fd` (non-blocking, close-on-exec) of `peer` as Accept does once it has
-  /// checked the caps, and reads what it has sent already. Tests pass one end of a socketpair.
+  /// Whether the caps let in one more connection of `uid` (settings_.max_connections, the last
+  /// kRootReserve of them root's, and max_connections_per_uid; clients gone by this turn's end not
+  /// counted): when not, answers connection `fd` with one `unavailable` error naming the cap,
+  /// closes it and logs the refusal. Accept asks it of each connection it takes, before
+  /// AddConnection; tests ask it of one end of a socketpair with a peer of any uid.
+  bool AdmitConnection(int fd, std::uint32_t uid);
+  /// Takes connection `fd` (non-blocking, close-on-exec) of `peer` as Accept does once
+  /// AdmitConnection let it in, and reads what it has sent already. Tests pass one end of a
+  /// socketpair (with or without asking AdmitConnection first).
   void AddConnection(int fd, const Peer& peer);
 
  private:

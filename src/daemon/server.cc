@@ -78,8 +78,6 @@ void Daemon::NoteRefusal(const std::string& reason) {
 }
 
 void Daemon::Accept() {
-  // The last connections under the cap are root's (an admin can always look at a flooded daemon).
-  const std::size_t root_reserve = std::min(kRootReserve, settings_.max_connections / 8);
   // At most kAcceptPerTurn a turn: a flood is taken over several turns, others served between.
   for (std::size_t accepted = 0; accepted < kAcceptPerTurn; ++accepted) {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -100,29 +98,7 @@ void Daemon::Accept() {
       close(fd);
       continue;
     }
-    const std::size_t cap = cred.uid == 0 ? settings_.max_connections : settings_.max_connections - root_reserve;
-    // Connections whose client has gone (closed at the end of this turn) do not count.
-    auto open_ones = [this](std::optional<std::uint32_t> uid) {
-      return static_cast<std::size_t>(std::count_if(connections_.begin(), connections_.end(), [&](const auto& entry) {
-        const Connection& c = entry.second;
-        return !(c.close_after_write && c.out.empty() && !c.stream) && (!uid || c.peer.uid == *uid);
-      }));
-    };
-    if (connections_.size() >= cap && open_ones(std::nullopt) >= cap) {
-      RefuseConnection(fd, fmt::format("the gpulane daemon has {} connections, its limit: try again later (an admin can "
-                                       "raise GPULANE_DAEMON_MAX_CONNECTIONS and LimitNOFILE)",
-                                       connections_.size()));
-      NoteRefusal(fmt::format("over the limit of {} connections", cap));
-      continue;
-    }
-    std::size_t& of_uid = connections_of_uid_[cred.uid];
-    if (cred.uid != 0 && of_uid >= settings_.max_connections_per_uid && open_ones(cred.uid) >= settings_.max_connections_per_uid) {
-      RefuseConnection(fd, fmt::format("uid {} already has {} connections to the gpulane daemon, the most one user may "
-                                       "have: close some (other gpulane commands still running?) and try again",
-                                       cred.uid, of_uid));
-      NoteRefusal(fmt::format("uid {} over its limit of {} connections", cred.uid, settings_.max_connections_per_uid));
-      continue;
-    }
+    if (!AdmitConnection(fd, cred.uid)) continue;
     Peer peer;
     peer.uid = cred.uid;
     peer.gid = cred.gid;
@@ -131,6 +107,35 @@ void Daemon::Accept() {
     peer.admin = cred.uid == 0 || InGroup(peer.user, cred.gid, config_.admin_group);
     AddConnection(fd, peer);
   }
+}
+
+bool Daemon::AdmitConnection(int fd, std::uint32_t uid) {
+  // The last connections under the cap are root's (an admin can always look at a flooded daemon).
+  const std::size_t root_reserve = std::min(kRootReserve, settings_.max_connections / 8);
+  const std::size_t cap = uid == 0 ? settings_.max_connections : settings_.max_connections - root_reserve;
+  // Connections whose client has gone (closed at the end of this turn) do not count.
+  auto open_ones = [this](std::optional<std::uint32_t> of) {
+    return static_cast<std::size_t>(std::count_if(connections_.begin(), connections_.end(), [&](const auto& entry) {
+      const Connection& c = entry.second;
+      return !(c.close_after_write && c.out.empty() && !c.stream) && (!of || c.peer.uid == *of);
+    }));
+  };
+  if (connections_.size() >= cap && open_ones(std::nullopt) >= cap) {
+    RefuseConnection(fd, fmt::format("the gpulane daemon has {} connections, its limit: try again later (an admin can "
+                                     "raise GPULANE_DAEMON_MAX_CONNECTIONS and LimitNOFILE)",
+                                     connections_.size()));
+    NoteRefusal(fmt::format("over the limit of {} connections", cap));
+    return false;
+  }
+  std::size_t& of_uid = connections_of_uid_[uid];
+  if (uid != 0 && of_uid >= settings_.max_connections_per_uid && open_ones(uid) >= settings_.max_connections_per_uid) {
+    RefuseConnection(fd, fmt::format("uid {} already has {} connections to the gpulane daemon, the most one user may "
+                                     "have: close some (other gpulane commands still running?) and try again",
+                                     uid, of_uid));
+    NoteRefusal(fmt::format("uid {} over its limit of {} connections", uid, settings_.max_connections_per_uid));
+    return false;
+  }
+  return true;
 }
 
 void Daemon::AddConnection(int fd, const Peer& peer) {

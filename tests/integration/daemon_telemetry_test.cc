@@ -1,6 +1,9 @@
 // The daemon's sampler through the real binary and the fake NVML (issue 11, items 1, 2 and 5): a
 // `gpulane run` job's use is metered while it runs (history, metrics), printed when it ends and
-// kept for `gpulane report`; a queued job's log ends with its usage line; telemetry can be off.
+// kept for `gpulane report`; a queued job's log ends with its usage line. Telemetry off (the
+// sampler's requests answered "telemetry is off", no history.db) is the daemon's decision, tested
+// in-process: tests/unit/daemon_inproc_telemetry_test.cc; a bad [telemetry] setting is the config
+// file's: tests/unit/telemetry_config_test.cc.
 #include <stdlib.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -237,22 +240,6 @@ TEST(DaemonTelemetry, UnderTheHistoryFloorNothingIsStoredStatusSaysSoAndHistoryR
   ASSERT_TRUE(Eventually([&] { return Contains(d.Gpulane({"events"}).out, "GPU 1 raised Xid 48"); }, 30))
       << d.Gpulane({"events"}).out << d.Log();
   EXPECT_FALSE(Contains(status_text(), "GPU history is not stored")) << status_text();
-}
-
-TEST(DaemonTelemetry, WithTelemetryOffReportSaysSoAndNothingIsSampled) {
-  DaemonOptions options;
-  options.config = "[telemetry]\nenabled = false\n";
-  TestDaemon d(options);
-  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"report"}), 10, "telemetry is off on this daemon"));
-  EXPECT_FALSE(fs::exists(d.state_dir() / "history.db"));
-}
-
-TEST(DaemonTelemetry, ABadTelemetrySettingIsRefusedNamingTheRange) {
-  TestDaemon d;
-  const fs::path config = d.dir() / "bad.toml";
-  std::ofstream(config) << "[telemetry]\ninterval = \"1ms\"\n";
-  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"report"}, {{"GPULANE_CONFIG", config.string()}}), 2,
-                             "telemetry.interval must be a duration from \"100ms\" to \"60s\""));
 }
 
 }  // namespace

@@ -192,6 +192,14 @@ int InProcDaemonTest::Connect(const daemon::Peer& peer) {
   return ends[0];
 }
 
+int InProcDaemonTest::ConnectCapped(const daemon::Peer& peer) {
+  int ends[2];
+  EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, ends), 0);
+  if (daemon_->AdmitConnection(ends[1], peer.uid)) daemon_->AddConnection(ends[1], peer);
+  clients_[ends[0]];
+  return ends[0];
+}
+
 void InProcDaemonTest::Drain(int fd) {
   Client& c = clients_[fd];
   char buf[65536];

@@ -84,6 +84,9 @@ class InProcDaemonTest : public ::testing::Test {
   // ---- connections of the test's own (several at once, requests pipelined) ----------------------
   /// A new connection of `peer` to the daemon: the test's end of it.
   int Connect(const daemon::Peer& peer);
+  /// The same through the connection caps, as Daemon::Accept takes one (AdmitConnection, then
+  /// AddConnection): a refused one's end holds the daemon's error reply, then its close.
+  int ConnectCapped(const daemon::Peer& peer);
   /// Writes `bytes` on the test's end `fd`, turning the loop while the socket's buffer is full
   /// (replies that come meanwhile are kept for Read).
   void Send(int fd, const std::string& bytes);

@@ -5,9 +5,8 @@
 // else goes on being served. Were DaemonProtocol and DaemonConnections tests through the binary;
 // the time-out knob end to end (GPULANE_DAEMON_READ_TIMEOUT on a real socket and the real clock)
 // stays there as DaemonProtocol.TruncatedFrameTimesOutWithAnErrorReply, a bad knob's exit 2 as
-// DaemonProtocol.ABadTimeoutKnobStopsTheDaemonWithExit2, and the per-uid and global connection
-// caps (real users through SO_PEERCRED, the raised RLIMIT_NOFILE, the CLI's exit 10) as
-// DaemonConnections.OneUserFloodingConnectionsIsCappedWhileAnotherStillConnects.
+// DaemonProtocol.ABadTimeoutKnobStopsTheDaemonWithExit2. The connection caps:
+// daemon_inproc_connection_caps_test.cc.
 #include <unistd.h>
 
 #include <gtest/gtest.h>
