@@ -140,18 +140,37 @@ exec::LeasedJobHooks RunHooks(const RunOptions& o, int report_fd) {
   return hooks;
 }
 
-// Whether a daemon's sampler meters the lease directory (then the usage line is the daemon's).
-bool DaemonMetersLeases() {
+// The sampling interval of a daemon's sampler that meters the lease directory (then the usage line
+// is the daemon's): nullopt when none does; 0 when it does not say (an older daemon).
+std::optional<double> DaemonMeteringInterval() {
   for (const auto& socket : daemon::SnapshotSockets())
-    if (auto reply = proto::CallExisting(socket, {{"op", "telemetry"}}, 2.0)) return true;
-  return false;
+    if (auto reply = proto::CallExisting(socket, {{"op", "telemetry"}}, 2.0))
+      return reply->is_object() && (*reply)["interval_s"].is_number() ? (*reply)["interval_s"].get<double>() : 0.0;
+  return std::nullopt;
 }
 
 // How the lifecycle went, and whether a daemon metered it.
 struct RunLifecycleOutcome {
   exec::LeasedJobOutcome outcome;
   bool daemon_meters = false;  // a -g 0 job holds no GPU to meter
+  /// A job that may have been too short for any sample: the daemon's record of it, asked as it
+  /// ended, while its lease was still held (EndedInTime).
+  std::optional<telemetry::UsageRecord> ended_record;
 };
+
+// A job shorter than two of the daemon's sampling intervals may have been seen by no sample: its
+// end is told to the daemon while its lease is still held ("ending"), so the daemon records it
+// from its lease file and `report` counts it. A round trip more before the GPUs go to the next job,
+// paid only by such short jobs; longer ones are asked after the release, as before.
+exec::LeasedJobHooks EndedInTime(exec::LeasedJobHooks hooks, double interval_s, std::optional<telemetry::UsageRecord>& record) {
+  if (interval_s <= 0) return hooks;
+  hooks.on_ended = [then = std::move(hooks.on_ended), interval_s, &record](const exec::LeasedJobOutcome& ended) {
+    if (then) then(ended);
+    if (ended.job_s < 2 * interval_s && !ended.lease_name.empty())
+      record = proto::AskUsage(daemon::SnapshotSockets(), {{"lease", ended.lease_name}, {"ending", true}}, 2.0);
+  };
+  return hooks;
+}
 
 // Runs `job` through the lifecycle: -g 0 without GPU, lease or NVML (it works without a driver);
 // else on the GPUs, metering its use itself when no daemon does (and the user sees the line).
@@ -169,9 +188,10 @@ Result<RunLifecycleOutcome> RunLifecycle(const RunOptions& o, const os::Env& env
   auto dir = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config.lease_dir), env.clock);
   if (!dir) return dir.error();
   TimingMark("lease directory opened");
-  run.daemon_meters = DaemonMetersLeases();
+  const std::optional<double> interval_s = DaemonMeteringInterval();
+  run.daemon_meters = interval_s.has_value();
   if (!run.daemon_meters && !o.quiet) job.meter_usage_s = 1;
-  auto outcome = exec::RunLeasedJob(env, **backend, *dir, job, hooks);
+  auto outcome = exec::RunLeasedJob(env, **backend, *dir, job, EndedInTime(hooks, interval_s.value_or(0), run.ended_record));
   if (!outcome) return outcome.error();
   run.outcome = std::move(outcome).value();
   return run;
@@ -190,8 +210,8 @@ int ReportRunEnd(const RunOptions& o, const os::Env& env, const std::string& job
     fmt::print(stderr, "gpulane: ended {} process{} the job left behind{}\n", ran.leftovers_terminated,
                ran.leftovers_terminated > 1 ? "es" : "",
                ran.leftovers_killed ? fmt::format(" ({} needed SIGKILL)", ran.leftovers_killed) : "");
-  // What the daemon's sampler metered of the job (nothing without a daemon, or for a job shorter than
-  // one sample).
+  // What the daemon's sampler metered of the job (nothing without a daemon); a job shorter than one
+  // sample gets the run time and GPU-hours it was recorded with as it ended (no utilisation: unknown).
   if (notified) {
     exec::JobOutcome ended = ran;
     if (outcome.memory_overuse) ended.exit_code = kExitMemoryOveruse;  // what run exits with
@@ -200,6 +220,8 @@ int ReportRunEnd(const RunOptions& o, const os::Env& env, const std::string& job
   }
   if (!o.quiet && !ran.exec_failed && outcome.usage && outcome.usage->samples > 0)
     fmt::print(stderr, "gpulane: {}\n", telemetry::UsageLine(job_id, *outcome.usage));
+  else if (!o.quiet && !ran.exec_failed && run.ended_record)
+    fmt::print(stderr, "gpulane: {}\n", telemetry::UsageLine(job_id, run.ended_record->usage));
   else if (!o.quiet && !ran.exec_failed && run.daemon_meters)
     if (auto record = proto::AskUsage(daemon::SnapshotSockets(), {{"lease", outcome.lease_name}}, 2.0); record && record->usage.samples > 0)
       fmt::print(stderr, "gpulane: {}\n", telemetry::UsageLine(job_id, record->usage));

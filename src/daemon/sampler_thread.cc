@@ -482,7 +482,8 @@ json SamplerThread::Respond(const proto::TelemetryRequest&, const json&) {
       if (g.util_pct) j["util_pct"] = *g.util_pct;
       jobs.push_back(std::move(j));
     }
-  return Ok({{"time_s", sampler_.latest_time_s()}, {"gpus", gpus}, {"jobs", jobs}});
+  return Ok({{"time_s", sampler_.latest_time_s()}, {"interval_s", sampler_.settings().interval_s}, {"gpus", gpus},
+             {"jobs", jobs}});
 }
 
 json SamplerThread::Respond(const proto::EventsRequest& req, const json&) {
