@@ -57,10 +57,10 @@ std::string DashboardUrl() {
 // The processes of gpulane jobs on GPUs those jobs did not lease, as the scheduler sees them: the
 // one join of NVML's processes with the live leases that pick and run use (lease::BuildOccupancy).
 std::map<std::pair<unsigned, std::uint32_t>, StrayMark> StraysOf(const GpuSnapshot& snapshot,
-                                                                const std::vector<lease::LeaseRecord>& leases) {
+                                                                const std::vector<lease::LeaseRecord>& leases,
+                                                                ProcessTable& table) {
   std::map<std::pair<unsigned, std::uint32_t>, StrayMark> strays;
   if (leases.empty()) return strays;  // no job, no stray: spare status the /proc walk
-  ProcfsProcessTable table;
   for (const lease::StrayProcess& s : lease::BuildOccupancy(snapshot, leases, table).strays)
     strays[{s.gpu, s.pid}] = StrayMark{s.job_id, s.job_text, s.user};
   return strays;
@@ -69,13 +69,12 @@ std::map<std::pair<unsigned, std::uint32_t>, StrayMark> StraysOf(const GpuSnapsh
 // The GPUs the line holds for waiting requests, decided as `pick` decides them (the inputs a waiter
 // gathers, lease::HeldForLine), so that status never shows free a GPU that pick refuses.
 std::map<std::string, std::string> ReservedOf(const GpuSnapshot& snapshot, const lease::DirContents& contents,
+                                              const Result<Config>& config, ProcessTable& table,
                                               const gpulane::Clock& clock, std::vector<std::string>& warnings) {
   std::map<std::string, std::string> reserved;
   if (contents.tickets.empty()) return reserved;  // nobody waits: nothing is held
-  auto config = LoadConfig();
   lease::WaitRequest settings;
   if (config) lease::ApplyConfig(*config, settings);
-  ProcfsProcessTable table;
   std::map<std::string, double> first_seen_free_s;  // as pick: every free GPU is free since now
   auto in = config ? lease::GatherDecisionInputs(contents.leases, contents.tickets, snapshot, table, settings, clock.WallS(),
                                                  first_seen_free_s)
@@ -89,7 +88,8 @@ std::map<std::string, std::string> ReservedOf(const GpuSnapshot& snapshot, const
   return reserved;
 }
 
-StatusContext MakeContext(const GpuSnapshot& snapshot, bool warn, const gpulane::Clock& clock) {
+// `config`: the configuration as loaded once for this frame (the line's settings, the partitions).
+StatusContext MakeContext(const GpuSnapshot& snapshot, bool warn, const Result<Config>& config, const gpulane::Clock& clock) {
   StatusContext context;
   context.hostname = HostName();
   context.now = std::time(nullptr);
@@ -100,8 +100,9 @@ StatusContext MakeContext(const GpuSnapshot& snapshot, bool warn, const gpulane:
   TimingMark("context");
   const lease::DirContents contents = ReadLeaseDirIfPresent(clock);
   context.holders = LeaseHolders(contents.leases, snapshot);
-  context.strays = StraysOf(snapshot, contents.leases);
-  context.reserved = ReservedOf(snapshot, contents, clock, context.lease_warnings);
+  ProcfsProcessTable table;  // one /proc view for the strays and the line's decision
+  context.strays = StraysOf(snapshot, contents.leases, table);
+  context.reserved = ReservedOf(snapshot, contents, config, table, clock, context.lease_warnings);
   if (!contents.shares_unreadable.empty())
     context.lease_warnings.push_back(fmt::format("the published fair-share factors ({}) order nothing: {}; the line goes "
                                                  "by --priority and submission",
@@ -110,7 +111,8 @@ StatusContext MakeContext(const GpuSnapshot& snapshot, bool warn, const gpulane:
   return context;
 }
 
-std::string Render(const GpuSnapshot& snapshot, const StatusContext& context, const StatusOptions& o, bool color) {
+std::string Render(const GpuSnapshot& snapshot, const StatusContext& context, const Result<Config>& config,
+                   const StatusOptions& o, bool color) {
   // A process may name itself with bytes that are not UTF-8: those cannot be a JSON string and are
   // written as U+FFFD (a strict dump would throw; docs/status-json.md).
   if (o.json)
@@ -124,7 +126,7 @@ std::string Render(const GpuSnapshot& snapshot, const StatusContext& context, co
   for (const auto& line : context.lease_warnings) text += "warning: " + EscapeForTerminal(line) + "\n";
   if (!o.dashboard_url.empty()) text += "dashboard: " + EscapeForTerminal(o.dashboard_url) + "\n";
   // The machine's partitions, open or closed now (local time).
-  if (auto config = LoadConfig(); config) {
+  if (config) {
     const double week_s = LocalWeekSeconds(std::time(nullptr));
     for (const PartitionConfig& p : config->partitions) text += sched::StatusLine(p, week_s) + "\n";
   }
@@ -138,7 +140,8 @@ int Watch(GpuBackend& backend, StatusOptions o, double interval_s, const gpulane
   return WatchFrames(interval_s, frames, isatty(STDOUT_FILENO) == 1 && !o.json, [&](bool first) -> Frame {
     auto snapshot = ReadAnnotated(backend);
     if (!snapshot) return Fail(snapshot.error());
-    return Render(*snapshot, MakeContext(*snapshot, first, clock), o, color);
+    const auto config = LoadConfig();
+    return Render(*snapshot, MakeContext(*snapshot, first, config, clock), config, o, color);
   });
 }
 
@@ -159,7 +162,8 @@ int RunStatus(const StatusOptions& o, const os::Env& env) {
   TimingMark("snapshot");
   StatusOptions shown = o;
   if (!o.json) shown.dashboard_url = DashboardUrl();
-  std::string out = Render(*snapshot, MakeContext(*snapshot, true, env.clock), shown, UseColor(o.color));
+  const auto config = LoadConfig();
+  std::string out = Render(*snapshot, MakeContext(*snapshot, true, config, env.clock), config, shown, UseColor(o.color));
   TimingMark("rendered");
   std::fwrite(out.data(), 1, out.size(), stdout);
   return kExitOk;
