@@ -27,7 +27,6 @@
 #include "util/exit_codes.h"
 #include "util/say.h"
 #include "lease/lease_dir.h"
-#include "store/history_store.h"
 
 namespace gpulane::daemon {
 namespace {
@@ -175,7 +174,7 @@ Status Daemon::OpenStore() {
 }
 
 Result<GpuSnapshot> Daemon::OpenGpus() {
-  auto backend = parts_.open_gpus();
+  auto backend = env_.gpus.Open();
   if (!backend) return backend.error();
   backend_ = std::move(backend).value();
   auto snapshot = backend_->Read();  // every field once: NVML's first-query costs are paid here, not by clients
@@ -242,12 +241,12 @@ Status Daemon::WatchJobsDir(const sigset_t& stops) {
 }
 
 void Daemon::StartSampler() {
-  auto backend = parts_.open_gpus();  // its own handle: the sampler's reads keep state (Xid events)
+  auto backend = env_.gpus.Open();  // its own handle: the sampler's reads keep state (Xid events)
   if (!backend) {
     Log(fmt::format("telemetry is off: {}", backend.error().message));
     return;
   }
-  auto history = store::HistoryStore::Open(paths_.state_dir + "/history.db");
+  auto history = parts_.open_history(paths_.state_dir + "/history.db");
   if (!history) Log(fmt::format("{}: GPU history and usage records are not stored", history.error().message));
   std::shared_ptr<lease::LeaseDir> dir;
   if (auto opened = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config_.lease_dir), clock_))
@@ -395,7 +394,7 @@ void Daemon::Stop() {
   Log("stopped; running jobs go on under their supervisors");
 }
 
-int RunDaemon(bool user_mode, const os::Env& env) {
+int RunDaemon(bool user_mode, DaemonParts parts) {
   // Its own session, without a controlling terminal: no terminal's ^C or ^\ reaches it, and no
   // terminal it ever opens becomes its own (it opens them O_NOCTTY besides). Fails harmlessly
   // where it already leads a session (systemd) or leads a process group (started in a shell's
@@ -416,7 +415,7 @@ int RunDaemon(bool user_mode, const os::Env& env) {
     Say("gpulane daemon: error: {}\n", safe.error().message);
     return ExitCodeFor(safe.error().kind);
   }
-  Daemon daemon(paths, *config, *settings, RealDaemonParts(env));
+  Daemon daemon(paths, *config, *settings, std::move(parts));
   return daemon.Run();
 }
 
