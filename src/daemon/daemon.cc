@@ -155,7 +155,7 @@ Status Daemon::LockStateDir() {
 Status Daemon::OpenStore() {
   // Never silently on an empty or older queue than the one this daemon last ran on (store_marker.h).
   const std::string db_path = paths_.state_dir + "/jobs.db";
-  if (Status known = CheckStoreFileAgainstMarker(db_path); !known.ok()) return known;
+  if (Status known = CheckStoreFileAgainstMarker(env_.files, db_path); !known.ok()) return known;
   auto store = parts_.open_store(db_path, StoreBusyMs(settings_));
   if (!store) return store.error();
   store_ = std::move(store).value();
@@ -167,8 +167,8 @@ Status Daemon::OpenStore() {
                     *dropped, *dropped == 1 ? "" : "s"));
   auto max_id = store_->MaxId();
   if (!max_id) return max_id.error();
-  if (Status same = CheckStoreIdsAgainstMarker(db_path, *max_id); !same.ok()) return same;
-  if (Status marked = WriteStoreMarker(db_path, *max_id); !marked.ok()) return marked;
+  if (Status same = CheckStoreIdsAgainstMarker(env_.files, db_path, *max_id); !same.ok()) return same;
+  if (Status marked = WriteStoreMarker(env_.files, db_path, *max_id); !marked.ok()) return marked;
   marked_max_id_ = *max_id;
   return Status::Ok();
 }
@@ -309,7 +309,7 @@ Status Daemon::OpenSocket() {
 void Daemon::UpdateStoreMarker() {
   auto max_id = store_->MaxId();
   if (!max_id || *max_id <= marked_max_id_) return;
-  if (Status s = WriteStoreMarker(paths_.state_dir + "/jobs.db", *max_id); !s.ok()) {
+  if (Status s = WriteStoreMarker(env_.files, paths_.state_dir + "/jobs.db", *max_id); !s.ok()) {
     Log("cannot update the job store's marker: " + s.error().message);
     return;
   }

@@ -171,8 +171,9 @@ class InProcDaemonTest : public ::testing::Test {
   /// given, unless a test sets another before StartDaemon.
   std::function<Result<std::unique_ptr<store::HistoryStore>>(const std::string& path)> open_history_ =
       [](const std::string& path) { return store::HistoryStore::Open(path); };
-  os::Env env_{clock_, processes_, spawner_, gpus_};
-  os::Env real_env_{system_clock_, processes_, spawner_, gpus_};
+  os::SystemFileSystem files_;   ///< the real files: the job store beside them is a real SQLite file
+  os::Env env_{clock_, processes_, spawner_, gpus_, files_};
+  os::Env real_env_{system_clock_, processes_, spawner_, gpus_, files_};
   Config config_;
   daemon::DaemonSettings settings_;
   unsigned gpu_count_ = 2;

@@ -36,7 +36,8 @@ TEST(JobRunnerClock, AJobsTimeLimitIsCountedOnTheClockItIsGivenNotTheSystems) {
   ProcfsProcessTable processes;
   os::SystemSpawner spawner;
   test::NoGpus gpus;
-  auto ran = RunJob(spec, os::Env{clock, processes, spawner, gpus}, {});
+  os::SystemFileSystem files;
+  auto ran = RunJob(spec, os::Env{clock, processes, spawner, gpus, files}, {});
   ASSERT_TRUE(ran.ok()) << ran.error().message;
   EXPECT_TRUE(ran->timed_out) << "the job ended on its own: RunJob did not time it on the clock it was given";
   EXPECT_FALSE(ran->exec_failed);
@@ -52,7 +53,8 @@ TEST(JobRunnerSpawner, TheJobIsStartedThroughTheEnvsSpawnerNotAForkOfItsOwn) {
   ProcfsProcessTable processes;
   test::RecordingSpawner spawner;
   test::NoGpus gpus;
-  auto ran = RunJob(spec, os::Env{clock, processes, spawner, gpus}, {});
+  os::SystemFileSystem files;
+  auto ran = RunJob(spec, os::Env{clock, processes, spawner, gpus, files}, {});
   EXPECT_EQ(spawner.starts, 1);
   ASSERT_FALSE(ran.ok()) << "the job ran: RunJob started it by itself";
   EXPECT_EQ(ran.error().message, "cannot fork: not in this test (RecordingSpawner)");

@@ -94,7 +94,7 @@ TEST(WebChild, ItIsStartedThroughTheEnvsSpawnerAndAFailedStartIsRetried) {
   WebChildSpec spec;
   spec.exe = "/bin/sleep";
   spec.argv = {"sleep", "600"};
-  WebChild child(spec, os::Env{env.clock, processes, spawner, gpus}, log.fn());
+  WebChild child(spec, os::Env{env.clock, processes, spawner, gpus, env.files}, log.fn());
   child.Start(100);
   EXPECT_EQ(spawner.starts, 1);
   EXPECT_EQ(child.pid(), -1) << "a child runs: WebChild started it by itself";
