@@ -8,7 +8,8 @@ job's logs, its working folder, the programs on its PATH, anything under her con
 opened through os/user_file.h (os::OpenAsUser and its helpers: the user's rights, no symlinks,
 no blocking, regular files only, bounded reads). This check finds every other call under
 src/daemon/ and src/exec/ that takes a path (open, openat, fopen, file streams, std::filesystem,
-stat, lstat, access, opendir, chdir, unlink, rename, mkdir, chmod, readlink, remove, truncate) and
+stat, lstat, access, opendir, chdir, unlink, rename, mkdir, chmod, readlink, remove, truncate; and
+os::FileSystem's Stat, ReadFile and WriteFileDurably, os::Env's files, which have root's rights too) and
 fails unless the line is in ALLOWED below with the reason it is not a user's path. An entry that
 matches no line any more fails too, so the list stays the list of what is there.
 Prints one line per problem (file:line: what) and exits 1 when there is any, else 0.
@@ -23,7 +24,8 @@ PATH_CALL = re.compile(
     r"(?<![\w.>:])(?:std::|::)?"
     r"(open|openat|openat2|fopen|freopen|stat|lstat|fstatat|statx|access|faccessat|opendir|chdir|unlink|unlinkat|"
     r"rename|renameat|renameat2|mkdir|mkdirat|chmod|chown|lchown|readlink|realpath|remove|truncate|mkfifo)\s*\("
-    r"|std::(?:i|o)?fstream\b|std::filesystem::|\bfs::")
+    r"|std::(?:i|o)?fstream\b|std::filesystem::|\bfs::"
+    r"|\.(?:Stat|ReadFile|WriteFileDurably)\s*\(")  # os::FileSystem (os/file_system.h): root's rights as well
 
 STATE = "the daemon's own state folder (root's, 0700; the user's own for a per-user daemon), never a user's path"
 OWN = "a fixed path of the system, not one a user names"
@@ -80,13 +82,10 @@ ALLOWED = {
         ('open("/dev/null"', OWN),
     ],
     "daemon/store_marker.cc": [
-        ("lstat(marker_path.c_str()", STATE),
-        ("std::ifstream in(marker_path)", STATE),
-        ("stat(db_path.c_str()", STATE),
-        ("open(temp.c_str()", STATE),
-        ("rename(temp.c_str(), marker.c_str())", STATE),
-        ("unlink(temp.c_str())", STATE),
-        ('open(dir.empty() ? "." : dir.c_str()', STATE),
+        ("files.Stat(marker_path", STATE),
+        ("files.ReadFile(marker_path)", STATE),
+        ("files.Stat(db_path", STATE),
+        ("files.WriteFileDurably(StoreMarkerPath(db_path)", STATE),
     ],
     "daemon/supervisor.cc": [
         ("unlink(token.c_str())", "the test fault point GPULANE_TEST_SUPERVISOR_DIES: the supervisor's environment is "

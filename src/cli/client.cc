@@ -197,9 +197,11 @@ Result<int> StartAndConnect() {
   }
   // The daemon reads the GPUs before it listens: when NVML cannot be loaded here either (it has this
   // environment), that is why it ended, with that error's own exit code (no driver: 3, NVML: 4).
-  if (started > 0 && Ended(started))
-    if (auto nvml = NvmlBackend::Open(); !nvml)
+  if (started > 0 && Ended(started)) {
+    const SystemClock clock{};  // the backend's, unread: NVML is only loaded to see why it fails
+    if (auto nvml = NvmlBackend::Open(clock); !nvml)
       return MakeError(nvml.error().kind, "the gpulane daemon cannot start: " + nvml.error().message);
+  }
   const std::string last = LastLogLine(user.state_dir);
   return MakeError(ErrorKind::kUnavailable,
                    fmt::format("no gpulane daemon answers on {} and one could not be started ({}/daemon.log{}{})", user.socket,

@@ -40,8 +40,8 @@ void PrintJobIds() {
 }
 
 // Every GPU's index (PCI order, as status numbers them) and UUID.
-void PrintGpus(const gpulane::Clock& clock) {
-  auto backend = OpenBackend(clock);
+void PrintGpus(const os::Env& env) {
+  auto backend = OpenBackend(env);
   if (!backend) return;
   auto snapshot = (*backend)->Read({});
   if (!snapshot) return;
@@ -58,7 +58,7 @@ void RegisterComplete(CLI::App& app, Runner* run, const os::Env& env) {
   sub->callback([what, run, &env] {
     *run = [what, &env] {
       if (*what == "jobs") PrintJobIds();
-      else PrintGpus(env.clock);
+      else PrintGpus(env);
       return static_cast<int>(kExitOk);
     };
   });

@@ -33,7 +33,7 @@ void RegisterDaemon(CLI::App& app, Runner* run, const os::Env& env) {
     } else if (*install) {
       *run = [] { return RunDaemonInstall(); };
     } else {
-      *run = [user, &env] { return daemon::RunDaemon(*user, env); };
+      *run = [user, &env] { return daemon::RunDaemon(*user, daemon::RealDaemonParts(env)); };
     }
   });
 

@@ -62,8 +62,8 @@ Config CheckConfig(Report& report) {
 std::string CudaVersion(int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
 
 // The driver and NVML, through the daemon's snapshot when one answers (as every command reads).
-std::optional<GpuSnapshot> CheckNvml(Report& report, const gpulane::Clock& clock) {
-  auto backend = OpenBackend(clock);
+std::optional<GpuSnapshot> CheckNvml(Report& report, const os::Env& env) {
+  auto backend = OpenBackend(env);
   Result<GpuSnapshot> snapshot = backend ? (*backend)->Read({}) : Result<GpuSnapshot>(backend.error());
   if (!snapshot) {
     const bool no_driver = snapshot.error().kind == ErrorKind::kNoDriver;
@@ -232,7 +232,7 @@ void CheckClock(Report& report) {
 int RunDoctor(const os::Env& env) {
   Report report;
   const Config config = CheckConfig(report);
-  const std::optional<GpuSnapshot> snapshot = CheckNvml(report, env.clock);
+  const std::optional<GpuSnapshot> snapshot = CheckNvml(report, env);
   CheckLeaseDir(report, config, env.clock);
   const std::string daemon_mode = CheckDaemon(report);
   CheckIsolation(report, config, snapshot, daemon_mode, env.spawner);

@@ -132,7 +132,7 @@ int RunLease(const LeaseOptions& o, const os::Env& os_env) {
   auto wait = WaitRequestOf(o, *config, parent);
   if (!wait) return Fail(wait.error());
   const lease::WaitRequest& w = *wait;
-  auto backend = OpenBackend(os_env.clock);
+  auto backend = OpenBackend(os_env);
   if (!backend) return Fail(backend.error());
   auto dir = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config->lease_dir), os_env.clock);
   if (!dir) return Fail(dir.error());

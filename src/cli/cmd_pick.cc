@@ -54,7 +54,7 @@ int RunPick(const PickOptions& o, const os::Env& env) {
   // GPUs as run does, so pick fails exactly where and how run --no-wait would.
   auto dir = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config->lease_dir), env.clock);
   if (!dir) return Fail(dir.error());
-  auto backend = OpenBackend(env.clock);
+  auto backend = OpenBackend(env);
   if (!backend) return Fail(backend.error());
   auto snapshot = ReadAnnotated(**backend, lease::DecisionReadOptions(*request));
   if (!snapshot) return Fail(snapshot.error());

@@ -183,7 +183,7 @@ Result<RunLifecycleOutcome> RunLifecycle(const RunOptions& o, const os::Env& env
     run.outcome = std::move(outcome).value();
     return run;
   }
-  auto backend = OpenBackend(env.clock);
+  auto backend = OpenBackend(env);
   if (!backend) return backend.error();
   auto dir = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config.lease_dir), env.clock);
   if (!dir) return dir.error();
@@ -272,7 +272,7 @@ int RunEachFile(const RunOptions& o, const os::Env& env) {
   auto request = o.request.ToRequest();  // a bad option fails once here, not once per line
   if (!request) return Fail(request.error());
   int exit_code = kExitOk;
-  const unsigned parallel = o.jobs_given ? static_cast<unsigned>(o.jobs) : DefaultParallel(*request, env.clock, &exit_code);
+  const unsigned parallel = o.jobs_given ? static_cast<unsigned>(o.jobs) : DefaultParallel(*request, env, &exit_code);
   if (parallel == 0) return exit_code;
   return RunEach(*commands, parallel, [&o, &env](const std::vector<std::string>& argv, int report_fd) {
     RunOptions line = o;

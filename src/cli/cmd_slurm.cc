@@ -25,7 +25,6 @@
 #include "cli/common.h"
 #include "exec/gpu_cleanup.h"
 #include "gpu/gres_conf.h"
-#include "gpu/nvml_backend.h"
 #include "util/config.h"
 #include "util/exit_codes.h"
 #include "util/strings.h"
@@ -41,8 +40,9 @@ struct SlurmOptions {
   std::string ghost_min;
 };
 
-Result<GpuSnapshot> ReadNvml() {
-  auto backend = NvmlBackend::Open();
+// NVML itself (os::Env's GPUs), not a daemon's snapshots.
+Result<GpuSnapshot> ReadNvml(const os::Env& env) {
+  auto backend = env.gpus.Open();
   if (!backend) return backend.error();
   return ReadAnnotated(**backend);
 }
@@ -137,8 +137,8 @@ std::vector<std::string> Holders(const GpuDevice& d, std::uint64_t ghost_min, co
   return lines;
 }
 
-int RunGresConf() {
-  auto snapshot = ReadNvml();
+int RunGresConf(const os::Env& env) {
+  auto snapshot = ReadNvml(env);
   if (!snapshot) return Fail(snapshot.error());
   auto lines = GresConfLines(*snapshot);
   if (!lines) return Fail(lines.error());
@@ -153,12 +153,12 @@ struct JobView {
   std::vector<unsigned> gpus;
 };
 
-Result<JobView> ViewJob(const SlurmOptions& o) {
+Result<JobView> ViewJob(const SlurmOptions& o, const os::Env& env) {
   JobView v;
   auto ghost_min = GhostMin(o);
   if (!ghost_min) return ghost_min.error();
   v.ghost_min = *ghost_min;
-  auto snapshot = ReadNvml();
+  auto snapshot = ReadNvml(env);
   if (!snapshot) return snapshot.error();
   v.snapshot = std::move(snapshot).value();
   auto gpus = JobGpus(v.snapshot);
@@ -167,8 +167,8 @@ Result<JobView> ViewJob(const SlurmOptions& o) {
   return v;
 }
 
-int RunProlog(const SlurmOptions& o) {
-  auto job = ViewJob(o);
+int RunProlog(const SlurmOptions& o, const os::Env& env) {
+  auto job = ViewJob(o, env);
   if (!job) return Fail(job.error());
   int held = 0;
   for (unsigned i : job->gpus)
@@ -181,7 +181,7 @@ int RunProlog(const SlurmOptions& o) {
 }
 
 int RunEpilog(const SlurmOptions& o, const os::Env& env) {
-  auto job = ViewJob(o);
+  auto job = ViewJob(o, env);
   if (!job) return Fail(job.error());
   const std::optional<std::uint32_t> uid = JobUid();
   std::vector<pid_t> leftovers;
@@ -207,7 +207,7 @@ int RunEpilog(const SlurmOptions& o, const os::Env& env) {
       for (const std::string& line : Holders(job->snapshot.devices[i], job->ghost_min, gone)) holders.push_back(line);
     if (holders.empty() || std::chrono::steady_clock::now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    auto again = ReadNvml();
+    auto again = ReadNvml(env);
     if (!again) return Fail(again.error());
     job->snapshot = std::move(again).value();
   }
@@ -224,7 +224,7 @@ void RegisterSlurm(CLI::App& app, Runner* run, const os::Env& env) {
                                                 "guard the job's GPUs (docs/slurm.md)");
   slurm->require_subcommand(1);
   CLI::App* gres = slurm->add_subcommand("gres-conf", "Print this node's gres.conf lines from NVML (PCI order, File= by minor number)");
-  gres->callback([run] { *run = [] { return RunGresConf(); }; });
+  gres->callback([run, &env] { *run = [&env] { return RunGresConf(env); }; });
   CLI::App* prolog = slurm->add_subcommand(
       "prolog", "Slurm Prolog=: exit 17 when a process or ghost memory already holds one of the job's GPUs");
   CLI::App* epilog = slurm->add_subcommand(
@@ -235,7 +235,7 @@ void RegisterSlurm(CLI::App& app, Runner* run, const os::Env& env) {
   epilog->add_option("--grace", o->grace_s, "Seconds between SIGTERM and SIGKILL (default 10)")->check(CLI::Range(0.0, 3600.0));
   epilog->add_option("--settle", o->settle_s, "Seconds to wait for the driver to free the memory (default 10)")
       ->check(CLI::Range(0.0, 600.0));
-  prolog->callback([o, run] { *run = [o] { return RunProlog(*o); }; });
+  prolog->callback([o, run, &env] { *run = [o, &env] { return RunProlog(*o, env); }; });
   epilog->callback([o, run, &env] { *run = [o, &env] { return RunEpilog(*o, env); }; });
 }
 

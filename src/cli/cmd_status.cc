@@ -154,7 +154,7 @@ int RunStatus(const StatusOptions& o, const os::Env& env) {
                             fmt::format("--watch '{}': give the refresh interval in seconds, at least 0.1", o.watch)));
     interval_s = *parsed;
   }
-  auto backend = OpenBackend(env.clock);
+  auto backend = OpenBackend(env);
   if (!backend) return Fail(backend.error());
   if (o.watch_given) return Watch(**backend, o, interval_s, env.clock);
   auto snapshot = ReadAnnotated(**backend);
@@ -171,13 +171,13 @@ int RunStatus(const StatusOptions& o, const os::Env& env) {
 
 }  // namespace
 
-int WatchStatus(double interval_s, long frames, const std::string& color, const gpulane::Clock& clock) {
-  auto backend = OpenBackend(clock);
+int WatchStatus(double interval_s, long frames, const std::string& color, const os::Env& env) {
+  auto backend = OpenBackend(env);
   if (!backend) return Fail(backend.error());
   StatusOptions o;
   o.watch_given = true;
   o.color = color;
-  return Watch(**backend, o, interval_s, clock, frames);
+  return Watch(**backend, o, interval_s, env.clock, frames);
 }
 
 void RegisterStatus(CLI::App& app, Runner* run, const os::Env& env) {

@@ -114,8 +114,8 @@ int RunTop(const TopOptions& o, const os::Env& env) {
     return Fail(MakeError(ErrorKind::kInvalidArgument,
                           fmt::format("--iterations {}: give how many refreshes to show, 1 or more (0: until q)", o.iterations)));
   // Without a terminal there is no screen to draw on: status --watch's frames, one after the other.
-  if (isatty(STDOUT_FILENO) != 1) return WatchStatus(*interval, o.iterations, o.color, env.clock);
-  auto backend = OpenBackend(env.clock);
+  if (isatty(STDOUT_FILENO) != 1) return WatchStatus(*interval, o.iterations, o.color, env);
+  auto backend = OpenBackend(env);
   if (!backend) return Fail(backend.error());
   View v{TopSource(std::move(backend).value(), kSpanS, env.clock), {}, {}, {UseColor(o.color), LocaleIsUtf8()}, *interval, nullptr};
   auto first = v.source.Refresh(WallS());  // before the screen is taken: errors go to stderr as they are

@@ -10,7 +10,6 @@
 #include "util/exit_codes.h"
 #include "daemon/paths.h"
 #include "proto/snapshot_source.h"
-#include "gpu/nvml_backend.h"
 #include "lease/lease_dir.h"
 #include "os/process_table.h"
 #include "proto/wire.h"
@@ -32,8 +31,8 @@ int Fail(const Error& error) {
 
 void Warn(const std::string& message) { PrintDiagnostic("warning", message); }
 
-Result<std::unique_ptr<GpuBackend>> OpenBackend(const gpulane::Clock& clock) {
-  return std::unique_ptr<GpuBackend>(new proto::SnapshotSource(daemon::SnapshotSockets(), clock));
+Result<std::unique_ptr<GpuBackend>> OpenBackend(const os::Env& env) {
+  return std::unique_ptr<GpuBackend>(new proto::SnapshotSource(daemon::SnapshotSockets(), env.clock, env.gpus));
 }
 
 Result<std::vector<std::string>> JobIdArgs(const std::vector<std::string>& words) {

@@ -13,6 +13,7 @@
 #include "gpu/backend.h"
 #include "gpu/visible_devices.h"
 #include "lease/lease_dir.h"
+#include "os/env.h"
 #include "util/config.h"
 #include "util/notify_target.h"
 #include "util/result.h"
@@ -45,9 +46,9 @@ Result<std::vector<std::string>> JobIdArgs(const std::vector<std::string>& words
 int ReportFailures(const nlohmann::json& reply);
 
 /// The GPU source for commands: the running daemon's snapshots, else NVML itself (library from
-/// $GPULANE_NVML_LIBRARY or libnvidia-ml.so.1; see proto::SnapshotSource). Errors surface at the first Read.
-/// `clock` (os::Env's) outlives it.
-Result<std::unique_ptr<GpuBackend>> OpenBackend(const gpulane::Clock& clock);
+/// $GPULANE_NVML_LIBRARY or libnvidia-ml.so.1 through `env`'s GPUs; see proto::SnapshotSource).
+/// Errors surface at the first Read. `env` (main()'s) outlives it.
+Result<std::unique_ptr<GpuBackend>> OpenBackend(const os::Env& env);
 
 /// Reads a snapshot and fills in process owners and command lines from /proc.
 Result<GpuSnapshot> ReadAnnotated(GpuBackend& backend, const ReadOptions& options = {});

@@ -233,7 +233,7 @@ class EachRun {
 
 }  // namespace
 
-unsigned DefaultParallel(const sched::Request& request, const Clock& clock, int* exit_code) {
+unsigned DefaultParallel(const sched::Request& request, const os::Env& env, int* exit_code) {
   if (request.count == 0) return std::max(1u, std::thread::hardware_concurrency());
   // The GPUs are read in a child: NVML, once initialised here, would be shared with every line forked later.
   int fds[2];
@@ -245,7 +245,7 @@ unsigned DefaultParallel(const sched::Request& request, const Clock& clock, int*
   }
   if (pid == 0) {
     close(fds[0]);
-    auto backend = OpenBackend(clock);
+    auto backend = OpenBackend(env);
     auto snapshot = backend ? ReadAnnotated(**backend) : Result<GpuSnapshot>(backend.error());
     if (!snapshot) _exit(Fail(snapshot.error()));
     auto allowed = ResolveAllowedGpus(request.gpu_list, InheritedAllocation(), *snapshot);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "os/env.h"
 #include "sched/request.h"
 #include "util/clock.h"
 #include "util/shell_words.h"
@@ -25,7 +26,7 @@ using LineRunner = std::function<int(const std::vector<std::string>& argv, int r
 /// this process never initialises NVML before it forks the lines; with -g 0 the CPU cores. 0 when
 /// the GPUs cannot be read: the child has printed why, and *exit_code is its exit code (3 no
 /// driver, 4 NVML, 2 a --gpus that names no GPU).
-unsigned DefaultParallel(const sched::Request& request, const Clock& clock, int* exit_code);
+unsigned DefaultParallel(const sched::Request& request, const os::Env& env, int* exit_code);
 
 /// Runs `commands` (in file order, at most `parallel` at once, `parallel` >= 1) with `run_line`.
 /// SIGINT, SIGTERM and SIGHUP stop it from starting more lines; one sent to this process alone (not

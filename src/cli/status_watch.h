@@ -3,7 +3,7 @@
 // without a terminal).
 #include <string>
 
-#include "util/clock.h"
+#include "os/env.h"
 
 namespace gpulane::cli {
 
@@ -11,6 +11,6 @@ namespace gpulane::cli {
 /// without NO_COLOR), "always" or "never"; redrawn in place on a terminal, one frame after the other
 /// otherwise) until SIGINT or SIGTERM, or until `frames` frames were printed (0: no limit). Returns
 /// the exit code: kExitOk, or the error's when the GPUs cannot be read.
-int WatchStatus(double interval_s, long frames, const std::string& color, const gpulane::Clock& clock);
+int WatchStatus(double interval_s, long frames, const std::string& color, const os::Env& env);
 
 }  // namespace gpulane::cli

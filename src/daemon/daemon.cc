@@ -27,7 +27,6 @@
 #include "util/exit_codes.h"
 #include "util/say.h"
 #include "lease/lease_dir.h"
-#include "store/history_store.h"
 
 namespace gpulane::daemon {
 namespace {
@@ -156,7 +155,7 @@ Status Daemon::LockStateDir() {
 Status Daemon::OpenStore() {
   // Never silently on an empty or older queue than the one this daemon last ran on (store_marker.h).
   const std::string db_path = paths_.state_dir + "/jobs.db";
-  if (Status known = CheckStoreFileAgainstMarker(db_path); !known.ok()) return known;
+  if (Status known = CheckStoreFileAgainstMarker(env_.files, db_path); !known.ok()) return known;
   auto store = parts_.open_store(db_path, StoreBusyMs(settings_));
   if (!store) return store.error();
   store_ = std::move(store).value();
@@ -168,14 +167,14 @@ Status Daemon::OpenStore() {
                     *dropped, *dropped == 1 ? "" : "s"));
   auto max_id = store_->MaxId();
   if (!max_id) return max_id.error();
-  if (Status same = CheckStoreIdsAgainstMarker(db_path, *max_id); !same.ok()) return same;
-  if (Status marked = WriteStoreMarker(db_path, *max_id); !marked.ok()) return marked;
+  if (Status same = CheckStoreIdsAgainstMarker(env_.files, db_path, *max_id); !same.ok()) return same;
+  if (Status marked = WriteStoreMarker(env_.files, db_path, *max_id); !marked.ok()) return marked;
   marked_max_id_ = *max_id;
   return Status::Ok();
 }
 
 Result<GpuSnapshot> Daemon::OpenGpus() {
-  auto backend = parts_.open_gpus();
+  auto backend = env_.gpus.Open();
   if (!backend) return backend.error();
   backend_ = std::move(backend).value();
   auto snapshot = backend_->Read();  // every field once: NVML's first-query costs are paid here, not by clients
@@ -242,12 +241,12 @@ Status Daemon::WatchJobsDir(const sigset_t& stops) {
 }
 
 void Daemon::StartSampler() {
-  auto backend = parts_.open_gpus();  // its own handle: the sampler's reads keep state (Xid events)
+  auto backend = env_.gpus.Open();  // its own handle: the sampler's reads keep state (Xid events)
   if (!backend) {
     Log(fmt::format("telemetry is off: {}", backend.error().message));
     return;
   }
-  auto history = store::HistoryStore::Open(paths_.state_dir + "/history.db");
+  auto history = parts_.open_history(paths_.state_dir + "/history.db");
   if (!history) Log(fmt::format("{}: GPU history and usage records are not stored", history.error().message));
   std::shared_ptr<lease::LeaseDir> dir;
   if (auto opened = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config_.lease_dir), clock_))
@@ -311,7 +310,7 @@ Status Daemon::OpenSocket() {
 void Daemon::UpdateStoreMarker() {
   auto max_id = store_->MaxId();
   if (!max_id || *max_id <= marked_max_id_) return;
-  if (Status s = WriteStoreMarker(paths_.state_dir + "/jobs.db", *max_id); !s.ok()) {
+  if (Status s = WriteStoreMarker(env_.files, paths_.state_dir + "/jobs.db", *max_id); !s.ok()) {
     Log("cannot update the job store's marker: " + s.error().message);
     return;
   }
@@ -396,7 +395,7 @@ void Daemon::Stop() {
   Log("stopped; running jobs go on under their supervisors");
 }
 
-int RunDaemon(bool user_mode, const os::Env& env) {
+int RunDaemon(bool user_mode, DaemonParts parts) {
   // Its own session, without a controlling terminal: no terminal's ^C or ^\ reaches it, and no
   // terminal it ever opens becomes its own (it opens them O_NOCTTY besides). Fails harmlessly
   // where it already leads a session (systemd) or leads a process group (started in a shell's
@@ -417,7 +416,7 @@ int RunDaemon(bool user_mode, const os::Env& env) {
     Say("gpulane daemon: error: {}\n", safe.error().message);
     return ExitCodeFor(safe.error().kind);
   }
-  Daemon daemon(paths, *config, *settings, RealDaemonParts(env));
+  Daemon daemon(paths, *config, *settings, std::move(parts));
   return daemon.Run();
 }
 

@@ -249,7 +249,7 @@ class Daemon : private ops::JobViews, private ops::SubmitQuotas {
   Config config_;
   DaemonSettings settings_;
   DaemonParts parts_;
-  const os::Env env_;   ///< the clock and /proc of parts_ (os/env.h)
+  const os::Env env_;   ///< the clock, /proc, spawner and GPUs of parts_ (os/env.h)
   const Clock& clock_;  ///< env_.clock
   std::string jobs_dir_;
   std::unique_ptr<store::JobStore> store_;
@@ -345,7 +345,8 @@ class Daemon : private ops::JobViews, private ops::SubmitQuotas {
   bool schedule_needed_ = true;  ///< something changed that may let a queued job start (also JobTable's own)
 };
 
-/// Entry point of `gpulane daemon`: `user_mode` picks the per-user paths. Returns the exit code.
-int RunDaemon(bool user_mode, const os::Env& env);
+/// Entry point of `gpulane daemon`: `user_mode` picks the per-user paths; `parts` are main()'s
+/// (RealDaemonParts). Returns the exit code.
+int RunDaemon(bool user_mode, DaemonParts parts);
 
 }  // namespace gpulane::daemon

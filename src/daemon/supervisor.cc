@@ -352,7 +352,7 @@ int Conclude(Supervision& s, const Result<exec::LeasedJobOutcome>& outcome) {
 // The job's lifecycle (exec/leased_job.h) from its wait for GPUs to its end, recorded.
 int SuperviseLeased(Supervision& s, const Config& config, const lease::LeaseDir& dir, int exec_mark_fd) {
   // GPU snapshots from the daemon, which holds NVML open; NVML itself only while none answers.
-  proto::SnapshotSource backend(SnapshotSockets(), s.env.clock);
+  proto::SnapshotSource backend(SnapshotSockets(), s.env.clock, s.env.gpus);
   AppendRetryLine(s.job);
   const exec::LeasedJobHooks hooks = HooksOf(s);
   exec::LeasedJob leased = MakeLeasedJob(s.job, config);

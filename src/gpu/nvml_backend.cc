@@ -1,12 +1,12 @@
 #include "gpu/nvml_backend.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <fmt/format.h>
 
+#include "gpu/nvml_opener.h"
 #include "gpu/ordering.h"
 
 namespace gpulane {
@@ -357,25 +357,30 @@ void LinkPeersByP2P(const Api& api, const std::vector<nvmlDevice_t>& handles, st
 
 }  // namespace
 
-Result<std::unique_ptr<NvmlBackend>> NvmlBackend::Open(const std::string& path) {
+Result<std::unique_ptr<NvmlBackend>> NvmlBackend::Open(const Clock& clock, const std::string& path) {
   auto library = nvml::Library::Open(path);
   if (!library) return library.error();
   if (std::getenv("GPULANE_TIMING"))
     fmt::print(stderr, "gpulane: timing: dlopen {:.2f} ms, resolve {:.2f} ms, nvmlInit {:.2f} ms\n", (*library)->dlopen_ms(),
                (*library)->resolve_ms(), (*library)->init_ms());
-  return std::make_unique<NvmlBackend>(std::move(library).value());
+  return std::make_unique<NvmlBackend>(std::move(library).value(), clock);
+}
+
+Result<std::unique_ptr<GpuBackend>> NvmlOpener::Open() {
+  auto backend = NvmlBackend::Open(clock_);
+  if (!backend) return backend.error();
+  return std::unique_ptr<GpuBackend>(std::move(backend).value());
 }
 
 Result<GpuSnapshot> NvmlBackend::Read(const ReadOptions& options) {
-  const auto started = std::chrono::steady_clock::now();
   struct Report {
-    std::chrono::steady_clock::time_point start;
+    const Clock& clock;
+    double start_s;
     ~Report() {
       if (std::getenv("GPULANE_TIMING"))
-        fmt::print(stderr, "gpulane: timing: read all GPUs {:.2f} ms\n",
-                   std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+        fmt::print(stderr, "gpulane: timing: read all GPUs {:.2f} ms\n", (clock.MonotonicS() - start_s) * 1e3);
     }
-  } report{started};
+  } report{clock_, clock_.MonotonicS()};
   const Api& api = library_->api();
   GpuSnapshot snap;
   char buf[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE] = {};

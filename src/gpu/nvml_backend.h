@@ -5,6 +5,7 @@
 
 #include "gpu/backend.h"
 #include "nvml/nvml_loader.h"
+#include "util/clock.h"
 
 namespace gpulane {
 
@@ -14,11 +15,13 @@ namespace gpulane {
 /// marks that GPU failed and reading moves on to the next GPU.
 class NvmlBackend : public GpuBackend {
  public:
-  explicit NvmlBackend(std::unique_ptr<nvml::Library> library) : library_(std::move(library)) {}
+  /// `clock` (os::Env's; it outlives the backend) times GPULANE_TIMING's "read all GPUs" line.
+  NvmlBackend(std::unique_ptr<nvml::Library> library, const Clock& clock) : library_(std::move(library)), clock_(clock) {}
   ~NvmlBackend() override;
 
-  /// Loads NVML (see nvml::Library::Open for errors: kNoDriver, kNvml) and wraps it.
-  static Result<std::unique_ptr<NvmlBackend>> Open(const std::string& path = "");
+  /// Loads NVML (see nvml::Library::Open for errors: kNoDriver, kNvml) and wraps it. Outside gpu/
+  /// only through os::Env's GpuOpener (gpu/nvml_opener.h), the fake NVML's tests and cli/.
+  static Result<std::unique_ptr<NvmlBackend>> Open(const Clock& clock, const std::string& path = "");
 
   /// Reads every GPU. With options.telemetry it keeps state between reads: per-process
   /// utilisation is that since the previous read, and Xid errors those NVML reported since then
@@ -33,6 +36,7 @@ class NvmlBackend : public GpuBackend {
   void DrainXids(const std::vector<nvmlDevice_t>& handles, std::vector<GpuDevice>& devices);
 
   std::unique_ptr<nvml::Library> library_;
+  const Clock& clock_;
   std::vector<unsigned long long> last_seen_us_;  ///< per NVML index: the newest process sample read
   enum class XidWatch { kNotYet, kWatched, kUnsupported };
   std::vector<XidWatch> xid_watch_;  ///< per NVML index

@@ -4,7 +4,6 @@
 #include <cstdlib>
 #include <string>
 
-#include "gpu/nvml_backend.h"
 #include "gpu/snapshot_json.h"
 #include "proto/call.h"
 #include "util/clock.h"
@@ -19,8 +18,9 @@ bool DirectNvmlForced() {
 
 }  // namespace
 
-SnapshotSource::SnapshotSource(std::vector<std::string> sockets, const Clock& clock, double retry_daemon_after_s)
-    : sockets_(std::move(sockets)), clock_(clock), retry_daemon_after_s_(retry_daemon_after_s) {}
+SnapshotSource::SnapshotSource(std::vector<std::string> sockets, const Clock& clock, GpuOpener& direct,
+                               double retry_daemon_after_s)
+    : sockets_(std::move(sockets)), clock_(clock), direct_(direct), retry_daemon_after_s_(retry_daemon_after_s) {}
 
 Result<GpuSnapshot> SnapshotSource::Read(const ReadOptions& options) {
   const bool ask = !DirectNvmlForced() &&
@@ -45,7 +45,7 @@ Result<GpuSnapshot> SnapshotSource::Read(const ReadOptions& options) {
     daemon_failed_at_s_ = clock_.MonotonicS();  // no daemon, or one that cannot answer: NVML for a while
   }
   if (!nvml_) {
-    auto backend = NvmlBackend::Open();
+    auto backend = direct_.Open();
     if (!backend) return backend.error();
     nvml_ = std::move(backend).value();
   }

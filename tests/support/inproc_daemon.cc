@@ -23,16 +23,6 @@ namespace {
 
 constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
 
-class FakeGpus final : public GpuBackend {
- public:
-  explicit FakeGpus(GpuSnapshot snapshot) : snapshot_(std::move(snapshot)) {}
-  Result<GpuSnapshot> Read(const ReadOptions&) override { return snapshot_; }
-  using GpuBackend::Read;
-
- private:
-  GpuSnapshot snapshot_;
-};
-
 }  // namespace
 
 GpuSnapshot IdleSnapshot(unsigned n) {
@@ -99,9 +89,9 @@ void InProcDaemonTest::StartDaemon() {
 Status InProcDaemonTest::TryStartDaemon() {
   daemon::DaemonParts parts;
   parts.env = real_clock_ ? &real_env_ : &env_;
-  const GpuSnapshot gpus = IdleSnapshot(gpu_count_);
-  parts.open_gpus = [gpus]() -> Result<std::unique_ptr<GpuBackend>> { return std::unique_ptr<GpuBackend>(new FakeGpus(gpus)); };
+  gpus_.snapshot = IdleSnapshot(gpu_count_);
   parts.open_store = [](const std::string& path, int busy_ms) { return store::JobStore::Open(path, busy_ms); };
+  parts.open_history = open_history_;
   parts.make_launcher = [this](const daemon::LaunchPlace&) -> std::unique_ptr<daemon::SupervisorLauncher> {
     auto launcher = std::make_unique<RecordingLauncher>();
     launcher->on_start = [this](std::int64_t id) { launched_.push_back(id); };

@@ -26,6 +26,7 @@
 #include "proto/wire.h"
 #include "store/job.h"
 #include "util/clock.h"
+#include "support/fixed_gpus.h"
 #include "support/recording_spawner.h"
 
 namespace gpulane::test {
@@ -168,8 +169,14 @@ class InProcDaemonTest : public ::testing::Test {
   SystemClock system_clock_;
   ProcfsProcessTable processes_;  ///< the real /proc, as the daemon's own (os/env.h)
   RecordingSpawner spawner_;      ///< starts nothing (the launcher records supervisors; no gpulane-web)
-  os::Env env_{clock_, processes_, spawner_};
-  os::Env real_env_{system_clock_, processes_, spawner_};
+  FixedGpus gpus_;                ///< gpu_count_ idle GPUs (IdleSnapshot), set at StartDaemon
+  /// The daemon's parts' history store (opened with telemetry on): the real one at the path it is
+  /// given, unless a test sets another before StartDaemon.
+  std::function<Result<std::unique_ptr<store::HistoryStore>>(const std::string& path)> open_history_ =
+      [](const std::string& path) { return store::HistoryStore::Open(path); };
+  os::SystemFileSystem files_;   ///< the real files: the job store beside them is a real SQLite file
+  os::Env env_{clock_, processes_, spawner_, gpus_, files_};
+  os::Env real_env_{system_clock_, processes_, spawner_, gpus_, files_};
   Config config_;
   daemon::DaemonSettings settings_;
   unsigned gpu_count_ = 2;

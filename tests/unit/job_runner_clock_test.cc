@@ -6,6 +6,7 @@
 
 #include "exec/job_runner.h"
 #include "os/env.h"
+#include "support/fixed_gpus.h"
 #include "support/recording_spawner.h"
 #include "util/clock.h"
 
@@ -34,7 +35,9 @@ TEST(JobRunnerClock, AJobsTimeLimitIsCountedOnTheClockItIsGivenNotTheSystems) {
   const RacingClock clock(3000);  // fifty minutes a look: the hour is up at the second look
   ProcfsProcessTable processes;
   os::SystemSpawner spawner;
-  auto ran = RunJob(spec, os::Env{clock, processes, spawner}, {});
+  test::NoGpus gpus;
+  os::SystemFileSystem files;
+  auto ran = RunJob(spec, os::Env{clock, processes, spawner, gpus, files}, {});
   ASSERT_TRUE(ran.ok()) << ran.error().message;
   EXPECT_TRUE(ran->timed_out) << "the job ended on its own: RunJob did not time it on the clock it was given";
   EXPECT_FALSE(ran->exec_failed);
@@ -49,7 +52,9 @@ TEST(JobRunnerSpawner, TheJobIsStartedThroughTheEnvsSpawnerNotAForkOfItsOwn) {
   const SystemClock clock;
   ProcfsProcessTable processes;
   test::RecordingSpawner spawner;
-  auto ran = RunJob(spec, os::Env{clock, processes, spawner}, {});
+  test::NoGpus gpus;
+  os::SystemFileSystem files;
+  auto ran = RunJob(spec, os::Env{clock, processes, spawner, gpus, files}, {});
   EXPECT_EQ(spawner.starts, 1);
   ASSERT_FALSE(ran.ok()) << "the job ran: RunJob started it by itself";
   EXPECT_EQ(ran.error().message, "cannot fork: not in this test (RecordingSpawner)");

@@ -17,7 +17,8 @@ using nlohmann::json;
 // NVML as the daemon's sampler opens it, over `machine` (this process's FAKE_NVML_STATE).
 std::unique_ptr<NvmlBackend> OpenOver(const FakeMachine& machine, const std::string& variant = "current") {
   setenv("FAKE_NVML_STATE", machine.env().at("FAKE_NVML_STATE").c_str(), 1);
-  auto backend = NvmlBackend::Open(FakeNvmlLibrary(variant));
+  static const SystemClock clock{};  // the backends' (GPULANE_TIMING only)
+  auto backend = NvmlBackend::Open(clock, FakeNvmlLibrary(variant));
   EXPECT_TRUE(backend) << backend.error().message;
   return backend ? std::move(backend).value() : nullptr;
 }

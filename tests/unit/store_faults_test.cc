@@ -149,6 +149,7 @@ class StoreFaultsTest : public ::testing::Test {
   }
 
   fs::path dir_;
+  os::SystemFileSystem files_;  ///< the marker's files: the real ones, beside the real store
   std::unique_ptr<store::JobStore> store_;
   FakeClock clock_;
   test::RecordingLauncher launcher_;
@@ -410,15 +411,15 @@ TEST_F(StoreFaultsTest, AReadOnlyDatabaseIsRefusedAtOpen) {
 }
 
 TEST_F(StoreFaultsTest, TheMarkerRefusesAZeroLengthMissingOrOlderDatabase) {
-  EXPECT_TRUE(CheckStoreFileAgainstMarker(db_path()).ok()) << "no marker: nothing is known of an older store";
-  ASSERT_TRUE(WriteStoreMarker(db_path(), 7).ok());
-  auto recorded = ReadStoreMarker(StoreMarkerPath(db_path()));
+  EXPECT_TRUE(CheckStoreFileAgainstMarker(files_, db_path()).ok()) << "no marker: nothing is known of an older store";
+  ASSERT_TRUE(WriteStoreMarker(files_, db_path(), 7).ok());
+  auto recorded = ReadStoreMarker(files_, StoreMarkerPath(db_path()));
   ASSERT_TRUE(recorded && *recorded);
   EXPECT_EQ(**recorded, 7);
-  EXPECT_TRUE(CheckStoreFileAgainstMarker(db_path()).ok()) << "the database is there and not empty";
-  EXPECT_TRUE(CheckStoreIdsAgainstMarker(db_path(), 7).ok());
-  EXPECT_TRUE(CheckStoreIdsAgainstMarker(db_path(), 9).ok()) << "ids used since the marker was written";
-  Status older = CheckStoreIdsAgainstMarker(db_path(), 3);
+  EXPECT_TRUE(CheckStoreFileAgainstMarker(files_, db_path()).ok()) << "the database is there and not empty";
+  EXPECT_TRUE(CheckStoreIdsAgainstMarker(files_, db_path(), 7).ok());
+  EXPECT_TRUE(CheckStoreIdsAgainstMarker(files_, db_path(), 9).ok()) << "ids used since the marker was written";
+  Status older = CheckStoreIdsAgainstMarker(files_, db_path(), 3);
   ASSERT_FALSE(older.ok());
   EXPECT_EQ(older.error().kind, ErrorKind::kStore);
   EXPECT_NE(older.error().message.find("has job ids up to 3, but"), std::string::npos) << older.error().message;
@@ -426,18 +427,18 @@ TEST_F(StoreFaultsTest, TheMarkerRefusesAZeroLengthMissingOrOlderDatabase) {
   store_.reset();
   fs::resize_file(db_path(), 0);
   fs::remove(db_path() + "-wal");
-  Status empty = CheckStoreFileAgainstMarker(db_path());
+  Status empty = CheckStoreFileAgainstMarker(files_, db_path());
   ASSERT_FALSE(empty.ok());
   EXPECT_EQ(empty.error().kind, ErrorKind::kStore);
   EXPECT_NE(empty.error().message.find("is empty (0 bytes), but " + StoreMarkerPath(db_path()) + " records a store with job ids up to 7"),
             std::string::npos)
       << empty.error().message;
   fs::remove(db_path());
-  Status missing = CheckStoreFileAgainstMarker(db_path());
+  Status missing = CheckStoreFileAgainstMarker(files_, db_path());
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().message.find("is missing"), std::string::npos) << missing.error().message;
   fs::remove(StoreMarkerPath(db_path()));
-  EXPECT_TRUE(CheckStoreFileAgainstMarker(db_path()).ok()) << "removing the marker is how an admin starts afresh";
+  EXPECT_TRUE(CheckStoreFileAgainstMarker(files_, db_path()).ok()) << "removing the marker is how an admin starts afresh";
 }
 
 // ---- item 17: idempotency keys -------------------------------------------------------------

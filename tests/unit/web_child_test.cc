@@ -2,6 +2,7 @@
 // when its child ends, and the back-off before each restart (1 s, doubling to 60 s; back to 1 s
 // after a run of a minute or more).
 #include "daemon/web_child.h"
+#include "support/fixed_gpus.h"
 #include "support/recording_spawner.h"
 
 #include <sys/wait.h>
@@ -89,10 +90,11 @@ TEST(WebChild, ItIsStartedThroughTheEnvsSpawnerAndAFailedStartIsRetried) {
   Logged log;
   test::RecordingSpawner spawner;
   ProcfsProcessTable processes;
+  test::NoGpus gpus;
   WebChildSpec spec;
   spec.exe = "/bin/sleep";
   spec.argv = {"sleep", "600"};
-  WebChild child(spec, os::Env{env.clock, processes, spawner}, log.fn());
+  WebChild child(spec, os::Env{env.clock, processes, spawner, gpus, env.files}, log.fn());
   child.Start(100);
   EXPECT_EQ(spawner.starts, 1);
   EXPECT_EQ(child.pid(), -1) << "a child runs: WebChild started it by itself";
