@@ -1,10 +1,10 @@
 #include "exec/job_env.h"
 
+#include <unistd.h>  // environ (declared with C linkage: a C++ declaration of it first breaks unity builds)
+
 #include <algorithm>
 
 #include "gpu/visible_devices.h"
-
-extern char** environ;
 
 namespace gpulane::exec {
 
