@@ -312,7 +312,7 @@ class Harness:
         r = self.gpulane(["queue", "--all", "--json"], timeout=120)
         if r.returncode != 0:
             raise RuntimeError("queue --all failed: " + r.stderr)
-        jobs = {j["id"]: j for j in json.loads(r.stdout)}
+        jobs = {j["id"]: j for j in json.loads(r.stdout) if "id" in j}  # not the runs waiting in line
         # queue --all lists the newest 1000 finished jobs: the others one by one (a show request each).
         for jid in self.acked:
             if jid not in jobs:

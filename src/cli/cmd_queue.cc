@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "cli/client.h"
+#include "proto/request_json.h"
 #include "proto/telemetry_json.h"
 #include "telemetry/job_usage.h"
 #include "cli/commands.h"
@@ -55,22 +56,56 @@ Status WriteOut(std::string_view text) {
 // With no daemon (and none installed) no job exists anywhere, so the queue is empty rather than
 // an error. An older daemon that does not stream answers in one reply, printed as before.
 // The requests in the GPUs' line that are no queued job (`gpulane run`, Python leases: their job ids
-// do not start with a digit; a queued job's supervisor is the daemon's row), in line order, as rows
-// of the table; `user`'s alone when given. A ticket that names no job (an older gpulane's) is left
-// out: whose it is, `status` says.
-std::string LineRows(const std::string& user, const gpulane::Clock& clock) {
-  const lease::DirContents contents = ReadLeaseDirIfPresent(clock);
-  std::string rows;
+// do not start with a digit; a queued job's supervisor is the daemon's row), in line order, each
+// with its place in the whole line (1: first); `user`'s alone when given. A ticket that names no
+// job (an older gpulane's) is left out: whose it is, `status` says.
+struct WaitingRun {
+  const lease::TicketRecord& ticket;
+  unsigned place;
+  const char* kind;  ///< "gpulane run", "Python lease", "lease"
+  double waited_s;
+};
+
+void ForEachWaitingRun(const lease::DirContents& contents, const std::string& user, const gpulane::Clock& clock,
+                       const std::function<void(const WaitingRun&)>& each) {
   for (std::size_t i = 0; i < contents.tickets.size(); ++i) {
     const lease::TicketRecord& t = contents.tickets[i];
     if (t.job_text.empty() || std::isdigit(static_cast<unsigned char>(t.job_text[0])) || (!user.empty() && t.request.user != user))
       continue;
     const char* kind = t.job_text[0] == 'r' ? "gpulane run" : t.job_text[0] == 'p' ? "Python lease" : "lease";
-    const double waited_s = std::max(0.0, clock.WallS() - static_cast<double>(t.seq) / 1e9);
-    AppendLineRow(t.job_text, t.request.user, t.label, t.request, waited_s,
-                  fmt::format("{}, {} in line{}", kind, Ordinal(static_cast<unsigned>(i + 1)), t.parent.empty() ? "" : ", inside a job"), rows);
+    each({t, static_cast<unsigned>(i + 1), kind, std::max(0.0, clock.WallS() - static_cast<double>(t.seq) / 1e9)});
   }
+}
+
+// The waiting runs as rows of the table.
+std::string LineRows(const std::string& user, const gpulane::Clock& clock) {
+  std::string rows;
+  ForEachWaitingRun(ReadLeaseDirIfPresent(clock), user, clock, [&](const WaitingRun& w) {
+    const lease::TicketRecord& t = w.ticket;
+    AppendLineRow(t.job_text, t.request.user, t.label, t.request, w.waited_s,
+                  fmt::format("{}, {} in line{}", w.kind, Ordinal(w.place), t.parent.empty() ? "" : ", inside a job"), rows);
+  });
   return rows;
+}
+
+// The waiting runs as objects of `queue --json`'s list (docs/queue.md), indented for their place in
+// it: told from a queued job by their "line" object (and by having no numeric "id").
+std::vector<std::string> LineObjects(const std::string& user, const gpulane::Clock& clock) {
+  std::vector<std::string> objects;
+  ForEachWaitingRun(ReadLeaseDirIfPresent(clock), user, clock, [&](const WaitingRun& w) {
+    const lease::TicketRecord& t = w.ticket;
+    const json object = {
+        {"id_text", t.job_text},
+        {"user", t.request.user},
+        {"state", "waiting"},
+        {"submit_time", static_cast<double>(t.seq) / 1e9},
+        {"spec", {{"name", t.label}, {"request", proto::RequestToJson(t.request)}}},
+        {"line", {{"kind", w.kind}, {"place", w.place}, {"inside_job", !t.parent.empty()}}}};
+    std::string indented;
+    for (char c : object.dump(2)) indented += c == '\n' ? std::string("\n  ") : std::string(1, c);
+    objects.push_back(std::move(indented));
+  });
+  return objects;
 }
 
 // The queue as `queue` prints it, written through `out`.
@@ -81,10 +116,16 @@ int WriteQueue(bool as_json, bool all, const std::string& user, std::uint64_t li
   if (limit) request["limit"] = limit;  // with --all; the daemon's default (1000) otherwise
   if (!as_json) request["format"] = "table";  // for an older daemon
   // The user's Slurm jobs (cli/slurm_jobs.h) follow this machine's: JSON output is then collected
-  // and the Slurm jobs' objects put into the same list.
+  // and the Slurm jobs' objects put into the same list, as the waiting runs' are.
   const std::vector<std::string> slurm_rows = user.empty() ? SlurmQueueRows(all, as_json) : std::vector<std::string>{};
+  // --json's list: the daemon's jobs, then the waiting runs (LineObjects), then the Slurm jobs.
+  std::vector<std::string> tail;
+  if (as_json) {
+    tail = LineObjects(user, clock);
+    tail.insert(tail.end(), slurm_rows.begin(), slurm_rows.end());
+  }
   std::string collected;
-  const bool collect = as_json && !slurm_rows.empty();
+  const bool collect = !tail.empty();
   auto sink = [&](std::string_view text) -> Status {
     if (!collect) return out(text);
     collected.append(text);
@@ -103,9 +144,9 @@ int WriteQueue(bool as_json, bool all, const std::string& user, std::uint64_t li
   else if (as_json) written = sink((**answer)["jobs"].dump(2) + "\n");
   else written = sink((**answer)["table"].get_ref<const std::string&>());
   if (written.ok() && collect) {
-    // "[]\n" or "[\n  {...},\n  {...}\n]\n" (render/queue_json.h): the Slurm jobs go before the "]".
+    // "[]\n" or "[\n  {...},\n  {...}\n]\n" (render/queue_json.h): the tail goes before the "]".
     std::string items;
-    for (const auto& row : slurm_rows) items += (items.empty() ? "  " : ",\n  ") + row;
+    for (const auto& row : tail) items += (items.empty() ? "  " : ",\n  ") + row;
     const bool empty = collected.rfind("[]", 0) == 0;
     if (empty) collected = "[\n" + items + "\n]\n";
     else collected = collected.substr(0, collected.rfind("\n]")) + ",\n" + items + "\n]\n";

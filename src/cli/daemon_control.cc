@@ -123,6 +123,16 @@ std::string StartLine(const daemon::DaemonPaths& user) {
   return "start:     " + how + "; gpulane daemon --user --install keeps it running under systemd";
 }
 
+// After `daemon stop`: how the stopped per-user daemon comes back, as StartLine (a command about
+// jobs starts it only while its state holds jobs, or cannot be read: StartWhenStateHasJobs).
+std::string ComesBackLine(const daemon::DaemonPaths& user) {
+  auto counts = store::CountJobs(user.state_dir + "/jobs.db");
+  if (counts && counts->total == 0)
+    return "its state holds no jobs, so only gpulane submit starts it again (no other command does)";
+  return "running jobs go on under their supervisors, queued ones wait: the next gpulane command about jobs starts it "
+         "again";
+}
+
 std::string DashboardLine(const nlohmann::json& web) {
   const std::string state = web.value("state", "");
   if (state == "listening") return "dashboard: " + web.value("url", "");
@@ -202,8 +212,7 @@ int RunDaemonStop() {
                                                              "SIGTERM; its log says why", pid, kStopPatienceS)));
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  fmt::print("stopped your gpulane daemon (pid {}); running jobs go on under their supervisors, queued ones wait: the "
-             "next gpulane command about jobs starts it again\n", pid);
+  fmt::print("stopped your gpulane daemon (pid {}); {}\n", pid, ComesBackLine(daemon::UserPaths()));
   return kExitOk;
 }
 

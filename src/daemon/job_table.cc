@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <ctime>
 #include <exception>
+#include <string_view>
 #include <fmt/format.h>
 
 #include "daemon/job_files.h"
@@ -259,6 +260,8 @@ void JobTable::ImportStatusOf(Job& job) {
     launched_at_.erase(id);
     files.Remove();
     job.state = JobState::kHeld;
+    job.start_time.reset();  // perhaps reported running before it saw the hold: it never started
+    job.gpu_uuids.clear();
     job.reason = "held: left the line for GPUs, starts again after gpulane release";
     job.supervisor_pid.reset();
     MarkDirty(job);
@@ -308,6 +311,10 @@ void JobTable::CollectEnd(Job& job, const SupervisorStatus& status) {
     return;
   }
   hold_requested_.erase(id);
+  if (status.interrupted) {  // stopped before its command started, though perhaps reported running
+    job.start_time.reset();
+    job.gpu_uuids.clear();
+  }
   if (status.start_time) job.start_time = status.start_time;
   if (!status.gpu_uuids.empty()) job.gpu_uuids = status.gpu_uuids;
   if (!status.logs.stdout_path.empty() || !status.logs.stderr_path.empty())
@@ -317,10 +324,22 @@ void JobTable::CollectEnd(Job& job, const SupervisorStatus& status) {
                  : how == store::AttemptEnd::kTimeout ? JobState::kTimeout
                  : how == store::AttemptEnd::kCompleted ? JobState::kCompleted
                                                         : JobState::kFailed;
-  // A cancel's own words (the daemon's idle cancel says why) where the supervisor has none.
-  const bool keep = end == JobState::kCancelled && status.reason.empty() && !job.reason.empty() &&
-                    job.reason.rfind("cancelling", 0) != 0;
-  Finish(job, end, status.exit_code, keep ? job.reason : status.reason, status.end_time.value_or(Now()));
+  Finish(job, end, status.exit_code, EndReason(job, end, status), status.end_time.value_or(Now()));
+}
+
+// The reason an ended job is stored with: its supervisor's, except for a cancel: the daemon's own
+// words where the supervisor has none (the idle cancel says why), and for a started job cancelled
+// by a person, who did it, as for a pending one ("cancelled by alice"; its log's last line says
+// when and how: supervisor.cc, EndWords).
+std::string JobTable::EndReason(const Job& job, JobState end, const SupervisorStatus& status) {
+  constexpr std::string_view kCancelling = "cancelling (by ";
+  if (end != JobState::kCancelled || job.reason.empty()) return status.reason;
+  if (job.reason.rfind(kCancelling, 0) == 0 && job.reason.back() == ')' && !status.interrupted) {
+    const std::string by = job.reason.substr(kCancelling.size(), job.reason.size() - kCancelling.size() - 1);
+    return "cancelled by " + by + (status.reason.empty() ? "" : "; " + status.reason);
+  }
+  const bool keep = status.reason.empty() && job.reason.rfind("cancelling", 0) != 0;
+  return keep ? job.reason : status.reason;
 }
 
 // `job`'s supervisor holds its lock and reported it "running": recorded as running, with its GPUs,

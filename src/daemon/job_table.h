@@ -319,6 +319,11 @@ class JobTable {
   /// `signal` to `job`'s supervisor, when its pid is known (else ImportStatusOf passes a cancel or
   /// hold on once it is reported): the one place a supervisor is signalled.
   void SignalSupervisor(const store::Job& job, int signal);
+  /// A launching job whose supervisor was just sent a cancel: true only when its command is known
+  /// never to run (its supervisor still reports "waiting" after the signal; job_table_control.cc).
+  bool NeverStarts(const store::Job& job) const;
+  /// The reason `job`, ended `end` as its supervisor reported in `status`, is stored with.
+  static std::string EndReason(const store::Job& job, store::JobState end, const SupervisorStatus& status);
   /// The idle cancels whose reason FlushDirty has just stored: their supervisors get SIGTERM now.
   void SignalStoredIdleCancels();
   /// Writes one part's rows in one transaction (and notes how the write went).

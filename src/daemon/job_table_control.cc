@@ -53,6 +53,20 @@ void JobTable::EndParts(PartsOp op, std::span<const std::int64_t> ids) {
   }
 }
 
+// Launching `job`, whose supervisor was just sent a cancel's SIGTERM: true only when its command
+// is known never to run. A launching job may have been granted its GPUs (and started) a moment
+// before the daemon reads its "running", so the table's state is not enough: its supervisor, known
+// by its pid (so signalled above), must still report "waiting" now, after the signal. It records
+// "running" before it starts the command and looks for a stop once more after that record
+// (exec/leased_job.h, on_granted): a record read as "waiting" here was not written before the
+// signal came, so the supervisor sees the signal and never starts the command. A CPU-only job
+// starts at once.
+bool JobTable::NeverStarts(const Job& job) const {
+  if (job.state != JobState::kLaunching || job.spec.request.count == 0 || !job.supervisor_pid) return false;
+  const auto status = JobFiles(jobs_dir_, job.id).ReadStatus();
+  return status && status->phase == "waiting" && status->pid == *job.supervisor_pid;
+}
+
 PartResult JobTable::CancelPart(std::span<const std::int64_t> ids, const std::string& by) {
   PartResult result;
   std::vector<Job> rows;    // pending and held jobs as they are stored: cancelled
@@ -86,10 +100,7 @@ PartResult JobTable::CancelPart(std::span<const std::int64_t> ids, const std::st
     cancel_requested_.insert(job->id);
     job->reason = fmt::format("cancelling (by {})", by);
     SignalSupervisor(*job, SIGTERM);
-    // Launching with GPUs to wait for: its supervisor has not reported the job running (it starts
-    // the job once it has the GPUs), so the job never started; a CPU-only one starts at once.
-    const bool before_start = job->state == JobState::kLaunching && job->spec.request.count > 0;
-    result.changed.push_back({job->id, store::JobIdText(*job), true, before_start});
+    result.changed.push_back({job->id, store::JobIdText(*job), true, NeverStarts(*job)});
   }
   if (rows.empty()) return result;
   // Jobs that never ran seldom have files (a requeued launch keeps its lock file): one listing of

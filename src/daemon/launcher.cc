@@ -9,12 +9,19 @@
 #include <cerrno>
 #include <cstring>
 
+#include "exec/job_runner.h"
 #include "util/strings.h"
 
 namespace gpulane::daemon {
 
 void ForkExecLauncher::Signal(std::int64_t, pid_t pid, int signal) {
-  if (pid > 1) kill(pid, signal);
+  if (pid <= 1) return;
+  // A cancel's SIGTERM carries the mark that lets the supervisor say in the job's log that it was
+  // cancelled (exec::JobOutcome::stop_signal_cancel); SIGTERM is sent for nothing else.
+  sigval mark{};
+  mark.sival_int = exec::kCancelSignalValue;
+  if (signal == SIGTERM) sigqueue(pid, signal, mark);
+  else kill(pid, signal);
 }
 
 Status ForkExecLauncher::Start(std::int64_t id) {

@@ -27,6 +27,7 @@
 #include "util/config.h"
 #include "util/exit_codes.h"
 #include "util/say.h"
+#include "util/units.h"
 
 namespace gpulane::daemon {
 namespace {
@@ -183,6 +184,33 @@ void AppendRetryLine(const store::Job& job) {
   if (!appended.ok()) Say("gpulane _supervise: job {}: {} (not in its log: {})\n", job.id, line, appended.error().message);
 }
 
+// Why the job's command ended, when gpulane ended it at its time limit or on a stop signal (a
+// cancel's SIGTERM, marked by the daemon: exec::kCancelSignalValue); "" otherwise. For its log
+// ("gpulane: ..."); a time limit's words are also its recorded reason.
+std::string EndWords(const store::Job& job, const exec::LeasedJobOutcome& ended) {
+  const exec::JobOutcome& ran = *ended.job;
+  if (ran.exec_failed) return "";
+  const char* name = ran.stop_signal == SIGINT ? "INT" : ran.stop_signal == SIGHUP ? "HUP" : "TERM";
+  if (ran.stop_signal_cancel)  // first, as the daemon takes it (a cancel, whatever came after)
+    return fmt::format("job {} cancelled after {:.1f} s: SIG{} sent to its process group (who cancelled it: gpulane "
+                       "show {})", store::JobIdText(job), ended.job_s, name, store::JobIdText(job));
+  if (ran.timed_out && job.spec.request.time_limit_s)
+    return fmt::format("stopped by its time limit ({}) after {:.1f} s", FormatSeconds(*job.spec.request.time_limit_s),
+                       ended.job_s);
+  if (!ran.stop_signal) return "";
+  return fmt::format("stopped after {:.1f} s by SIG{}, sent to its supervisor by process {} and forwarded to its "
+                     "process group", ended.job_s, name, ran.stop_signal_sender);
+}
+
+// EndWords appended to the job's log (its stderr file, else its stdout file), once.
+void AppendEndLine(const store::Job& job, const std::string& log, const std::string& words) {
+  if (words.empty() || log.empty()) return;
+  const bool as_root = geteuid() == 0;
+  Status appended = exec::AppendLineToLog(log, as_root ? std::optional(job.uid()) : std::nullopt,
+                                          as_root ? std::optional(job.gid) : std::nullopt, "gpulane: " + words);
+  if (!appended.ok()) Say("gpulane _supervise: job {}: {} (not in its log: {})\n", job.id, words, appended.error().message);
+}
+
 // The job as its notifications name it.
 NotifiedJob NotifiedOf(const store::Job& job, const store::JobLogs& logs) {
   NotifiedJob n;
@@ -213,6 +241,8 @@ void RecordOutcome(const exec::LeasedJobOutcome* outcome, const store::Job& job,
     status.interrupted = true;
     status.held = outcome->interrupted_by_signal == HoldSignal();
     status.reason = status.held ? "held while waiting for GPUs" : "cancelled while waiting for GPUs";
+    status.start_time.reset();  // recorded "running" before the stop was seen: its command never ran
+    status.gpu_uuids.clear();
     return;
   }
   const exec::JobOutcome& ran = *outcome->job;
@@ -237,6 +267,9 @@ void RecordOutcome(const exec::LeasedJobOutcome* outcome, const store::Job& job,
   }
   if (ran.exec_failed) status.reason = ran.exec_error;
   else if (!outcome->memory_overuse && ran.leftovers_terminated) status.reason = fmt::format("ended {} leftover process(es)", ran.leftovers_terminated);
+  // Its time limit, in the words its log ends with (`show` says what `logs` says).
+  if (const std::string words = ran.timed_out && !ran.stop_signal_cancel ? EndWords(job, *outcome) : ""; !words.empty())
+    status.reason = status.reason.empty() ? words : words + "; " + status.reason;
 }
 
 // Stop signals (a cancel's SIGTERM) and the hold signal stay blocked for the supervisor's whole
@@ -270,6 +303,7 @@ struct Supervision {
   SupervisorStatus& status;
   bool running_recorded = false;
   bool end_recorded = false;
+  bool end_line_written = false;  ///< EndWords is in the job's log (on_ended or Conclude, not both)
   std::optional<AnomalyNotifier> anomalies;
 };
 
@@ -294,6 +328,15 @@ void AppendWarning(const store::Job& job, const store::JobLogs& logs, const std:
                                              as_root ? std::optional(job.gid) : std::nullopt, line);
   if (!appended.ok())
     Say("gpulane _supervise: job {}: {} (warning not in its log: {})\n", job.id, line, appended.error().message);
+}
+
+// The job ended (its outcome known, before it is recorded): EndWords in its log.
+void NoteEnd(Supervision& s, const exec::LeasedJobOutcome& ended) {
+  if (s.end_line_written || !ended.job) return;
+  s.end_line_written = true;
+  const std::string words = EndWords(s.job, ended);
+  const store::JobLogs& logs = s.status.logs;
+  AppendEndLine(s.job, logs.stderr_path.empty() ? logs.stdout_path : logs.stderr_path, words);
 }
 
 exec::LeasedJobHooks HooksOf(Supervision& s) {
@@ -325,6 +368,7 @@ exec::LeasedJobHooks HooksOf(Supervision& s) {
   // as running on GPU0 beside the one running there): one try; should the state folder refuse
   // it, the lease is released anyway and the end written after, as long as it takes (Finish).
   hooks.on_ended = [&s](const exec::LeasedJobOutcome& ended) {
+    NoteEnd(s, ended);
     if (!ended.job->exec_failed) AppendUsageLine(s.job, s.status.logs, ended.lease_name);
     RecordOutcome(&ended, s.job, s.status);
     s.end_recorded = FinishOnce(s.files, s.status, s.env.clock).ok();
@@ -339,6 +383,7 @@ int Conclude(Supervision& s, const Result<exec::LeasedJobOutcome>& outcome) {
   // "running" was not recorded: nothing ran, and the status says "waiting" (requeued). Once it was,
   // a failure before the job's start (no fork) is recorded as this job's failure to start.
   if (!outcome && status.phase == "running" && !s.running_recorded) return 1;
+  if (outcome) NoteEnd(s, *outcome);  // a CPU-only job's (RunWithoutGpus calls no on_ended)
   if (!s.end_recorded) RecordOutcome(outcome, s.job, status);
   const int rc = s.end_recorded ? 0 : Finish(s.files, status, s.env.clock);
   if (s.job.spec.notify && outcome && outcome->job) {

@@ -370,6 +370,11 @@ int WaitForMainExit(const RunningJob& job, TerminalHandoff& terminal, JobOutcome
       continue;
     }
     for (pid_t p : Descendants(job.holder)) outcome.pids.insert(p);
+    if (!outcome.stop_signal && (sig == SIGINT || sig == SIGTERM || sig == SIGHUP)) {
+      outcome.stop_signal = sig;
+      outcome.stop_signal_sender = info.si_pid;
+      outcome.stop_signal_cancel = info.si_code == SI_QUEUE && info.si_value.sival_int == kCancelSignalValue;
+    }
     killpg(job.child, sig);
   }
 }

@@ -81,6 +81,10 @@ struct OpenedLogs {
   std::uint64_t stderr_offset = 0;
 };
 
+/// The value (sigqueue) that marks a stop signal as a cancel: the daemon sends a cancel's SIGTERM
+/// to a job's supervisor with it (daemon/launcher.cc), so the job's log can say it was cancelled.
+inline constexpr int kCancelSignalValue = 0x67706c63;
+
 /// How a job ended.
 struct JobOutcome {
   int exit_code = 0;            ///< exit status, or 128 + signal number when killed by a signal
@@ -91,6 +95,12 @@ struct JobOutcome {
   int leftovers_killed = 0;     ///< of those, how many needed SIGKILL
   bool timed_out = false;       ///< ended by its time limit
   bool stopped = false;         ///< ended by JobSpec::stop_in_s or by JobSpec::on_tick
+  /// The first stop signal (SIGINT, SIGTERM, SIGHUP) RunJob got and forwarded to the job's process
+  /// group (0: none), who sent it, and whether its sender marked it as a cancel (sigqueue with
+  /// kCancelSignalValue, as the daemon's cancel does).
+  int stop_signal = 0;
+  pid_t stop_signal_sender = 0;
+  bool stop_signal_cancel = false;
   OpenedLogs logs;              ///< the logs it wrote (also when the command then could not be started)
 };
 

@@ -399,6 +399,13 @@ Result<LeasedJobOutcome> RunLeasedJob(const os::Env& env, GpuBackend& backend, c
   RecordGrant(*grant, outcome);
   if (hooks.on_granted)
     if (Status s = hooks.on_granted(*grant); !s.ok()) return s.error();
+  // Once more after on_granted (the supervisor's "running"): a stop sent before that record was
+  // written keeps the command from starting, so that a daemon that signalled the supervisor and
+  // then still read it waiting knows the command never ran (its cancel says "before it started").
+  if (int sig = TakePending(stops)) {
+    outcome.interrupted_by_signal = sig;
+    return outcome;
+  }
 
   JobSpec spec = job.job;
   PrepareGranted(env, job, hooks, *grant, granted_s, spec, outcome);

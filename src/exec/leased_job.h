@@ -66,7 +66,8 @@ struct LeasedJobHooks {
   /// The one-line waiting status each time it changes ("" when the wait is over).
   std::function<void(const std::string&)> on_waiting;
   /// The GPUs are leased and the job is about to start; an error keeps it from starting (a
-  /// supervisor that cannot record "running" durably must not run the job).
+  /// supervisor that cannot record "running" durably must not run the job). A stop signal that
+  /// came before it returned still keeps the job from starting (interrupted_by_signal).
   std::function<Status(const lease::Grant&)> on_granted;
   /// The job's process group, once the job runs.
   std::function<void(pid_t)> on_started;

@@ -2,6 +2,7 @@
 // (another daemon, a new state folder) and an older gpulane-<id>.out is in the way; `gpulane logs N`
 // shows job N's output and nothing else; a FIFO (or anything but a regular file) is never opened.
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "support/daemon_fixture.h"
@@ -192,6 +194,52 @@ TEST(DaemonLogs, LogsAreOpenedWithTheOwnersRightsNotRoots) {
   RunResult refused = d.GpulaneAs(*user, {"logs", id});
   EXPECT_TRUE(IsGpulaneError(refused, 9, "as gpulane-test-a: Permission denied"));
   EXPECT_FALSE(Contains(refused.out + refused.err, "secret"));
+}
+
+// The line of `text` that starts with `prefix` ("" when none).
+std::string LineStartingWith(const std::string& text, const std::string& prefix) {
+  for (const std::string& line : Lines(text))
+    if (line.rfind(prefix, 0) == 0) return line;
+  return "";
+}
+
+// A job its time limit stopped ends its log with a line saying so (a new user's finding: `logs`
+// just stopped, without a word), and `show` gives the same words as its reason.
+TEST(DaemonLogs, AJobStoppedByItsTimeLimitSaysSoInItsLogAndShow) {
+  TestDaemon d;
+  const std::int64_t id = d.Submit({"--time-limit", "1s", "--", "sh", "-c", "echo started; exec sleep 60"});
+  ASSERT_TRUE(d.WaitForState(id, "timeout", 60));
+  RunResult logs = d.Gpulane({"logs", std::to_string(id)});
+  EXPECT_EQ(logs.exit_code, 0) << logs.err;
+  ASSERT_FALSE(Lines(logs.out).empty());
+  EXPECT_EQ(Lines(logs.out).front(), "started") << logs.out;
+  const std::string line = LineStartingWith(logs.out, "gpulane: stopped");
+  EXPECT_TRUE(std::regex_match(line, std::regex(R"(gpulane: stopped by its time limit \(1\.0 s\) after [0-9]+\.[0-9] s)")))
+      << logs.out;
+  EXPECT_EQ(d.Show(id)["reason"], line.substr(std::string("gpulane: ").size())) << "show says what the log says";
+  RunResult show = d.Gpulane({"show", std::to_string(id)});
+  EXPECT_TRUE(Contains(show.out, "  reason    " + line.substr(std::string("gpulane: ").size()) + "\n")) << show.out;
+}
+
+// A running job that `gpulane cancel` stopped ends its log with a line saying it was cancelled
+// (the supervisor knows it from the daemon's marked SIGTERM), and `show` says who cancelled it.
+TEST(DaemonLogs, ACancelledJobSaysSoInItsLogAndShowSaysWho) {
+  TestDaemon d;
+  const std::int64_t id = d.Submit({"--", "sh", "-c", "echo started; exec sleep 60"});
+  ASSERT_TRUE(d.WaitForState(id, "running"));
+  ASSERT_TRUE(Eventually([&] { return Contains(d.Gpulane({"logs", std::to_string(id)}).out, "started\n"); }, 30));
+  RunResult cancel = d.Gpulane({"cancel", std::to_string(id)});
+  ASSERT_EQ(cancel.exit_code, 0) << cancel.err;
+  EXPECT_EQ(d.Gpulane({"wait", std::to_string(id)}).exit_code, 128 + SIGTERM) << "its command's own end";
+  RunResult logs = d.Gpulane({"logs", std::to_string(id)});
+  const std::string line = LineStartingWith(logs.out, "gpulane: job");
+  const std::string id_text = std::to_string(id);
+  EXPECT_TRUE(std::regex_match(line, std::regex("gpulane: job " + id_text + R"( cancelled after [0-9]+\.[0-9] s: SIGTERM sent )"
+                                                R"(to its process group \(who cancelled it: gpulane show )" + id_text + R"(\))")))
+      << logs.out;
+  const nlohmann::json shown = d.Show(id);
+  EXPECT_EQ(shown["state"], "cancelled");
+  EXPECT_EQ(shown["reason"], "cancelled by " + shown["user"].get<std::string>()) << shown.dump();
 }
 
 }  // namespace

@@ -28,11 +28,24 @@ TEST(QueueLine, AWaitingRunIsListedWithItsPlaceInLineAndLeavesWhenItStarts) {
   EXPECT_TRUE(Contains(row, "waiting")) << row;
   EXPECT_TRUE(Contains(row, "gpulane run, 1st in line")) << row;
   EXPECT_FALSE(Contains(d.Gpulane({"queue", "-u", "nobody-here"}).out, id)) << "-u filters them too";
+  // queue --json lists it too, after the jobs, with its place in line (a new user's finding: it
+  // listed the queued jobs alone).
+  const nlohmann::json listed = d.Queue();
+  nlohmann::json object;
+  for (const nlohmann::json& o : listed)
+    if (o.value("id_text", "") == id) object = o;
+  ASSERT_TRUE(object.is_object()) << listed.dump(2);
+  EXPECT_EQ(object["state"], "waiting");
+  EXPECT_FALSE(object.contains("id")) << "no queued job's numeric id";
+  EXPECT_EQ(object["line"], nlohmann::json({{"kind", "gpulane run"}, {"place", 1}, {"inside_job", false}}));
+  EXPECT_EQ(object["spec"]["name"], "echo");
+  EXPECT_EQ(object["spec"]["request"]["count"], 1);
   Touch(gate);
   auto done = waiting.Wait(30);
   ASSERT_TRUE(done) << waiting.ErrSoFar();
   EXPECT_EQ(done->exit_code, 0) << done->err;
   EXPECT_FALSE(Contains(d.Gpulane({"queue"}).out, id)) << "started and ended: no longer waiting";
+  EXPECT_EQ(d.Queue(), nlohmann::json::array()) << "nor in queue --json";
   ASSERT_TRUE(holder.Wait(20));
 }
 

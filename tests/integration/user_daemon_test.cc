@@ -240,6 +240,23 @@ TEST(UserDaemon, DaemonStatusSaysRunningWithPidAndSocketThenStopStopsItAndJobsGo
   EXPECT_EQ(wait.out, fmt::format("{} completed 0\n", running)) << wait.err;
 }
 
+// With no job in its state, a stopped daemon is not started again by `queue` (StartWhenStateHasJobs):
+// `daemon stop` says that only submit starts it, and that is what happens.
+TEST(UserDaemon, DaemonStopWithNoJobsSaysOnlySubmitStartsItAgain) {
+  TestDaemon d;
+  const pid_t pid = d.pid();
+  RunResult stop = d.Gpulane({"daemon", "stop"});
+  EXPECT_EQ(stop.exit_code, 0) << stop.err;
+  EXPECT_EQ(stop.out, fmt::format("stopped your gpulane daemon (pid {}); its state holds no jobs, so only gpulane "
+                                  "submit starts it again (no other command does)\n", pid));
+  EXPECT_EQ(d.WaitForExit(0), 0);
+  RunResult queue = d.Gpulane({"queue"});
+  EXPECT_EQ(queue.exit_code, 0) << queue.err;
+  EXPECT_TRUE(d.UserDaemonPids().empty()) << "queue started it: " << queue.err;
+  EXPECT_GT(d.Submit({"-g", "0", "--", "true"}), 0) << "submit starts it";
+  EXPECT_FALSE(d.UserDaemonPids().empty());
+}
+
 TEST(UserDaemon, DaemonStopOfTheSystemDaemonSaysToUseSystemctlAndLeavesItRunning) {
   TestDaemon d({.system_mode = true});
   RunResult stop = d.Gpulane({"daemon", "stop"});

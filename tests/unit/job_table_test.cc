@@ -997,6 +997,36 @@ TEST_F(JobTableTest, ACancelOfARunningJobSignalsItsSupervisorOnceAndItEndsOnlyWh
   EXPECT_EQ(launcher_.SignalsTo(id), std::vector<int>{SIGTERM}) << "signalled once";
 }
 
+// The race a user met: a supervisor got its GPU and recorded the job "running" a moment before the
+// table read it (the table still has it launching). Its cancel must not be said to come before the
+// job started: only a supervisor that still reports "waiting" after the SIGTERM is (it then never
+// starts the command: exec/leased_job.h). And one whose pid is not known yet was not signalled.
+TEST_F(JobTableTest, ACancelOfALaunchIsSaidBeforeItsStartOnlyWhenItsSupervisorStillReportsWaiting) {
+  const std::int64_t waiting = Stored(JobState::kLaunching), granted = Stored(JobState::kLaunching),
+                     silent = Stored(JobState::kLaunching);
+  HoldLock(waiting);
+  HoldLock(granted);
+  Report(waiting, Waiting("in line for GPU0 (#1)"));
+  Report(granted, Waiting("in line for GPU0 (#1)"));
+  ASSERT_TRUE(Table().Recover());
+  Turn();
+  ASSERT_EQ(TableState(granted), "launching");
+  SupervisorStatus running = Waiting("");
+  running.phase = "running";  // its next report, not read by the table yet
+  running.start_time = clock_.WallS();
+  Report(granted, running);
+  const PartResult part = Table().CancelPart(Ids{waiting, granted, silent}, "bob");
+  ASSERT_EQ(part.changed.size(), 3u);
+  EXPECT_EQ(part.changed[0].id, waiting);
+  EXPECT_TRUE(part.changed[0].before_start) << "its supervisor still waits after the signal";
+  EXPECT_EQ(part.changed[1].id, granted);
+  EXPECT_FALSE(part.changed[1].before_start) << "it may have started: its supervisor reported it running";
+  EXPECT_TRUE(part.changed[1].in_progress);
+  EXPECT_EQ(part.changed[2].id, silent);
+  EXPECT_FALSE(part.changed[2].before_start) << "not signalled yet: nothing confirms it";
+  EXPECT_EQ(TableState(granted), "launching") << "the table had not read its report: the race";
+}
+
 // A cancel of a job whose supervisor has not reported its pid yet signals nobody then, and its
 // supervisor once, when it reports itself.
 TEST_F(JobTableTest, ACancelOfALaunchIsPassedToItsSupervisorOnceWhenItReportsItself) {
