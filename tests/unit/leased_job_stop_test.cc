@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "support/fixed_gpus.h"
 #include "exec/job_runner.h"
 #include "exec/leased_job.h"
 #include "lease/lease_dir.h"
@@ -44,8 +45,10 @@ TEST(JobRunnerStop, ACancelsMarkedSigtermIsRecordedAsACancelAndAPlainOneWithItsS
     const SystemClock clock;
     ProcfsProcessTable processes;
     os::SystemSpawner spawner;
+    test::NoGpus gpus;
+    os::SystemFileSystem files;
     // Sent to this process once the job runs, as the daemon (sigqueue) or a person (kill) would.
-    auto ran = RunJob(spec, os::Env{clock, processes, spawner}, [marked](pid_t) {
+    auto ran = RunJob(spec, os::Env{clock, processes, spawner, gpus, files}, [marked](pid_t) {
       sigval mark{};
       mark.sival_int = kCancelSignalValue;
       if (marked) sigqueue(getpid(), SIGTERM, mark);
@@ -86,7 +89,9 @@ TEST(LeasedJobStop, AStopThatComesWhileRunningIsRecordedKeepsTheCommandFromStart
   const SystemClock clock;
   ProcfsProcessTable processes;
   os::SystemSpawner spawner;
-  const os::Env env{clock, processes, spawner};
+  test::NoGpus gpus;
+  os::SystemFileSystem files;
+  const os::Env env{clock, processes, spawner, gpus, files};
   {
     auto dir = lease::LeaseDir::Open((root / "leases").string(), clock);
     ASSERT_TRUE(dir.ok()) << dir.error().message;
