@@ -113,21 +113,24 @@ std::string StateLine(const daemon::DaemonPaths& user) {
                      Plural(counts->total, "job"));
 }
 
-// How a stopped per-user daemon comes back: a job command starts it only while its state holds
-// jobs (StartWhenStateHasJobs); with none, only submit does.
-std::string StartLine(const daemon::DaemonPaths& user) {
+// Whether only `gpulane submit` starts the stopped per-user daemon: a job command starts it only
+// while its state holds jobs, or cannot be read (StartWhenStateHasJobs).
+bool OnlySubmitStartsIt(const daemon::DaemonPaths& user) {
   auto counts = store::CountJobs(user.state_dir + "/jobs.db");
-  const std::string how = counts && counts->total == 0
+  return counts && counts->total == 0;
+}
+
+// How a stopped per-user daemon comes back (OnlySubmitStartsIt).
+std::string StartLine(const daemon::DaemonPaths& user) {
+  const std::string how = OnlySubmitStartsIt(user)
                               ? "gpulane submit starts it (its state holds no jobs, so no other command does)"
                               : "the next gpulane command about jobs (gpulane queue) starts it while its state holds jobs";
   return "start:     " + how + "; gpulane daemon --user --install keeps it running under systemd";
 }
 
-// After `daemon stop`: how the stopped per-user daemon comes back, as StartLine (a command about
-// jobs starts it only while its state holds jobs, or cannot be read: StartWhenStateHasJobs).
+// After `daemon stop`: how the stopped per-user daemon comes back, as StartLine says.
 std::string ComesBackLine(const daemon::DaemonPaths& user) {
-  auto counts = store::CountJobs(user.state_dir + "/jobs.db");
-  if (counts && counts->total == 0)
+  if (OnlySubmitStartsIt(user))
     return "its state holds no jobs, so only gpulane submit starts it again (no other command does)";
   return "running jobs go on under their supervisors, queued ones wait: the next gpulane command about jobs starts it "
          "again";
