@@ -22,6 +22,7 @@
 #include <functional>
 #include <fmt/format.h>
 #include <map>
+#include <mutex>
 #include <random>
 #include <set>
 
@@ -87,13 +88,18 @@ Status CreateDirectory(const std::string& path) {
 std::string UserNameOf(std::uint32_t uid) {
   // Looked up once per uid and process: every read of the directory names each file's owner, and
   // a look-up reads /etc/passwd (or asks NSS) each time, on the path from one job's end to the next.
+  // The daemon's loop and its sampler thread both read the directory: the cache has a lock.
+  static std::mutex names_lock;
   static std::map<std::uint32_t, std::string> names;
-  auto known = names.find(uid);
-  if (known != names.end()) return known->second;
+  {
+    std::lock_guard<std::mutex> hold(names_lock);
+    if (auto known = names.find(uid); known != names.end()) return known->second;
+  }
   struct passwd pw;
   struct passwd* result = nullptr;
   char buf[4096];
   std::string name = getpwuid_r(uid, &pw, buf, sizeof buf, &result) == 0 && result ? result->pw_name : fmt::format("uid {}", uid);
+  std::lock_guard<std::mutex> hold(names_lock);
   return names.emplace(uid, std::move(name)).first->second;
 }
 
