@@ -54,7 +54,8 @@ if [ "$rc" -eq 3 ]; then
   trap 'rm -f "$state"' EXIT
   sed 's/"pid": 673,/"pid": 4194303,/' tests/fixtures/h200x2-2026-11-30/nvml_snapshot.json >"$state"
   echo "== no NVIDIA driver on this machine (${why:-exit code 3}): the same command against a recording of" \
-       "2 x H200 (fake NVML; tests/fixtures/h200x2-2026-11-30)" >&2
+       "2 x H200 (fake NVML; tests/fixtures/h200x2-2026-11-30; its PyTorch process, pid 673 there, is shown" \
+       "as pid 4194303, which no process here has)" >&2
   rc=0
   GPULANE_DIRECT_NVML=1 GPULANE_NVML_LIBRARY=build/fake_nvml/current/libnvidia-ml.so.1 FAKE_NVML_STATE=$state \
     ./build/gpulane status || rc=$?
