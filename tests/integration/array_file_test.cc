@@ -14,8 +14,6 @@
 namespace gpulane::test {
 namespace {
 
-std::string Id(std::int64_t id) { return std::to_string(id); }
-
 void WriteText(const fs::path& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
 TEST(SubmitArrayFile, EachLineIsATaskWithItsOwnArgvAsAShellWouldSplitIt) {

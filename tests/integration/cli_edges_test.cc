@@ -22,8 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Id(std::int64_t id) { return std::to_string(id); }
-
 // ---- mistyped commands and options ------------------------------------------------------------
 
 // `gpulane qeue` said only "A subcommand is required".

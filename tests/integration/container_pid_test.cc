@@ -24,11 +24,6 @@ std::vector<std::string> PidThenGate(const fs::path& pid_file, const Gate& gate)
           pid_file.string(), gate.path()};
 }
 
-std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
 // A pid nobody has, below `above` (UnusedPid() gives the highest).
 std::uint32_t UnusedPidBelow(std::uint32_t above) {
   for (std::uint32_t pid = above - 1; pid > 1000; --pid)

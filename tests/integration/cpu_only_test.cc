@@ -14,8 +14,6 @@
 namespace gpulane::test {
 namespace {
 
-std::string Id(std::int64_t id) { return std::to_string(id); }
-
 std::vector<std::string> With(std::vector<std::string> options, const std::vector<std::string>& command) {
   options.insert(options.end(), command.begin(), command.end());
   return options;

@@ -21,8 +21,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string Id(std::int64_t id) { return std::to_string(id); }
-
 // A daemon whose supervisors die at `point` once (when they can remove the token file).
 struct FaultyDaemon {
   explicit FaultyDaemon(const std::string& point)

@@ -22,8 +22,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string Id(std::int64_t id) { return std::to_string(id); }
-
 
 // The queue table's line whose ID column is `id` ("" when none).
 std::string QueueLine(const std::string& table, const std::string& id) {

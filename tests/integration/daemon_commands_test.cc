@@ -22,8 +22,6 @@ using nlohmann::json;
 
 std::string Me() { return UserName(getuid()); }
 
-std::string Id(std::int64_t id) { return std::to_string(id); }
-
 // The queue table's line for job `id` ("" when none).
 std::string QueueLine(const std::string& table, std::int64_t id) {
   for (const auto& line : Lines(table)) {

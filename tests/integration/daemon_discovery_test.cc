@@ -22,8 +22,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string Id(std::int64_t id) { return std::to_string(id); }
-
 // Clients of an installed system daemon give up on it after 0.2 s instead of 5 s.
 const Env kQuickGiveUp = {{"GPULANE_SYSTEM_DAEMON_WAIT", "0.2"}};
 

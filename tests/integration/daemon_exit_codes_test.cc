@@ -22,8 +22,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string Id(std::int64_t id) { return std::to_string(id); }
-
 std::string Describe(const std::vector<std::string>& args) {
   std::string out = "gpulane";
   for (const auto& a : args) out += " " + a;

@@ -18,8 +18,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string Id(std::int64_t id) { return std::to_string(id); }
-
 // `gpulane daemon --user` run to its end (30 s at most).
 RunResult RunDaemon(const TestDaemon& d) {
   Child daemon({GpulaneBinary(), "daemon", "--user"}, d.env());

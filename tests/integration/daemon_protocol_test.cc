@@ -21,7 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-double Seconds() {
+double ProtocolSeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
@@ -52,12 +52,12 @@ TEST(DaemonProtocol, TruncatedFrameTimesOutWithAnErrorReply) {
   TestDaemon d({.daemon_env = {{"GPULANE_DAEMON_READ_TIMEOUT", "1s"}, {"GPULANE_DAEMON_TICK", "50ms"}}});
   RawConnection c(d.socket());
   std::string frame = Frame(R"({"v":2,"op":"ping"})");
-  const double start = Seconds();
+  const double start = ProtocolSeconds();
   ASSERT_TRUE(c.Send(frame.substr(0, frame.size() / 2)));
   // Meanwhile others are served.
   ExpectServing(d);
   auto reply = c.Read(30);
-  const double waited = Seconds() - start;
+  const double waited = ProtocolSeconds() - start;
   EXPECT_TRUE(IsErrorReply(reply, "timeout", "time"));
   EXPECT_GE(waited, 1.0) << "the read time-out is 1 s";
   EXPECT_LT(waited, 4.5) << "1 s, not the default 5 s";

@@ -26,11 +26,9 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string Id(std::int64_t id) { return std::to_string(id); }
-
 bool Alive(pid_t pid) { return kill(pid, 0) == 0; }
 
-std::vector<std::string> Args(std::vector<std::string> options, const std::vector<std::string>& argv) {
+std::vector<std::string> RecoveryArgs(std::vector<std::string> options, const std::vector<std::string>& argv) {
   options.push_back("--");
   options.insert(options.end(), argv.begin(), argv.end());
   return options;
@@ -122,8 +120,8 @@ TEST(DaemonRecovery, JobsThatEndWhileTheDaemonIsDownAreCollected) {
   const fs::path log = d.work() / "marks.log", gate = d.work() / "gate";
   const std::int64_t ok = d.Submit(MarkedJob(log.string(), gate.string(), 0));
   const std::int64_t bad = d.Submit(MarkedJob(log.string(), gate.string(), 9));
-  const std::int64_t after = d.Submit(Args({"--after", Id(ok)}, MarkedJob(log.string(), "", 0, 0)));
-  const std::int64_t after_bad = d.Submit(Args({"--after", Id(bad)}, MarkedJob(log.string(), "", 0, 0)));
+  const std::int64_t after = d.Submit(RecoveryArgs({"--after", Id(ok)}, MarkedJob(log.string(), "", 0, 0)));
+  const std::int64_t after_bad = d.Submit(RecoveryArgs({"--after", Id(bad)}, MarkedJob(log.string(), "", 0, 0)));
   ASSERT_TRUE(d.WaitForState(ok, "running"));
   ASSERT_TRUE(d.WaitForState(bad, "running"));
   d.Kill9();

@@ -22,8 +22,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string Id(std::int64_t id) { return std::to_string(id); }
-
 std::vector<int> ExitCodes(const json& attempts) {
   std::vector<int> out;
   for (const auto& a : attempts) out.push_back(a.value("exit_code", -1));

@@ -30,8 +30,6 @@ using nlohmann::json;
 
 constexpr auto npos = std::string::npos;
 
-std::string Id(std::int64_t id) { return std::to_string(id); }
-
 // Another process's hold on the database (support/sqlite_locker.h). The daemon may be in a write of
 // its own at this moment: wait for it as any writer would.
 struct ExclusiveLock : SqliteLocker {

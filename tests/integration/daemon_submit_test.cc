@@ -8,13 +8,13 @@
 #include "support/daemon_fixture.h"
 #include "support/scenarios.h"
 #include "support/text.h"
+#include "support/units.h"
 
 namespace gpulane::test {
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-constexpr std::uint64_t kGiB = 1ULL << 30;
 
 std::string EnvLine(const std::string& text, const std::string& key) {
   for (const auto& line : Lines(text))

@@ -24,8 +24,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string Id(std::int64_t id) { return std::to_string(id); }
-
 class DaemonUsers : public ::testing::Test {
  protected:
   void SetUp() override {

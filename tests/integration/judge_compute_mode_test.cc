@@ -2,11 +2,11 @@
 // the request shares (CUDA would refuse the second context); a PROHIBITED GPU never qualifies;
 // status shows both. Through the real binary and the fake NVML.
 #include "judge_support.h"
+#include "support/units.h"
 
 namespace gpulane::test {
 namespace {
 
-constexpr std::uint64_t kMiB = 1ULL << 20;
 constexpr std::uint32_t kHiddenPid = 4194400;  // above any pid_max: another PID namespace's process
 constexpr int kProhibited = 2;                 // nvmlComputeMode_t
 constexpr int kExclusiveProcess = 3;

@@ -7,13 +7,13 @@
 
 #include "judge_support.h"
 #include "support/daemon_fixture.h"
+#include "support/units.h"
 
 namespace gpulane::test {
 namespace {
 
-constexpr std::uint64_t kMiB = 1ULL << 20;
 // Above the largest pid_max Linux allows (4194304): processes of another PID namespace, never here.
-constexpr std::uint32_t kHiddenPid = 4194400;
+constexpr std::uint32_t kGraphicsHiddenPid = 4194400;
 
 class GraphicsOnEveryDriver : public ::testing::TestWithParam<std::string> {};
 
@@ -58,7 +58,7 @@ TEST_P(GraphicsOnEveryDriver, EveryRecordOfBothListsIsReadWithItsLayout) {
   json state = IdleMachine(1);
   std::set<std::uint32_t> compute, graphics;
   for (std::uint32_t i = 0; i < 40; ++i) {
-    const std::uint32_t pid = kHiddenPid + i;
+    const std::uint32_t pid = kGraphicsHiddenPid + i;
     if (i % 2 == 0) {
       AddProcess(state["devices"][0], pid, (i + 1) * kMiB);
       compute.insert(pid);
@@ -77,7 +77,7 @@ TEST_P(GraphicsOnEveryDriver, EveryRecordOfBothListsIsReadWithItsLayout) {
     SCOPED_TRACE(pid);
     EXPECT_EQ(p["kind"], compute.count(pid) ? "compute" : "graphics");
     EXPECT_TRUE(compute.count(pid) + graphics.count(pid) == 1);
-    EXPECT_EQ(p["used_memory_bytes"], (pid - kHiddenPid + 1) * kMiB);
+    EXPECT_EQ(p["used_memory_bytes"], (pid - kGraphicsHiddenPid + 1) * kMiB);
   }
 }
 
@@ -143,7 +143,7 @@ TEST(JudgeGraphics, AMissingOrUnsupportedGraphicsListLeavesTheComputeList) {
     SCOPED_TRACE(c.what);
     Child own = StartProcess({"/bin/sleep", "60"});
     json state = IdleMachine(2);
-    AddGraphicsProcess(state["devices"][0], kHiddenPid, 45 * kMiB);  // not seen: these drivers cannot tell
+    AddGraphicsProcess(state["devices"][0], kGraphicsHiddenPid, 45 * kMiB);  // not seen: these drivers cannot tell
     AddProcess(state["devices"][1], own.pid(), 512 * kMiB);           // seen: the compute list works
     if (c.refuse)
       for (auto& d : state["devices"]) RefuseCalls(d, GraphicsProcessCalls(), 3);  // NVML_ERROR_NOT_SUPPORTED
@@ -161,9 +161,9 @@ TEST(JudgeGraphics, AMissingOrUnsupportedGraphicsListLeavesTheComputeList) {
 
 TEST(JudgeGraphics, TheKindSurvivesTheDaemonsSnapshot) {
   json state = IdleGpus(2);
-  AddGraphicsProcess(state["devices"][0], kHiddenPid, 45 * kMiB);
-  AddProcess(state["devices"][1], kHiddenPid + 1, 10 * kMiB);
-  AddGraphicsProcess(state["devices"][1], kHiddenPid + 1, 20 * kMiB);
+  AddGraphicsProcess(state["devices"][0], kGraphicsHiddenPid, 45 * kMiB);
+  AddProcess(state["devices"][1], kGraphicsHiddenPid + 1, 10 * kMiB);
+  AddGraphicsProcess(state["devices"][1], kGraphicsHiddenPid + 1, 20 * kMiB);
   TestDaemon d(DaemonOptions{.state = state});
   // The client cannot load NVML: only the daemon's snapshot can answer.
   const Env no_nvml = {{"GPULANE_NVML_LIBRARY", (d.dir() / "missing" / "libnvidia-ml.so.1").string()}};

@@ -4,11 +4,10 @@
 #include <algorithm>
 
 #include "judge_support.h"
+#include "support/units.h"
 
 namespace gpulane::test {
 namespace {
-
-constexpr std::uint64_t kMiB = 1ULL << 20;
 
 // `gpulane run --gpus 1` of a shell that starts a child (the job's real work, as `python` under a
 // wrapper script) and writes the child's pid to `pid_file`.

@@ -16,14 +16,13 @@
 #include "support/daemon_fixture.h"
 #include "support/scenarios.h"
 #include "support/text.h"
+#include "support/units.h"
 
 namespace gpulane::test {
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-constexpr std::uint64_t kGiB = 1ULL << 30;
 
 // A job as NVML would show a CUDA job that grows: it puts its own process on GPU 0 of the fake
 // NVML's state with `start_gib`, 1.5 s later with `grown_gib` (printing "crossed <wall time>"), and
@@ -56,7 +55,7 @@ put(0)
           gate.string()};
 }
 
-std::vector<std::string> Args(std::vector<std::string> head, const std::vector<std::string>& job) {
+std::vector<std::string> GuardArgs(std::vector<std::string> head, const std::vector<std::string>& job) {
   head.push_back("--");
   head.insert(head.end(), job.begin(), job.end());
   return head;
@@ -94,7 +93,7 @@ TEST(MemoryGuard, AQueuedMemJobGrowingPastItsShareIsWarnedThenStoppedWithTheReas
   if (geteuid() != 0) GTEST_SKIP() << "anomaly.overuse_grace may only be set by root";
   TestDaemon d(WithGrace("1s"));
   const fs::path gate = d.work() / "gate";
-  const std::int64_t id = d.Submit(Args({"--mem", "10GiB"}, GrowingJob(d.machine().dir() / "nvml.json", 4, 20, gate)));
+  const std::int64_t id = d.Submit(GuardArgs({"--mem", "10GiB"}, GrowingJob(d.machine().dir() / "nvml.json", 4, 20, gate)));
   ASSERT_TRUE(d.WaitForState(id, "running"));
   ASSERT_TRUE(d.WaitForState(id, "failed", 60)) << d.Log() << JobLog(d, id);
   const json shown = d.Show(id);
@@ -123,7 +122,7 @@ TEST(MemoryGuard, WithGraceZeroAQueuedMemJobIsWarnedAndNotifiedButRunsToItsEnd) 
   const fs::path user_config = d.dir() / "user.toml";
   std::ofstream(user_config) << fmt::format("[anomaly]\noveruse_grace = \"0s\"\n[notify]\ncommand = \"echo \\\"$GPULANE_MESSAGE\\\" >> {}\"\n",
                                            notified.string());
-  const std::int64_t id = d.Submit(Args({"--mem", "10GiB", "--notify", "anomaly"},
+  const std::int64_t id = d.Submit(GuardArgs({"--mem", "10GiB", "--notify", "anomaly"},
                                         GrowingJob(d.machine().dir() / "nvml.json", 4, 20, gate)),
                                    {{"GPULANE_CONFIG", user_config.string()}});
   ASSERT_TRUE(d.WaitForState(id, "running"));
@@ -143,7 +142,7 @@ TEST(MemoryGuard, AJobHoldingItsGpuWholeIsNeverTouchedWhateverItHolds) {
   if (geteuid() != 0) GTEST_SKIP() << "anomaly.overuse_grace may only be set by root";
   TestDaemon d(WithGrace("1s"));
   const fs::path gate = d.work() / "gate";
-  const std::int64_t id = d.Submit(Args({"-g", "1"}, GrowingJob(d.machine().dir() / "nvml.json", 4, 120, gate)));
+  const std::int64_t id = d.Submit(GuardArgs({"-g", "1"}, GrowingJob(d.machine().dir() / "nvml.json", 4, 120, gate)));
   ASSERT_TRUE(d.WaitForState(id, "running"));
   ASSERT_TRUE(Eventually([&] { return SamplerSaw(d, std::to_string(id), 120 * kGiB); }, 30)) << d.Log();
   EXPECT_FALSE(Eventually([&] { return d.State(id) != "running"; }, 3)) << "stopped: " << d.Show(id).dump(2);
@@ -164,7 +163,7 @@ TEST(MemoryGuard, RunWithoutADaemonStopsItsMemJobAfterTheGraceAndSaysWhyMeasurin
   std::ofstream(config) << "[anomaly]\noveruse_grace = \"1s\"\n";
   Env env = machine.env();
   env["GPULANE_CONFIG"] = config.string();
-  RunResult r = RunGpulane(Args({"run", "--mem", "10GiB"}, GrowingJob(machine.dir() / "nvml.json", 4, 20, machine.dir() / "gate")),
+  RunResult r = RunGpulane(GuardArgs({"run", "--mem", "10GiB"}, GrowingJob(machine.dir() / "nvml.json", 4, 20, machine.dir() / "gate")),
                            env, 60);
   const double ended_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   EXPECT_EQ(r.exit_code, 18) << r.err;

@@ -7,12 +7,12 @@ namespace gpulane::test {
 namespace {
 
 // `gpulane pick ARGS...`, with the machine's environment and config.
-RunResult PickOn(const FakeMachine& machine, std::vector<std::string> args) {
+RunResult BestFitPickOn(const FakeMachine& machine, std::vector<std::string> args) {
   args.insert(args.begin(), "pick");
   return RunGpulane(args, RunEnv(machine));
 }
 
-::testing::AssertionResult Picked(const RunResult& r, const std::string& value) {
+::testing::AssertionResult BestFitPicked(const RunResult& r, const std::string& value) {
   if (r.exit_code == 0 && r.out == value + "\n" && r.err.empty()) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << "expected exit 0 and '" << value << "', got exit " << r.exit_code
                                        << ", stdout '" << r.out << "', stderr '" << r.err << "'";
@@ -25,12 +25,12 @@ TEST(PickBestFit, AShareGoesToTheGpuAProcessPartlyUses) {
   AddProcess(state["devices"][1], static_cast<std::uint32_t>(getpid()), 100 * kGiB);
   SetUsedMemory(state["devices"][1], 100 * kGiB);
   FakeMachine machine(state);
-  EXPECT_TRUE(Picked(PickOn(machine, {"--mem", "20GiB", "--share-foreign"}), "1"));
-  EXPECT_TRUE(Picked(PickOn(machine, {"--mem", "20GiB", "--share-foreign", "--order", "memory"}), "0"))
+  EXPECT_TRUE(BestFitPicked(BestFitPickOn(machine, {"--mem", "20GiB", "--share-foreign"}), "1"));
+  EXPECT_TRUE(BestFitPicked(BestFitPickOn(machine, {"--mem", "20GiB", "--share-foreign", "--order", "memory"}), "0"))
       << "an explicit order is kept";
-  EXPECT_TRUE(Picked(PickOn(machine, {"--share-foreign"}), "0")) << "whole GPUs: most free first";
+  EXPECT_TRUE(BestFitPicked(BestFitPickOn(machine, {"--share-foreign"}), "0")) << "whole GPUs: most free first";
   // It must fit: with 60 GiB declared, GPU 1 (about 40 GiB free) is left out.
-  EXPECT_TRUE(Picked(PickOn(machine, {"--mem", "60GiB", "--share-foreign"}), "0"));
+  EXPECT_TRUE(BestFitPicked(BestFitPickOn(machine, {"--mem", "60GiB", "--share-foreign"}), "0"));
 }
 
 TEST(PickBestFit, AShareGoesToTheGpuAGpulaneShareLeaseHolds) {

@@ -39,15 +39,14 @@
 #include "support/planted.h"
 #include "support/scenarios.h"
 #include "support/text.h"
+#include "support/units.h"
 
 namespace gpulane::test {
 namespace {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
-constexpr std::uint64_t kMiB = 1ULL << 20;
-constexpr std::uint64_t kGiB = 1ULL << 30;
-constexpr std::uint32_t kNobody = 65534;
+constexpr std::uint32_t kPropertyNobody = 65534;
 
 // ---- The helper processes, started once and reused by every state ------------------------------
 
@@ -61,7 +60,7 @@ class Pool {
   Pool() {
     for (unsigned i = 0; i < kJobs; ++i) jobs_.push_back(std::make_unique<JobTree>());
     for (unsigned i = 0; i < kOwn; ++i) own_.push_back(std::make_unique<SleepProcess>());
-    if (geteuid() == 0) other_ = std::make_unique<SleepProcess>(kNobody);
+    if (geteuid() == 0) other_ = std::make_unique<SleepProcess>(kPropertyNobody);
   }
 
   std::uint32_t supervisor(unsigned j) const { return jobs_[j]->supervisor(); }
@@ -149,7 +148,7 @@ class Bench {
     else fs::remove(config);
     std::set<std::string> names;  // what the lease directory holds after both commands
     auto plant = [&](PlantedFile file, bool other_user) {
-      if (other_user) file.GiveTo(kNobody);
+      if (other_user) file.GiveTo(kPropertyNobody);
       names.insert(planted_.emplace_back(std::move(file)).path().filename());
     };
     for (const Record& l : s.leases) plant(PlantLease(leases(), l.content), l.other_user);
@@ -243,7 +242,7 @@ std::string Report(const Scenario& s, const Outcome& o, const Pool* pool) {
       for (const auto& p : d["processes"]) pids.insert(p["pid"].get<std::uint32_t>());
     out << "  " << d.dump() << "\n";
   }
-  const std::string me = UserName(geteuid()), nobody = UserName(kNobody);
+  const std::string me = UserName(geteuid()), nobody = UserName(kPropertyNobody);
   out << "leases:\n";
   for (const Record& l : s.leases) {
     out << "  " << (l.other_user ? nobody : me) << "'s " << l.content.dump() << "\n";
@@ -644,7 +643,7 @@ TEST(PickRunProperty, AgreeOnRandomStates) {
 
 std::string GpuUuid(unsigned i) { return MakeUuid(0xb0000000u + i); }
 std::uint64_t Total() { return RecordedIdleGpu()["memory"]["total"].get<std::uint64_t>(); }
-std::string Me() { return UserName(geteuid()); }
+std::string PropertyMe() { return UserName(geteuid()); }
 
 // Idle GPUs cloned from the recorded H200 (UUIDs GpuUuid(i)), GPU i with free[i] bytes free.
 json Machine(const std::vector<std::uint64_t>& free) {
@@ -704,7 +703,7 @@ TEST(PickRunAgree, ATicketAheadReservesTheGpusItWaitsFor) {
   s.state = Machine({Total(), Total()});
   s.leases = {{LeaseOf("7", Pool::outside(0), 0, {0})}};
   s.tickets = {{TicketOf(2, 0, NowNs() - kSecondNs)}};
-  EXPECT_TRUE(BothRefuse(s, 5, fmt::format("GPU0: leased by {} (job 7); GPU1: held for an earlier request, 1st in line", Me())));
+  EXPECT_TRUE(BothRefuse(s, 5, fmt::format("GPU0: leased by {} (job 7); GPU1: held for an earlier request, 1st in line", PropertyMe())));
   s.tickets = {{TicketOf(2, -1, NowNs() - kSecondNs)}};
   EXPECT_TRUE(BothGrant(s, "1")) << "a ticket of lower priority stands behind the newcomer";
   s.tickets = {{TicketOf(2, 1, NowNs() + 3600 * kSecondNs)}};
@@ -722,7 +721,7 @@ TEST(PickRunAgree, AnEarlierTicketThatFitsNowIsServedFirst) {
   s.tickets = {{TicketOf(1, 0, NowNs() - kSecondNs)}};
   EXPECT_TRUE(BothGrant(s, "1")) << "the ticket takes GPU0, the freest";
   s.options = {"-g", "3"};
-  EXPECT_TRUE(BothRefuse(s, 5, fmt::format("GPU0: leased by {} (earlier in line)", Me())));
+  EXPECT_TRUE(BothRefuse(s, 5, fmt::format("GPU0: leased by {} (earlier in line)", PropertyMe())));
 }
 
 // A lease owns the processes of its supervisor's tree (its "pid" an ancestor) and of its job's
@@ -742,7 +741,7 @@ TEST(PickRunAgree, ALeaseOwnsItsSupervisorsDescendantsAndItsJobsProcessGroup) {
   EXPECT_TRUE(BothGrant(s, "0")) << "a process below the job's process group is the lease's (a child that left it)";
   s.state["devices"][0]["processes"][0]["pid"] = job.supervisor();
   s.leases = {{LeaseOf("9", Pool::outside(0), job.child(), {0}, 40 * kGiB)}};
-  EXPECT_TRUE(BothRefuse(s, 5, fmt::format("GPU0: in use by {}'s sleep (pid {})", Me(), job.supervisor())))
+  EXPECT_TRUE(BothRefuse(s, 5, fmt::format("GPU0: in use by {}'s sleep (pid {})", PropertyMe(), job.supervisor())))
       << "neither in the job's process group nor below it or the lease's pid: not the lease's";
   s.state["devices"][0]["processes"][0]["pid"] = job.child();
   // Owned: 30 of the 40 GiB declared are in use, 10 GiB more are promised: 140.4 - 30 - 10 - 1 (margin) GiB left.
@@ -760,7 +759,7 @@ TEST(PickRunAgree, AJobsProcessOnAGpuItDidNotLeaseIsForeignThere) {
   AddProcess(s.state["devices"][1], job.child(), 1 * kGiB);
   s.leases = {{LeaseOf("9", job.supervisor(), 0, {0})}};
   EXPECT_TRUE(BothRefuse(
-      s, 5, fmt::format("GPU1: in use by {}'s sleep (pid {}) of job 9, which did not lease this GPU", Me(), job.child())));
+      s, 5, fmt::format("GPU1: in use by {}'s sleep (pid {}) of job 9, which did not lease this GPU", PropertyMe(), job.child())));
   s.options = {"--share-foreign"};
   EXPECT_TRUE(BothGrant(s, "1"));
 }

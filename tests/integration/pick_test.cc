@@ -11,25 +11,19 @@
 #include "support/harness.h"
 #include "support/scenarios.h"
 #include "support/text.h"
+#include "support/units.h"
+#include "integration/judge_support.h"
 
 namespace gpulane::test {
 namespace {
 
 using nlohmann::json;
-constexpr std::uint64_t kGiB = 1ULL << 30;
 
 RunResult Pick(const FakeMachine& machine, std::vector<std::string> args, const Env& extra = {}) {
   args.insert(args.begin(), "pick");
   Env env = machine.env();
   for (const auto& [k, v] : extra) env[k] = v;
   return RunGpulane(args, env);
-}
-
-// A successful pick prints exactly one line, the value, and nothing on stderr.
-::testing::AssertionResult Picked(const RunResult& r, const std::string& value) {
-  if (r.exit_code == 0 && r.out == value + "\n" && r.err.empty()) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "expected exit 0 and '" << value << "', got exit " << r.exit_code
-                                       << ", stdout '" << r.out << "', stderr '" << r.err << "'";
 }
 
 // Too few GPUs free now: exit 5, nothing on stdout, one line on stderr.

@@ -18,14 +18,14 @@ namespace {
 const std::vector<std::string> kPreemptibleCommand = {
     "--", "sh", "-c", "echo attempt=$GPULANE_RETRY preempted=${GPULANE_PREEMPTED:-0}; exec sleep 120"};
 
-std::vector<std::string> With(std::vector<std::string> options, const std::vector<std::string>& command) {
+std::vector<std::string> PreemptWith(std::vector<std::string> options, const std::vector<std::string>& command) {
   options.insert(options.end(), command.begin(), command.end());
   return options;
 }
 
 TEST(Preemption, APreemptibleJobGivesWayIsRequeuedOnceAndRestartsWithGpulanePreempted) {
   TestDaemon d;
-  const std::int64_t preemptible = d.Submit(With({"--preemptible", "--gpus", "0", "--kill-grace", "1s"}, kPreemptibleCommand));
+  const std::int64_t preemptible = d.Submit(PreemptWith({"--preemptible", "--gpus", "0", "--kill-grace", "1s"}, kPreemptibleCommand));
   ASSERT_GT(preemptible, 0);
   ASSERT_TRUE(d.WaitForState(preemptible, "running", 30)) << d.State(preemptible) << "\n" << d.Log();
   EXPECT_EQ(d.Show(preemptible)["spec"]["request"]["preemptible"], "requeue");
@@ -72,7 +72,7 @@ TEST(Preemption, APreemptibleJobGivesWayIsRequeuedOnceAndRestartsWithGpulanePree
 TEST(Preemption, WithPreemptibleCancelTheJobThatGivesWayEndsCancelled) {
   TestDaemon d;
   const std::int64_t preemptible =
-      d.Submit(With({"--preemptible=cancel", "--gpus", "0", "--kill-grace", "1s"}, kPreemptibleCommand));
+      d.Submit(PreemptWith({"--preemptible=cancel", "--gpus", "0", "--kill-grace", "1s"}, kPreemptibleCommand));
   ASSERT_GT(preemptible, 0);
   ASSERT_TRUE(d.WaitForState(preemptible, "running", 30)) << d.State(preemptible) << "\n" << d.Log();
   const std::int64_t normal = d.Submit({"--gpus", "0", "--", "true"});
@@ -83,7 +83,7 @@ TEST(Preemption, WithPreemptibleCancelTheJobThatGivesWayEndsCancelled) {
 
 TEST(Preemption, AJobThatFitsOnAFreeGpuPreemptsNobody) {
   TestDaemon d;
-  const std::int64_t preemptible = d.Submit(With({"--preemptible", "--gpus", "0"}, kPreemptibleCommand));
+  const std::int64_t preemptible = d.Submit(PreemptWith({"--preemptible", "--gpus", "0"}, kPreemptibleCommand));
   ASSERT_TRUE(d.WaitForState(preemptible, "running", 30)) << d.State(preemptible) << "\n" << d.Log();
   const std::int64_t normal = d.Submit({"--", "true"});  // GPU1 is free
   ASSERT_TRUE(d.WaitForState(normal, "completed", 30)) << d.State(normal);
@@ -102,7 +102,7 @@ TEST(Preemption, LivelockTenPreemptibleJobsAheadOfFourNormalOnTwoGpusPreemptEach
   TestDaemon d;
   std::vector<std::int64_t> preemptible;
   for (int k = 0; k < 10; ++k) {
-    preemptible.push_back(d.Submit(With({"--preemptible", "--kill-grace", "1s"}, kPreemptibleCommand)));
+    preemptible.push_back(d.Submit(PreemptWith({"--preemptible", "--kill-grace", "1s"}, kPreemptibleCommand)));
     ASSERT_GT(preemptible.back(), 0);
   }
   ASSERT_TRUE(d.WaitForState(preemptible[0], "running", 30)) << d.State(preemptible[0]) << "\n" << d.Log();
@@ -152,7 +152,7 @@ TEST(Preemption, AJobPreemptedMaxPreemptionsPerJobTimesIsNotPreemptedAgain) {
   DaemonOptions options;
   options.config = "[sched]\nmax_preemptions_per_job = 1\n";
   TestDaemon d(options);
-  const std::int64_t preemptible = d.Submit(With({"--preemptible", "--gpus", "0", "--kill-grace", "1s"}, kPreemptibleCommand));
+  const std::int64_t preemptible = d.Submit(PreemptWith({"--preemptible", "--gpus", "0", "--kill-grace", "1s"}, kPreemptibleCommand));
   ASSERT_TRUE(d.WaitForState(preemptible, "running", 30)) << d.State(preemptible) << "\n" << d.Log();
   const std::int64_t first = d.Submit({"--gpus", "0", "--", "true"});
   ASSERT_TRUE(d.WaitForState(first, "completed", 30)) << d.State(first) << "\n" << d.Log();

@@ -13,17 +13,6 @@
 namespace gpulane::test {
 namespace {
 
-std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
-bool Started(const fs::path& log, const std::string& tag) {
-  for (const auto& e : LogEvents(log))
-    if (e[0] == "start" && e.size() > 1 && e[1] == tag) return true;
-  return false;
-}
-
 // Whether pid still runs the program that `cmdline_part` names (guards against pid reuse).
 bool StillRuns(pid_t pid, const std::string& cmdline_part) {
   if (!ProcessExists(pid)) return false;
@@ -32,7 +21,7 @@ bool StillRuns(pid_t pid, const std::string& cmdline_part) {
   return cmdline.empty() || Contains(cmdline, cmdline_part);  // empty: a zombie, not gone yet
 }
 
-pid_t ReadPid(const fs::path& file) { return static_cast<pid_t>(std::stol(ReadFile(file))); }
+pid_t CleanupReadPid(const fs::path& file) { return static_cast<pid_t>(std::stol(ReadFile(file))); }
 
 // ---- gpulane killed -----------------------------------------------------------------------------
 
@@ -76,7 +65,7 @@ TEST(RunKilled, ARunningRunKilledWithSigkillKeepsTheLeaseUntilItsJobEnds) {
                                    R"(echo $$ > "$0.tmp"; mv "$0.tmp" "$0"; while [ ! -e "$1" ]; do sleep 0.02; done)",
                                    job_pid.string(), gate.path()});
   ASSERT_TRUE(Eventually([&] { return fs::exists(job_pid); }, 30)) << owner.ErrSoFar();
-  const pid_t job = ReadPid(job_pid);
+  const pid_t job = CleanupReadPid(job_pid);
   owner.Kill(SIGKILL);
   auto o = owner.Wait(30);
   ASSERT_TRUE(o);
@@ -114,7 +103,7 @@ TEST(RunKilled, ALeaseLastsWhileAnyProcessOfTheJobRuns) {
   ASSERT_TRUE(Eventually([&] { return fs::exists(child_pid); }, 30)) << owner.ErrSoFar();
   owner.Kill(SIGKILL);  // gpulane gone, the main process gone: only the child holds the lease
   ASSERT_TRUE(owner.Wait(30));
-  const pid_t leftover = ReadPid(child_pid);
+  const pid_t leftover = CleanupReadPid(child_pid);
   ASSERT_TRUE(ProcessExists(leftover));
   EXPECT_TRUE(IsError(RunOn(machine, {"--no-wait", "--", "true"}), 5, "leased by"));
   gate.Open();
@@ -134,7 +123,7 @@ TEST(RunCleanup, ASetsidChildIgnoringSigtermIsKilledBeforeGpulaneReturns) {
                                 pid_file.string()});
   EXPECT_EQ(r.exit_code, 0) << "the main process's status: " << r.err;
   ASSERT_TRUE(fs::exists(pid_file)) << r.err;
-  const pid_t escapee = ReadPid(pid_file);
+  const pid_t escapee = CleanupReadPid(pid_file);
   EXPECT_FALSE(StillRuns(escapee, "sleep 300")) << "pid " << escapee << " survived gpulane";
   EXPECT_TRUE(Contains(r.err, "gpulane: ended ") && Contains(r.err, " the job left behind (") &&
               Contains(r.err, " needed SIGKILL)"))
@@ -169,7 +158,7 @@ sys.exit(4)
   RunResult r = RunOn(machine, {"--kill-grace", "0.5s", "--", python, "-c", script, pid_file.string()});
   EXPECT_EQ(r.exit_code, 4) << r.err;
   ASSERT_TRUE(fs::exists(pid_file)) << r.err;
-  const pid_t orphan = ReadPid(pid_file);
+  const pid_t orphan = CleanupReadPid(pid_file);
   EXPECT_FALSE(StillRuns(orphan, "python")) << "pid " << orphan << " survived gpulane";
   EXPECT_TRUE(Contains(r.err, "needed SIGKILL")) << r.err;
 }
@@ -184,7 +173,7 @@ TEST(RunCleanup, ALeftoverThatObeysSigtermIsTerminated) {
                                 pid_file.string()});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   ASSERT_TRUE(fs::exists(pid_file));
-  EXPECT_FALSE(StillRuns(ReadPid(pid_file), "sleep 300"));
+  EXPECT_FALSE(StillRuns(CleanupReadPid(pid_file), "sleep 300"));
   // (the count may include a short-lived helper of the shell's, such as its `mv`)
   EXPECT_TRUE(Contains(r.err, "gpulane: ended ") && Contains(r.err, " the job left behind\n")) << r.err;
   EXPECT_FALSE(Contains(r.err, "SIGKILL")) << r.err;
@@ -199,7 +188,7 @@ TEST(RunCleanup, ALeftoverThatObeysSigtermIsTerminated) {
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_TRUE(r.err.empty()) << r.err;
   ASSERT_TRUE(fs::exists(pid_file));
-  EXPECT_FALSE(StillRuns(ReadPid(pid_file), "sleep 300"));
+  EXPECT_FALSE(StillRuns(CleanupReadPid(pid_file), "sleep 300"));
 }
 
 // Killed by a signal, the main process's status still comes back after the clean-up.

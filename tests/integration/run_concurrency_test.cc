@@ -14,17 +14,6 @@
 namespace gpulane::test {
 namespace {
 
-std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
-bool Started(const fs::path& log, const std::string& tag) {
-  for (const auto& e : LogEvents(log))
-    if (e[0] == "start" && e.size() > 1 && e[1] == tag) return true;
-  return false;
-}
-
 // Walks the log in write order (every line is one O_APPEND write, made while the job holds its
 // lease) and fails if a job starts on a GPU another job has not left yet. Returns the most jobs
 // seen on one GPU at once when `shared` (--mem jobs), checking that no whole-GPU job met another.

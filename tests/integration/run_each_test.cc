@@ -15,7 +15,7 @@
 namespace gpulane::test {
 namespace {
 
-void WriteText(const fs::path& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+void EachWriteText(const fs::path& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
 // Eight lines on four GPUs, one failing: every line runs once, no two at once on one GPU (a line
 // takes a lock folder named after its GPU for as long as it runs), the failing line is named, and
@@ -37,7 +37,7 @@ TEST(RunEach, EightLinesOnFourGpusOneFailing) {
         i, locks.string(), done.string());
   }
   const fs::path file = machine.dir() / "lines.txt";
-  WriteText(file, file_text);
+  EachWriteText(file, file_text);
   RunResult r = RunOn(machine, {"--each", file.string(), "-g", "1"});
   EXPECT_EQ(r.exit_code, 15) << r.err;
   EXPECT_TRUE(Contains(r.err, "gpulane: line 7 failed: exit code 3")) << r.err;
@@ -56,11 +56,11 @@ TEST(RunEach, EightLinesOnFourGpusOneFailing) {
 TEST(RunEach, AllLinesSucceedingExitZeroAndBadInputIsRefusedBeforeAnyLineRuns) {
   FakeMachine machine(IdleMachine(2));
   const fs::path file = machine.dir() / "ok.txt";
-  WriteText(file, "true\ntrue\ntrue\n");
+  EachWriteText(file, "true\ntrue\ntrue\n");
   RunResult r = RunOn(machine, {"--each", file.string(), "-j", "2"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(Contains(r.err, "gpulane: 3 lines: all 3 done\n")) << r.err;
-  WriteText(file, "true\ntrue 'x\n");
+  EachWriteText(file, "true\ntrue 'x\n");
   EXPECT_TRUE(IsGpulaneError(RunOn(machine, {"--each", file.string()}), 2, file.string() + ":2: unterminated single quote"));
   EXPECT_TRUE(IsGpulaneError(RunOn(machine, {"--each", file.string(), "-j", "0"}), 2, "-j 0"));
   EXPECT_TRUE(IsGpulaneError(RunOn(machine, {"-j", "2", "--", "true"}), 2, "-j applies to --each"));
@@ -79,7 +79,7 @@ TEST(RunEach, EachLineGetsItsGpuInItsEnvironmentAndLeavesNoProcessBehind) {
         "sleep 1000 & echo $! > \"$1/pid-$2\"' x \"{}\" {}\n",
         out.string(), i);
   const fs::path file = machine.dir() / "lines.txt";
-  WriteText(file, file_text);
+  EachWriteText(file, file_text);
   RunResult r = RunOn(machine, {"--each", file.string(), "-g", "1"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (int i = 0; i < 2; ++i) {
@@ -97,7 +97,7 @@ TEST(RunEach, EachLineGetsItsGpuInItsEnvironmentAndLeavesNoProcessBehind) {
 TEST(RunEach, OnATerminalAProgressLineCountsTheLinesAndGivesAnEta) {
   FakeMachine machine(IdleMachine(1));
   const fs::path file = machine.dir() / "lines.txt";
-  WriteText(file, "true\nsh -c 'exit 4'\ntrue\n");
+  EachWriteText(file, "true\nsh -c 'exit 4'\ntrue\n");
   RunResult r = RunGpulaneWithStderrOnTerminal({"run", "--each", file.string(), "-j", "1"}, RunEnv(machine));
   EXPECT_EQ(r.exit_code, 15) << r.out;
   // -j 1: one line at a time, so every count below is reached, in this order.
@@ -120,7 +120,7 @@ TEST(RunEach, OnATerminalAProgressLineCountsTheLinesAndGivesAnEta) {
 TEST(RunEach, CpuOnlyLinesNeedNoDriver) {
   FakeMachine machine(IdleMachine(1));
   const fs::path file = machine.dir() / "cpu.txt";
-  WriteText(file, "sh -c 'printf \"[%s]\" \"$CUDA_VISIBLE_DEVICES\"'\nsh -c 'printf \"[%s]\" \"$CUDA_VISIBLE_DEVICES\"'\n");
+  EachWriteText(file, "sh -c 'printf \"[%s]\" \"$CUDA_VISIBLE_DEVICES\"'\nsh -c 'printf \"[%s]\" \"$CUDA_VISIBLE_DEVICES\"'\n");
   RunResult r = RunOn(machine, {"--each", file.string(), "-g", "0"},
                       {{"GPULANE_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1"}});
   EXPECT_EQ(r.exit_code, 0) << r.err;

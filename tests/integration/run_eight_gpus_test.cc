@@ -8,12 +8,12 @@
 
 #include "support/harness.h"
 #include "support/scenarios.h"
+#include "support/units.h"
 
 namespace gpulane::test {
 namespace {
 
 using nlohmann::json;
-constexpr std::uint64_t kGiB = 1ULL << 30;
 
 std::string VisibleDevicesOf(FakeMachine& machine, const std::vector<std::string>& options) {
   std::vector<std::string> args = {"run", "-q"};

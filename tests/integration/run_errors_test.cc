@@ -19,7 +19,7 @@ std::vector<std::string> Marker(const FakeMachine& machine) {
   return {"/bin/sh", "-c", R"(echo ran > "$0")", (machine.dir() / "ran").string()};
 }
 
-std::vector<std::string> With(std::vector<std::string> options, const std::vector<std::string>& command) {
+std::vector<std::string> ErrorsWith(std::vector<std::string> options, const std::vector<std::string>& command) {
   options.insert(options.end(), command.begin(), command.end());
   return options;
 }
@@ -43,30 +43,30 @@ TEST(RunErrors, BadCommandLinesAreUsageErrors) {
   FakeMachine machine(IdleMachine(2, 10 * kGiB));
   const auto cmd = Marker(machine);
   const std::vector<BadInput> cases = {
-      {With({"--bogus", "--"}, cmd), "--bogus"},
-      {With({"--bogus"}, cmd), "--bogus"},
-      {With({"-g", "1", "-z"}, cmd), "-z"},
-      {With({"-g", "0", "--mem", "1GiB", "--"}, cmd), "-g 0 with --mem"},
-      {With({"-g", "-1", "--"}, cmd), "-g -1"},
-      {With({"-g", "two", "--"}, cmd), "two"},
-      {With({"-g", "99", "--"}, cmd), "99"},
-      {With({"-g", "3", "--gpus", "0,1", "--"}, cmd), "ask for fewer"},
-      {With({"--mem", "lots", "--"}, cmd), "lots"},
-      {With({"--mem", "", "--"}, cmd), "--mem"},
-      {With({"--mem", "0", "--"}, cmd), "--mem 0"},
-      {With({"--mem", "12GiB", "--"}, cmd), "less memory"},  // more than the 10 GiB GPUs hold
-      {With({"--min-free", "3Q", "--"}, cmd), "3Q"},
-      {With({"--min-free", "", "--"}, cmd), "--min-free"},
-      {With({"--min-free", "11GiB", "--"}, cmd), "ask for fewer"},
-      {With({"--max-util", "101", "--"}, cmd), "101"},
-      {With({"--timeout", "soon", "--"}, cmd), "soon"},
-      {With({"--timeout", "", "--"}, cmd), "--timeout"},
-      {With({"--kill-grace", "1 fortnight", "--"}, cmd), "fortnight"},
-      {With({"--kill-grace", "", "--"}, cmd), "--kill-grace"},
-      {With({"--order", "random", "--"}, cmd), "random"},
-      {With({"--gpus", "7", "--"}, cmd), "--gpus 7"},
-      {With({"--gpus", "", "--"}, cmd), "--gpus"},
-      {With({"--gpus", "GPU-00000000-dead-beef", "--"}, cmd), "GPU-00000000-dead-beef"},
+      {ErrorsWith({"--bogus", "--"}, cmd), "--bogus"},
+      {ErrorsWith({"--bogus"}, cmd), "--bogus"},
+      {ErrorsWith({"-g", "1", "-z"}, cmd), "-z"},
+      {ErrorsWith({"-g", "0", "--mem", "1GiB", "--"}, cmd), "-g 0 with --mem"},
+      {ErrorsWith({"-g", "-1", "--"}, cmd), "-g -1"},
+      {ErrorsWith({"-g", "two", "--"}, cmd), "two"},
+      {ErrorsWith({"-g", "99", "--"}, cmd), "99"},
+      {ErrorsWith({"-g", "3", "--gpus", "0,1", "--"}, cmd), "ask for fewer"},
+      {ErrorsWith({"--mem", "lots", "--"}, cmd), "lots"},
+      {ErrorsWith({"--mem", "", "--"}, cmd), "--mem"},
+      {ErrorsWith({"--mem", "0", "--"}, cmd), "--mem 0"},
+      {ErrorsWith({"--mem", "12GiB", "--"}, cmd), "less memory"},  // more than the 10 GiB GPUs hold
+      {ErrorsWith({"--min-free", "3Q", "--"}, cmd), "3Q"},
+      {ErrorsWith({"--min-free", "", "--"}, cmd), "--min-free"},
+      {ErrorsWith({"--min-free", "11GiB", "--"}, cmd), "ask for fewer"},
+      {ErrorsWith({"--max-util", "101", "--"}, cmd), "101"},
+      {ErrorsWith({"--timeout", "soon", "--"}, cmd), "soon"},
+      {ErrorsWith({"--timeout", "", "--"}, cmd), "--timeout"},
+      {ErrorsWith({"--kill-grace", "1 fortnight", "--"}, cmd), "fortnight"},
+      {ErrorsWith({"--kill-grace", "", "--"}, cmd), "--kill-grace"},
+      {ErrorsWith({"--order", "random", "--"}, cmd), "random"},
+      {ErrorsWith({"--gpus", "7", "--"}, cmd), "--gpus 7"},
+      {ErrorsWith({"--gpus", "", "--"}, cmd), "--gpus"},
+      {ErrorsWith({"--gpus", "GPU-00000000-dead-beef", "--"}, cmd), "GPU-00000000-dead-beef"},
       {{}, "no command"},
       {{"-g", "1"}, "no command"},
       {{"-g", "1", "--"}, "no command"},
@@ -83,7 +83,7 @@ TEST(RunErrors, BadCommandLinesAreUsageErrors) {
 // "--mem 30": 30 bytes or 30 GiB? Refused before anything runs, with the likely meaning as the fix.
 TEST(RunErrors, AMemorySizeWithoutAUnitIsRefusedWithAHint) {
   FakeMachine machine(IdleMachine(2));
-  RunResult r = RunOn(machine, With({"--mem", "30", "--"}, Marker(machine)));
+  RunResult r = RunOn(machine, ErrorsWith({"--mem", "30", "--"}, Marker(machine)));
   EXPECT_TRUE(IsError(r, 2, "--mem"));
   EXPECT_TRUE(Contains(r.err, "'30' has no unit")) << r.err;
   EXPECT_TRUE(Contains(r.err, "did you mean 30GiB?")) << r.err;
@@ -106,7 +106,7 @@ TEST(RunLeaseDir, OwnedBySomeoneElseIsRefused) {
   FakeMachine machine(IdleMachine(1));
   const fs::path leases = machine.dir() / "leases";
   ASSERT_EQ(chown(leases.c_str(), 65534, 65534), 0);
-  RunResult r = RunOn(machine, With({"--"}, Marker(machine)));
+  RunResult r = RunOn(machine, ErrorsWith({"--"}, Marker(machine)));
   EXPECT_TRUE(IsError(r, 7, "owned by"));
   EXPECT_TRUE(Contains(r.err, leases.string())) << r.err;
   EXPECT_FALSE(fs::exists(machine.dir() / "ran"));
@@ -118,7 +118,7 @@ TEST(RunLeaseDir, WritableByOthersWithoutTheStickyBitIsRefused) {
   for (mode_t mode : {0777, 0770, 0722}) {
     SCOPED_TRACE(fmt::format("mode {:o}", mode));
     ASSERT_EQ(chmod(leases.c_str(), mode), 0);
-    RunResult r = RunOn(machine, With({"--"}, Marker(machine)));
+    RunResult r = RunOn(machine, ErrorsWith({"--"}, Marker(machine)));
     EXPECT_TRUE(IsError(r, 7, "not sticky"));
   }
   EXPECT_FALSE(fs::exists(machine.dir() / "ran"));
@@ -134,12 +134,12 @@ TEST(RunLeaseDir, ASymlinkOrAFileInsteadOfTheDirectoryIsRefused) {
   FakeMachine machine(IdleMachine(1));
   const fs::path link = machine.dir() / "leases-link";
   fs::create_directory_symlink(machine.dir() / "leases", link);
-  RunResult r = RunOn(machine, With({"--"}, Marker(machine)), {{"GPULANE_LEASE_DIR", link.string()}});
+  RunResult r = RunOn(machine, ErrorsWith({"--"}, Marker(machine)), {{"GPULANE_LEASE_DIR", link.string()}});
   EXPECT_TRUE(IsError(r, 7, "symbolic link"));
 
   const fs::path file = machine.dir() / "leases-file";
   std::ofstream(file) << "not a directory\n";
-  r = RunOn(machine, With({"--"}, Marker(machine)), {{"GPULANE_LEASE_DIR", file.string()}});
+  r = RunOn(machine, ErrorsWith({"--"}, Marker(machine)), {{"GPULANE_LEASE_DIR", file.string()}});
   EXPECT_TRUE(IsError(r, 7, "not a directory"));
   EXPECT_FALSE(fs::exists(machine.dir() / "ran"));
 }
@@ -240,7 +240,7 @@ TEST(RunLeaseDir, PlantedSymlinksAreNeitherFollowedNorWritten) {
   // A waiting run (it reads the directory over and over) does not touch them either.
   const Gate gate(machine.dir() / "gate");
   const fs::path log = machine.dir() / "jobs.log";
-  Child holder = StartRun(machine, With({"-g", "2", "--"}, HeldJob("holder", log.string(), gate)));
+  Child holder = StartRun(machine, ErrorsWith({"-g", "2", "--"}, HeldJob("holder", log.string(), gate)));
   ASSERT_TRUE(Eventually([&] { return CountEvents(log, "start") == 1; }, 30)) << holder.ErrSoFar();
   Child waiter = StartRun(machine, {"--", "true"});
   ASSERT_TRUE(Eventually([&] { return SaysWaiting(waiter); }, 30)) << waiter.ErrSoFar();

@@ -19,12 +19,12 @@
 #include "support/harness.h"
 #include "support/scenarios.h"
 #include "support/text.h"
+#include "support/units.h"
 
 namespace gpulane::test {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
-constexpr std::uint64_t kGiB = 1ULL << 30;
 
 /// `n` idle H200s cloned from the recorded one (no processes, nothing in use), in PCI order.
 /// `total` replaces each GPU's memory size (all of it free).
@@ -95,6 +95,19 @@ inline std::vector<std::vector<std::string>> LogEvents(const fs::path& log) {
     if (!fields.empty()) out.push_back(fields);
   }
   return out;
+}
+
+/// `a` followed by `b`.
+inline std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+/// Whether the job tagged `tag` logged its start in `log`.
+inline bool Started(const fs::path& log, const std::string& tag) {
+  for (const auto& e : LogEvents(log))
+    if (e[0] == "start" && e.size() > 1 && e[1] == tag) return true;
+  return false;
 }
 
 inline long CountEvents(const fs::path& log, const std::string& kind) {

@@ -11,14 +11,14 @@
 #include "support/harness.h"
 #include "support/scenarios.h"
 #include "support/text.h"
+#include "support/units.h"
 
 namespace gpulane::test {
 namespace {
 
 using nlohmann::json;
-constexpr std::uint64_t kGiB = 1ULL << 30;
 
-std::string UserName() {
+std::string SlurmUserName() {
   const passwd* pw = getpwuid(getuid());
   return pw ? pw->pw_name : std::to_string(getuid());
 }
@@ -63,7 +63,7 @@ TEST(SlurmProlog, RefusesAJobWhoseGpuAProcessOrGhostMemoryHolds) {
   r = RunGpulane({"slurm", "prolog"}, SlurmEnv(machine, "1"));
   EXPECT_EQ(r.exit_code, 17) << r.out << r.err;
   EXPECT_TRUE(Contains(r.out, fmt::format("GPU 1: held by {}'s sleep (pid {}, 3.0 GiB): refusing to start job 4242",
-                                          UserName(), outside.pid())))
+                                          SlurmUserName(), outside.pid())))
       << r.out;
   r = RunGpulane({"slurm", "prolog"}, SlurmEnv(machine, "0"));
   EXPECT_EQ(r.exit_code, 17) << r.out;
@@ -89,7 +89,7 @@ TEST(SlurmEpilog, EndsWhatTheJobLeftAndSucceedsOnceItsMemoryIsFreed) {
   auto r = epilog.Wait(60);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->exit_code, 0) << r->out << r->err;
-  EXPECT_TRUE(Contains(r->out, fmt::format("GPU 1: ending {}'s sh (pid {}, 4.0 GiB), left by job 4242", UserName(), left.pid())))
+  EXPECT_TRUE(Contains(r->out, fmt::format("GPU 1: ending {}'s sh (pid {}, 4.0 GiB), left by job 4242", SlurmUserName(), left.pid())))
       << r->out;
   EXPECT_TRUE(Contains(r->out, fmt::format("pid {} needed SIGKILL after 0.3 s", left.pid()))) << r->out;
   EXPECT_TRUE(Contains(r->out, "GPUs 1 are free after job 4242")) << r->out;

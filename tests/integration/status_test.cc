@@ -21,7 +21,7 @@ std::string Host() {
   return buf;
 }
 
-std::uint64_t U64(const json& v) { return v.get<std::uint64_t>(); }
+std::uint64_t StatusU64(const json& v) { return v.get<std::uint64_t>(); }
 
 TEST(Status, JsonMatchesTheRecordedH200s) {
   FakeMachine machine(RecordedH200x2(UnusedPid()));
@@ -81,14 +81,14 @@ TEST(Status, TextIsAHeaderAndOneLinePerGpuWithUserCommandAndMemory) {
     const std::string& line = lines[1 + i];
     EXPECT_EQ(line.rfind(fmt::format("[{}]", i), 0), 0u) << line;
     EXPECT_TRUE(Contains(line, dev["name"].get<std::string>())) << line;
-    EXPECT_TRUE(Contains(line, fmt::format("{} / {} MiB", U64(dev["memory"]["used"]) >> 20,
-                                           U64(dev["memory"]["total"]) >> 20)))
+    EXPECT_TRUE(Contains(line, fmt::format("{} / {} MiB", StatusU64(dev["memory"]["used"]) >> 20,
+                                           StatusU64(dev["memory"]["total"]) >> 20)))
         << line;
     EXPECT_TRUE(Contains(line, fmt::format("{}°C", dev["temp_c"].get<int>()))) << line;
   }
   EXPECT_TRUE(Contains(lines[1], fmt::format("{}:{}/{}(1024M)", foreign.user(), foreign.command(), foreign.pid())))
       << lines[1];
-  const std::uint64_t own_mib = U64(state["devices"][1]["processes"][0]["used_memory"]) >> 20;
+  const std::uint64_t own_mib = StatusU64(state["devices"][1]["processes"][0]["used_memory"]) >> 20;
   EXPECT_TRUE(Contains(lines[2], fmt::format("{}:sleep/{}({}M)", UserName(getuid()), own.pid(), own_mib))) << lines[2];
   EXPECT_FALSE(Contains(lines[1], std::to_string(own.pid()))) << lines[1];
   EXPECT_FALSE(Contains(r.out, "\x1b[")) << "NO_COLOR is set";
@@ -248,7 +248,7 @@ TEST(Status, ProcessesFlagShowsWholeCommandLines) {
     EXPECT_TRUE(Contains(lines[4], UserName(getuid()))) << lines[4];
     EXPECT_TRUE(Contains(lines[4], "/bin/sleep 59.5")) << lines[4];
     EXPECT_TRUE(Contains(lines[4],
-                         fmt::format("{} MiB", U64(state["devices"][1]["processes"][0]["used_memory"]) >> 20)))
+                         fmt::format("{} MiB", StatusU64(state["devices"][1]["processes"][0]["used_memory"]) >> 20)))
         << lines[4];
   }
 }

@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using Screen = std::vector<std::string>;
 
-constexpr const char* kFastSampler = "[telemetry]\ninterval = \"100ms\"\n";
+constexpr const char* kTopFastSampler = "[telemetry]\ninterval = \"100ms\"\n";
 constexpr int kColumns = 160, kRows = 50;
 
 // The script a pane runs: the terminal's settings before and after, `gpulane top ARGS` (its pid in
@@ -96,7 +96,7 @@ void ExpectRestored(const TmuxSession& tmux, const fs::path& dir) {
   EXPECT_EQ(tmux.Format("#{cursor_flag}"), "1");
 }
 
-std::string MyUserName() {
+std::string TopUserName() {
   const passwd* pw = getpwuid(geteuid());
   return pw ? pw->pw_name : std::to_string(geteuid());
 }
@@ -110,7 +110,7 @@ TEST(Top, ShowsTheMachineFollowsItSortsFiltersAndQuitsWithQ) {
   DaemonOptions options;
   options.state = IdleGpus(2);
   SetUtilization((*options.state)["devices"][0], 10);
-  options.config = kFastSampler;
+  options.config = kTopFastSampler;
   TestDaemon d(options);
   ForeignProcess other;
   // A queued job on GPU 0 whose process holds 3 GiB there; another user's 5 GiB on GPU 1.
@@ -126,15 +126,15 @@ TEST(Top, ShowsTheMachineFollowsItSortsFiltersAndQuitsWithQ) {
 
   TmuxSession tmux(d.dir(), WriteTopScript(d.dir(), d.env(), "--interval 0.2"), kColumns, kRows);
   ASSERT_TRUE(tmux.started());
-  const std::string job_row = fmt::format("{:<10} {:<8}", MyUserName(), id);
+  const std::string job_row = fmt::format("{:<10} {:<8}", TopUserName(), id);
   ASSERT_TRUE(tmux.WaitForScreen([&](const Screen& s) {
     return !Row(s, " 0 NVIDIA H200").empty() && !Row(s, " 1 NVIDIA H200").empty() && Has(s, "5m [") &&
            ProcessRow(s, job_pid) < s.size() && Contains(s[ProcessRow(s, job_pid)], job_row) &&
            Contains(s[ProcessRow(s, job_pid)], "3.0 GiB") && ProcessRow(s, other.pid()) < s.size() &&
-           Has(s, fmt::format("{:>8} {:<10} trainer", id, MyUserName())) && Has(s, "running") &&
+           Has(s, fmt::format("{:>8} {:<10} trainer", id, TopUserName())) && Has(s, "running") &&
            Has(s, "QUEUE  1 job: 1 running");
   })) << tmux.ScreenText();
-  EXPECT_TRUE(Contains(Row(tmux.Screen(), " 0 NVIDIA H200"), fmt::format("job {} ({})", id, MyUserName()))) << tmux.ScreenText();
+  EXPECT_TRUE(Contains(Row(tmux.Screen(), " 0 NVIDIA H200"), fmt::format("job {} ({})", id, TopUserName()))) << tmux.ScreenText();
 
   // The fake GPU 0 gets busy: its number and bar follow.
   const int blocks_before = UtilBarBlocks(tmux.Screen(), 0);

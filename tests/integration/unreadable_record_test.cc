@@ -21,17 +21,17 @@
 namespace gpulane::test {
 namespace {
 
-constexpr std::uint32_t kNobody = 65534;
+constexpr std::uint32_t kUnreadableNobody = 65534;
 
 // Another user's (nobody's) file as root; the test's own otherwise.
-std::optional<std::uint32_t> Attacker() { return geteuid() == 0 ? std::optional(kNobody) : std::nullopt; }
+std::optional<std::uint32_t> UnreadableAttacker() { return geteuid() == 0 ? std::optional(kUnreadableNobody) : std::nullopt; }
 
 std::string Uuid(const json& state, unsigned i) { return state["devices"][i]["uuid"].get<std::string>(); }
 
 RunResult Status(const FakeMachine& machine) { return RunGpulane({"status", "--color", "never"}, RunEnv(machine)); }
 
 // The status line of GPU `i` ("  0 NVIDIA H200 | ...").
-std::string StatusLine(const RunResult& status, unsigned i) {
+std::string UnreadableStatusLine(const RunResult& status, unsigned i) {
   for (const std::string& line : Lines(status.out))
     if (line.rfind(fmt::format("[{}] ", i), 0) == 0) return line;  // status: "[0] NVIDIA H200 | ..."
   return "";
@@ -62,7 +62,7 @@ TEST(UnreadableRecords, AMegabyteCommandLineDoesNotMakeTheLeaseUnreadable) {
 
   RunResult second = RunOn(machine, {"--gpus", "0", "--no-wait", "--", "true"});
   EXPECT_TRUE(IsError(second, 5, "GPU0: leased by")) << "GPU0 was given to a second job";
-  EXPECT_TRUE(Contains(StatusLine(Status(machine), 0), fmt::format("[job r{} (", holder.pid())))
+  EXPECT_TRUE(Contains(UnreadableStatusLine(Status(machine), 0), fmt::format("[job r{} (", holder.pid())))
       << Status(machine).out;
   gate.Open();
   auto done = holder.Wait(60);
@@ -77,7 +77,7 @@ TEST(UnreadableRecords, ATruncatedLockedLeaseHoldsTheGpuItNamesUntilItsLockIsGon
   FakeMachine machine(state);
   const std::string text = fmt::format(R"({{"job_id":"r1","gpus":[{{"uuid":"{}"}}],"pid":1,"started_)", Uuid(state, 1));
   {
-    PlantedFile cut(machine.dir() / "leases" / "r1.cut00000.lease", text, PlantedFile::Holder::kTest, Attacker());
+    PlantedFile cut(machine.dir() / "leases" / "r1.cut00000.lease", text, PlantedFile::Holder::kTest, UnreadableAttacker());
     RunResult both = RunOn(machine, {"-g", "2", "--no-wait", "--", "true"});
     EXPECT_TRUE(IsError(both, 5, "GPU1: leased by")) << "GPU1 was handed out under a live lease";
     EXPECT_TRUE(Contains(both.err, "an unreadable lease: not JSON")) << both.err;
@@ -85,8 +85,8 @@ TEST(UnreadableRecords, ATruncatedLockedLeaseHoldsTheGpuItNamesUntilItsLockIsGon
     EXPECT_EQ(one.exit_code, 0) << one.err;
     EXPECT_EQ(one.out, "0\n") << "what the file does not name stays free";
     const RunResult status = Status(machine);
-    EXPECT_TRUE(Contains(StatusLine(status, 1), "held by an unreadable lease")) << status.out;
-    EXPECT_FALSE(Contains(StatusLine(status, 0), "unreadable")) << status.out;
+    EXPECT_TRUE(Contains(UnreadableStatusLine(status, 1), "held by an unreadable lease")) << status.out;
+    EXPECT_FALSE(Contains(UnreadableStatusLine(status, 0), "unreadable")) << status.out;
   }
   RunResult after = RunOn(machine, {"-g", "2", "--no-wait", "--", "true"});
   EXPECT_EQ(after.exit_code, 0) << "its lock is gone, and with it the hold: " << after.err;
@@ -99,12 +99,12 @@ TEST(UnreadableRecords, AnOversizedLockedLeaseHoldsEveryGpu) {
   FakeMachine machine(state);
   const std::string text = fmt::format(R"({{"command":"{}","gpus":[{{"uuid":"{}"}}],"job_id":"r2","pid":1}})",
                                        std::string(2 << 20, 'x'), Uuid(state, 1));
-  PlantedFile big(machine.dir() / "leases" / "r2.big00000.lease", text, PlantedFile::Holder::kTest, Attacker());
+  PlantedFile big(machine.dir() / "leases" / "r2.big00000.lease", text, PlantedFile::Holder::kTest, UnreadableAttacker());
   RunResult any = RunOn(machine, {"--no-wait", "--", "true"});
   EXPECT_TRUE(IsError(any, 5, "an unreadable lease: larger than 1 MiB")) << "a GPU was handed out under a live lease";
   const RunResult status = Status(machine);
-  EXPECT_TRUE(Contains(StatusLine(status, 0), "held by an unreadable lease")) << status.out;
-  EXPECT_TRUE(Contains(StatusLine(status, 1), "held by an unreadable lease")) << status.out;
+  EXPECT_TRUE(Contains(UnreadableStatusLine(status, 0), "held by an unreadable lease")) << status.out;
+  EXPECT_TRUE(Contains(UnreadableStatusLine(status, 1), "held by an unreadable lease")) << status.out;
 }
 
 // A live lease of the wrong type (a directory whose lock someone holds) holds every GPU.
@@ -130,7 +130,7 @@ TEST(UnreadableRecords, AnUnparsableLockedTicketStandsInLineForTheGpuItNames) {
   FakeMachine machine(state);
   const std::string text = fmt::format(R"({{"id":"w1","seq":"soon","request":{{"allowed_uuids":["{}"]}}}})", Uuid(state, 0));
   PlantedFile ticket(machine.dir() / "leases" / "w00000000000000000001.bad00000.wait", text, PlantedFile::Holder::kTest,
-                     Attacker());
+                     UnreadableAttacker());
   RunResult gpu0 = RunOn(machine, {"--gpus", "0", "--no-wait", "--", "true"});
   EXPECT_TRUE(IsError(gpu0, 5, "GPU0: ")) << "GPU0 was taken from the request ahead of it";
   RunResult gpu1 = RunOn(machine, {"--gpus", "1", "--no-wait", "--", "true"});

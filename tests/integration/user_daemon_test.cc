@@ -30,9 +30,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string Id(std::int64_t id) { return std::to_string(id); }
-
-std::vector<std::string> Args(std::vector<std::string> head, const std::vector<std::string>& tail) {
+std::vector<std::string> UserDaemonArgs(std::vector<std::string> head, const std::vector<std::string>& tail) {
   head.insert(head.end(), tail.begin(), tail.end());
   return head;
 }
@@ -72,9 +70,9 @@ constexpr const char* kRestarted = "your gpulane daemon was not running; started
 TEST(UserDaemon, QueueAfterKill9OfThePerUserDaemonStartsItAgainListsTheJobsAndTheQueueResumes) {
   TestDaemon d;
   const fs::path log = d.work() / "marks", gate = d.work() / "gate";
-  const std::int64_t first = d.Submit(Args({"-g", "2", "--"}, MarkedJob(log.string(), gate.string())));
+  const std::int64_t first = d.Submit(UserDaemonArgs({"-g", "2", "--"}, MarkedJob(log.string(), gate.string())));
   ASSERT_TRUE(d.WaitForState(first, "running"));
-  const std::int64_t second = d.Submit(Args({"-g", "2", "--after", Id(first), "--"}, MarkedJob(log.string())));
+  const std::int64_t second = d.Submit(UserDaemonArgs({"-g", "2", "--after", Id(first), "--"}, MarkedJob(log.string())));
   ASSERT_GT(second, 0);
   const pid_t before = d.pid();
   d.Kill9();
@@ -162,12 +160,12 @@ TEST(UserDaemon, AStateTheDaemonCannotOpenIsNamedNotShownAsAnEmptyQueue) {
 double KillThenOneQueue(bool reboot) {
   TestDaemon d;
   const fs::path log = d.work() / "marks", gate = d.work() / "gate";
-  const std::int64_t first = d.Submit(Args({"-g", "2", "--"}, MarkedJob(log.string(), gate.string())));
+  const std::int64_t first = d.Submit(UserDaemonArgs({"-g", "2", "--"}, MarkedJob(log.string(), gate.string())));
   EXPECT_TRUE(d.WaitForState(first, "running"));
   // Queued behind it: after a crash it waits for the first (--after: for the daemon); after a
   // reboot the first is gone, and the second waits for nothing but a daemon.
   const std::int64_t second = d.Submit(
-      Args(reboot ? std::vector<std::string>{"-g", "2", "--"} : std::vector<std::string>{"-g", "2", "--after", Id(first), "--"},
+      UserDaemonArgs(reboot ? std::vector<std::string>{"-g", "2", "--"} : std::vector<std::string>{"-g", "2", "--after", Id(first), "--"},
            MarkedJob(log.string())));
   EXPECT_TRUE(d.Barrier());
   const double killed_s = EpochS();
@@ -204,7 +202,7 @@ TEST(UserDaemon, FigureRebootToTheQueueRunningAgainWithOneQueueCommand) {
 TEST(UserDaemon, DaemonStatusSaysRunningWithPidAndSocketThenStopStopsItAndJobsGoOn) {
   TestDaemon d;
   const fs::path log = d.work() / "marks", gate = d.work() / "gate";
-  const std::int64_t running = d.Submit(Args({"-g", "1", "--"}, MarkedJob(log.string(), gate.string())));
+  const std::int64_t running = d.Submit(UserDaemonArgs({"-g", "1", "--"}, MarkedJob(log.string(), gate.string())));
   ASSERT_TRUE(d.WaitForState(running, "running"));
   const std::int64_t held = d.Submit({"--hold", "--", "true"});
   ASSERT_GT(held, 0);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -20,6 +21,14 @@ inline ::testing::AssertionResult IsErrorReply(const nlohmann::json& reply, cons
     return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << "expected one short " << code << " line containing '" << part << "', got "
                                        << reply.dump().substr(0, 600);
+}
+
+/// The same for a reply that may be missing (none: a failure saying so).
+inline ::testing::AssertionResult IsErrorReply(const std::optional<nlohmann::json>& reply, const std::string& code,
+                                               const std::string& part) {
+  if (!reply) return ::testing::AssertionFailure() << "no reply";
+  if (!reply->is_object()) return ::testing::AssertionFailure() << "not an object: " << reply->dump().substr(0, 600);
+  return IsErrorReply(*reply, code, part);
 }
 
 /// Seconds on the monotonic clock: how long a request took, as its sender sees it.

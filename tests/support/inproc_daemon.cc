@@ -14,14 +14,13 @@
 #include "store/job_store.h"
 #include "support/harness.h"
 #include "support/recording_launcher.h"
+#include "support/units.h"
 
 namespace gpulane::test {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
 
 }  // namespace
 

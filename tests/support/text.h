@@ -1,5 +1,6 @@
 #pragma once
 // Small helpers for reading what gpulane printed.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -39,5 +40,8 @@ inline std::vector<nlohmann::json> JsonLines(const std::string& text) {
   }
   return out;
 }
+
+/// A job id as the CLI takes it.
+inline std::string Id(std::int64_t id) { return std::to_string(id); }
 
 }  // namespace gpulane::test

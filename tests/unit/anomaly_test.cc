@@ -6,11 +6,10 @@
 #include <gtest/gtest.h>
 
 #include "telemetry/anomaly.h"
+#include "support/units.h"
 
 namespace gpulane::telemetry {
 namespace {
-
-constexpr std::uint64_t kGiB = 1ULL << 30;
 
 GpuState Gpu(unsigned index = 1) {
   GpuState g;

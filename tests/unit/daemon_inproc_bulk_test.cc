@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "support/error_reply.h"
 #include "support/inproc_daemon.h"
 #include "support/text.h"
 
@@ -34,15 +35,6 @@ std::vector<int> Indices(int n) {
   std::vector<int> out(static_cast<std::size_t>(n));
   std::iota(out.begin(), out.end(), 0);
   return out;
-}
-
-::testing::AssertionResult IsErrorReply(const std::optional<json>& reply, const std::string& code, const std::string& part) {
-  const std::string error = reply ? reply->value("error", "") : "";
-  if (reply && reply->value("ok", true) == false && reply->value("code", "") == code && Contains(error, part) &&
-      error.find('\n') == std::string::npos && error.size() < 400)
-    return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "expected one short " << code << " line containing '" << part << "', got "
-                                       << (reply ? reply->dump().substr(0, 600) : "no reply");
 }
 
 class DaemonInProcBulk : public InProcDaemonTest {

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "support/error_reply.h"
 #include "support/inproc_daemon.h"
 #include "support/text.h"
 
@@ -19,18 +20,6 @@ namespace gpulane::test {
 namespace {
 
 using nlohmann::json;
-
-// An error reply: {"ok":false,"code":code,"error":"<one line containing part>"}.
-::testing::AssertionResult IsErrorReply(const std::optional<json>& reply, const std::string& code,
-                                        const std::string& part) {
-  if (!reply) return ::testing::AssertionFailure() << "no reply";
-  const std::string error = reply->is_object() ? reply->value("error", "") : "";
-  if (reply->is_object() && reply->value("ok", true) == false && reply->value("code", "") == code &&
-      Contains(error, part) && error.find('\n') == std::string::npos)
-    return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "expected a " << code << " error containing '" << part << "', got "
-                                       << reply->dump().substr(0, 400);
-}
 
 class DaemonInProcConnectionCaps : public InProcDaemonTest {
  protected:

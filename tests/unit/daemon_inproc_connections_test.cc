@@ -13,16 +13,15 @@
 
 #include "support/inproc_daemon.h"
 #include "support/text.h"
+#include "support/units.h"
 
 namespace gpulane::test {
 namespace {
 
 using nlohmann::json;
 
-constexpr std::size_t kMiB = std::size_t{1} << 20;
-
 // An error reply: {"v":2,"ok":false,"error":"<one line containing part>","code":code}.
-::testing::AssertionResult IsErrorReply(const std::optional<json>& reply, const std::string& code,
+::testing::AssertionResult IsV2ErrorReply(const std::optional<json>& reply, const std::string& code,
                                         const std::string& part) {
   if (!reply) return ::testing::AssertionFailure() << "no reply";
   const json& r = *reply;
@@ -60,11 +59,11 @@ TEST_F(DaemonInProcConnections, OversizedFrameIsRefusedWithoutReadingIt) {
   const std::string header = {static_cast<char>(n >> 24), static_cast<char>(n >> 16), static_cast<char>(n >> 8),
                               static_cast<char>(n)};
   Send(c, header + std::string(1000, 'x'));
-  EXPECT_TRUE(IsErrorReply(Read(c, 10), "invalid_argument", "larger"));
+  EXPECT_TRUE(IsV2ErrorReply(Read(c, 10), "invalid_argument", "larger"));
   EXPECT_TRUE(ClosedByDaemon(c)) << "the connection is closed after the refusal";
   const int huge = Connect(Root());
   Send(huge, "\xff\xff\xff\xff");
-  EXPECT_TRUE(IsErrorReply(Read(huge, 10), "invalid_argument", "larger"));
+  EXPECT_TRUE(IsV2ErrorReply(Read(huge, 10), "invalid_argument", "larger"));
   EXPECT_TRUE(ClosedByDaemon(huge));
   ExpectServing();
 }
@@ -154,7 +153,7 @@ TEST_F(DaemonInProcConnections, TricklingARequestOneByteAtATimeIsCutAtTheDeadlin
   }
   const double waited_s = 0.1 * static_cast<double>(sent - 1);  // from the first byte's read to the reply
   ASSERT_LT(sent, frame.size()) << "the whole request went through, a byte every 100 ms for " << waited_s << " s";
-  EXPECT_TRUE(IsErrorReply(Read(c, 10), "timeout", "from its first byte"));
+  EXPECT_TRUE(IsV2ErrorReply(Read(c, 10), "timeout", "from its first byte"));
   EXPECT_GE(waited_s, 1.0 - 1e-9);
   EXPECT_LE(waited_s, 1.2 + 1e-9) << "cut at the 1 s deadline, though a byte came every 100 ms";
   EXPECT_TRUE(ClosedByDaemon(c));
@@ -177,7 +176,7 @@ TEST_F(DaemonInProcConnections, PartialFramesOverTheMemoryBudgetDropTheLargest) 
   EXPECT_FALSE(Readable(second));
   Send(third, frame.substr(0, 4 * kMiB));  // 13 MiB
   Turn(5);
-  EXPECT_TRUE(IsErrorReply(Read(largest, 10), "unavailable", "over its budget of 12.0 MiB"));
+  EXPECT_TRUE(IsV2ErrorReply(Read(largest, 10), "unavailable", "over its budget of 12.0 MiB"));
   EXPECT_TRUE(ClosedByDaemon(largest));
   Send(second, frame.substr(4 * kMiB));
   Send(third, frame.substr(4 * kMiB));

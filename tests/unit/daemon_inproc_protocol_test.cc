@@ -15,7 +15,7 @@ namespace {
 using nlohmann::json;
 
 // An error reply: {"v":2,"ok":false,"error":"<one line containing part>","code":code}.
-::testing::AssertionResult IsErrorReply(const json& r, const std::string& code, const std::string& part) {
+::testing::AssertionResult IsV2ErrorReply(const json& r, const std::string& code, const std::string& part) {
   if (r.is_object() && r.value("v", 0) == 2 && r.value("ok", true) == false && r.value("code", "") == code &&
       r.contains("error") && r["error"].is_string() && !r["error"].get<std::string>().empty() &&
       r["error"].get<std::string>().find('\n') == std::string::npos &&
@@ -42,32 +42,32 @@ class DaemonInProcProtocol : public InProcDaemonTest {
 TEST_F(DaemonInProcProtocol, WrongOrMissingVersionIsRefused) {
   for (const char* request : {R"({"v":3,"op":"ping"})", R"({"v":1,"op":"ping"})", R"({"v":"2","op":"ping"})",
                               R"({"op":"ping"})"})
-    EXPECT_TRUE(IsErrorReply(CallRaw(Root(), request), "invalid_argument", "version")) << request;
+    EXPECT_TRUE(IsV2ErrorReply(CallRaw(Root(), request), "invalid_argument", "version")) << request;
   // A job submitted in a future version's request is not queued.
   json submit = SubmitRequest({});
   submit["v"] = 3;
-  EXPECT_TRUE(IsErrorReply(CallRaw(Root(), submit.dump()), "invalid_argument", "version"));
+  EXPECT_TRUE(IsV2ErrorReply(CallRaw(Root(), submit.dump()), "invalid_argument", "version"));
   ExpectServingWithNothingQueued();
 }
 
 TEST_F(DaemonInProcProtocol, MissingOrUnknownOpIsRefused) {
-  EXPECT_TRUE(IsErrorReply(Call(Root(), json::object()), "invalid_argument", "operation"));
-  EXPECT_TRUE(IsErrorReply(Call(Root(), {{"op", "frobnicate"}}), "invalid_argument", "frobnicate"));
-  EXPECT_TRUE(IsErrorReply(Call(Root(), {{"op", 42}}), "invalid_argument", "operation"));
-  EXPECT_TRUE(IsErrorReply(Call(Root(), {{"op", nullptr}}), "invalid_argument", "operation"));
+  EXPECT_TRUE(IsV2ErrorReply(Call(Root(), json::object()), "invalid_argument", "operation"));
+  EXPECT_TRUE(IsV2ErrorReply(Call(Root(), {{"op", "frobnicate"}}), "invalid_argument", "frobnicate"));
+  EXPECT_TRUE(IsV2ErrorReply(Call(Root(), {{"op", 42}}), "invalid_argument", "operation"));
+  EXPECT_TRUE(IsV2ErrorReply(Call(Root(), {{"op", nullptr}}), "invalid_argument", "operation"));
   // Fields of the wrong type or missing.
-  EXPECT_TRUE(IsErrorReply(Call(Root(), {{"op", "show"}, {"id", "seven"}}), "invalid_argument", "show"));
-  EXPECT_TRUE(IsErrorReply(Call(Root(), {{"op", "show"}}), "invalid_argument", "show"));
-  EXPECT_TRUE(IsErrorReply(Call(Root(), {{"op", "logs"}, {"id", json::array()}}), "invalid_argument", "logs"));
-  EXPECT_TRUE(IsErrorReply(Call(Root(), {{"op", "submit"}, {"spec", {{"argv", "true"}}}}), "invalid_argument", "spec"));
-  EXPECT_TRUE(IsErrorReply(Call(Root(), {{"op", "submit"}}), "invalid_argument", "spec"));
+  EXPECT_TRUE(IsV2ErrorReply(Call(Root(), {{"op", "show"}, {"id", "seven"}}), "invalid_argument", "show"));
+  EXPECT_TRUE(IsV2ErrorReply(Call(Root(), {{"op", "show"}}), "invalid_argument", "show"));
+  EXPECT_TRUE(IsV2ErrorReply(Call(Root(), {{"op", "logs"}, {"id", json::array()}}), "invalid_argument", "logs"));
+  EXPECT_TRUE(IsV2ErrorReply(Call(Root(), {{"op", "submit"}, {"spec", {{"argv", "true"}}}}), "invalid_argument", "spec"));
+  EXPECT_TRUE(IsV2ErrorReply(Call(Root(), {{"op", "submit"}}), "invalid_argument", "spec"));
   json relative = SubmitRequest({});
   relative["spec"]["cwd"] = "relative/dir";
-  EXPECT_TRUE(IsErrorReply(Call(Root(), relative), "invalid_argument", "absolute"));
+  EXPECT_TRUE(IsV2ErrorReply(Call(Root(), relative), "invalid_argument", "absolute"));
   json bad_array = SubmitRequest({});
   bad_array["array"] = "0-3";
-  EXPECT_TRUE(IsErrorReply(Call(Root(), bad_array), "invalid_argument", "--array"));
-  EXPECT_TRUE(IsErrorReply(Call(Root(), {{"op", "wait"}}), "invalid_argument", "wait"));
+  EXPECT_TRUE(IsV2ErrorReply(Call(Root(), bad_array), "invalid_argument", "--array"));
+  EXPECT_TRUE(IsV2ErrorReply(Call(Root(), {{"op", "wait"}}), "invalid_argument", "wait"));
   ExpectServingWithNothingQueued();
 }
 
@@ -75,16 +75,16 @@ TEST_F(DaemonInProcProtocol, MissingOrUnknownOpIsRefused) {
 // wrong type is named in one line, for the daemon's own requests and the sampler's alike, and
 // nothing is done (before, the daemon answered with the JSON library's exception text).
 TEST_F(DaemonInProcProtocol, AMemberOfTheWrongTypeIsNamedInOneLine) {
-  EXPECT_TRUE(IsErrorReply(Call(Root(), {{"op", "queue"}, {"all", "yes"}}), "invalid_argument",
+  EXPECT_TRUE(IsV2ErrorReply(Call(Root(), {{"op", "queue"}, {"all", "yes"}}), "invalid_argument",
                            "malformed queue request: \"all\" must be true or false"));
-  EXPECT_TRUE(IsErrorReply(Call(Root(), {{"op", "logs"}, {"id", 1}, {"offset", -1}}), "invalid_argument",
+  EXPECT_TRUE(IsV2ErrorReply(Call(Root(), {{"op", "logs"}, {"id", 1}, {"offset", -1}}), "invalid_argument",
                            "malformed logs request: \"offset\" must be a whole number >= 0"));
-  EXPECT_TRUE(IsErrorReply(Call(Root(), {{"op", "events"}, {"limit", "all"}}), "invalid_argument",
+  EXPECT_TRUE(IsV2ErrorReply(Call(Root(), {{"op", "events"}, {"limit", "all"}}), "invalid_argument",
                            "malformed events request: \"limit\" must be a whole number >= 0"));
   json held = SubmitRequest({});
   held["hold"] = "yes";
-  EXPECT_TRUE(IsErrorReply(Call(Root(), held), "invalid_argument", "malformed submit request: \"hold\" must be true or false"));
-  EXPECT_TRUE(IsErrorReply(Call(Root(), {{"op", "cancel"}, {"ids", 7}}), "invalid_argument",
+  EXPECT_TRUE(IsV2ErrorReply(Call(Root(), held), "invalid_argument", "malformed submit request: \"hold\" must be true or false"));
+  EXPECT_TRUE(IsV2ErrorReply(Call(Root(), {{"op", "cancel"}, {"ids", 7}}), "invalid_argument",
                            "cancel: \"ids\" must be a list of job ids"));
   ExpectServingWithNothingQueued();
 }
@@ -96,7 +96,7 @@ TEST_F(DaemonInProcProtocol, DeeplyNestedRequestGetsAnErrorAndTheDaemonGoesOn) {
   for (const std::string& request :
        {R"({"v":)" + std::string(kDepth, '[') + std::string(kDepth, ']') + R"(,"op":"ping"})",
         R"({"v":2,"op":"show","id":)" + std::string(kDepth, '[') + std::string(kDepth, ']') + "}"})
-    EXPECT_TRUE(IsErrorReply(CallRaw(Root(), request), "invalid_argument", "nested deeper than 64 levels"));
+    EXPECT_TRUE(IsV2ErrorReply(CallRaw(Root(), request), "invalid_argument", "nested deeper than 64 levels"));
   std::string nested = "2";
   for (int i = 0; i < 63; ++i) nested = "[" + nested + "]";
   json pong = CallRaw(Root(), R"({"v":2,"op":"ping","x":)" + nested + "}");
@@ -108,9 +108,9 @@ TEST_F(DaemonInProcProtocol, DeeplyNestedRequestGetsAnErrorAndTheDaemonGoesOn) {
 // back in the reply. Now only an integer is echoed; anything else is named by its type.
 TEST_F(DaemonInProcProtocol, AHugeVersionValueIsNotEchoedInTheError) {
   json reply = CallRaw(Root(), R"({"v":")" + std::string(1 << 20, 'x') + R"(","op":"ping"})");
-  ASSERT_TRUE(IsErrorReply(reply, "invalid_argument", "protocol version of type string is not supported"));
+  ASSERT_TRUE(IsV2ErrorReply(reply, "invalid_argument", "protocol version of type string is not supported"));
   EXPECT_LT(reply.dump().size(), 400u) << "the reply must not carry the client's value";
-  EXPECT_TRUE(IsErrorReply(CallRaw(Root(), R"({"v":7,"op":"ping"})"), "invalid_argument",
+  EXPECT_TRUE(IsV2ErrorReply(CallRaw(Root(), R"({"v":7,"op":"ping"})"), "invalid_argument",
                            "protocol version 7 is not supported"));
   ExpectServingWithNothingQueued();
 }
@@ -122,7 +122,7 @@ TEST_F(DaemonInProcProtocol, ArrayIndicesThatAreFloatsOrOutOfRangeAreRefusedAndN
   for (const char* array : {"[0,1e20]", "[4294967296]", "[118446744073709551615]", "[-1]", "[0.5]", "[1,1]", "[]"}) {
     json request = SubmitRequest({});
     request["array"] = json::parse(array);
-    EXPECT_TRUE(IsErrorReply(Call(Root(), request), "invalid_argument", "--array: give 1 to 100000 different task indices"))
+    EXPECT_TRUE(IsV2ErrorReply(Call(Root(), request), "invalid_argument", "--array: give 1 to 100000 different task indices"))
         << array;
   }
   ExpectServingWithNothingQueued();
@@ -141,10 +141,10 @@ TEST_F(DaemonInProcProtocol, MalformedJsonGetsAnErrorAndTheConnectionStaysUsable
     auto r = Read(c, 10);
     return r ? *r : json();
   };
-  EXPECT_TRUE(IsErrorReply(reply("{\"v\":2,\"op\":"), "invalid_argument", "malformed"));
-  EXPECT_TRUE(IsErrorReply(reply("\xff\xfe not even text"), "invalid_argument", "malformed"));
-  EXPECT_TRUE(IsErrorReply(reply("[1,2,3]"), "invalid_argument", "JSON object"));
-  EXPECT_TRUE(IsErrorReply(reply(""), "invalid_argument", "malformed"));
+  EXPECT_TRUE(IsV2ErrorReply(reply("{\"v\":2,\"op\":"), "invalid_argument", "malformed"));
+  EXPECT_TRUE(IsV2ErrorReply(reply("\xff\xfe not even text"), "invalid_argument", "malformed"));
+  EXPECT_TRUE(IsV2ErrorReply(reply("[1,2,3]"), "invalid_argument", "JSON object"));
+  EXPECT_TRUE(IsV2ErrorReply(reply(""), "invalid_argument", "malformed"));
   EXPECT_EQ(reply(R"({"v":2,"op":"ping"})").value("ok", false), true) << "the same connection still serves";
   ExpectServingWithNothingQueued();
 }

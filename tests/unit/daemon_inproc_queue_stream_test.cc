@@ -18,7 +18,7 @@ namespace {
 using nlohmann::json;
 using Ids = std::vector<std::int64_t>;
 
-std::vector<int> Indices(int n) {
+std::vector<int> StreamIndices(int n) {
   std::vector<int> out(static_cast<std::size_t>(n));
   std::iota(out.begin(), out.end(), 0);
   return out;
@@ -51,7 +51,7 @@ class DaemonInProcQueueStream : public InProcDaemonTest {
 // parts, then the request behind it on the same connection; bad stream kinds are refused like any
 // bad request.
 TEST_F(DaemonInProcQueueStream, FramesOfAStreamThenTheConnectionServesRequestsAgain) {
-  ASSERT_EQ(Submit(Root(), {.hold = true, .array = Indices(3000)}).size(), 3000u);
+  ASSERT_EQ(Submit(Root(), {.hold = true, .array = StreamIndices(3000)}).size(), 3000u);
   const int c = Connect(Root());
   // The stream request and a ping behind it, in one write: the ping is answered after the stream.
   Send(c, FrameOf({{"op", "queue"}, {"stream", "json"}}) + FrameOf({{"op", "ping"}}));
@@ -92,7 +92,7 @@ TEST_F(DaemonInProcQueueStream, FramesOfAStreamThenTheConnectionServesRequestsAg
 // submitted meanwhile is not part of that listing, one cancelled meanwhile is listed as it is when
 // its part is sent.
 TEST_F(DaemonInProcQueueStream, OthersAreServedWhileAClientTakesItsTimeAndEndedJobsShowTheirEnd) {
-  const Ids tasks = Submit(Root(), {.hold = true, .array = Indices(3000)});
+  const Ids tasks = Submit(Root(), {.hold = true, .array = StreamIndices(3000)});
   ASSERT_EQ(tasks.size(), 3000u);
   const int slow = Connect(Root());
   Send(slow, FrameOf({{"op", "queue"}, {"stream", "json"}}));
@@ -120,7 +120,7 @@ TEST_F(DaemonInProcQueueStream, OthersAreServedWhileAClientTakesItsTimeAndEndedJ
 // `queue --all` listed the newest 1000 jobs as if they were all): the reply says when older ones
 // are left out, and how many; a limit lists the newest N.
 TEST_F(DaemonInProcQueueStream, AllSaysWhenOlderJobsAreLeftOutAndLimitListsMore) {
-  const Ids tasks = Submit(Root(), {.hold = true, .array = Indices(1001)});
+  const Ids tasks = Submit(Root(), {.hold = true, .array = StreamIndices(1001)});
   ASSERT_EQ(tasks.size(), 1001u);
   std::string body;
   json header = CallStreamed(Root(), {{"op", "queue"}, {"all", true}, {"stream", "json"}}, &body);

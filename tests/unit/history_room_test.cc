@@ -11,11 +11,10 @@
 #include "daemon/history_room.h"
 #include "daemon/sampler.h"
 #include "util/config.h"
+#include "support/units.h"
 
 namespace gpulane::daemon {
 namespace {
-
-constexpr std::uint64_t kMiB = 1ULL << 20, kGiB = 1ULL << 30;
 
 TEST(HistoryRoom, TheFloorIs256MiBOrTwoPercentOfTheFileSystem) {
   EXPECT_EQ(HistoryFloorBytes(0), 256 * kMiB);

@@ -15,11 +15,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct TempDb {
+struct HistoryDbDir {
   fs::path dir = fs::temp_directory_path() / ("gpulane-history-" + std::to_string(::getpid()) + "-" +
                                              ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  TempDb() { fs::create_directories(dir); }
-  ~TempDb() { fs::remove_all(dir); }
+  HistoryDbDir() { fs::create_directories(dir); }
+  ~HistoryDbDir() { fs::remove_all(dir); }
   std::string path() const { return (dir / "history.db").string(); }
 };
 
@@ -44,7 +44,7 @@ telemetry::UsageRecord Record(const std::string& job, const std::string& user, d
 }
 
 TEST(HistoryStore, RowsUsageAndEventsSurviveAReopen) {
-  TempDb tmp;
+  HistoryDbDir tmp;
   {
     auto store = HistoryStore::Open(tmp.path());
     ASSERT_TRUE(store) << store.error().message;
@@ -96,7 +96,7 @@ TEST(HistoryStore, RowsUsageAndEventsSurviveAReopen) {
 // An array task's usage is kept under its name ("12_3"), which `report --by job` shows; a history
 // file from before the column gets it on open, its records read with none (named by job_id).
 TEST(HistoryStore, AnArrayTasksNameIsKeptAndAnOlderFileGetsTheColumn) {
-  TempDb tmp;
+  HistoryDbDir tmp;
   {
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open(tmp.path().c_str(), &db), SQLITE_OK);
@@ -155,7 +155,7 @@ TEST(HistoryStore, PrunesByAgeAndFiltersUsageByUserAndTime) {
 }
 
 TEST(HistoryStore, ADamagedFileIsMovedAsideAndHistoryStartsAfresh) {
-  TempDb tmp;
+  HistoryDbDir tmp;
   {
     std::FILE* f = std::fopen(tmp.path().c_str(), "w");
     std::fputs("this is not a database, but long enough to look like a damaged one ....................", f);

@@ -8,7 +8,7 @@
 namespace gpulane::sched {
 namespace {
 
-LimitsConfig Limits(std::optional<double> max_s, std::optional<double> default_s) {
+LimitsConfig LimitsOf(std::optional<double> max_s, std::optional<double> default_s) {
   LimitsConfig l;
   l.max_time_limit_s = max_s;
   l.default_time_limit_s = default_s;
@@ -17,26 +17,26 @@ LimitsConfig Limits(std::optional<double> max_s, std::optional<double> default_s
 
 TEST(LeaseDeadline, TheLeasesOwnLimitBoundedByMaxElseTheDefault) {
   std::string source;
-  EXPECT_EQ(EnforcedTimeLimitS(60.0, Limits(std::nullopt, std::nullopt), &source), 60.0);
+  EXPECT_EQ(EnforcedTimeLimitS(60.0, LimitsOf(std::nullopt, std::nullopt), &source), 60.0);
   EXPECT_EQ(source, "--time-limit");
-  EXPECT_EQ(EnforcedTimeLimitS(600.0, Limits(120.0, 20.0), &source), 120.0) << "a lease cannot ask past max_time_limit";
+  EXPECT_EQ(EnforcedTimeLimitS(600.0, LimitsOf(120.0, 20.0), &source), 120.0) << "a lease cannot ask past max_time_limit";
   EXPECT_EQ(source, "limits.max_time_limit");
-  EXPECT_EQ(EnforcedTimeLimitS(std::nullopt, Limits(std::nullopt, 20.0), &source), 20.0) << "a lease that says nothing";
+  EXPECT_EQ(EnforcedTimeLimitS(std::nullopt, LimitsOf(std::nullopt, 20.0), &source), 20.0) << "a lease that says nothing";
   EXPECT_EQ(source, "limits.default_time_limit");
-  EXPECT_EQ(EnforcedTimeLimitS(-5.0, Limits(std::nullopt, 20.0)), 20.0) << "no limit a lease could mean";
-  EXPECT_FALSE(EnforcedTimeLimitS(std::nullopt, Limits(std::nullopt, std::nullopt)));
-  EXPECT_FALSE(EnforcedTimeLimitS(std::nullopt, Limits(3600.0, std::nullopt))) << "as at submission";
+  EXPECT_EQ(EnforcedTimeLimitS(-5.0, LimitsOf(std::nullopt, 20.0)), 20.0) << "no limit a lease could mean";
+  EXPECT_FALSE(EnforcedTimeLimitS(std::nullopt, LimitsOf(std::nullopt, std::nullopt)));
+  EXPECT_FALSE(EnforcedTimeLimitS(std::nullopt, LimitsOf(3600.0, std::nullopt))) << "as at submission";
 }
 
 TEST(LeaseDeadline, AStartWrittenInTheFutureCountsFromTheFirstSight) {
-  const auto d = OutsideDeadline(/*started_s=*/5000, std::nullopt, /*first_seen_s=*/1000, Limits(std::nullopt, 20.0), 10);
+  const auto d = OutsideDeadline(/*started_s=*/5000, std::nullopt, /*first_seen_s=*/1000, LimitsOf(std::nullopt, 20.0), 10);
   ASSERT_TRUE(d);
   EXPECT_EQ(d->start_s, 1000);
   EXPECT_EQ(d->term_at_s, 1000 + 20 + 10 + kOutsideSlackS);
 }
 
 TEST(LeaseDeadline, SigtermAtTheDeadlineThenSigkillEveryGraceWhileItLives) {
-  const auto d = OutsideDeadline(100, 20.0, 150, Limits(std::nullopt, std::nullopt), 5);
+  const auto d = OutsideDeadline(100, 20.0, 150, LimitsOf(std::nullopt, std::nullopt), 5);
   ASSERT_TRUE(d);
   EXPECT_EQ(ActionAt(*d, d->term_at_s - 0.01, std::nullopt, 5), LimitAction::kNone);
   EXPECT_EQ(ActionAt(*d, d->term_at_s, std::nullopt, 5), LimitAction::kTerm);
@@ -53,7 +53,7 @@ TEST(LeaseDeadline, PropertyNoLeaseOutlivesTheMachinesBoundAndNoneIsStoppedBefor
   for (int i = 0; i < 10000; ++i) {
     const double started = t(rng), seen = t(rng), g = grace(rng);
     const std::optional<double> asked = rng() % 3 ? std::optional<double>(limit(rng)) : std::nullopt;
-    const LimitsConfig limits = Limits(rng() % 2 ? std::optional<double>(1000) : std::nullopt,
+    const LimitsConfig limits = LimitsOf(rng() % 2 ? std::optional<double>(1000) : std::nullopt,
                                        rng() % 2 ? std::optional<double>(300) : std::nullopt);
     const auto d = OutsideDeadline(started, asked, seen, limits, g);
     const bool bounded = limits.default_time_limit_s || (asked && *asked > 0);

@@ -4,11 +4,10 @@
 #include <gtest/gtest.h>
 
 #include "telemetry/memory_guard.h"
+#include "support/units.h"
 
 namespace gpulane::telemetry {
 namespace {
-
-constexpr std::uint64_t kGiB = 1ULL << 30;
 
 GuardedGpu Share(std::optional<std::uint64_t> used, std::uint64_t declared = 30 * kGiB, unsigned index = 0) {
   return {index, declared, used};

@@ -1,13 +1,13 @@
 // MIG devices as schedulable units in the lease policy (sched::Schedule with MigUnits): a request
 // of a profile gets one free MIG device of it, whole; whole-GPU requests never get a MIG-enabled GPU.
 #include "sched/policy.h"
+#include "support/units.h"
+#include "support/decisions.h"
 
 #include <gtest/gtest.h>
 
 namespace gpulane::sched {
 namespace {
-
-constexpr std::uint64_t kGiB = 1ULL << 30;
 
 std::vector<GpuState> OneWholeAndOneMigGpu() {
   std::vector<GpuState> gpus(2);
@@ -41,8 +41,6 @@ Request Mig(std::string profile, std::string user = "alice") {
   r.mig_profile = std::move(profile);
   return r;
 }
-
-const Limits kNoMargin{0};
 
 TEST(MigPolicy, ARequestOfAProfileGetsAFreeMigDeviceOfItOnItsGpu) {
   const std::vector<MigUnit> units = Units();

@@ -2,6 +2,7 @@
 // who owns each GPU process, what is foreign, what is unknown, how nested jobs see their parent.
 #include "lease/decision_inputs.h"
 #include "lease/occupancy.h"
+#include "support/units.h"
 
 #include <gtest/gtest.h>
 
@@ -9,8 +10,6 @@
 
 namespace gpulane::lease {
 namespace {
-
-constexpr std::uint64_t kGiB = 1ULL << 30;
 
 // A process tree given by hand: pid -> (parent, process group, owner).
 class FakeProcesses : public ProcessTable {
@@ -42,7 +41,7 @@ class FakeProcesses : public ProcessTable {
 
 std::string Uuid(unsigned i) { return "GPU-" + std::to_string(i) + "0000000-0000-0000-0000-000000000000"; }
 
-GpuSnapshot Gpus(unsigned n) {
+GpuSnapshot OccupancyGpus(unsigned n) {
   GpuSnapshot s;
   for (unsigned i = 0; i < n; ++i) {
     GpuDevice d;
@@ -81,7 +80,7 @@ TEST(Occupancy, AJobsProcessOnItsLeasedGpuIsItsOwnAndElsewhereForeign) {
   FakeProcesses procs;
   procs.Add(100, 1, 100);  // the job's supervisor (gpulane run)
   procs.Add(101, 100, 101);  // the job
-  GpuSnapshot s = Gpus(2);
+  GpuSnapshot s = OccupancyGpus(2);
   RunOn(s, 1, 101);
   RunOn(s, 0, 101);  // the same process also touched GPU 0
   AnnotateProcesses(s, procs);
@@ -99,7 +98,7 @@ TEST(Occupancy, AJobsProcessOnItsLeasedGpuIsItsOwnAndElsewhereForeign) {
 TEST(Occupancy, TheCallersOwnProcessOutsideAnyLeaseIsForeign) {
   FakeProcesses procs;
   procs.Add(200, 1, 200, "alice");  // alice's notebook, started without gpulane
-  GpuSnapshot s = Gpus(1);
+  GpuSnapshot s = OccupancyGpus(1);
   RunOn(s, 0, 200);
   AnnotateProcesses(s, procs);
   Occupancy o = BuildOccupancy(s, {}, procs);
@@ -111,7 +110,7 @@ TEST(Occupancy, TheCallersOwnProcessOutsideAnyLeaseIsForeign) {
 TEST(Occupancy, AProcessThatEndedSinceTheSnapshotFreesItsMemory) {
   FakeProcesses procs;
   procs.Add(300, 1, 300);
-  GpuSnapshot s = Gpus(1);
+  GpuSnapshot s = OccupancyGpus(1);
   RunOn(s, 0, 300, 10 * kGiB);
   AnnotateProcesses(s, procs);  // seen alive
   procs.End(300);               // and gone before the decision
@@ -122,7 +121,7 @@ TEST(Occupancy, AProcessThatEndedSinceTheSnapshotFreesItsMemory) {
 
 TEST(Occupancy, APidNeverSeenIsAnotherNamespacesProcessUnlessThisCallerSawItAliveBefore) {
   FakeProcesses procs;
-  GpuSnapshot s = Gpus(1);
+  GpuSnapshot s = OccupancyGpus(1);
   RunOn(s, 0, 400);
   AnnotateProcesses(s, procs);
   EXPECT_EQ(BuildOccupancy(s, {}, procs).gpus[0].foreign.size(), 1u) << "a container's process: foreign";
@@ -137,7 +136,7 @@ TEST(Occupancy, APidNeverSeenIsAnotherNamespacesProcessUnlessThisCallerSawItAliv
 TEST(Occupancy, AnInvisiblePidIsCountedUnverifiedAsTheLeaseWhoseOwnProcessesAreInvisibleToo) {
   FakeProcesses procs;
   procs.Add(700, 1, 700);  // the first --mem job's supervisor: its job's pid on NVML is a host pid
-  GpuSnapshot s = Gpus(1);
+  GpuSnapshot s = OccupancyGpus(1);
   RunOn(s, 0, 4190001, 18 * kGiB);
   AnnotateProcesses(s, procs);
   const LeaseRecord lease = Lease("r700", 700, {0}, 20 * kGiB);
@@ -168,7 +167,7 @@ TEST(Occupancy, AnInvisiblePidIsCountedUnverifiedAsTheLeaseWhoseOwnProcessesAreI
 
 TEST(Occupancy, UnreportedProcessesAndMemoryStayUnknown) {
   FakeProcesses procs;
-  GpuSnapshot s = Gpus(1);
+  GpuSnapshot s = OccupancyGpus(1);
   s.devices[0].processes.reset();
   s.devices[0].memory_free_bytes.reset();
   s.devices[0].memory_total_bytes.reset();
@@ -180,7 +179,7 @@ TEST(Occupancy, UnreportedProcessesAndMemoryStayUnknown) {
 
 TEST(Occupancy, ComputeModesAndMig) {
   FakeProcesses procs;
-  GpuSnapshot s = Gpus(4);
+  GpuSnapshot s = OccupancyGpus(4);
   s.devices[0].compute_mode = ComputeMode::kExclusiveProcess;
   s.devices[1].compute_mode = ComputeMode::kProhibited;
   s.devices[2].mig_enabled = true;
@@ -198,7 +197,7 @@ TEST(Occupancy, ASharedLeaseReservesWhatItDeclaredButHasNotAllocated) {
   FakeProcesses procs;
   procs.Add(500, 1, 500);
   procs.Add(501, 500, 501);
-  GpuSnapshot s = Gpus(1);
+  GpuSnapshot s = OccupancyGpus(1);
   RunOn(s, 0, 501, 10 * kGiB);
   AnnotateProcesses(s, procs);
   Occupancy o = BuildOccupancy(s, {Lease("12", 500, {0}, 30 * kGiB)}, procs);
@@ -211,7 +210,7 @@ TEST(Occupancy, ASharedLeaseReservesWhatItDeclaredButHasNotAllocated) {
 // only when every one of them has a time limit.
 TEST(Occupancy, ALeasedGpuIsBusyUntilItsLatestLeaseEndsWhenEveryLeaseHasATimeLimit) {
   FakeProcesses procs;
-  GpuSnapshot s = Gpus(3);
+  GpuSnapshot s = OccupancyGpus(3);
   LeaseRecord a = Lease("12", 500, {0, 1}, 10 * kGiB), b = Lease("13", 501, {0}, 10 * kGiB), c = Lease("14", 502, {1}, 10 * kGiB);
   a.started_s = 1000;
   a.time_limit_s = 60;
@@ -231,7 +230,7 @@ TEST(Occupancy, ANestedJobOwnsItsProcessesAndItsParentHoldsNothingAgainstItsStep
   procs.Add(601, 600, 601);  // the pipeline script
   procs.Add(602, 601, 601);  // `gpulane run` of a step, inside it
   procs.Add(603, 602, 603);  // the step
-  GpuSnapshot s = Gpus(2);
+  GpuSnapshot s = OccupancyGpus(2);
   RunOn(s, 0, 603);
   AnnotateProcesses(s, procs);
   std::vector<LeaseRecord> leases = {Lease("7", 600, {0, 1}), Lease("r602", 602, {0})};
@@ -267,7 +266,7 @@ TEST(Occupancy, ALeaseOwnsOnlyItsOwnersProcessesWhateverPidItNames) {
   procs.Add(900, 1, 900, "root");    // sshd: everybody's ancestor
   procs.Add(901, 900, 901, "alice");  // alice's python, started without gpulane
   procs.Add(950, 900, 950, "bob");    // bob's process holding his lease's lock
-  GpuSnapshot s = Gpus(1);
+  GpuSnapshot s = OccupancyGpus(1);
   RunOn(s, 0, 901);
   AnnotateProcesses(s, procs);
   LeaseRecord forged = Lease("r950", 900, {0});
@@ -294,7 +293,7 @@ TEST(Occupancy, ALeasesPidCountsOnlyWhenTheLocksHolderVouchesForIt) {
   procs.Add(1101, 1100, 1101);  // alice's notebook, started without gpulane
   procs.Add(1200, 1, 1200);     // alice's gpulane run, holding the lease's lock
   procs.Add(1201, 1200, 1201);  // its job
-  GpuSnapshot s = Gpus(1);
+  GpuSnapshot s = OccupancyGpus(1);
   RunOn(s, 0, 1101);
   RunOn(s, 0, 1201);
   AnnotateProcesses(s, procs);
@@ -323,7 +322,7 @@ TEST(Occupancy, AGpulaneLeaseHolderVouchesForItsParentOnly) {
   procs.Add(1301, 1300, 1300);                               // its data-loader worker
   procs.Add(1302, 1300, 1302, "alice", "gpulane _lease -g 1");  // the lease's holder
   procs.Add(1400, 1, 1400);                                  // alice's other python
-  GpuSnapshot s = Gpus(1);
+  GpuSnapshot s = OccupancyGpus(1);
   RunOn(s, 0, 1300);
   RunOn(s, 0, 1301);
   RunOn(s, 0, 1400);
@@ -377,7 +376,7 @@ TEST(Occupancy, TicketsOfANestedLineAreOnlyThoseOfTheSameParent) {
 TEST(DecisionInputs, TheMachinesLineCountsEveryUsersLimitAndANestedLineNone) {
   FakeProcesses procs;
   procs.Add(10, 1, 10);
-  GpuSnapshot snap = Gpus(2);
+  GpuSnapshot snap = OccupancyGpus(2);
   const std::vector<LeaseRecord> leases = {Lease("a1", 10, {0})};
   TicketRecord bob;
   bob.request.uid = 1001;

@@ -9,13 +9,12 @@
 
 #include "sched/policy.h"
 #include "support/idle_gpus.h"
+#include "support/units.h"
 
 namespace gpulane::sched {
 namespace {
 
 using test::IdleGpus;
-
-constexpr std::uint64_t kGiB = 1ULL << 30;
 
 // GPU `i` leased by a job that ends at `until` (nullopt: no time limit).
 void Lease(std::vector<GpuState>& gpus, unsigned i, std::optional<double> until) {

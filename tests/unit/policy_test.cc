@@ -1,6 +1,8 @@
 // The lease policy (sched::Schedule): who gets which GPUs, who waits, and why.
 #include "sched/policy.h"
 #include "support/idle_gpus.h"
+#include "support/units.h"
+#include "support/decisions.h"
 
 #include <gtest/gtest.h>
 
@@ -14,7 +16,6 @@ using test::IdleGpus;
 using test::UuidOf;
 
 using Indices = std::vector<unsigned>;
-constexpr std::uint64_t kGiB = 1ULL << 30;
 
 std::vector<std::string> Uuids(std::initializer_list<unsigned> indices) {
   std::vector<std::string> out;
@@ -45,14 +46,6 @@ bool HasReason(const Decision& d, const std::string& text) {
 bool AnyReasonStartsWith(const Decision& d, const std::string& prefix) {
   return std::any_of(d.reasons.begin(), d.reasons.end(), [&](const std::string& r) { return r.rfind(prefix, 0) == 0; });
 }
-
-std::string ReasonsOf(const Decision& d) {
-  std::string all;
-  for (const auto& r : d.reasons) all += "[" + r + "] ";
-  return all;
-}
-
-const Limits kNoMargin{0};
 
 // ---- First come, first served -----------------------------------------------------------------
 

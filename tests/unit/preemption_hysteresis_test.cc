@@ -11,13 +11,13 @@
 #include "sched/launch.h"
 #include "sched/policy.h"
 #include "support/idle_gpus.h"
+#include "support/units.h"
+#include "support/decisions.h"
 
 namespace gpulane::sched {
 namespace {
 
 using test::IdleGpus;
-
-constexpr std::uint64_t kGiB = 1ULL << 30;
 
 void HeldBy(GpuState& g, const std::string& who, bool preemptible) {
   g.exclusive_holder = who;
@@ -38,12 +38,6 @@ Request Preemptible(unsigned preemptions) {
   r.preemptible = Preemptible::kRequeue;
   r.preemptions = preemptions;
   return r;
-}
-
-std::string ReasonsOf(const Decision& d) {
-  std::string all;
-  for (const auto& r : d.reasons) all += "[" + r + "] ";
-  return all;
 }
 
 // The livelock's moment: a preemption freed GPU0, the requeued preemptible job is first in line

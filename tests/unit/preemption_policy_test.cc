@@ -3,6 +3,8 @@
 // not preemptible could start only on their GPUs.
 #include "sched/policy.h"
 #include "support/idle_gpus.h"
+#include "support/units.h"
+#include "support/decisions.h"
 
 #include <gtest/gtest.h>
 
@@ -15,8 +17,6 @@ using test::IdleGpus;
 using test::UuidOf;
 
 using Indices = std::vector<unsigned>;
-constexpr std::uint64_t kGiB = 1ULL << 30;
-
 
 // GPU `i` leased by a preemptible job whose processes use `used` of its memory.
 void HeldByPreemptible(GpuState& g, const std::string& who, std::uint64_t used = 60 * kGiB) {
@@ -40,14 +40,6 @@ Request Preemptible(std::string who, unsigned count) {
   r.preemptible = Preemptible::kRequeue;
   return r;
 }
-
-std::string ReasonsOf(const Decision& d) {
-  std::string all;
-  for (const auto& r : d.reasons) all += "[" + r + "] ";
-  return all;
-}
-
-const Limits kNoMargin{0};
 
 TEST(PreemptionPolicy, AJobThatCanStartOnlyOnAPreemptibleJobsGpuNamesItForPreemption) {
   auto gpus = IdleGpus(2);

@@ -3,11 +3,10 @@
 #include <gtest/gtest.h>
 
 #include "daemon/sampler.h"
+#include "support/units.h"
 
 namespace gpulane::daemon {
 namespace {
-
-constexpr std::uint64_t kGiB = 1ULL << 30;
 
 GpuSnapshot TwoGpus(unsigned util0, std::uint64_t energy0_mj) {
   GpuSnapshot s;

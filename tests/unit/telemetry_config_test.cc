@@ -18,7 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // The config file `text` loaded as a user's file (any file may set [telemetry]).
-Result<Config> Load(const std::string& text) {
+Result<Config> TelemetryLoad(const std::string& text) {
   const fs::path file = fs::temp_directory_path() / ("gpulane-telemetry-config-" + std::to_string(getpid()) + ".toml");
   std::ofstream(file) << text;
   Config config;
@@ -30,17 +30,17 @@ Result<Config> Load(const std::string& text) {
 
 TEST(TelemetryConfig, EnabledFalseTurnsTheSamplerOff) {
   EXPECT_TRUE(Config{}.telemetry_enabled) << "on by default";
-  auto off = Load("[telemetry]\nenabled = false\n");
+  auto off = TelemetryLoad("[telemetry]\nenabled = false\n");
   ASSERT_TRUE(off) << off.error().message;
   EXPECT_FALSE(off->telemetry_enabled);
-  auto word = Load("[telemetry]\nenabled = \"no\"\n");
+  auto word = TelemetryLoad("[telemetry]\nenabled = \"no\"\n");
   ASSERT_FALSE(word);
   EXPECT_NE(word.error().message.find("telemetry.enabled must be true or false"), std::string::npos) << word.error().message;
 }
 
 TEST(TelemetryConfig, AnIntervalOutOfItsRangeIsRefusedNamingTheRange) {
   for (const char* interval : {"1ms", "99ms", "61s"}) {
-    auto bad = Load(std::string("[telemetry]\ninterval = \"") + interval + "\"\n");
+    auto bad = TelemetryLoad(std::string("[telemetry]\ninterval = \"") + interval + "\"\n");
     ASSERT_FALSE(bad) << interval;
     EXPECT_EQ(bad.error().kind, ErrorKind::kInvalidArgument);
     const std::string& message = bad.error().message;
@@ -48,7 +48,7 @@ TEST(TelemetryConfig, AnIntervalOutOfItsRangeIsRefusedNamingTheRange) {
     EXPECT_NE(message.find(":2:"), std::string::npos) << "names the line: " << message;
     EXPECT_EQ(message.find('\n'), std::string::npos) << message;
   }
-  auto fine = Load("[telemetry]\ninterval = \"100ms\"\n");
+  auto fine = TelemetryLoad("[telemetry]\ninterval = \"100ms\"\n");
   ASSERT_TRUE(fine) << fine.error().message;
   EXPECT_DOUBLE_EQ(fine->telemetry_interval_s, 0.1);
 }

@@ -10,13 +10,12 @@
 #include "sched/reserve_idle.h"
 #include "sched/unclaimed.h"
 #include "support/idle_gpus.h"
+#include "support/units.h"
 
 namespace gpulane::sched {
 namespace {
 
 using test::IdleGpus;
-
-constexpr std::uint64_t kGiB = 1ULL << 30;
 
 Request Job(std::uint32_t uid, unsigned count, double submit = 0) {
   Request r;

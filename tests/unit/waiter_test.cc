@@ -3,6 +3,7 @@
 // advance the clock at once, so waits of minutes take microseconds and nothing sleeps.
 #include "lease/waiter.h"
 #include "util/week_window.h"
+#include "support/units.h"
 
 #include <unistd.h>
 
@@ -17,7 +18,6 @@ namespace gpulane::lease {
 namespace {
 
 namespace fs = std::filesystem;
-constexpr std::uint64_t kGiB = 1ULL << 30;
 
 class VirtualClock : public WaitEnv {
  public:
@@ -263,7 +263,6 @@ TEST_F(WaiterTest, AJobIdThatIsNotAnAncestorsLeaseDoesNotNestTheRequest) {
   ASSERT_FALSE(r.ok()) << "GPULANE_JOB_ID alone does not open another job's GPUs";
   EXPECT_NE(r.error().message.find("GPU0: leased by"), std::string::npos) << r.error().message;
 }
-
 
 // Issue 10 (a): a queued -g 2 job waiting for a GPU held by a process outside gpulane reserved the
 // other, idle GPU for as long as that process lived. Its start is unknown, so the free GPU is held
