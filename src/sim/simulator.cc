@@ -234,6 +234,9 @@ void Replay::FillQueueHead(double now) {
     q.id = static_cast<std::int64_t>(waiting_of_[u][pos_[u]++]);
     q.fair_priority = key.line_priority;
     queue_head_.push_back(q);
+    // A job launched past the cap leaves its user's queue out of order: passed over here, removed
+    // once it is at the front (Launch).
+    while (pos_[u] < waiting_of_[u].size() && in_lease_line_[waiting_of_[u][pos_[u]]]) ++pos_[u];
     if (pos_[u] < waiting_of_[u].size()) heads.push({KeyOf(waiting_of_[u][pos_[u]], now), u});
   }
 }
@@ -333,7 +336,8 @@ void Replay::Launch(double now) {
   }
   for (std::int64_t id : launch) in_lease_line_[static_cast<std::size_t>(id)] = 1;
   // A user's jobs are in line order in submission order (the older, the higher its age), so
-  // those launched are the fronts of their users' queues.
+  // those launched under the cap are the fronts of their users' queues; one launched past it may
+  // be further back (FillQueueHead passes over it until it is at the front).
   for (std::int64_t id : launch)
     for (auto& mine = waiting_of_[jobs_[static_cast<std::size_t>(id)].user]; !mine.empty() && in_lease_line_[mine.front()];)
       mine.pop_front();
