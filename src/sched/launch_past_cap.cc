@@ -1,5 +1,7 @@
 #include "sched/launch_past_cap.h"
 
+#include <algorithm>
+
 namespace gpulane::sched {
 
 bool MayLaunchPastCap(const Request& request) {
@@ -16,7 +18,10 @@ std::vector<std::int64_t> LaunchPastCap(const LineNow& line, std::span<const Cap
     behind.push_back(job.request);
     ids.push_back(job.id);
   }
-  if (behind.empty()) return launch;
+  // A GPU leased whole, or never usable, is granted to nobody now: with every GPU so, nothing is.
+  const bool none_open = std::none_of(line.gpus.begin(), line.gpus.end(),
+                                      [](const GpuState& g) { return g.usable && !g.exclusive_holder; });
+  if (behind.empty() || none_open) return launch;
   // One pass: a candidate that would wait reserves nothing, so it changes nothing for those after it.
   const std::vector<Decision> decisions = GrantsBehindLine(line.gpus, line.line, behind, line.limits, line.mig_units);
   for (std::size_t k = 0; k < decisions.size(); ++k)

@@ -83,6 +83,8 @@ class Scheduler {
   // A MIG device: decided apart (its GPU takes no whole-GPU request), and it blocks nobody.
   void DecideMigRequest(const Request& r);
   Room RoomFor(const Request& r);
+  // grants_only, after CountOpen: how many GPUs `r` could start on at most (an upper bound).
+  unsigned RoomOf(const Request& r) const;
   void CountOpen();
   void JudgeAll(const Request& r);
   bool Grant(const Request& r);
@@ -183,7 +185,7 @@ Decision Scheduler::TryBehind(const Request& r) {
     return {};
   if (limits_.grants_only) {
     if (changed_) CountOpen();
-    if (open_ == 0) return {};  // nothing left that anyone could start on
+    if (r.count > RoomOf(r)) return {};  // too few GPUs left that it could start on
   }
   JudgeAll(r);
   if (!Grant(r)) return {};
@@ -260,12 +262,14 @@ Scheduler::Room Scheduler::RoomFor(const Request& r) {
   if (changed_) CountOpen();  // a grant or a reservation since the last count
   if (open_ == 0) return Room::kNoneLeft;
   // Too few GPUs left for it, and waiting changes nothing for the requests behind it.
-  unsigned room = open_;
-  if (!r.mem_bytes) {
-    room = open_whole_;
-    for (double start : windows_) room += r.time_limit_s && c_.now + *r.time_limit_s <= start ? 1 : 0;
-  }
-  return r.count > room && !WaitingMatters() ? Room::kDefer : Room::kJudge;
+  return r.count > RoomOf(r) && !WaitingMatters() ? Room::kDefer : Room::kJudge;
+}
+
+unsigned Scheduler::RoomOf(const Request& r) const {
+  if (r.mem_bytes) return open_;
+  unsigned room = open_whole_;
+  for (double start : windows_) room += r.time_limit_s && c_.now + *r.time_limit_s <= start ? 1 : 0;
+  return room;
 }
 
 void Scheduler::JudgeAll(const Request& r) {

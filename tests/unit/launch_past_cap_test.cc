@@ -96,7 +96,8 @@ bool SameDecision(const Decision& a, const Decision& b) {
   return a.granted == b.granted && a.gpus == b.gpus && a.start_s == b.start_s && a.held == b.held && a.preempt == b.preempt;
 }
 
-// Property, over random machines, lines and policies: each job launched past the cap is one the
+// Property, over random machines, lines and policies, with full decisions and the simulator's
+// grants_only alike: each job launched past the cap is one the
 // line, with it placed last (behind the jobs launched before it), grants at once; each one left
 // out is one it would not; and with every launched job in the line, every request that was
 // waiting there (the head first) is decided exactly as before: granted or not, the same GPUs,
@@ -112,18 +113,21 @@ TEST(LaunchPastCap, PropertyALaunchedJobIsGrantedAtOnceAndDelaysNobodyInLine) {
     LineNow line = LineOf(RandomGpus(rng, n), waiting, policy);
     line.limits.now_s = 10;
     if (rng() % 3 == 0) line.limits.max_gpus_by_uid[1] = 1;
+    line.limits.grants_only = rng() % 2 == 0;  // the simulator's decisions: the same grants
+    Limits full = line.limits;
+    full.grants_only = false;
     std::vector<CappedJob> capped;
     for (int k = 0; k < 6; ++k) capped.push_back({100 + k, RandomJob(rng, n)});
     const Ids launched = LaunchPastCap(line, capped);
     launched_total += static_cast<unsigned>(launched.size());
-    const std::vector<Decision> before = Schedule(line.gpus, waiting, line.limits);
+    const std::vector<Decision> before = Schedule(line.gpus, waiting, full);
     if (!before.empty() && !before[0].granted) ++head_waiting;
     std::vector<Request> with = waiting;
     std::size_t next = 0;
     for (const CappedJob& job : capped) {
       std::vector<Request> trial = with;
       trial.push_back(job.request);
-      const bool granted = Schedule(line.gpus, trial, line.limits).back().granted;
+      const bool granted = Schedule(line.gpus, trial, full).back().granted;
       const bool chosen = next < launched.size() && launched[next] == job.id;
       ASSERT_EQ(granted, chosen) << "round " << round << " job " << job.id << " policy " << PolicyName(policy);
       if (chosen) {
@@ -132,7 +136,7 @@ TEST(LaunchPastCap, PropertyALaunchedJobIsGrantedAtOnceAndDelaysNobodyInLine) {
       }
     }
     ASSERT_EQ(next, launched.size()) << "launched in line order, each once";
-    const std::vector<Decision> after = Schedule(line.gpus, with, line.limits);
+    const std::vector<Decision> after = Schedule(line.gpus, with, full);
     for (std::size_t k = 0; k < before.size(); ++k)
       ASSERT_TRUE(SameDecision(before[k], after[k])) << "round " << round << ": request " << k << " of the line decided otherwise";
   }
