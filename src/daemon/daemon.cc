@@ -219,6 +219,7 @@ JobTableLimits Daemon::TableLimits(const GpuSnapshot& snapshot) {
         return LimitsOfUid(uid, user).max_gpu_hours_per_day;
       };
   }
+  limits.line_now = [this] { return LineNow(); };
   limits.fair_share.half_life_s = config_.fair_share_half_life_s;
   limits.max_preemptions_per_minute = config_.max_preemptions_per_minute;
   limits.fair_share.weight_fair_share = config_.priority_weight_fair_share;

@@ -121,6 +121,13 @@ class Daemon : private ops::JobViews, private ops::SubmitQuotas {
   /// The lease folders of the line's fair share and of the time limits; a failure is logged.
   void OpenLeaseDirs();
   JobTableLimits TableLimits(const GpuSnapshot& snapshot);
+  /// The GPUs now, processes annotated, with what the sampler says of each (drained, anomalies):
+  /// what `snapshot` answers and every waiter decides on (line_now.cc).
+  Result<GpuSnapshot> MarkedSnapshot(const ReadOptions& options);
+  /// The lease line now for JobTableLimits::line_now, gathered as every decider does
+  /// (lease::GatherDecisionInputs); nullopt when the GPUs or the lease directory cannot be read.
+  std::optional<LineSeen> LineNow();
+  std::map<std::string, double> line_free_since_s_;  ///< LineNow's NoteFreeSince record
   /// The signalfd of `stops` and the inotify watch of the jobs folder.
   Status WatchJobsDir(const sigset_t& stops);
   Status OpenSocket();

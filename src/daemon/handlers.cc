@@ -219,19 +219,8 @@ store::JobVisibility Daemon::VisibilityFor(const Peer& peer, const Job& job) con
 }
 
 json Daemon::HandleSnapshot(const proto::SnapshotRequest& req) {
-  ReadOptions options{req.sensors, req.utilization, req.topology};
-  auto snapshot = backend_->Read(options);
+  auto snapshot = MarkedSnapshot(ReadOptions{req.sensors, req.utilization, req.topology});
   if (!snapshot) return Err(snapshot.error().kind, snapshot.error().message);
-  AnnotateProcesses(*snapshot, env_.processes);
-  // What the sampler says of each GPU: drained (no new jobs: every waiter reads this snapshot)
-  // and its anomalies now.
-  if (sampler_) {
-    SamplerThread::Marks marks = sampler_->CurrentMarks();
-    for (auto& d : snapshot->devices) {
-      if (auto it = marks.drained.find(d.uuid); it != marks.drained.end()) d.drained = it->second;
-      if (auto it = marks.anomalies.find(d.uuid); it != marks.anomalies.end()) d.anomalies = it->second;
-    }
-  }
   return WithStoreWarnings(Ok({{"snapshot", SnapshotToJson(*snapshot)}}));
 }
 

@@ -53,6 +53,7 @@
 #include "daemon/submission.h"
 #include "sched/fairshare.h"
 #include "sched/launch.h"
+#include "sched/launch_past_cap.h"
 #include "store/job_store.h"
 #include "util/clock.h"
 #include "util/result.h"
@@ -77,6 +78,13 @@ store::AttemptEnd AttemptEndOf(const SupervisorStatus& status, bool cancel_reque
 /// first attempt's did.
 store::JobLogs LogsOfAttempt(const store::Job& job, store::JobLogs reported);
 
+/// The lease line now, for the jobs the cap leaves out (sched/launch_past_cap.h).
+struct LineSeen {
+  sched::LineNow line;  ///< its GPUs, the requests waiting there in line order, the decision's settings
+  /// The daemon's jobs already there, by (uid, job text "12" or "12_3"): their tickets' and leases'.
+  std::set<std::pair<std::uint32_t, std::string>> joined;
+};
+
 /// The table's timings and cap.
 struct JobTableLimits {
   /// A launched job whose supervisor has not taken its lock this long after the launch (or after
@@ -84,6 +92,11 @@ struct JobTableLimits {
   double requeue_grace_s = 10;
   /// Launched jobs that may wait for GPUs at once (daemon.max_waiting, sched::DefaultMaxWaiting).
   unsigned max_waiting = 4;
+  /// The lease line now, as every decider of it gathers it (lease/decision_inputs.h): a ready job
+  /// the cap leaves out is launched when the line grants it GPUs at once behind every request
+  /// waiting there (sched::LaunchPastCap). nullopt: unknown (nothing is launched past the cap);
+  /// unset: nothing is.
+  std::function<std::optional<LineSeen>()> line_now;
   /// How long a store write waits for another connection's lock (milliseconds): normally, and
   /// while the store is unavailable (each later turn retries, so the loop is never stalled long).
   int busy_timeout_ms = store::kDefaultBusyTimeoutMs;
@@ -361,6 +374,11 @@ class JobTable {
   /// While the store refuses writes or ended jobs wait to be stored: the pending jobs say so, and
   /// true (no launch is tried now).
   bool LaunchesWaitForStore();
+  /// Adds to `plan.launch` the jobs of `plan.capped` the lease line grants at once behind every
+  /// request waiting there (limits.line_now; sched::LaunchPastCap). The jobs handed to supervisors
+  /// that are not in the line yet (no ticket or lease of theirs) are counted in it, before them; a
+  /// running one that holds no lease there makes the line unknown (nothing is added).
+  void AddPastCap(sched::LaunchPlan& plan);
   /// The pending jobs for sched::PlanLaunches, with the limits and what they are judged by.
   LaunchRound GatherLaunchRound();
   /// Counts `job` towards the round's limits and, when it is pending and no limit of its user

@@ -110,6 +110,7 @@ void JobTable::LaunchEligible() {
   for (const sched::QueuedJob& q : round.queue) in_line.push_back(q.id);
   sched::LaunchPlan plan =
       sched::PlanLaunches(std::move(round.queue), [this](const sched::JobRef& dep) { return DependencyStateOf(dep); }, round.limits);
+  AddPastCap(plan);
   NoteWhyWaiting(plan, in_line, round.now_s, round.shares);
   for (const auto& [id, reason] : plan.blocked) active_.at(id).reason = reason;
   for (const auto& [id, reason] : plan.cancel) Finish(active_.at(id), JobState::kCancelled, std::nullopt, reason, Now());
@@ -119,6 +120,30 @@ void JobTable::LaunchEligible() {
   const std::vector<Job*> to_launch = MarkLaunching(plan, round.gpus_of_uid);
   if (to_launch.empty()) return;
   StoreAndLaunch(to_launch);
+}
+
+void JobTable::AddPastCap(sched::LaunchPlan& plan) {
+  if (plan.capped.empty() || !limits_.line_now) return;
+  std::vector<sched::CappedJob> capped;
+  for (std::int64_t id : plan.capped)
+    if (const sched::Request& r = active_.at(id).spec.request; sched::MayLaunchPastCap(r)) capped.push_back({id, r});
+  if (capped.empty()) return;
+  std::optional<LineSeen> seen = limits_.line_now();
+  if (!seen) return;  // unknown is not free
+  // Jobs handed to supervisors (or about to be) that have not joined the line yet will: the
+  // candidates go behind them too. A running job whose lease is not there holds GPUs the line does
+  // not show: unknown, so nothing starts past the cap.
+  std::vector<sched::Request>& line = seen->line.line;
+  bool unseen_running = false;
+  ForEachUnheld([&](std::int64_t, const Job& job) {
+    if (job.spec.request.count == 0 || seen->joined.count({job.uid(), store::JobIdText(job)})) return;
+    if (job.state == JobState::kLaunching) line.push_back(job.spec.request);
+    unseen_running = unseen_running || job.state == JobState::kRunning;
+  });
+  if (unseen_running) return;
+  for (std::int64_t id : plan.launch)
+    if (const Job& job = active_.at(id); job.spec.request.count > 0) line.push_back(job.spec.request);
+  for (std::int64_t id : sched::LaunchPastCap(seen->line, capped)) plan.launch.push_back(id);
 }
 
 bool JobTable::LaunchesWaitForStore() {

@@ -118,7 +118,9 @@ LaunchPlan PlanLaunches(std::vector<QueuedJob> queue, const DependencyLookup& lo
     Verdict v = Judge(job, lookup);
     if (v.failed) plan.cancel.push_back({job.id, std::move(*v.failed)});
     else if (v.blocked) plan.blocked.push_back({job.id, std::move(*v.blocked)});
-    else if (!job.cpu_only && (job.preemptible ? waiting_preemptible : waiting) >= limits.max_waiting) continue;
+    else if (!job.cpu_only && (job.preemptible ? waiting_preemptible : waiting) >= limits.max_waiting) {
+      if (!job.preemptible) plan.capped.push_back(job.id);
+    }
     else {
       plan.launch.push_back(job.id);
       if (!job.cpu_only) ++(job.preemptible ? waiting_preemptible : waiting);

@@ -20,6 +20,9 @@
 //  - Hysteresis (sched/preemption.h): a preemptible job that gave way before (preemptions > 0)
 //    is launched only when no job that is not preemptible, ready to start, is left waiting by the
 //    cap; else it is blocked with that reason, so it never takes back GPUs such a job waits for.
+//  - Past the cap: of the jobs the cap leaves out, those that are not preemptible are named
+//    (LaunchPlan::capped); sched/launch_past_cap.h launches those the lease line would grant GPUs
+//    at once without delaying any request waiting there.
 //  - Only the head of the line is looked at (LaunchLookahead jobs), so that a queue of 100,000
 //    jobs costs a partial sort per decision instead of a full one; jobs further back neither start
 //    nor get a blocked reason in that round.
@@ -112,6 +115,9 @@ struct LaunchPlan {
   std::vector<std::int64_t> launch;  ///< hand these to supervisors, in line order
   std::vector<JobReason> cancel;     ///< cancel these (never to run), with why
   std::vector<JobReason> blocked;    ///< these wait for a dependency (or a bound of preemption), with why
+  /// Ready GPU jobs that are not preemptible, left waiting by the cap, in line order: those
+  /// sched::LaunchPastCap may launch past it.
+  std::vector<std::int64_t> capped;
   /// Every job looked at (the head of the line, held ones left out), in line order: launched,
   /// cancelled, blocked and those left waiting by the cap alike.
   std::vector<std::int64_t> order;

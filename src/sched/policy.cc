@@ -60,8 +60,13 @@ class Scheduler {
   Scheduler(std::vector<GpuState> gpus, std::span<const Request> line, const Limits& limits,
             std::span<const MigUnit> mig_units);
   std::vector<Decision> Run();
+  // Run, then each of `behind` in turn as if it joined the line last (GrantsBehindLine).
+  std::vector<Decision> RunThenBehind(std::span<const Request> behind);
 
  private:
+  void DecideLine();
+  // After DecideLine: `r`'s grant were it to join the line last; not granted, it changes nothing.
+  Decision TryBehind(const Request& r);
   // grants_only's early look at a request: whether it is judged, deferred, or nothing later can start.
   enum class Room { kJudge, kDefer, kNoneLeft };
   bool Linked(unsigned a, unsigned b) const;
@@ -78,6 +83,8 @@ class Scheduler {
   // A MIG device: decided apart (its GPU takes no whole-GPU request), and it blocks nobody.
   void DecideMigRequest(const Request& r);
   Room RoomFor(const Request& r);
+  // grants_only, after CountOpen: how many GPUs `r` could start on at most (an upper bound).
+  unsigned RoomOf(const Request& r) const;
   void CountOpen();
   void JudgeAll(const Request& r);
   bool Grant(const Request& r);
@@ -157,6 +164,37 @@ void Scheduler::Emit(Decision&& d) {
 }
 
 std::vector<Decision> Scheduler::Run() {
+  DecideLine();
+  return std::move(out_);
+}
+
+std::vector<Decision> Scheduler::RunThenBehind(std::span<const Request> behind) {
+  DecideLine();
+  std::vector<Decision> out;
+  out.reserve(behind.size());
+  for (const Request& r : behind) out.push_back(TryBehind(r));
+  return out;
+}
+
+Decision Scheduler::TryBehind(const Request& r) {
+  // A preemptible or MIG request, or one over its user's limit, is never granted here (it would
+  // take reserved GPUs, is decided apart, or waits).
+  if (IsPreemptible(r) || !r.mig_profile.empty() || r.count == 0) return {};
+  if (auto cap = limits_.max_gpus_by_uid.find(r.uid); cap != limits_.max_gpus_by_uid.end() &&
+      GpuLimitReason(LimitsConfig{cap->second, {}, {}, {}}, r.user, in_use_by_uid_[r.uid], r.count))
+    return {};
+  if (limits_.grants_only) {
+    if (changed_) CountOpen();
+    if (r.count > RoomOf(r)) return {};  // too few GPUs left that it could start on
+  }
+  JudgeAll(r);
+  if (!Grant(r)) return {};
+  Decision d = std::move(out_.back());
+  out_.pop_back();
+  return d;
+}
+
+void Scheduler::DecideLine() {
   for (std::size_t k = 0; k < line_.size(); ++k) {
     const Request& r = line_[k];
     if (OverUserLimit(r)) continue;
@@ -180,7 +218,6 @@ std::vector<Decision> Scheduler::Run() {
     }
     DecideWait(r);
   }
-  return std::move(out_);
 }
 
 bool Scheduler::OverUserLimit(const Request& r) {
@@ -225,12 +262,14 @@ Scheduler::Room Scheduler::RoomFor(const Request& r) {
   if (changed_) CountOpen();  // a grant or a reservation since the last count
   if (open_ == 0) return Room::kNoneLeft;
   // Too few GPUs left for it, and waiting changes nothing for the requests behind it.
-  unsigned room = open_;
-  if (!r.mem_bytes) {
-    room = open_whole_;
-    for (double start : windows_) room += r.time_limit_s && c_.now + *r.time_limit_s <= start ? 1 : 0;
-  }
-  return r.count > room && !WaitingMatters() ? Room::kDefer : Room::kJudge;
+  return r.count > RoomOf(r) && !WaitingMatters() ? Room::kDefer : Room::kJudge;
+}
+
+unsigned Scheduler::RoomOf(const Request& r) const {
+  if (r.mem_bytes) return open_;
+  unsigned room = open_whole_;
+  for (double start : windows_) room += r.time_limit_s && c_.now + *r.time_limit_s <= start ? 1 : 0;
+  return room;
 }
 
 void Scheduler::JudgeAll(const Request& r) {
@@ -370,6 +409,11 @@ void Scheduler::HoldGpu(const Request& r, Decision& d, unsigned i, bool start_kn
 std::vector<Decision> Schedule(std::vector<GpuState> gpus, std::span<const Request> line, const Limits& limits,
                                std::span<const MigUnit> mig_units) {
   return detail::Scheduler(std::move(gpus), line, limits, mig_units).Run();
+}
+
+std::vector<Decision> GrantsBehindLine(std::vector<GpuState> gpus, std::span<const Request> line, std::span<const Request> behind,
+                                       const Limits& limits, std::span<const MigUnit> mig_units) {
+  return detail::Scheduler(std::move(gpus), line, limits, mig_units).RunThenBehind(behind);
 }
 
 std::string ImpossibleReason(const Request& r, const Decision& d, unsigned gpu_count) {

@@ -210,6 +210,18 @@ inline std::vector<Decision> Schedule(std::vector<GpuState> gpus, const std::vec
   return Schedule(std::move(gpus), std::span<const Request>(line), limits, mig_units);
 }
 
+/// The line's decision (Schedule over `line`), then for each of `behind` in turn whether it would
+/// be granted now were it to join the line last: behind every request of `line` and every one of
+/// `behind` granted before it. One per `behind`: granted with its GPUs, or an empty Decision (it
+/// would wait; it then reserves nothing and changes nothing for those after it). A preemptible,
+/// CPU-only or MIG request, or one over its user's max_gpus, is never granted here. Placed last,
+/// a request gets a GPU some request of `line` is granted or holds only by backfill (it ends
+/// before that reservation starts): it delays none of them. With Limits::grants_only as in
+/// Schedule (the simulator). Decisions of preemptible requests in `line` avoid the GPUs the
+/// line's waiters want, not those `behind` would take (WantedByWaiters).
+std::vector<Decision> GrantsBehindLine(std::vector<GpuState> gpus, std::span<const Request> line, std::span<const Request> behind,
+                                       const Limits& limits, std::span<const MigUnit> mig_units = {});
+
 /// The answer to a request that must be met now or not at all (`gpulane pick`, `run --no-wait`):
 /// the granted GPU indices, or the error both commands print. Errors: kInvalidArgument when it can
 /// never be met on these `gpu_count` GPUs (too many, too much memory: a bad request), kNotEnoughGpus

@@ -7,6 +7,7 @@
 #include <queue>
 
 #include "sched/launch.h"
+#include "sched/launch_past_cap.h"
 #include "sched/line_order.h"
 #include "util/strings.h"
 
@@ -114,6 +115,8 @@ class Replay {
   void EndJobs(double now);
   void Arrive(double now);
   void Launch(double now);
+  // launched_ in line order at `now`, and line_ their requests.
+  void OrderLine(double now);
   bool DecideLine(double now);
 
   const std::vector<Job>& jobs_;
@@ -231,6 +234,9 @@ void Replay::FillQueueHead(double now) {
     q.id = static_cast<std::int64_t>(waiting_of_[u][pos_[u]++]);
     q.fair_priority = key.line_priority;
     queue_head_.push_back(q);
+    // A job launched past the cap leaves its user's queue out of order: passed over here, removed
+    // once it is at the front (Launch).
+    while (pos_[u] < waiting_of_[u].size() && in_lease_line_[waiting_of_[u][pos_[u]]]) ++pos_[u];
     if (pos_[u] < waiting_of_[u].size()) heads.push({KeyOf(waiting_of_[u][pos_[u]], now), u});
   }
 }
@@ -316,24 +322,38 @@ void Replay::Launch(double now) {
   launch_limits.already_waiting = static_cast<unsigned>(launched_.size());
   const sched::LaunchPlan plan = sched::PlanLaunches(
       queue_head_, [](const sched::JobRef&) { return sched::DependencyState::kCompleted; }, launch_limits);
-  for (std::int64_t id : plan.launch) {
-    launched_.push_back(static_cast<std::size_t>(id));
-    in_lease_line_[static_cast<std::size_t>(id)] = 1;
+  std::vector<std::int64_t> launch = plan.launch;
+  for (std::int64_t id : launch) launched_.push_back(static_cast<std::size_t>(id));
+  // Past the cap, as the daemon: those the lease line grants at once behind its waiting jobs.
+  if (!plan.capped.empty()) {
+    OrderLine(now);
+    std::vector<sched::CappedJob> capped;
+    for (std::int64_t id : plan.capped) capped.push_back({id, RequestOf(jobs_[static_cast<std::size_t>(id)])});
+    for (std::int64_t id : sched::LaunchPastCap({state_, line_, limits_, {}}, capped)) {
+      launched_.push_back(static_cast<std::size_t>(id));
+      launch.push_back(id);
+    }
   }
+  for (std::int64_t id : launch) in_lease_line_[static_cast<std::size_t>(id)] = 1;
   // A user's jobs are in line order in submission order (the older, the higher its age), so
-  // those launched are the fronts of their users' queues.
-  for (std::int64_t id : plan.launch)
+  // those launched under the cap are the fronts of their users' queues; one launched past it may
+  // be further back (FillQueueHead passes over it until it is at the front).
+  for (std::int64_t id : launch)
     for (auto& mine = waiting_of_[jobs_[static_cast<std::size_t>(id)].user]; !mine.empty() && in_lease_line_[mine.front()];)
       mine.pop_front();
 }
 
 // One decision of the lease line at `now`: the granted jobs start. True when another decision at
 // this instant may start more (something started and jobs are still queued).
-bool Replay::DecideLine(double now) {
+void Replay::OrderLine(double now) {
   std::sort(launched_.begin(), launched_.end(),
             [&](std::size_t x, std::size_t y) { return sched::LineBefore(KeyOf(x, now), KeyOf(y, now)); });
   line_.clear();
   for (std::size_t j : launched_) line_.push_back(RequestOf(jobs_[j]));
+}
+
+bool Replay::DecideLine(double now) {
+  OrderLine(now);
   ++counts_.decisions;
   const std::vector<sched::Decision> decisions = sched::Schedule(state_, line_, limits_);
   recheck_ = kInf;

@@ -3,7 +3,8 @@
 // (arrivals, ends, and the times at which a decision changes by itself, Decision::recheck_at_s)
 // that makes the daemon's two decisions at each event with the very functions the daemon calls:
 // sched::PlanLaunches, which queued jobs join the lease line (at most max_waiting wait there), in
-// the one line order (sched/line_order.h); then sched::Schedule, the function `pick`, `run` and
+// the one line order (sched/line_order.h), and sched::LaunchPastCap, which of those the cap leaves
+// out join it all the same (the line grants them GPUs at once); then sched::Schedule, the function `pick`, `run` and
 // the supervisors call, which jobs of the lease line start. No I/O, no real clock.
 #include <cstdint>
 #include <optional>

@@ -63,23 +63,26 @@ TEST(Simulate, FifoStartsNothingAheadAndFirstFitSkipsAhead) {
   EXPECT_EQ(ff[1].start_s, 100) << "B gets both GPUs only once A and D are gone (A ends at 100, D at 82)";
 }
 
-// The simulator makes the daemon's launch decision itself (sched::PlanLaunches): only the jobs
-// launched into the lease line (daemon.max_waiting of them) can be scheduled, so backfill reaches
-// no further back than they do. Before, the simulator scheduled every waiting job as if all were
-// in the lease line, which the daemon never does.
-TEST(Simulate, BackfillReachesOnlyTheJobsTheDaemonLaunchedIntoTheLeaseLine) {
+// The simulator makes the daemon's launch decisions itself: sched::PlanLaunches hands at most
+// daemon.max_waiting jobs to the lease line, and sched::LaunchPastCap those behind the cap that the
+// line grants at once. With max_waiting 1, B waits alone in the line for both GPUs (from 100, when A
+// ends); E, another 2-GPU job of the same user, waits in the daemon's queue behind it. C (limit 60)
+// ends before B's start: it starts at once past the cap, ahead of E in its user's queue, and runs
+// once. D (limit 200) would delay B: it waits in the queue. (Before, C waited for B's end too.)
+TEST(Simulate, PastTheCapAJobStartsOnlyWhenTheLeaseLineGrantsItAtOnce) {
   SimOptions o;
   o.gpus = 2;
-  o.policy = PolicyKind::kFirstFit;
-  o.max_waiting = 1;  // B alone waits in the lease line; C and D wait in the daemon's queue
-  auto capped = Simulate(BlockedHead(60.0, 200.0), o);
-  ASSERT_TRUE(capped.ok()) << capped.error().message;
-  EXPECT_EQ((*capped)[1].start_s, 100) << "B starts when A ends";
-  EXPECT_EQ((*capped)[2].start_s, 150) << "C was not in the lease line, so it could not skip ahead: it waits for B's end";
-  o.max_waiting = 0;  // the daemon's default: max(4, 2 per GPU)
-  auto open = Simulate(BlockedHead(60.0, 200.0), o);
-  ASSERT_TRUE(open.ok()) << open.error().message;
-  EXPECT_EQ((*open)[2].start_s, 2) << "with room in the lease line C skips ahead";
+  o.policy = PolicyKind::kDefault;
+  o.max_waiting = 1;
+  const std::vector<Job> jobs = {MakeJob(0, 100, 1, 100.0), MakeJob(1, 50, 2, 50.0), MakeJob(1.5, 50, 2, 50.0),
+                                 MakeJob(2, 40, 1, 60.0), MakeJob(3, 40, 1, 200.0)};
+  auto out = Simulate(jobs, o);
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  EXPECT_EQ((*out)[3].start_s, 2) << "C starts past the cap: it ends (62) before B's start (100)";
+  EXPECT_EQ((*out)[3].end_s, 42) << "and runs once";
+  EXPECT_EQ((*out)[1].start_s, 100) << "B is not delayed";
+  EXPECT_EQ((*out)[2].start_s, 150) << "E after B";
+  EXPECT_EQ((*out)[4].start_s, 200) << "D would have delayed B: it waits its turn, behind E";
 }
 
 TEST(Simulate, DefaultLetsGoOfAGpuHeldForAnUnknownStartAfterTenMinutes) {
