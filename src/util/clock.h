@@ -3,6 +3,7 @@
 // stored) and a monotonic clock (how long something has taken; never jumps when the wall clock is
 // set). SystemClock reads the real ones; FakeClock is moved by hand, so tests of time-outs and
 // grace periods run without sleeping.
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 
@@ -45,22 +46,25 @@ class SystemClock final : public Clock {
 
 /// A clock that stands still until Advance() moves it; both readings move together. Starts at
 /// `wall_s` on the wall clock and `monotonic_s` on the monotonic one (binary-exact defaults, so
-/// that sums of advances such as 9.5 + 0.5 compare exactly).
+/// that sums of advances such as 9.5 + 0.5 compare exactly). May be read from other threads while
+/// a test moves it (the daemon's sampler thread reads the Env's clock beside its loop): each
+/// reading is atomic, the pair is not (a reader between the two moves sees the wall clock moved
+/// first).
 class FakeClock final : public Clock {
  public:
   explicit FakeClock(double wall_s = 1'700'000'000.0, double monotonic_s = 1000.0)
       : wall_s_(wall_s), monotonic_s_(monotonic_s) {}
-  double WallS() const override { return wall_s_; }
-  double MonotonicS() const override { return monotonic_s_; }
+  double WallS() const override { return wall_s_.load(); }
+  double MonotonicS() const override { return monotonic_s_.load(); }
   /// Moves both clocks forward by `seconds` (>= 0).
   void Advance(double seconds) {
-    wall_s_ += seconds;
-    monotonic_s_ += seconds;
+    wall_s_.fetch_add(seconds);
+    monotonic_s_.fetch_add(seconds);
   }
 
  private:
-  double wall_s_;
-  double monotonic_s_;
+  std::atomic<double> wall_s_;
+  std::atomic<double> monotonic_s_;
 };
 
 }  // namespace gpulane

@@ -1,7 +1,8 @@
 // Anomalies through the real binary and the fake NVML (issue 11, item 3): an Xid error drains its
 // GPU (no new job starts there, requests wait, `status` says why) until the clear time passes; an
 // idle leased GPU, a foreign process on it and ghost memory are raised as events that
-// `gpulane events` lists and `status` marks.
+// `gpulane events` lists and `status` marks. An idle job cancelled (anomaly.idle_action = "cancel"),
+// an array's task among them, is tested in-process: tests/unit/daemon_inproc_sampler_test.cc.
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -105,39 +106,6 @@ TEST(DaemonAnomaly, AnIdleLeasedGpuAForeignProcessOnItAndGhostMemoryAreRaisedAnd
   ASSERT_TRUE(run.Wait(30));
   ASSERT_TRUE(Eventually([&] { return !HasKind(d, "idle") && !HasKind(d, "foreign"); }, 30)) << "over with the job";
   EXPECT_TRUE(HasKind(d, "ghost"));
-}
-
-TEST(DaemonAnomaly, WithIdleActionCancelAQueuedJobIdlePastTheGraceIsCancelledSayingWhy) {
-  DaemonOptions options;
-  options.config = "[telemetry]\ninterval = \"100ms\"\n[anomaly]\nidle_after = \"1s\"\nidle_action = \"cancel\"\n"
-                   "idle_cancel_after = \"1s\"\n";
-  TestDaemon d(options);
-  const std::int64_t id = d.Submit({"--gpus", "0", "--", "sleep", "60"});
-  ASSERT_TRUE(d.WaitForState(id, "running"));
-  ASSERT_TRUE(d.WaitForState(id, "cancelled")) << d.Log();
-  json job = d.Show(id);
-  EXPECT_TRUE(Contains(job.value("reason", ""), "idle (under 5 %)")) << job.dump(2);
-  RunResult events = d.Gpulane({"events"});
-  EXPECT_TRUE(Contains(events.out, "idle_cancel")) << events.out;
-}
-
-// The idle cancel names its job by the lease's job id; an array task's is its own job id, and the
-// daemon resolves a task's name ("12_1") as well: either way the idle task is the one cancelled,
-// never the array's head.
-TEST(DaemonAnomaly, AnIdleArrayTaskIsTheOneCancelled) {
-  DaemonOptions options;
-  options.config = "[telemetry]\ninterval = \"100ms\"\n[anomaly]\nidle_after = \"1s\"\nidle_action = \"cancel\"\n"
-                   "idle_cancel_after = \"1s\"\n";
-  TestDaemon d(options);
-  RunResult submit = d.Gpulane({"submit", "--hold", "--array", "0-1", "--gpus", "0", "--", "sleep", "60"});
-  ASSERT_EQ(submit.exit_code, 0) << submit.err;
-  const std::string array = Lines(submit.out).at(0);
-  const std::int64_t first = std::stoll(array);
-  ASSERT_EQ(d.Gpulane({"release", array + "_1"}).exit_code, 0);
-  ASSERT_TRUE(d.WaitForState(first + 1, "running"));
-  ASSERT_TRUE(d.WaitForState(first + 1, "cancelled")) << d.Log();
-  EXPECT_TRUE(Contains(d.Show(first + 1).value("reason", ""), "idle (under 5 %)"));
-  EXPECT_EQ(d.State(first), "held") << "task 0 was not the one cancelled";
 }
 
 }  // namespace

@@ -72,6 +72,8 @@ void InProcDaemonTest::SetUp() {
 
 void InProcDaemonTest::TearDown() {
   daemon_.reset();
+  leases_.clear();  // before their directory's descriptor
+  lease_dir_.reset();
   for (auto& [fd, client] : clients_) close(fd);
   if (capturing_log_) ::testing::internal::GetCapturedStderr();
   for (auto& [id, fd] : locks_) close(fd);
@@ -88,7 +90,7 @@ void InProcDaemonTest::StartDaemon() {
 Status InProcDaemonTest::TryStartDaemon() {
   daemon::DaemonParts parts;
   parts.env = real_clock_ ? &real_env_ : &env_;
-  gpus_.snapshot = IdleSnapshot(gpu_count_);
+  if (!gpus_.set()) gpus_.Set(IdleSnapshot(gpu_count_));
   parts.open_store = [](const std::string& path, int busy_ms) { return store::JobStore::Open(path, busy_ms); };
   parts.open_history = open_history_;
   parts.make_launcher = [this](const daemon::LaunchPlace&) -> std::unique_ptr<daemon::SupervisorLauncher> {
@@ -309,7 +311,11 @@ json InProcDaemonTest::Control(const daemon::Peer& peer, const std::string& op, 
 
 json InProcDaemonTest::ShowJob(std::int64_t id) {
   json reply = Call(Root(), {{"op", "show"}, {"id", id}});
-  return reply.value("ok", false) ? reply["job"] : json();
+  if (!reply.value("ok", false)) return json();
+  if (reply.contains("job")) return reply["job"];
+  for (const json& job : reply.value("jobs", json::array()))  // an array's id: every task, task 0 this id
+    if (job.value("id", std::int64_t{0}) == id) return job;
+  return json();
 }
 
 std::string InProcDaemonTest::State(std::int64_t id) {
@@ -326,6 +332,51 @@ json InProcDaemonTest::Queue(const daemon::Peer& peer, const json& fields) {
     return json();
   }
   return reply["jobs"];
+}
+
+void InProcDaemonTest::WaitForSample() {
+  const double at_s = clock_.WallS();
+  // The sampler answers the questions it finds, then samples once the clock has passed its time:
+  // the second answer at the latest is one given after that sample.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  json reply;
+  do reply = Call(Root(), {{"op", "telemetry"}});
+  while (reply.value("time_s", 0.0) < at_s && std::chrono::steady_clock::now() < deadline);
+  if (reply.value("time_s", 0.0) < at_s) ADD_FAILURE() << "no sample taken at " << at_s << " in 10 s: " << reply.dump();
+}
+
+std::string InProcDaemonTest::HoldLease(lease::LeaseRecord record) {
+  if (!lease_dir_) {
+    auto dir = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config_.lease_dir), clock_);
+    if (!dir) {
+      ADD_FAILURE() << dir.error().message;
+      return "";
+    }
+    lease_dir_ = std::make_unique<lease::LeaseDir>(std::move(dir).value());
+  }
+  if (record.pid == 0) record.pid = getpid();
+  if (record.started_s == 0) record.started_s = clock_.WallS();
+  auto held = lease_dir_->CreateLease(record);
+  if (!held) {
+    ADD_FAILURE() << held.error().message;
+    return "";
+  }
+  const std::string name = held->name();
+  leases_[name] = std::move(held).value();
+  return name;
+}
+
+void InProcDaemonTest::ReleaseLease(const std::string& name) {
+  auto it = leases_.find(name);
+  ASSERT_NE(it, leases_.end()) << "no lease " << name << " held";
+  it->second.Release();
+  leases_.erase(it);
+}
+
+json InProcDaemonTest::Usage(const json& fields, const daemon::Peer& peer) {
+  json request = fields;
+  request["op"] = "usage";
+  return Call(peer, request);
 }
 
 void InProcDaemonTest::CaptureLog() {

@@ -23,6 +23,8 @@
 
 #include "daemon/daemon.h"
 #include "daemon/job_files.h"
+#include "lease/lease_dir.h"
+#include "lease/records.h"
 #include "proto/wire.h"
 #include "store/job.h"
 #include "util/clock.h"
@@ -123,7 +125,7 @@ class InProcDaemonTest : public ::testing::Test {
   nlohmann::json Control(const daemon::Peer& peer, const std::string& op, const std::vector<std::int64_t>& ids);
   /// The job's state as `gpulane show --json` gives it ("" when show refuses).
   std::string State(std::int64_t id);
-  /// show's whole job object.
+  /// show's whole job object (of an array's id, that of its task 0, whose id it is).
   nlohmann::json ShowJob(std::int64_t id);
   /// The job's state as stored in jobs.db, read through a second connection to the file ("" when
   /// it has no row): what survives a crash.
@@ -131,6 +133,29 @@ class InProcDaemonTest : public ::testing::Test {
   /// `gpulane queue --json` as `peer`, with the request's other fields (all, user, limit) from
   /// `fields`: the reply's jobs (null, and a test failure, when refused).
   nlohmann::json Queue(const daemon::Peer& peer, const nlohmann::json& fields = nlohmann::json::object());
+
+  // ---- the sampler (config_.telemetry_enabled set before StartDaemon) ------------------------
+  /// Turns the loop (asking the sampler "telemetry") until the sampler's latest sample is one
+  /// taken at clock_'s time now (a failed assertion after 10 s): what gpus_ and the lease
+  /// directory held then is in it, and the daemon has taken what the sampler handed over (idle
+  /// cancels, `gpulane run` leases' use). A sampler takes its first sample as it starts: after
+  /// StartDaemon or Restart, this waits for it. The FakeClock only.
+  void WaitForSample();
+  /// Moves clock_ one telemetry.interval on and waits for the sample taken then (WaitForSample).
+  void SampleNow() {
+    clock_.Advance(config_.telemetry_interval_s);
+    WaitForSample();
+  }
+  /// Plays a lease's owner (a job's supervisor, `gpulane run`): creates a live lease file for
+  /// `record` in the daemon's lease directory, its lock held by this process. Unless `record` says
+  /// otherwise: its pid this process's, started now; its owner (uid, user) is this process's, as
+  /// for any lease file. The file's name; held until ReleaseLease or the test's end.
+  std::string HoldLease(lease::LeaseRecord record);
+  /// Lets go of lease `name` as its owner does at its job's end (the file removed, its lock gone).
+  void ReleaseLease(const std::string& name);
+  /// The "usage" reply for `fields` ({"job_id": "12"}, or {"lease": name, "ending": true} as the
+  /// lease's owner asks as its job ends) asked by `peer`.
+  nlohmann::json Usage(const nlohmann::json& fields, const daemon::Peer& peer = Root());
 
   // ---- the daemon's log -------------------------------------------------------------------------
   /// From now on, what the daemon writes to its log (stderr) is kept for Logged() (gtest's capture).
@@ -169,7 +194,10 @@ class InProcDaemonTest : public ::testing::Test {
   SystemClock system_clock_;
   ProcfsProcessTable processes_;  ///< the real /proc, as the daemon's own (os/env.h)
   RecordingSpawner spawner_;      ///< starts nothing (the launcher records supervisors; no gpulane-web)
-  FixedGpus gpus_;                ///< gpu_count_ idle GPUs (IdleSnapshot), set at StartDaemon
+  /// The machine's GPUs: gpu_count_ idle ones (IdleSnapshot) unless the test set others before
+  /// the first StartDaemon; a test changes them whenever it likes (gpus_.Edit, RaiseXid), and a
+  /// restarted daemon finds them as they are.
+  LiveGpus gpus_;
   /// The daemon's parts' history store (opened with telemetry on): the real one at the path it is
   /// given, unless a test sets another before StartDaemon.
   std::function<Result<std::unique_ptr<store::HistoryStore>>(const std::string& path)> open_history_ =
@@ -185,6 +213,8 @@ class InProcDaemonTest : public ::testing::Test {
   std::vector<std::int64_t> launched_;
   std::vector<std::pair<std::int64_t, int>> signalled_;  ///< (job id, signal), every daemon of the test
   std::map<std::int64_t, int> locks_;  ///< job id -> the lock descriptor this test holds as its supervisor
+  std::unique_ptr<lease::LeaseDir> lease_dir_;     ///< HoldLease's (its descriptor is the files')
+  std::map<std::string, lease::HeldFile> leases_;  ///< HoldLease's files, by name
   sigset_t saved_mask_{};
   bool capturing_log_ = false;
 

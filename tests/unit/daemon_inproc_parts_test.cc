@@ -26,7 +26,7 @@ TEST_F(DaemonInProcParts, ClientsSeeTheGpusOfTheEnvItWasGiven) {
   const GpuSnapshot given = IdleSnapshot(3);
   ASSERT_EQ(reply["snapshot"]["devices"].size(), 3u) << reply.dump();
   for (unsigned i = 0; i < 3; ++i) EXPECT_EQ(reply["snapshot"]["devices"][i]["uuid"], given.devices[i].uuid);
-  EXPECT_EQ(gpus_.opens, 1);
+  EXPECT_EQ(gpus_.opens(), 1);
 }
 
 // With telemetry on, the sampler reads a backend of its own from the same Env and stores its GPU
@@ -42,7 +42,7 @@ TEST_F(DaemonInProcParts, TheSamplersHistoryGoesToTheStoreItsPartsOpen) {
   };
   StartDaemon();
   ASSERT_EQ(asked, std::vector<std::string>{paths_.state_dir + "/history.db"});
-  EXPECT_EQ(gpus_.opens, 2) << "the loop's backend and the sampler's, both from the Env";
+  EXPECT_EQ(gpus_.opens(), 2) << "the loop's backend and the sampler's, both from the Env";
   // The sampler's first sample is taken as its thread starts: GPU 0's history answers once it is in.
   json history;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);

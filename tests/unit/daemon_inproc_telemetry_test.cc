@@ -4,7 +4,8 @@
 // DaemonTelemetry.WithTelemetryOffReportSaysSoAndNothingIsSampled through the binary; the config
 // file's `enabled = false`: TelemetryConfig.EnabledFalseTurnsTheSamplerOff; the CLI's exit 10 for an
 // `unavailable` reply: DaemonConnections.OverTheConnectionCapTheCliSaysSoWithExit10. The sampler at
-// work (metering, history, reports, anomalies) stays through the binary and the fake NVML
+// work (metering, history, reports, idle cancels, the history floor): daemon_inproc_sampler_test.cc;
+// what users' commands print of it stays through the binary and the fake NVML
 // (tests/integration/daemon_telemetry_test.cc, daemon_anomaly_test.cc).
 #include <filesystem>
 
