@@ -184,9 +184,32 @@ void AppendRetryLine(const store::Job& job) {
   if (!appended.ok()) Say("gpulane _supervise: job {}: {} (not in its log: {})\n", job.id, line, appended.error().message);
 }
 
-// Why the job's command ended, when gpulane ended it at its time limit or on a stop signal (a
-// cancel's SIGTERM, marked by the daemon: exec::kCancelSignalValue); "" otherwise. For its log
-// ("gpulane: ..."); a time limit's words are also its recorded reason.
+// Whether a preempted job asks to go back in line (--preemptible=requeue; =cancel ends it).
+bool RequeuedWhenPreempted(const store::Job& job) {
+  return job.spec.request.preemptible == sched::Preemptible::kRequeue;
+}
+
+// Why the lifecycle stopped the job itself (exec::LeasedJobOutcome: its memory, a preemption, its
+// partition's close), with the recorded reason and, for the last two, whether the job goes back in
+// line and by which setting (the daemon puts it back unless it was cancelled: job_table.cc); ""
+// when it did not.
+std::string LifecycleStopWords(const store::Job& job, const exec::LeasedJobOutcome& ended) {
+  if (ended.memory_overuse) return fmt::format("stopped after {:.1f} s: {}", ended.job_s, *ended.memory_overuse);
+  if (ended.preempted)
+    return fmt::format("stopped after {:.1f} s: {}; {}", ended.job_s, *ended.preempted,
+                       RequeuedWhenPreempted(job) ? "it goes back in line (--preemptible=requeue)"
+                                                  : "it does not go back in line (--preemptible=cancel)");
+  if (ended.partition_stop)
+    return fmt::format("stopped after {:.1f} s: {}; {}", ended.job_s, ended.partition_stop->reason,
+                       ended.partition_stop->requeue ? "it goes back in line, to start when the partition opens again"
+                                                     : "it does not go back in line");
+  return "";
+}
+
+// Why the job's command ended, when gpulane ended it (its time limit, a stop of its lifecycle:
+// LifecycleStopWords) or on a stop signal (a cancel's SIGTERM, marked by the daemon:
+// exec::kCancelSignalValue); "" otherwise. For its log ("gpulane: ..."); a time limit's words are
+// also its recorded reason.
 std::string EndWords(const store::Job& job, const exec::LeasedJobOutcome& ended) {
   const exec::JobOutcome& ran = *ended.job;
   if (ran.exec_failed) return "";
@@ -194,6 +217,7 @@ std::string EndWords(const store::Job& job, const exec::LeasedJobOutcome& ended)
   if (ran.stop_signal_cancel)  // first, as the daemon takes it (a cancel, whatever came after)
     return fmt::format("job {} cancelled after {:.1f} s: SIG{} sent to its process group (who cancelled it: gpulane "
                        "show {})", store::JobIdText(job), ended.job_s, name, store::JobIdText(job));
+  if (std::string words = LifecycleStopWords(job, ended); !words.empty()) return words;
   if (ran.timed_out && job.spec.request.time_limit_s)
     return fmt::format("stopped by its time limit ({}) after {:.1f} s", FormatSeconds(*job.spec.request.time_limit_s),
                        ended.job_s);
@@ -258,7 +282,7 @@ void RecordOutcome(const exec::LeasedJobOutcome* outcome, const store::Job& job,
   }
   if (outcome->preempted) {
     status.preempted = true;
-    status.requeue = job.spec.request.preemptible == sched::Preemptible::kRequeue;
+    status.requeue = RequeuedWhenPreempted(job);
     status.reason = *outcome->preempted;
   }
   if (outcome->memory_overuse) {  // failed, with gpulane's code for it: the job's own status is a SIGTERM's

@@ -105,10 +105,10 @@ struct LeasedJobOutcome {
   /// The job was stopped because its partition closed (job->stopped): why, and whether a queued
   /// job goes back in line (lease::Grant::partition_stop).
   std::optional<sched::PartitionStop> partition_stop;
-  /// The job was preempted (job->stopped): why ("preempted: alice's job (1st in line) needs GPU1").
+  /// The job was preempted (job->stopped): why ("preempted: alice's job 12 (1st in line) needs GPU1").
   std::optional<std::string> preempted;
   /// The job was stopped for holding more memory than it declared (job->stopped): the one-line
-  /// reason ("memory over declaration: held 45.0 GiB on GPU 0 for 10 s, ...").
+  /// reason ("memory over declaration: held 46080 MiB on GPU 0, over its limit of ...": telemetry::OveruseStop).
   std::optional<std::string> memory_overuse;
   /// What isolation the job was given (the words of LeasedJobHooks::on_isolation); "" when it never
   /// came to a start.

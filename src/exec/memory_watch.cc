@@ -33,7 +33,8 @@ bool MemoryWatch::Observe(double now_s, const std::vector<lease::LeaseGpuView>& 
   const telemetry::GuardDecision d = guard_.Observe(now_s, gpus);
   if (d.action == telemetry::GuardAction::kWarn && warn_) warn_(d.message);
   if (d.action != telemetry::GuardAction::kStop) return false;
-  if (warn_) warn_("stopping the job: " + d.message);
+  // Said once, at the job's end, where a time limit's stop is said too (the supervisor's last line
+  // in the job's log, `gpulane run`'s error): not as a warning here as well.
   reason_ = d.message;
   return true;
 }

@@ -37,8 +37,10 @@ std::optional<std::string> PreemptionOf(const DirContents& contents, const GpuSn
       if (i >= snapshot.devices.size()) continue;
       if (std::find(own_uuids.begin(), own_uuids.end(), snapshot.devices[i].uuid) == own_uuids.end()) continue;
       const sched::Request& r = line[k].request;
-      return fmt::format("preempted: {}'s job ({} in line) needs GPU{}", r.user.empty() ? std::string("another user") : r.user,
-                         Ordinal(decisions[k].position), i);
+      // The job by its id when its ticket names it (TicketRecord::job_text), as `status` does.
+      const std::string job = line[k].job_text.empty() ? "job" : "job " + line[k].job_text;
+      return fmt::format("preempted: {}'s {} ({} in line) needs GPU{}", r.user.empty() ? std::string("another user") : r.user,
+                         job, Ordinal(decisions[k].position), i);
     }
   }
   return std::nullopt;

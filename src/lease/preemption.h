@@ -17,13 +17,14 @@
 namespace gpulane::lease {
 
 /// Why the preemptible job holding the lease named `own_lease` must give way now, for its log and
-/// status ("preempted: alice's job (1st in line) needs GPU1"), or nullopt when no decision of the
-/// machine's line names one of its GPUs in Decision::preempt. Decides as a waiter of the machine's
-/// line would under `w`'s settings (lease/decision_inputs.h) at `now_s` (seconds since the epoch), from
-/// `contents` and `snapshot` (processes annotated, AnnotateProcesses); the own lease counts as
-/// preemptible whatever its file says. `first_seen_free_s` is the caller's NoteFreeSince record;
-/// `unclaimed` its memory of grants nobody claimed (sched/unclaimed.h, its waiter's to begin with):
-/// a ticket that lost its place there makes nobody give way.
+/// status ("preempted: alice's job 12 (1st in line) needs GPU1"; "alice's job" when her ticket does
+/// not name its job), or nullopt when no decision of the machine's line names one of its GPUs in
+/// Decision::preempt. Decides as a waiter of the machine's line would under `w`'s settings
+/// (lease/decision_inputs.h) at `now_s` (seconds since the epoch), from `contents` and `snapshot`
+/// (processes annotated, AnnotateProcesses); the own lease counts as preemptible whatever its file
+/// says. `first_seen_free_s` is the caller's NoteFreeSince record; `unclaimed` its memory of grants
+/// nobody claimed (sched/unclaimed.h, its waiter's to begin with): a ticket that lost its place
+/// there makes nobody give way.
 std::optional<std::string> PreemptionOf(const DirContents& contents, const GpuSnapshot& snapshot, ProcessTable& processes,
                                         const std::string& own_lease, const WaitRequest& w, double now_s,
                                         std::map<std::string, double>& first_seen_free_s, sched::LineMemory& unclaimed);

@@ -21,6 +21,15 @@ std::string OveruseWarning(const std::string& job_id, const GuardedGpu& g, const
                      FormatBytes(s.margin_bytes), then);
 }
 
+std::string OveruseStop(const GuardedGpu& g, const MemoryGuardSettings& s, double over_s) {
+  const std::uint64_t declared_bytes = g.declared_bytes.value_or(0);
+  return fmt::format("memory over declaration: held {} on GPU {}, over its limit of {} (--mem {} + lease.memory_margin "
+                     "{}) for {} (anomaly.overuse_grace {})",
+                     FormatMib(g.used_bytes.value_or(0)), g.gpu_index, FormatMib(declared_bytes + s.margin_bytes),
+                     FormatMib(declared_bytes), FormatMib(s.margin_bytes), FormatSeconds(over_s),
+                     FormatSeconds(s.grace_s));
+}
+
 GuardDecision MemoryGuard::Observe(double now_s, const std::vector<GuardedGpu>& gpus) {
   const GuardedGpu* over = nullptr;
   bool known = true;
@@ -38,11 +47,7 @@ GuardDecision MemoryGuard::Observe(double now_s, const std::vector<GuardedGpu>& 
   }
   if (s_.grace_s <= 0 || stopped_ || now_s - *over_since_s_ < s_.grace_s) return {};
   stopped_ = true;
-  return {GuardAction::kStop,
-          fmt::format("memory over declaration: held {} on GPU {} for {}, over its declared {} (--mem) and the {} "
-                      "margin (lease.memory_margin, anomaly.overuse_grace)",
-                      FormatBytes(*over->used_bytes), over->gpu_index, FormatSeconds(now_s - *over_since_s_),
-                      FormatBytes(*over->declared_bytes), FormatBytes(s_.margin_bytes))};
+  return {GuardAction::kStop, OveruseStop(*over, s_, now_s - *over_since_s_)};
 }
 
 }  // namespace gpulane::telemetry

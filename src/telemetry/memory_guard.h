@@ -37,11 +37,16 @@ bool OverDeclared(const GuardedGpu& g, std::uint64_t margin_bytes);
 /// 1.0 GiB margin: it is stopped in 10s unless it frees memory".
 std::string OveruseWarning(const std::string& job_id, const GuardedGpu& g, const MemoryGuardSettings& s);
 
+/// The stop's reason, in MiB (nvidia-smi's unit) with the settings that decided it: "memory over
+/// declaration: held 46080 MiB on GPU 0, over its limit of 31744 MiB (--mem 30720 MiB +
+/// lease.memory_margin 1024 MiB) for 10 s (anomaly.overuse_grace 10 s)"; `over_s`: how long it was over.
+std::string OveruseStop(const GuardedGpu& g, const MemoryGuardSettings& s, double over_s);
+
 enum class GuardAction { kNone, kWarn, kStop };
 
 struct GuardDecision {
   GuardAction action = GuardAction::kNone;
-  std::string message;  ///< kWarn: the warning; kStop: the one-line reason ("memory over declaration: ...")
+  std::string message;  ///< kWarn: the warning; kStop: the one-line reason (OveruseStop)
 };
 
 /// One job's guard, fed each of its samples in time order.

@@ -146,6 +146,11 @@ std::string FormatBytes(std::uint64_t bytes) {
   return fmt::format("{} MiB", BytesToMib(bytes));
 }
 
+std::string FormatMib(std::uint64_t bytes) {
+  if (bytes % (1ULL << 20) == 0) return fmt::format("{} MiB", BytesToMib(bytes));
+  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1024.0 * 1024));
+}
+
 std::pair<std::string, std::string> FormatBytesApart(std::uint64_t a, std::uint64_t b) {
   std::pair<std::string, std::string> out{FormatBytes(a), FormatBytes(b)};
   if (a == b || out.first != out.second) return out;

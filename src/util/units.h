@@ -48,4 +48,8 @@ std::string FormatSeconds(double seconds);
 /// Bytes to MiB, rounded down (nvidia-smi's unit).
 inline std::uint64_t BytesToMib(std::uint64_t bytes) { return bytes >> 20; }
 
+/// Bytes in MiB, for a line that quotes figures to compare with nvidia-smi's: "20480 MiB", with one
+/// decimal when not a whole number of MiB ("20480.5 MiB").
+std::string FormatMib(std::uint64_t bytes);
+
 }  // namespace gpulane

@@ -196,13 +196,6 @@ TEST(DaemonLogs, LogsAreOpenedWithTheOwnersRightsNotRoots) {
   EXPECT_FALSE(Contains(refused.out + refused.err, "secret"));
 }
 
-// The line of `text` that starts with `prefix` ("" when none).
-std::string LineStartingWith(const std::string& text, const std::string& prefix) {
-  for (const std::string& line : Lines(text))
-    if (line.rfind(prefix, 0) == 0) return line;
-  return "";
-}
-
 // A job its time limit stopped ends its log with a line saying so (a new user's finding: `logs`
 // just stopped, without a word), and `show` gives the same words as its reason.
 TEST(DaemonLogs, AJobStoppedByItsTimeLimitSaysSoInItsLogAndShow) {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -98,21 +99,27 @@ TEST(MemoryGuard, AQueuedMemJobGrowingPastItsShareIsWarnedThenStoppedWithTheReas
   ASSERT_TRUE(d.WaitForState(id, "failed", 60)) << d.Log() << JobLog(d, id);
   const json shown = d.Show(id);
   EXPECT_EQ(shown.value("exit_code", -1), 18) << shown.dump(2);
-  EXPECT_TRUE(Contains(shown.value("reason", ""), "memory over declaration: held 20.0 GiB on GPU 0 for ")) << shown.dump(2);
-  EXPECT_TRUE(Contains(shown.value("reason", ""), "over its declared 10.0 GiB (--mem) and the 1.0 GiB margin")) << shown.dump(2);
-  // The warning in its log first, then the stop.
+  // In MiB (nvidia-smi's unit), the GPU, the limit and the settings that make it.
+  const std::string reason = shown.value("reason", "");
+  EXPECT_TRUE(std::regex_match(reason, std::regex(R"(memory over declaration: held 20480 MiB on GPU 0, over its limit of )"
+                                                  R"(11264 MiB \(--mem 10240 MiB \+ lease\.memory_margin 1024 MiB\) for )"
+                                                  R"([0-9.]+ s \(anomaly\.overuse_grace 1\.0 s\))")))
+      << shown.dump(2);
+  // The warning in its log first; its last line says why gpulane stopped it, as `show` does.
   const std::string log = JobLog(d, id);
   const auto warned = log.find(fmt::format("job {} holds 20.0 GiB on GPU 0, over its declared 10.0 GiB (--mem) and the "
                                            "1.0 GiB margin: it is stopped in 1.0 s unless it frees memory",
                                            id));
   EXPECT_NE(warned, std::string::npos) << log;
-  EXPECT_LT(warned, log.find("stopping the job: memory over declaration")) << log;
+  const std::string stopped = LineStartingWith(log, "gpulane: stopped");
+  EXPECT_TRUE(IsStoppedAfterLine(stopped, reason)) << log;
+  EXPECT_LT(warned, log.find(stopped)) << log;
   // `gpulane events` (the daemon's sampler, the same rule) and the queue's one line.
   EXPECT_TRUE(Eventually([&] { return HasEvent(d, "overuse", std::to_string(id)); }, 10)) << d.Log();
   RunResult events = d.Gpulane({"events"});
   EXPECT_TRUE(Contains(events.out, fmt::format("job {} holds 20.0 GiB on GPU 0", id))) << events.out;
   RunResult queue = d.Gpulane({"queue", "--all"});
-  EXPECT_TRUE(Contains(queue.out, "exit 18; memory over declaration: held 20.0 GiB on GPU 0")) << queue.out << queue.err;
+  EXPECT_TRUE(Contains(queue.out, "exit 18; memory over declaration: held 20480 MiB on GPU 0")) << queue.out << queue.err;
 }
 
 TEST(MemoryGuard, WithGraceZeroAQueuedMemJobIsWarnedAndNotifiedButRunsToItsEnd) {
@@ -168,7 +175,8 @@ TEST(MemoryGuard, RunWithoutADaemonStopsItsMemJobAfterTheGraceAndSaysWhyMeasurin
   const double ended_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   EXPECT_EQ(r.exit_code, 18) << r.err;
   EXPECT_TRUE(Contains(r.err, "over its declared 10.0 GiB (--mem) and the 1.0 GiB margin: it is stopped in 1.0 s")) << r.err;
-  EXPECT_TRUE(Contains(r.err, "gpulane: error: the job was stopped: memory over declaration: held 20.0 GiB on GPU 0")) << r.err;
+  EXPECT_TRUE(Contains(r.err, "gpulane: error: the job was stopped: memory over declaration: held 20480 MiB on GPU 0, over "
+                              "its limit of 11264 MiB")) << r.err;
   ASSERT_TRUE(Contains(r.out, "crossed ")) << r.out;
   const double crossed_s = std::stod(r.out.substr(r.out.find("crossed ") + 8));
   const double to_stop_s = ended_s - crossed_s;

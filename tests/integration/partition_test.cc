@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <regex>
 
 #include "support/daemon_fixture.h"
 #include "support/harness.h"
@@ -188,9 +189,15 @@ TEST(Partition, AQueuedJobIsRequeuedWhenItsPartitionClosesWithEndsRequeue) {
   EXPECT_TRUE(Contains(d.Log(), fmt::format("job {} (root) was stopped and is requeued: partition closing closed at ", id)))
       << d.Log();
   ASSERT_TRUE(d.WaitForReason(id, "partition closing is closed until", 30)) << d.Show(id).dump();
-  // The next attempt's supervisor wrote why into the job's log before it began to wait.
+  // The stopped attempt's log ends saying why gpulane stopped it and that it goes back in line; the
+  // next attempt's supervisor wrote why it runs again before it began to wait.
   const std::string logs = d.Gpulane({"logs", std::to_string(id)}).out;
-  EXPECT_EQ(logs.rfind("attempt 0\ngpulane: attempt 2, requeued: partition closing closed at ", 0), 0u) << logs;
+  const std::string stopped = LineStartingWith(logs, "gpulane: stopped");
+  EXPECT_TRUE(std::regex_match(stopped, std::regex(R"(gpulane: stopped after [0-9]+\.[0-9] s: partition closing closed at )"
+                                                   R"([0-9]{2}:[0-9]{2} \([A-Z][a-z]{2}\) \(ends = "requeue"\); it goes back )"
+                                                   R"(in line, to start when the partition opens again)")))
+      << logs;
+  EXPECT_EQ(logs.rfind("attempt 0\n" + stopped + "\ngpulane: attempt 2, requeued: partition closing closed at ", 0), 0u) << logs;
   EXPECT_EQ(d.Gpulane({"cancel", std::to_string(id)}).exit_code, 0);
 }
 

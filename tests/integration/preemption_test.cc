@@ -1,6 +1,6 @@
 // Preemptible jobs through the real binary, the daemon and the fake NVML (issue 10, item 5): a
-// preemptible job on a GPU that a normal job needs gives way (SIGTERM, grace), is requeued once
-// and restarted with GPULANE_PREEMPTED=1, or ended with --preemptible=cancel.
+// preemptible job on a GPU that a normal job needs gives way (SIGTERM, grace), its log saying so,
+// is requeued once and restarted with GPULANE_PREEMPTED=1, or ended with --preemptible=cancel.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -46,7 +46,9 @@ TEST(Preemption, APreemptibleJobGivesWayIsRequeuedOnceAndRestartsWithGpulanePree
   EXPECT_EQ(job["attempts"][0]["state"], "cancelled");
   EXPECT_EQ(job["attempts"][0]["preempted"], true);
   EXPECT_EQ(job["attempts"][0]["exit_code"], 143) << "ended by the SIGTERM, within its grace";
-  EXPECT_TRUE(Contains(job["attempts"][0]["reason"].get<std::string>(), "preempted: root's job (1st in line) needs GPU0")) << job.dump();
+  // Named by its id: the waiting job's ticket says which job it is.
+  const std::string gave_way = fmt::format("preempted: root's job {} (1st in line) needs GPU0", normal);
+  EXPECT_EQ(job["attempts"][0]["reason"], gave_way) << job.dump();
   EXPECT_TRUE(Contains(d.Log(), fmt::format("job {} (root) was stopped and is requeued: preempted: ", preemptible))) << d.Log();
 
   // Back once the normal job has ended: attempt 1, told it was preempted; requeued exactly once.
@@ -56,7 +58,10 @@ TEST(Preemption, APreemptibleJobGivesWayIsRequeuedOnceAndRestartsWithGpulanePree
   EXPECT_EQ(job["attempts"].size(), 2u) << "one earlier attempt and the running one: " << job.dump();
   const std::string logs = d.Gpulane({"logs", std::to_string(preemptible)}).out;
   EXPECT_TRUE(Contains(logs, "attempt=0 preempted=0\n")) << logs;
-  EXPECT_TRUE(Contains(logs, "gpulane: attempt 2, requeued: preempted: root's job (1st in line) needs GPU0\n")) << logs;
+  // The first attempt's log ends saying why gpulane stopped it and that it goes back in line.
+  EXPECT_TRUE(IsStoppedAfterLine(LineStartingWith(logs, "gpulane: stopped"),
+                                 gave_way + "; it goes back in line (--preemptible=requeue)")) << logs;
+  EXPECT_TRUE(Contains(logs, "gpulane: attempt 2, requeued: " + gave_way + "\n")) << logs;
   EXPECT_TRUE(Contains(logs, "attempt=1 preempted=1\n")) << logs;
   // A preemption uses none of --retry, and queue and show say so.
   EXPECT_EQ(job["retries_used"], 0);
@@ -77,7 +82,12 @@ TEST(Preemption, WithPreemptibleCancelTheJobThatGivesWayEndsCancelled) {
   ASSERT_TRUE(d.WaitForState(preemptible, "running", 30)) << d.State(preemptible) << "\n" << d.Log();
   const std::int64_t normal = d.Submit({"--gpus", "0", "--", "true"});
   ASSERT_TRUE(d.WaitForState(preemptible, "cancelled", 30)) << d.State(preemptible) << "\n" << d.Log();
-  EXPECT_TRUE(Contains(d.Show(preemptible)["reason"].get<std::string>(), "preempted: ")) << d.Show(preemptible).dump();
+  const std::string gave_way = fmt::format("preempted: root's job {} (1st in line) needs GPU0", normal);
+  EXPECT_TRUE(Contains(d.Show(preemptible)["reason"].get<std::string>(), gave_way)) << d.Show(preemptible).dump();
+  // Its log ends saying why gpulane stopped it, and that it does not go back in line.
+  const std::string logs = d.Gpulane({"logs", std::to_string(preemptible)}).out;
+  EXPECT_TRUE(IsStoppedAfterLine(LineStartingWith(logs, "gpulane: stopped"),
+                                 gave_way + "; it does not go back in line (--preemptible=cancel)")) << logs;
   EXPECT_TRUE(d.WaitForState(normal, "completed", 30)) << d.State(normal);
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // Small helpers for reading what gpulane printed.
 #include <cstdint>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,21 @@ inline std::vector<std::string> Lines(const std::string& text) {
 }
 
 inline bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+/// The first line of `text` that starts with `prefix` ("" when none).
+inline std::string LineStartingWith(const std::string& text, const std::string& prefix) {
+  for (const std::string& line : Lines(text))
+    if (line.rfind(prefix, 0) == 0) return line;
+  return "";
+}
+
+/// Whether `line` is the supervisor's last line for a job that gpulane stopped, "gpulane: stopped
+/// after <seconds, one decimal> s: <words>", with exactly these `words`.
+inline bool IsStoppedAfterLine(const std::string& line, const std::string& words) {
+  static const std::regex head(R"(gpulane: stopped after [0-9]+\.[0-9] s: )");
+  std::smatch m;
+  return std::regex_search(line, m, head, std::regex_constants::match_continuous) && line.substr(m.length()) == words;
+}
 
 /// Number of lines (of '\n') in `text`.
 inline long LineCount(const std::string& text) {

@@ -26,8 +26,8 @@ TEST(MemoryGuard, AJobOverItsDeclarationIsWarnedAtOnceAndStoppedOnceAfterTheGrac
   EXPECT_EQ(guard.Observe(10.9, {Share(45 * kGiB)}).action, GuardAction::kNone);
   GuardDecision stop = guard.Observe(11, {Share(45 * kGiB)});
   ASSERT_EQ(stop.action, GuardAction::kStop);
-  EXPECT_EQ(stop.message, "memory over declaration: held 45.0 GiB on GPU 0 for 10 s, over its declared 30.0 GiB (--mem) and "
-                          "the 1.0 GiB margin (lease.memory_margin, anomaly.overuse_grace)");
+  EXPECT_EQ(stop.message, "memory over declaration: held 46080 MiB on GPU 0, over its limit of 31744 MiB (--mem 30720 MiB + "
+                          "lease.memory_margin 1024 MiB) for 10 s (anomaly.overuse_grace 10 s)");
   EXPECT_EQ(guard.Observe(12, {Share(45 * kGiB)}).action, GuardAction::kNone) << "stopped once";
 }
 
