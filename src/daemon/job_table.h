@@ -92,11 +92,6 @@ struct JobTableLimits {
   double requeue_grace_s = 10;
   /// Launched jobs that may wait for GPUs at once (daemon.max_waiting, sched::DefaultMaxWaiting).
   unsigned max_waiting = 4;
-  /// The lease line now, as every decider of it gathers it (lease/decision_inputs.h): a ready job
-  /// the cap leaves out is launched when the line grants it GPUs at once behind every request
-  /// waiting there (sched::LaunchPastCap). nullopt: unknown (nothing is launched past the cap);
-  /// unset: nothing is.
-  std::function<std::optional<LineSeen>()> line_now;
   /// How long a store write waits for another connection's lock (milliseconds): normally, and
   /// while the store is unavailable (each later turn retries, so the loop is never stalled long).
   int busy_timeout_ms = store::kDefaultBusyTimeoutMs;
@@ -125,6 +120,11 @@ struct JobTableLimits {
   /// launched past max_waiting and --mem jobs share GPUs: nothing else bounds the jobs launched or
   /// running at once). A status change is read at once anyway (inotify: ImportStatus).
   std::size_t supervisor_checks_per_tick = 500;
+  /// The lease line now, as every decider of it gathers it (lease/decision_inputs.h): a ready job
+  /// the cap leaves out is launched when the line grants it GPUs at once behind every request
+  /// waiting there (sched::LaunchPastCap). nullopt: unknown (nothing is launched past the cap);
+  /// unset: nothing is. (Last: the tests set the first members in order.)
+  std::function<std::optional<LineSeen>()> line_now;
 };
 
 /// The groups of a user by name (for "@group" shares); the daemon asks the user database.

@@ -64,6 +64,11 @@ class LiveGpus final : public GpuOpener {
     std::lock_guard lock(state_->mu);
     state_->xids[pci_index].push_back(xid);
   }
+  /// The GPUs as they are now.
+  GpuSnapshot Current() const {
+    std::lock_guard lock(state_->mu);
+    return state_->snapshot;
+  }
   /// Whether Set was called.
   bool set() const {
     std::lock_guard lock(state_->mu);

@@ -30,7 +30,7 @@ class DaemonInProcPastCap : public InProcDaemonTest {
     lease::LeaseRecord run;
     run.job_id = "r" + std::to_string(getpid());
     run.pid = getpid();
-    run.gpus = {{gpus_.snapshot.devices[0].uuid, std::nullopt}};
+    run.gpus = {{gpus_.Current().devices[0].uuid, std::nullopt}};
     run.started_s = clock_.WallS();
     run.time_limit_s = 3600;
     auto held = dir.CreateLease(run);

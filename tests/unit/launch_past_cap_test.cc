@@ -17,13 +17,13 @@ using test::IdleGpus;
 using Ids = std::vector<std::int64_t>;
 
 // GPU `i` leased by a job that ends at `until` (nullopt: no time limit).
-void Lease(std::vector<GpuState>& gpus, unsigned i, std::optional<double> until) {
+void LeaseGpu(std::vector<GpuState>& gpus, unsigned i, std::optional<double> until) {
   gpus[i].has_context = true;
   gpus[i].exclusive_holder = "bob (job 1)";
   gpus[i].busy_until_s = until;
 }
 
-Request Job(unsigned count, std::optional<double> limit = std::nullopt) {
+Request CapJob(unsigned count, std::optional<double> limit = std::nullopt) {
   Request r;
   r.count = count;
   r.time_limit_s = limit;
@@ -45,17 +45,17 @@ LineNow LineOf(std::vector<GpuState> gpus, std::vector<Request> line, PolicyKind
 // without a time limit, or longer than the hour, would delay the head.
 TEST(LaunchPastCap, ASmallJobStartsOnTheIdleGpuOnlyWhenItEndsBeforeTheHeadsStart) {
   auto gpus = IdleGpus(2);
-  Lease(gpus, 0, 3600.0);
-  const LineNow line = LineOf(gpus, {Job(2)});
-  const std::vector<CappedJob> capped = {{11, Job(1)}, {12, Job(1, 7200)}, {13, Job(1, 600)}, {14, Job(1, 600)}};
+  LeaseGpu(gpus, 0, 3600.0);
+  const LineNow line = LineOf(gpus, {CapJob(2)});
+  const std::vector<CappedJob> capped = {{11, CapJob(1)}, {12, CapJob(1, 7200)}, {13, CapJob(1, 600)}, {14, CapJob(1, 600)}};
   EXPECT_EQ(LaunchPastCap(line, capped), Ids{13}) << "only the short job; the second short one finds GPU1 taken";
   EXPECT_EQ(LaunchPastCap(LineOf(gpus, {}), capped), Ids{11}) << "nobody waits: the first takes the idle GPU";
-  EXPECT_TRUE(LaunchPastCap(LineOf(gpus, {Job(2)}, PolicyKind::kFifo), capped).empty()) << "fifo: nothing overtakes";
+  EXPECT_TRUE(LaunchPastCap(LineOf(gpus, {CapJob(2)}, PolicyKind::kFifo), capped).empty()) << "fifo: nothing overtakes";
 }
 
 TEST(LaunchPastCap, PreemptibleNamedGpusPartitionsAndMigDevicesAreLeftToTheCap) {
   const LineNow line = LineOf(IdleGpus(4), {});
-  Request preemptible = Job(1), named = Job(1), partition = Job(1), mig = Job(1);
+  Request preemptible = CapJob(1), named = CapJob(1), partition = CapJob(1), mig = CapJob(1);
   preemptible.preemptible = Preemptible::kRequeue;
   named.gpu_list = "2";
   partition.partition = "night";
@@ -79,14 +79,14 @@ std::vector<GpuState> RandomGpus(std::mt19937& rng, unsigned n) {
   auto gpus = IdleGpus(n);
   for (unsigned i = 0; i < n; ++i) {
     const unsigned kind = rng() % 4;
-    if (kind == 1) Lease(gpus, i, static_cast<double>(rng() % 7200));
-    if (kind == 2) Lease(gpus, i, std::nullopt);
+    if (kind == 1) LeaseGpu(gpus, i, static_cast<double>(rng() % 7200));
+    if (kind == 2) LeaseGpu(gpus, i, std::nullopt);
   }
   return gpus;
 }
 
 Request RandomJob(std::mt19937& rng, unsigned n) {
-  Request r = Job(1 + static_cast<unsigned>(rng() % n));
+  Request r = CapJob(1 + static_cast<unsigned>(rng() % n));
   if (rng() % 3) r.time_limit_s = static_cast<double>(60 + rng() % 7200);
   r.uid = static_cast<std::uint32_t>(rng() % 3);
   return r;
