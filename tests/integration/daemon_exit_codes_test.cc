@@ -194,7 +194,7 @@ TEST(DaemonExitCodes, SomeJobsFailingMeansWarningsTheOthersDoneAndTheFirstFailur
 // it; the other job commands: how to stop it, exit 2); otherwise "no running gpulane run", exit 8.
 TEST(DaemonExitCodes, ARunsIdIsARunOnlyWhileThatProcessHoldsARunLease) {
   TestDaemon d;
-  Child other = StartProcess({"sleep", "60"});  // a live process, no gpulane run
+  Child other = StartProcess({"/bin/sleep", "60"});  // a live process, no gpulane run
   const std::string not_run = fmt::format("r{}", other.pid()), gone = fmt::format("r{}", UnusedPid());
   for (const std::string& id : {not_run, gone})
     for (const char* command : {"show", "cancel", "wait", "logs", "hold"}) {
