@@ -21,8 +21,10 @@
 #include "cli/slurm_jobs.h"
 #include "cli/watch_frames.h"
 #include "lease/lease_dir.h"
+#include "os/user_groups.h"
 #include "render/queue_table.h"
 #include "sched/partition.h"
+#include "store/job_id.h"
 #include "util/bytes_json.h"
 #include "util/config.h"
 #include "util/exit_codes.h"
@@ -77,10 +79,48 @@ void ForEachWaitingRun(const lease::DirContents& contents, const std::string& us
   }
 }
 
-// The waiting runs as rows of the table.
+// The `gpulane run`s (and Python leases) that hold GPUs now: live leases that are no queued job's
+// (their job ids do not start with a digit), `user`'s alone when given, each with its kind and
+// its GPUs as a request (how many, the memory declared). An unreadable lease names no job: whose
+// it is, `status` says.
+struct RunningRun {
+  const lease::LeaseRecord& lease;
+  const char* kind;
+  sched::Request request;
+  double age_s;  ///< since it asked for its GPUs (or started, when that is not known)
+};
+
+void ForEachRunningRun(const lease::DirContents& contents, const std::string& user, const gpulane::Clock& clock,
+                       const std::function<void(const RunningRun&)>& each) {
+  for (const lease::LeaseRecord& l : contents.leases) {
+    const std::string id = lease::JobText(l);
+    if (!l.unreadable.empty() || id.empty() || std::isdigit(static_cast<unsigned char>(id[0])) || (!user.empty() && l.user != user))
+      continue;
+    sched::Request request;
+    request.count = static_cast<unsigned>(l.gpus.size());
+    if (!l.gpus.empty()) request.mem_bytes = l.gpus.front().mem_bytes;
+    const char* kind = id[0] == 'r' ? "gpulane run" : id[0] == 'p' ? "Python lease" : "lease";
+    each({l, kind, request, std::max(0.0, clock.WallS() - l.requested_s.value_or(l.started_s))});
+  }
+}
+
+// What a running run's lease tells of its request: how many GPUs and the memory declared on each,
+// nothing more (its lease does not say when it asked, for whom or how: not zeros, absent).
+json RunRequestJson(const sched::Request& request) {
+  json out = {{"count", request.count}};
+  if (request.mem_bytes) out["mem_bytes"] = *request.mem_bytes;
+  return out;
+}
+
+// The running and waiting runs as rows of the table.
 std::string LineRows(const std::string& user, const gpulane::Clock& clock) {
   std::string rows;
-  ForEachWaitingRun(ReadLeaseDirIfPresent(clock), user, clock, [&](const WaitingRun& w) {
+  const lease::DirContents contents = ReadLeaseDirIfPresent(clock);
+  ForEachRunningRun(contents, user, clock, [&](const RunningRun& r) {
+    AppendRunningRow(lease::JobText(r.lease), r.lease.user, r.lease.label, r.request, r.age_s,
+                     fmt::format("{}{}", r.kind, r.lease.parent.empty() ? "" : ", inside a job"), rows);
+  });
+  ForEachWaitingRun(contents, user, clock, [&](const WaitingRun& w) {
     const lease::TicketRecord& t = w.ticket;
     AppendLineRow(t.job_text, t.request.user, t.label, t.request, w.waited_s,
                   fmt::format("{}, {} in line{}", w.kind, Ordinal(w.place), t.parent.empty() ? "" : ", inside a job"), rows);
@@ -92,7 +132,25 @@ std::string LineRows(const std::string& user, const gpulane::Clock& clock) {
 // it: told from a queued job by their "line" object (and by having no numeric "id").
 std::vector<std::string> LineObjects(const std::string& user, const gpulane::Clock& clock) {
   std::vector<std::string> objects;
-  ForEachWaitingRun(ReadLeaseDirIfPresent(clock), user, clock, [&](const WaitingRun& w) {
+  auto add = [&](const json& object) {
+    std::string indented;
+    for (char c : object.dump(2)) indented += c == '\n' ? std::string("\n  ") : std::string(1, c);
+    objects.push_back(std::move(indented));
+  };
+  const lease::DirContents contents = ReadLeaseDirIfPresent(clock);
+  ForEachRunningRun(contents, user, clock, [&](const RunningRun& r) {
+    json uuids = json::array();
+    for (const auto& gpu : r.lease.gpus) uuids.push_back(gpu.uuid);
+    add({{"id_text", lease::JobText(r.lease)},
+         {"user", r.lease.user},
+         {"state", "running"},
+         {"submit_time", r.lease.requested_s.value_or(r.lease.started_s)},
+         {"start_time", r.lease.started_s},
+         {"gpu_uuids", uuids},
+         {"spec", {{"name", r.lease.label}, {"request", RunRequestJson(r.request)}}},
+         {"run", {{"kind", r.kind}, {"inside_job", !r.lease.parent.empty()}}}});
+  });
+  ForEachWaitingRun(contents, user, clock, [&](const WaitingRun& w) {
     const lease::TicketRecord& t = w.ticket;
     const json object = {
         {"id_text", t.job_text},
@@ -101,9 +159,7 @@ std::vector<std::string> LineObjects(const std::string& user, const gpulane::Clo
         {"submit_time", static_cast<double>(t.seq) / 1e9},
         {"spec", {{"name", t.label}, {"request", proto::RequestToJson(t.request)}}},
         {"line", {{"kind", w.kind}, {"place", w.place}, {"inside_job", !t.parent.empty()}}}};
-    std::string indented;
-    for (char c : object.dump(2)) indented += c == '\n' ? std::string("\n  ") : std::string(1, c);
-    objects.push_back(std::move(indented));
+    add(object);
   });
   return objects;
 }
@@ -111,6 +167,8 @@ std::vector<std::string> LineObjects(const std::string& user, const gpulane::Clo
 // The queue as `queue` prints it, written through `out`.
 int WriteQueue(bool as_json, bool all, const std::string& user, std::uint64_t limit,
                const std::function<Status(std::string_view)>& out, const gpulane::Clock& clock) {
+  if (!user.empty())  // as `report --user` decides it, with or without a daemon
+    if (auto known = UidOfUserOption(user); !known) return Fail(known.error());
   json request = {{"op", "queue"}, {"all", all}, {"stream", as_json ? "json" : "table"}};
   if (!user.empty()) request["user"] = user;
   if (limit) request["limit"] = limit;  // with --all; the daemon's default (1000) otherwise
@@ -337,9 +395,37 @@ void AddUsage(json& job) {
   if ((**answer).value("running", false)) job["usage_running"] = true;
 }
 
+// A live `gpulane run` (r<pid>), as its lease tells it (what `status` knows): whose, its program,
+// its GPUs and since when. --json: the same as an object.
+int ShowRun(const lease::LeaseRecord& run, bool as_json) {
+  json gpus = json::array();
+  for (const auto& gpu : run.gpus)
+    gpus.push_back(gpu.mem_bytes ? json{{"uuid", gpu.uuid}, {"mem_bytes", *gpu.mem_bytes}} : json{{"uuid", gpu.uuid}});
+  json out = {{"id_text", run.job_id}, {"kind", "run"}, {"state", "running"}, {"user", run.user}, {"pid", run.pid},
+              {"name", run.label}, {"gpus", gpus}, {"start_time", run.started_s}};
+  if (run.time_limit_s) out["time_limit_s"] = *run.time_limit_s;
+  if (as_json) {
+    fmt::print("{}\n", out.dump(2));
+    return kExitOk;
+  }
+  std::string uuids;
+  for (const auto& gpu : run.gpus) uuids += (uuids.empty() ? "" : ", ") + EscapeForTerminal(gpu.uuid);
+  fmt::print("job {}  {}  running (a `gpulane run`, not a queued job: stop it with Ctrl-C where it runs, or kill {})\n",
+             run.job_id, EscapeForTerminal(run.user), run.job_id.substr(1));
+  fmt::print("  name      {}\n  gpus      {}\n  started   {}\n", EscapeForTerminal(run.label),
+             uuids.empty() ? "none" : uuids, LocalTime(out, "start_time"));
+  if (run.time_limit_s) fmt::print("  timelimit {}\n", FormatSeconds(*run.time_limit_s));
+  return kExitOk;
+}
+
 // One job (a job, a task), or with an array's id or 12_[1-3] each task, a blank line between.
-// --json: the job's object, or a list of them for an array or a list of tasks.
+// --json: the job's object, or a list of them for an array or a list of tasks. A run's id
+// (r<pid>): the live run, or "no running gpulane run" (RunIdError).
 int RunShow(const std::string& word, bool as_json) {
+  if (store::IsRunId(word)) {
+    if (auto run = LiveRunLease(word)) return ShowRun(*run, as_json);
+    return Fail(RunIdError(word));
+  }
   std::vector<std::string> slurm_ids, local;
   SplitSlurmIds({word}, &slurm_ids, &local);
   if (!slurm_ids.empty()) return ShowSlurmJob(slurm_ids.front(), as_json);

@@ -8,6 +8,7 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "os/user_groups.h"
 #include "util/say.h"
 #include "proto/telemetry_json.h"
 #include "render/report_table.h"
@@ -36,6 +37,8 @@ int RunReport(const ReportOptions& o) {
   auto by = telemetry::ParseReportBy(o.by);
   if (!by)
     return Fail(MakeError(ErrorKind::kInvalidArgument, fmt::format("--by {}: give user, job, gpu or day", o.by)));
+  if (!o.user.empty())
+    if (auto known = UidOfUserOption(o.user); !known) return Fail(known.error());
   const double since_s = static_cast<double>(std::time(nullptr)) - *since;
   json request = {{"op", "report"}, {"since_s", since_s}, {"by", o.by}};
   if (!o.user.empty()) request["user"] = o.user;

@@ -203,6 +203,13 @@ Result<store::JobSpec> MakeSubmitSpec(const SubmitOptions& o) {
   char cwd[4096];
   if (!getcwd(cwd, sizeof cwd)) return MakeError(ErrorKind::kIo, "cannot read the current directory");
   spec.cwd = cwd;
+  // The default log (gpulane-<id>.out) is created here, as the submitting user the job runs as: a
+  // folder they cannot write would fail the job only after its wait in the queue.
+  if (o.output.empty() && access(cwd, W_OK | X_OK) != 0)
+    return MakeError(ErrorKind::kInvalidArgument,
+                     fmt::format("cannot create the job's log gpulane-<id>.out in {}: {}: give -o PATH (a file you can "
+                                 "write) or cd to a folder of yours (nothing was queued)",
+                                 cwd, std::strerror(errno)));
   spec.env = exec::CurrentEnvironment();
   return spec;
 }

@@ -14,6 +14,7 @@
 #include "os/process_table.h"
 #include "proto/wire.h"
 #include "store/job_id.h"
+#include "util/clock.h"
 #include "util/config.h"
 #include "util/strings.h"
 #include "util/terminal_text.h"
@@ -35,12 +36,41 @@ Result<std::unique_ptr<GpuBackend>> OpenBackend(const os::Env& env) {
   return std::unique_ptr<GpuBackend>(new proto::SnapshotSource(daemon::SnapshotSockets(), env.clock, env.gpus));
 }
 
+std::optional<lease::LeaseRecord> LiveRunLease(std::string_view id) {
+  if (!store::IsRunId(id)) return std::nullopt;
+  const std::string pid(id.substr(1));
+  const SystemClock clock{};  // orders tickets only, unread here
+  lease::DirContents contents = ReadLeaseDirIfPresent(clock);
+  for (auto& lease : contents.leases) {
+    if (!lease.unreadable.empty() || lease.job_id != id) continue;
+    // Its lock is held by that very process (the kernel's word, /proc/locks), not only named so
+    // by the file's owner: never "kill 1234" for a pid that is no gpulane run.
+    const pid_t holder = lease.holder ? lease.holder : lease.pid;
+    if (std::to_string(holder) == pid) return std::move(lease);
+  }
+  return std::nullopt;
+}
+
+Error RunIdError(std::string_view id) {
+  const std::string_view pid = id.substr(1);
+  if (auto run = LiveRunLease(id))
+    return MakeError(ErrorKind::kInvalidArgument,
+                     fmt::format("job id '{}': a `gpulane run` ({}'s process {}), not a queued job: stop it with Ctrl-C "
+                                 "where it runs, or kill {}",
+                                 id, run->user, pid, pid));
+  return MakeError(ErrorKind::kNotFound,
+                   fmt::format("no running gpulane run {}: no live lease of process {} (`gpulane status` lists the runs "
+                               "that hold GPUs, `gpulane report --by job` the ended ones)",
+                               id, pid));
+}
+
 Result<std::vector<std::string>> JobIdArgs(const std::vector<std::string>& words) {
   std::vector<std::string> ids;
   for (const auto& word : words) {
     auto split = store::SplitJobIds(word);
     if (split.empty()) return store::ParseJobRefs(word).error();  // "" or blanks
     for (auto& id : split) {
+      if (store::IsRunId(id)) return RunIdError(id);
       if (auto refs = store::ParseJobRefs(id); !refs) return refs.error();
       ids.push_back(std::move(id));
     }

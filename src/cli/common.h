@@ -35,9 +35,16 @@ void Warn(const std::string& message);
 /// notify.command is set (the message says where to set them).
 Result<NotifyTarget> NotifyTargetOf(const std::string& events, const Config& config);
 
+/// The live lease of the `gpulane run` named `id` ("r1234", as status names it): one whose lock
+/// that process holds; nullopt when there is none (no such run, or it has ended).
+std::optional<lease::LeaseRecord> LiveRunLease(std::string_view id);
+/// The error for a run's id given to a job command: kInvalidArgument saying it is a run and how to
+/// stop it when LiveRunLease finds it, else kNotFound "no running gpulane run r1234".
+Error RunIdError(std::string_view id);
+
 /// The job ids of a command line ("12", "12_3", "12_[1-3,7]"; a word may hold several separated by
 /// commas), checked with the one parser of the notation (store/job_id.h) and passed on as written.
-/// Errors: kInvalidArgument naming the first bad id and the forms expected.
+/// Errors: kInvalidArgument naming the first bad id and the forms expected; a run's id, RunIdError.
 Result<std::vector<std::string>> JobIdArgs(const std::vector<std::string>& words);
 
 /// For a daemon reply to a command over several jobs (its "failed": id, error and code each):

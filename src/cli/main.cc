@@ -95,6 +95,7 @@ int main(int argc, char** argv) {
   CLI::App app{"gpulane: see, choose and lease the GPUs of a shared server", "gpulane"};
   app.require_subcommand(1);
   app.set_version_flag("--version", gpulane::cli::VersionLine());
+  app.formatter(gpulane::cli::MakeUsageFormatter());  // before the subcommands: they copy it
   const os::SystemEnv real_os;  // the real clocks and /proc (os/env.h), passed down to the commands
   cli::Runner run;
   RegisterSubcommands(app, &run, argc > 1 ? argv[1] : "", real_os.env());
@@ -122,9 +123,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::Success& e) {  // --help, --help-all, --version (with other words)
     ExitWithCli11(app, e);
   } catch (const CLI::ParseError& e) {
-    // An option a (sub)command does not know: named with the nearest it does know.
-    const std::string unknown = dynamic_cast<const CLI::ExtrasError*>(&e) ? cli::UnknownOptionIn(app, words) : "";
-    cli::PrintDiagnostic("error", unknown.empty() ? fmt::format("{}; see 'gpulane --help'", e.what()) : unknown);
+    // An option a (sub)command does not know, a value it cannot take, a missing job id: one line
+    // naming the word as typed (cli/suggest.h).
+    cli::PrintDiagnostic("error", cli::ParseErrorMessage(app, words, e));
     return kExitUsage;
   }
   if (!run) return kExitUsage;

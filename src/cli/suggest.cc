@@ -106,3 +106,73 @@ std::string UnknownOptionIn(CLI::App& app, const std::vector<std::string>& args)
 }
 
 }  // namespace gpulane::cli
+
+namespace gpulane::cli {
+namespace {
+
+// The deepest subcommand `args` name (before any "--"), `app` itself when none.
+CLI::App* CommandOf(CLI::App& app, const std::vector<std::string>& args) {
+  CLI::App* current = &app;
+  for (const std::string& word : args) {
+    if (word == "--") break;
+    if (CLI::App* sub = FindSubcommand(*current, word)) current = sub;
+  }
+  return current;
+}
+
+// CLI11's "Could not convert: --gpu-count = two": the option as the user typed it (-g) and what it
+// takes; "" when `what` is not that message.
+std::string ConversionMessage(CLI::App& app, const std::vector<std::string>& args, std::string_view what) {
+  constexpr std::string_view kPrefix = "Could not convert: ";
+  const std::size_t eq = what.find(" = ");
+  if (what.rfind(kPrefix, 0) != 0 || eq == std::string_view::npos) return "";
+  const std::string name(what.substr(kPrefix.size(), eq - kPrefix.size()));
+  const std::string value(what.substr(eq + 3));
+  CLI::App* command = CommandOf(app, args);
+  std::string typed = name, type = "value";
+  for (const std::string& word : args) {
+    if (word == "--") break;
+    if (word.size() < 2 || word[0] != '-') continue;
+    for (const CLI::App* a = command; a; a = a->get_parent()) {
+      const CLI::Option* option = a->get_option_no_throw(OptionName(word));
+      if (!option || !option->check_name(name)) continue;
+      typed = OptionName(word);
+      type = option->get_type_name();
+    }
+  }
+  const std::string help = fmt::format("gpulane {} --help", command->get_name());
+  if (type == "N") return fmt::format("{} {}: give a whole number, e.g. {} 2 ({})", typed, value, typed, help);
+  return fmt::format("{} {}: not a valid {} ({})", typed, value, type, help);
+}
+
+// CLI11's "job is required" (a job command without its id): which command needs what, by example.
+std::string RequiredMessage(CLI::App& app, const std::vector<std::string>& args, std::string_view what) {
+  if (what != "job is required" && what != "jobs is required") return "";
+  const std::string command = CommandOf(app, args)->get_name();
+  return fmt::format("gpulane {0} needs a job id, e.g. gpulane {0} 12", command);
+}
+
+// Usage lines that show the command after "--" (CLI11 2.1 has no setter for a usage line).
+class UsageFormatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App* app, std::string name) const override {
+    std::string usage = CLI::Formatter::make_usage(app, std::move(name));
+    const std::string command = app->get_name();
+    if ((command == "run" || command == "submit") && !usage.empty() && usage.back() == '\n')
+      usage.insert(usage.size() - 1, " [-- COMMAND [ARGS...]]");
+    return usage;
+  }
+};
+
+}  // namespace
+
+std::string ParseErrorMessage(CLI::App& app, const std::vector<std::string>& args, const CLI::ParseError& e) {
+  std::string message = dynamic_cast<const CLI::ExtrasError*>(&e) ? UnknownOptionIn(app, args) : "";
+  if (message.empty()) message = ConversionMessage(app, args, e.what());
+  if (message.empty()) message = RequiredMessage(app, args, e.what());
+  return message.empty() ? fmt::format("{}; see 'gpulane --help'", e.what()) : message;
+}
+
+std::shared_ptr<CLI::FormatterBase> MakeUsageFormatter() { return std::make_shared<UsageFormatter>(); }
+
+}  // namespace gpulane::cli

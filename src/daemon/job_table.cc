@@ -328,14 +328,16 @@ void JobTable::CollectEnd(Job& job, const SupervisorStatus& status) {
 }
 
 // The reason an ended job is stored with: its supervisor's, except for a cancel: the daemon's own
-// words where the supervisor has none (the idle cancel says why), and for a started job cancelled
+// words where the supervisor has none (the idle cancel says why), and for a launched job cancelled
 // by a person, who did it, as for a pending one ("cancelled by alice"; its log's last line says
-// when and how: supervisor.cc, EndWords).
+// when and how: supervisor.cc, EndWords), also while it waited for GPUs ("cancelled by alice while
+// waiting for GPUs").
 std::string JobTable::EndReason(const Job& job, JobState end, const SupervisorStatus& status) {
   constexpr std::string_view kCancelling = "cancelling (by ";
   if (end != JobState::kCancelled || job.reason.empty()) return status.reason;
-  if (job.reason.rfind(kCancelling, 0) == 0 && job.reason.back() == ')' && !status.interrupted) {
+  if (job.reason.rfind(kCancelling, 0) == 0 && job.reason.back() == ')') {
     const std::string by = job.reason.substr(kCancelling.size(), job.reason.size() - kCancelling.size() - 1);
+    if (status.interrupted) return "cancelled by " + by + " while waiting for GPUs";
     return "cancelled by " + by + (status.reason.empty() ? "" : "; " + status.reason);
   }
   const bool keep = status.reason.empty() && job.reason.rfind("cancelling", 0) != 0;

@@ -4,6 +4,8 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 namespace gpulane {
 
 std::vector<std::string> GroupNamesOf(std::uint32_t uid) {
@@ -26,6 +28,16 @@ std::vector<std::string> GroupNamesOf(std::uint32_t uid) {
     if (getgrgid_r(gid, &gr, gbuf.data(), gbuf.size(), &g) == 0 && g && g->gr_name) names.emplace_back(g->gr_name);
   }
   return names;
+}
+
+Result<std::uint32_t> UidOfUserOption(const std::string& name) {
+  struct passwd pw;
+  struct passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  if (name.empty() || getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &found) != 0 || !found)
+    return MakeError(ErrorKind::kInvalidArgument,
+                     fmt::format("--user {}: no such user on this machine (give a login name, as `getent passwd` lists them)", name));
+  return static_cast<std::uint32_t>(found->pw_uid);
 }
 
 }  // namespace gpulane

@@ -84,4 +84,10 @@ void AppendLineRow(const std::string& id, const std::string& user, const std::st
                  GpusColumn(request), "waiting", FormatSeconds(waited_s), EscapeForTerminal(why));
 }
 
+void AppendRunningRow(const std::string& id, const std::string& user, const std::string& label,
+                      const sched::Request& request, double age_s, const std::string& where, std::string& out) {
+  fmt::format_to(std::back_inserter(out), kRow, EscapeForTerminal(id), EscapeForTerminal(user), NameColumn(label),
+                 GpusColumn(request), "running", FormatSeconds(age_s), EscapeForTerminal(where));
+}
+
 }  // namespace gpulane

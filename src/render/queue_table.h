@@ -28,4 +28,10 @@ void AppendQueueRow(const store::Job& job, const std::vector<unsigned>& gpu_indi
 void AppendLineRow(const std::string& id, const std::string& user, const std::string& label, const sched::Request& request,
                    double waited_s, const std::string& why, std::string& out);
 
+/// A `gpulane run` (or Python lease) that holds GPUs now, as `queue` lists it beside the waiting
+/// ones: its job id, owner, label, GPUs, "running", how long since it asked for them and `where`
+/// ("gpulane run"); every field escaped for the terminal.
+void AppendRunningRow(const std::string& id, const std::string& user, const std::string& label,
+                      const sched::Request& request, double age_s, const std::string& where, std::string& out);
+
 }  // namespace gpulane

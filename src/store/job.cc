@@ -78,7 +78,8 @@ std::string ExpandLogPath(const std::string& pattern, const Job& job) {
     else if (c == '%') out += '%';
     else out += std::string("%") + c;
   }
-  if (out.empty() || out.front() != '/') out = job.spec.cwd + "/" + out;
+  if (out.empty() || out.front() != '/')  // relative to the job's directory: "/" + name at the root, not "//"
+    out = job.spec.cwd + (!job.spec.cwd.empty() && job.spec.cwd.back() == '/' ? "" : "/") + out;
   return out;
 }
 

@@ -29,6 +29,8 @@ std::optional<std::int64_t> ParseBounded(std::string_view text, std::int64_t max
 
 }  // namespace
 
+bool IsRunId(std::string_view text) { return text.size() > 1 && text.front() == 'r' && AllDigits(text.substr(1)); }
+
 Result<std::vector<int>> ParseTaskIndices(std::string_view text) {
   auto bad = [] {
     return MakeError(ErrorKind::kInvalidArgument,
@@ -62,12 +64,13 @@ Result<std::vector<JobRef>> ParseJobRefs(std::string_view text) {
   auto bad = [&](std::string_view why = "") {
     return MakeError(ErrorKind::kInvalidArgument, fmt::format("job id '{}': {}{}", text, why, kForms));
   };
-  // status and report name a `gpulane run` r<its pid>: not a queued job, and said so.
-  if (text.size() > 1 && text.front() == 'r' && AllDigits(text.substr(1)))
+  // status and report name a `gpulane run` r<its pid>: no queued job. Whether such a run is live
+  // is the lease directory's to say (the CLI asks it before it comes here: cli/common.h, RunIdError).
+  if (IsRunId(text))
     return MakeError(ErrorKind::kInvalidArgument,
-                     fmt::format("job id '{}': a `gpulane run` (process {}), not a queued job: stop it with Ctrl-C where it "
-                                 "runs, or kill {}; `gpulane report --by job` shows its usage once it has ended",
-                                 text, text.substr(1), text.substr(1)));
+                     fmt::format("job id '{}': r<pid> names a `gpulane run`, not a queued job: `gpulane status` lists the "
+                                 "runs that hold GPUs",
+                                 text));
   const auto underscore = text.find('_');
   const std::string_view head = text.substr(0, underscore);
   auto id = ParseBounded(head, std::numeric_limits<std::int64_t>::max());

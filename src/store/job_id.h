@@ -29,6 +29,10 @@ using JobRef = sched::JobRef;
 /// naming the id and the forms expected ("job id '12_': give a job id (12), ...").
 Result<std::vector<JobRef>> ParseJobRefs(std::string_view text);
 
+/// Whether `text` is a `gpulane run`'s id as status and report write it: "r" and its pid ("r4121").
+/// No queued job has one (ParseJobRefs refuses it).
+bool IsRunId(std::string_view text);
+
 /// Splits a comma-separated list of ids ("12, 13_2,14_[1-3,7]") into its ids, trimmed; commas in
 /// brackets belong to their id. "" gives no ids; an empty one between commas stays ("").
 std::vector<std::string> SplitJobIds(std::string_view text);

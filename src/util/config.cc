@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <fmt/format.h>
 #include <toml++/toml.h>
@@ -23,6 +25,11 @@ Result<Config> ReadConfigFiles() {
   if (!s.ok()) return s.error();
   std::string user_file;
   if (const char* explicit_file = std::getenv("GPULANE_CONFIG"); explicit_file && *explicit_file) {
+    // A file the user named is meant to be read: one that is not there is an error, not "no settings".
+    if (access(explicit_file, F_OK) != 0)
+      return MakeError(ErrorKind::kInvalidArgument,
+                       fmt::format("GPULANE_CONFIG={}: {}: create the file or unset GPULANE_CONFIG (docs/config.md)",
+                                   explicit_file, std::strerror(errno)));
     user_file = explicit_file;
   } else if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg) {
     user_file = std::string(xdg) + "/gpulane/config.toml";

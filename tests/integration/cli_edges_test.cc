@@ -52,6 +52,26 @@ TEST(CliEdges, AMistypedOptionNamesTheNearestOne) {
 
 // Slurm's --time (and -t) is gpulane's --time-limit; `submit --time 1h` said "put the whole command
 // after --", which was no help.
+// A new user's trial: `run -g two` said "Could not convert: --gpu-count = two", `logs` without an id
+// "job is required", and `run --help` showed no place for the command. Each now names what was
+// typed and what it takes.
+TEST(CliEdges, ABadValueOrAMissingJobIdIsSaidAsTyped) {
+  FakeMachine machine(EightGpus());
+  RunResult r = RunGpulane({"run", "-g", "two", "--", "true"}, machine.env());
+  EXPECT_TRUE(IsGpulaneError(r, 2, "-g two: give a whole number, e.g. -g 2 (gpulane run --help)")) << r.err;
+  r = RunGpulane({"pick", "--gpu-count", "x"}, machine.env());
+  EXPECT_TRUE(IsGpulaneError(r, 2, "--gpu-count x: give a whole number, e.g. --gpu-count 2")) << r.err;
+  for (const char* command : {"logs", "wait", "show"}) {
+    r = RunGpulane({command}, machine.env());
+    EXPECT_TRUE(IsGpulaneError(r, 2, fmt::format("gpulane {0} needs a job id, e.g. gpulane {0} 12", command))) << r.err;
+  }
+  for (const char* command : {"run", "submit"}) {
+    r = RunGpulane({command, "--help"}, machine.env());
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(Contains(r.out, fmt::format("gpulane {} [OPTIONS] [-- COMMAND [ARGS...]]", command))) << r.out;
+  }
+}
+
 TEST(CliEdges, SlurmsTimeOptionPointsToTimeLimit) {
   TestDaemon d;
   for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{

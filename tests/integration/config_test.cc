@@ -53,6 +53,24 @@ TEST(Config, ABrokenFileStopsEveryCommandWithItsFileAndLine) {
   EXPECT_EQ(status.exit_code, 0) << status.err;
 }
 
+// A file named by GPULANE_CONFIG that is not there is an error naming the variable and the path
+// (the user asked for its settings: silently running without them hid the typo), exit 2 as for a
+// broken file; the default file (~/.config/gpulane/config.toml) may be missing.
+TEST(Config, AMissingFileNamedByGpulaneConfigIsAnErrorTheDefaultOneIsNot) {
+  TestDaemon d({.start = false});
+  const fs::path missing = d.dir() / "nonexist.toml";
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{{"pick"}, {"status"}, {"queue"}}) {
+    SCOPED_TRACE(::testing::PrintToString(args));
+    RunResult r = d.Gpulane(args, {{"GPULANE_CONFIG", missing.string()}});
+    EXPECT_TRUE(IsGpulaneError(r, 2, fmt::format("GPULANE_CONFIG={}: ", missing.string()))) << r.err;
+    EXPECT_TRUE(Contains(r.err, "unset GPULANE_CONFIG")) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
+  RunResult pick = d.Gpulane({"pick"}, {{"GPULANE_CONFIG", "\x01unset"}, {"HOME", (d.dir() / "no-home").string()},
+                                        {"XDG_CONFIG_HOME", (d.dir() / "no-xdg").string()}});
+  EXPECT_EQ(pick.exit_code, 0) << pick.err;
+}
+
 // A job whose main process ends at once, leaving behind a process that survives SIGTERM (it
 // notes each one in `mark`): only SIGKILL, after the kill grace, ends the job.
 std::vector<std::string> LeavesAStubbornChild(const fs::path& ready, const fs::path& mark) {

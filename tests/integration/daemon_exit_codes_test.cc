@@ -186,6 +186,54 @@ TEST(DaemonExitCodes, SomeJobsFailingMeansWarningsTheOthersDoneAndTheFirstFailur
   ASSERT_EQ(d.Gpulane({"wait", run}).exit_code, 0);
 }
 
+// status names a `gpulane run` r<pid>. A new user's trial: `show r1234` and `cancel r1234` said "a
+// gpulane run (process 1234) ... kill 1234" for any pid, a live process that is no gpulane run
+// included. Only a live run lease of that very process makes it a run (show: what status knows of
+// it; the other job commands: how to stop it, exit 2); otherwise "no running gpulane run", exit 8.
+TEST(DaemonExitCodes, ARunsIdIsARunOnlyWhileThatProcessHoldsARunLease) {
+  TestDaemon d;
+  Child other = StartProcess({"/bin/sleep", "60"});  // a live process, no gpulane run
+  const std::string not_run = fmt::format("r{}", other.pid()), gone = fmt::format("r{}", UnusedPid());
+  for (const std::string& id : {not_run, gone})
+    for (const char* command : {"show", "cancel", "wait", "logs", "hold"}) {
+      RunResult r = d.Gpulane({command, id});
+      EXPECT_TRUE(IsGpulaneError(r, 8, "no running gpulane run " + id)) << command << " " << id;
+      EXPECT_FALSE(Contains(r.err, "kill")) << r.err;
+    }
+  const fs::path gate = d.work() / "gate";
+  Child run({GpulaneBinary(), "run", "-g", "1", "--", "/bin/sh", "-c", "while [ ! -e \"$0\" ]; do sleep 0.05; done",
+             gate.string()},
+            d.env());
+  const std::string id = fmt::format("r{}", run.pid());
+  ASSERT_TRUE(Eventually([&] { return Contains(d.Gpulane({"status"}).out, "job " + id); })) << run.ErrSoFar();
+  RunResult show = d.Gpulane({"show", id});
+  EXPECT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_TRUE(Contains(show.out, fmt::format("job {}  {}  running", id, UserName(getuid())))) << show.out;
+  EXPECT_TRUE(Contains(show.out, "  name      sh\n")) << show.out;
+  RunResult as_json = d.Gpulane({"show", "--json", id});
+  ASSERT_EQ(as_json.exit_code, 0) << as_json.err;
+  const json shown = json::parse(as_json.out);
+  EXPECT_EQ(shown["id_text"], id);
+  EXPECT_EQ(shown["kind"], "run");
+  EXPECT_EQ(shown["gpus"].size(), 1u) << shown.dump();
+  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"cancel", id}), 2, fmt::format("or kill {}", run.pid())));
+  Touch(gate);
+  ASSERT_TRUE(run.Wait(30).has_value());
+  EXPECT_TRUE(IsGpulaneError(d.Gpulane({"show", id}), 8, "no running gpulane run " + id)) << "it has ended";
+}
+
+// `--user NAME` of a user the machine does not know is a bad value (2), one answer for queue and
+// report (a new user's trial: queue said it with 8, "no such job"; report printed "(no finished job
+// in this period)" and exited 0).
+TEST(DaemonExitCodes, AnUnknownUserIsABadValueForQueueAndReportAlike) {
+  TestDaemon d;
+  for (const char* command : {"queue", "report"}) {
+    RunResult r = d.Gpulane({command, "--user", "nosuchuser-gl"});
+    EXPECT_TRUE(IsGpulaneError(r, 2, "--user nosuchuser-gl: no such user on this machine")) << command;
+  }
+  EXPECT_EQ(d.Gpulane({"queue", "--user", UserName(getuid())}).exit_code, 0);
+}
+
 // Another user's job: 9 for the commands that change it or read its output; show and wait are
 // everyone's. Needs root and setpriv (two test users); skipped otherwise.
 TEST(DaemonExitCodes, AnotherUsersJobIs9) {

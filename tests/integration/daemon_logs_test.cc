@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "support/daemon_fixture.h"
+#include "support/scenarios.h"
 #include "support/text.h"
 
 namespace gpulane::test {
@@ -233,6 +234,45 @@ TEST(DaemonLogs, ACancelledJobSaysSoInItsLogAndShowSaysWho) {
   const nlohmann::json shown = d.Show(id);
   EXPECT_EQ(shown["state"], "cancelled");
   EXPECT_EQ(shown["reason"], "cancelled by " + shown["user"].get<std::string>()) << shown.dump();
+}
+
+// A new user's trial: `gpulane logs N` of a job that has no log printed nothing and exited 0. A job
+// whose log could not be created, or an array task cancelled before it ran, says why on stderr in
+// one line (exit 12: no output to print for a job in that state).
+TEST(DaemonLogs, AJobWithNoLogSaysWhyInsteadOfPrintingNothing) {
+  TestDaemon d;
+  const fs::path nowhere = d.work() / "no-such-folder" / "out.log";
+  const std::int64_t failed = d.Submit({"-o", nowhere.string(), "--", "echo", "hi"});
+  ASSERT_TRUE(d.WaitForState(failed, "failed", 30));
+  RunResult logs = d.Gpulane({"logs", std::to_string(failed)});
+  EXPECT_TRUE(IsGpulaneError(logs, 12, fmt::format("job {} has no output: ", failed)));
+  EXPECT_TRUE(Contains(logs.err, nowhere.string())) << "names the log it could not create: " << logs.err;
+  RunResult array = d.Gpulane({"submit", "--hold", "--array", "0-1", "--", "echo", "hi"});
+  ASSERT_EQ(array.exit_code, 0) << array.err;
+  const std::string task = Lines(array.out).at(0) + "_1";
+  ASSERT_EQ(d.Gpulane({"cancel", task}).exit_code, 0);
+  RunResult never = d.Gpulane({"logs", task});
+  EXPECT_TRUE(IsGpulaneError(never, 12, fmt::format("job {} has no output: it never ran (cancelled: cancelled by {})", task,
+                                                    UserName(getuid()))));
+}
+
+// The default log is created in the submitting user's directory: one they cannot write is refused
+// at submit (one line, the fix: -o or cd), not after the job's wait in the queue.
+TEST(DaemonLogs, SubmitFromAFolderTheUserCannotWriteIsRefusedNamingTheFix) {
+  if (!CanSwitchUsers()) GTEST_SKIP() << "needs root and setpriv to act as another user (root may write anywhere)";
+  std::string why;
+  auto user = EnsureTestUser("gpulane-test-a", &why);
+  if (!user) GTEST_SKIP() << why;
+  TestDaemon d({.system_mode = true});
+  const fs::path home = d.UserDir(*user);
+  fs::permissions(home, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read | fs::perms::group_exec |
+                            fs::perms::others_read | fs::perms::others_exec);
+  RunResult refused = d.GpulaneAs(*user, {"submit", "--", "echo", "hi"});
+  EXPECT_TRUE(IsGpulaneError(refused, 2, fmt::format("in {}: Permission denied: give -o PATH", home.string())));
+  const fs::path elsewhere = d.dir() / "elsewhere.log";
+  RunResult with_o = d.GpulaneAs(*user, {"submit", "-o", elsewhere.string(), "--", "echo", "hi"});
+  EXPECT_EQ(with_o.exit_code, 0) << "-o names a file elsewhere: " << with_o.err;
+  fs::permissions(home, fs::perms::owner_all, fs::perm_options::add);
 }
 
 }  // namespace

@@ -109,7 +109,7 @@ struct Scenario {
   std::vector<Record> leases, tickets;         ///< live, in the lease directory
   std::vector<std::string> stale;              ///< lease files nobody holds (they would block every GPU)
   std::vector<std::string> damaged;            ///< locked lease files that are no record
-  std::optional<std::string> config;           ///< GPULANE_CONFIG's content (nullopt: no file)
+  std::optional<std::string> config;           ///< GPULANE_CONFIG's content (nullopt: an empty file)
   std::string nvml_variant = "current";        ///< which fake libnvidia-ml.so.1 (older drivers lack symbols)
   std::vector<std::string> options;            ///< the request options, the same for both commands
   std::optional<std::string> visible_devices;  ///< the inherited CUDA_VISIBLE_DEVICES (nullopt: unset)
@@ -145,7 +145,7 @@ class Bench {
     machine_.Save();
     const fs::path config = machine_.dir() / "config.toml";
     if (s.config) std::ofstream(config) << *s.config;
-    else fs::remove(config);
+    else std::ofstream(config, std::ios::trunc);  // empty: no settings
     std::set<std::string> names;  // what the lease directory holds after both commands
     auto plant = [&](PlantedFile file, bool other_user) {
       if (other_user) file.GiveTo(kPropertyNobody);

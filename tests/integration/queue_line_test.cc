@@ -27,7 +27,7 @@ TEST(QueueLine, AWaitingRunIsListedWithItsPlaceInLineAndLeavesWhenItStarts) {
   EXPECT_TRUE(Contains(row, "echo")) << row;
   EXPECT_TRUE(Contains(row, "waiting")) << row;
   EXPECT_TRUE(Contains(row, "gpulane run, 1st in line")) << row;
-  EXPECT_FALSE(Contains(d.Gpulane({"queue", "-u", "nobody-here"}).out, id)) << "-u filters them too";
+  EXPECT_FALSE(Contains(d.Gpulane({"queue", "-u", "nobody"}).out, id)) << "-u filters them too";
   // queue --json lists it too, after the jobs, with its place in line (a new user's finding: it
   // listed the queued jobs alone).
   const nlohmann::json listed = d.Queue();
@@ -45,8 +45,40 @@ TEST(QueueLine, AWaitingRunIsListedWithItsPlaceInLineAndLeavesWhenItStarts) {
   ASSERT_TRUE(done) << waiting.ErrSoFar();
   EXPECT_EQ(done->exit_code, 0) << done->err;
   EXPECT_FALSE(Contains(d.Gpulane({"queue"}).out, id)) << "started and ended: no longer waiting";
-  EXPECT_EQ(d.Queue(), nlohmann::json::array()) << "nor in queue --json";
   ASSERT_TRUE(holder.Wait(20));
+  EXPECT_EQ(d.Queue(), nlohmann::json::array()) << "nor in queue --json";
+}
+
+// A new user's trial: while `gpulane run -- sleep 20` held GPU0, `queue` showed an empty table
+// though `status` named the run's job. A run that holds GPUs is listed as running (table and
+// --json) until it ends.
+TEST(QueueLine, ARunningRunIsListedAsRunningUntilItEnds) {
+  TestDaemon d;
+  const fs::path gate = d.dir() / "gate";
+  Child run = d.StartGpulane({"run", "-g", "2", "--", "sh", "-c", "while [ ! -e " + gate.string() + " ]; do sleep 0.02; done"});
+  const std::string id = "r" + std::to_string(run.pid());
+  std::string table;
+  ASSERT_TRUE(Eventually([&] { return Contains(table = d.Gpulane({"queue"}).out, id); }, 20)) << table << run.ErrSoFar();
+  std::string row;
+  for (const std::string& line : Lines(table))
+    if (Contains(line, id)) row = line;
+  EXPECT_TRUE(Contains(row, " sh ")) << row;
+  EXPECT_TRUE(Contains(row, " 2 ")) << "its GPUs: " << row;
+  EXPECT_TRUE(Contains(row, "running")) << row;
+  EXPECT_TRUE(Contains(row, "gpulane run")) << row;
+  EXPECT_FALSE(Contains(d.Gpulane({"queue", "-u", "nobody"}).out, id)) << "-u filters them too";
+  nlohmann::json object;
+  for (const nlohmann::json& o : d.Queue())
+    if (o.value("id_text", "") == id) object = o;
+  ASSERT_TRUE(object.is_object()) << d.Queue().dump(2);
+  EXPECT_EQ(object["state"], "running");
+  EXPECT_FALSE(object.contains("id")) << "no queued job's numeric id";
+  EXPECT_EQ(object["run"], nlohmann::json({{"kind", "gpulane run"}, {"inside_job", false}}));
+  EXPECT_EQ(object["gpu_uuids"].size(), 2u);
+  EXPECT_EQ(object["spec"]["request"]["count"], 2);
+  Touch(gate);
+  ASSERT_TRUE(run.Wait(20)) << run.ErrSoFar();
+  EXPECT_FALSE(Contains(d.Gpulane({"queue"}).out, id)) << "ended: no longer listed";
 }
 
 }  // namespace

@@ -146,6 +146,9 @@ FakeMachine::FakeMachine(nlohmann::json state, std::string variant)
   dir_ = tmpl;
   fs::create_directory(dir_ / "leases");
   fs::permissions(dir_ / "leases", fs::perms::all | fs::perms::sticky_bit);
+  // The GPULANE_CONFIG of RunEnv and TestDaemon: there and empty (no settings) until a test writes
+  // it; a file named by GPULANE_CONFIG that is missing is an error (docs/config.md).
+  std::ofstream(dir_ / "config.toml");
   Save();
 }
 

@@ -177,6 +177,21 @@ TEST(JobCodec, UnrecordedLogsStayUnrecorded) {
   EXPECT_FALSE(JobToJson(job, true)["logs"].is_null()) << "clients get LogsOf's paths";
 }
 
+// A job submitted from "/" writes its default log at "/gpulane-4.out" (a new user's trial: show
+// and the log's error named "//gpulane-4.out"); other folders are joined with one slash as before.
+TEST(JobCodec, ALogPathInTheRootFolderHasOneSlash) {
+  Job job;
+  job.id = 4;
+  job.spec.cwd = "/";
+  EXPECT_EQ(OutputPath(job), "/gpulane-4.out");
+  job.spec.output_path = "train.log";
+  EXPECT_EQ(OutputPath(job), "/train.log");
+  job.spec.cwd = "/home/alice";
+  EXPECT_EQ(OutputPath(job), "/home/alice/train.log");
+  job.spec.output_path = "/abs/out.log";
+  EXPECT_EQ(OutputPath(job), "/abs/out.log");
+}
+
 // A spec file as gpulane 0d9a374 (and every version since the first) wrote it: JobToJson with the
 // environment, plus "gid" and "attempts" (JobFiles::WriteSpec before the one codec), a task of an
 // array on its second attempt. Its text, byte for byte, so the codec keeps reading it.

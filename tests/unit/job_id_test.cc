@@ -35,14 +35,16 @@ TEST(ParseJobRefs, TasksInBrackets) {
 }
 
 // status and report name a `gpulane run` r<pid> (job r16732): show, wait and cancel were told only
-// "give a job id (12), ..." for it. The line says what it is and how to stop it.
-TEST(ParseJobRefs, ARunsIdIsRefusedSayingWhatItIsAndHowToStopIt) {
+// "give a job id (12), ..." for it. The parser says what the form means, never "kill 16732": only
+// the lease directory knows whether that process is a live run (cli/common.h, RunIdError).
+TEST(ParseJobRefs, ARunsIdIsRefusedSayingWhatTheFormNamesNeverToKillIt) {
   auto refs = ParseJobRefs("r16732");
   ASSERT_FALSE(refs.ok());
   EXPECT_EQ(refs.error().kind, ErrorKind::kInvalidArgument);
   EXPECT_EQ(refs.error().message,
-            "job id 'r16732': a `gpulane run` (process 16732), not a queued job: stop it with Ctrl-C where it runs, or "
-            "kill 16732; `gpulane report --by job` shows its usage once it has ended");
+            "job id 'r16732': r<pid> names a `gpulane run`, not a queued job: `gpulane status` lists the runs that hold GPUs");
+  EXPECT_TRUE(IsRunId("r16732"));
+  EXPECT_FALSE(IsRunId("r") || IsRunId("rx") || IsRunId("16732") || IsRunId("r12_3"));
   EXPECT_FALSE(ParseJobRefs("r").ok());
   EXPECT_EQ(ParseJobRefs("rx").error().message.find("a `gpulane run`"), std::string::npos);
 }

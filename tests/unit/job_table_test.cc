@@ -1027,6 +1027,27 @@ TEST_F(JobTableTest, ACancelOfALaunchIsSaidBeforeItsStartOnlyWhenItsSupervisorSt
   EXPECT_EQ(TableState(granted), "launching") << "the table had not read its report: the race";
 }
 
+// `gpulane show` of a job cancelled while its supervisor waited for GPUs names who cancelled it,
+// as for a pending or running one (docs/queue.md: "cancelled by alice"), not only "cancelled
+// while waiting for GPUs".
+TEST_F(JobTableTest, AJobCancelledWhileWaitingForGpusSaysWhoCancelledIt) {
+  const std::int64_t id = Stored(JobState::kLaunching);
+  HoldLock(id);
+  Report(id, Waiting("in line for GPU0 (#1)"));
+  ASSERT_TRUE(Table().Recover());
+  Table().CancelPart(Ids{id}, "root");
+  SupervisorStatus stopped = Done(std::nullopt);  // as supervisor.cc records a stop while waiting
+  stopped.interrupted = true;
+  stopped.reason = "cancelled while waiting for GPUs";
+  stopped.start_time.reset();
+  stopped.gpu_uuids.clear();
+  Report(id, stopped);
+  ReleaseLock(id);
+  Turn();
+  EXPECT_EQ(StoredState(id), "cancelled");
+  EXPECT_EQ(StoredJob(id).reason, "cancelled by root while waiting for GPUs");
+}
+
 // A cancel of a job whose supervisor has not reported its pid yet signals nobody then, and its
 // supervisor once, when it reports itself.
 TEST_F(JobTableTest, ACancelOfALaunchIsPassedToItsSupervisorOnceWhenItReportsItself) {

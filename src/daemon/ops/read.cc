@@ -13,6 +13,7 @@
 #include "daemon/ops/resolve.h"
 #include "exec/device_isolation.h"
 #include "os/user_file.h"
+#include "os/user_groups.h"
 #include "render/queue_table.h"
 #include "store/job_id.h"
 #include "util/bytes_json.h"
@@ -180,6 +181,17 @@ static Result<const Job*> LogsJob(const Context& ctx, const json& id, Resolver& 
   return job;
 }
 
+// A job that ended with no log recorded (cancelled before it ran, or its log could not be created:
+// its reason says where and why): no output, said so (exit 12) rather than printing nothing.
+namespace {
+Error NoLogError(const Job& job) {
+  const std::string why = job.reason.empty() ? "" : ": " + job.reason;
+  return MakeError(ErrorKind::kWrongState,
+                   fmt::format("job {} has no output: {} ({}{})", store::JobIdText(job),
+                               job.start_time ? "no log of it was recorded" : "it never ran", store::StateName(job.state), why));
+}
+}  // namespace
+
 Result<proto::LogsReply> Logs(const Context& ctx, const proto::LogsRequest& req) {
   Resolver resolve(ctx.store, ctx.jobs.active());
   auto found = LogsJob(ctx, *req.id, resolve);
@@ -195,6 +207,8 @@ Result<proto::LogsReply> Logs(const Context& ctx, const proto::LogsRequest& req)
   const std::optional<std::uint64_t> end = err_stream ? logs.stderr_end : logs.stdout_end;
   const bool finished = store::IsFinished(job.state);
   const proto::LogsReply nothing{"", req.offset, finished, BytesToJson(path)};
+  if (path.empty() && finished && logs.stdout_path.empty() && logs.stderr_path.empty())  // it never opened one
+    return NoLogError(job);
   if (path.empty()) return nothing;
   // Opened with the owner's rights (never root's: a path the owner names may lead anywhere), never
   // through a final symlink, never blocking (a FIFO), never becoming the daemon's terminal; and
@@ -224,9 +238,9 @@ Result<QueueSelection> SelectForQueue(const Context& ctx, const proto::QueueRequ
   const std::map<std::int64_t, Job>& active = ctx.jobs.active();
   std::optional<std::uint32_t> uid;
   if (req.user) {
-    struct passwd* pw = getpwnam(req.user->c_str());
-    if (!pw) return MakeError(ErrorKind::kNotFound, fmt::format("--user {}: no such user", *req.user));
-    uid = pw->pw_uid;
+    auto known = UidOfUserOption(*req.user);
+    if (!known) return known.error();
+    uid = *known;
   }
   if (req.all) return SelectAll(ctx, req, uid, streamed);
   // One frame is built whole while everyone else waits: more jobs than it may hold are refused by
