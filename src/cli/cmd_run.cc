@@ -198,11 +198,16 @@ Result<RunLifecycleOutcome> RunLifecycle(const RunOptions& o, const os::Env& env
 }
 
 // What the user is told once the job ended (and what --notify sends); returns run's exit code.
-int ReportRunEnd(const RunOptions& o, const os::Env& env, const std::string& job_id,
+// `time_limit_s`: the limit the job ran under (its end says so when the limit stopped it, as a queued
+// job's log does).
+int ReportRunEnd(const RunOptions& o, const os::Env& env, const std::string& job_id, std::optional<double> time_limit_s,
                  const std::optional<daemon::NotifiedJob>& notified, const RunLifecycleOutcome& run) {
   const exec::LeasedJobOutcome& outcome = run.outcome;
   const exec::JobOutcome& ran = *outcome.job;
   if (ran.exec_failed) PrintDiagnostic("error", ran.exec_error);
+  if (ran.timed_out && time_limit_s)
+    PrintDiagnostic("warning", fmt::format("the job was stopped by its time limit ({}) after {:.1f} s", FormatSeconds(*time_limit_s),
+                                           outcome.job_s));
   // Its partition closed (ends = "stop", or "requeue", which `run` cannot do: it stops too).
   if (outcome.partition_stop) PrintDiagnostic("warning", "the job was stopped: " + outcome.partition_stop->reason);
   if (outcome.memory_overuse) PrintDiagnostic("error", "the job was stopped: " + *outcome.memory_overuse);
@@ -257,7 +262,7 @@ int RunRun(const RunOptions& o, const os::Env& env, int report_fd = -1) {
   auto run = RunLifecycle(o, env, *config, *job, hooks);
   if (!run) return Fail(run.error());
   if (run->outcome.interrupted_by_signal) return 128 + run->outcome.interrupted_by_signal;
-  return ReportRunEnd(o, env, job->job_id, *notified, *run);
+  return ReportRunEnd(o, env, job->job_id, job->job.time_limit_s, *notified, *run);
 }
 
 // --each FILE: every command line of FILE as a `gpulane run` of its own, at most -j at once.

@@ -180,6 +180,18 @@ TEST(RunExit, AJobKilledByASignalGives128PlusItsNumber) {
   EXPECT_EQ(RunOn(machine, {"-q", "--", "/bin/sh", "-c", "kill -USR1 $$"}).exit_code, 128 + SIGUSR1);
 }
 
+// A run its time limit stopped says so (a 143 alone reads as "someone sent SIGTERM"), as a queued
+// job's log does; a job that ends by itself within its limit says nothing of it.
+TEST(RunExit, AJobStoppedByItsTimeLimitSaysSo) {
+  FakeMachine machine(IdleMachine(1));
+  RunResult stopped = RunOn(machine, {"-q", "--time-limit", "1s", "--kill-grace", "1s", "--", "/bin/sleep", "30"});
+  EXPECT_EQ(stopped.exit_code, 128 + SIGTERM) << stopped.err;
+  EXPECT_TRUE(Contains(stopped.err, "gpulane: warning: the job was stopped by its time limit (1.0 s) after 1.")) << stopped.err;
+  RunResult ended = RunOn(machine, {"-q", "--time-limit", "30s", "--", "/bin/true"});
+  EXPECT_EQ(ended.exit_code, 0) << ended.err;
+  EXPECT_FALSE(Contains(ended.err, "time limit")) << ended.err;
+}
+
 TEST(RunExit, MissingCommandIs127AndNotExecutableIs126) {
   FakeMachine machine(IdleMachine(1));
   RunResult r = RunOn(machine, {"--", "gpulane-test-no-such-command"});
