@@ -84,7 +84,7 @@ TEST_F(DaemonInProcQueueStream, FramesOfAStreamThenTheConnectionServesRequestsAg
   Send(c, FrameOf({{"op", "queue"}, {"stream", "json"}, {"user", "no-such-user-gl"}}));
   refused = Read(c);
   ASSERT_TRUE(refused);
-  EXPECT_EQ(refused->value("code", ""), "not_found") << refused->dump();
+  EXPECT_EQ(refused->value("code", ""), "invalid_argument") << refused->dump();
 }
 
 // Was DaemonQueueStream.OthersAreServedWhileAClientTakesItsTimeAndEndedJobsShowTheirEnd: a client
