@@ -262,7 +262,7 @@ void JobTable::ImportStatusOf(Job& job) {
     job.state = JobState::kHeld;
     job.start_time.reset();  // perhaps reported running before it saw the hold: it never started
     job.gpu_uuids.clear();
-    job.reason = "held: left the line for GPUs, starts again after gpulane release";
+    job.reason = fmt::format("held: left the line for GPUs, starts again after gpulane release {}", store::JobIdText(job));
     job.supervisor_pid.reset();
     MarkDirty(job);
     schedule_needed_ = true;

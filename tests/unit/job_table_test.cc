@@ -378,6 +378,8 @@ TEST_F(JobTableTest, AHeldSupervisorsJobIsHeldUntilReleased) {
   Turn();
   EXPECT_EQ(TableState(id), "held");
   EXPECT_EQ(StoredState(id), "held");
+  EXPECT_EQ(StoredJob(id).reason, fmt::format("held: left the line for GPUs, starts again after gpulane release {}", id))
+      << "the WHY column names the job to release";
   EXPECT_FALSE(fs::exists(Files(id).status_path()));
   clock_.Advance(kGraceS * 2);
   Turn();
