@@ -44,7 +44,8 @@ std::optional<lease::LeaseRecord> LiveRunLease(std::string_view id) {
   for (auto& lease : contents.leases) {
     if (!lease.unreadable.empty() || lease.job_id != id) continue;
     // Its lock is held by that very process (the kernel's word, /proc/locks), not only named so
-    // by the file's owner: never "kill 1234" for a pid that is no gpulane run.
+    // by the file's owner: never "kill 1234" for a pid that is no gpulane run. Where /proc/locks
+    // names no holder (another PID namespace's lock), the live lease's own pid is all there is.
     const pid_t holder = lease.holder ? lease.holder : lease.pid;
     if (std::to_string(holder) == pid) return std::move(lease);
   }
