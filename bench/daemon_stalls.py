@@ -15,12 +15,21 @@
       Queues --jobs held tasks, stops the daemon (SIGTERM), starts it again and pings it from the
       moment it is started: when the first ping is answered, the longest gap between answered pings,
       and when a queue request is first answered with the whole queue (not "still loading").
+  bench/daemon_stalls.py pastcap [--gpulane build/gpulane] [--submits 200] [--nvml fake|real]
+      The cost of a launch decision for jobs past `daemon.max_waiting` (docs/scheduling.md): with
+      max_waiting 1 and one job holding every GPU (`sleep`), --submits 1-GPU jobs are submitted one
+      at a time (each submit makes the daemon decide its launches), in two rounds on one daemon:
+      first jobs without a time limit (never launched past the cap: the decision reads nothing),
+      then jobs with a 1-minute limit (each decision reads the GPUs and the lease folder, as the
+      lease line's waiters do). For each round: submit round trip median and p99, the loop's
+      longest turn (`ping` with loop_stats); and their ratio, the baseline being the first round.
+      `--nvml real`: the machine's own libnvidia-ml (a real GPU), else the fake with 2 x H200.
   bench/daemon_stalls.py flood   [--gpulane build/gpulane] [--submits 5000] [--clients 4]
       A system-mode daemon; root submits --submits held jobs as fast as --clients connections take
       them while `nobody` asks for the queue as `gpulane queue` does (a streamed table, read to its
       end) again and again: that other user's queue latency, median and p99, during the flood.
 
-Each starts its own daemon (fake NVML: build/fake_nvml/current/libnvidia-ml.so.1 with the recorded
+Each starts its own daemon (fake NVML: fake_nvml/current/libnvidia-ml.so.1 beside --gpulane, with the recorded
 2 x H200 fixture) in a fresh folder under $TMPDIR, prints one JSON object on stdout (with the
 1-minute load average before and after, from /proc/loadavg: the machine is shared) and progress on
 stderr, and stops everything it started.
@@ -71,7 +80,7 @@ def pct(sorted_samples, q):
 class Daemon:
     """A daemon of its own in a fresh folder; `system`: `gpulane daemon` (any user may connect)."""
 
-    def __init__(self, gpulane, system=False):
+    def __init__(self, gpulane, system=False, config="", real_nvml=False):
         self.gpulane, self.system = gpulane, system
         self.tmp = tempfile.mkdtemp(prefix="gpulane-stalls-")
         os.chmod(self.tmp, 0o755)
@@ -81,17 +90,20 @@ class Daemon:
             for p in dev.get("processes", []):
                 p["pid"] = 4000000 - p["pid"]  # nobody's: another container's process
         json.dump(state, open(os.path.join(self.tmp, "nvml.json"), "w"))
-        open(os.path.join(self.tmp, "config.toml"), "w").close()
+        with open(os.path.join(self.tmp, "config.toml"), "w") as f:
+            f.write(config)
         os.makedirs(os.path.join(self.tmp, "leases"), mode=0o1777)
         os.chmod(os.path.join(self.tmp, "leases"), 0o1777)
         self.work = os.path.join(self.tmp, "work")
         os.makedirs(self.work)
         self.sock = os.path.join(self.tmp, "run", "sock")
-        nvml = os.path.join(ROOT, "build", "fake_nvml", "current", "libnvidia-ml.so.1")
+        nvml = os.path.join(os.path.dirname(os.path.abspath(gpulane)), "fake_nvml", "current", "libnvidia-ml.so.1")
         self.env = dict(os.environ, GPULANE_NVML_LIBRARY=nvml, FAKE_NVML_STATE=os.path.join(self.tmp, "nvml.json"),
                         GPULANE_CONFIG=os.path.join(self.tmp, "config.toml"),
                         GPULANE_LEASE_DIR=os.path.join(self.tmp, "leases"), GPULANE_SOCKET=self.sock,
                         GPULANE_STATE_DIR=os.path.join(self.tmp, "state"))
+        if real_nvml:  # the machine's own library and GPUs
+            del self.env["GPULANE_NVML_LIBRARY"], self.env["FAKE_NVML_STATE"]
         self.proc = None
 
     def start(self):
@@ -350,6 +362,67 @@ def cmd_flood(args):
         d.cleanup()
 
 
+def timed_submits(d, count, request):
+    """`count` submits of `request` one after another: sorted round trips (ms), and the loop's longest
+    turn meanwhile (ms, `ping` with loop_stats: reset before, read after)."""
+    call(d.sock, {"op": "ping", "loop_stats": True})
+    took = []
+    for _ in range(count):
+        t = time.perf_counter()
+        r = call(d.sock, {"op": "submit", "spec": {"argv": ["true"], "cwd": d.work, "env": ["PATH=/usr/bin:/bin"],
+                                                    "request": request, "name": "pastcap"}})
+        took.append(1e3 * (time.perf_counter() - t))
+        assert r.get("ok"), r
+    stats = call(d.sock, {"op": "ping", "loop_stats": True})
+    took.sort()
+    return took, max(stats.get("loop_worst_turn_ms", 0), stats.get("loop_worst_tick_turn_ms", 0))
+
+
+def cmd_pastcap(args):
+    d = Daemon(args.gpulane, config="[daemon]\nmax_waiting = 1\n", real_nvml=args.nvml == "real")
+    try:
+        state_path = os.path.join(d.tmp, "nvml.json")
+        state = json.load(open(state_path))
+        for dev in state["devices"]:  # the fake GPUs idle: the blocker takes them
+            dev["processes"], dev["util"] = [], {"gpu": 0, "memory": 0}
+            dev["memory"]["used"] = 648347648  # GPU 0's, idle
+            dev["memory"]["free"] = dev["memory"]["total"] - dev["memory"]["used"]
+        json.dump(state, open(state_path, "w"))
+        d.start()
+        d.wait_ping()
+        gpus = call(d.sock, {"op": "ping"}).get("gpus", 0)
+        assert gpus > 0, "the daemon sees no GPU"
+        blocker = {"argv": ["sleep", "600"], "cwd": d.work, "env": ["PATH=/usr/bin:/bin"],
+                   "request": {"count": gpus, "time_limit_s": 900}, "name": "blocker"}
+        r = call(d.sock, {"op": "submit", "spec": blocker})
+        assert r.get("ok"), r
+        deadline = time.time() + 60
+        while time.time() < deadline:  # the blocker holds every GPU before the rounds start
+            jobs = call(d.sock, {"op": "queue"}).get("jobs", [])
+            if any(j["spec"].get("name") == "blocker" and j.get("state") == "running" for j in jobs):
+                break
+            time.sleep(0.2)
+        else:
+            raise RuntimeError("the blocker did not start within 60 s: %s" % jobs)
+        load_before = load1()
+        rounds = {}
+        for name, request in (("no_time_limit", {"count": 1}), ("time_limit", {"count": 1, "time_limit_s": 60})):
+            took, worst = timed_submits(d, args.submits, request)
+            rounds[name] = {"submit_median_ms": round(statistics.median(took), 2), "submit_p99_ms": round(pct(took, 0.99), 2),
+                            "loop_worst_turn_ms": round(worst, 2)}
+        jobs = call(d.sock, {"op": "queue"}).get("jobs", [])
+        base, past = rounds["no_time_limit"], rounds["time_limit"]
+        print(json.dumps({"case": "pastcap", "gpulane": args.gpulane, "nvml": args.nvml, "gpus": gpus,
+                          "submits_per_round": args.submits, "max_waiting": 1,
+                          "still_pending": sum(j.get("state") == "pending" for j in jobs),
+                          "baseline": base, "past_cap": past,
+                          "submit_median_ratio": round(past["submit_median_ms"] / base["submit_median_ms"], 2),
+                          "load1_before": load_before, "load1_after": load1()}))
+        call(d.sock, {"op": "cancel", "user": pwd.getpwuid(os.getuid()).pw_name})
+    finally:
+        d.cleanup()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="case", required=True)
@@ -361,8 +434,13 @@ def main():
     p.add_argument("--gpulane", default=os.path.join(ROOT, "build", "gpulane"))
     p.add_argument("--submits", type=int, default=5000)
     p.add_argument("--clients", type=int, default=4)
+    p = sub.add_parser("pastcap")
+    p.add_argument("--gpulane", default=os.path.join(ROOT, "build", "gpulane"))
+    p.add_argument("--submits", type=int, default=200)
+    p.add_argument("--nvml", choices=("fake", "real"), default="fake")
     args = ap.parse_args()
-    {"cancel": cmd_cancel, "hold": cmd_hold, "restart": cmd_restart, "flood": cmd_flood}[args.case](args)
+    {"cancel": cmd_cancel, "hold": cmd_hold, "restart": cmd_restart, "flood": cmd_flood,
+     "pastcap": cmd_pastcap}[args.case](args)
 
 
 if __name__ == "__main__":

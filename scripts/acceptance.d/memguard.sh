@@ -68,8 +68,12 @@ sec_memguard() {
   else
     fail "the grower: $(pyq "$g" 'd["state"], d.get("exit_code")') $reason"
   fi
-  local log grown
+  local log grown end_line
   log=$(pyq "$g" 'd["logs"].get("stdout_path", "")')
+  end_line=$(grep -m1 '^gpulane: stopped after .*memory over declaration' \
+    "$(pyq "$g" 'd["logs"].get("stderr_path") or d["logs"].get("stdout_path", "")')" 2>/dev/null)
+  [ -n "$end_line" ] && pass "the grower's log says why it ended: $end_line" ||
+    fail "no 'gpulane: stopped after ...: memory over declaration' line in the grower's log"
   grown=$(sed -n 's/^grown to 45 GiB at //p' "$log" 2>/dev/null | head -1)
   if [ -n "$grown" ]; then
     info "grower: grown at $grown, ended at $(pyq "$g" 'd.get("end_time")'): $(pyq "$g" "round(d.get('end_time', 0) - $grown, 2)") s, grace 5 s"

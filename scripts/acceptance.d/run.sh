@@ -164,8 +164,23 @@ sec_run_shared() {
   cp "$log" "$ART/run_shared.log" 2>/dev/null
   python3 "$ROOT/scripts/acceptance/check_run.py" shared --log "$log" --status "$WORK/run_status.json" \
     --rcs "$RUN_RCS" --mem-bytes $((30 << 30)) --sampler "$WORK/run_shared.sampler.json" 2>&1 | report_lines
+  run_time_limit
   [ "$RUN_SIM" -eq 1 ] && info "SIMULATED GPUs and PyTorch (fake NVML): checks gpulane's leasing, not CUDA"
   run_teardown
+}
+
+# `gpulane run --time-limit` on a PyTorch job that would run 120 s: stopped at its limit, and run
+# says so on stderr (its exit status is the job's own: a job that exits 0 on SIGTERM exits 0).
+run_time_limit() {
+  [ "$(run_limit 40)" -ge 40 ] || { info "time-limit check not run: less than 40 s left"; return; }
+  local t=$SECONDS
+  run_cmd -t 40 env "${RUN_ENV[@]}" TORCH_JOB_SECONDS=120 "$GL" run -g 1 --time-limit 5s -- \
+    python3 "$ROOT/scripts/acceptance/torch_job.py"
+  if [ "$RC" -ne 124 ] && grep -q 'the job was stopped by its time limit (5' "$WORK/stderr"; then
+    pass "run --time-limit 5s stopped a 120 s PyTorch job after $((SECONDS - t)) s (exit $RC: the job's own) and said so on stderr"
+  else
+    fail "run --time-limit 5s: exit $RC, stderr: $(tail -2 "$WORK/stderr" | tr '\n' ' ')"
+  fi
 }
 
 # smi_pids: the pids nvidia-smi lists as compute processes (one per line).

@@ -591,6 +591,9 @@ sec_sched_preempt() {
   [ "$RC" -eq 0 ] && pass "the normal job $nid ran to the end (gpulane wait exits 0)" || fail "the normal job $nid ran to the end (wait: exit $RC)"
   for n in $(seq 600); do [ "$(grep -c '^holding' "$d/p.out" 2>/dev/null)" -ge 2 ] && break; sleep 0.1; done
   gl show --json "$pid" >"$d/show.json" 2>/dev/null
+  grep -q '^gpulane: stopped after .*; it goes back in line (--preemptible=requeue)' "$d/p.err" 2>/dev/null &&
+    pass "the preempted attempt's log says why: $(grep -m1 '^gpulane: stopped after' "$d/p.err")" ||
+    fail "no 'gpulane: stopped after ...; it goes back in line' line in the preempted job's stderr"
   sed 's/^/    p.out: /' "$d/p.out" 2>/dev/null; sed 's/^/    p.err: /' "$d/p.err" 2>/dev/null; sed 's/^/    n.out: /' "$d/n.out" 2>/dev/null
   python3 - "$d/show.json" "$d/p.out" "$d/n.out" "$uuid0" "$submitted" <<'PY' | report_lines
 import json, sys
