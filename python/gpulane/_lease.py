@@ -147,6 +147,15 @@ def _job_gpus_from_env() -> Optional[LeasedGpus]:
     return LeasedGpus(gpus, job, {k: os.environ[k] for k in keys if k in os.environ}, reused=True)
 
 
+def _first_of_job(job: LeasedGpus, n: int) -> LeasedGpus:
+    """The first `n` of an enclosing job's GPUs, with the job's variables narrowed to them."""
+    env = dict(job.env)
+    for key in ("CUDA_VISIBLE_DEVICES", "GPULANE_GPU_UUIDS", "GPULANE_GPU_INDICES"):
+        if key in env:
+            env[key] = ",".join([e.strip() for e in env[key].split(",") if e.strip()][:n])
+    return LeasedGpus(job[:n], job.job_id, env, reused=True)
+
+
 class Lease:
     """GPUs held for this process (and its children) while the lease is held.
 
@@ -228,7 +237,8 @@ class Lease:
         ``torch.cuda.set_per_process_memory_fraction`` when CUDA starts (a courtesy, so that the job
         fails its own allocation first; gpulane stops a job over its declaration, docs/security.md). Inside a gpulane job (``GPULANE_JOB_ID`` and ``CUDA_VISIBLE_DEVICES`` set,
         e.g. under ``gpulane run`` or in an enclosing ``lease()``) it returns the job's GPUs at once,
-        leasing and changing nothing.
+        leasing nothing; asked for fewer than the job has, the first ``n`` of them, with the
+        variables narrowed to them until :meth:`release`.
 
         Raises:
             CudaAlreadyInitializedError: CUDA already runs in this process.
@@ -246,6 +256,12 @@ class Lease:
                     raise InvalidRequestError(
                         f"this process runs inside gpulane job {job.job_id}, which has {len(job)} GPU(s), "
                         f"fewer than the {self._n} asked for", 2)
+                if len(job) > self._n:  # the first n of them, within the block (CUDA must not run yet)
+                    if self._check_cuda:
+                        _check_cuda_not_initialized()
+                    job = _first_of_job(job, self._n)
+                    self._saved_env = {k: os.environ.get(k, _UNSET) for k in job.env}
+                    os.environ.update(job.env)
                 self._gpus = job
                 limit_torch_memory(job.env.get("GPULANE_MEM_BYTES"))
                 return job
@@ -310,7 +326,7 @@ class Lease:
         """Gives the GPUs back and restores the environment as it was before :meth:`acquire`.
 
         Returns once the lease is gone (another process may take the GPUs then). Does nothing when
-        nothing is held, or when the GPUs were a reused job's.
+        nothing is held; for a reused job's GPUs it only restores the variables it narrowed.
         """
         if self._gpus is None:
             return
@@ -365,7 +381,9 @@ def lease(
 
     Inside a gpulane job (``gpulane run``, a queued job, an enclosing ``lease()``: both
     ``GPULANE_JOB_ID`` and ``CUDA_VISIBLE_DEVICES`` set) the job's GPUs are returned at once: no
-    waiting, no new lease, the environment unchanged (``reuse_job=False`` leases among them instead).
+    waiting, no new lease; ``n`` fewer than the job has gives the first ``n`` of them, with
+    ``CUDA_VISIBLE_DEVICES``, ``GPULANE_GPU_UUIDS`` and ``GPULANE_GPU_INDICES`` narrowed to them
+    inside the block (``reuse_job=False`` leases among them instead).
 
     Args:
         n: how many GPUs (default 1).

@@ -201,15 +201,17 @@ print(json.dumps({"outer": outer, "inside": inside, "after": os.environ["CUDA_VI
 
 
 def test_inside_a_gpulane_job_the_jobs_gpus_are_used(machine2):
-    # The job holds both GPUs: a new lease (even with no_wait) could only fail.
+    # The job holds both GPUs: a new lease (even with no_wait) could only fail. lease(n=1) gets the
+    # first of them, as `run -g 1` would give one, and the job's two again after the block.
     proc = subprocess.run([os.environ["GPULANE_BIN"], "run", "-g", "2", "--", sys.executable, "-c", JOB_SCRIPT],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout)
     assert got["reused"] is True
-    assert got["inside"] == got["outer"] == got["after"] == "0,1"
-    assert got["indices"] == [0, 1]
-    assert got["uuids"] == [machine2.uuid(0), machine2.uuid(1)]
+    assert got["outer"] == got["after"] == "0,1"
+    assert got["inside"] == "0"
+    assert got["indices"] == [0]
+    assert got["uuids"] == [machine2.uuid(0)]
     assert got["job"] == got["env_job"] and got["job"].startswith("r")
     assert len([n for n in got["leases"] if not n.startswith(".")]) == 1, got["leases"]  # the job's own
 
@@ -217,8 +219,12 @@ def test_inside_a_gpulane_job_the_jobs_gpus_are_used(machine2):
 def test_nested_lease_in_the_same_process_reuses_the_outer_one(machine2):
     with gpulane.lease(n=2) as outer:
         with gpulane.lease(n=1, no_wait=True) as inner:
-            assert inner.reused and inner.uuids == outer.uuids
+            assert inner.reused and inner.uuids == outer.uuids[:1]
+            assert os.environ["CUDA_VISIBLE_DEVICES"] == str(outer.indices[0])
+            assert os.environ["GPULANE_GPU_UUIDS"] == outer.uuids[0]
         assert os.environ["CUDA_VISIBLE_DEVICES"] == ",".join(str(i) for i in outer.indices)
+        with gpulane.lease(n=2, no_wait=True) as same:
+            assert same.reused and same.uuids == outer.uuids
     assert "CUDA_VISIBLE_DEVICES" not in os.environ
 
 
