@@ -123,9 +123,16 @@ Result<Discovery> Discover() {
 }
 
 std::string SystemDaemonDown(const std::string& socket, double waited_s) {
-  return fmt::format("the gpulane system daemon is not running (no answer on {} for {:g} s): {}", socket, waited_s,
-                     geteuid() == 0 ? "start it with 'systemctl start gpulane'"
-                                    : "ask an admin to run 'systemctl start gpulane'");
+  // The fix named is one this machine has: systemctl only where a gpulane unit is installed.
+  const bool root = geteuid() == 0;
+  const std::string fix =
+      daemon::SystemUnitInstalled()
+          ? (root ? "start it with 'systemctl start gpulane'" : "ask an admin to run 'systemctl start gpulane'")
+          : (root ? "start it with 'GPULANE_SYSTEM_DAEMON=1 gpulane daemon' (no gpulane systemd unit is installed "
+                    "here: docs/install.md, \"Without systemd\")"
+                  : "ask an admin to start it ('GPULANE_SYSTEM_DAEMON=1 gpulane daemon' as root; no gpulane systemd "
+                    "unit is installed here)");
+  return fmt::format("the gpulane system daemon is not running (no answer on {} for {:g} s): {}", socket, waited_s, fix);
 }
 
 // A connection to the daemon on `socket` that may be told the caller's requests, or -1 when nothing

@@ -112,6 +112,13 @@ Result<bool> SystemDaemonInstalled(const std::string& config_mode, const std::st
   return Exists(root + kSystemStateDir) || Exists(root + kEnabledUnitLink);
 }
 
+bool SystemUnitInstalled(const std::string& root) {
+  for (const char* dir : {"/etc/systemd/system", "/usr/local/lib/systemd/system", "/usr/lib/systemd/system",
+                          "/lib/systemd/system"})
+    if (Exists(root + dir + "/gpulane.service")) return true;
+  return false;
+}
+
 std::vector<std::string> SnapshotSockets() {
   std::vector<std::string> sockets = {SystemPaths().socket};
   if (Env("GPULANE_SOCKET").empty()) sockets.push_back(UserPaths().socket);

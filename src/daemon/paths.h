@@ -62,4 +62,8 @@ std::vector<std::string> SnapshotSockets();
 /// `root` is "" except in tests. Errors: kInvalidArgument for another GPULANE_SYSTEM_DAEMON value.
 Result<bool> SystemDaemonInstalled(const std::string& config_mode, const std::string& root = "");
 
+/// Whether systemd has a gpulane.service unit here (`<root>` + /etc/systemd/system, /usr/local/lib,
+/// /usr/lib or /lib systemd/system): whether `systemctl start gpulane` can start the system daemon.
+bool SystemUnitInstalled(const std::string& root = "");
+
 }  // namespace gpulane::daemon

@@ -58,6 +58,17 @@ TEST_F(SystemDaemonInstalledTest, TheEnabledUnitMeansOneIsInstalled) {
   EXPECT_FALSE(Installed()) << "a link to a removed unit is no daemon";
 }
 
+TEST_F(SystemDaemonInstalledTest, AUnitFileInAnyOfSystemdsFoldersIsAUnitSystemctlCanStart) {
+  EXPECT_FALSE(daemon::SystemUnitInstalled(root_.string()));
+  for (const char* dir : {"etc/systemd/system", "usr/local/lib/systemd/system", "usr/lib/systemd/system", "lib/systemd/system"}) {
+    fs::create_directories(root_ / dir);
+    std::ofstream(root_ / dir / "gpulane.service") << "[Unit]\n";
+    EXPECT_TRUE(daemon::SystemUnitInstalled(root_.string())) << dir;
+    fs::remove(root_ / dir / "gpulane.service");
+    EXPECT_FALSE(daemon::SystemUnitInstalled(root_.string())) << dir;
+  }
+}
+
 TEST_F(SystemDaemonInstalledTest, TheConfigModeDecidesOverTheMarks) {
   EXPECT_TRUE(Installed("system"));
   fs::create_directories(root_ / "var/lib/gpulane");
