@@ -5,6 +5,7 @@
 #include "daemon/job_files.h"
 #include "daemon/job_table.h"
 #include "sched/user_limits.h"
+#include "util/strings.h"
 
 #include <fmt/format.h>
 
@@ -227,7 +228,7 @@ std::vector<Job*> JobTable::MarkLaunching(const sched::LaunchPlan& plan, std::ma
       held += job.spec.request.count;
     }
     job.state = JobState::kLaunching;
-    job.reason = job.spec.request.count == 0 ? "starting" : "waiting for GPUs";
+    job.reason = job.spec.request.count == 0 ? "starting" : "joining the line for GPUs (its supervisor is starting)";
     to_launch.push_back(&job);
   }
   return to_launch;
@@ -256,13 +257,20 @@ void JobTable::NoteWhyWaiting(const sched::LaunchPlan& plan, const std::vector<s
   for (const auto& r : plan.blocked) decided.insert(r.id);
   for (const auto& r : plan.cancel) decided.insert(r.id);
   std::optional<sched::JobAhead> ahead;
+  // A job the plan looked at and did not decide was left out by the cap (its own for preemptible
+  // jobs: sched/launch.h): it says so first, and its place among those that join next.
+  unsigned firm_left = 0, preemptible_left = 0;
   for (std::int64_t id : plan.order) {
     Job& job = active_.at(id);
     auto share = shares.find(job.user());
     const sched::UserShare user_share = share == shares.end() ? sched::UserShare{} : share->second;
     const sched::JobPriority p = sched::PriorityOf(user_share.factor, now_s - job.submit_time_s(), fs);
     if (!decided.count(id)) {
-      job.reason = sched::WaitReason(job.user(), user_share, p, ahead, fs.half_life_s);
+      const bool preemptible = job.spec.request.preemptible != sched::Preemptible::kNo;
+      const unsigned place = ++(preemptible ? preemptible_left : firm_left);
+      job.reason = fmt::format("{} to join the line for GPUs when a place frees (daemon.max_waiting: {} {}jobs wait "
+                               "there at once); {}", Ordinal(place), limits_.max_waiting, preemptible ? "preemptible " : "",
+                               sched::WaitReason(job.user(), user_share, p, ahead, fs.half_life_s));
       if (job.spec.request.priority != 0) job.reason = fmt::format("--priority {}, {}", job.spec.request.priority, job.reason);
     }
     ahead = sched::JobAhead{job.user(), store::JobIdText(job), p.value};  // "12_0", never the array's id

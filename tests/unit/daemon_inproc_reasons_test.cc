@@ -117,5 +117,25 @@ TEST_F(DaemonInProcReasons, EveryWaitingJobOfALongLineSaysWhyItWaits) {
   EXPECT_EQ(behind, 100 - 1 - 68) << "all but the one waiting for the GPU and the 68 the plan looked at:\n" << table;
 }
 
+// A new user's finding: the jobs the cap left in the daemon's queue showed only their priority
+// arithmetic, and a job just handed to its supervisor only "waiting for GPUs". Each says what it
+// waits for: its place among those that join the line next, and the cap's setting.
+TEST_F(DaemonInProcReasons, AJobLeftOutByTheCapSaysItWaitsForAPlaceInTheLine) {
+  OneGpuBusy();
+  const Ids tasks = Submit(Root(), {.name = "true", .array = {0, 1, 2}});
+  ASSERT_EQ(tasks.size(), 3u);
+  const auto reason = [&](int task) {  // the array's id is its first task's
+    return Call(Root(), {{"op", "show"}, {"id", std::to_string(tasks[0]) + "_" + std::to_string(task)}})["job"].value("reason", "");
+  };
+  EXPECT_EQ(reason(0), "joining the line for GPUs (its supervisor is starting)");
+  for (int i : {1, 2}) {
+    const std::string why = reason(i);
+    EXPECT_TRUE(Contains(why, (i == 1 ? "1st" : "2nd") + std::string(" to join the line for GPUs when a place frees "
+                                                                       "(daemon.max_waiting: 1 jobs wait there at once); priority ")))
+        << why;
+  }
+  EXPECT_TRUE(Contains(reason(2), "behind root's job " + std::to_string(tasks[0]) + "_1")) << reason(2);
+}
+
 }  // namespace
 }  // namespace gpulane::test

@@ -264,7 +264,7 @@ TEST_F(StoreFaultsTest, NothingIsLaunchedWhileTheStoreTakesNoWritesAndTheQueueSa
   EXPECT_FALSE(Table().store_trouble());
   EXPECT_EQ(launcher_.started, std::vector<std::int64_t>{id});
   EXPECT_EQ(StoredState(id), "launching");
-  EXPECT_EQ(Table().active().at(id).reason, "waiting for GPUs");
+  EXPECT_EQ(Table().active().at(id).reason, "joining the line for GPUs (its supervisor is starting)");
 }
 
 TEST_F(StoreFaultsTest, ARunningJobWhoseRecordIsGoneIsFailedNotRequeued) {
