@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <string_view>
 #include <thread>
 #include <fmt/format.h>
@@ -19,6 +20,7 @@
 #include "daemon/paths.h"
 #include "exec/job_log.h"
 #include "exec/leased_job.h"
+#include "os/env.h"
 #include "daemon/job_notify.h"
 #include "os/user_file.h"
 #include "proto/snapshot_source.h"
@@ -74,20 +76,34 @@ Status FinishOnce(const JobFiles& files, SupervisorStatus& status, const Clock& 
   return files.WriteStatusReserved(status);
 }
 
+// Whether the jobs folder `files` lives in was removed (an admin's rm -rf, a cleaner of /tmp): then
+// no daemon can read what this supervisor would write, nor see its lock. Unknown is not gone.
+bool JobsFolderGone(const JobFiles& files, os::FileSystem& fs) {
+  auto info = fs.Stat(std::filesystem::path(files.status_path()).parent_path().string(), os::Links::kFollow);
+  return info && !*info;
+}
+
 // Records the outcome ("done"). It exists nowhere else until written: when the state folder filled
 // up while the job ran, the reserve set aside at the start is given up for it (JobFiles::
 // WriteStatusReserved); should even that fail, the write is tried again, every second at most,
 // until it succeeds, the supervisor keeping its lock meanwhile, so the daemon shows the job running
-// (and a restarted one adopts it) instead of taking it for lost. Returns 0 once written.
-int Finish(const JobFiles& files, SupervisorStatus status, const Clock& clock) {
+// (and a restarted one adopts it) instead of taking it for lost. Returns 0 once written; 1 when the
+// jobs folder itself was removed (nothing could ever read the end: retrying would keep this
+// process alive forever).
+int Finish(const JobFiles& files, SupervisorStatus status, const os::Env& env) {
   status.phase = "done";
-  status.end_time = clock.WallS();
+  status.end_time = env.clock.WallS();
   double wait_s = 0.05;
   for (int attempt = 0;; ++attempt) {
     Status written = files.WriteStatusReserved(status);
     if (written.ok()) {
       if (attempt > 0) Say("gpulane _supervise: recorded the job's end after {} attempts\n", attempt + 1);
       return 0;
+    }
+    if (JobsFolderGone(files, env.files)) {
+      Say("gpulane _supervise: cannot record the job's end: its jobs folder was removed while it ran ({}); "
+          "giving up\n", written.error().message);
+      return 1;
     }
     if (attempt == 0)
       Say("gpulane _supervise: cannot record the job's end: {}; trying again until it can\n",
@@ -313,10 +329,10 @@ bool LockJob(const JobFiles& files) {
 }
 
 // A failure before the job's start, recorded as its end.
-int FinishStartFailed(const JobFiles& files, SupervisorStatus& status, const Error& error, const Clock& clock) {
+int FinishStartFailed(const JobFiles& files, SupervisorStatus& status, const Error& error, const os::Env& env) {
   status.reason = error.message;
   status.start_failed = true;
-  return Finish(files, status, clock);
+  return Finish(files, status, env);
 }
 
 // One supervision's state, which the lifecycle's hooks update (they hold it by reference).
@@ -409,7 +425,7 @@ int Conclude(Supervision& s, const Result<exec::LeasedJobOutcome>& outcome) {
   if (!outcome && status.phase == "running" && !s.running_recorded) return 1;
   if (outcome) NoteEnd(s, *outcome);  // a CPU-only job's (RunWithoutGpus calls no on_ended)
   if (!s.end_recorded) RecordOutcome(outcome, s.job, status);
-  const int rc = s.end_recorded ? 0 : Finish(s.files, status, s.env.clock);
+  const int rc = s.end_recorded ? 0 : Finish(s.files, status, s.env);
   if (s.job.spec.notify && outcome && outcome->job) {
     exec::JobOutcome ended = *outcome->job;
     if (outcome->memory_overuse) ended.exit_code = kExitMemoryOveruse;  // as recorded
@@ -447,7 +463,7 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id, const os::Env& e
   auto job = files.ReadSpec();
   if (!job) {
     status.reason = job.error().message;
-    return Finish(files, status, env.clock);
+    return Finish(files, status, env);
   }
   // The exec mark, reset: this supervisor's child sets it just before its exec (job_files.h).
   auto exec_mark = files.OpenExecMark();
@@ -463,9 +479,9 @@ int RunSupervisor(const std::string& jobs_dir, std::int64_t id, const os::Env& e
     Say("gpulane _supervise: job {}: {}; going on without a reserve\n", id, reserved.error().message);
   Note(files, status);
   auto config = LoadConfig();
-  if (!config) return FinishStartFailed(files, status, config.error(), env.clock);
+  if (!config) return FinishStartFailed(files, status, config.error(), env);
   auto dir = lease::LeaseDir::Open(lease::LeaseDir::DefaultPath(config->lease_dir), env.clock);
-  if (!dir) return FinishStartFailed(files, status, dir.error(), env.clock);
+  if (!dir) return FinishStartFailed(files, status, dir.error(), env);
   Supervision supervision{files, *job, env, status};
   return SuperviseLeased(supervision, *config, *dir, *exec_mark);
 }

@@ -208,5 +208,22 @@ TEST(DaemonRecovery, KilledBetweenChoosingGpusAndStartingJobs) {
   EXPECT_EQ(used, (std::set<std::string>{"0", "1"}));
 }
 
+// Found while benchmarking: a script removed a daemon's state folder (its own temporary one) after
+// stopping the daemon, and the supervisors of its jobs went on for good, ignoring SIGTERM: each
+// tried every second to record its job's end in a jobs folder that no longer existed, which no
+// daemon could ever read. Now a supervisor whose jobs folder is gone stops its job and ends.
+TEST(DaemonRecovery, ASupervisorWhoseJobsFolderWasRemovedEndsOnSigtermInsteadOfRetryingForever) {
+  TestDaemon d;
+  const std::int64_t id = d.Submit({"--", "sleep", "300"});
+  ASSERT_TRUE(d.WaitForState(id, "running"));
+  const auto supervisors = d.SupervisorPids();
+  ASSERT_EQ(supervisors.size(), 1u);
+  d.Kill9();
+  fs::remove_all(d.state_dir());
+  ASSERT_EQ(kill(supervisors[0], SIGTERM), 0);
+  EXPECT_TRUE(Eventually([&] { return !Alive(supervisors[0]); }, 30)) << "the supervisor is still there after SIGTERM";
+  EXPECT_TRUE(Eventually([&] { return d.JobPids().empty(); }, 30)) << "its job was not stopped";
+}
+
 }  // namespace
 }  // namespace gpulane::test
