@@ -91,6 +91,7 @@ ALLOWED = {
         ("unlink(token.c_str())", "the test fault point GPULANE_TEST_SUPERVISOR_DIES: the supervisor's environment is "
                                   "the daemon's, not the job's"),
         ("open(files.lock_path().c_str()", STATE),
+        ("fs.Stat(std::filesystem::path(files.status_path())", STATE + ": whether its jobs folder is still there"),
     ],
     "daemon/web_child.cc": [
         ('open("/dev/null"', OWN),
