@@ -9,6 +9,24 @@
 namespace gpulane::cli {
 namespace {
 
+// Words other tools use for what gpulane names otherwise, and where gpulane has it. Only words no
+// command is near (NearestWord's suggestion comes first: "stat" gets status, "squeue" queue).
+struct OtherToolsWord {
+  std::string_view word;
+  std::string_view where;
+};
+constexpr OtherToolsWord kOtherToolsWords[] = {
+    {"history", "finished jobs are in 'gpulane queue --all', their use in 'gpulane report --by job'"},
+    {"jobs", "the queued and running jobs are in 'gpulane queue'"},
+    {"ps", "the queued and running jobs are in 'gpulane queue'"},
+    {"ls", "the queued and running jobs are in 'gpulane queue'"},
+    {"kill", "'gpulane cancel JOB' cancels a job, queued or running"},
+    {"rm", "'gpulane cancel JOB' cancels a job, queued or running"},
+    {"nvidia-smi", "'gpulane status' shows every GPU, its load and who uses it"},
+    {"gpustat", "'gpulane status' shows every GPU, its load and who uses it"},
+    {"sbatch", "'gpulane submit -g N -- COMMAND' queues a job"},
+};
+
 // "gpulane slurm gres-conf": the command line that reaches `app`.
 std::string PathOf(const CLI::App& app) {
   std::string path = app.get_name();
@@ -43,9 +61,11 @@ std::string UnknownCommandMessage(CLI::App& app, std::string_view word) {
   std::vector<std::string> names;
   for (const CLI::App* sub : app.get_subcommands([](CLI::App* s) { return !s->get_group().empty(); }))
     if (sub->get_name().rfind('_', 0) != 0) names.push_back(sub->get_name());
-  const std::string nearest = NearestWord(word, names);
-  return fmt::format("unknown command '{}'{} ({} --help lists the commands)", word,
-                     nearest.empty() ? "" : fmt::format(": did you mean {}?", nearest), PathOf(app));
+  std::string hint;
+  if (const std::string nearest = NearestWord(word, names); !nearest.empty()) hint = fmt::format(": did you mean {}?", nearest);
+  for (const OtherToolsWord& other : kOtherToolsWords)
+    if (hint.empty() && !app.get_parent() && word == other.word) hint = fmt::format(": {}", other.where);
+  return fmt::format("unknown command '{}'{} ({} --help lists the commands)", word, hint, PathOf(app));
 }
 
 std::string UnknownOptionMessage(CLI::App& sub, std::string_view word) {

@@ -17,6 +17,8 @@ CLI::App* FindSubcommand(CLI::App& app, std::string_view word);
 
 /// "unknown command 'qeue': did you mean queue? (gpulane --help lists the commands)"; the
 /// suggestion only when one is near (hidden commands, those starting with '_', are never offered).
+/// Else, for a word other tools use (history, ps, jobs, kill, nvidia-smi, sbatch), where gpulane
+/// has it: "unknown command 'kill': 'gpulane cancel JOB' cancels a job, queued or running (...)".
 std::string UnknownCommandMessage(CLI::App& app, std::string_view word);
 
 /// "unknown option '--gpu' for gpulane pick: did you mean --gpus? (gpulane pick --help lists them)",
