@@ -4,23 +4,28 @@
 #include <cctype>
 #include <fmt/format.h>
 
+#include "util/did_you_mean.h"
 
 namespace gpulane::cli {
 namespace {
 
-// Optimal string alignment distance: insertions, deletions, substitutions and adjacent swaps.
-std::size_t EditDistance(std::string_view a, std::string_view b) {
-  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
-  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i)
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  return d[a.size()][b.size()];
-}
+// Words other tools use for what gpulane names otherwise, and where gpulane has it. Only words no
+// command is near (NearestWord's suggestion comes first: "stat" gets status, "squeue" queue).
+struct OtherToolsWord {
+  std::string_view word;
+  std::string_view where;
+};
+constexpr OtherToolsWord kOtherToolsWords[] = {
+    {"history", "finished jobs are in 'gpulane queue --all', their use in 'gpulane report --by job'"},
+    {"jobs", "the queued and running jobs are in 'gpulane queue'"},
+    {"ps", "the queued and running jobs are in 'gpulane queue'"},
+    {"ls", "the queued and running jobs are in 'gpulane queue'"},
+    {"kill", "'gpulane cancel JOB' cancels a job, queued or running"},
+    {"rm", "'gpulane cancel JOB' cancels a job, queued or running"},
+    {"nvidia-smi", "'gpulane status' shows every GPU, its load and who uses it"},
+    {"gpustat", "'gpulane status' shows every GPU, its load and who uses it"},
+    {"sbatch", "'gpulane submit -g N -- COMMAND' queues a job"},
+};
 
 // "gpulane slurm gres-conf": the command line that reaches `app`.
 std::string PathOf(const CLI::App& app) {
@@ -47,22 +52,6 @@ std::string OptionName(std::string_view word) {
 
 }  // namespace
 
-std::string NearestWord(std::string_view word, const std::vector<std::string>& candidates) {
-  if (word.size() < 3 || word.size() > 64) return "";  // "-x": any short option is 1 edit away
-  const std::size_t most = word.size() <= 4 ? 1 : word.size() <= 8 ? 2 : 3;
-  std::string best;
-  std::size_t best_distance = most + 1;
-  for (const std::string& c : candidates) {
-    const std::size_t d = EditDistance(word, c);
-    if (d < best_distance) best = c, best_distance = d;
-  }
-  if (!best.empty()) return best;
-  std::vector<const std::string*> begun;
-  for (const std::string& c : candidates)
-    if (c.size() > word.size() && c.compare(0, word.size(), word) == 0) begun.push_back(&c);
-  return begun.size() == 1 ? *begun.front() : "";
-}
-
 CLI::App* FindSubcommand(CLI::App& app, std::string_view word) {
   auto found = app.get_subcommands([&](CLI::App* sub) { return sub->check_name(std::string(word)); });
   return found.empty() ? nullptr : found.front();
@@ -72,9 +61,11 @@ std::string UnknownCommandMessage(CLI::App& app, std::string_view word) {
   std::vector<std::string> names;
   for (const CLI::App* sub : app.get_subcommands([](CLI::App* s) { return !s->get_group().empty(); }))
     if (sub->get_name().rfind('_', 0) != 0) names.push_back(sub->get_name());
-  const std::string nearest = NearestWord(word, names);
-  return fmt::format("unknown command '{}'{} ({} --help lists the commands)", word,
-                     nearest.empty() ? "" : fmt::format(": did you mean {}?", nearest), PathOf(app));
+  std::string hint;
+  if (const std::string nearest = NearestWord(word, names); !nearest.empty()) hint = fmt::format(": did you mean {}?", nearest);
+  for (const OtherToolsWord& other : kOtherToolsWords)
+    if (hint.empty() && !app.get_parent() && word == other.word) hint = fmt::format(": {}", other.where);
+  return fmt::format("unknown command '{}'{} ({} --help lists the commands)", word, hint, PathOf(app));
 }
 
 std::string UnknownOptionMessage(CLI::App& sub, std::string_view word) {

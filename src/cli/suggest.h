@@ -1,8 +1,8 @@
 #pragma once
 // "did you mean ...?" for a mistyped subcommand or option: one line naming the word, the nearest
-// known one (NearestWord) and where the full list is; the other lines for a refused command line
-// (ParseErrorMessage) and the usage lines' formatter. The words are the user's, as
-// typed: PrintDiagnostic escapes them for the terminal.
+// known one (util/did_you_mean.h NearestWord, as for the config files' keys) and where the full
+// list is; the other lines for a refused command line (ParseErrorMessage) and the usage lines'
+// formatter. The words are the user's, as typed: PrintDiagnostic escapes them for the terminal.
 #include <memory>
 #include <string>
 #include <string_view>
@@ -12,17 +12,13 @@
 
 namespace gpulane::cli {
 
-/// The candidate `word` most likely is a typo of: the nearest by edit distance (insertions,
-/// deletions, substitutions, two neighbours swapped) when close enough to be a slip (1 edit for
-/// words up to 4 characters, 2 up to 8, else 3), else the one candidate `word` begins ("--time" ->
-/// "--time-limit"); "" when none is, or `word` is shorter than 3 characters. Ties: the earlier.
-std::string NearestWord(std::string_view word, const std::vector<std::string>& candidates);
-
 /// The subcommand of `app` named `word` (also one registered under an alias), or nullptr.
 CLI::App* FindSubcommand(CLI::App& app, std::string_view word);
 
 /// "unknown command 'qeue': did you mean queue? (gpulane --help lists the commands)"; the
 /// suggestion only when one is near (hidden commands, those starting with '_', are never offered).
+/// Else, for a word other tools use (history, ps, jobs, kill, nvidia-smi, sbatch), where gpulane
+/// has it: "unknown command 'kill': 'gpulane cancel JOB' cancels a job, queued or running (...)".
 std::string UnknownCommandMessage(CLI::App& app, std::string_view word);
 
 /// "unknown option '--gpu' for gpulane pick: did you mean --gpus? (gpulane pick --help lists them)",

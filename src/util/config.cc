@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include "util/did_you_mean.h"
 #include "util/units.h"
 #include "util/web_config.h"
 
@@ -97,8 +98,8 @@ Status LoadPartitions(const std::string& path, bool trusted, const toml::table& 
         else if (text && *text == "requeue") p.ends = PartitionEnds::kRequeue;
         else return ConfigBad(path, value.source(), k + " must be \"none\", \"stop\" or \"requeue\"");
       } else {
-        return ConfigBad(path, value.source(),
-                   fmt::format("unknown key {} (known: gpus, windows, max_time_limit, max_gpus_per_user, ends)", k));
+        static const std::vector<std::string> kKnown = {"gpus", "windows", "max_time_limit", "max_gpus_per_user", "ends"};
+        return ConfigBad(path, value.source(), UnknownKeyMessage(where, key.str(), kKnown));
       }
     }
     if (!has_gpus) return ConfigBad(path, node.source(), where + " needs gpus = [...] (GPU indices or UUIDs)");
@@ -133,10 +134,9 @@ Status LoadLimitValues(const std::string& path, const std::string& where, const 
     } else if (where == "limits" && (key == "users" || key == "groups")) {
       continue;  // the tables of names, read by LoadLimits
     } else {
-      return ConfigBad(path, node.source(),
-                 fmt::format("unknown key {} (known: max_gpus, max_queued, max_time_limit, default_time_limit, "
-                             "max_gpu_hours_per_day{})",
-                             name, where == "limits" ? ", users.NAME, groups.NAME" : ""));
+      std::vector<std::string> known = {"max_gpus", "max_queued", "max_time_limit", "default_time_limit", "max_gpu_hours_per_day"};
+      if (where == "limits") known.insert(known.end(), {"users.NAME", "groups.NAME"});
+      return ConfigBad(path, node.source(), UnknownKeyMessage(where, key.str(), known));
     }
   }
   if (out.max_time_limit_s && out.default_time_limit_s && *out.default_time_limit_s > *out.max_time_limit_s)
@@ -178,9 +178,12 @@ Status LoadTelemetry(const std::string& path, const toml::table& telemetry, Conf
     const Duration* d = nullptr;
     for (const auto& candidate : durations)
       if (key == candidate.key) d = &candidate;
-    if (!d)
-      return ConfigBad(path, node.source(),
-                 fmt::format("unknown key telemetry.{} (known: enabled, interval, keep_10s, keep_1m, keep_records, hpc_job_mapping_dir)", key.str()));
+    if (!d) {
+      std::vector<std::string> known = {"enabled"};  // and the durations, and the folder read above
+      for (const auto& candidate : durations) known.emplace_back(candidate.key);
+      known.emplace_back("hpc_job_mapping_dir");
+      return ConfigBad(path, node.source(), UnknownKeyMessage("telemetry", key.str(), known));
+    }
     auto text = node.value<std::string>();
     auto seconds = text ? ParseDurationOrSecondsS(*text) : Result<double>(MakeError(ErrorKind::kInvalidArgument, "not a string"));
     if (!seconds || !std::isfinite(*seconds) || *seconds < d->min_s || *seconds > d->max_s)
@@ -237,11 +240,12 @@ Status LoadAnomaly(const std::string& path, bool trusted, const toml::table& ano
     const Key* key = nullptr;
     for (const auto& k : keys)
       if (name == k.name) key = &k;
-    if (!key)
-      return ConfigBad(path, node.source(),
-                 fmt::format("unknown key anomaly.{} (known: idle_util, idle_after, stuck_util, stuck_after, leak_window, "
-                             "leak_min_growth, ghost_min, ghost_after, throttle_after, xid_clear_after, idle_action, idle_cancel_after, overuse_grace)",
-                             name.str()));
+    if (!key) {
+      std::vector<std::string> known;  // the table's, and the two read above
+      for (const auto& k : keys) known.emplace_back(k.name);
+      known.insert(known.end(), {"idle_action", "overuse_grace"});
+      return ConfigBad(path, node.source(), UnknownKeyMessage("anomaly", name.str(), known));
+    }
     const auto bad = [&] { return ConfigBad(path, node.source(), fmt::format("anomaly.{} must be {}", name.str(), key->range)); };
     if (key->kind == Kind::kPercent) {
       auto v = node.value<double>();
@@ -306,7 +310,7 @@ static Status CheckRunBounds(std::string_view key, double seconds) {
 Status LoadClusterSections(const std::string& path, const toml::table& table, Config& config) {
   if (auto submit = table["submit"].as_table()) {
     for (auto&& [key, node] : *submit) {
-      if (key != "backend") return ConfigBad(path, node.source(), fmt::format("unknown key submit.{} (known: backend)", key.str()));
+      if (key != "backend") return ConfigBad(path, node.source(), UnknownKeyMessage("submit", key.str(), {"backend"}));
       auto text = node.value<std::string>();
       if (!text || (*text != "local" && *text != "slurm"))
         return ConfigBad(path, node.source(), "submit.backend must be \"local\" (the gpulane daemon) or \"slurm\" (sbatch)");
@@ -330,8 +334,7 @@ Status LoadClusterSections(const std::string& path, const toml::table& table, Co
           return ConfigBad(path, node.source(), "slurm.poll_interval must be a duration from \"1s\" to \"10m\"");
         config.slurm_poll_interval_s = *seconds;
       } else {
-        return ConfigBad(path, node.source(),
-                   fmt::format("unknown key slurm.{} (known: gpus_option, shard_memory, poll_interval)", key.str()));
+        return ConfigBad(path, node.source(), UnknownKeyMessage("slurm", key.str(), {"gpus_option", "shard_memory", "poll_interval"}));
       }
     }
   }
@@ -359,14 +362,12 @@ namespace {
 
 // Every top-level key is a known section, and a table.
 Status CheckSections(const std::string& path, const toml::table& table) {
-  static constexpr std::string_view kSections[] = {"lease",     "run",     "daemon", "partitions", "sched",  "limits", "shares",
-                                                   "telemetry", "anomaly", "notify", "web",        "submit", "slurm"};
+  static const std::vector<std::string> kSections = {"lease",     "run",     "daemon", "sched",  "limits", "shares",         "telemetry",
+                                                     "anomaly",   "notify",  "web",    "submit", "slurm",  "partitions.NAME"};
   for (auto&& [key, node] : table) {
-    if (std::find(std::begin(kSections), std::end(kSections), key.str()) == std::end(kSections))
-      return ConfigBad(path, node.source(),
-                 fmt::format("unknown key {} (the sections are [lease], [run], [daemon], [sched], [limits], [shares], "
-                             "[telemetry], [anomaly], [notify], [web], [submit], [slurm], [partitions.NAME])",
-                             key.str()));
+    const std::string name(key.str());
+    if (name != "partitions" && std::find(kSections.begin(), kSections.end(), name) == kSections.end())
+      return ConfigBad(path, node.source(), node.is_table() ? UnknownSectionMessage(name, kSections) : UnknownKeyMessage("", name, kSections));
     if (!node.is_table()) return ConfigBad(path, node.source(), fmt::format("{} must be a section: [{}]", key.str(), key.str()));
   }
   return Status::Ok();
@@ -374,8 +375,10 @@ Status CheckSections(const std::string& path, const toml::table& table) {
 
 // [lease] dir and memory_margin: the machine's file only.
 Status LoadLeaseTable(const std::string& path, bool trusted, const toml::table& lease, Config& config) {
+  static const std::vector<std::string> kKeys = {"dir", "memory_margin"};
   for (auto&& [key, node] : lease) {
-    if (key != "dir" && key != "memory_margin") return ConfigBad(path, node.source(), fmt::format("unknown key lease.{}", key.str()));
+    if (std::find(kKeys.begin(), kKeys.end(), key.str()) == kKeys.end())
+      return ConfigBad(path, node.source(), UnknownKeyMessage("lease", key.str(), kKeys));
     if (!trusted) return ConfigBad(path, node.source(), fmt::format("lease.{} may only be set in /etc/gpulane/config.toml", key.str()));
     auto text = node.value<std::string>();
     if (!text) return ConfigBad(path, node.source(), fmt::format("lease.{} must be a string", key.str()));
@@ -392,12 +395,16 @@ Status LoadLeaseTable(const std::string& path, bool trusted, const toml::table& 
 
 // [notify] webhook, format, command (any file: they shape the user's own notifications).
 Status LoadNotifyTable(const std::string& path, const toml::table& notify, Config& config) {
+  static constexpr std::pair<std::string_view, std::string Config::*> kKeys[] = {
+      {"webhook", &Config::notify_webhook}, {"format", &Config::notify_format}, {"command", &Config::notify_command}};
   for (auto&& [key, node] : notify) {
-    std::string* target = key == "webhook"   ? &config.notify_webhook
-                          : key == "format"  ? &config.notify_format
-                          : key == "command" ? &config.notify_command
-                                             : nullptr;
-    if (!target) return ConfigBad(path, node.source(), fmt::format("unknown key notify.{} (known: webhook, format, command)", key.str()));
+    std::string* target = nullptr;
+    std::vector<std::string> known;
+    for (const auto& [name, member] : kKeys) {
+      if (key == name) target = &(config.*member);
+      known.emplace_back(name);
+    }
+    if (!target) return ConfigBad(path, node.source(), UnknownKeyMessage("notify", key.str(), known));
     auto text = node.value<std::string>();
     if (!text) return ConfigBad(path, node.source(), fmt::format("notify.{} must be a string", key.str()));
     *target = *text;
@@ -430,16 +437,21 @@ Status SetRunDuration(const std::string& path, std::string_view key, const toml:
 }
 
 Status LoadRunTable(const std::string& path, bool trusted, const toml::table& run, Config& config) {
+  static constexpr std::string_view kIsolationKeys[] = {"isolate", "isolate_required"};
+  static constexpr std::pair<std::string_view, double Config::*> kDurationKeys[] = {
+      {"kill_grace", &Config::kill_grace_s}, {"nvml_poll", &Config::nvml_poll_s}, {"stray_check", &Config::stray_check_s}};
   for (auto&& [key, node] : run) {
-    if (key == "isolate" || key == "isolate_required") {
+    if (key == kIsolationKeys[0] || key == kIsolationKeys[1]) {
       if (Status set = SetIsolation(path, trusted, key.str(), node, config); !set.ok()) return set;
       continue;
     }
-    double* target = key == "kill_grace"    ? &config.kill_grace_s
-                     : key == "nvml_poll"   ? &config.nvml_poll_s
-                     : key == "stray_check" ? &config.stray_check_s
-                                            : nullptr;
-    if (!target) return ConfigBad(path, node.source(), fmt::format("unknown key run.{}", key.str()));
+    double* target = nullptr;
+    std::vector<std::string> known(std::begin(kIsolationKeys), std::end(kIsolationKeys));
+    for (const auto& [name, member] : kDurationKeys) {
+      if (key == name) target = &(config.*member);
+      known.emplace_back(name);
+    }
+    if (!target) return ConfigBad(path, node.source(), UnknownKeyMessage("run", key.str(), known));
     if (Status set = SetRunDuration(path, key.str(), node, *target); !set.ok()) return set;
   }
   return Status::Ok();

@@ -1,13 +1,16 @@
 #include "util/config_daemon.h"
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "util/config_toml.h"
+#include "util/did_you_mean.h"
 #include "util/units.h"
 
 namespace gpulane {
@@ -48,7 +51,11 @@ Status LoadHistoryMinFree(const toml::node& node, Config& config) {
 }  // namespace
 
 Status LoadDaemonTable(const std::string& path, bool trusted, const toml::table& daemon, Config& config) {
+  static const std::vector<std::string> kKnown = {"admin_group", "max_waiting", "show_commands", "mode", "keep_finished", "history_min_free"};
   for (auto&& [key, node] : daemon) {
+    // A misspelt key is said as one before the user's file is refused the section.
+    if (std::find(kKnown.begin(), kKnown.end(), key.str()) == kKnown.end())
+      return ConfigBad(path, node.source(), UnknownKeyMessage("daemon", key.str(), kKnown));
     if (!trusted) return ConfigBad(path, node.source(), fmt::format("daemon.{} may only be set in /etc/gpulane/config.toml", key.str()));
     if (key == "admin_group") {
       auto text = node.value<std::string>();
@@ -82,7 +89,7 @@ Status LoadDaemonTable(const std::string& path, bool trusted, const toml::table&
       if (Status s = LoadHistoryMinFree(node, config); !s.ok())
         return ConfigBad(path, node.source(), s.error().message);
     } else {
-      return ConfigBad(path, node.source(), fmt::format("unknown key daemon.{}", key.str()));
+      return ConfigBad(path, node.source(), UnknownKeyMessage("daemon", key.str(), kKnown));  // kKnown and this chain disagree
     }
   }
   return Status::Ok();

@@ -5,10 +5,13 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "util/config_toml.h"
+#include "util/did_you_mean.h"
 #include "util/units.h"
 
 namespace gpulane {
@@ -65,44 +68,74 @@ Status SetPolicy(const std::string& path, const toml::node& node, Config& config
   return Status::Ok();
 }
 
-Status SetSchedKey(const std::string& path, std::string_view key, const toml::node& node, Config& config) {
-  if (key == "policy") return SetPolicy(path, node, config);
-  if (key == "max_reserve_idle")
-    return SetBoundedDuration(path, node, 0, 86400, "sched.max_reserve_idle must be a duration from \"0s\" to \"1d\", like \"10m\"",
-                              config.max_reserve_idle_s);
-  if (key == "max_unclaimed")
-    return SetBoundedDuration(path, node, 1, 3600, "sched.max_unclaimed must be a duration from \"1s\" to \"1h\", like \"30s\"",
-                              config.max_unclaimed_s);
-  if (key == "max_preemptions_per_job")
-    return SetCount(path, node, 1000, "sched.max_preemptions_per_job must be a whole number from 0 to 1000, like 3",
-                    config.max_preemptions_per_job);
-  if (key == "max_preemptions_per_minute")
-    return SetCount(path, node, 100000, "sched.max_preemptions_per_minute must be a whole number from 0 to 100000, like 30",
-                    config.max_preemptions_per_minute);
-  if (key == "default_partition") {
-    auto text = node.value<std::string>();
-    if (!text || text->empty()) return ConfigBad(path, node.source(), "sched.default_partition must be the name of a [partitions.NAME] table");
-    config.default_partition = *text;
-    return Status::Ok();
+// The [sched] keys, in the order an unknown key's error lists them, each with its reader.
+using SchedKeySetter = Status (*)(const std::string& path, std::string_view key, const toml::node& node, Config& config);
+constexpr std::pair<std::string_view, SchedKeySetter> kSchedKeys[] = {
+    {"default_partition",
+     [](const std::string& path, std::string_view, const toml::node& node, Config& config) {
+       auto text = node.value<std::string>();
+       if (!text || text->empty()) return Status(ConfigBad(path, node.source(), "sched.default_partition must be the name of a [partitions.NAME] table"));
+       config.default_partition = *text;
+       return Status::Ok();
+     }},
+    {"policy", [](const std::string& path, std::string_view, const toml::node& node, Config& config) { return SetPolicy(path, node, config); }},
+    {"max_reserve_idle",
+     [](const std::string& path, std::string_view, const toml::node& node, Config& config) {
+       return SetBoundedDuration(path, node, 0, 86400, "sched.max_reserve_idle must be a duration from \"0s\" to \"1d\", like \"10m\"",
+                                 config.max_reserve_idle_s);
+     }},
+    {"max_unclaimed",
+     [](const std::string& path, std::string_view, const toml::node& node, Config& config) {
+       return SetBoundedDuration(path, node, 1, 3600, "sched.max_unclaimed must be a duration from \"1s\" to \"1h\", like \"30s\"",
+                                 config.max_unclaimed_s);
+     }},
+    {"max_preemptions_per_job",
+     [](const std::string& path, std::string_view, const toml::node& node, Config& config) {
+       return SetCount(path, node, 1000, "sched.max_preemptions_per_job must be a whole number from 0 to 1000, like 3",
+                       config.max_preemptions_per_job);
+     }},
+    {"max_preemptions_per_minute",
+     [](const std::string& path, std::string_view, const toml::node& node, Config& config) {
+       return SetCount(path, node, 100000, "sched.max_preemptions_per_minute must be a whole number from 0 to 100000, like 30",
+                       config.max_preemptions_per_minute);
+     }},
+    {"fair_share_half_life",
+     [](const std::string& path, std::string_view key, const toml::node& node, Config& config) {
+       return SetFairShareDuration(path, key, node, config.fair_share_half_life_s);
+     }},
+    {"priority_weight_fair_share",
+     [](const std::string& path, std::string_view key, const toml::node& node, Config& config) {
+       return SetWeight(path, key, node, config.priority_weight_fair_share);
+     }},
+    {"priority_weight_age",
+     [](const std::string& path, std::string_view key, const toml::node& node, Config& config) {
+       return SetWeight(path, key, node, config.priority_weight_age);
+     }},
+    {"priority_max_age",
+     [](const std::string& path, std::string_view key, const toml::node& node, Config& config) {
+       return SetFairShareDuration(path, key, node, config.priority_max_age_s);
+     }},
+};
+
+// A misspelt key is said as one before the user's file is refused the section.
+Status SetSchedKey(const std::string& path, bool trusted, std::string_view key, const toml::node& node, Config& config) {
+  std::vector<std::string> known;
+  for (const auto& [name, set] : kSchedKeys) {
+    if (key != name) {
+      known.emplace_back(name);
+      continue;
+    }
+    if (!trusted) return ConfigBad(path, node.source(), fmt::format("sched.{} may only be set in /etc/gpulane/config.toml", key));
+    return set(path, key, node, config);
   }
-  if (key == "fair_share_half_life") return SetFairShareDuration(path, key, node, config.fair_share_half_life_s);
-  if (key == "priority_max_age") return SetFairShareDuration(path, key, node, config.priority_max_age_s);
-  if (key == "priority_weight_fair_share") return SetWeight(path, key, node, config.priority_weight_fair_share);
-  if (key == "priority_weight_age") return SetWeight(path, key, node, config.priority_weight_age);
-  return ConfigBad(path, node.source(),
-                   fmt::format("unknown key sched.{} (known: default_partition, policy, max_reserve_idle, max_unclaimed, "
-                               "max_preemptions_per_job, max_preemptions_per_minute, fair_share_half_life, "
-                               "priority_weight_fair_share, priority_weight_age, priority_max_age)",
-                               key));
+  return ConfigBad(path, node.source(), UnknownKeyMessage("sched", key, known));
 }
 
 }  // namespace
 
 Status LoadSchedTable(const std::string& path, bool trusted, const toml::table& sched, Config& config) {
-  for (auto&& [key, node] : sched) {
-    if (!trusted) return ConfigBad(path, node.source(), fmt::format("sched.{} may only be set in /etc/gpulane/config.toml", key.str()));
-    if (Status s = SetSchedKey(path, key.str(), node, config); !s.ok()) return s;
-  }
+  for (auto&& [key, node] : sched)
+    if (Status s = SetSchedKey(path, trusted, key.str(), node, config); !s.ok()) return s;
   return Status::Ok();
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "util/config_toml.h"
+#include "util/did_you_mean.h"
 #include "util/listen_address.h"
 
 namespace gpulane {
@@ -68,7 +69,7 @@ Status LoadWebTable(const std::string& path, const toml::table& web, Config& con
                               "[\"http://gpu02:9470/\"]", config.web_peers); !s.ok())
         return s;
     } else {
-      return Bad(path, node, fmt::format("unknown key web.{} (known: listen, show_commands, allowed_hosts, peers)", key.str()));
+      return Bad(path, node, UnknownKeyMessage("web", key.str(), {"listen", "show_commands", "allowed_hosts", "peers"}));
     }
   }
   return Status::Ok();

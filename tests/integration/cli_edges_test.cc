@@ -38,6 +38,29 @@ TEST(CliEdges, AMistypedCommandNamesTheNearestOne) {
   EXPECT_FALSE(Contains(r.err, "_supervise")) << "internal commands are never offered: " << r.err;
 }
 
+// A new user typed `gpulane history`, as other tools call it, and was told only that it is unknown.
+// Other tools' words say where gpulane has it; a word near a command still gets that command.
+TEST(CliEdges, AnotherToolsWordSaysWhereGpulaneHasIt) {
+  FakeMachine machine(EightGpus());
+  RunResult r = RunGpulane({"history"}, machine.env());
+  EXPECT_TRUE(IsGpulaneError(r, 2, "unknown command 'history': finished jobs are in 'gpulane queue --all', their use in "
+                                   "'gpulane report --by job' (gpulane --help lists the commands)")) << r.err;
+  struct Word {
+    const char* typed;
+    const char* says;
+  };
+  for (const Word& w : {Word{"jobs", "'gpulane queue'"}, Word{"ps", "'gpulane queue'"}, Word{"ls", "'gpulane queue'"},
+                        Word{"kill", "'gpulane cancel JOB'"}, Word{"rm", "'gpulane cancel JOB'"}, Word{"nvidia-smi", "'gpulane status'"},
+                        Word{"gpustat", "'gpulane status'"}, Word{"sbatch", "'gpulane submit -g N -- COMMAND'"}}) {
+    r = RunGpulane({w.typed}, machine.env());
+    EXPECT_TRUE(IsGpulaneError(r, 2, fmt::format("unknown command '{}': ", w.typed))) << r.err;
+    EXPECT_TRUE(Contains(r.err, w.says)) << w.typed << ": " << r.err;
+    EXPECT_FALSE(Contains(r.err, "did you mean")) << w.typed << " is near no command: " << r.err;
+  }
+  r = RunGpulane({"stat"}, machine.env());
+  EXPECT_TRUE(IsGpulaneError(r, 2, "unknown command 'stat': did you mean status?")) << "the nearest command first: " << r.err;
+}
+
 TEST(CliEdges, AMistypedOptionNamesTheNearestOne) {
   FakeMachine machine(EightGpus());
   RunResult r = RunGpulane({"status", "--jsn"}, machine.env());

@@ -214,7 +214,7 @@ TEST_F(UserLimitsConfigFile, TheConfigTables) {
     std::string text, says;
   };
   for (const Bad& b : std::vector<Bad>{
-           {"[limits]\nmax_gpu = 2\n", "unknown key limits.max_gpu (known: max_gpus, max_queued, max_time_limit, default_time_limit"},
+           {"[limits]\nmax_gpu = 2\n", "unknown key limits.max_gpu: did you mean limits.max_gpus?"},
            {"[limits]\nmax_gpus = -1\n", "limits.max_gpus must be an integer from 0 to 1024"},
            {"[limits]\nmax_queued = \"many\"\n", "limits.max_queued must be an integer"},
            {"[limits]\nmax_time_limit = 3600\n", "limits.max_time_limit must be a duration from 1s to 365d"},
@@ -225,7 +225,8 @@ TEST_F(UserLimitsConfigFile, TheConfigTables) {
            {"[limits.groups.ml]\nmax_gpu_hours_per_day = \"24h\"\n",
             "limits.groups.ml.max_gpu_hours_per_day must be a number of GPU-hours above 0"},
            {"[limits]\nmax_gpu_hours_per_day = nan\n", "limits.max_gpu_hours_per_day must be a number"},
-           {"[limits]\nmax_gpu_hour_per_day = 1\n", "default_time_limit, max_gpu_hours_per_day, users.NAME, groups.NAME)"},
+           {"[limits]\nmax_gpu_hour_per_day = 1\n", "did you mean limits.max_gpu_hours_per_day?"},
+           {"[limits]\ngpu_budget = 1\n", "default_time_limit, max_gpu_hours_per_day, users.NAME, groups.NAME)"},
            {"[limits.users.bob]\nmax_gpus = 1\nqueue = 3\n", "unknown key limits.users.bob.queue"},
            {"[limits.users]\nbob = 3\n", "limits.users.bob must be a table"},
        }) {
