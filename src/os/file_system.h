@@ -3,9 +3,10 @@
 // calls, ninja's DiskInterface): what the daemon and the supervisors read and write in the state
 // folder: the store's marker and the job files through which the daemon and a supervisor hand a job
 // over (daemon/job_files.h: spec, status, listing, liveness; what is about disk blocks or
-// descriptors that cross a fork stays on POSIX there, said where). The real one (SystemFileSystem) is built in an executable's main() with the rest of os::Env; a test may
-// hand the same code files kept in memory. Paths a *user* named are never read through this: the
-// root side opens those with os::OpenAsUser (os/user_file.h).
+// descriptors that cross a fork stays on POSIX there, said where). The real one (SystemFileSystem)
+// is built in an executable's main() with the rest of os::Env; a test may hand the same code files
+// kept in memory. Paths a *user* named are never read through this: the root side opens those with
+// os::OpenAsUser (os/user_file.h).
 #include <sys/types.h>
 
 #include <cstdint>
