@@ -9,7 +9,8 @@ opened through os/user_file.h (os::OpenAsUser and its helpers: the user's rights
 no blocking, regular files only, bounded reads). This check finds every other call under
 src/daemon/ and src/exec/ that takes a path (open, openat, fopen, file streams, std::filesystem,
 stat, lstat, access, opendir, chdir, unlink, rename, mkdir, chmod, readlink, remove, truncate; and
-os::FileSystem's Stat, ReadFile and WriteFileDurably, os::Env's files, which have root's rights too) and
+os::FileSystem's Stat, ReadFile, WriteFileDurably, WriteFileAtomically, RemoveFile, ListDir and
+LockedExclusively, os::Env's files, which have root's rights too) and
 fails unless the line is in ALLOWED below with the reason it is not a user's path. An entry that
 matches no line any more fails too, so the list stays the list of what is there.
 Prints one line per problem (file:line: what) and exits 1 when there is any, else 0.
@@ -25,7 +26,7 @@ PATH_CALL = re.compile(
     r"(open|openat|openat2|fopen|freopen|stat|lstat|fstatat|statx|access|faccessat|opendir|chdir|unlink|unlinkat|"
     r"rename|renameat|renameat2|mkdir|mkdirat|chmod|chown|lchown|readlink|realpath|remove|truncate|mkfifo)\s*\("
     r"|std::(?:i|o)?fstream\b|std::filesystem::|\bfs::"
-    r"|\.(?:Stat|ReadFile|WriteFileDurably)\s*\(")  # os::FileSystem (os/file_system.h): root's rights as well
+    r"|\.(?:Stat|ReadFile|WriteFileDurably|WriteFileAtomically|RemoveFile|ListDir|LockedExclusively)\s*\(")  # os::FileSystem (os/file_system.h): root's rights as well
 
 STATE = "the daemon's own state folder (root's, 0700; the user's own for a per-user daemon), never a user's path"
 OWN = "a fixed path of the system, not one a user names"
@@ -48,20 +49,22 @@ ALLOWED = {
         ("unlink(paths_.socket.c_str())", ADMIN + ": its socket"),
     ],
     "daemon/job_files.cc": [
-        ("opendir(jobs_dir.c_str()", STATE),
-        ("open(tmp.c_str()", STATE),
-        ("rename(tmp.c_str(), path.c_str())", STATE),
         ("open(dir.c_str()", STATE),
         ("open(path.c_str()", STATE),
         ("unlink(path.c_str())", STATE),
-        ("unlink(reserve_path().c_str())", STATE),
         ("open(reserve.c_str()", STATE),
         ("rename(reserve.c_str(), status_path().c_str())", STATE),
-        ("open(lock_path().c_str()", STATE),
-        ("unlink(spec_path().c_str())", STATE),
-        ("unlink(status_path().c_str())", STATE),
-        ("unlink(lock_path().c_str())", STATE),
-        ("unlink(exec_path().c_str())", STATE),
+        ("files_.RemoveFile(reserve_path())", STATE),
+        ("files_.ReadFile(exec_path())", STATE),
+        ("files_.WriteFileDurably(spec_path()", STATE),
+        ("files_.ReadFile(spec_path())", STATE),
+        ("files_.WriteFileDurably(status_path()", STATE),
+        ("files_.WriteFileAtomically(status_path()", STATE),
+        ("files_.ReadFile(status_path())", STATE),
+        ("files_.LockedExclusively(lock_path())", STATE),
+        ("files_.RemoveFile(path)", STATE + ": the job's five files (JobFiles::Remove)"),
+        ("files_.RemoveFile(status_path())", STATE),
+        ("files.ListDir(jobs_dir)", STATE + ": the jobs folder"),
     ],
     "daemon/launcher.cc": [
         ('open("/dev/null"', OWN),

@@ -106,7 +106,7 @@ Status Daemon::Setup() {
   auto exe = OwnBinaryPath();
   if (!exe) return exe.error();
   launcher_ = parts_.make_launcher({*exe, jobs_dir_, paths_.state_dir + "/supervisor.log"});
-  jobs_ = std::make_unique<JobTable>(*store_, jobs_dir_, clock_, *launcher_, TableLimits(*snapshot), [this](const std::string& line) { Log(line); });
+  jobs_ = std::make_unique<JobTable>(*store_, jobs_dir_, clock_, env_.files, *launcher_, TableLimits(*snapshot), [this](const std::string& line) { Log(line); });
   jobs_->SetGroupsLookup(GroupsOfUser);
   if (Status watching = WatchJobsDir(stops); !watching.ok()) return watching;
   Recover();

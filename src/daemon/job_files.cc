@@ -1,16 +1,12 @@
 #include "daemon/job_files.h"
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <fmt/format.h>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -19,38 +15,12 @@ namespace {
 
 using nlohmann::json;
 
-// Replaces `path` atomically (temp file + rename). With `sync`, also flushes file and folder to
-// disk before returning, so the content survives a power loss, not only a process crash.
 // Flushes a folder's entries (a rename in it) to disk.
 void SyncDir(const std::string& dir) {
   if (int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
     fsync(dfd);
     close(dfd);
   }
-}
-
-Status WriteAtomically(const std::string& dir, const std::string& path, const std::string& content, mode_t mode,
-                       bool sync) {
-  const std::string tmp = path + ".tmp";
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode);
-  if (fd < 0) return MakeError(ErrorKind::kIo, fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
-  bool ok = write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size()) && (!sync || fsync(fd) == 0);
-  close(fd);
-  if (!ok || rename(tmp.c_str(), path.c_str()) != 0)
-    return MakeError(ErrorKind::kIo, fmt::format("cannot write {}: {}", path, std::strerror(errno)));
-  if (sync) SyncDir(dir);
-  return Status::Ok();
-}
-
-std::optional<std::string> Slurp(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  std::string out;
-  char buf[65536];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof buf)) > 0) out.append(buf, static_cast<std::size_t>(n));
-  close(fd);
-  return out;
 }
 
 std::string StatusText(const SupervisorStatus& s) {
@@ -76,6 +46,7 @@ std::string JobFiles::lock_path() const { return fmt::format("{}/{}.lock", dir_,
 std::string JobFiles::exec_path() const { return fmt::format("{}/{}.exec", dir_, id_); }
 std::string JobFiles::reserve_path() const { return fmt::format("{}/{}.reserve", dir_, id_); }
 
+// On POSIX, not os::FileSystem: the point is the file's disk blocks, held until it goes.
 Status JobFiles::Reserve(std::uint64_t bytes) const {
   const std::string path = reserve_path();
   int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -93,12 +64,13 @@ Status JobFiles::Reserve(std::uint64_t bytes) const {
 Status JobFiles::WriteStatusReserved(const SupervisorStatus& status) const {
   Status written = WriteStatus(status);
   if (written.ok()) {
-    unlink(reserve_path().c_str());
+    (void)files_.RemoveFile(reserve_path());  // best effort: Remove() takes one left behind
     return written;
   }
   // The folder is full. The status is written into the reserve's own blocks, which it keeps, and
   // the reserve is renamed over the status file: freeing the reserve first would let another
   // writer on the full folder (the daemon retrying its store) take the room between the two steps.
+  // On POSIX, not os::FileSystem: written into the reserve's own blocks, through its descriptor.
   const std::string text = StatusText(status), reserve = reserve_path();
   int fd = open(reserve.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return written;  // no reserve: the caller tries again
@@ -128,6 +100,7 @@ LostSupervisorAction DecideLostSupervisor(const std::optional<SupervisorStatus>&
   return LostSupervisorAction::kGrace;
 }
 
+// On POSIX, not os::FileSystem: the descriptor crosses the job child's fork, which writes through it.
 Result<int> JobFiles::OpenExecMark() const {
   const std::string path = exec_path();
   int fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -141,7 +114,7 @@ Result<int> JobFiles::OpenExecMark() const {
 }
 
 bool JobFiles::ExecMarked() const {
-  auto text = Slurp(exec_path());
+  auto text = files_.ReadFile(exec_path());
   return text && !text->empty() && (*text)[0] == '1';
 }
 
@@ -150,11 +123,11 @@ Status JobFiles::WriteSpec(const store::Job& job) const {
   // (a strict dump would throw), so such bytes become U+FFFD. The job's bytes (argv, env, paths)
   // are written as bytes (util/bytes_json.h).
   const json j = store::JobToStoredJson(job);
-  return WriteAtomically(dir_, spec_path(), j.dump(-1, ' ', false, json::error_handler_t::replace), 0600, /*sync=*/true);
+  return files_.WriteFileDurably(spec_path(), j.dump(-1, ' ', false, json::error_handler_t::replace), 0600);
 }
 
 Result<store::Job> JobFiles::ReadSpec() const {
-  auto text = Slurp(spec_path());
+  auto text = files_.ReadFile(spec_path());
   if (!text) return MakeError(ErrorKind::kNotFound, fmt::format("no spec for job {} in {}", id_, dir_));
   const json j = json::parse(*text, nullptr, false);
   auto damaged = [&](const std::string& why) {
@@ -171,11 +144,13 @@ Status JobFiles::WriteStatus(const SupervisorStatus& s) const {
   // "waiting" and "running" need only survive the daemon's crashes (the page cache does that) and
   // sit on the path from a GPU's release to the next job's start, where two disk flushes cost
   // 8-11 ms (bench/results/queue-*.md). The outcome ("done") is flushed to disk.
-  return WriteAtomically(dir_, status_path(), StatusText(s), 0644, /*sync=*/s.phase == "done");
+  const std::string text = StatusText(s);
+  if (s.phase == "done") return files_.WriteFileDurably(status_path(), text, 0644);
+  return files_.WriteFileAtomically(status_path(), text, 0644);
 }
 
 std::optional<SupervisorStatus> JobFiles::ReadStatus() const {
-  auto text = Slurp(status_path());
+  auto text = files_.ReadFile(status_path());
   if (!text) return std::nullopt;
   json j = json::parse(*text, nullptr, false);
   if (j.is_discarded()) return std::nullopt;
@@ -200,23 +175,15 @@ std::optional<SupervisorStatus> JobFiles::ReadStatus() const {
   return s;
 }
 
-bool JobFiles::SupervisorAlive() const {
-  int fd = open(lock_path().c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return false;
-  bool alive = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-  close(fd);
-  return alive;
-}
+bool JobFiles::SupervisorAlive() const { return files_.LockedExclusively(lock_path()); }
 
+// Best effort, as the unlink(2) calls were: a file that cannot be removed is left behind.
 void JobFiles::Remove() const {
-  unlink(spec_path().c_str());
-  unlink(status_path().c_str());
-  unlink(lock_path().c_str());
-  unlink(exec_path().c_str());
-  unlink(reserve_path().c_str());
+  for (const std::string& path : {spec_path(), status_path(), lock_path(), exec_path(), reserve_path()})
+    (void)files_.RemoveFile(path);
 }
 
-void JobFiles::RemoveStatus() const { unlink(status_path().c_str()); }
+void JobFiles::RemoveStatus() const { (void)files_.RemoveFile(status_path()); }
 
 std::optional<std::int64_t> JobIdOfFile(const std::string& name) {
   std::size_t dot = name.find('.');
@@ -229,13 +196,12 @@ std::optional<std::int64_t> JobIdOfFile(const std::string& name) {
   return id;
 }
 
-std::optional<std::set<std::int64_t>> JobIdsWithFiles(const std::string& jobs_dir) {
-  DIR* dir = opendir(jobs_dir.c_str());
-  if (!dir) return std::nullopt;
+std::optional<std::set<std::int64_t>> JobIdsWithFiles(os::FileSystem& files, const std::string& jobs_dir) {
+  auto names = files.ListDir(jobs_dir);
+  if (!names) return std::nullopt;
   std::set<std::int64_t> ids;
-  while (const dirent* entry = readdir(dir))
-    if (auto id = JobIdOfFile(entry->d_name)) ids.insert(*id);
-  closedir(dir);
+  for (const std::string& name : *names)
+    if (auto id = JobIdOfFile(name)) ids.insert(*id);
   return ids;
 }
 

@@ -11,6 +11,11 @@
 //                     status file (WriteStatusReserved)
 // They let a job outlive a daemon restart: the supervisor records the exit status even while no
 // daemon runs, and a restarted daemon reads it back.
+//
+// Spec, status, removal, listing and the lock's probe go through os::FileSystem (os/file_system.h:
+// the daemon's and the supervisor's os::Env::files; files in memory in a test). The reserve, its use
+// for the end and the exec mark stay on POSIX calls: they are about a file's disk blocks and a
+// descriptor the job's child inherits across its fork, which the FileSystem does not model.
 #include <signal.h>
 #include <sys/types.h>
 
@@ -20,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "os/file_system.h"
 #include "store/job.h"
 #include "util/result.h"
 
@@ -77,7 +83,8 @@ inline int HoldSignal() { return SIGRTMIN + 1; }
 
 class JobFiles {
  public:
-  JobFiles(std::string dir, std::int64_t id) : dir_(std::move(dir)), id_(id) {}
+  /// The files of job `id` in `dir`, read and written through `files`, which must outlive this.
+  JobFiles(os::FileSystem& files, std::string dir, std::int64_t id) : files_(files), dir_(std::move(dir)), id_(id) {}
   std::string spec_path() const;
   std::string status_path() const;
   std::string lock_path() const;
@@ -114,20 +121,21 @@ class JobFiles {
   Result<int> OpenExecMark() const;
   /// True when the exec mark says '1' (the job's child was about to exec, or did).
   bool ExecMarked() const;
-  /// Removes all five files.
+  /// Removes all five files (those that cannot be removed are left).
   void Remove() const;
-  /// Removes the status file alone.
+  /// Removes the status file alone (left when it cannot be removed).
   void RemoveStatus() const;
 
  private:
+  os::FileSystem& files_;
   std::string dir_;
   std::int64_t id_;
 };
 
 /// The job id of a file name in the jobs folder ("12.status.json" -> 12), or nullopt.
 std::optional<std::int64_t> JobIdOfFile(const std::string& name);
-/// The ids of the jobs that have a file in `jobs_dir` (one listing of the folder); nullopt when it
-/// cannot be read.
-std::optional<std::set<std::int64_t>> JobIdsWithFiles(const std::string& jobs_dir);
+/// The ids of the jobs that have a file in `jobs_dir` (one listing of the folder through `files`);
+/// nullopt when it cannot be read.
+std::optional<std::set<std::int64_t>> JobIdsWithFiles(os::FileSystem& files, const std::string& jobs_dir);
 
 }  // namespace gpulane::daemon

@@ -33,9 +33,15 @@ std::string ClockTime(double wall_s) {
 
 }  // namespace
 
-JobTable::JobTable(store::JobStore& store, std::string jobs_dir, const Clock& clock, SupervisorLauncher& launcher,
-                   JobTableLimits limits, LogSink log)
-    : store_(store), jobs_dir_(std::move(jobs_dir)), clock_(clock), launcher_(launcher), limits_(limits), log_(std::move(log)) {
+JobTable::JobTable(store::JobStore& store, std::string jobs_dir, const Clock& clock, os::FileSystem& files,
+                   SupervisorLauncher& launcher, JobTableLimits limits, LogSink log)
+    : store_(store),
+      jobs_dir_(std::move(jobs_dir)),
+      clock_(clock),
+      files_(files),
+      launcher_(launcher),
+      limits_(limits),
+      log_(std::move(log)) {
   store_.SetBusyTimeout(limits_.busy_timeout_ms);
 }
 
@@ -134,7 +140,7 @@ void JobTable::Forget(Job& job, bool files, bool log) {
   const std::int64_t id = job.id;
   dirty_.erase(id);
   unstored_ends_.erase(id);
-  if (files) JobFiles(jobs_dir_, id).Remove();
+  if (files) JobFiles(files_, jobs_dir_, id).Remove();
   if (log)
     log_(fmt::format("job {} ({}) {}{}{}", id, job.user(), store::StateName(job.state),
                      job.exit_code ? fmt::format(" with exit code {}", *job.exit_code) : "",
@@ -236,14 +242,14 @@ void JobTable::ImportStatus(std::int64_t id) {
   try {
     ImportStatusOf(job);
   } catch (const std::exception& e) {
-    log_(fmt::format("cannot read the status of job {} ({}): {}; left as it was", id, JobFiles(jobs_dir_, id).status_path(),
-                     e.what()));
+    log_(fmt::format("cannot read the status of job {} ({}): {}; left as it was", id,
+                     JobFiles(files_, jobs_dir_, id).status_path(), e.what()));
   }
 }
 
 void JobTable::ImportStatusOf(Job& job) {
   const std::int64_t id = job.id;
-  JobFiles files(jobs_dir_, id);
+  JobFiles files(files_, jobs_dir_, id);
   // Liveness first, then the status: a supervisor found dead has written its last status already,
   // while one read the other way round may write "done" and exit between the two reads.
   const bool alive = files.SupervisorAlive();
@@ -459,7 +465,7 @@ void JobTable::RetryJob(Job& job, const SupervisorStatus& status, JobState attem
   dirty_.erase(id);
   hold_requested_.erase(id);
   launched_at_.erase(id);
-  JobFiles(jobs_dir_, id).Remove();
+  JobFiles(files_, jobs_dir_, id).Remove();
   if (requeued)
     log_(fmt::format("job {} ({}) was stopped and is requeued: {}", id, job.user(), ended.reason));
   else

@@ -51,6 +51,7 @@
 #include "daemon/launcher.h"
 #include "daemon/parts_op.h"
 #include "daemon/submission.h"
+#include "os/file_system.h"
 #include "sched/fairshare.h"
 #include "sched/launch.h"
 #include "sched/launch_past_cap.h"
@@ -138,10 +139,10 @@ struct StoreTrouble {
 
 class JobTable {
  public:
-  /// Keeps references to `store`, `clock` and `launcher`, which must outlive it. `jobs_dir` holds
-  /// the jobs' spec, status and lock files.
-  JobTable(store::JobStore& store, std::string jobs_dir, const Clock& clock, SupervisorLauncher& launcher,
-           JobTableLimits limits, LogSink log);
+  /// Keeps references to `store`, `clock`, `files` and `launcher`, which must outlive it. `jobs_dir`
+  /// holds the jobs' spec, status and lock files, read and written through `files` (daemon/job_files.h).
+  JobTable(store::JobStore& store, std::string jobs_dir, const Clock& clock, os::FileSystem& files,
+           SupervisorLauncher& launcher, JobTableLimits limits, LogSink log);
 
   /// Start-up: loads every unfinished job from the store and reads the status of each one that had
   /// been handed to a supervisor (adopting, collecting or requeueing it as ImportStatus does).
@@ -415,6 +416,7 @@ class JobTable {
   store::JobStore& store_;
   std::string jobs_dir_;
   const Clock& clock_;
+  os::FileSystem& files_;
   SupervisorLauncher& launcher_;
   JobTableLimits limits_;
   LogSink log_;

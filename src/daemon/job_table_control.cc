@@ -63,7 +63,7 @@ void JobTable::EndParts(PartsOp op, std::span<const std::int64_t> ids) {
 // starts at once.
 bool JobTable::NeverStarts(const Job& job) const {
   if (job.state != JobState::kLaunching || job.spec.request.count == 0 || !job.supervisor_pid) return false;
-  const auto status = JobFiles(jobs_dir_, job.id).ReadStatus();
+  const auto status = JobFiles(files_, jobs_dir_, job.id).ReadStatus();
   return status && status->phase == "waiting" && status->pid == *job.supervisor_pid;
 }
 
@@ -105,7 +105,7 @@ PartResult JobTable::CancelPart(std::span<const std::int64_t> ids, const std::st
   if (rows.empty()) return result;
   // Jobs that never ran seldom have files (a requeued launch keeps its lock file): one listing of
   // the folder, not five unlinks a job (they were most of a part's time).
-  const auto with_files = JobIdsWithFiles(jobs_dir_);
+  const auto with_files = JobIdsWithFiles(files_, jobs_dir_);
   // One log line for the part's jobs, not one a job (a single job's cancel logs its own line).
   const bool one = rows.size() == 1;
   std::vector<std::int64_t> done;

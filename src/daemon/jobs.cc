@@ -288,7 +288,7 @@ void JobTable::NoteWhyWaiting(const sched::LaunchPlan& plan, const std::vector<s
 }
 
 void JobTable::Launch(Job& job) {
-  JobFiles files(jobs_dir_, job.id);
+  JobFiles files(files_, jobs_dir_, job.id);
   // A retry's earlier supervisor left its "done" status if the daemon stopped between storing the
   // retry and removing the files: it is that attempt's, and would stop the new supervisor. (Its
   // lock stays, as for any requeued job.)

@@ -322,7 +322,8 @@ void BlockStopSignals() {
 }
 
 // Takes the job's lock, held (its descriptor open) for the supervisor's whole life; false when
-// another supervisor holds it.
+// another supervisor holds it. On POSIX, not os::FileSystem: the descriptor is shared with the job's
+// child across its fork until the exec (job_files.h).
 bool LockJob(const JobFiles& files) {
   int lock_fd = open(files.lock_path().c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   return lock_fd >= 0 && flock(lock_fd, LOCK_EX | LOCK_NB) == 0;
@@ -455,7 +456,7 @@ int SuperviseLeased(Supervision& s, const Config& config, const lease::LeaseDir&
 
 int RunSupervisor(const std::string& jobs_dir, std::int64_t id, const os::Env& env) {
   BlockStopSignals();
-  JobFiles files(jobs_dir, id);
+  JobFiles files(env.files, jobs_dir, id);
   if (!LockJob(files)) return 0;  // someone else supervises it
   SupervisorStatus status;
   status.pid = getpid();

@@ -2,7 +2,8 @@
 // The operating system as the library sees it (issue 25, item 3; leveldb's Env, ninja's
 // DiskInterface): the clock, /proc, the starting of processes, the GPUs and the state folder's
 // files, bundled, built once by an executable's main() (SystemEnv) and passed down to whatever
-// reads the time, looks processes up, reads GPUs or (so far: the store's marker) its own files.
+// reads the time, looks processes up, reads GPUs or (so far: the store's marker and the job files)
+// its own files.
 // Nothing below cli/ builds a clock, a ProcfsProcessTable or an NVML backend of its own and nothing
 // there forks (scripts/check-seams.py), so a test hands the same code a FakeClock, a fake process
 // table, a spawner that records, fixed GPU snapshots and files in memory instead of sleeping,

@@ -417,7 +417,7 @@ int TakeLock(std::map<std::int64_t, int>& locks, const daemon::JobFiles& files, 
 }  // namespace
 
 void InProcDaemonTest::Waiting(std::int64_t id, const std::string& reason) {
-  daemon::JobFiles files(paths_.state_dir + "/jobs", id);
+  daemon::JobFiles files(files_, paths_.state_dir + "/jobs", id);
   TakeLock(locks_, files, id);
   daemon::SupervisorStatus s;
   s.phase = "waiting";
@@ -428,7 +428,7 @@ void InProcDaemonTest::Waiting(std::int64_t id, const std::string& reason) {
 }
 
 void InProcDaemonTest::Running(std::int64_t id, std::vector<std::string> gpu_uuids) {
-  daemon::JobFiles files(paths_.state_dir + "/jobs", id);
+  daemon::JobFiles files(files_, paths_.state_dir + "/jobs", id);
   TakeLock(locks_, files, id);
   daemon::SupervisorStatus s;
   s.phase = "running";
@@ -440,7 +440,7 @@ void InProcDaemonTest::Running(std::int64_t id, std::vector<std::string> gpu_uui
 }
 
 void InProcDaemonTest::Done(std::int64_t id, int exit_code, const std::function<void(daemon::SupervisorStatus&)>& edit) {
-  daemon::JobFiles files(paths_.state_dir + "/jobs", id);
+  daemon::JobFiles files(files_, paths_.state_dir + "/jobs", id);
   auto s = files.ReadStatus();
   ASSERT_TRUE(s) << "job " << id << " was reported running first";
   s->phase = "done";

@@ -69,7 +69,7 @@ TEST_F(DaemonInProc, TheSubmissionTimeIsTheDaemonsOneStamp) {
     Restart();  // the second time round, from the store
   }
   ASSERT_EQ(Launched().front(), id);
-  auto spec = daemon::JobFiles(paths_.state_dir + "/jobs", id).ReadSpec();
+  auto spec = daemon::JobFiles(files_, paths_.state_dir + "/jobs", id).ReadSpec();
   ASSERT_TRUE(spec) << spec.error().message;
   EXPECT_EQ(spec->submit_time_s(), stamped_s);
 }

@@ -96,9 +96,9 @@ TEST_F(DaemonInProcRecovery, AJobWhoseCommandMayHaveStartedIsNeverStartedAgain) 
   const std::int64_t id = SubmitOne();
   Running(id);
   Turn();
-  ASSERT_TRUE(daemon::JobFiles(paths_.state_dir + "/jobs", id).OpenExecMark());  // '0' ...
+  ASSERT_TRUE(daemon::JobFiles(files_, paths_.state_dir + "/jobs", id).OpenExecMark());  // '0' ...
   {
-    std::FILE* mark = std::fopen(daemon::JobFiles(paths_.state_dir + "/jobs", id).exec_path().c_str(), "r+");
+    std::FILE* mark = std::fopen(daemon::JobFiles(files_, paths_.state_dir + "/jobs", id).exec_path().c_str(), "r+");
     ASSERT_NE(mark, nullptr);
     std::fputc('1', mark);  // ... and '1': the job's child was about to exec
     std::fclose(mark);
@@ -118,7 +118,7 @@ TEST_F(DaemonInProcRecovery, AJobWhoseCommandMayHaveStartedIsNeverStartedAgain) 
 TEST_F(DaemonInProcRecovery, ADamagedStatusFileIsLoggedAndTheDaemonGoesOn) {
   const std::int64_t damaged = SubmitOne();
   const std::int64_t other = SubmitOne();
-  const std::string status = daemon::JobFiles(paths_.state_dir + "/jobs", damaged).status_path();
+  const std::string status = daemon::JobFiles(files_, paths_.state_dir + "/jobs", damaged).status_path();
   {
     std::FILE* f = std::fopen((status + ".damaged").c_str(), "w");
     ASSERT_NE(f, nullptr);

@@ -289,7 +289,7 @@ TEST_F(DaemonInProcUsers, AJobIsItsSubmittersWhateverItsRequestClaims) {
     Restart();  // the second time round, from the store
   }
   ASSERT_EQ(Launched(), job);
-  auto spec = daemon::JobFiles(paths_.state_dir + "/jobs", job[0]).ReadSpec();
+  auto spec = daemon::JobFiles(files_, paths_.state_dir + "/jobs", job[0]).ReadSpec();
   ASSERT_TRUE(spec) << spec.error().message;
   EXPECT_EQ(spec->uid(), 1001u);
   EXPECT_EQ(spec->user(), "alice");

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "daemon/job_files.h"
+#include "os/file_system.h"
 #include "proto/request_json.h"
 #include "store/job.h"
 
@@ -272,12 +273,13 @@ class JobFilesSpec : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
   void WriteFile(const daemon::JobFiles& files, const std::string& text) { std::ofstream(files.spec_path()) << text; }
+  os::SystemFileSystem files_;
   fs::path dir_;
 };
 
 TEST_F(JobFilesSpec, WrittenAndReadWhole) {
   const Job job = FullJob();
-  daemon::JobFiles files(dir_.string(), job.id);
+  daemon::JobFiles files(files_, dir_.string(), job.id);
   ASSERT_TRUE(files.WriteSpec(job).ok());
   struct stat st {};
   ASSERT_EQ(stat(files.spec_path().c_str(), &st), 0);
@@ -288,7 +290,7 @@ TEST_F(JobFilesSpec, WrittenAndReadWhole) {
 }
 
 TEST_F(JobFilesSpec, ReadsTheEarlierVersionsFile) {
-  daemon::JobFiles files(dir_.string(), 15);
+  daemon::JobFiles files(files_, dir_.string(), 15);
   WriteFile(files, kOldSpecFile);
   auto job = files.ReadSpec();
   ASSERT_TRUE(job) << job.error().message;
@@ -297,7 +299,7 @@ TEST_F(JobFilesSpec, ReadsTheEarlierVersionsFile) {
 }
 
 TEST_F(JobFilesSpec, DamagedOrForeignIsAnError) {
-  daemon::JobFiles files(dir_.string(), 15);
+  daemon::JobFiles files(files_, dir_.string(), 15);
   EXPECT_EQ(files.ReadSpec().error().kind, ErrorKind::kNotFound);
   WriteFile(files, "{\"id\": 15, ");
   EXPECT_EQ(files.ReadSpec().error().message, "the spec of job 15 is damaged: not JSON");
@@ -305,7 +307,7 @@ TEST_F(JobFilesSpec, DamagedOrForeignIsAnError) {
   j.erase("submit_time");
   WriteFile(files, j.dump());
   EXPECT_EQ(files.ReadSpec().error().message, "the spec of job 15 is damaged: job: \"submit_time\" is missing");
-  daemon::JobFiles other(dir_.string(), 16);
+  daemon::JobFiles other(files_, dir_.string(), 16);
   WriteFile(other, kOldSpecFile);
   EXPECT_EQ(other.ReadSpec().error().message, "the spec of job 16 is damaged: it names job 15");
 }

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "daemon/job_files.h"
+#include "os/file_system.h"
 #include "support/small_tmpfs.h"
 #include "util/say.h"
 
@@ -35,7 +36,8 @@ TEST(JobEndReserve, OnAFullFolderTheEndIsWrittenIntoTheReserveItself) {
   const fs::path dir = fs::path(::testing::TempDir()) / ("job-end-reserve-" + std::to_string(getpid()));
   test::SmallTmpfs folder(dir, "1m");
   if (!folder.mounted()) GTEST_SKIP() << "cannot mount a tmpfs: " << folder.why();
-  JobFiles files(dir.string(), 7);
+  os::SystemFileSystem disk;
+  JobFiles files(disk, dir.string(), 7);
   ASSERT_TRUE(files.Reserve(64 * 1024).ok());
   const ino_t reserve = InodeOf(files.reserve_path());
   folder.Fill();
@@ -61,7 +63,8 @@ TEST(JobEndReserve, OnAFullFolderTheEndIsWrittenIntoTheReserveItself) {
 TEST(JobEndReserve, WithRoomTheReserveIsGivenBack) {
   const fs::path dir = fs::path(::testing::TempDir()) / ("job-end-room-" + std::to_string(getpid()));
   fs::create_directories(dir);
-  JobFiles files(dir.string(), 8);
+  os::SystemFileSystem disk;
+  JobFiles files(disk, dir.string(), 8);
   ASSERT_TRUE(files.Reserve(64 * 1024).ok());
   SupervisorStatus done;
   done.phase = "done";

@@ -13,6 +13,7 @@
 
 #include "daemon/job_files.h"
 #include "daemon/job_table.h"
+#include "os/file_system.h"
 #include "support/recording_launcher.h"
 #include "util/clock.h"
 
@@ -32,8 +33,8 @@ class JobTableLoadTest : public ::testing::Test {
     auto store = store::JobStore::Open(":memory:");
     ASSERT_TRUE(store) << store.error().message;
     store_ = std::move(store).value();
-    table_ = std::make_unique<JobTable>(*store_, (dir_ / "jobs").string(), clock_, launcher_, JobTableLimits{10, 4},
-                                        [](const std::string&) {});
+    table_ = std::make_unique<JobTable>(*store_, (dir_ / "jobs").string(), clock_, files_, launcher_,
+                                        JobTableLimits{10, 4}, [](const std::string&) {});
   }
   void TearDown() override { fs::remove_all(dir_); }
 
@@ -55,6 +56,7 @@ class JobTableLoadTest : public ::testing::Test {
   fs::path dir_;
   std::unique_ptr<store::JobStore> store_;
   FakeClock clock_;
+  os::SystemFileSystem files_;  ///< the job files: real ones in dir_
   test::RecordingLauncher launcher_;
   std::unique_ptr<JobTable> table_;
 };

@@ -5,6 +5,7 @@
 // The store is a file in a temporary folder (its WAL tells how many transactions committed, and a
 // second connection can lock it), with a FakeClock and a launcher that records.
 #include "daemon/job_table.h"
+#include "os/file_system.h"
 
 #include <unistd.h>
 
@@ -58,7 +59,7 @@ class JobTableSubmitTest : public ::testing::Test {
     auto store = store::JobStore::Open(db_path());
     ASSERT_TRUE(store) << store.error().message;
     store_ = std::move(store).value();
-    table_ = std::make_unique<JobTable>(*store_, (dir_ / "jobs").string(), clock_, launcher_, limits_,
+    table_ = std::make_unique<JobTable>(*store_, (dir_ / "jobs").string(), clock_, files_, launcher_, limits_,
                                         [this](const std::string& line) { log_.push_back(line); });
   }
   void TearDown() override {
@@ -122,6 +123,7 @@ class JobTableSubmitTest : public ::testing::Test {
   fs::path dir_;
   std::unique_ptr<store::JobStore> store_;
   FakeClock clock_;
+  os::SystemFileSystem files_;  ///< the job files: real ones in dir_
   test::RecordingLauncher launcher_;
   // Short lock waits: a refused write costs the test 20 ms.
   JobTableLimits limits_{10, 4, 20, 5, 0};

@@ -6,6 +6,7 @@
 // idle cancels are its events, and every signal to a supervisor goes through the launcher, which
 // records it here.
 #include "daemon/job_table.h"
+#include "os/file_system.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -51,12 +52,12 @@ class JobTableTest : public ::testing::Test {
   }
 
   std::string jobs_dir() const { return (dir_ / "jobs").string(); }
-  JobFiles Files(std::int64_t id) const { return JobFiles(jobs_dir(), id); }
+  JobFiles Files(std::int64_t id) { return JobFiles(files_, jobs_dir(), id); }
 
   // The table, built on first use (after the test has prepared the store: a restarted daemon).
   JobTable& Table() {
     if (!table_)
-      table_ = std::make_unique<JobTable>(*store_, jobs_dir(), clock_, launcher_, limits_,
+      table_ = std::make_unique<JobTable>(*store_, jobs_dir(), clock_, files_, launcher_, limits_,
                                           [this](const std::string& line) {
                                             log_.push_back(line);
                                             if (on_log_) on_log_(line);
@@ -188,6 +189,7 @@ class JobTableTest : public ::testing::Test {
   fs::path dir_;
   std::unique_ptr<store::JobStore> store_;
   FakeClock clock_;
+  os::SystemFileSystem files_;  ///< the job files: real ones in dir_
   test::RecordingLauncher launcher_;
   JobTableLimits limits_{kGraceS, 4};
   std::vector<std::string> log_;

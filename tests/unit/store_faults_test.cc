@@ -19,6 +19,7 @@
 #include "daemon/job_files.h"
 #include "daemon/job_table.h"
 #include "daemon/store_marker.h"
+#include "os/file_system.h"
 #include "store/job_store.h"
 #include "support/harness.h"
 #include "support/recording_launcher.h"
@@ -67,11 +68,11 @@ class StoreFaultsTest : public ::testing::Test {
 
   std::string db_path() const { return (dir_ / "jobs.db").string(); }
   std::string jobs_dir() const { return (dir_ / "jobs").string(); }
-  JobFiles Files(std::int64_t id) const { return JobFiles(jobs_dir(), id); }
+  JobFiles Files(std::int64_t id) { return JobFiles(files_, jobs_dir(), id); }
 
   JobTable& Table() {
     if (!table_)
-      table_ = std::make_unique<JobTable>(*store_, jobs_dir(), clock_, launcher_, limits_,
+      table_ = std::make_unique<JobTable>(*store_, jobs_dir(), clock_, files_, launcher_, limits_,
                                           [this](const std::string& line) { log_.push_back(line); });
     return *table_;
   }
@@ -149,7 +150,7 @@ class StoreFaultsTest : public ::testing::Test {
   }
 
   fs::path dir_;
-  os::SystemFileSystem files_;  ///< the marker's files: the real ones, beside the real store
+  os::SystemFileSystem files_;  ///< the marker's and the job files: the real ones, beside the real store
   std::unique_ptr<store::JobStore> store_;
   FakeClock clock_;
   test::RecordingLauncher launcher_;
